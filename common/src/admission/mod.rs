@@ -1,0 +1,324 @@
+//! The HTTPS admission server any binary embeds: each family serves its own CRD webhooks
+//! (validate, default, `/convert`) and kruise-webhook serves the pod chain.
+//!
+//! A handler declares its path and the webhook it needs ([`WebhookSpec`]: rules,
+//! failurePolicy, selectors); the server routes `admission.k8s.io/v1` AdmissionReviews to it.
+//! A malformed review gets HTTP 400 with the reason; a handler error or panic becomes a
+//! response that denies with a message, never a crashed server. Certificates come from
+//! files (cert-manager style, reloaded when they change) or are self-managed in a Secret
+//! ([`certs`]), and the caBundle is written into the configurations this binary owns
+//! ([`publish`]).
+
+pub mod certs;
+pub mod conversion;
+pub mod publish;
+pub mod runner;
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use futures::FutureExt as _;
+use futures::future::BoxFuture;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+use kube::core::DynamicObject;
+use kube::core::admission::{AdmissionRequest, AdmissionResponse, AdmissionReview};
+use tokio_util::sync::CancellationToken;
+
+pub use conversion::{ConversionReview, Converter};
+
+/// Whether a webhook may change the object or only judge it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+pub enum WebhookKind {
+    /// A MutatingWebhookConfiguration entry.
+    Mutating,
+    /// A ValidatingWebhookConfiguration entry.
+    Validating,
+}
+
+/// What the API server does when the webhook cannot be reached.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FailurePolicy {
+    /// Reject the request (for checks that guard invariants).
+    Fail,
+    /// Let the request through (for best-effort mutation of objects we may not own).
+    Ignore,
+}
+
+impl FailurePolicy {
+    /// The wire value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FailurePolicy::Fail => "Fail",
+            FailurePolicy::Ignore => "Ignore",
+        }
+    }
+}
+
+/// One rule: which operations on which resources the webhook sees.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Rule {
+    /// CREATE, UPDATE, DELETE, CONNECT or `*`.
+    pub operations: Vec<String>,
+    /// API groups (`""` for core).
+    pub api_groups: Vec<String>,
+    /// API versions.
+    pub api_versions: Vec<String>,
+    /// Resources, optionally with a subresource (`pods/eviction`).
+    pub resources: Vec<String>,
+    /// `Namespaced`, `Cluster` or `*`.
+    pub scope: Option<String>,
+}
+
+impl Rule {
+    /// A rule for `operations` on `resources` in `group` at every listed version.
+    pub fn new(operations: &[&str], group: &str, versions: &[&str], resources: &[&str]) -> Self {
+        let own = |v: &[&str]| v.iter().map(|s| s.to_string()).collect();
+        Rule {
+            operations: own(operations),
+            api_groups: vec![group.to_string()],
+            api_versions: own(versions),
+            resources: own(resources),
+            scope: None,
+        }
+    }
+}
+
+/// Everything the webhook configuration entry for one handler needs, besides where the
+/// server is and its caBundle.
+#[derive(Clone, Debug, PartialEq)]
+pub struct WebhookSpec {
+    /// Entry name, e.g. `vcloneset.kb.io` (OpenKruise's names where it has them).
+    pub name: String,
+    /// Mutating or validating.
+    pub kind: WebhookKind,
+    /// Requests it sees.
+    pub rules: Vec<Rule>,
+    /// Declared explicitly by every handler.
+    pub failure_policy: FailurePolicy,
+    /// Restricts the namespaces it sees.
+    pub namespace_selector: Option<LabelSelector>,
+    /// Restricts the objects it sees.
+    pub object_selector: Option<LabelSelector>,
+    /// Seconds the API server waits (1-30).
+    pub timeout_seconds: i32,
+}
+
+/// Why a handler could not decide. The server turns it into a denial with the message.
+#[derive(Debug, thiserror::Error)]
+pub enum HandlerError {
+    /// The object could not be read as the handler's kind.
+    #[error("cannot decode {kind}: {reason}")]
+    Decode {
+        /// Kind expected.
+        kind: String,
+        /// Why not.
+        reason: String,
+    },
+    /// Anything else, with context.
+    #[error("{0}")]
+    Internal(String),
+}
+
+/// One admission handler, served at [`AdmissionHandler::path`].
+pub trait AdmissionHandler: Send + Sync + 'static {
+    /// URL path, e.g. `/validate-apps-kruise-io-v1beta1-cloneset`.
+    fn path(&self) -> &str;
+    /// The webhook configuration entry it needs.
+    fn webhook(&self) -> WebhookSpec;
+    /// Decides on one request. A mutating handler returns a response carrying a JSONPatch.
+    fn handle<'a>(
+        &'a self,
+        request: &'a AdmissionRequest<DynamicObject>,
+    ) -> BoxFuture<'a, Result<AdmissionResponse, HandlerError>>;
+}
+
+/// The routes of an admission server: handlers by path plus the CRD converters behind
+/// `/convert`. Build once, then [`AdmissionRoutes::router`] or [`serve`].
+#[derive(Clone, Default)]
+pub struct AdmissionRoutes {
+    handlers: HashMap<String, Arc<dyn AdmissionHandler>>,
+    converters: Vec<Arc<dyn Converter>>,
+}
+
+impl AdmissionRoutes {
+    /// No handlers yet.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds a handler at its path (a later handler at the same path replaces the earlier).
+    pub fn handler(mut self, h: impl AdmissionHandler) -> Self {
+        self.handlers.insert(h.path().to_string(), Arc::new(h));
+        self
+    }
+
+    /// Adds a CRD converter served at `/convert`.
+    pub fn converter(mut self, c: impl Converter) -> Self {
+        self.converters.push(Arc::new(c));
+        self
+    }
+
+    /// The webhook specs of every handler with its path, for the configurations.
+    pub fn webhooks(&self) -> Vec<(String, WebhookSpec)> {
+        let mut v: Vec<_> = self
+            .handlers
+            .iter()
+            .map(|(p, h)| (p.clone(), h.webhook()))
+            .collect();
+        v.sort_by(|a, b| a.1.name.cmp(&b.1.name));
+        v
+    }
+
+    /// Decides one AdmissionReview body, as the HTTP route does: `Err((400, reason))` for a
+    /// body that is not a v1 AdmissionReview with a request.
+    pub async fn review(
+        &self,
+        path: &str,
+        body: &[u8],
+    ) -> Result<serde_json::Value, (u16, String)> {
+        let Some(handler) = self.handlers.get(path) else {
+            return Err((404, format!("no admission handler at {path}")));
+        };
+        let raw: serde_json::Value = serde_json::from_slice(body)
+            .map_err(|e| (400, format!("malformed AdmissionReview: {e}")))?;
+        let api_version = raw.get("apiVersion").and_then(|v| v.as_str()).unwrap_or("");
+        let kind = raw.get("kind").and_then(|v| v.as_str()).unwrap_or("");
+        if api_version != "admission.k8s.io/v1" || kind != "AdmissionReview" {
+            return Err((
+                400,
+                format!(
+                    "unsupported review {api_version:?}/{kind:?}: want admission.k8s.io/v1 AdmissionReview"
+                ),
+            ));
+        }
+        let review: AdmissionReview<DynamicObject> = serde_json::from_value(raw)
+            .map_err(|e| (400, format!("malformed AdmissionReview: {e}")))?;
+        let request: AdmissionRequest<DynamicObject> = review
+            .try_into()
+            .map_err(|_| (400, "AdmissionReview has no request".to_string()))?;
+        let outcome = std::panic::AssertUnwindSafe(handler.handle(&request))
+            .catch_unwind()
+            .await;
+        let response = match outcome {
+            Ok(Ok(resp)) => resp,
+            Ok(Err(e)) => {
+                tracing::warn!(path, uid = %request.uid, error = %e, "admission handler error");
+                AdmissionResponse::from(&request).deny(e.to_string())
+            }
+            Err(_) => {
+                tracing::error!(path, uid = %request.uid, "admission handler panicked");
+                AdmissionResponse::from(&request).deny("internal error in admission handler")
+            }
+        };
+        let mut out = serde_json::to_value(response.into_review())
+            .map_err(|e| (500, format!("encoding AdmissionReview: {e}")))?;
+        base64_patch(&mut out);
+        Ok(out)
+    }
+
+    /// The axum router: every handler path, `/convert`, and `/healthz`.
+    pub fn router(self) -> Router {
+        let shared = Arc::new(self);
+        let mut router = Router::new()
+            .route("/healthz", get(|| async { "ok" }))
+            .route("/convert", post(convert_route));
+        for path in shared.handlers.keys() {
+            router = router.route(path, post(review_route));
+        }
+        router.with_state(shared)
+    }
+}
+
+async fn review_route(
+    State(routes): State<Arc<AdmissionRoutes>>,
+    uri: axum::http::Uri,
+    body: Bytes,
+) -> Response {
+    match routes.review(uri.path(), &body).await {
+        Ok(v) => axum::Json(v).into_response(),
+        Err((code, reason)) => (
+            StatusCode::from_u16(code).unwrap_or(StatusCode::BAD_REQUEST),
+            reason,
+        )
+            .into_response(),
+    }
+}
+
+async fn convert_route(State(routes): State<Arc<AdmissionRoutes>>, body: Bytes) -> Response {
+    match conversion::review(&routes.converters, &body) {
+        Ok(v) => axum::Json(v).into_response(),
+        Err(reason) => (StatusCode::BAD_REQUEST, reason).into_response(),
+    }
+}
+
+/// kube serialises `response.patch` as an array of numbers; Go API servers and webhooks
+/// use the base64 string form of `[]byte`, so send that.
+fn base64_patch(review: &mut serde_json::Value) {
+    use base64::Engine as _;
+    let Some(patch) = review.pointer_mut("/response/patch") else {
+        return;
+    };
+    if let Some(items) = patch.as_array() {
+        let bytes: Vec<u8> = items
+            .iter()
+            .filter_map(|b| b.as_u64().and_then(|b| u8::try_from(b).ok()))
+            .collect();
+        *patch = serde_json::Value::String(base64::engine::general_purpose::STANDARD.encode(bytes));
+    }
+}
+
+/// A running admission server.
+pub struct AdmissionServer {
+    /// The bound address.
+    pub addr: SocketAddr,
+    handle: axum_server::Handle<SocketAddr>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl AdmissionServer {
+    /// Stops accepting, lets open requests finish (at most `grace`), and waits.
+    pub async fn stop(self, grace: Duration) {
+        self.handle.graceful_shutdown(Some(grace));
+        let _ = self.task.await;
+    }
+}
+
+/// Serves `routes` over TLS on `addr` with the certificate `tls` holds (kept current by
+/// [`certs`]), until `shutdown` fires.
+pub async fn serve(
+    addr: SocketAddr,
+    routes: AdmissionRoutes,
+    tls: axum_server::tls_rustls::RustlsConfig,
+    shutdown: CancellationToken,
+) -> std::io::Result<AdmissionServer> {
+    crate::runtime::install_crypto_provider();
+    let handle = axum_server::Handle::new();
+    let listener = std::net::TcpListener::bind(addr)?;
+    listener.set_nonblocking(true)?;
+    let bound = listener.local_addr()?;
+    let server = axum_server::from_tcp_rustls(listener, tls)?.handle(handle.clone());
+    let app = routes.router();
+    let stopper = handle.clone();
+    tokio::spawn(async move {
+        shutdown.cancelled().await;
+        stopper.graceful_shutdown(Some(Duration::from_secs(10)));
+    });
+    let task = tokio::spawn(async move {
+        if let Err(e) = server.serve(app.into_make_service()).await {
+            tracing::error!(error = %e, "admission server failed");
+        }
+    });
+    Ok(AdmissionServer {
+        addr: bound,
+        handle,
+        task,
+    })
+}

@@ -1,0 +1,179 @@
+//! Runs an admission server the way every binary does: standard flags, certificates from
+//! files or a self-managed Secret, caBundle publishing, and rotation checks — as one task
+//! for [`crate::runtime::Binary::every_replica`].
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use axum_server::tls_rustls::RustlsConfig;
+use clap::Args;
+
+use super::certs::{self, CertSource, SelfManaged, ServingCert};
+use super::publish::{self, Endpoint, Owned};
+use super::{AdmissionRoutes, serve};
+use crate::runtime::{Readiness, parse_duration};
+
+/// Flags of the admission server (OpenKruise's env names where it has them).
+#[derive(Args, Clone, Debug)]
+pub struct AdmissionFlags {
+    /// Port of the HTTPS admission server.
+    #[arg(long, env = "WEBHOOK_PORT", default_value_t = 9876, global = true)]
+    pub webhook_port: u16,
+    /// Directory with `tls.crt`/`tls.key`/`ca.crt` managed by someone else (e.g. cert-manager).
+    /// When it holds no certificate, certificates are self-managed in a Secret.
+    #[arg(long, env = "WEBHOOK_CERT_DIR", global = true)]
+    pub webhook_cert_dir: Option<PathBuf>,
+    /// Secret holding self-managed certificates; `<binary>-webhook-certs` when unset.
+    #[arg(long, env = "SECRET_NAME", global = true)]
+    pub webhook_secret: Option<String>,
+    /// Service the API server calls; `<binary>-webhook` when unset.
+    #[arg(long, env = "SERVICE_NAME", global = true)]
+    pub webhook_service: Option<String>,
+    /// Namespace of the Service and Secret.
+    #[arg(
+        long,
+        env = "POD_NAMESPACE",
+        default_value = "kruise-system",
+        global = true
+    )]
+    pub webhook_namespace: String,
+    /// Reach the server at `https://<host>:<port>` instead of the Service (out-of-cluster runs).
+    #[arg(long, env = "WEBHOOK_HOST", global = true)]
+    pub webhook_host: Option<String>,
+    /// Re-issue certificates this long before they expire.
+    #[arg(long, env = "CERTS_RENEW_BEFORE", default_value = "4380h", value_parser = parse_duration, global = true)]
+    pub certs_renew_before: Duration,
+    /// How often certificates are re-read and checked for renewal.
+    #[arg(long, env = "WEBHOOK_CERT_CHECK_INTERVAL", default_value = "60s", value_parser = parse_duration, global = true)]
+    pub webhook_cert_check_interval: Duration,
+}
+
+impl AdmissionFlags {
+    fn source(&self, binary: &str) -> CertSource {
+        if let Some(dir) = &self.webhook_cert_dir
+            && dir.join("tls.crt").exists()
+        {
+            return CertSource::Files(dir.clone());
+        }
+        let service = self.service(binary);
+        let secret = self
+            .webhook_secret
+            .clone()
+            .unwrap_or_else(|| format!("{binary}-webhook-certs"));
+        let mut settings = SelfManaged::for_service(&self.webhook_namespace, &secret, &service);
+        settings.renew_before = self.certs_renew_before;
+        if let Some(host) = &self.webhook_host {
+            settings.hosts.push(host.clone());
+        }
+        CertSource::SelfManaged(settings)
+    }
+
+    fn service(&self, binary: &str) -> String {
+        self.webhook_service
+            .clone()
+            .unwrap_or_else(|| format!("{binary}-webhook"))
+    }
+
+    /// Where the API server reaches this server.
+    pub fn endpoint(&self, binary: &str) -> Endpoint {
+        match &self.webhook_host {
+            Some(host) => Endpoint::Url(format!("https://{host}:{}", self.webhook_port)),
+            None => Endpoint::Service {
+                namespace: self.webhook_namespace.clone(),
+                name: self.service(binary),
+                port: 443,
+            },
+        }
+    }
+}
+
+/// Serves `routes` until `shutdown`, keeping certificates and the published caBundle current.
+/// Marks the readiness check `admission` once the configurations carry the caBundle.
+pub async fn run(
+    client: kube::Client,
+    binary: &str,
+    flags: AdmissionFlags,
+    routes: AdmissionRoutes,
+    owned: Owned,
+    readiness: Readiness,
+    shutdown: tokio_util::sync::CancellationToken,
+) -> anyhow::Result<()> {
+    readiness.register("admission");
+    let source = flags.source(binary);
+    let endpoint = flags.endpoint(binary);
+    let mut current = certs::load(&source, &client, jiff::Timestamp::now())
+        .await
+        .context("loading webhook certificates")?;
+    let tls = RustlsConfig::from_pem(
+        current.cert_pem.clone().into_bytes(),
+        current.key_pem.clone().into_bytes(),
+    )
+    .await
+    .context("loading the serving certificate into TLS")?;
+    let addr = SocketAddr::from(([0, 0, 0, 0], flags.webhook_port));
+    let server = serve(addr, routes.clone(), tls.clone(), shutdown.clone())
+        .await
+        .with_context(|| format!("binding the admission server on {addr}"))?;
+    tracing::info!(addr = %server.addr, "admission server listening");
+    let mut published = publish_logged(&client, &routes, &owned, &endpoint, &current).await;
+    readiness.set("admission", published);
+    loop {
+        let interval = if published {
+            flags.webhook_cert_check_interval
+        } else {
+            // Retry publishing sooner than the routine check.
+            flags
+                .webhook_cert_check_interval
+                .min(Duration::from_secs(5))
+        };
+        tokio::select! {
+            _ = shutdown.cancelled() => break,
+            _ = tokio::time::sleep(interval) => {}
+        }
+        match certs::load(&source, &client, jiff::Timestamp::now()).await {
+            Ok(next) if next != current => {
+                if let Err(e) = tls
+                    .reload_from_pem(
+                        next.cert_pem.clone().into_bytes(),
+                        next.key_pem.clone().into_bytes(),
+                    )
+                    .await
+                {
+                    tracing::error!(error = %e, "new serving certificate is unusable; keeping the old one");
+                    continue;
+                }
+                tracing::info!("serving certificate reloaded");
+                if next.ca_bundle != current.ca_bundle {
+                    published = false;
+                }
+                current = next;
+            }
+            Ok(_) => {}
+            Err(e) => tracing::warn!(error = %e, "checking webhook certificates failed"),
+        }
+        if !published {
+            published = publish_logged(&client, &routes, &owned, &endpoint, &current).await;
+            readiness.set("admission", published);
+        }
+    }
+    server.stop(Duration::from_secs(10)).await;
+    Ok(())
+}
+
+async fn publish_logged(
+    client: &kube::Client,
+    routes: &AdmissionRoutes,
+    owned: &Owned,
+    endpoint: &Endpoint,
+    cert: &ServingCert,
+) -> bool {
+    match publish::publish(client, routes, owned, endpoint, &cert.ca_bundle).await {
+        Ok(()) => true,
+        Err(e) => {
+            tracing::warn!(error = %e, "could not publish webhook configuration; will retry");
+            false
+        }
+    }
+}

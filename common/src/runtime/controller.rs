@@ -1,0 +1,225 @@
+//! Runs a kube-runtime `Controller` the same way in every family: one span per reconcile
+//! carrying the object's namespace/name, metrics, per-object exponential backoff on errors,
+//! conflicts (409) requeued quietly, readiness once the cache has synced, and graceful
+//! shutdown (no new reconciles after the token fires; in-flight ones finish).
+
+use std::collections::HashMap;
+use std::fmt::Debug;
+use std::hash::Hash;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::StreamExt as _;
+use kube::Resource;
+use kube::runtime::controller::{Action, Config as ControllerConfig, Controller};
+use kube::runtime::reflector::ObjectRef;
+use serde::de::DeserializeOwned;
+use tokio_util::sync::CancellationToken;
+use tracing::Instrument as _;
+
+use super::Readiness;
+use super::metrics::{ControllerLabel, ErrorLabel, Metrics, ResultLabel};
+
+/// What the harness needs to know about a family's reconcile error.
+pub trait ReconcileError: std::error::Error + Send + Sync + 'static {
+    /// A low-cardinality name for the failing step (`validate`, `create_pods`, …), used as
+    /// the metric label and in events.
+    fn category(&self) -> &'static str;
+    /// True when the error is an optimistic-concurrency conflict: the cache was stale, the
+    /// next reconcile will see the newer object. Requeued quietly, not logged as an error.
+    fn is_conflict(&self) -> bool {
+        false
+    }
+}
+
+/// True when a kube error is a 409 Conflict from the API server.
+pub fn is_conflict(e: &kube::Error) -> bool {
+    matches!(e, kube::Error::Api(s) if s.code == 409)
+}
+
+/// Backoff after the n-th consecutive failure of one object: controller-runtime's default
+/// item limiter (5 ms doubling, capped at 1000 s).
+pub fn error_backoff(failures: u32) -> Duration {
+    let exp = failures.saturating_sub(1).min(30);
+    let ms = 5u64.saturating_mul(1u64 << exp);
+    Duration::from_millis(ms).min(Duration::from_secs(1000))
+}
+
+/// The delay before retrying after a conflict: short, the newer object is on its way.
+pub const CONFLICT_REQUEUE: Duration = Duration::from_millis(100);
+
+/// Options of [`run_controller`].
+#[derive(Clone)]
+pub struct RunOptions {
+    /// Controller name, used in metrics, spans and the readiness check.
+    pub name: String,
+    /// Reconciles running at once (different objects; one object is never reconciled twice at once).
+    pub concurrency: u16,
+    /// Process metrics.
+    pub metrics: Metrics,
+    /// Process readiness; the check `controller/<name>` passes once the cache synced.
+    pub readiness: Readiness,
+    /// Stops the controller: no new reconciles, in-flight ones finish.
+    pub shutdown: CancellationToken,
+}
+
+type FailureCounts<K> = Arc<Mutex<HashMap<ObjectRef<K>, u32>>>;
+
+/// Runs `controller` until `opts.shutdown` fires and every in-flight reconcile finished.
+pub async fn run_controller<K, Ctx, E, F, Fut>(
+    controller: Controller<K>,
+    reconcile: F,
+    data: Arc<Ctx>,
+    opts: RunOptions,
+) where
+    K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    K::DynamicType: Debug + Eq + Hash + Clone + Default + Unpin + Send + Sync,
+    Ctx: Send + Sync + 'static,
+    E: ReconcileError,
+    F: Fn(Arc<K>, Arc<Ctx>) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Result<Action, E>> + Send + 'static,
+{
+    let name = opts.name.clone();
+    let label = ControllerLabel {
+        controller: name.clone(),
+    };
+    let check = format!("controller/{name}");
+    opts.readiness.register(&check);
+    let synced = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    {
+        let store = controller.store();
+        let readiness = opts.readiness.clone();
+        let check = check.clone();
+        let synced = synced.clone();
+        tokio::spawn(async move {
+            // kube-runtime's readiness signal wakes only the last task that polled it (one
+            // oneshot waker) and the controller's own runner polls it too, so poll ours
+            // again periodically; once set, it answers at once.
+            loop {
+                match tokio::time::timeout(Duration::from_millis(200), store.wait_until_ready())
+                    .await
+                {
+                    Ok(Ok(())) => {
+                        synced.store(true, std::sync::atomic::Ordering::SeqCst);
+                        readiness.set(&check, true);
+                        return;
+                    }
+                    Ok(Err(_)) => return,
+                    Err(_) => continue,
+                }
+            }
+        });
+    }
+    let failures: FailureCounts<K> = Arc::new(Mutex::new(HashMap::new()));
+    let reconcile = Arc::new(reconcile);
+    let metrics = opts.metrics.clone();
+    let wrapped = {
+        let failures = failures.clone();
+        let name = name.clone();
+        move |obj: Arc<K>, ctx: Arc<Ctx>| {
+            let metrics = metrics.clone();
+            let failures = failures.clone();
+            let reconcile = reconcile.clone();
+            let label = ControllerLabel {
+                controller: name.clone(),
+            };
+            let span = tracing::info_span!(
+                "reconcile",
+                controller = %name,
+                k8s.namespace = obj.meta().namespace.as_deref().unwrap_or(""),
+                k8s.name = obj.meta().name.as_deref().unwrap_or(""),
+            );
+            async move {
+                let active = metrics.active_workers.get_or_create(&label).clone();
+                active.inc();
+                let start = std::time::Instant::now();
+                let result = reconcile(obj.clone(), ctx).await;
+                active.dec();
+                metrics
+                    .reconcile_time
+                    .get_or_create(&label)
+                    .observe(start.elapsed().as_secs_f64());
+                let outcome = if result.is_ok() { "success" } else { "error" };
+                metrics
+                    .reconcile_total
+                    .get_or_create(&ResultLabel {
+                        controller: label.controller.clone(),
+                        result: outcome.to_string(),
+                    })
+                    .inc();
+                if result.is_ok()
+                    && let Ok(mut f) = failures.lock()
+                {
+                    f.remove(&ObjectRef::from(obj.as_ref()));
+                }
+                result
+            }
+            .instrument(span)
+        }
+    };
+    let error_metrics = opts.metrics.clone();
+    let error_name = name.clone();
+    let error_policy = move |obj: Arc<K>, err: &E, _ctx: Arc<Ctx>| {
+        error_metrics
+            .reconcile_errors
+            .get_or_create(&ErrorLabel {
+                controller: error_name.clone(),
+                category: err.category().to_string(),
+            })
+            .inc();
+        let key = ObjectRef::from(obj.as_ref());
+        if err.is_conflict() {
+            tracing::debug!(object = %key, "conflict, requeueing");
+            return Action::requeue(CONFLICT_REQUEUE);
+        }
+        let n = match failures.lock() {
+            Ok(mut f) => {
+                let n = f.entry(key.clone()).or_insert(0);
+                *n = n.saturating_add(1);
+                *n
+            }
+            Err(_) => 1,
+        };
+        let delay = error_backoff(n);
+        tracing::warn!(object = %key, category = err.category(), error = %err, retry_in = ?delay, "reconcile failed");
+        Action::requeue(delay)
+    };
+    let shutdown = opts.shutdown.clone();
+    let running = controller
+        .with_config(ControllerConfig::default().concurrency(opts.concurrency))
+        .graceful_shutdown_on(async move { shutdown.cancelled().await })
+        .run(wrapped, error_policy, data)
+        .for_each(|res| async move {
+            if let Err(e) = res {
+                tracing::debug!(error = %e, "controller stream");
+            }
+        });
+    // Before the cache has synced (e.g. the CRD is not installed) the runner has not
+    // started, so nothing is in flight: stop at once instead of waiting for a sync that
+    // may never come.
+    let never_synced = async {
+        opts.shutdown.cancelled().await;
+        if synced.load(std::sync::atomic::Ordering::SeqCst) {
+            std::future::pending::<()>().await;
+        }
+    };
+    tokio::select! {
+        _ = running => {}
+        _ = never_synced => tracing::info!(controller = %name, "stopped before its cache synced"),
+    }
+    opts.readiness.set(&check, false);
+    opts.metrics.active_workers.get_or_create(&label).set(0);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_doubles_from_5ms_and_caps() {
+        assert_eq!(error_backoff(1), Duration::from_millis(5));
+        assert_eq!(error_backoff(2), Duration::from_millis(10));
+        assert_eq!(error_backoff(5), Duration::from_millis(80));
+        assert_eq!(error_backoff(100), Duration::from_secs(1000));
+    }
+}

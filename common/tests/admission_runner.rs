@@ -1,0 +1,186 @@
+//! The admission runner against kruise-sim: certificates from a cert-manager style
+//! directory are served and re-read when they change, and the caBundle follows into the
+//! webhook configuration and the owned CRD's conversion settings.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kruise_common::admission::certs::{self, CertificateAuthority};
+use kruise_common::admission::publish::Owned;
+use kruise_common::admission::runner::{self, AdmissionFlags};
+use kruise_common::admission::{
+    AdmissionHandler, AdmissionRoutes, FailurePolicy, HandlerError, Rule, WebhookKind, WebhookSpec,
+};
+use kruise_common::runtime::Readiness;
+use kruise_sim::{Sim, SimConfig};
+use kube::Api;
+use kube::api::PostParams;
+use kube::core::DynamicObject;
+use kube::core::admission::{AdmissionRequest, AdmissionResponse};
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+
+struct AllowAll;
+
+impl AdmissionHandler for AllowAll {
+    fn path(&self) -> &str {
+        "/mutate-pod"
+    }
+    fn webhook(&self) -> WebhookSpec {
+        WebhookSpec {
+            name: "mpod.test.kruise.io".into(),
+            kind: WebhookKind::Mutating,
+            rules: vec![Rule::new(&["CREATE"], "", &["v1"], &["pods"])],
+            failure_policy: FailurePolicy::Ignore,
+            namespace_selector: None,
+            object_selector: None,
+            timeout_seconds: 5,
+        }
+    }
+    fn handle<'a>(
+        &'a self,
+        req: &'a AdmissionRequest<DynamicObject>,
+    ) -> BoxFuture<'a, Result<AdmissionResponse, HandlerError>> {
+        Box::pin(async move { Ok(AdmissionResponse::from(req)) })
+    }
+}
+
+fn write_certs(dir: &std::path::Path, name: &str) -> CertificateAuthority {
+    let now = jiff::Timestamp::now();
+    let ca = certs::generate_ca(name, now, Duration::from_secs(86400)).unwrap();
+    let (cert, key) = certs::issue_serving(
+        &ca,
+        &["127.0.0.1".to_string()],
+        now,
+        Duration::from_secs(86400),
+    )
+    .unwrap();
+    // Write beside, then rename: readers never see half a file (as kubelet's ..data swap).
+    for (file, body) in [
+        ("tls.key", key),
+        ("tls.crt", cert),
+        ("ca.crt", ca.cert_pem.clone()),
+    ] {
+        let tmp = dir.join(format!(".{file}.tmp"));
+        std::fs::write(&tmp, body).unwrap();
+        std::fs::rename(&tmp, dir.join(file)).unwrap();
+    }
+    ca
+}
+
+fn crd() -> CustomResourceDefinition {
+    serde_json::from_value(json!({
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": "widgets.example.kruise.io"},
+        "spec": {"group": "example.kruise.io", "scope": "Namespaced",
+          "names": {"plural": "widgets", "singular": "widget", "kind": "Widget"},
+          "versions": [
+            {"name": "v1alpha1", "served": true, "storage": false,
+             "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}},
+            {"name": "v1beta1", "served": true, "storage": true,
+             "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}]}
+    }))
+    .unwrap()
+}
+
+#[tokio::test]
+async fn file_certificates_are_reloaded_and_the_ca_bundle_follows() {
+    let sim = Sim::start(SimConfig::default()).await.unwrap();
+    let client = sim.client().unwrap();
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    crds.create(&PostParams::default(), &crd()).await.unwrap();
+    let dir = std::env::temp_dir().join(format!("kruise-certs-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let first = write_certs(&dir, "first-ca");
+    let port = support::free_port();
+    let flags = AdmissionFlags {
+        webhook_port: port,
+        webhook_cert_dir: Some(dir.clone()),
+        webhook_secret: None,
+        webhook_service: None,
+        webhook_namespace: "default".into(),
+        webhook_host: Some("127.0.0.1".into()),
+        certs_renew_before: Duration::from_secs(3600),
+        webhook_cert_check_interval: Duration::from_millis(200),
+    };
+    let owned = Owned {
+        mutating: Some("test-mutating".into()),
+        validating: None,
+        crds: vec!["widgets.example.kruise.io".into()],
+    };
+    let readiness = Readiness::default();
+    let stop = CancellationToken::new();
+    let task = tokio::spawn(runner::run(
+        client.clone(),
+        "kruise-test",
+        flags,
+        AdmissionRoutes::new().handler(AllowAll),
+        owned,
+        readiness.clone(),
+        stop.clone(),
+    ));
+    let configs: Api<MutatingWebhookConfiguration> = Api::all(client.clone());
+    let published = |want: String| {
+        let configs = configs.clone();
+        let crds = crds.clone();
+        async move {
+            let c = configs.get_opt("test-mutating").await.ok()??;
+            let hook = c.webhooks?.into_iter().next()?;
+            let bundle = String::from_utf8(hook.client_config.ca_bundle?.0).ok()?;
+            let crd = crds.get("widgets.example.kruise.io").await.ok()?;
+            let conv = crd.spec.conversion?;
+            let cc = conv.webhook?.client_config?;
+            let crd_bundle = String::from_utf8(cc.ca_bundle?.0).ok()?;
+            let ok = bundle == want
+                && crd_bundle == want
+                && conv.strategy == "Webhook"
+                && cc.url.as_deref() == Some(&*format!("https://127.0.0.1:{port}/convert"));
+            ok.then_some(())
+        }
+    };
+    support::eventually("first caBundle published", Duration::from_secs(20), || {
+        published(first.cert_pem.clone())
+    })
+    .await;
+    assert!(readiness.failing().is_empty(), "{:?}", readiness.failing());
+    let addr = format!("127.0.0.1:{port}").parse().unwrap();
+    let review = support::review("", "v1", "Pod", "pods", json!({"metadata": {"name": "p"}}));
+    let (code, _) = support::post_tls(addr, "127.0.0.1", &first.cert_pem, "/mutate-pod", &review)
+        .await
+        .unwrap();
+    assert_eq!(code, 200);
+
+    // cert-manager rotates the certificate and CA: served and published without a restart.
+    let second = write_certs(&dir, "second-ca");
+    support::eventually(
+        "new certificate served",
+        Duration::from_secs(20),
+        || async {
+            let (code, _) =
+                support::post_tls(addr, "127.0.0.1", &second.cert_pem, "/mutate-pod", &review)
+                    .await
+                    .ok()?;
+            (code == 200).then_some(())
+        },
+    )
+    .await;
+    support::eventually("second caBundle published", Duration::from_secs(20), || {
+        published(second.cert_pem.clone())
+    })
+    .await;
+    assert!(
+        support::post_tls(addr, "127.0.0.1", &first.cert_pem, "/mutate-pod", &review)
+            .await
+            .is_err()
+    );
+
+    stop.cancel();
+    task.await.unwrap().unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    sim.shutdown().await;
+}

@@ -1,0 +1,259 @@
+//! The admission server over real TLS: a certificate it generated, verified by the caBundle
+//! it would publish; reviews decided, malformed ones refused with 400, handler failures
+//! turned into denials, conversion reviews answered.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use kruise_common::admission::certs::{self, SelfManaged, StoredCerts};
+use kruise_common::admission::{
+    self, AdmissionHandler, AdmissionRoutes, Converter, FailurePolicy, HandlerError, Rule,
+    WebhookKind, WebhookSpec,
+};
+use kube::core::DynamicObject;
+use kube::core::admission::{AdmissionRequest, AdmissionResponse};
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+/// Adds a label; denies objects named `forbidden`; fails on `broken`; panics on `panic`.
+struct LabelPods;
+
+impl AdmissionHandler for LabelPods {
+    fn path(&self) -> &str {
+        "/mutate-pod"
+    }
+    fn webhook(&self) -> WebhookSpec {
+        WebhookSpec {
+            name: "mpod.test.kruise.io".into(),
+            kind: WebhookKind::Mutating,
+            rules: vec![Rule::new(&["CREATE"], "", &["v1"], &["pods"])],
+            failure_policy: FailurePolicy::Ignore,
+            namespace_selector: None,
+            object_selector: None,
+            timeout_seconds: 5,
+        }
+    }
+    fn handle<'a>(
+        &'a self,
+        req: &'a AdmissionRequest<DynamicObject>,
+    ) -> BoxFuture<'a, Result<AdmissionResponse, HandlerError>> {
+        Box::pin(async move {
+            match req.name.as_str() {
+                "forbidden" => Ok(AdmissionResponse::from(req).deny("name is forbidden")),
+                "broken" => Err(HandlerError::Internal("cannot read the pod's owner".into())),
+                "panic" => panic!("handler bug"),
+                _ => {
+                    let patch: json_patch::Patch = serde_json::from_value(json!([
+                        {"op": "add", "path": "/metadata/labels", "value": {"injected": "true"}}
+                    ]))
+                    .unwrap();
+                    Ok(AdmissionResponse::from(req).with_patch(patch).unwrap())
+                }
+            }
+        })
+    }
+}
+
+struct RenameVersion;
+
+impl Converter for RenameVersion {
+    fn handles(&self, group: &str, kind: &str) -> bool {
+        group == "example.kruise.io" && kind == "Greeting"
+    }
+    fn convert(&self, mut object: Value, desired: &str) -> Result<Value, String> {
+        if object["spec"]["message"] == "unconvertible" {
+            return Err("message cannot be converted".into());
+        }
+        object["apiVersion"] = json!(desired);
+        Ok(object)
+    }
+}
+
+fn pod(name: &str) -> Value {
+    json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "default"},
+           "spec": {"containers": [{"name": "main", "image": "nginx"}]}})
+}
+
+struct Running {
+    addr: std::net::SocketAddr,
+    bundle: String,
+    stop: CancellationToken,
+}
+
+async fn start() -> Running {
+    let mut settings = SelfManaged::for_service("kruise-system", "certs", "kruise-webhook");
+    settings.hosts = vec!["localhost".into(), "127.0.0.1".into()];
+    let empty = StoredCerts {
+        ca: None,
+        previous_ca: None,
+        serving: None,
+    };
+    let now = jiff::Timestamp::now();
+    let stored = certs::plan_renewal(&empty, &settings, now)
+        .unwrap()
+        .unwrap();
+    let serving = stored.serving_cert(now).unwrap();
+    let tls = axum_server::tls_rustls::RustlsConfig::from_pem(
+        serving.cert_pem.clone().into_bytes(),
+        serving.key_pem.clone().into_bytes(),
+    )
+    .await
+    .unwrap();
+    let routes = AdmissionRoutes::new()
+        .handler(LabelPods)
+        .converter(RenameVersion);
+    let stop = CancellationToken::new();
+    let server = admission::serve("127.0.0.1:0".parse().unwrap(), routes, tls, stop.clone())
+        .await
+        .unwrap();
+    Running {
+        addr: server.addr,
+        bundle: serving.ca_bundle,
+        stop,
+    }
+}
+
+#[tokio::test]
+async fn mutating_review_over_tls_verified_by_the_ca_bundle() {
+    let s = start().await;
+    let body = support::review("", "v1", "Pod", "pods", pod("web-0"));
+    let (code, text) = support::post_tls(s.addr, "localhost", &s.bundle, "/mutate-pod", &body)
+        .await
+        .unwrap();
+    assert_eq!(code, 200, "{text}");
+    let review: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(review["apiVersion"], "admission.k8s.io/v1");
+    assert_eq!(review["kind"], "AdmissionReview");
+    let resp = &review["response"];
+    assert_eq!(resp["uid"], "705ab4f5-6393-11e8-b7cc-42010a800002");
+    assert_eq!(resp["allowed"], true);
+    assert_eq!(resp["patchType"], "JSONPatch");
+    let patch = String::from_utf8(base64_decode(resp["patch"].as_str().unwrap())).unwrap();
+    let patch: Value = serde_json::from_str(&patch).unwrap();
+    assert_eq!(patch[0]["path"], "/metadata/labels");
+    // By IP as well: the certificate covers 127.0.0.1.
+    let (code, _) = support::post_tls(s.addr, "127.0.0.1", &s.bundle, "/mutate-pod", &body)
+        .await
+        .unwrap();
+    assert_eq!(code, 200);
+    s.stop.cancel();
+}
+
+#[tokio::test]
+async fn a_different_ca_is_refused() {
+    let s = start().await;
+    let other = certs::generate_ca(
+        "someone-else",
+        jiff::Timestamp::now(),
+        Duration::from_secs(3600),
+    )
+    .unwrap();
+    let body = support::review("", "v1", "Pod", "pods", pod("web-0"));
+    let err = support::post_tls(s.addr, "localhost", &other.cert_pem, "/mutate-pod", &body)
+        .await
+        .unwrap_err();
+    assert!(err.to_lowercase().contains("certificate"), "{err}");
+}
+
+#[tokio::test]
+async fn denials_errors_and_panics_become_responses() {
+    let s = start().await;
+    for (name, message) in [
+        ("forbidden", "name is forbidden"),
+        ("broken", "cannot read the pod's owner"),
+        ("panic", "internal error in admission handler"),
+    ] {
+        let body = support::review("", "v1", "Pod", "pods", pod(name));
+        let (code, text) = support::post_tls(s.addr, "localhost", &s.bundle, "/mutate-pod", &body)
+            .await
+            .unwrap();
+        assert_eq!(code, 200, "{name}: {text}");
+        let review: Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(review["response"]["allowed"], false, "{name}");
+        assert_eq!(review["response"]["status"]["message"], message, "{name}");
+    }
+    // The server survived the panic.
+    let body = support::review("", "v1", "Pod", "pods", pod("after-panic"));
+    let (code, _) = support::post_tls(s.addr, "localhost", &s.bundle, "/mutate-pod", &body)
+        .await
+        .unwrap();
+    assert_eq!(code, 200);
+}
+
+#[tokio::test]
+async fn malformed_reviews_get_400_with_a_reason() {
+    let s = start().await;
+    for (body, reason) in [
+        (b"not json".to_vec(), "malformed AdmissionReview"),
+        (
+            br#"{"apiVersion":"admission.k8s.io/v1beta1","kind":"AdmissionReview","request":{}}"#
+                .to_vec(),
+            "unsupported review",
+        ),
+        (
+            br#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview"}"#.to_vec(),
+            "no request",
+        ),
+    ] {
+        let (code, text) = support::post_tls(s.addr, "localhost", &s.bundle, "/mutate-pod", &body)
+            .await
+            .unwrap();
+        assert_eq!(code, 400, "{text}");
+        assert!(text.contains(reason), "{text}");
+    }
+}
+
+#[tokio::test]
+async fn conversion_reviews() {
+    let s = start().await;
+    let review = |message: &str| {
+        serde_json::to_vec(&json!({
+            "apiVersion": "apiextensions.k8s.io/v1", "kind": "ConversionReview",
+            "request": {"uid": "u1", "desiredAPIVersion": "example.kruise.io/v1beta1", "objects": [
+                {"apiVersion": "example.kruise.io/v1alpha1", "kind": "Greeting",
+                 "metadata": {"name": "g", "namespace": "default", "uid": "x"}, "spec": {"message": message}}
+            ]}
+        }))
+        .unwrap()
+    };
+    let (code, text) = support::post_tls(s.addr, "localhost", &s.bundle, "/convert", &review("hi"))
+        .await
+        .unwrap();
+    assert_eq!(code, 200, "{text}");
+    let v: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(v["kind"], "ConversionReview");
+    assert_eq!(v["response"]["uid"], "u1");
+    assert_eq!(v["response"]["result"]["status"], "Success");
+    assert_eq!(
+        v["response"]["convertedObjects"][0]["apiVersion"],
+        "example.kruise.io/v1beta1"
+    );
+    assert_eq!(v["response"]["convertedObjects"][0]["metadata"]["uid"], "x");
+    let (_, text) = support::post_tls(
+        s.addr,
+        "localhost",
+        &s.bundle,
+        "/convert",
+        &review("unconvertible"),
+    )
+    .await
+    .unwrap();
+    let v: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(v["response"]["result"]["status"], "Failure");
+    assert_eq!(
+        v["response"]["result"]["message"],
+        "message cannot be converted"
+    );
+    let (code, _) = support::post_tls(s.addr, "localhost", &s.bundle, "/convert", b"{}")
+        .await
+        .unwrap();
+    assert_eq!(code, 400);
+}
+
+fn base64_decode(s: &str) -> Vec<u8> {
+    use base64::Engine as _;
+    base64::engine::general_purpose::STANDARD.decode(s).unwrap()
+}
