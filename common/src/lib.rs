@@ -14,9 +14,3 @@ pub mod inplace;
 pub mod pods;
 pub mod revision;
 pub mod runtime;
-
-/// jemalloc returns a reflector's initial-list burst to the OS; glibc malloc keeps it
-/// (figures in the README). Every binary linking kruise-common gets it.
-#[cfg(feature = "jemalloc")]
-#[global_allocator]
-static GLOBAL_ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
