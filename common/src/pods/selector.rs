@@ -1,0 +1,107 @@
+//! Label-selector matching (`metav1.LabelSelector`).
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+
+/// An invalid selector.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SelectorError {
+    /// Unknown operator.
+    #[error("{0:?} is not a valid label selector operator")]
+    BadOperator(String),
+    /// `In`/`NotIn` without values, or `Exists`/`DoesNotExist` with values.
+    #[error("invalid values for operator {0:?}")]
+    BadValues(String),
+}
+
+/// Whether `labels` match `selector`. An empty selector matches everything.
+pub fn selector_matches(
+    selector: &LabelSelector,
+    labels: &BTreeMap<String, String>,
+) -> Result<bool, SelectorError> {
+    let mut ok = true;
+    if let Some(ml) = &selector.match_labels {
+        ok &= ml.iter().all(|(k, v)| labels.get(k) == Some(v));
+    }
+    for e in selector.match_expressions.iter().flatten() {
+        let values = e.values.as_deref().unwrap_or(&[]);
+        let got = labels.get(&e.key);
+        let m = match e.operator.as_str() {
+            "In" | "NotIn" if values.is_empty() => {
+                return Err(SelectorError::BadValues(e.operator.clone()));
+            }
+            "Exists" | "DoesNotExist" if !values.is_empty() => {
+                return Err(SelectorError::BadValues(e.operator.clone()));
+            }
+            "In" => got.is_some_and(|g| values.contains(g)),
+            "NotIn" => !got.is_some_and(|g| values.contains(g)),
+            "Exists" => got.is_some(),
+            "DoesNotExist" => got.is_none(),
+            other => return Err(SelectorError::BadOperator(other.to_string())),
+        };
+        ok &= m;
+    }
+    Ok(ok)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelectorRequirement;
+
+    fn req(key: &str, op: &str, values: &[&str]) -> LabelSelectorRequirement {
+        LabelSelectorRequirement {
+            key: key.into(),
+            operator: op.into(),
+            values: (!values.is_empty()).then(|| values.iter().map(|s| s.to_string()).collect()),
+        }
+    }
+
+    #[test]
+    fn matching_table() {
+        let labels = BTreeMap::from([
+            ("app".to_string(), "a".to_string()),
+            ("zone".to_string(), "z1".to_string()),
+        ]);
+        let sel = |ml: &[(&str, &str)], me: Vec<LabelSelectorRequirement>| LabelSelector {
+            match_labels: (!ml.is_empty()).then(|| {
+                ml.iter()
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .collect()
+            }),
+            match_expressions: (!me.is_empty()).then_some(me),
+        };
+        assert_eq!(selector_matches(&sel(&[], vec![]), &labels), Ok(true));
+        assert_eq!(
+            selector_matches(&sel(&[("app", "a")], vec![]), &labels),
+            Ok(true)
+        );
+        assert_eq!(
+            selector_matches(&sel(&[("app", "b")], vec![]), &labels),
+            Ok(false)
+        );
+        assert_eq!(
+            selector_matches(&sel(&[], vec![req("zone", "In", &["z1", "z2"])]), &labels),
+            Ok(true)
+        );
+        assert_eq!(
+            selector_matches(&sel(&[], vec![req("zone", "NotIn", &["z1"])]), &labels),
+            Ok(false)
+        );
+        assert_eq!(
+            selector_matches(&sel(&[], vec![req("x", "NotIn", &["z1"])]), &labels),
+            Ok(true)
+        );
+        assert_eq!(
+            selector_matches(&sel(&[], vec![req("x", "Exists", &[])]), &labels),
+            Ok(false)
+        );
+        assert_eq!(
+            selector_matches(&sel(&[], vec![req("x", "DoesNotExist", &[])]), &labels),
+            Ok(true)
+        );
+        assert!(selector_matches(&sel(&[], vec![req("x", "Gt", &["1"])]), &labels).is_err());
+        assert!(selector_matches(&sel(&[], vec![req("x", "In", &[])]), &labels).is_err());
+    }
+}
