@@ -236,6 +236,12 @@ async fn replicas_elect_one_leader_serve_endpoints_and_hand_over_on_sigterm() {
     })
     .await;
     assert!(holder(&leases, "kruise-runtime-example").await.is_some());
+    // Requests name the binary and its version.
+    let agent = format!("kruise-runtime-example/{}", env!("CARGO_PKG_VERSION"));
+    assert!(
+        sim.counters().by_user_agent(&agent) > 0,
+        "no request with user-agent {agent}"
+    );
     // Exactly one leader, and it stays that way.
     for _ in 0..5 {
         tokio::time::sleep(Duration::from_millis(200)).await;
@@ -298,6 +304,16 @@ async fn replicas_elect_one_leader_serve_endpoints_and_hand_over_on_sigterm() {
                 && l.contains("result=\"success\"")),
         "{body}"
     );
+    // Everything reconciled: nothing waits in the queue.
+    support::eventually("empty queue", Duration::from_secs(10), || async {
+        let (_, body) = support::http_get(leader_metrics, "/metrics").await.ok()?;
+        body.lines()
+            .any(|l| {
+                l.starts_with("workqueue_depth{") && l.contains("greeting") && l.ends_with(" 0")
+            })
+            .then_some(())
+    })
+    .await;
 
     // The admission server presents a certificate it generated, and the caBundle it
     // published in its webhook configuration verifies it.

@@ -64,6 +64,42 @@ pub struct RunOptions {
 }
 
 type FailureCounts<K> = Arc<Mutex<HashMap<ObjectRef<K>, u32>>>;
+/// The resourceVersion each object had when its last reconcile started.
+type SeenVersions<K> = Arc<Mutex<HashMap<ObjectRef<K>, String>>>;
+
+/// Every second, counts the cached objects whose current resourceVersion no reconcile has
+/// started on yet: the work waiting for a worker. kube-runtime keeps its queue private,
+/// so the depth is derived from the cache instead.
+async fn track_queue_depth<K>(
+    store: kube::runtime::reflector::Store<K>,
+    seen: SeenVersions<K>,
+    gauge: prometheus_client::metrics::gauge::Gauge,
+    shutdown: CancellationToken,
+) where
+    K: Resource + Clone + 'static,
+    K::DynamicType: Eq + Hash + Clone + Default,
+{
+    loop {
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+        }
+        let objects = store.state();
+        let Ok(mut seen) = seen.lock() else { return };
+        let mut waiting = 0i64;
+        let mut live = std::collections::HashSet::with_capacity(objects.len());
+        for obj in &objects {
+            let key = ObjectRef::from(obj.as_ref());
+            if seen.get(&key) != obj.meta().resource_version.as_ref() {
+                waiting += 1;
+            }
+            live.insert(key);
+        }
+        // Forget deleted objects so the map is bounded by the cache.
+        seen.retain(|k, _| live.contains(k));
+        gauge.set(waiting);
+    }
+}
 
 /// Runs `controller` until `opts.shutdown` fires and every in-flight reconcile finished.
 pub async fn run_controller<K, Ctx, E, F, Fut>(
@@ -111,14 +147,28 @@ pub async fn run_controller<K, Ctx, E, F, Fut>(
         });
     }
     let failures: FailureCounts<K> = Arc::new(Mutex::new(HashMap::new()));
+    let seen: SeenVersions<K> = Arc::new(Mutex::new(HashMap::new()));
+    let depth_task = tokio::spawn(track_queue_depth(
+        controller.store(),
+        seen.clone(),
+        opts.metrics.queue_depth.get_or_create(&label).clone(),
+        opts.shutdown.clone(),
+    ));
     let reconcile = Arc::new(reconcile);
     let metrics = opts.metrics.clone();
     let wrapped = {
         let failures = failures.clone();
+        let seen = seen.clone();
         let name = name.clone();
         move |obj: Arc<K>, ctx: Arc<Ctx>| {
             let metrics = metrics.clone();
             let failures = failures.clone();
+            if let Ok(mut seen) = seen.lock() {
+                seen.insert(
+                    ObjectRef::from(obj.as_ref()),
+                    obj.meta().resource_version.clone().unwrap_or_default(),
+                );
+            }
             let reconcile = reconcile.clone();
             let label = ControllerLabel {
                 controller: name.clone(),
@@ -207,6 +257,7 @@ pub async fn run_controller<K, Ctx, E, F, Fut>(
         _ = running => {}
         _ = never_synced => tracing::info!(controller = %name, "stopped before its cache synced"),
     }
+    depth_task.abort();
     opts.readiness.set(&check, false);
     opts.metrics.active_workers.get_or_create(&label).set(0);
 }

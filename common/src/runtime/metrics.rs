@@ -54,6 +54,9 @@ pub struct Metrics {
     pub reconcile_time: Family<ControllerLabel, Histogram>,
     /// `controller_runtime_active_workers{controller}`: reconciles running now.
     pub active_workers: Family<ControllerLabel, Gauge>,
+    /// `workqueue_depth{controller}`: primary objects whose latest version has not been
+    /// reconciled yet (changes to owned objects are not counted).
+    pub queue_depth: Family<ControllerLabel, Gauge>,
     /// `leader_election_master_status{name}`: 1 while this process holds the lease.
     pub leader: Family<LeaseLabel, Gauge>,
 }
@@ -73,6 +76,7 @@ impl Metrics {
         let reconcile_time =
             Family::<ControllerLabel, Histogram>::new_with_constructor(reconcile_histogram);
         let active_workers = Family::<ControllerLabel, Gauge>::default();
+        let queue_depth = Family::<ControllerLabel, Gauge>::default();
         let leader = Family::<LeaseLabel, Gauge>::default();
         registry.register(
             "controller_runtime_reconcile",
@@ -95,6 +99,11 @@ impl Metrics {
             active_workers.clone(),
         );
         registry.register(
+            "workqueue_depth",
+            "Primary objects whose latest version has not been reconciled yet",
+            queue_depth.clone(),
+        );
+        registry.register(
             "leader_election_master_status",
             "1 while this process is the leader of the named lease, 0 otherwise",
             leader.clone(),
@@ -105,6 +114,7 @@ impl Metrics {
             reconcile_errors,
             reconcile_time,
             active_workers,
+            queue_depth,
             leader,
         }
     }
