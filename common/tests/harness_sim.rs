@@ -335,10 +335,7 @@ async fn replicas_elect_one_leader_serve_endpoints_and_hand_over_on_sigterm() {
         "{url}"
     );
     let secrets: Api<Secret> = Api::namespaced(client.clone(), "default");
-    let secret = secrets
-        .get("kruise-runtime-example-webhook-certs")
-        .await
-        .unwrap();
+    let secret = secrets.get("kruise-runtime-example-certs").await.unwrap();
     assert!(secret.data.unwrap().contains_key("ca-cert.pem"));
     for r in &replicas {
         let addr = format!("127.0.0.1:{}", r.webhook).parse().unwrap();

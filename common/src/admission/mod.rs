@@ -11,6 +11,7 @@
 
 pub mod certs;
 pub mod conversion;
+pub mod pod_chain;
 pub mod publish;
 pub mod runner;
 
@@ -133,6 +134,11 @@ pub trait AdmissionHandler: Send + Sync + 'static {
     fn path(&self) -> &str;
     /// The webhook configuration entry it needs.
     fn webhook(&self) -> WebhookSpec;
+    /// Every webhook entry it needs now (several when one conjunction of selectors cannot
+    /// express its scope). Re-read whenever [`AdmissionRoutes::refresh`] is notified.
+    fn webhooks(&self) -> Vec<WebhookSpec> {
+        vec![self.webhook()]
+    }
     /// Decides on one request. A mutating handler returns a response carrying a JSONPatch.
     fn handle<'a>(
         &'a self,
@@ -146,6 +152,7 @@ pub trait AdmissionHandler: Send + Sync + 'static {
 pub struct AdmissionRoutes {
     handlers: HashMap<String, Arc<dyn AdmissionHandler>>,
     converters: Vec<Arc<dyn Converter>>,
+    refresh: Arc<tokio::sync::Notify>,
 }
 
 impl AdmissionRoutes {
@@ -166,12 +173,18 @@ impl AdmissionRoutes {
         self
     }
 
+    /// Notified when a handler's webhook entries may have changed (e.g. a SidecarSet was
+    /// added): the runner then republishes the configurations.
+    pub fn refresh(&self) -> Arc<tokio::sync::Notify> {
+        self.refresh.clone()
+    }
+
     /// The webhook specs of every handler with its path, for the configurations.
     pub fn webhooks(&self) -> Vec<(String, WebhookSpec)> {
         let mut v: Vec<_> = self
             .handlers
             .iter()
-            .map(|(p, h)| (p.clone(), h.webhook()))
+            .flat_map(|(p, h)| h.webhooks().into_iter().map(move |w| (p.clone(), w)))
             .collect();
         v.sort_by(|a, b| a.1.name.cmp(&b.1.name));
         v

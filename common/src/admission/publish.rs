@@ -285,3 +285,23 @@ fn to_crd_client_config(c: WebhookClientConfig) -> apiext::WebhookClientConfig {
         url: c.url,
     }
 }
+
+/// The configurations for `routes` as a YAML stream (no caBundle: the binary writes it at
+/// startup), for `manifests` and the chart.
+pub fn configurations_yaml(
+    routes: &AdmissionRoutes,
+    owned: &Owned,
+    endpoint: &Endpoint,
+) -> Result<String, serde_saphyr::SerializeError> {
+    let (m, v) = configurations(routes, owned, endpoint, "");
+    let mut out = String::new();
+    if let Some(m) = m {
+        out.push_str("---\n");
+        out.push_str(&serde_saphyr::to_string(&m)?);
+    }
+    if let Some(v) = v {
+        out.push_str("---\n");
+        out.push_str(&serde_saphyr::to_string(&v)?);
+    }
+    Ok(out)
+}

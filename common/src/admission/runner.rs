@@ -25,10 +25,10 @@ pub struct AdmissionFlags {
     /// When it holds no certificate, certificates are self-managed in a Secret.
     #[arg(long, env = "WEBHOOK_CERT_DIR", global = true)]
     pub webhook_cert_dir: Option<PathBuf>,
-    /// Secret holding self-managed certificates; `<binary>-webhook-certs` when unset.
+    /// Secret holding self-managed certificates; `<binary>-certs` when unset (OpenKruise: `kruise-webhook-certs`).
     #[arg(long, env = "SECRET_NAME", global = true)]
     pub webhook_secret: Option<String>,
-    /// Service the API server calls; `<binary>-webhook` when unset.
+    /// Service the API server calls; `<binary>-service` when unset (OpenKruise: `kruise-webhook-service`).
     #[arg(long, env = "SERVICE_NAME", global = true)]
     pub webhook_service: Option<String>,
     /// Namespace of the Service and Secret.
@@ -61,7 +61,7 @@ impl AdmissionFlags {
         let secret = self
             .webhook_secret
             .clone()
-            .unwrap_or_else(|| format!("{binary}-webhook-certs"));
+            .unwrap_or_else(|| format!("{binary}-certs"));
         let mut settings = SelfManaged::for_service(&self.webhook_namespace, &secret, &service);
         settings.renew_before = self.certs_renew_before;
         if let Some(host) = &self.webhook_host {
@@ -73,7 +73,7 @@ impl AdmissionFlags {
     fn service(&self, binary: &str) -> String {
         self.webhook_service
             .clone()
-            .unwrap_or_else(|| format!("{binary}-webhook"))
+            .unwrap_or_else(|| format!("{binary}-service"))
     }
 
     /// Where the API server reaches this server.
@@ -128,9 +128,14 @@ pub async fn run(
                 .webhook_cert_check_interval
                 .min(Duration::from_secs(5))
         };
+        let refresh = routes.refresh();
         tokio::select! {
             _ = shutdown.cancelled() => break,
             _ = tokio::time::sleep(interval) => {}
+            // A handler's scope changed: publish its new entries now.
+            _ = refresh.notified() => {
+                published = false;
+            }
         }
         match certs::load(&source, &client, jiff::Timestamp::now()).await {
             Ok(next) if next != current => {

@@ -132,6 +132,8 @@ enum Command {
     Run,
     /// Print this binary's CustomResourceDefinitions as YAML (for the chart or `kubectl apply -f -`).
     Crd,
+    /// Print the webhook configurations this binary publishes, without caBundle (for the chart).
+    Manifests,
 }
 
 /// Parses `150ms`, `2s`, `5m`, `1h`, or a sum such as `1m30s`.
@@ -258,12 +260,14 @@ impl<A> Context<A> {
 
 type BoxFut = Pin<Box<dyn Future<Output = anyhow::Result<()>> + Send>>;
 type Task<A> = Box<dyn FnOnce(Context<A>) -> BoxFut + Send>;
+type ManifestsFn<A> = Box<dyn Fn(&Flags, &A) -> anyhow::Result<String> + Send + Sync>;
 
 /// A binary built on the harness: its CRDs, what runs on every replica, what runs on the leader.
 pub struct Binary<A: Args + Clone + Send + Sync + 'static = NoArgs> {
     name: &'static str,
     version: &'static str,
     crds: Vec<CustomResourceDefinition>,
+    manifests: Option<ManifestsFn<A>>,
     every_replica: Vec<Task<A>>,
     leader: Vec<Task<A>>,
 }
@@ -284,9 +288,19 @@ impl<A: Args + Clone + Send + Sync + 'static> Binary<A> {
             name,
             version,
             crds: Vec::new(),
+            manifests: None,
             every_replica: Vec::new(),
             leader: Vec::new(),
         }
+    }
+
+    /// What `manifests` prints: the webhook configurations as YAML for these flags.
+    pub fn manifests(
+        mut self,
+        f: impl Fn(&Flags, &A) -> anyhow::Result<String> + Send + Sync + 'static,
+    ) -> Self {
+        self.manifests = Some(Box::new(f));
+        self
     }
 
     /// The CRDs this binary owns (printed by `crd`).
@@ -329,6 +343,22 @@ impl<A: Args + Clone + Send + Sync + 'static> Binary<A> {
         };
         if cli.command == Some(Command::Crd) {
             return match crds_yaml(&self.crds) {
+                Ok(yaml) => {
+                    print!("{yaml}");
+                    ExitCode::SUCCESS
+                }
+                Err(e) => {
+                    eprintln!("error: {e:#}");
+                    ExitCode::from(EXIT_FAILURE)
+                }
+            };
+        }
+        if cli.command == Some(Command::Manifests) {
+            let printed = match &self.manifests {
+                Some(f) => f(&cli.flags, &cli.family),
+                None => Ok(String::new()),
+            };
+            return match printed {
                 Ok(yaml) => {
                     print!("{yaml}");
                     ExitCode::SUCCESS

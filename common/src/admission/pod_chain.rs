@@ -1,0 +1,349 @@
+//! The pod mutating chain: steps lent by the enabled families run in OpenKruise's order on
+//! one copy of the pod, and the webhook answers with a single JSONPatch from the original
+//! to the result. Steps must be idempotent (a pod may pass the chain more than once when
+//! several scoped webhook entries match it), and each declares the pods it can act on so
+//! the webhook configuration only sends those (a stopped webhook then cannot block pods no
+//! enabled family cares about).
+
+use std::sync::Arc;
+
+use futures::future::BoxFuture;
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+use kube::core::DynamicObject;
+use kube::core::admission::{AdmissionRequest, AdmissionResponse, Operation};
+
+use super::{AdmissionHandler, FailurePolicy, HandlerError, Rule, WebhookKind, WebhookSpec};
+
+/// Which pods a step may act on: the pods in namespaces matching `namespace_selector` whose
+/// labels match `object_selector` (`None` = any).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct PodScope {
+    /// Namespaces (by their labels; `kubernetes.io/metadata.name` names one).
+    pub namespace_selector: Option<LabelSelector>,
+    /// Pods (by their labels).
+    pub object_selector: Option<LabelSelector>,
+}
+
+/// What a step learns about the request besides the pod.
+#[derive(Clone, Debug)]
+pub struct PodRequest {
+    /// CREATE or UPDATE.
+    pub operation: Operation,
+    /// The request namespace (a pod being created may not carry it yet).
+    pub namespace: String,
+    /// True for dry-run requests: steps must not write anything elsewhere.
+    pub dry_run: bool,
+}
+
+/// One step of the chain.
+pub trait PodMutator: Send + Sync + 'static {
+    /// Short name, used in logs, metrics and error messages (`sidecarset`, `readiness-gate`).
+    fn name(&self) -> &'static str;
+    /// Where OpenKruise runs this step (lower first): readiness gate 10, SidecarSet 30,
+    /// container launch priority 40, PodUnavailableBudget 50.
+    fn order(&self) -> u32;
+    /// The pods this step can change now. An empty list means none, so the webhook need
+    /// not see any pod on this step's behalf.
+    fn scopes(&self) -> Vec<PodScope>;
+    /// Whether a failure to reach the webhook should reject pods in this step's scopes.
+    fn failure_policy(&self) -> FailurePolicy;
+    /// Changes the pod in place; an error rejects the pod with the message.
+    fn mutate<'a>(
+        &'a self,
+        request: &'a PodRequest,
+        pod: &'a mut Pod,
+    ) -> BoxFuture<'a, Result<(), HandlerError>>;
+}
+
+/// The chain, served at `/mutate-pod` as OpenKruise's `mpod.kb.io`.
+#[derive(Clone, Default)]
+pub struct PodChain {
+    steps: Vec<Arc<dyn PodMutator>>,
+}
+
+/// The path the chain is served at.
+pub const MUTATE_POD_PATH: &str = "/mutate-pod";
+
+impl PodChain {
+    /// A chain of `steps`, run in their declared order.
+    pub fn new(mut steps: Vec<Arc<dyn PodMutator>>) -> Self {
+        steps.sort_by_key(|s| s.order());
+        PodChain { steps }
+    }
+
+    /// The step names, in order.
+    pub fn step_names(&self) -> Vec<&'static str> {
+        self.steps.iter().map(|s| s.name()).collect()
+    }
+
+    /// One webhook entry per distinct scope of every step (entries after the first are
+    /// named `mpod-<n>.kb.io`). A selector can express one conjunction, not a union, so the
+    /// union of the steps' scopes becomes several entries; a pod matching more than one is
+    /// sent more than once, which idempotent steps make harmless. The failure policy of an
+    /// entry is the strictest of the steps sharing it.
+    pub fn webhook_specs(&self) -> Vec<WebhookSpec> {
+        let mut entries: Vec<(PodScope, FailurePolicy)> = Vec::new();
+        for step in &self.steps {
+            for scope in step.scopes() {
+                match entries.iter_mut().find(|(s, _)| *s == scope) {
+                    Some((_, policy)) => {
+                        if step.failure_policy() == FailurePolicy::Fail {
+                            *policy = FailurePolicy::Fail;
+                        }
+                    }
+                    None => entries.push((scope, step.failure_policy())),
+                }
+            }
+        }
+        entries
+            .into_iter()
+            .enumerate()
+            .map(|(i, (scope, policy))| WebhookSpec {
+                name: if i == 0 {
+                    "mpod.kb.io".to_string()
+                } else {
+                    format!("mpod-{i}.kb.io")
+                },
+                kind: WebhookKind::Mutating,
+                rules: vec![Rule::new(&["CREATE"], "", &["v1"], &["pods"])],
+                failure_policy: policy,
+                namespace_selector: Some(without_control_plane(scope.namespace_selector)),
+                object_selector: scope.object_selector,
+                timeout_seconds: 10,
+            })
+            .collect()
+    }
+
+    /// Runs every step on a copy of `pod`; the patch from `original` to the result.
+    pub async fn run(
+        &self,
+        request: &PodRequest,
+        original: &serde_json::Value,
+    ) -> Result<Option<json_patch::Patch>, HandlerError> {
+        let mut pod: Pod =
+            serde_json::from_value(original.clone()).map_err(|e| HandlerError::Decode {
+                kind: "Pod".into(),
+                reason: e.to_string(),
+            })?;
+        if pod.metadata.namespace.as_deref().unwrap_or("").is_empty() {
+            pod.metadata.namespace = Some(request.namespace.clone());
+        }
+        for step in &self.steps {
+            step.mutate(request, &mut pod)
+                .await
+                .map_err(|e| HandlerError::Internal(format!("{}: {e}", step.name())))?;
+        }
+        let mutated =
+            serde_json::to_value(&pod).map_err(|e| HandlerError::Internal(e.to_string()))?;
+        // Diff against the pod as decoded, so fields our types drop are never "removed".
+        let decoded_original = {
+            let mut p: Pod =
+                serde_json::from_value(original.clone()).map_err(|e| HandlerError::Decode {
+                    kind: "Pod".into(),
+                    reason: e.to_string(),
+                })?;
+            if p.metadata.namespace.as_deref().unwrap_or("").is_empty() {
+                p.metadata.namespace = Some(request.namespace.clone());
+            }
+            serde_json::to_value(&p).map_err(|e| HandlerError::Internal(e.to_string()))?
+        };
+        let patch = json_patch::diff(&decoded_original, &mutated);
+        Ok((!patch.0.is_empty()).then_some(patch))
+    }
+}
+
+/// OpenKruise never mutates pods in namespaces labelled `control-plane` (its own namespace
+/// among them), so a broken webhook cannot stop its own pods from starting.
+fn without_control_plane(selector: Option<LabelSelector>) -> LabelSelector {
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelectorRequirement;
+    let mut s = selector.unwrap_or_default();
+    let mut exprs = s.match_expressions.take().unwrap_or_default();
+    exprs.push(LabelSelectorRequirement {
+        key: "control-plane".into(),
+        operator: "DoesNotExist".into(),
+        values: None,
+    });
+    s.match_expressions = Some(exprs);
+    s
+}
+
+impl AdmissionHandler for PodChain {
+    fn path(&self) -> &str {
+        MUTATE_POD_PATH
+    }
+
+    fn webhook(&self) -> WebhookSpec {
+        // The first entry; `webhook_specs` has all of them.
+        self.webhook_specs()
+            .into_iter()
+            .next()
+            .unwrap_or(WebhookSpec {
+                name: "mpod.kb.io".into(),
+                kind: WebhookKind::Mutating,
+                rules: vec![Rule::new(&["CREATE"], "", &["v1"], &["pods"])],
+                failure_policy: FailurePolicy::Ignore,
+                namespace_selector: Some(without_control_plane(None)),
+                object_selector: None,
+                timeout_seconds: 10,
+            })
+    }
+
+    fn webhooks(&self) -> Vec<WebhookSpec> {
+        self.webhook_specs()
+    }
+
+    fn handle<'a>(
+        &'a self,
+        req: &'a AdmissionRequest<DynamicObject>,
+    ) -> BoxFuture<'a, Result<AdmissionResponse, HandlerError>> {
+        Box::pin(async move {
+            if req.operation != Operation::Create {
+                return Ok(AdmissionResponse::from(req));
+            }
+            let Some(obj) = &req.object else {
+                return Ok(AdmissionResponse::from(req));
+            };
+            let original =
+                serde_json::to_value(obj).map_err(|e| HandlerError::Internal(e.to_string()))?;
+            let request = PodRequest {
+                operation: req.operation.clone(),
+                namespace: req.namespace.clone().unwrap_or_default(),
+                dry_run: req.dry_run,
+            };
+            match self.run(&request, &original).await? {
+                None => Ok(AdmissionResponse::from(req)),
+                Some(patch) => AdmissionResponse::from(req)
+                    .with_patch(patch)
+                    .map_err(|e| HandlerError::Internal(e.to_string())),
+            }
+        })
+    }
+}
+
+/// Step 1 of OpenKruise's chain: pods controlled by an `apps.kruise.io` workload (or every
+/// pod, with the `KruisePodReadinessGate` gate) get the `KruisePodReady` readiness gate, so
+/// Kruise can hold them not-ready (e.g. before a deletion or an in-place update).
+pub struct KruisePodReadyGate {
+    /// The `KruisePodReadinessGate` feature gate: every pod, not only Kruise workloads'.
+    pub all_pods: bool,
+}
+
+/// The readiness gate condition type.
+pub const KRUISE_POD_READY: &str = "KruisePodReady";
+
+impl PodMutator for KruisePodReadyGate {
+    fn name(&self) -> &'static str {
+        "readiness-gate"
+    }
+    fn order(&self) -> u32 {
+        10
+    }
+    fn scopes(&self) -> Vec<PodScope> {
+        // Pods of Kruise workloads cannot be told apart by labels alone, so the step needs
+        // every pod; it is best-effort (Ignore), so a down webhook blocks nothing.
+        vec![PodScope::default()]
+    }
+    fn failure_policy(&self) -> FailurePolicy {
+        FailurePolicy::Ignore
+    }
+    fn mutate<'a>(
+        &'a self,
+        _request: &'a PodRequest,
+        pod: &'a mut Pod,
+    ) -> BoxFuture<'a, Result<(), HandlerError>> {
+        Box::pin(async move {
+            let kruise_owned = pod
+                .metadata
+                .owner_references
+                .as_deref()
+                .unwrap_or_default()
+                .iter()
+                .any(|o| {
+                    o.controller == Some(true)
+                        && o.api_version.split('/').next() == Some("apps.kruise.io")
+                });
+            if !(kruise_owned || self.all_pods) {
+                return Ok(());
+            }
+            let spec = pod.spec.get_or_insert_with(Default::default);
+            let gates = spec.readiness_gates.get_or_insert_with(Vec::new);
+            if !gates.iter().any(|g| g.condition_type == KRUISE_POD_READY) {
+                gates.push(k8s_openapi::api::core::v1::PodReadinessGate {
+                    condition_type: KRUISE_POD_READY.into(),
+                });
+            }
+            Ok(())
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn pod(owner: Option<&str>) -> serde_json::Value {
+        let mut p = json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "p", "labels": {"app": "web"}},
+            "spec": {"containers": [{"name": "main", "image": "nginx"}]}
+        });
+        if let Some(api) = owner {
+            p["metadata"]["ownerReferences"] = json!([{
+                "apiVersion": api, "kind": "CloneSet", "name": "web", "uid": "u1", "controller": true
+            }]);
+        }
+        p
+    }
+
+    fn request() -> PodRequest {
+        PodRequest {
+            operation: Operation::Create,
+            namespace: "default".into(),
+            dry_run: false,
+        }
+    }
+
+    #[tokio::test]
+    async fn readiness_gate_for_kruise_workload_pods_only() {
+        let chain = PodChain::new(vec![Arc::new(KruisePodReadyGate { all_pods: false })]);
+        let patch = chain
+            .run(&request(), &pod(Some("apps.kruise.io/v1beta1")))
+            .await
+            .unwrap()
+            .unwrap();
+        let v = serde_json::to_value(&patch).unwrap();
+        assert_eq!(
+            v,
+            json!([
+                {"op": "add", "path": "/spec/readinessGates", "value": [{"conditionType": "KruisePodReady"}]}
+            ])
+        );
+        // A Deployment's pod is left alone: no patch at all.
+        assert_eq!(
+            chain.run(&request(), &pod(Some("apps/v1"))).await.unwrap(),
+            None
+        );
+    }
+
+    #[tokio::test]
+    async fn steps_are_idempotent_through_the_chain() {
+        let chain = PodChain::new(vec![Arc::new(KruisePodReadyGate { all_pods: true })]);
+        let mut once = pod(None);
+        let patch = chain.run(&request(), &once).await.unwrap().unwrap();
+        json_patch::patch(&mut once, &patch).unwrap();
+        assert_eq!(chain.run(&request(), &once).await.unwrap(), None);
+    }
+
+    #[test]
+    fn entries_per_scope_never_select_control_plane_namespaces() {
+        let chain = PodChain::new(vec![Arc::new(KruisePodReadyGate { all_pods: false })]);
+        let specs = chain.webhook_specs();
+        assert_eq!(specs.len(), 1);
+        assert_eq!(specs[0].name, "mpod.kb.io");
+        assert_eq!(specs[0].failure_policy, FailurePolicy::Ignore);
+        let ns = specs[0].namespace_selector.clone().unwrap();
+        assert_eq!(ns.match_expressions.unwrap()[0].key, "control-plane");
+    }
+}

@@ -1,0 +1,96 @@
+//! kruise-webhook: the admission server for built-in resources. It serves the pod mutating
+//! chain from the steps the enabled families lend it (`--enable`), each step scoped to the
+//! pods it can act on and with its own failure policy, so a stopped webhook blocks nothing
+//! no enabled family cares about. Each family's own CRD webhooks stay in its binary.
+
+use std::sync::Arc;
+
+use clap::Args;
+use kruise_common::admission::AdmissionRoutes;
+use kruise_common::admission::pod_chain::{KruisePodReadyGate, PodChain, PodMutator};
+use kruise_common::admission::publish::{self, Owned};
+use kruise_common::admission::runner::{self, AdmissionFlags};
+use kruise_common::featuregate::FeatureGates;
+use kruise_common::runtime::{Binary, Context, Flags};
+
+/// The handlers compiled into this binary (Cargo features choose; all by default).
+const AVAILABLE: &[&str] = &["workloads"];
+
+/// kruise-webhook's own flags.
+#[derive(Args, Clone, Debug)]
+struct WebhookArgs {
+    /// Families whose admission handlers are active, comma-separated
+    /// (compiled in: workloads).
+    #[arg(
+        long,
+        env = "ENABLE",
+        value_delimiter = ',',
+        default_value = "workloads",
+        global = true
+    )]
+    enable: Vec<String>,
+    #[command(flatten)]
+    admission: AdmissionFlags,
+}
+
+const MUTATING: &str = "kruise-mutating-webhook-configuration";
+
+/// The pod chain for the enabled families.
+fn pod_chain(enable: &[String], gates: &FeatureGates) -> anyhow::Result<PodChain> {
+    let mut steps: Vec<Arc<dyn PodMutator>> = Vec::new();
+    for family in enable {
+        match family.as_str() {
+            // Pods of Kruise workloads get the KruisePodReady gate.
+            "workloads" => steps.push(Arc::new(KruisePodReadyGate {
+                all_pods: gates.enabled("KruisePodReadinessGate"),
+            })),
+            other => anyhow::bail!(
+                "--enable: unknown family {other:?} (compiled in: {})",
+                AVAILABLE.join(", ")
+            ),
+        }
+    }
+    Ok(PodChain::new(steps))
+}
+
+fn routes(args: &WebhookArgs, gates: &FeatureGates) -> anyhow::Result<AdmissionRoutes> {
+    let mut routes = AdmissionRoutes::new();
+    if gates.enabled("PodWebhook") {
+        routes = routes.handler(pod_chain(&args.enable, gates)?);
+    }
+    Ok(routes)
+}
+
+fn owned() -> Owned {
+    Owned {
+        mutating: Some(MUTATING.into()),
+        validating: None,
+        crds: Vec::new(),
+    }
+}
+
+fn manifests(flags: &Flags, args: &WebhookArgs) -> anyhow::Result<String> {
+    let gates = FeatureGates::parse(&flags.feature_gates)?;
+    let routes = routes(args, &gates)?;
+    let endpoint = args.admission.endpoint("kruise-webhook");
+    Ok(publish::configurations_yaml(&routes, &owned(), &endpoint)?)
+}
+
+fn main() -> std::process::ExitCode {
+    Binary::<WebhookArgs>::new("kruise-webhook", env!("CARGO_PKG_VERSION"))
+        .manifests(manifests)
+        .every_replica(|ctx: Context<WebhookArgs>| async move {
+            let routes = routes(&ctx.args, &ctx.gates)?;
+            runner::run(
+                ctx.client.clone(),
+                ctx.binary,
+                ctx.args.admission.clone(),
+                routes,
+                owned(),
+                ctx.readiness.clone(),
+                ctx.shutdown.clone(),
+            )
+            .await
+        })
+        .main()
+}

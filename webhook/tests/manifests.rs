@@ -1,0 +1,73 @@
+//! `kruise-webhook manifests` prints the configuration the chart installs, composed from
+//! the enabled families; an unknown family is refused by name.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::process::Command;
+
+use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
+
+const BIN: &str = env!("CARGO_BIN_EXE_kruise-webhook");
+
+#[test]
+fn manifests_compose_the_pod_chain_scoped_and_fail_open() {
+    let out = Command::new(BIN).arg("manifests").output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let yaml = String::from_utf8(out.stdout).unwrap();
+    let config: MutatingWebhookConfiguration =
+        serde_saphyr::from_str(yaml.trim_start_matches("---\n")).unwrap();
+    assert_eq!(
+        config.metadata.name.as_deref(),
+        Some("kruise-mutating-webhook-configuration")
+    );
+    let hooks = config.webhooks.unwrap();
+    assert_eq!(hooks.len(), 1);
+    let hook = &hooks[0];
+    assert_eq!(hook.name, "mpod.kb.io");
+    // The readiness-gate step is best effort: a stopped webhook never blocks pods.
+    assert_eq!(hook.failure_policy.as_deref(), Some("Ignore"));
+    let svc = hook.client_config.service.as_ref().unwrap();
+    assert_eq!(
+        (
+            svc.namespace.as_str(),
+            svc.name.as_str(),
+            svc.path.as_deref()
+        ),
+        (
+            "kruise-system",
+            "kruise-webhook-service",
+            Some("/mutate-pod")
+        )
+    );
+    let ns = hook.namespace_selector.as_ref().unwrap();
+    let expr = &ns.match_expressions.as_ref().unwrap()[0];
+    assert_eq!(
+        (expr.key.as_str(), expr.operator.as_str()),
+        ("control-plane", "DoesNotExist")
+    );
+    assert_eq!(hook.side_effects, "None");
+}
+
+#[test]
+fn pod_webhook_gate_off_means_no_pod_webhook() {
+    let out = Command::new(BIN)
+        .args(["manifests", "--feature-gates", "PodWebhook=false"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    assert_eq!(String::from_utf8(out.stdout).unwrap(), "");
+}
+
+#[test]
+fn an_unknown_family_is_refused_by_name() {
+    let out = Command::new(BIN)
+        .args(["manifests", "--enable", "workloads,nosuchfamily"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(err.contains("unknown family \"nosuchfamily\""), "{err}");
+}
