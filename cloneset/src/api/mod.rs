@@ -1,0 +1,184 @@
+//! CloneSet API: the `apps.kruise.io` `v1alpha1` and `v1beta1` types (field for field as
+//! OpenKruise defines them), the two-version CRD, defaulting and validation.
+//!
+//! * [`v1alpha1`]: the version most published manifests use (served, not stored);
+//! * [`v1beta1`]: the storage version, the one the controller reconciles;
+//! * [`crd`]: the merged `CustomResourceDefinition` for the `crd` subcommand;
+//! * [`defaults`]: OpenKruise's `SetDefaultsCloneSet` / `SetDefaultsCloneSetV1beta1`;
+//! * [`validation`]: the validating webhook's checks, as a list of field errors.
+
+pub mod crd;
+pub mod defaults;
+pub mod v1alpha1;
+pub mod v1beta1;
+pub mod validation;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// API group of CloneSet.
+pub const GROUP: &str = "apps.kruise.io";
+/// Kind name.
+pub const KIND: &str = "CloneSet";
+/// `apps.kruise.io/v1alpha1`.
+pub const V1ALPHA1: &str = "apps.kruise.io/v1alpha1";
+/// `apps.kruise.io/v1beta1` (storage).
+pub const V1BETA1: &str = "apps.kruise.io/v1beta1";
+/// Default `updateStrategy.maxUnavailable`.
+pub const DEFAULT_MAX_UNAVAILABLE: &str = "20%";
+/// Default `revisionHistoryLimit`.
+pub const DEFAULT_REVISION_HISTORY_LIMIT: i32 = 10;
+
+/// Observed state of a CloneSet; identical in both versions.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CloneSetStatus {
+    /// The most recent generation observed by the controller.
+    #[serde(default, skip_serializing_if = "is_zero_i64")]
+    pub observed_generation: i64,
+    /// Number of active pods owned by the CloneSet.
+    #[serde(default)]
+    pub replicas: i32,
+    /// Number of ready pods.
+    #[serde(default)]
+    pub ready_replicas: i32,
+    /// Number of available pods (ready for `minReadySeconds`, lifecycle `Normal`).
+    #[serde(default)]
+    pub available_replicas: i32,
+    /// Number of pods at the update revision.
+    #[serde(default)]
+    pub updated_replicas: i32,
+    /// Number of ready pods at the update revision.
+    #[serde(default)]
+    pub updated_ready_replicas: i32,
+    /// Number of available pods at the update revision.
+    #[serde(default, skip_serializing_if = "is_zero_i32")]
+    pub updated_available_replicas: i32,
+    /// Number of pods that should be at the update revision (`replicas - partition`).
+    #[serde(default, skip_serializing_if = "is_zero_i32")]
+    pub expected_updated_replicas: i32,
+    /// Revision name that pods are being updated to.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub update_revision: String,
+    /// Revision name of the pods before the update started.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub current_revision: String,
+    /// Hash collision counter for revision names.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub collision_count: Option<i32>,
+    /// Conditions: `FailedScale`, `FailedUpdate`, `Progressing`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<CloneSetCondition>,
+    /// Selector string for the scale subresource (HPA, `kubectl scale`).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub label_selector: String,
+}
+
+/// One CloneSet condition.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CloneSetCondition {
+    /// `FailedScale`, `FailedUpdate` or `Progressing`.
+    #[serde(rename = "type")]
+    pub type_: String,
+    /// `True`, `False` or `Unknown`.
+    pub status: String,
+    /// Last time the condition was updated.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_update_time: Option<Time>,
+    /// Last time the condition changed status.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_transition_time: Option<Time>,
+    /// Machine-readable reason.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub reason: String,
+    /// Human-readable message.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub message: String,
+}
+
+/// Condition types.
+pub mod condition {
+    /// Scaling failed.
+    pub const FAILED_SCALE: &str = "FailedScale";
+    /// Updating failed.
+    pub const FAILED_UPDATE: &str = "FailedUpdate";
+    /// Rollout progress (only with `progressDeadlineSeconds`).
+    pub const PROGRESSING: &str = "Progressing";
+    /// Reason: deadline exceeded.
+    pub const REASON_DEADLINE_EXCEEDED: &str = "ProgressDeadlineExceeded";
+    /// Reason: paused.
+    pub const REASON_PAUSED: &str = "CloneSetPaused";
+    /// Reason: updating.
+    pub const REASON_UPDATED: &str = "CloneSetUpdated";
+    /// Reason: partition reached and available.
+    pub const REASON_PARTITION_AVAILABLE: &str = "ProgressPartitionAvailable";
+    /// Reason: all updated and available.
+    pub const REASON_AVAILABLE: &str = "CloneSetAvailable";
+}
+
+pub(crate) fn is_zero_i32(v: &i32) -> bool {
+    *v == 0
+}
+
+pub(crate) fn is_zero_i64(v: &i64) -> bool {
+    *v == 0
+}
+
+pub(crate) fn is_false(v: &bool) -> bool {
+    !*v
+}
+
+/// Schema of OpenKruise's schemaless fields (`template`, `volumeClaimTemplates`): any value,
+/// unknown fields preserved.
+pub(crate) fn preserve_unknown_fields(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({ "x-kubernetes-preserve-unknown-fields": true })
+}
+
+/// Schema of the string-typed enums (the Go types are plain strings; unknown values are
+/// rejected by validation with a field error, not by the schema).
+pub(crate) fn plain_string(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({ "type": "string" })
+}
+
+/// Declares a string enum with a catch-all variant, so an unknown wire value survives
+/// decoding and can be reported by validation (as Go's string types allow).
+macro_rules! string_enum {
+    ($(#[$m:meta])* $name:ident { $($(#[$vm:meta])* $v:ident = $s:literal),+ $(,)? }) => {
+        $(#[$m])*
+        #[derive(Clone, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+        pub enum $name {
+            $($(#[$vm])* #[serde(rename = $s)] $v,)+
+            /// Any other value (rejected by validation).
+            #[serde(untagged)]
+            Unknown(String),
+        }
+        impl $name {
+            /// The wire value.
+            pub fn as_str(&self) -> &str {
+                match self {
+                    $($name::$v => $s,)+
+                    $name::Unknown(s) => s.as_str(),
+                }
+            }
+        }
+        impl schemars::JsonSchema for $name {
+            fn schema_name() -> std::borrow::Cow<'static, str> {
+                stringify!($name).into()
+            }
+            fn inline_schema() -> bool {
+                true
+            }
+            fn json_schema(g: &mut schemars::SchemaGenerator) -> schemars::Schema {
+                $crate::api::plain_string(g)
+            }
+        }
+        impl std::fmt::Display for $name {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+    };
+}
+pub(crate) use string_enum;

@@ -1,0 +1,19 @@
+//! CloneSet: OpenKruise's CloneSet, field for field.
+//!
+//! * [`api`]: the `apps.kruise.io` `v1alpha1` and `v1beta1` types, the two-version CRD
+//!   (`v1beta1` stored), defaulting and validation (Kubernetes-style field errors);
+//! * [`conversion`]: `v1alpha1` <-> `v1beta1` exactly as OpenKruise maps the fields, on typed
+//!   objects and on JSON for the `/convert` webhook ([`conversion::CloneSetConverter`]);
+//! * [`plan`]: the pure planner — (CloneSet, pods, PVCs, revisions, now, gates, expectations)
+//!   -> actions + status — and revision selection ([`plan::plan_revisions`]).
+//!
+//! Deliberate differences from OpenKruise are documented where they are made: validation of
+//! `v1beta1` requests is as strict as of `v1alpha1` ([`api::validation`]); the ready-pod
+//! deletion budget also counts unavailable pods that are themselves to be deleted, and
+//! expired scale expectations are reported instead of blocking forever ([`plan`]); the
+//! volumeClaimTemplates hash is FNV-1a over JSON, not Go's `spew` dump
+//! ([`plan::vct_hash`]).
+
+pub mod api;
+pub mod conversion;
+pub mod plan;
