@@ -7,13 +7,15 @@
 //! jemalloc as the global allocator, which is why the binaries keep the system allocator.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+#[path = "../tests/support/mod.rs"]
+mod support;
+
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kruise_sim::{Sim, SimConfig};
 use kube::Api;
-use kube::api::{ApiResource, DynamicObject, PostParams};
+use kube::api::{DynamicObject, PostParams};
 use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -137,22 +139,7 @@ async fn main() {
 
     let sim = Sim::start(SimConfig::default()).await.unwrap();
     let client = sim.client().unwrap();
-    let out = Command::new(BIN).arg("crd").output().unwrap();
-    let yaml = String::from_utf8(out.stdout).unwrap();
-    let crd: CustomResourceDefinition =
-        serde_saphyr::from_str(yaml.trim_start_matches("---\n")).unwrap();
-    Api::<CustomResourceDefinition>::all(client.clone())
-        .create(&PostParams::default(), &crd)
-        .await
-        .unwrap();
-    let ar = ApiResource {
-        group: "example.kruise.io".into(),
-        version: "v1alpha1".into(),
-        api_version: "example.kruise.io/v1alpha1".into(),
-        kind: "Greeting".into(),
-        plural: "greetings".into(),
-    };
-    let greetings: Api<DynamicObject> = Api::namespaced_with(client.clone(), "default", &ar);
+    let greetings = support::install_greetings(BIN, &client).await;
 
     let empty = run_binary(&sim, 0, &greetings).await;
     println!(

@@ -86,11 +86,7 @@ struct Running {
 async fn start() -> Running {
     let mut settings = SelfManaged::for_service("kruise-system", "certs", "kruise-webhook");
     settings.hosts = vec!["localhost".into(), "127.0.0.1".into()];
-    let empty = StoredCerts {
-        ca: None,
-        previous_ca: None,
-        serving: None,
-    };
+    let empty = StoredCerts::default();
     let now = jiff::Timestamp::now();
     let stored = certs::plan_renewal(&empty, &settings, now)
         .unwrap()

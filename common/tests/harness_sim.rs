@@ -205,20 +205,7 @@ async fn replicas_elect_one_leader_serve_endpoints_and_hand_over_on_sigterm() {
     let sim = Sim::start(SimConfig::default()).await.unwrap();
     let kubeconfig = sim.kubeconfig_path().unwrap();
     let client = sim.client().unwrap();
-    // The CRD the example binary prints with `crd`.
-    let out = Command::new(BIN).arg("crd").output().unwrap();
-    assert!(out.status.success());
-    let yaml = String::from_utf8(out.stdout).unwrap();
-    let crd: CustomResourceDefinition =
-        serde_saphyr::from_str(yaml.trim_start_matches("---\n")).unwrap();
-    assert_eq!(
-        crd.metadata.name.as_deref(),
-        Some("greetings.example.kruise.io")
-    );
-    Api::<CustomResourceDefinition>::all(client.clone())
-        .create(&PostParams::default(), &crd)
-        .await
-        .unwrap();
+    let greetings = support::install_greetings(BIN, &client).await;
 
     let mut replicas = vec![
         spawn_replica(&kubeconfig, "10s", "8s"),
@@ -271,17 +258,6 @@ async fn replicas_elect_one_leader_serve_endpoints_and_hand_over_on_sigterm() {
     }
 
     // The controller runs on the leader: it echoes the message into status.
-    let greetings: Api<DynamicObject> = Api::namespaced_with(
-        client.clone(),
-        "default",
-        &kube::api::ApiResource {
-            group: "example.kruise.io".into(),
-            version: "v1alpha1".into(),
-            api_version: "example.kruise.io/v1alpha1".into(),
-            kind: "Greeting".into(),
-            plural: "greetings".into(),
-        },
-    );
     let g: DynamicObject = serde_json::from_value(json!({
         "apiVersion": "example.kruise.io/v1alpha1", "kind": "Greeting",
         "metadata": {"name": "hello", "namespace": "default"}, "spec": {"message": "hi"}

@@ -12,10 +12,8 @@ use std::time::Duration;
 use axum::Router;
 use axum::body::Bytes;
 use axum::routing::post;
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kruise_sim::{Sim, SimConfig};
-use kube::Api;
-use kube::api::{ApiResource, DynamicObject, PostParams};
+use kube::api::{DynamicObject, PostParams};
 use serde_json::json;
 
 const BIN: &str = env!("CARGO_BIN_EXE_kruise-runtime-example");
@@ -44,25 +42,7 @@ async fn reconcile_spans_reach_the_otlp_collector() {
 
     let sim = Sim::start(SimConfig::default()).await.unwrap();
     let client = sim.client().unwrap();
-    let out = Command::new(BIN).arg("crd").output().unwrap();
-    let crd: CustomResourceDefinition = serde_saphyr::from_str(
-        String::from_utf8(out.stdout)
-            .unwrap()
-            .trim_start_matches("---\n"),
-    )
-    .unwrap();
-    Api::<CustomResourceDefinition>::all(client.clone())
-        .create(&PostParams::default(), &crd)
-        .await
-        .unwrap();
-    let ar = ApiResource {
-        group: "example.kruise.io".into(),
-        version: "v1alpha1".into(),
-        api_version: "example.kruise.io/v1alpha1".into(),
-        kind: "Greeting".into(),
-        plural: "greetings".into(),
-    };
-    let greetings: Api<DynamicObject> = Api::namespaced_with(client.clone(), "default", &ar);
+    let greetings = support::install_greetings(BIN, &client).await;
     let g: DynamicObject = serde_json::from_value(json!({
         "apiVersion": "example.kruise.io/v1alpha1", "kind": "Greeting",
         "metadata": {"name": "traced-greeting", "namespace": "default"}, "spec": {"message": "hi"}

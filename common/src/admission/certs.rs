@@ -220,7 +220,7 @@ fn field(data: &BTreeMap<String, ByteString>, keys: &[&str]) -> Option<String> {
 }
 
 /// What a Secret holds, read with either key convention.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct StoredCerts {
     /// The CA, when its key is stored too.
     pub ca: Option<CertificateAuthority>,
@@ -365,11 +365,7 @@ pub async fn ensure_secret(
         let stored = existing
             .as_ref()
             .map(StoredCerts::from_secret)
-            .unwrap_or(StoredCerts {
-                ca: None,
-                previous_ca: None,
-                serving: None,
-            });
+            .unwrap_or(StoredCerts::default());
         let Some(next) = plan_renewal(&stored, settings, now)? else {
             if let Some(s) = stored.serving_cert(now) {
                 return Ok(s);
@@ -472,17 +468,9 @@ mod tests {
 
     #[test]
     fn issues_a_cert_for_the_service_names_signed_by_the_ca() {
-        let planned = plan_renewal(
-            &StoredCerts {
-                ca: None,
-                previous_ca: None,
-                serving: None,
-            },
-            &settings(),
-            now(),
-        )
-        .unwrap()
-        .unwrap();
+        let planned = plan_renewal(&StoredCerts::default(), &settings(), now())
+            .unwrap()
+            .unwrap();
         let serving = planned.serving_cert(now()).unwrap();
         assert!(covers_hosts(&serving.cert_pem, &settings().hosts));
         let end = not_after(&serving.cert_pem).unwrap();
@@ -495,17 +483,9 @@ mod tests {
     fn reissues_serving_cert_with_same_ca_before_expiry() {
         let mut s = settings();
         s.serving_validity = Duration::from_secs(3600 * 24 * 30);
-        let first = plan_renewal(
-            &StoredCerts {
-                ca: None,
-                previous_ca: None,
-                serving: None,
-            },
-            &s,
-            now(),
-        )
-        .unwrap()
-        .unwrap();
+        let first = plan_renewal(&StoredCerts::default(), &s, now())
+            .unwrap()
+            .unwrap();
         // 6 months' renew-before is longer than the 30-day serving lifetime: renews at once,
         // keeping the CA so the published caBundle does not change.
         let second = plan_renewal(&first, &s, now()).unwrap().unwrap();
@@ -518,17 +498,9 @@ mod tests {
     fn ca_rotation_keeps_old_ca_in_bundle() {
         let mut s = settings();
         s.ca_validity = Duration::from_secs(3600 * 24 * 100);
-        let first = plan_renewal(
-            &StoredCerts {
-                ca: None,
-                previous_ca: None,
-                serving: None,
-            },
-            &s,
-            now(),
-        )
-        .unwrap()
-        .unwrap();
+        let first = plan_renewal(&StoredCerts::default(), &s, now())
+            .unwrap()
+            .unwrap();
         let second = plan_renewal(&first, &s, now()).unwrap().unwrap();
         assert_ne!(second.ca, first.ca);
         let old = first.ca.as_ref().unwrap().cert_pem.clone();
@@ -540,17 +512,9 @@ mod tests {
 
     #[test]
     fn reissues_when_hosts_change() {
-        let first = plan_renewal(
-            &StoredCerts {
-                ca: None,
-                previous_ca: None,
-                serving: None,
-            },
-            &settings(),
-            now(),
-        )
-        .unwrap()
-        .unwrap();
+        let first = plan_renewal(&StoredCerts::default(), &settings(), now())
+            .unwrap()
+            .unwrap();
         let mut s = settings();
         s.hosts.push("127.0.0.1".into());
         let second = plan_renewal(&first, &s, now()).unwrap().unwrap();
@@ -560,17 +524,9 @@ mod tests {
 
     #[test]
     fn reads_openkruise_and_tls_key_names() {
-        let planned = plan_renewal(
-            &StoredCerts {
-                ca: None,
-                previous_ca: None,
-                serving: None,
-            },
-            &settings(),
-            now(),
-        )
-        .unwrap()
-        .unwrap();
+        let planned = plan_renewal(&StoredCerts::default(), &settings(), now())
+            .unwrap()
+            .unwrap();
         let secret = Secret {
             data: Some(planned.to_data()),
             ..Secret::default()

@@ -341,33 +341,15 @@ impl<A: Args + Clone + Send + Sync + 'static> Binary<A> {
                 return ExitCode::from(if e.use_stderr() { EXIT_USAGE } else { 0 });
             }
         };
-        if cli.command == Some(Command::Crd) {
-            return match crds_yaml(&self.crds) {
-                Ok(yaml) => {
-                    print!("{yaml}");
-                    ExitCode::SUCCESS
-                }
-                Err(e) => {
-                    eprintln!("error: {e:#}");
-                    ExitCode::from(EXIT_FAILURE)
-                }
-            };
-        }
-        if cli.command == Some(Command::Manifests) {
-            let printed = match &self.manifests {
-                Some(f) => f(&cli.flags, &cli.family),
-                None => Ok(String::new()),
-            };
-            return match printed {
-                Ok(yaml) => {
-                    print!("{yaml}");
-                    ExitCode::SUCCESS
-                }
-                Err(e) => {
-                    eprintln!("error: {e:#}");
-                    ExitCode::from(EXIT_FAILURE)
-                }
-            };
+        match cli.command {
+            Some(Command::Crd) => return print_or_fail(crds_yaml(&self.crds)),
+            Some(Command::Manifests) => {
+                return print_or_fail(match &self.manifests {
+                    Some(f) => f(&cli.flags, &cli.family),
+                    None => Ok(String::new()),
+                });
+            }
+            Some(Command::Run) | None => {}
         }
         let gates = match FeatureGates::parse(&cli.flags.feature_gates) {
             Ok(g) => g,
@@ -526,6 +508,20 @@ impl<A: Args + Clone + Send + Sync + 'static> Binary<A> {
                 }
                 Ok(outcome)
             }
+        }
+    }
+}
+
+/// Prints a subcommand's output, or its error with exit code 1.
+fn print_or_fail(output: anyhow::Result<String>) -> ExitCode {
+    match output {
+        Ok(text) => {
+            print!("{text}");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::from(EXIT_FAILURE)
         }
     }
 }

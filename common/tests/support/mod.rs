@@ -158,3 +158,29 @@ where
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
 }
+
+/// Applies the CRDs `bin crd` prints and returns an Api for the example binary's
+/// `Greeting` objects in `default`.
+pub async fn install_greetings(
+    bin: &str,
+    client: &kube::Client,
+) -> kube::Api<kube::api::DynamicObject> {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    let out = std::process::Command::new(bin).arg("crd").output().unwrap();
+    assert!(out.status.success());
+    let yaml = String::from_utf8(out.stdout).unwrap();
+    let crd: CustomResourceDefinition =
+        serde_saphyr::from_str(yaml.trim_start_matches("---\n")).unwrap();
+    kube::Api::<CustomResourceDefinition>::all(client.clone())
+        .create(&Default::default(), &crd)
+        .await
+        .unwrap();
+    let resource = kube::api::ApiResource {
+        group: "example.kruise.io".into(),
+        version: "v1alpha1".into(),
+        api_version: "example.kruise.io/v1alpha1".into(),
+        kind: "Greeting".into(),
+        plural: "greetings".into(),
+    };
+    kube::Api::namespaced_with(client.clone(), "default", &resource)
+}
