@@ -1,0 +1,87 @@
+//! `kruise-sim up`: run the simulated API server until interrupted.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use anyhow::Context;
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(
+    name = "kruise-sim",
+    about = "An in-memory Kubernetes API server for kruise-rs"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Start the API server, write a kubeconfig and serve until Ctrl-C / SIGTERM.
+    Up {
+        /// Port on 127.0.0.1 (0 picks a free one).
+        #[arg(long, default_value_t = 0)]
+        port: u16,
+        /// Address to bind (default 127.0.0.1).
+        #[arg(long, default_value = "127.0.0.1")]
+        address: std::net::IpAddr,
+        /// Where to write the kubeconfig.
+        #[arg(long, default_value = "./kruise-sim.kubeconfig")]
+        kubeconfig: PathBuf,
+        /// Watch history retained for resuming watches (events).
+        #[arg(long, default_value_t = 10_000)]
+        watch_history: usize,
+    },
+}
+
+async fn wait_for_signal() -> anyhow::Result<()> {
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .context("installing the SIGTERM handler")?;
+    tokio::select! {
+        r = tokio::signal::ctrl_c() => r.context("waiting for Ctrl-C")?,
+        _ = term.recv() => {}
+    }
+    Ok(())
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Up {
+            port,
+            address,
+            kubeconfig,
+            watch_history,
+        } => {
+            let config = kruise_sim::SimConfig {
+                bind: SocketAddr::new(address, port),
+                watch_history,
+                ..Default::default()
+            };
+            let sim = kruise_sim::Sim::start(config).await?;
+            let path = if kubeconfig.is_absolute() {
+                kubeconfig
+            } else {
+                std::env::current_dir()
+                    .context("reading the current directory")?
+                    .join(kubeconfig)
+            };
+            sim.write_kubeconfig(&path)?;
+            println!("kruise-sim API server listening on {}", sim.url());
+            println!("export KUBECONFIG={}; kubectl get ns", path.display());
+            wait_for_signal().await?;
+            eprintln!("kruise-sim: shutting down");
+            sim.shutdown().await;
+            Ok(())
+        }
+    }
+}

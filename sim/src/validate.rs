@@ -1,0 +1,370 @@
+//! ObjectMeta validation every kind gets (apimachinery `ValidateObjectMeta`): label
+//! keys and values, annotation keys and total size, ownerReferences, finalizer names.
+
+use serde_json::Value;
+
+use crate::error::{ApiError, ApiResult, StatusCause};
+use crate::meta::{self, NameRule};
+use crate::registry::ResourceDef;
+
+const NAME_PART_MSG: &str = "name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')";
+const LABEL_VALUE_MSG: &str = "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', regex used for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')";
+const MAX_ANNOTATIONS_BYTES: usize = 256 * 1024;
+
+fn name_part_ok(s: &str) -> bool {
+    let b = s.as_bytes();
+    !b.is_empty()
+        && b.iter()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.'))
+        && b[0].is_ascii_alphanumeric()
+        && b[b.len() - 1].is_ascii_alphanumeric()
+}
+
+/// `IsQualifiedName`: `[prefix/]name`, prefix a DNS-1123 subdomain, name <= 63.
+fn qualified_name_errors(key: &str) -> Vec<String> {
+    let mut errs = Vec::new();
+    let (prefix, name) = match key.split_once('/') {
+        Some((p, n)) => (Some(p), n),
+        None => (None, key),
+    };
+    if let Some(p) = prefix {
+        if p.is_empty() {
+            errs.push("prefix part must be non-empty".to_string());
+        } else if let Err(e) = meta::validate_name(p, NameRule::Dns1123Subdomain) {
+            errs.push(format!("prefix part {e}"));
+        }
+    }
+    if name.is_empty() {
+        errs.push("name part must be non-empty".into());
+    } else if name.len() > 63 {
+        errs.push("name part must be no more than 63 characters".into());
+    } else if !name_part_ok(name) {
+        errs.push(NAME_PART_MSG.into());
+    }
+    if key.matches('/').count() > 1 {
+        errs.push("a qualified name must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]') with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')".into());
+    }
+    errs
+}
+
+fn invalid(field: &str, value: &str, detail: &str) -> StatusCause {
+    StatusCause {
+        reason: "FieldValueInvalid".into(),
+        message: format!("Invalid value: \"{value}\": {detail}"),
+        field: field.into(),
+    }
+}
+
+/// Validates the object's metadata; 422 Invalid with one cause per problem.
+pub fn object_meta(def: &ResourceDef, obj: &Value) -> ApiResult<()> {
+    let mut causes = Vec::new();
+    let Some(m) = meta::metadata(obj) else {
+        return Ok(());
+    };
+    if let Some(labels) = m.get("labels").and_then(Value::as_object) {
+        for (k, v) in labels {
+            for e in qualified_name_errors(k) {
+                causes.push(invalid("metadata.labels", k, &e));
+            }
+            match v.as_str() {
+                Some(val) if val.len() > 63 => causes.push(invalid(
+                    "metadata.labels",
+                    val,
+                    "must be no more than 63 characters",
+                )),
+                Some(val) if !val.is_empty() && !name_part_ok(val) => {
+                    causes.push(invalid("metadata.labels", val, LABEL_VALUE_MSG))
+                }
+                Some(_) | None => {}
+            }
+        }
+    }
+    if let Some(annotations) = m.get("annotations").and_then(Value::as_object) {
+        let mut total = 0usize;
+        for (k, v) in annotations {
+            for e in qualified_name_errors(&k.to_lowercase()) {
+                causes.push(invalid("metadata.annotations", k, &e));
+            }
+            total += k.len() + v.as_str().map_or(0, str::len);
+        }
+        if total > MAX_ANNOTATIONS_BYTES {
+            causes.push(StatusCause {
+                reason: "FieldValueTooLong".into(),
+                message: format!("Too long: may not be more than {MAX_ANNOTATIONS_BYTES} bytes"),
+                field: "metadata.annotations".into(),
+            });
+        }
+    }
+    if let Some(refs) = m.get("ownerReferences").and_then(Value::as_array) {
+        let mut controllers = 0;
+        for r in refs {
+            for f in ["apiVersion", "kind", "name", "uid"] {
+                if r.get(f).and_then(Value::as_str).unwrap_or("").is_empty() {
+                    causes.push(invalid(
+                        &format!("metadata.ownerReferences.{f}"),
+                        "",
+                        &format!("{f} must not be empty"),
+                    ));
+                }
+            }
+            if r.get("controller").and_then(Value::as_bool) == Some(true) {
+                controllers += 1;
+            }
+        }
+        if controllers > 1 {
+            causes.push(StatusCause {
+                reason: "FieldValueInvalid".into(),
+                message: "Invalid value: \"\": Only one reference can have Controller set to true"
+                    .into(),
+                field: "metadata.ownerReferences".into(),
+            });
+        }
+    }
+    if let Some(finalizers) = m.get("finalizers").and_then(Value::as_array) {
+        for f in finalizers.iter().filter_map(Value::as_str) {
+            for e in qualified_name_errors(f) {
+                causes.push(invalid("metadata.finalizers", f, &e));
+            }
+        }
+    }
+    if causes.is_empty() {
+        Ok(())
+    } else {
+        Err(ApiError::invalid(
+            &def.group,
+            &def.kind,
+            meta::name_of(obj),
+            causes,
+        ))
+    }
+}
+
+fn required(field: &str) -> StatusCause {
+    StatusCause {
+        reason: "FieldValueRequired".into(),
+        message: "Required value".into(),
+        field: field.into(),
+    }
+}
+
+fn duplicate(field: &str, value: &str) -> StatusCause {
+    StatusCause {
+        reason: "FieldValueDuplicate".into(),
+        message: format!("Duplicate value: \"{value}\""),
+        field: field.into(),
+    }
+}
+
+fn not_found(field: &str, value: &str) -> StatusCause {
+    StatusCause {
+        reason: "FieldValueNotFound".into(),
+        message: format!("Not found: \"{value}\""),
+        field: field.into(),
+    }
+}
+
+/// The structural pod-spec rules controllers most often trip over: containers
+/// present, names valid and unique across all container lists, images set, volume
+/// names unique, volume mounts referring to declared volumes, valid ports.
+pub fn pod_spec(spec: &Value, prefix: &str, causes: &mut Vec<StatusCause>) {
+    let containers = spec.get("containers").and_then(Value::as_array);
+    if containers.is_none_or(|c| c.is_empty()) {
+        causes.push(required(&format!("{prefix}.containers")));
+    }
+    let mut volumes: Vec<&str> = Vec::new();
+    if let Some(vs) = spec.get("volumes").and_then(Value::as_array) {
+        for (i, v) in vs.iter().enumerate() {
+            let name = v.get("name").and_then(Value::as_str).unwrap_or("");
+            let field = format!("{prefix}.volumes[{i}].name");
+            if name.is_empty() {
+                causes.push(required(&field));
+            } else if let Err(e) = meta::validate_name(name, NameRule::Dns1123Label) {
+                causes.push(invalid(&field, name, &e));
+            } else if volumes.contains(&name) {
+                causes.push(duplicate(&field, name));
+            }
+            volumes.push(name);
+        }
+    }
+    let mut names: Vec<&str> = Vec::new();
+    for list in ["initContainers", "containers", "ephemeralContainers"] {
+        let Some(cs) = spec.get(list).and_then(Value::as_array) else {
+            continue;
+        };
+        for (i, c) in cs.iter().enumerate() {
+            let at = format!("{prefix}.{list}[{i}]");
+            let name = c.get("name").and_then(Value::as_str).unwrap_or("");
+            if name.is_empty() {
+                causes.push(required(&format!("{at}.name")));
+            } else if let Err(e) = meta::validate_name(name, NameRule::Dns1123Label) {
+                causes.push(invalid(&format!("{at}.name"), name, &e));
+            } else if names.contains(&name) {
+                causes.push(duplicate(&format!("{at}.name"), name));
+            }
+            names.push(name);
+            if list != "ephemeralContainers"
+                && c.get("image")
+                    .and_then(Value::as_str)
+                    .unwrap_or("")
+                    .trim()
+                    .is_empty()
+            {
+                causes.push(required(&format!("{at}.image")));
+            }
+            if let Some(mounts) = c.get("volumeMounts").and_then(Value::as_array) {
+                for (j, m) in mounts.iter().enumerate() {
+                    let vname = m.get("name").and_then(Value::as_str).unwrap_or("");
+                    if !volumes.contains(&vname) {
+                        causes.push(not_found(&format!("{at}.volumeMounts[{j}].name"), vname));
+                    }
+                }
+            }
+            if let Some(ports) = c.get("ports").and_then(Value::as_array) {
+                for (j, p) in ports.iter().enumerate() {
+                    let port = p.get("containerPort").and_then(Value::as_i64).unwrap_or(0);
+                    if !(1..=65535).contains(&port) {
+                        causes.push(StatusCause {
+                            reason: "FieldValueInvalid".into(),
+                            message: format!(
+                                "Invalid value: {port}: must be between 1 and 65535, inclusive"
+                            ),
+                            field: format!("{at}.ports[{j}].containerPort"),
+                        });
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Kind-specific checks of built-ins: pod specs (and the pod templates of workloads).
+pub fn builtin_spec(def: &ResourceDef, obj: &Value) -> ApiResult<()> {
+    if !def.builtin {
+        return Ok(());
+    }
+    let mut causes = Vec::new();
+    match (def.group.as_str(), def.plural.as_str()) {
+        ("", "pods") => {
+            if let Some(spec) = obj.get("spec") {
+                pod_spec(spec, "spec", &mut causes);
+            } else {
+                causes.push(required("spec.containers"));
+            }
+        }
+        ("apps", "deployments" | "replicasets" | "statefulsets" | "daemonsets")
+        | ("batch", "jobs") => {
+            if let Some(spec) = obj.pointer("/spec/template/spec") {
+                pod_spec(spec, "spec.template.spec", &mut causes);
+            }
+        }
+        _ => {}
+    }
+    if causes.is_empty() {
+        Ok(())
+    } else {
+        Err(ApiError::invalid(
+            &def.group,
+            &def.kind,
+            meta::name_of(obj),
+            causes,
+        ))
+    }
+}
+
+const POD_UPDATE_FORBIDDEN: &str = "pod updates may not change fields other than `spec.containers[*].image`,`spec.initContainers[*].image`,`spec.activeDeadlineSeconds`,`spec.tolerations` (only additions to existing tolerations),`spec.terminationGracePeriodSeconds` (allow it to be set to 1 if it was previously negative)";
+
+/// `ValidatePodUpdate`: a pod's spec is immutable except container images,
+/// activeDeadlineSeconds, added tolerations and removed scheduling gates.
+pub fn pod_update(old: &Value, new: &Value) -> ApiResult<()> {
+    let (Some(old_spec), Some(new_spec)) = (old.get("spec"), new.get("spec")) else {
+        return Ok(());
+    };
+    // Start from the new spec and put back everything that may change; what is
+    // left must equal the old spec.
+    let mut normalized = new_spec.clone();
+    for list in ["containers", "initContainers"] {
+        let old_list = old_spec.get(list).and_then(Value::as_array);
+        if let (Some(n), Some(o)) = (
+            normalized.get_mut(list).and_then(Value::as_array_mut),
+            old_list,
+        ) && n.len() == o.len()
+        {
+            for (nc, oc) in n.iter_mut().zip(o) {
+                if let (Some(nm), Some(img)) = (nc.as_object_mut(), oc.get("image")) {
+                    nm.insert("image".into(), img.clone());
+                }
+            }
+        }
+    }
+    if let Some(m) = normalized.as_object_mut() {
+        for f in ["activeDeadlineSeconds", "terminationGracePeriodSeconds"] {
+            match old_spec.get(f) {
+                Some(v) => {
+                    m.insert(f.into(), v.clone());
+                }
+                None => {
+                    m.remove(f);
+                }
+            }
+        }
+        // Tolerations may only be added.
+        let old_tol = old_spec.get("tolerations").and_then(Value::as_array);
+        let new_tol = m.get("tolerations").and_then(Value::as_array);
+        let only_added = match (old_tol, new_tol) {
+            (None, _) => true,
+            (Some(o), Some(n)) => o.iter().all(|t| n.contains(t)),
+            (Some(o), None) => o.is_empty(),
+        };
+        if only_added {
+            match old_spec.get("tolerations") {
+                Some(v) => {
+                    m.insert("tolerations".into(), v.clone());
+                }
+                None => {
+                    m.remove("tolerations");
+                }
+            }
+        }
+        // Scheduling gates may only be removed.
+        let old_gates = old_spec.get("schedulingGates").and_then(Value::as_array);
+        let new_gates = m.get("schedulingGates").and_then(Value::as_array);
+        if new_gates.is_none_or(|n| old_gates.is_some_and(|o| n.iter().all(|g| o.contains(g)))) {
+            match old_spec.get("schedulingGates") {
+                Some(v) => {
+                    m.insert("schedulingGates".into(), v.clone());
+                }
+                None => {
+                    m.remove("schedulingGates");
+                }
+            }
+        }
+    }
+    if normalized == *old_spec {
+        return Ok(());
+    }
+    Err(ApiError::invalid(
+        "",
+        "Pod",
+        meta::name_of(new),
+        vec![StatusCause {
+            reason: "FieldValueForbidden".into(),
+            message: format!("Forbidden: {POD_UPDATE_FORBIDDEN}"),
+            field: "spec".into(),
+        }],
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn qualified_names() {
+        assert!(qualified_name_errors("app").is_empty());
+        assert!(qualified_name_errors("apps.kruise.io/revision").is_empty());
+        assert!(!qualified_name_errors("bad key").is_empty());
+        assert!(!qualified_name_errors("/x").is_empty());
+        assert!(!qualified_name_errors("a/b/c").is_empty());
+        assert!(!qualified_name_errors(&"x".repeat(64)).is_empty());
+    }
+}

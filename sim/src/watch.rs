@@ -1,0 +1,322 @@
+//! Watch streams: newline-delimited JSON `WatchEvent`s over a chunked response, with
+//! initial events, bookmarks, 410 Gone for expired versions and server-side timeouts.
+
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::response::Response;
+use bytes::Bytes;
+use http::{HeaderValue, StatusCode, header};
+use serde_json::{Value, json};
+use tokio::sync::{broadcast, mpsc};
+
+use crate::SimShared;
+use crate::error::{ApiError, ApiResult, StatusCause};
+use crate::meta;
+use crate::ops::ListQuery;
+use crate::registry::ResourceDef;
+use crate::server::{Query, Representation};
+use crate::store::{EventType, StoreEvent};
+use crate::table::{self, IncludeObject};
+
+struct Watcher {
+    def: Arc<ResourceDef>,
+    version: String,
+    namespace: Option<String>,
+    query: ListQuery,
+    repr: Representation,
+    include: IncludeObject,
+    sent_table_header: bool,
+    tx: mpsc::Sender<Result<Bytes, Infallible>>,
+}
+
+impl Watcher {
+    fn matches(&self, obj: &Value) -> bool {
+        if let Some(ns) = &self.namespace
+            && meta::meta_str(obj, "namespace") != ns
+        {
+            return false;
+        }
+        self.query.labels.matches(meta::labels_of(obj)) && self.query.fields.matches(obj)
+    }
+
+    fn encode(&mut self, event_type: &str, obj: &Arc<Value>) -> Bytes {
+        let presented = SimShared::present(&self.def, &self.version, obj);
+        let object = match self.repr {
+            Representation::Object => None,
+            Representation::PartialMetadata => Some(table::partial_metadata(&presented)),
+            Representation::Table => {
+                let headers = !self.sent_table_header;
+                self.sent_table_header = true;
+                Some(table::table(
+                    &self.def,
+                    &self.version,
+                    std::slice::from_ref(&presented),
+                    self.include,
+                    headers,
+                    None,
+                    None,
+                    None,
+                ))
+            }
+        };
+        let mut buf = Vec::with_capacity(512);
+        buf.extend_from_slice(b"{\"type\":\"");
+        buf.extend_from_slice(event_type.as_bytes());
+        buf.extend_from_slice(b"\",\"object\":");
+        let res = match &object {
+            Some(o) => serde_json::to_writer(&mut buf, o),
+            None => serde_json::to_writer(&mut buf, &*presented),
+        };
+        if res.is_err() {
+            buf.extend_from_slice(b"null");
+        }
+        buf.extend_from_slice(b"}\n");
+        Bytes::from(buf)
+    }
+
+    fn bookmark(&self, rv: u64, initial_events_end: bool) -> Bytes {
+        let mut metadata = json!({"resourceVersion": rv.to_string(), "creationTimestamp": null});
+        if initial_events_end {
+            metadata["annotations"] = json!({"k8s.io/initial-events-end": "true"});
+        }
+        let (kind, api_version) = match self.repr {
+            Representation::Object => (self.def.kind.clone(), self.def.api_version(&self.version)),
+            Representation::PartialMetadata => {
+                ("PartialObjectMetadata".into(), "meta.k8s.io/v1".into())
+            }
+            Representation::Table => ("Table".into(), "meta.k8s.io/v1".into()),
+        };
+        let ev = json!({"type": "BOOKMARK", "object": {"kind": kind, "apiVersion": api_version, "metadata": metadata}});
+        let mut v = serde_json::to_vec(&ev).unwrap_or_default();
+        v.push(b'\n');
+        Bytes::from(v)
+    }
+
+    /// Translates a store event into what this watcher sees (selector transitions
+    /// become ADDED/DELETED, as in the API server's watch cache).
+    fn translate(&mut self, ev: &StoreEvent) -> Option<Bytes> {
+        if ev.gr != self.def.gr() {
+            return None;
+        }
+        if let Some(ns) = &self.namespace
+            && ev.namespace != *ns
+        {
+            return None;
+        }
+        let now = self.matches(&ev.object);
+        let before = ev.previous.as_ref().is_some_and(|p| self.matches(p));
+        let t = match ev.event_type {
+            EventType::Added => now.then_some("ADDED"),
+            EventType::Deleted => (before || now).then_some("DELETED"),
+            EventType::Modified => match (before, now) {
+                (true, true) => Some("MODIFIED"),
+                (false, true) => Some("ADDED"),
+                (true, false) => Some("DELETED"),
+                (false, false) => None,
+            },
+        }?;
+        Some(self.encode(t, &ev.object))
+    }
+
+    async fn send(&self, b: Bytes) -> bool {
+        self.tx.send(Ok(b)).await.is_ok()
+    }
+}
+
+fn error_event(err: &ApiError) -> Bytes {
+    let ev = json!({"type": "ERROR", "object": err.to_status()});
+    let mut v = serde_json::to_vec(&ev).unwrap_or_default();
+    v.push(b'\n');
+    Bytes::from(v)
+}
+
+fn invalid_list_options(field: &str, msg: &str) -> ApiError {
+    ApiError::invalid(
+        "meta.k8s.io",
+        "ListOptions",
+        "",
+        vec![StatusCause {
+            reason: "FieldValueForbidden".into(),
+            message: msg.to_string(),
+            field: field.into(),
+        }],
+    )
+}
+
+pub async fn serve_watch(
+    sh: Arc<SimShared>,
+    def: Arc<ResourceDef>,
+    version: String,
+    namespace: Option<String>,
+    query: ListQuery,
+    q: &Query,
+    repr: Representation,
+) -> ApiResult<Response> {
+    sh.validate_field_selector(&def, &version, &query.fields)?;
+    let mut query = query;
+    query.fields = crate::ops::storage_fields(&def, &query.fields);
+    let rv_param = q.get("resourceVersion").cloned().unwrap_or_default();
+    let bookmarks = q.get("allowWatchBookmarks").is_some_and(|v| v == "true");
+    let send_initial = match q.get("sendInitialEvents").map(String::as_str) {
+        Some("true") => Some(true),
+        Some("false") => Some(false),
+        _ => None,
+    };
+    if send_initial.is_some() {
+        if q.get("resourceVersionMatch").map(String::as_str) != Some("NotOlderThan") {
+            return Err(invalid_list_options(
+                "resourceVersionMatch",
+                "Forbidden: sendInitialEvents requires setting resourceVersionMatch to NotOlderThan",
+            ));
+        }
+        if send_initial == Some(true) && !bookmarks {
+            return Err(invalid_list_options(
+                "allowWatchBookmarks",
+                "Forbidden: allowWatchBookmarks must be true when sendInitialEvents is set",
+            ));
+        }
+    }
+    let timeout = match q.get("timeoutSeconds") {
+        Some(t) => Duration::from_secs(
+            t.parse::<u64>()
+                .map_err(|_| ApiError::bad_request(format!("invalid timeoutSeconds: {t}")))?,
+        ),
+        None => sh.config.default_watch_timeout,
+    };
+    let from_rv: Option<u64> =
+        match rv_param.as_str() {
+            "" | "0" => None,
+            other => Some(other.parse::<u64>().map_err(|_| {
+                ApiError::bad_request(format!("invalid resource version: {other:?}"))
+            })?),
+        };
+    let ns_filter = if def.namespaced {
+        namespace.clone()
+    } else {
+        None
+    };
+    let (tx, rx) = mpsc::channel::<Result<Bytes, Infallible>>(1024);
+    let mut watcher = Watcher {
+        def: def.clone(),
+        version,
+        namespace: ns_filter.clone(),
+        include: IncludeObject::parse(q.get("includeObject").map(String::as_str)),
+        query,
+        repr,
+        sent_table_header: false,
+        tx,
+    };
+    let forced_gone = sh.faults.take_watch_gone();
+    // Initial events: without a resourceVersion (legacy), or with sendInitialEvents.
+    let initial = match send_initial {
+        Some(v) => v,
+        None => from_rv.is_none(),
+    };
+    let start = if forced_gone {
+        None
+    } else if initial || from_rv.is_none() {
+        Some(Ok(sh
+            .store
+            .watch_with_snapshot(&def.gr(), ns_filter.as_deref())))
+    } else {
+        Some(sh.store.watch_from(&def.gr(), from_rv))
+    };
+    let mut kill = sh.faults.watch_generation();
+    kill.borrow_and_update();
+    let mut shutdown = sh.shutdown_signal();
+    let bookmark_every = sh.config.bookmark_interval;
+    tokio::spawn(async move {
+        let start = match start {
+            None => {
+                let err = ApiError::gone("too old resource version: injected fault");
+                let _ = watcher.send(error_event(&err)).await;
+                return;
+            }
+            Some(Err(err)) => {
+                let _ = watcher.send(error_event(&err)).await;
+                return;
+            }
+            Some(Ok(s)) => s,
+        };
+        let mut receiver = start.receiver;
+        if initial {
+            for obj in &start.snapshot {
+                if watcher.matches(obj) {
+                    let b = watcher.encode("ADDED", obj);
+                    if !watcher.send(b).await {
+                        return;
+                    }
+                }
+            }
+            if send_initial == Some(true) {
+                let b = watcher.bookmark(start.current_rv, true);
+                if !watcher.send(b).await {
+                    return;
+                }
+            }
+        }
+        let mut last_rv = from_rv.unwrap_or(start.current_rv);
+        for ev in &start.backlog {
+            last_rv = ev.rv;
+            if let Some(b) = watcher.translate(ev)
+                && !watcher.send(b).await
+            {
+                return;
+            }
+        }
+        last_rv = last_rv.max(start.current_rv);
+        let deadline = tokio::time::sleep(timeout);
+        tokio::pin!(deadline);
+        let mut ticker = tokio::time::interval(bookmark_every);
+        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        ticker.tick().await;
+        loop {
+            tokio::select! {
+                ev = receiver.recv() => match ev {
+                    Ok(ev) => {
+                        last_rv = ev.rv;
+                        // A resourceVersion from the future: only later events count.
+                        if from_rv.is_some_and(|rv| ev.rv <= rv) {
+                            continue;
+                        }
+                        if let Some(b) = watcher.translate(&ev)
+                            && !watcher.send(b).await
+                        {
+                            return;
+                        }
+                    }
+                    // Too slow to keep up: end the watch; the client resumes from
+                    // its last resourceVersion (like the API server closing a
+                    // blocked watcher).
+                    Err(broadcast::error::RecvError::Lagged(_)) => return,
+                    Err(broadcast::error::RecvError::Closed) => return,
+                },
+                _ = ticker.tick(), if bookmarks => {
+                    let b = watcher.bookmark(last_rv, false);
+                    if !watcher.send(b).await {
+                        return;
+                    }
+                }
+                _ = &mut deadline => return,
+                _ = kill.changed() => return,
+                _ = shutdown.changed() => return,
+                _ = watcher.tx.closed() => return,
+            }
+        }
+    });
+    let stream = tokio_stream::wrappers::ReceiverStream::new(rx);
+    let mut resp = Response::new(Body::from_stream(stream));
+    *resp.status_mut() = StatusCode::OK;
+    resp.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    resp.headers_mut().insert(
+        header::CACHE_CONTROL,
+        HeaderValue::from_static("no-cache, private"),
+    );
+    Ok(resp)
+}

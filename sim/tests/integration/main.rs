@@ -1,0 +1,14 @@
+//! Integration tests: kube-rs clients against a simulator started in-process. Each
+//! test asserts what the real kube-apiserver documents for the case.
+
+// Test code: failing loudly on an unexpected result is the point.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+mod crd;
+mod crud;
+mod errors;
+mod faults;
+mod patch;
+mod subresources;
+mod watch;

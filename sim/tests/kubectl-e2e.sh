@@ -1,0 +1,246 @@
+#!/usr/bin/env bash
+# kubectl end-to-end check of kruise-sim: starts `kruise-sim up` on a free port and
+# drives it with a real kubectl, asserting every outcome.
+#
+#   KUBECTL=kubectl.1.27 sim/tests/kubectl-e2e.sh
+#   KRUISE_SIM=/path/to/kruise-sim sim/tests/kubectl-e2e.sh   (skips the cargo build)
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+KUBECTL="${KUBECTL:-kubectl}"
+WORK="$(mktemp -d)"
+SIM_PID=""
+WATCH_PID=""
+
+cleanup() {
+  [[ -n "$WATCH_PID" ]] && kill "$WATCH_PID" 2>/dev/null || true
+  [[ -n "$SIM_PID" ]] && kill "$SIM_PID" 2>/dev/null || true
+  [[ -n "$SIM_PID" ]] && wait "$SIM_PID" 2>/dev/null || true
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+fail() { echo "FAIL: $*" >&2; exit 1; }
+pass() { echo "ok - $*"; }
+
+# assert_contains HAYSTACK NEEDLE WHAT
+assert_contains() {
+  if [[ "$1" != *"$2"* ]]; then
+    printf 'FAIL: %s\n  expected to contain: %s\n  got:\n%s\n' "$3" "$2" "$1" >&2
+    exit 1
+  fi
+}
+assert_eq() {
+  [[ "$1" == "$2" ]] || fail "$3: expected '$2', got '$1'"
+}
+
+# wait_for SECONDS DESCRIPTION COMMAND...: polls COMMAND until it succeeds.
+wait_for() {
+  local secs="$1" what="$2"; shift 2
+  local deadline=$((SECONDS + secs))
+  until "$@" >/dev/null 2>&1; do
+    (( SECONDS < deadline )) || fail "timed out after ${secs}s waiting for $what"
+    sleep 0.1
+  done
+}
+
+if [[ -z "${KRUISE_SIM:-}" ]]; then
+  (cd "$ROOT" && cargo build -q -p kruise-sim --bin kruise-sim)
+  KRUISE_SIM="${CARGO_TARGET_DIR:-$ROOT/target}/debug/kruise-sim"
+fi
+[[ -x "$KRUISE_SIM" ]] || fail "kruise-sim binary not found at $KRUISE_SIM"
+command -v "$KUBECTL" >/dev/null || fail "kubectl not found: $KUBECTL"
+
+export KUBECONFIG="$WORK/kubeconfig"
+# kubectl caches discovery per host:port for hours; a previous simulator on the same
+# port may have served other CRDs.
+export KUBECACHEDIR="$WORK/kube-cache"
+"$KRUISE_SIM" up --port 0 --kubeconfig "$KUBECONFIG" >"$WORK/sim.log" 2>&1 &
+SIM_PID=$!
+wait_for 30 "kruise-sim to print its kubectl line" grep -q '^export KUBECONFIG=' "$WORK/sim.log"
+assert_contains "$(cat "$WORK/sim.log")" "export KUBECONFIG=$KUBECONFIG; kubectl get ns" "up prints the kubectl command"
+pass "kruise-sim up ($(grep -o 'http://[0-9.:]*' "$WORK/sim.log"))"
+
+out="$("$KUBECTL" get ns)"
+assert_contains "$out" "default" "get ns lists default"
+assert_contains "$out" "kube-system" "get ns lists kube-system"
+pass "kubectl get ns"
+
+# Imperative creates (kubectl >= 1.32 sends these as protobuf).
+out="$("$KUBECTL" create namespace e2e)"
+assert_contains "$out" "namespace/e2e created" "create namespace"
+out="$("$KUBECTL" -n e2e create configmap settings --from-literal=mode=fast)"
+assert_contains "$out" "configmap/settings created" "create configmap"
+assert_eq "$("$KUBECTL" -n e2e get configmap settings -o jsonpath='{.data.mode}')" "fast" "configmap data"
+pass "kubectl create namespace / configmap"
+
+cat >"$WORK/crd.yaml" <<'YAML'
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: clonesets.apps.kruise.io
+spec:
+  group: apps.kruise.io
+  names: {kind: CloneSet, listKind: CloneSetList, plural: clonesets, singular: cloneset, shortNames: [clone], categories: [all, kruise]}
+  scope: Namespaced
+  versions:
+  - name: v1alpha1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema:
+        type: object
+        x-kubernetes-preserve-unknown-fields: true
+    subresources:
+      status: {}
+      scale: {specReplicasPath: .spec.replicas, statusReplicasPath: .status.replicas, labelSelectorPath: .status.labelSelector}
+    additionalPrinterColumns:
+    - {name: DESIRED, type: integer, jsonPath: .spec.replicas, description: The desired number of pods.}
+    - {name: UPDATED, type: integer, jsonPath: .status.updatedReplicas}
+    - {name: UPDATED_READY, type: integer, jsonPath: .status.updatedReadyReplicas}
+    - {name: READY, type: integer, jsonPath: .status.readyReplicas}
+    - {name: TOTAL, type: integer, jsonPath: .status.replicas}
+    - {name: AGE, type: date, jsonPath: .metadata.creationTimestamp}
+YAML
+cat >"$WORK/cloneset.yaml" <<'YAML'
+apiVersion: apps.kruise.io/v1alpha1
+kind: CloneSet
+metadata:
+  name: demo
+  labels: {app: demo}
+spec:
+  replicas: 3
+  selector:
+    matchLabels: {app: demo}
+  template:
+    metadata:
+      labels: {app: demo}
+    spec:
+      containers:
+      - name: main
+        image: nginx:1.25
+YAML
+cat >"$WORK/deployment.yaml" <<'YAML'
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: web
+spec:
+  replicas: 1
+  selector:
+    matchLabels: {app: web}
+  template:
+    metadata:
+      labels: {app: web}
+    spec:
+      containers:
+      - name: web
+        image: nginx:1.25
+        env: [{name: A, value: "1"}]
+      - name: sidecar
+        image: busybox:1.36
+YAML
+
+out="$("$KUBECTL" apply -f "$WORK/crd.yaml")"
+assert_contains "$out" "customresourcedefinition.apiextensions.k8s.io/clonesets.apps.kruise.io created" "apply CRD"
+out="$("$KUBECTL" wait --for=condition=Established --timeout=10s crd/clonesets.apps.kruise.io)"
+assert_contains "$out" "condition met" "CRD established"
+out="$("$KUBECTL" apply -f "$WORK/cloneset.yaml")"
+assert_contains "$out" "cloneset.apps.kruise.io/demo created" "apply CloneSet"
+pass "apply a CRD and an object"
+
+out="$("$KUBECTL" get cloneset demo)"
+header="$(head -1 <<<"$out" | tr -s ' ')"
+assert_eq "$header" "NAME DESIRED UPDATED UPDATED_READY READY TOTAL AGE" "printer column header"
+row="$(sed -n 2p <<<"$out" | tr -s ' ')"
+[[ "$row" =~ ^demo\ 3\ +[0-9]+s$ ]] || fail "printer column row: got '$row'"
+out="$("$KUBECTL" get clone)"
+assert_contains "$out" "demo" "short name"
+out="$("$KUBECTL" get kruise)"
+assert_contains "$out" "demo" "category"
+pass "get with printer columns, short name and category"
+
+# apply twice: the second run is a no-op that leaves resourceVersion alone.
+rv1="$("$KUBECTL" get cloneset demo -o jsonpath='{.metadata.resourceVersion}')"
+out="$("$KUBECTL" apply -f "$WORK/cloneset.yaml")"
+assert_contains "$out" "cloneset.apps.kruise.io/demo unchanged" "second apply"
+rv2="$("$KUBECTL" get cloneset demo -o jsonpath='{.metadata.resourceVersion}')"
+assert_eq "$rv2" "$rv1" "resourceVersion after an idempotent apply"
+pass "kubectl apply twice is idempotent"
+
+# get -w sees a change.
+"$KUBECTL" get clonesets -w >"$WORK/watch.out" 2>&1 &
+WATCH_PID=$!
+wait_for 10 "get -w to print the initial row" grep -q '^demo' "$WORK/watch.out"
+"$KUBECTL" patch cloneset demo --type=merge -p '{"spec":{"replicas":7}}' >/dev/null
+wait_for 10 "get -w to print the change" grep -Eq '^demo +7 ' "$WORK/watch.out"
+kill "$WATCH_PID"; wait "$WATCH_PID" 2>/dev/null || true; WATCH_PID=""
+pass "get -w sees a change"
+
+# patch: merge, JSON and strategic.
+out="$("$KUBECTL" patch cloneset demo --type=merge -p '{"spec":{"replicas":4}}')"
+assert_contains "$out" "cloneset.apps.kruise.io/demo patched" "merge patch"
+assert_eq "$("$KUBECTL" get cloneset demo -o jsonpath='{.spec.replicas}')" "4" "replicas after merge patch"
+out="$("$KUBECTL" patch cloneset demo --type=json -p '[{"op":"replace","path":"/spec/replicas","value":5}]')"
+assert_contains "$out" "patched" "json patch"
+assert_eq "$("$KUBECTL" get cloneset demo -o jsonpath='{.spec.replicas}')" "5" "replicas after json patch"
+if out="$("$KUBECTL" patch cloneset demo --type=strategic -p '{"spec":{"replicas":9}}' 2>&1)"; then
+  fail "strategic merge patch on a custom resource must fail, got: $out"
+fi
+assert_contains "$out" "application/strategic-merge-patch+json is not supported" "SMP on a CR is rejected"
+out="$("$KUBECTL" apply -f "$WORK/deployment.yaml")"
+assert_contains "$out" "deployment.apps/web created" "apply deployment"
+"$KUBECTL" patch deployment web --type=strategic \
+  -p '{"spec":{"template":{"spec":{"containers":[{"name":"web","image":"nginx:1.26","env":[{"name":"B","value":"2"}]}]}}}}' >/dev/null
+images="$("$KUBECTL" get deployment web -o jsonpath='{range .spec.template.spec.containers[*]}{.name}={.image} {end}')"
+assert_eq "$images" "web=nginx:1.26 sidecar=busybox:1.36 " "strategic merge by container name"
+envs="$("$KUBECTL" get deployment web -o jsonpath='{.spec.template.spec.containers[0].env[*].name}')"
+assert_eq "$envs" "A B" "strategic merge of env by name"
+pass "patch: merge, json and strategic"
+
+# scale through the CRD's scale subresource.
+out="$("$KUBECTL" scale cloneset demo --replicas=6)"
+assert_contains "$out" "cloneset.apps.kruise.io/demo scaled" "kubectl scale"
+assert_eq "$("$KUBECTL" get cloneset demo -o jsonpath='{.spec.replicas}')" "6" "replicas after scale"
+assert_eq "$("$KUBECTL" get --raw /apis/apps.kruise.io/v1alpha1/namespaces/default/clonesets/demo/scale | grep -o '"replicas":6' | head -1)" '"replicas":6' "scale subresource"
+pass "scale on a CRD with a scale subresource"
+
+# describe shows events recorded for the object.
+uid="$("$KUBECTL" get cloneset demo -o jsonpath='{.metadata.uid}')"
+cat >"$WORK/event.yaml" <<YAML
+apiVersion: v1
+kind: Event
+metadata:
+  name: demo.e2e
+type: Normal
+reason: SuccessfulCreate
+message: create Pod demo-abcde in cloneset demo success
+involvedObject:
+  apiVersion: apps.kruise.io/v1alpha1
+  kind: CloneSet
+  name: demo
+  namespace: default
+  uid: $uid
+source:
+  component: cloneset-controller
+firstTimestamp: "$(date -u +%Y-%m-%dT%H:%M:%SZ)"
+lastTimestamp: "$(date -u +%Y-%m-%dT%H:%M:%SZ)"
+count: 1
+YAML
+"$KUBECTL" create -f "$WORK/event.yaml" >/dev/null
+out="$("$KUBECTL" describe cloneset demo)"
+assert_contains "$out" "Events:" "describe has an Events section"
+assert_contains "$out" "SuccessfulCreate" "describe shows the event reason"
+assert_contains "$out" "create Pod demo-abcde in cloneset demo success" "describe shows the event message"
+pass "describe shows events"
+
+# delete of a missing object.
+if out="$("$KUBECTL" delete cloneset nothere 2>&1)"; then
+  fail "deleting a missing object must fail, got: $out"
+fi
+assert_contains "$out" 'Error from server (NotFound): clonesets.apps.kruise.io "nothere" not found' "delete missing"
+out="$("$KUBECTL" delete cloneset demo)"
+assert_contains "$out" 'cloneset.apps.kruise.io "demo" deleted' "delete existing"
+pass "delete (missing object is NotFound)"
+
+echo "kubectl e2e: all checks passed ($("$KUBECTL" version --client 2>/dev/null | head -1))"
