@@ -35,6 +35,7 @@ pub mod structural;
 pub mod table;
 pub mod validate;
 pub mod watch;
+pub mod webhooks;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -65,6 +66,8 @@ pub struct SimConfig {
     /// Run the built-in garbage collector (ownerReference cascades, foreground and
     /// orphan finalizers, namespace content deletion).
     pub garbage_collector: bool,
+    /// Call the stored Mutating/ValidatingWebhookConfigurations over HTTPS on writes.
+    pub admission_webhooks: bool,
 }
 
 impl Default for SimConfig {
@@ -75,6 +78,7 @@ impl Default for SimConfig {
             bookmark_interval: Duration::from_secs(5),
             default_watch_timeout: Duration::from_secs(1800),
             garbage_collector: true,
+            admission_webhooks: true,
         }
     }
 }
@@ -152,6 +156,14 @@ impl Sim {
             shutdown: tokio::sync::watch::channel(false).0,
         });
         bootstrap(&shared).await?;
+        if config.admission_webhooks {
+            let dispatcher = webhooks::WebhookDispatcher::new(&shared, None);
+            shared
+                .hooks
+                .write()
+                .unwrap_or_else(|e| e.into_inner())
+                .push(Arc::new(dispatcher));
+        }
         let mut background = Vec::new();
         if config.garbage_collector {
             background.push(tokio::spawn(gc::run(shared.clone())));

@@ -10,8 +10,10 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
+use k8s_openapi::api::core::v1::Pod;
 use kruise_sim::{Sim, SimConfig};
 use kube::Api;
+use kube::api::PostParams;
 use serde_json::json;
 
 const BIN: &str = env!("CARGO_BIN_EXE_kruise-webhook");
@@ -30,7 +32,7 @@ async fn cloneset_pods_get_the_kruise_pod_ready_gate() {
     let sim = Sim::start(SimConfig::default()).await.unwrap();
     let kubeconfig = sim.kubeconfig_path().unwrap();
     let port = support::free_port();
-    let _webhook = Killed(
+    let mut webhook = Killed(
         Command::new(BIN)
             .args([
                 "--kubeconfig",
@@ -98,5 +100,41 @@ async fn cloneset_pods_get_the_kruise_pod_ready_gate() {
     let review: serde_json::Value = serde_json::from_str(&text).unwrap();
     assert_eq!(review["response"]["allowed"], true);
     assert!(review["response"]["patch"].is_null(), "{text}");
+
+    // Through the API server: the simulator calls the webhook on pod creation.
+    let pods: Api<Pod> = Api::namespaced(sim.client().unwrap(), "default");
+    let mut owned_pod = pod("apps.kruise.io/v1beta1");
+    owned_pod["metadata"]["name"] = json!("web-through-api");
+    let created = pods
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(owned_pod).unwrap(),
+        )
+        .await
+        .unwrap();
+    let gates = created.spec.unwrap().readiness_gates.unwrap();
+    assert_eq!(gates[0].condition_type, "KruisePodReady");
+
+    // With kruise-webhook stopped, pods are still created: the chain's only entry here
+    // is best-effort (failurePolicy Ignore).
+    let _ = webhook.0.kill();
+    let _ = webhook.0.wait();
+    support::eventually("webhook down", Duration::from_secs(10), || async {
+        tokio::net::TcpStream::connect(addr)
+            .await
+            .is_err()
+            .then_some(())
+    })
+    .await;
+    let mut later = pod("apps.kruise.io/v1beta1");
+    later["metadata"]["name"] = json!("web-while-down");
+    let created = pods
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(later).unwrap(),
+        )
+        .await
+        .unwrap();
+    assert!(created.spec.unwrap().readiness_gates.is_none());
     sim.shutdown().await;
 }

@@ -12,3 +12,4 @@ mod faults;
 mod patch;
 mod subresources;
 mod watch;
+mod webhooks;

@@ -1,0 +1,483 @@
+//! Admission webhooks, called as kube-apiserver calls them: the Mutating then Validating
+//! webhook configurations stored in the simulator are matched against each write (rules,
+//! scope, namespaceSelector, objectSelector), and each matching webhook gets a real
+//! `admission.k8s.io/v1` AdmissionReview over HTTPS, verified with its caBundle. Mutating
+//! webhooks run one after another in configuration-name order and their JSONPatches are
+//! applied; a denial or, under `failurePolicy: Fail`, a failure to call rejects the write
+//! with the status kube-apiserver returns.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use base64::Engine as _;
+use futures::future::BoxFuture;
+use http_body_util::{BodyExt as _, Full};
+use rustls::pki_types::pem::PemObject as _;
+use rustls::pki_types::{CertificateDer, ServerName};
+use serde_json::{Value, json};
+
+use crate::error::{ApiError, ApiResult};
+use crate::registry::GroupResource;
+use crate::selector::LabelSelector;
+use crate::{AdmissionAttributes, AdmissionHook, SimShared, meta};
+
+/// Maps a webhook's `service` reference to an address, since the simulator has no
+/// cluster network: `(namespace, name, port)` -> `host:port`.
+pub type ServiceResolver = Arc<dyn Fn(&str, &str, i32) -> Option<String> + Send + Sync>;
+
+/// The admission hook that calls the stored webhook configurations.
+pub struct WebhookDispatcher {
+    shared: std::sync::Weak<SimShared>,
+    resolver: Option<ServiceResolver>,
+}
+
+impl WebhookDispatcher {
+    /// A dispatcher reading configurations from `shared`'s store.
+    pub fn new(shared: &Arc<SimShared>, resolver: Option<ServiceResolver>) -> Self {
+        WebhookDispatcher {
+            shared: Arc::downgrade(shared),
+            resolver,
+        }
+    }
+}
+
+/// One webhook entry with what is needed to call it.
+#[derive(Debug, Clone)]
+struct Entry {
+    config: String,
+    hook: Value,
+    mutating: bool,
+}
+
+fn entries(shared: &SimShared, mutating: bool) -> Vec<Entry> {
+    let resource = if mutating {
+        "mutatingwebhookconfigurations"
+    } else {
+        "validatingwebhookconfigurations"
+    };
+    let (mut configs, _) = shared.store.list(
+        &GroupResource::new("admissionregistration.k8s.io", resource),
+        None,
+    );
+    // kube-apiserver orders configurations by name.
+    configs.sort_by(|a, b| meta::name_of(a).cmp(meta::name_of(b)));
+    configs
+        .iter()
+        .flat_map(|c| {
+            let config = meta::name_of(c).to_string();
+            c.get("webhooks")
+                .and_then(Value::as_array)
+                .cloned()
+                .unwrap_or_default()
+                .into_iter()
+                .map(move |hook| Entry {
+                    config: config.clone(),
+                    hook,
+                    mutating,
+                })
+        })
+        .collect()
+}
+
+fn strings(v: Option<&Value>) -> Vec<String> {
+    v.and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .filter_map(|s| s.as_str().map(String::from))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn any_or(list: &[String], want: &str) -> bool {
+    list.iter().any(|s| s == "*" || s == want)
+}
+
+/// Whether a rule list covers this request (operation, group, version, resource with
+/// subresource, scope).
+fn rules_match(hook: &Value, attrs: &AdmissionAttributes, version: &str, namespaced: bool) -> bool {
+    let Some(rules) = hook.get("rules").and_then(Value::as_array) else {
+        return false;
+    };
+    rules.iter().any(|r| {
+        let ops = strings(r.get("operations"));
+        let groups = strings(r.get("apiGroups"));
+        let versions = strings(r.get("apiVersions"));
+        let resources = strings(r.get("resources"));
+        let scope = r.get("scope").and_then(Value::as_str).unwrap_or("*");
+        let full = if attrs.subresource.is_empty() {
+            attrs.resource.clone()
+        } else {
+            format!("{}/{}", attrs.resource, attrs.subresource)
+        };
+        let resource_ok = resources.iter().any(|res| {
+            res == "*/*"
+                || *res == full
+                || (attrs.subresource.is_empty() && res == "*")
+                || res.strip_suffix("/*") == Some(attrs.resource.as_str())
+                || (res.strip_prefix("*/") == Some(attrs.subresource.as_str())
+                    && !attrs.subresource.is_empty())
+        });
+        let scope_ok = match scope {
+            "Cluster" => !namespaced,
+            "Namespaced" => namespaced,
+            _ => true,
+        };
+        any_or(&ops, &attrs.operation)
+            && any_or(&groups, &attrs.group)
+            && any_or(&versions, version)
+            && resource_ok
+            && scope_ok
+    })
+}
+
+fn selector_matches(
+    sel: Option<&Value>,
+    labels: Option<&serde_json::Map<String, Value>>,
+) -> Result<bool, String> {
+    match sel {
+        None | Some(Value::Null) => Ok(true),
+        Some(s) => Ok(LabelSelector::from_json(s)?.matches(labels)),
+    }
+}
+
+impl WebhookDispatcher {
+    /// Whether `entry` must see this request, as kube-apiserver decides it.
+    fn should_call(
+        &self,
+        shared: &SimShared,
+        entry: &Entry,
+        attrs: &AdmissionAttributes,
+        object: &Value,
+    ) -> Result<bool, String> {
+        // kube-apiserver never sends webhook configurations to webhooks.
+        if attrs.group == "admissionregistration.k8s.io" {
+            return Ok(false);
+        }
+        let version = object
+            .get("apiVersion")
+            .and_then(Value::as_str)
+            .map(|v| v.rsplit('/').next().unwrap_or(v))
+            .unwrap_or("v1");
+        let namespaced = !attrs.namespace.is_empty();
+        if !rules_match(&entry.hook, attrs, version, namespaced) {
+            return Ok(false);
+        }
+        let ns_selector = entry.hook.get("namespaceSelector");
+        let ns_ok = if attrs.group.is_empty() && attrs.resource == "namespaces" {
+            // A Namespace is judged by its own labels.
+            selector_matches(ns_selector, meta::labels_of(object))?
+        } else if namespaced {
+            let ns = shared
+                .store
+                .get(&GroupResource::new("", "namespaces"), "", &attrs.namespace);
+            selector_matches(ns_selector, ns.as_deref().and_then(meta::labels_of))?
+        } else {
+            true
+        };
+        if !ns_ok {
+            return Ok(false);
+        }
+        let obj_selector = entry.hook.get("objectSelector");
+        let new_ok = selector_matches(obj_selector, meta::labels_of(object))?;
+        let old_ok = match &attrs.old_object {
+            Some(old) => selector_matches(obj_selector, meta::labels_of(old))?,
+            None => false,
+        };
+        Ok(new_ok || old_ok)
+    }
+
+    fn target(&self, entry: &Entry) -> Result<String, String> {
+        let cc = entry
+            .hook
+            .get("clientConfig")
+            .cloned()
+            .unwrap_or(Value::Null);
+        if let Some(url) = cc.get("url").and_then(Value::as_str) {
+            return Ok(url.to_string());
+        }
+        let svc = cc
+            .get("service")
+            .ok_or("clientConfig has neither url nor service")?;
+        let ns = svc.get("namespace").and_then(Value::as_str).unwrap_or("");
+        let name = svc.get("name").and_then(Value::as_str).unwrap_or("");
+        let port = svc.get("port").and_then(Value::as_i64).unwrap_or(443) as i32;
+        let path = svc.get("path").and_then(Value::as_str).unwrap_or("");
+        let host = self
+            .resolver
+            .as_ref()
+            .and_then(|r| r(ns, name, port))
+            .ok_or_else(|| {
+                format!(
+                    "service \"{name}\" in namespace \"{ns}\" is not reachable from the simulator"
+                )
+            })?;
+        Ok(format!("https://{host}{path}"))
+    }
+
+    async fn call(&self, entry: &Entry, review: &Value) -> Result<Value, String> {
+        let url = self.target(entry)?;
+        let cc = entry
+            .hook
+            .get("clientConfig")
+            .cloned()
+            .unwrap_or(Value::Null);
+        let ca = cc
+            .get("caBundle")
+            .and_then(Value::as_str)
+            .map(|b| base64::engine::general_purpose::STANDARD.decode(b))
+            .transpose()
+            .map_err(|e| format!("invalid caBundle: {e}"))?
+            .unwrap_or_default();
+        let timeout = entry
+            .hook
+            .get("timeoutSeconds")
+            .and_then(Value::as_u64)
+            .unwrap_or(10);
+        let body = serde_json::to_vec(review).map_err(|e| e.to_string())?;
+        let exchange = post_https(&url, &ca, body);
+        match tokio::time::timeout(Duration::from_secs(timeout), exchange).await {
+            Ok(result) => {
+                result.map_err(|e| format!("failed to call webhook: Post \"{url}\": {e}"))
+            }
+            Err(_) => Err(format!(
+                "failed to call webhook: Post \"{url}\": context deadline exceeded"
+            )),
+        }
+    }
+}
+
+/// POSTs JSON over HTTPS trusting only `ca_pem`; the decoded JSON response.
+async fn post_https(url: &str, ca_pem: &[u8], body: Vec<u8>) -> Result<Value, String> {
+    let uri: http::Uri = url.parse().map_err(|e| format!("invalid url: {e}"))?;
+    if uri.scheme_str() != Some("https") {
+        return Err("webhook url must use https".into());
+    }
+    let host = uri
+        .host()
+        .ok_or("url has no host")?
+        .trim_start_matches('[')
+        .trim_end_matches(']')
+        .to_string();
+    let port = uri.port_u16().unwrap_or(443);
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in CertificateDer::pem_slice_iter(ca_pem) {
+        let cert = cert.map_err(|e| format!("invalid caBundle: {e}"))?;
+        roots
+            .add(cert)
+            .map_err(|e| format!("invalid caBundle: {e}"))?;
+    }
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let config = rustls::ClientConfig::builder()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    let tcp = tokio::net::TcpStream::connect((host.as_str(), port))
+        .await
+        .map_err(|e| format!("dial tcp {host}:{port}: {e}"))?;
+    let name = ServerName::try_from(host.clone()).map_err(|e| e.to_string())?;
+    let tls = tokio_rustls::TlsConnector::from(Arc::new(config))
+        .connect(name, tcp)
+        .await
+        .map_err(|e| format!("tls: {e}"))?;
+    let (mut sender, conn) =
+        hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(tls))
+            .await
+            .map_err(|e| e.to_string())?;
+    tokio::spawn(async move {
+        let _ = conn.await;
+    });
+    let path = uri.path_and_query().map(|p| p.as_str()).unwrap_or("/");
+    let request = http::Request::post(path)
+        .header(http::header::HOST, format!("{host}:{port}"))
+        .header(http::header::CONTENT_TYPE, "application/json")
+        .header(http::header::ACCEPT, "application/json")
+        .body(Full::new(bytes::Bytes::from(body)))
+        .map_err(|e| e.to_string())?;
+    let response = sender
+        .send_request(request)
+        .await
+        .map_err(|e| e.to_string())?;
+    let status = response.status();
+    let bytes = response
+        .into_body()
+        .collect()
+        .await
+        .map_err(|e| e.to_string())?
+        .to_bytes();
+    if !status.is_success() {
+        return Err(format!(
+            "expected response code 200, got {}: {}",
+            status.as_u16(),
+            String::from_utf8_lossy(&bytes)
+        ));
+    }
+    serde_json::from_slice(&bytes).map_err(|e| format!("decoding AdmissionReview: {e}"))
+}
+
+/// The AdmissionReview kube-apiserver sends for this request.
+fn review_for(attrs: &AdmissionAttributes, object: &Value, uid: &str) -> Value {
+    let api_version = object
+        .get("apiVersion")
+        .and_then(Value::as_str)
+        .unwrap_or("v1");
+    let version = api_version.rsplit('/').next().unwrap_or(api_version);
+    let kind = json!({"group": attrs.group, "version": version, "kind": attrs.kind});
+    let resource = json!({"group": attrs.group, "version": version, "resource": attrs.resource});
+    let is_delete = attrs.operation == "DELETE";
+    let mut request = json!({
+        "uid": uid,
+        "kind": kind,
+        "resource": resource,
+        "requestKind": kind,
+        "requestResource": resource,
+        "name": attrs.name,
+        "operation": attrs.operation,
+        "userInfo": {"username": "system:admin", "groups": ["system:masters", "system:authenticated"]},
+        "object": if is_delete { Value::Null } else { object.clone() },
+        "oldObject": attrs.old_object.clone().unwrap_or(Value::Null),
+        "dryRun": attrs.dry_run,
+    });
+    if !attrs.subresource.is_empty() {
+        request["subResource"] = json!(attrs.subresource);
+        request["requestSubResource"] = json!(attrs.subresource);
+    }
+    if !attrs.namespace.is_empty() {
+        request["namespace"] = json!(attrs.namespace);
+    }
+    json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": request})
+}
+
+/// The error kube-apiserver returns for a denial (`ToStatusErr`).
+fn denial(name: &str, result: Option<&Value>) -> ApiError {
+    let denied_by = format!("admission webhook \"{name}\" denied the request");
+    let message = result
+        .and_then(|r| r.get("message"))
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    let reason = result
+        .and_then(|r| r.get("reason"))
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    let code = result
+        .and_then(|r| r.get("code"))
+        .and_then(Value::as_u64)
+        .and_then(|c| u16::try_from(c).ok())
+        .filter(|c| *c >= 400)
+        .unwrap_or(400);
+    let text = if !message.is_empty() {
+        format!("{denied_by}: {message}")
+    } else if !reason.is_empty() {
+        format!("{denied_by}: {reason}")
+    } else {
+        format!("{denied_by} without explanation")
+    };
+    ApiError::new(code, reason, text)
+}
+
+fn decode_patch(response: &Value) -> Result<Option<json_patch::Patch>, String> {
+    let Some(patch) = response.get("patch").filter(|p| !p.is_null()) else {
+        return Ok(None);
+    };
+    if let Some(t) = response.get("patchType").and_then(Value::as_str)
+        && t != "JSONPatch"
+    {
+        return Err(format!("unsupported patchType {t}"));
+    }
+    let raw = match patch {
+        // Go webhooks send []byte as base64; kube-rs ones as an array of numbers.
+        Value::String(b64) => base64::engine::general_purpose::STANDARD
+            .decode(b64)
+            .map_err(|e| format!("patch is not base64: {e}"))?,
+        Value::Array(items) => items
+            .iter()
+            .map(|b| {
+                b.as_u64()
+                    .and_then(|b| u8::try_from(b).ok())
+                    .ok_or("patch bytes out of range")
+            })
+            .collect::<Result<Vec<u8>, _>>()?,
+        _ => return Err("patch must be base64 or bytes".into()),
+    };
+    serde_json::from_slice(&raw)
+        .map(Some)
+        .map_err(|e| format!("patch is not a JSONPatch: {e}"))
+}
+
+impl AdmissionHook for WebhookDispatcher {
+    fn admit<'a>(
+        &'a self,
+        attrs: &'a AdmissionAttributes,
+        object: &'a mut Value,
+    ) -> BoxFuture<'a, ApiResult<()>> {
+        Box::pin(async move {
+            let Some(shared) = self.shared.upgrade() else {
+                return Ok(());
+            };
+            for mutating in [true, false] {
+                for entry in entries(&shared, mutating) {
+                    let name = entry
+                        .hook
+                        .get("name")
+                        .and_then(Value::as_str)
+                        .unwrap_or("")
+                        .to_string();
+                    let should = self
+                        .should_call(&shared, &entry, attrs, object)
+                        .map_err(|e| {
+                            ApiError::internal(format!("webhook {name:?}: invalid selector: {e}"))
+                        })?;
+                    if !should {
+                        continue;
+                    }
+                    let fail_closed =
+                        entry.hook.get("failurePolicy").and_then(Value::as_str) != Some("Ignore");
+                    let uid = meta::new_uid();
+                    let review = review_for(attrs, object, &uid);
+                    let outcome = self.call(&entry, &review).await.and_then(|reply| {
+                        let response = reply
+                            .get("response")
+                            .cloned()
+                            .ok_or("AdmissionReview has no response")?;
+                        if response.get("uid").and_then(Value::as_str) != Some(uid.as_str()) {
+                            return Err(format!("expected response.uid={uid:?}"));
+                        }
+                        Ok(response)
+                    });
+                    let response = match outcome {
+                        Ok(r) => r,
+                        Err(e) if fail_closed => {
+                            return Err(ApiError::internal(format!(
+                                "Internal error occurred: failed calling webhook \"{name}\": {e}"
+                            )));
+                        }
+                        Err(e) => {
+                            tracing::warn!(webhook = %name, config = %entry.config, error = %e, "failed calling webhook, failing open");
+                            continue;
+                        }
+                    };
+                    if response.get("allowed").and_then(Value::as_bool) != Some(true) {
+                        return Err(denial(&name, response.get("status")));
+                    }
+                    if entry.mutating {
+                        match decode_patch(&response) {
+                            Ok(Some(patch)) => {
+                                if let Err(e) = json_patch::patch(object, &patch) {
+                                    return Err(ApiError::internal(format!(
+                                        "Internal error occurred: webhook \"{name}\" returned a patch that does not apply: {e}"
+                                    )));
+                                }
+                            }
+                            Ok(None) => {}
+                            Err(e) => {
+                                return Err(ApiError::internal(format!(
+                                    "Internal error occurred: webhook \"{name}\": {e}"
+                                )));
+                            }
+                        }
+                    }
+                }
+            }
+            Ok(())
+        })
+    }
+}

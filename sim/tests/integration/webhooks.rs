@@ -1,0 +1,308 @@
+//! Admission webhooks called over HTTPS as kube-apiserver calls them: a mutating webhook's
+//! patch lands in the stored object, a denial surfaces with kube-apiserver's message and
+//! code, selectors decide who is called, and a webhook that is down fails the write or is
+//! skipped according to its failurePolicy.
+
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
+use k8s_openapi::api::core::v1::{Namespace, Pod};
+use kruise_common::admission::certs::{self, CertificateAuthority};
+use kruise_common::admission::publish::{self, Endpoint, Owned};
+use kruise_common::admission::{
+    self, AdmissionHandler, AdmissionRoutes, FailurePolicy, HandlerError, Rule, WebhookKind,
+    WebhookSpec,
+};
+use kube::Api;
+use kube::api::{DeleteParams, PostParams};
+use kube::core::DynamicObject;
+use kube::core::admission::{AdmissionRequest, AdmissionResponse};
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+
+struct LabelPods {
+    policy: FailurePolicy,
+}
+
+impl AdmissionHandler for LabelPods {
+    fn path(&self) -> &str {
+        "/mutate-pod"
+    }
+    fn webhook(&self) -> WebhookSpec {
+        WebhookSpec {
+            name: "mpod.test.kruise.io".into(),
+            kind: WebhookKind::Mutating,
+            rules: vec![Rule::new(&["CREATE"], "", &["v1"], &["pods"])],
+            failure_policy: self.policy,
+            namespace_selector: Some(
+                serde_json::from_value(json!({"matchExpressions": [
+                {"key": "skip-webhooks", "operator": "DoesNotExist"}]}))
+                .unwrap(),
+            ),
+            object_selector: Some(
+                serde_json::from_value(json!({"matchLabels": {"app": "web"}})).unwrap(),
+            ),
+            timeout_seconds: 5,
+        }
+    }
+    fn handle<'a>(
+        &'a self,
+        req: &'a AdmissionRequest<DynamicObject>,
+    ) -> BoxFuture<'a, Result<AdmissionResponse, HandlerError>> {
+        Box::pin(async move {
+            let patch: json_patch::Patch = serde_json::from_value(json!([
+                {"op": "add", "path": "/metadata/labels/injected", "value": "true"}
+            ]))
+            .unwrap();
+            Ok(AdmissionResponse::from(req).with_patch(patch).unwrap())
+        })
+    }
+}
+
+struct DenyForbidden;
+
+impl AdmissionHandler for DenyForbidden {
+    fn path(&self) -> &str {
+        "/validate-pod"
+    }
+    fn webhook(&self) -> WebhookSpec {
+        WebhookSpec {
+            name: "vpod.test.kruise.io".into(),
+            kind: WebhookKind::Validating,
+            rules: vec![Rule::new(&["CREATE", "DELETE"], "", &["v1"], &["pods"])],
+            failure_policy: FailurePolicy::Fail,
+            namespace_selector: None,
+            object_selector: None,
+            timeout_seconds: 5,
+        }
+    }
+    fn handle<'a>(
+        &'a self,
+        req: &'a AdmissionRequest<DynamicObject>,
+    ) -> BoxFuture<'a, Result<AdmissionResponse, HandlerError>> {
+        Box::pin(async move {
+            if req.name == "forbidden"
+                || req.name == "undeletable" && req.old_object.is_some() && req.object.is_none()
+            {
+                return Ok(AdmissionResponse::from(req).deny("this pod is not allowed"));
+            }
+            Ok(AdmissionResponse::from(req))
+        })
+    }
+}
+
+struct Server {
+    stop: CancellationToken,
+    ca: CertificateAuthority,
+    endpoint: Endpoint,
+    routes: AdmissionRoutes,
+}
+
+async fn serve(routes: AdmissionRoutes) -> Server {
+    let now = jiff::Timestamp::now();
+    let ca = certs::generate_ca("test-ca", now, Duration::from_secs(3600)).unwrap();
+    let (cert, key) = certs::issue_serving(
+        &ca,
+        &["127.0.0.1".to_string()],
+        now,
+        Duration::from_secs(3600),
+    )
+    .unwrap();
+    let tls = axum_server::tls_rustls::RustlsConfig::from_pem(cert.into_bytes(), key.into_bytes())
+        .await
+        .unwrap();
+    let stop = CancellationToken::new();
+    let server = admission::serve(
+        "127.0.0.1:0".parse().unwrap(),
+        routes.clone(),
+        tls,
+        stop.clone(),
+    )
+    .await
+    .unwrap();
+    Server {
+        stop,
+        ca,
+        endpoint: Endpoint::Url(format!("https://127.0.0.1:{}", server.addr.port())),
+        routes,
+    }
+}
+
+fn pod(name: &str, app: &str) -> Pod {
+    serde_json::from_value(json!({"apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "labels": {"app": app}},
+        "spec": {"containers": [{"name": "main", "image": "nginx"}]}}))
+    .unwrap()
+}
+
+#[tokio::test]
+async fn webhooks_mutate_deny_and_honour_selectors() {
+    let sim = crate::common::sim().await;
+    let client = sim.client().unwrap();
+    let server = serve(
+        AdmissionRoutes::new()
+            .handler(LabelPods {
+                policy: FailurePolicy::Fail,
+            })
+            .handler(DenyForbidden),
+    )
+    .await;
+    let owned = Owned {
+        mutating: Some("test-mutating".into()),
+        validating: Some("test-validating".into()),
+        crds: vec![],
+    };
+    publish::publish(
+        &client,
+        &server.routes,
+        &owned,
+        &server.endpoint,
+        &server.ca.cert_pem,
+    )
+    .await
+    .unwrap();
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+
+    // The mutating webhook's patch is in the stored object.
+    let created = pods
+        .create(&PostParams::default(), &pod("web-1", "web"))
+        .await
+        .unwrap();
+    assert_eq!(
+        created
+            .metadata
+            .labels
+            .unwrap()
+            .get("injected")
+            .map(String::as_str),
+        Some("true")
+    );
+    // objectSelector: a pod without app=web is not sent to the mutating webhook.
+    let other = pods
+        .create(&PostParams::default(), &pod("db-1", "db"))
+        .await
+        .unwrap();
+    assert!(!other.metadata.labels.unwrap().contains_key("injected"));
+    // namespaceSelector: a labelled namespace is skipped.
+    let nss: Api<Namespace> = Api::all(client.clone());
+    nss.create(
+        &PostParams::default(),
+        &serde_json::from_value(
+            json!({"metadata": {"name": "quiet", "labels": {"skip-webhooks": "true"}}}),
+        )
+        .unwrap(),
+    )
+    .await
+    .unwrap();
+    let quiet: Api<Pod> = Api::namespaced(client.clone(), "quiet");
+    let q = quiet
+        .create(&PostParams::default(), &pod("web-2", "web"))
+        .await
+        .unwrap();
+    assert!(!q.metadata.labels.unwrap().contains_key("injected"));
+
+    // A denial surfaces as kube-apiserver reports it.
+    let err = pods
+        .create(&PostParams::default(), &pod("forbidden", "web"))
+        .await
+        .unwrap_err();
+    let kube::Error::Api(status) = err else {
+        panic!("{err:?}")
+    };
+    assert_eq!(status.code, 400);
+    assert_eq!(
+        status.message,
+        "admission webhook \"vpod.test.kruise.io\" denied the request: this pod is not allowed"
+    );
+    assert!(
+        pods.get_opt("forbidden").await.unwrap().is_none(),
+        "a denied create stores nothing"
+    );
+    // DELETE goes through validating webhooks too.
+    pods.create(&PostParams::default(), &pod("undeletable", "db"))
+        .await
+        .unwrap();
+    let err = pods
+        .delete("undeletable", &DeleteParams::default())
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, kube::Error::Api(ref s) if s.code == 400),
+        "{err:?}"
+    );
+    assert!(pods.get_opt("undeletable").await.unwrap().is_some());
+    server.stop.cancel();
+    sim.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_webhook_that_is_down_fails_or_is_skipped_by_failure_policy() {
+    let sim = crate::common::sim().await;
+    let client = sim.client().unwrap();
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    for (policy, name) in [
+        (FailurePolicy::Fail, "fail"),
+        (FailurePolicy::Ignore, "ignore"),
+    ] {
+        let server = serve(AdmissionRoutes::new().handler(LabelPods { policy })).await;
+        let owned = Owned {
+            mutating: Some("down-mutating".into()),
+            validating: None,
+            crds: vec![],
+        };
+        publish::publish(
+            &client,
+            &server.routes,
+            &owned,
+            &server.endpoint,
+            &server.ca.cert_pem,
+        )
+        .await
+        .unwrap();
+        // Stop the webhook and wait until it no longer accepts connections.
+        server.stop.cancel();
+        let Endpoint::Url(url) = &server.endpoint else {
+            unreachable!()
+        };
+        let addr = url.trim_start_matches("https://").to_string();
+        crate::common::eventually(10, "webhook down", || {
+            let addr = addr.clone();
+            async move {
+                tokio::net::TcpStream::connect(addr)
+                    .await
+                    .is_err()
+                    .then_some(())
+            }
+        })
+        .await;
+        let result = pods
+            .create(&PostParams::default(), &pod(&format!("web-{name}"), "web"))
+            .await;
+        match policy {
+            FailurePolicy::Fail => {
+                let err = result.unwrap_err();
+                let kube::Error::Api(status) = err else {
+                    panic!("{err:?}")
+                };
+                assert_eq!(status.code, 500);
+                assert!(
+                    status
+                        .message
+                        .contains("failed calling webhook \"mpod.test.kruise.io\""),
+                    "{}",
+                    status.message
+                );
+            }
+            FailurePolicy::Ignore => {
+                let created = result.unwrap();
+                assert!(!created.metadata.labels.unwrap().contains_key("injected"));
+            }
+        }
+        Api::<MutatingWebhookConfiguration>::all(client.clone())
+            .delete("down-mutating", &DeleteParams::default())
+            .await
+            .unwrap();
+    }
+    sim.shutdown().await;
+}
