@@ -1,0 +1,969 @@
+//! SidecarSet validation, with Kubernetes-style field paths and reasons, following OpenKruise's
+//! `pkg/webhook/sidecarset/validating`, plus the rollout budget helper.
+//!
+//! Checked: name (`^[a-zA-Z0-9-]+$`, at most 63); canary annotations (base not itself,
+//! immutable, base exists and is not a canary, canary must be `NotUpdate`); native-sidecar
+//! init containers need `NotUpdate`; `selector` required, valid and non-empty;
+//! `namespaceSelector` valid and non-empty; `injectionStrategy.revision` names a revision or a
+//! custom version, policy `Always`/`Partial`; for RollingUpdate: partition with selector
+//! rejected, partition/maxUnavailable non-negative int or percent, priority and scatter terms;
+//! at least one container; `podInjectPolicy`, `shareVolumePolicy`; transferEnv `fieldRef`
+//! paths; the containers as a pod would hold them (names unique DNS labels, image set, mounts
+//! naming SidecarSet volumes, volume names unique); patchPodMetadata annotations, policy and
+//! duplicate keys; on update: `upgradeType` of a container immutable and no new container
+//! names; conflicts with other SidecarSets whose namespaces and selectors overlap (same
+//! container / init container name, same volume name with other content, annotations patched
+//! by both unless neither is Overwrite).
+//!
+//! kruise-rs additions (deliberate, see the crate report): a HotUpgrade container needs a
+//! `hotUpgradeEmptyImage` different from its image, its `<n>-1`/`<n>-2` names must not clash
+//! with another container, and `upgradeType` must be ColdUpgrade or HotUpgrade.
+//!
+//! Not checked here: that an injection revision exists (needs ControllerRevisions), the
+//! patchPodMetadata whitelist ConfigMap, `resourcesPolicy` regex and expression syntax, and the full core
+//! container/volume validation of `ValidatePodCreate` (probes, ports, resources …).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use kruise_common::api::intstr::{
+    IntOrPercentError, calculate_partition_replicas, scaled_value_from_int_or_percent,
+};
+use kruise_common::api::strategy::validate_scatter;
+
+use crate::api::v1beta1::SidecarSet;
+use crate::api::{
+    PodInjectPolicy, SIDECARSET_BASE_ANNOTATION, ShareVolumePolicyType, SidecarContainer,
+    SidecarContainerUpgradeType, SidecarSetInjectRevisionPolicy, SidecarSetPatchPolicy,
+    SidecarSetUpdateStrategyType, hot_upgrade_container_names, is_native_sidecar,
+};
+use crate::inject::canary_base;
+
+/// The kind of a field error (Kubernetes' `field.ErrorType`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FieldErrorKind {
+    /// `Required value`.
+    Required,
+    /// `Invalid value`.
+    Invalid,
+    /// `Duplicate value`.
+    Duplicate,
+    /// `Not found`.
+    NotFound,
+    /// `Unsupported value`.
+    NotSupported,
+    /// `Too long`.
+    TooLong,
+}
+
+impl FieldErrorKind {
+    fn as_str(self) -> &'static str {
+        match self {
+            FieldErrorKind::Required => "Required value",
+            FieldErrorKind::Invalid => "Invalid value",
+            FieldErrorKind::Duplicate => "Duplicate value",
+            FieldErrorKind::NotFound => "Not found",
+            FieldErrorKind::NotSupported => "Unsupported value",
+            FieldErrorKind::TooLong => "Too long",
+        }
+    }
+}
+
+/// One validation error: a field path, a kind, the bad value (if shown) and why.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub struct FieldError {
+    /// Kind.
+    pub kind: FieldErrorKind,
+    /// Field path, e.g. `spec.containers[0].name`.
+    pub field: String,
+    /// The offending value, rendered as Kubernetes does (strings quoted).
+    pub value: Option<String>,
+    /// Why.
+    pub detail: String,
+}
+
+impl fmt::Display for FieldError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.field, self.kind.as_str())?;
+        if let Some(v) = &self.value {
+            write!(f, ": {v}")?;
+        }
+        if !self.detail.is_empty() {
+            write!(f, ": {}", self.detail)?;
+        }
+        Ok(())
+    }
+}
+
+fn err(
+    kind: FieldErrorKind,
+    field: impl Into<String>,
+    value: Option<String>,
+    detail: impl Into<String>,
+) -> FieldError {
+    FieldError {
+        kind,
+        field: field.into(),
+        value,
+        detail: detail.into(),
+    }
+}
+
+fn quoted(s: &str) -> Option<String> {
+    Some(format!("{s:?}"))
+}
+
+/// Kubernetes' `ErrorList.ToAggregate().Error()`: one error as is, several in brackets.
+pub fn aggregate(errors: &[FieldError]) -> String {
+    match errors {
+        [one] => one.to_string(),
+        many => format!(
+            "[{}]",
+            many.iter()
+                .map(|e| e.to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    }
+}
+
+const NAME_MAX_LEN: usize = 63;
+
+fn is_dns1123_label(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 63
+        && s.chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+        && !s.starts_with('-')
+        && !s.ends_with('-')
+}
+
+fn is_label_name(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 63
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+        && s.starts_with(|c: char| c.is_ascii_alphanumeric())
+        && s.ends_with(|c: char| c.is_ascii_alphanumeric())
+}
+
+fn is_qualified_name(s: &str) -> bool {
+    match s.rsplit_once('/') {
+        Some((prefix, name)) => {
+            !prefix.is_empty()
+                && prefix.len() <= 253
+                && prefix.split('.').all(is_dns1123_label)
+                && is_label_name(name)
+        }
+        None => is_label_name(s),
+    }
+}
+
+fn is_label_value(s: &str) -> bool {
+    s.is_empty() || is_label_name(s)
+}
+
+/// `ValidateLabelSelector` plus OpenKruise's "empty selector is not valid for sidecarset".
+fn validate_selector(sel: &LabelSelector, path: &str, out: &mut Vec<FieldError>) {
+    for (k, v) in sel.match_labels.iter().flatten() {
+        if !is_qualified_name(k) {
+            out.push(err(FieldErrorKind::Invalid, format!("{path}.matchLabels"), quoted(k), "name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character"));
+        }
+        if !is_label_value(v) {
+            out.push(err(FieldErrorKind::Invalid, format!("{path}.matchLabels"), quoted(v), "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character"));
+        }
+    }
+    for (i, e) in sel.match_expressions.iter().flatten().enumerate() {
+        let p = format!("{path}.matchExpressions[{i}]");
+        let values = e.values.as_deref().unwrap_or(&[]);
+        match e.operator.as_str() {
+            "In" | "NotIn" if values.is_empty() => out.push(err(
+                FieldErrorKind::Required,
+                format!("{p}.values"),
+                None,
+                "must be specified when `operator` is 'In' or 'NotIn'",
+            )),
+            "Exists" | "DoesNotExist" if !values.is_empty() => out.push(err(
+                FieldErrorKind::Invalid,
+                format!("{p}.values"),
+                None,
+                "may not be specified when `operator` is 'Exists' or 'DoesNotExist'",
+            )),
+            "In" | "NotIn" | "Exists" | "DoesNotExist" => {}
+            other => out.push(err(
+                FieldErrorKind::Invalid,
+                format!("{p}.operator"),
+                quoted(other),
+                "not a valid selector operator",
+            )),
+        }
+        if !is_qualified_name(&e.key) {
+            out.push(err(FieldErrorKind::Invalid, format!("{p}.key"), quoted(&e.key), "name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character"));
+        }
+    }
+    let empty = sel.match_labels.as_ref().is_none_or(|m| m.is_empty())
+        && sel.match_expressions.as_ref().is_none_or(|e| e.is_empty());
+    if empty {
+        out.push(err(
+            FieldErrorKind::Invalid,
+            path,
+            Some("{}".into()),
+            "empty selector is not valid for sidecarset.",
+        ));
+    }
+}
+
+/// Kubernetes' `ValidatePositiveIntOrPercent`.
+fn validate_positive_int_or_percent(v: &IntOrString, path: &str, out: &mut Vec<FieldError>) {
+    match v {
+        IntOrString::Int(i) if *i < 0 => out.push(err(
+            FieldErrorKind::Invalid,
+            path,
+            Some(i.to_string()),
+            "must be greater than or equal to 0",
+        )),
+        IntOrString::Int(_) => {}
+        IntOrString::String(s) => {
+            let ok = s
+                .strip_suffix('%')
+                .is_some_and(|n| !n.is_empty() && n.chars().all(|c| c.is_ascii_digit()));
+            if !ok {
+                out.push(err(
+                    FieldErrorKind::Invalid,
+                    path,
+                    quoted(s),
+                    "a valid percent string must be a numeric string followed by an ending '%' (e.g. '1%',  or '93%', regex used for validation is '[0-9]+%')",
+                ));
+            }
+        }
+    }
+}
+
+/// Whether two selectors can select a common object (OpenKruise's `IsSelectorOverlapping`,
+/// a syntactic check on `In`/`Exists`/`NotIn`/`DoesNotExist`/matchLabels).
+pub fn selectors_overlap(a: &LabelSelector, b: &LabelSelector) -> bool {
+    !(is_disjoint(a, b) || is_disjoint(b, a))
+}
+
+fn is_disjoint(a: &LabelSelector, b: &LabelSelector) -> bool {
+    // key -> allowed values; None = any value (Exists).
+    let mut allowed: BTreeMap<&str, Option<Vec<&str>>> = BTreeMap::new();
+    for (k, v) in a.match_labels.iter().flatten() {
+        allowed.insert(k, Some(vec![v.as_str()]));
+    }
+    for e in a.match_expressions.iter().flatten() {
+        match e.operator.as_str() {
+            "In" => {
+                let entry = allowed.entry(&e.key).or_insert_with(|| Some(Vec::new()));
+                if let Some(vals) = entry {
+                    vals.extend(e.values.iter().flatten().map(String::as_str));
+                }
+            }
+            "Exists" => {
+                allowed.insert(&e.key, None);
+            }
+            _ => {}
+        }
+    }
+    for (k, v) in b.match_labels.iter().flatten() {
+        if let Some(Some(vals)) = allowed.get(k.as_str())
+            && !vals.contains(&v.as_str())
+        {
+            return true;
+        }
+    }
+    for e in b.match_expressions.iter().flatten() {
+        let got = allowed.get(e.key.as_str());
+        let values: Vec<&str> = e.values.iter().flatten().map(String::as_str).collect();
+        match e.operator.as_str() {
+            "In" => {
+                if let Some(Some(vals)) = got
+                    && !vals.iter().any(|v| values.contains(v))
+                {
+                    return true;
+                }
+            }
+            "NotIn" => {
+                if let Some(Some(vals)) = got
+                    && vals.iter().all(|v| values.contains(v))
+                {
+                    return true;
+                }
+            }
+            "Exists" if got.is_none() => return true,
+            "DoesNotExist" if got.is_some() => return true,
+            _ => {}
+        }
+    }
+    false
+}
+
+fn validate_transfer_env_field_ref(
+    path: &str,
+    out: &mut Vec<FieldError>,
+    field_path: &str,
+    api_version: Option<&str>,
+) {
+    let supported = if field_path == "metadata.name" {
+        true
+    } else if let Some(inner) = field_path.strip_suffix("']") {
+        match inner.split_once("['") {
+            Some(("metadata.labels", key)) => {
+                if !is_qualified_name(key) {
+                    out.push(err(
+                        FieldErrorKind::Invalid,
+                        format!("{path}.fieldPath"),
+                        quoted(field_path),
+                        "invalid key subscript",
+                    ));
+                }
+                true
+            }
+            Some(("metadata.annotations", key)) => {
+                if !is_qualified_name(&key.to_lowercase()) {
+                    out.push(err(
+                        FieldErrorKind::Invalid,
+                        format!("{path}.fieldPath"),
+                        quoted(field_path),
+                        "invalid key subscript",
+                    ));
+                }
+                true
+            }
+            _ => false,
+        }
+    } else {
+        false
+    };
+    if !supported {
+        out.push(err(
+            FieldErrorKind::NotSupported,
+            format!("{path}.fieldPath"),
+            quoted(field_path),
+            "supported values: \"metadata.annotations\", \"metadata.labels\", \"metadata.name\"",
+        ));
+    }
+    if api_version.is_some_and(|v| !v.is_empty() && v != "v1") {
+        out.push(err(
+            FieldErrorKind::Invalid,
+            format!("{path}.apiVersion"),
+            api_version.map(|v| format!("{v:?}")),
+            "unsupported version",
+        ));
+    }
+}
+
+fn validate_containers(set: &SidecarSet, out: &mut Vec<FieldError>) {
+    let spec = &set.spec;
+    let volume_names: BTreeSet<&str> = spec.volumes.iter().map(|v| v.name.as_str()).collect();
+    let mut seen_volumes = BTreeSet::new();
+    for (i, v) in spec.volumes.iter().enumerate() {
+        let p = format!("spec.volumes[{i}].name");
+        if !is_dns1123_label(&v.name) {
+            out.push(err(FieldErrorKind::Invalid, p.clone(), quoted(&v.name), "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character"));
+        }
+        if !seen_volumes.insert(v.name.as_str()) {
+            out.push(err(FieldErrorKind::Duplicate, p, quoted(&v.name), ""));
+        }
+    }
+    for (i, c) in spec.containers.iter().enumerate() {
+        if !matches!(
+            c.pod_inject_policy,
+            Some(PodInjectPolicy::BeforeAppContainer | PodInjectPolicy::AfterAppContainer)
+        ) {
+            out.push(err(
+                FieldErrorKind::Invalid,
+                "spec.container.podInjectPolicy",
+                quoted(
+                    c.pod_inject_policy
+                        .as_ref()
+                        .map(|p| p.as_str())
+                        .unwrap_or(""),
+                ),
+                "unsupported pod inject policy",
+            ));
+        }
+        if !matches!(
+            c.share_volume_policy.type_,
+            Some(ShareVolumePolicyType::Enabled | ShareVolumePolicyType::Disabled)
+        ) {
+            out.push(err(
+                FieldErrorKind::Invalid,
+                "spec.container.shareVolumePolicy",
+                quoted(
+                    c.share_volume_policy
+                        .type_
+                        .as_ref()
+                        .map(|p| p.as_str())
+                        .unwrap_or(""),
+                ),
+                "unsupported share volume policy",
+            ));
+        }
+        for t in &c.transfer_env {
+            if let Some(fr) = t
+                .source_container_name_from
+                .as_ref()
+                .and_then(|s| s.field_ref.as_ref())
+            {
+                validate_transfer_env_field_ref(
+                    &format!("spec[{i}].transferEnv.fieldRef"),
+                    out,
+                    &fr.field_path,
+                    fr.api_version.as_deref(),
+                );
+            }
+        }
+    }
+    for (i, c) in spec.init_containers.iter().enumerate() {
+        if c.resources_policy.is_some() {
+            if !is_native_sidecar(&c.container) {
+                out.push(err(
+                    FieldErrorKind::Invalid,
+                    format!("spec[{i}].resourcesPolicy"),
+                    None,
+                    "resourcesPolicy is only supported for containers with RestartPolicy Always",
+                ));
+            }
+            validate_resources_policy(c, &format!("spec[{i}].resourcesPolicy"), out);
+        }
+    }
+    for (i, c) in spec.containers.iter().enumerate() {
+        if c.resources_policy.is_some() {
+            validate_resources_policy(c, &format!("spec[{i}].resourcesPolicy"), out);
+        }
+    }
+    // As the containers of a pod (OpenKruise validates them inside a fake pod).
+    let mut names = BTreeSet::new();
+    let lists: [(&str, &[SidecarContainer]); 2] = [
+        ("spec.initContainers", &spec.init_containers),
+        ("spec.containers", &spec.containers),
+    ];
+    for (list, containers) in lists {
+        for (i, c) in containers.iter().enumerate() {
+            let p = format!("{list}[{i}]");
+            let name = c.name();
+            if name.is_empty() {
+                out.push(err(FieldErrorKind::Required, format!("{p}.name"), None, ""));
+            } else if !is_dns1123_label(name) {
+                out.push(err(FieldErrorKind::Invalid, format!("{p}.name"), quoted(name), "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character"));
+            }
+            // kruise-rs: a hot-upgrade sidecar occupies `<n>-1` and `<n>-2` in the pod.
+            let pod_names = if c.is_hot_upgrade() {
+                let (a, b) = hot_upgrade_container_names(name);
+                vec![a, b]
+            } else {
+                vec![name.to_string()]
+            };
+            for n in pod_names {
+                if !name.is_empty() && !names.insert(n.clone()) {
+                    out.push(err(
+                        FieldErrorKind::Duplicate,
+                        format!("{p}.name"),
+                        quoted(&n),
+                        "",
+                    ));
+                }
+            }
+            if c.container.image.as_deref().unwrap_or("").trim().is_empty() {
+                out.push(err(
+                    FieldErrorKind::Required,
+                    format!("{p}.image"),
+                    None,
+                    "",
+                ));
+            }
+            for (j, m) in c.container.volume_mounts.iter().flatten().enumerate() {
+                let mp = format!("{p}.volumeMounts[{j}]");
+                if !volume_names.contains(m.name.as_str()) {
+                    out.push(err(
+                        FieldErrorKind::NotFound,
+                        format!("{mp}.name"),
+                        quoted(&m.name),
+                        "",
+                    ));
+                }
+                if m.mount_path.is_empty() {
+                    out.push(err(
+                        FieldErrorKind::Required,
+                        format!("{mp}.mountPath"),
+                        None,
+                        "",
+                    ));
+                }
+            }
+            for (j, d) in c.container.volume_devices.iter().flatten().enumerate() {
+                if !volume_names.contains(d.name.as_str()) {
+                    out.push(err(
+                        FieldErrorKind::NotFound,
+                        format!("{p}.volumeDevices[{j}].name"),
+                        quoted(&d.name),
+                        "",
+                    ));
+                }
+            }
+            validate_hot_upgrade(c, &p, out);
+        }
+    }
+}
+
+/// OpenKruise's `validateResourcesPolicy`, without the regex and expression syntax checks.
+fn validate_resources_policy(c: &SidecarContainer, path: &str, out: &mut Vec<FieldError>) {
+    let Some(policy) = c.resources_policy.as_ref() else {
+        return;
+    };
+    let resources = c.container.resources.as_ref();
+    let has_resources = resources.is_some_and(|r| {
+        r.limits.as_ref().is_some_and(|l| !l.is_empty())
+            || r.requests.as_ref().is_some_and(|l| !l.is_empty())
+    });
+    if has_resources {
+        out.push(err(
+            FieldErrorKind::Invalid,
+            path,
+            None,
+            "resourcesPolicy and resources cannot be configured together",
+        ));
+        return;
+    }
+    if policy.target_containers_name_regex.is_empty() {
+        out.push(err(
+            FieldErrorKind::Required,
+            format!("{path}.targetContainersNameRegex"),
+            None,
+            "invalid empty regex",
+        ));
+    }
+    let expr = &policy.resources_expr;
+    if expr.limits.is_none() && expr.requests.is_none() {
+        out.push(err(
+            FieldErrorKind::Invalid,
+            format!("{path}.resourcesExpr"),
+            None,
+            "at least one of limits or requests must be configured",
+        ));
+    }
+}
+
+/// kruise-rs: hot-upgrade fields must make an upgrade possible.
+fn validate_hot_upgrade(c: &SidecarContainer, path: &str, out: &mut Vec<FieldError>) {
+    let us = &c.upgrade_strategy;
+    if let Some(SidecarContainerUpgradeType::Unknown(t)) = &us.upgrade_type {
+        out.push(err(
+            FieldErrorKind::NotSupported,
+            format!("{path}.upgradeStrategy.upgradeType"),
+            quoted(t),
+            "supported values: \"ColdUpgrade\", \"HotUpgrade\"",
+        ));
+    }
+    if c.is_hot_upgrade() {
+        if us.hot_upgrade_empty_image.is_empty() {
+            out.push(err(
+                FieldErrorKind::Required,
+                format!("{path}.upgradeStrategy.hotUpgradeEmptyImage"),
+                None,
+                "hotUpgradeEmptyImage is required for HotUpgrade",
+            ));
+        } else if c.container.image.as_deref() == Some(us.hot_upgrade_empty_image.as_str()) {
+            out.push(err(
+                FieldErrorKind::Invalid,
+                format!("{path}.upgradeStrategy.hotUpgradeEmptyImage"),
+                quoted(&us.hot_upgrade_empty_image),
+                "hotUpgradeEmptyImage must differ from the container image",
+            ));
+        }
+    }
+}
+
+fn validate_canary(
+    set: &SidecarSet,
+    old: Option<&SidecarSet>,
+    others: &[SidecarSet],
+    out: &mut Vec<FieldError>,
+) {
+    let Some(base) = canary_base(set) else { return };
+    let name = set.metadata.name.as_deref().unwrap_or("");
+    let shown = || Some(serde_json::to_string(&set.metadata.annotations).unwrap_or_default());
+    if base == name {
+        out.push(err(
+            FieldErrorKind::Invalid,
+            "metadata",
+            shown(),
+            "base sidecarSet cannot be itself",
+        ));
+    }
+    if let Some(old) = old {
+        let old_base = old
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(SIDECARSET_BASE_ANNOTATION))
+            .map(String::as_str)
+            .unwrap_or("");
+        if old_base != base {
+            out.push(err(
+                FieldErrorKind::Invalid,
+                "metadata",
+                shown(),
+                format!("annotations[{SIDECARSET_BASE_ANNOTATION}] is immutable"),
+            ));
+        }
+    }
+    match others.iter().find(|o| o.metadata.name.as_deref() == Some(base)) {
+        None => out.push(err(FieldErrorKind::Invalid, "metadata", shown(), format!("fetch base sidecarSet[{base}] failed: sidecarsets.apps.kruise.io \"{base}\" not found"))),
+        Some(b) if canary_base(b).is_some() => out.push(err(FieldErrorKind::Invalid, "metadata", shown(), "base sidecarSet cannot be canary")),
+        Some(_) => {}
+    }
+    if set.spec.update_strategy.type_ != Some(SidecarSetUpdateStrategyType::NotUpdate) {
+        out.push(err(
+            FieldErrorKind::Invalid,
+            "metadata",
+            shown(),
+            "RollingUpdate is not supported for canary sidecarSet",
+        ));
+    }
+}
+
+fn validate_update_conflict(new: &SidecarSet, old: &SidecarSet, out: &mut Vec<FieldError>) {
+    let old_types: BTreeMap<&str, Option<&SidecarContainerUpgradeType>> = old
+        .spec
+        .containers
+        .iter()
+        .map(|c| (c.name(), c.upgrade_strategy.upgrade_type.as_ref()))
+        .collect();
+    for c in &new.spec.containers {
+        match old_types.get(c.name()) {
+            Some(Some(t)) if c.upgrade_strategy.upgrade_type.as_ref() != Some(*t) => out.push(err(
+                FieldErrorKind::Invalid,
+                "spec.containers.upgradeStrategy.upgradeType",
+                quoted(c.name()),
+                format!("container {} upgradeType is immutable", c.name()),
+            )),
+            Some(_) => {}
+            None => out.push(err(
+                FieldErrorKind::Invalid,
+                "spec.containers.name",
+                quoted(c.name()),
+                format!("container {} is not found", c.name()),
+            )),
+        }
+    }
+}
+
+fn validate_conflicts(set: &SidecarSet, others: &[SidecarSet], out: &mut Vec<FieldError>) {
+    let name = set.metadata.name.as_deref().unwrap_or("");
+    let base = canary_base(set);
+    let Some(selector) = set.spec.selector.as_ref() else {
+        return;
+    };
+    let mut init_in_others: BTreeMap<&str, &str> = BTreeMap::new();
+    let mut containers_in_others: BTreeMap<&str, &str> = BTreeMap::new();
+    let mut volumes_in_others: BTreeMap<&str, &SidecarSet> = BTreeMap::new();
+    let mut annotations_in_others: BTreeMap<&str, (&str, &SidecarSetPatchPolicy)> = BTreeMap::new();
+    for other in others {
+        let other_name = other.metadata.name.as_deref().unwrap_or("");
+        if other_name == name || base == Some(other_name) {
+            continue;
+        }
+        let Some(other_selector) = other.spec.selector.as_ref() else {
+            continue;
+        };
+        let ns_overlap = match (&set.spec.namespace_selector, &other.spec.namespace_selector) {
+            (Some(a), Some(b)) => selectors_overlap(a, b),
+            _ => true,
+        };
+        if !ns_overlap || !selectors_overlap(selector, other_selector) {
+            continue;
+        }
+        for c in &other.spec.init_containers {
+            init_in_others.insert(c.name(), other_name);
+        }
+        for c in &other.spec.containers {
+            containers_in_others.insert(c.name(), other_name);
+        }
+        for v in &other.spec.volumes {
+            volumes_in_others.insert(&v.name, other);
+        }
+        for p in &other.spec.patch_pod_metadata {
+            let Some(policy) = p.patch_policy.as_ref() else {
+                continue;
+            };
+            if *policy == SidecarSetPatchPolicy::Retain {
+                continue;
+            }
+            for k in p.annotations.keys() {
+                annotations_in_others.insert(k, (other_name, policy));
+            }
+        }
+    }
+    for (list, in_others) in [
+        (&set.spec.init_containers, &init_in_others),
+        (&set.spec.containers, &containers_in_others),
+    ] {
+        for c in list.iter() {
+            if let Some(other) = in_others.get(c.name()) {
+                out.push(err(
+                    FieldErrorKind::Invalid,
+                    "spec.containers",
+                    quoted(c.name()),
+                    format!("container {} already exist in {other}", c.name()),
+                ));
+            }
+        }
+    }
+    for v in &set.spec.volumes {
+        if let Some(other) = volumes_in_others.get(v.name.as_str())
+            && other.spec.volumes.iter().find(|o| o.name == v.name) != Some(v)
+        {
+            out.push(err(
+                FieldErrorKind::Invalid,
+                "spec.volumes",
+                quoted(&v.name),
+                format!(
+                    "volume {} is in conflict with sidecarset {}",
+                    v.name,
+                    other.metadata.name.as_deref().unwrap_or("")
+                ),
+            ));
+        }
+    }
+    for p in &set.spec.patch_pod_metadata {
+        let Some(policy) = p.patch_policy.as_ref() else {
+            continue;
+        };
+        if *policy == SidecarSetPatchPolicy::Retain {
+            continue;
+        }
+        for k in p.annotations.keys() {
+            if let Some((other, other_policy)) = annotations_in_others.get(k.as_str())
+                && (*policy == SidecarSetPatchPolicy::Overwrite
+                    || **other_policy == SidecarSetPatchPolicy::Overwrite)
+            {
+                out.push(err(
+                    FieldErrorKind::Invalid,
+                    "spec.patchPodMetadata",
+                    quoted(k),
+                    format!("annotation {k} is in conflict with sidecarset {other}"),
+                ));
+            }
+        }
+    }
+}
+
+/// Validates a (defaulted) SidecarSet; `old` on UPDATE; `others` are the SidecarSets in the
+/// cluster (the object itself among them is ignored). Conflicts are checked only when
+/// everything else is valid, as OpenKruise does.
+pub fn validate_sidecar_set(
+    set: &SidecarSet,
+    old: Option<&SidecarSet>,
+    others: &[SidecarSet],
+) -> Vec<FieldError> {
+    let mut out = Vec::new();
+    let name = set.metadata.name.as_deref().unwrap_or("");
+    if name.is_empty() {
+        out.push(err(
+            FieldErrorKind::Required,
+            "metadata.name",
+            None,
+            "name or generateName is required",
+        ));
+    } else {
+        if !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-') {
+            out.push(err(FieldErrorKind::Invalid, "metadata.name", quoted(name), "sidecarset name must consist of alphanumeric characters or '-' (e.g. 'example-com', regex used for validation is '^[a-zA-Z0-9\\-]+$')"));
+        }
+        if name.len() > NAME_MAX_LEN {
+            out.push(err(
+                FieldErrorKind::Invalid,
+                "metadata.name",
+                quoted(name),
+                format!("must be no more than {NAME_MAX_LEN} characters"),
+            ));
+        }
+    }
+    validate_canary(set, old, others, &mut out);
+    let spec = &set.spec;
+    let rolling = spec.update_strategy.type_ == Some(SidecarSetUpdateStrategyType::RollingUpdate);
+    for c in &spec.init_containers {
+        if is_native_sidecar(&c.container) && rolling {
+            out.push(err(
+                FieldErrorKind::Required,
+                "spec.updateStrategy",
+                None,
+                "The initContainer in-place upgrade is not currently supported.",
+            ));
+        }
+    }
+    match &spec.selector {
+        None => out.push(err(
+            FieldErrorKind::Required,
+            "spec.selector",
+            None,
+            "no selector defined for SidecarSet",
+        )),
+        Some(sel) => validate_selector(sel, "spec.selector", &mut out),
+    }
+    if let Some(sel) = &spec.namespace_selector {
+        validate_selector(sel, "spec.namespaceSelector", &mut out);
+    }
+    if let Some(r) = &spec.injection_strategy.revision {
+        if r.revision_name.is_none() && r.custom_version.is_none() {
+            out.push(err(
+                FieldErrorKind::Invalid,
+                "revision",
+                None,
+                "revisionName and customVersion cannot be empty simultaneously",
+            ));
+        }
+        if let Some(SidecarSetInjectRevisionPolicy::Unknown(p)) = &r.policy
+            && !p.is_empty()
+        {
+            out.push(err(
+                FieldErrorKind::Invalid,
+                "revision.policy",
+                quoted(p),
+                format!("Invalid policy {p}, supported: [Always, Partial]"),
+            ));
+        }
+    }
+    let us = &spec.update_strategy;
+    if rolling {
+        let partition_set = match &us.partition {
+            Some(IntOrString::Int(i)) => *i != 0,
+            Some(IntOrString::String(_)) => true,
+            None => false,
+        };
+        if partition_set && us.selector.is_some() {
+            out.push(err(
+                FieldErrorKind::Invalid,
+                "updateStrategy",
+                None,
+                "Partition and Selector cannot be used together",
+            ));
+        }
+        if let Some(sel) = &us.selector {
+            validate_selector(sel, "spec.updateStrategy.selector", &mut out);
+        }
+        if let Some(p) = &us.partition {
+            validate_positive_int_or_percent(p, "spec.updateStrategy.partition", &mut out);
+        }
+        if let Some(m) = &us.max_unavailable {
+            validate_positive_int_or_percent(m, "spec.updateStrategy.maxUnavailable", &mut out);
+        }
+        if let Some(Err(e)) = us.priority_strategy.as_ref().map(|p| p.validate()) {
+            out.push(err(
+                FieldErrorKind::Required,
+                "spec.updateStrategy.priorityStrategy",
+                None,
+                e.to_string(),
+            ));
+        }
+        if let Err(e) = validate_scatter(&us.scatter_strategy) {
+            out.push(err(
+                FieldErrorKind::Required,
+                "spec.updateStrategy.scatterStrategy",
+                None,
+                e.to_string(),
+            ));
+        }
+    }
+    if spec.init_containers.is_empty() && spec.containers.is_empty() {
+        out.push(err(
+            FieldErrorKind::Required,
+            "spec",
+            None,
+            "no initContainer or container defined for SidecarSet",
+        ));
+    } else {
+        validate_containers(set, &mut out);
+    }
+    let mut keys = BTreeSet::new();
+    for p in &spec.patch_pod_metadata {
+        if p.annotations.is_empty() {
+            out.push(err(
+                FieldErrorKind::Required,
+                "spec.patchPodMetadata",
+                None,
+                "no annotations defined for SidecarSet",
+            ));
+        }
+        for k in p.annotations.keys() {
+            if !is_qualified_name(k) {
+                out.push(err(FieldErrorKind::Invalid, "patchPodMetadata.annotations", quoted(k), "name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character"));
+            }
+            if !keys.insert(k.as_str()) {
+                out.push(err(
+                    FieldErrorKind::Required,
+                    "spec.patchPodMetadata",
+                    None,
+                    format!("patch annotation[{k}] already exist"),
+                ));
+            }
+        }
+        match &p.patch_policy {
+            None => out.push(err(
+                FieldErrorKind::Required,
+                "spec.patchPodMetadata",
+                None,
+                "no patchPolicy defined for patchPodMetadata",
+            )),
+            Some(SidecarSetPatchPolicy::Unknown(v)) => out.push(err(
+                FieldErrorKind::NotSupported,
+                "spec.patchPodMetadata.patchPolicy",
+                quoted(v),
+                "supported values: \"Retain\", \"Overwrite\", \"MergePatchJson\"",
+            )),
+            Some(_) => {}
+        }
+    }
+    if let Some(old) = old {
+        validate_update_conflict(set, old, &mut out);
+    }
+    if out.is_empty() {
+        validate_conflicts(set, others, &mut out);
+    }
+    out
+}
+
+/// Why a rollout budget could not be computed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BudgetError {
+    /// partition or maxUnavailable is not an int or percent.
+    #[error("invalid int-or-percent: {0}")]
+    IntOrPercent(#[from] IntOrPercentError),
+}
+
+/// How many matched pods an in-place sidecar rollout may touch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RolloutBudget {
+    /// Pods kept at the old version.
+    pub partition: i32,
+    /// Pods that may be unavailable (upgrading or not ready after an upgrade) at once.
+    pub max_unavailable: i32,
+}
+
+/// Resolves `partition` and `maxUnavailable` against the number of matched pods so that an
+/// update always progresses: percent `maxUnavailable` rounds up and is at least 1 (5% of 5
+/// pods is 1, not 0; a literal 0 would stall the rollout forever, so it counts as 1 too);
+/// percent `partition` rounds up but, below 100%, always leaves at least one pod to update
+/// (Kruise's `CalculatePartitionReplicas`). `None` means partition 0 and maxUnavailable 1.
+pub fn rollout_budget(
+    partition: Option<&IntOrString>,
+    max_unavailable: Option<&IntOrString>,
+    matched_pods: i32,
+) -> Result<RolloutBudget, BudgetError> {
+    let total = matched_pods.max(0);
+    let partition = calculate_partition_replicas(partition, Some(total))?;
+    let max_unavailable = match max_unavailable {
+        None => 1,
+        Some(v) => scaled_value_from_int_or_percent(Some(v), total, true)?,
+    };
+    Ok(RolloutBudget {
+        partition,
+        max_unavailable: max_unavailable.max(1),
+    })
+}
+
+#[cfg(test)]
+mod tests;
