@@ -67,7 +67,7 @@ impl SidecarSetSnapshot for StaticSnapshot {
 }
 
 /// A shared snapshot is a snapshot (kruise-webhook keeps one `Arc` and swaps its contents).
-impl<S: SidecarSetSnapshot> SidecarSetSnapshot for Arc<S> {
+impl<S: SidecarSetSnapshot + ?Sized> SidecarSetSnapshot for Arc<S> {
     fn sidecar_sets(&self) -> Arc<[SidecarSet]> {
         (**self).sidecar_sets()
     }
@@ -520,3 +520,96 @@ impl<S: SidecarSetSnapshot> AdmissionHandler for SidecarSetValidatingHandler<S> 
 
 #[cfg(test)]
 mod tests;
+
+/// SidecarSet injection as a step of kruise-webhook's pod chain (order 30, after the
+/// readiness gate, before container launch priority, as OpenKruise runs it). Its scopes
+/// are the active SidecarSets' own selectors and namespaces, one per SidecarSet, so the
+/// webhook sees exactly the pods a SidecarSet can inject and no others.
+pub struct SidecarSetInjectionStep<S> {
+    snapshot: S,
+}
+
+impl<S: SidecarSetSnapshot> SidecarSetInjectionStep<S> {
+    /// A step reading SidecarSets and namespaces from `snapshot`.
+    pub fn new(snapshot: S) -> Self {
+        SidecarSetInjectionStep { snapshot }
+    }
+}
+
+/// The pods one SidecarSet can inject: its namespace (or namespaceSelector) and selector.
+/// `None` for a paused SidecarSet or one without a selector (it injects nothing).
+pub fn sidecar_set_scope(
+    set: &SidecarSet,
+) -> Option<kruise_common::admission::pod_chain::PodScope> {
+    if set.spec.injection_strategy.paused {
+        return None;
+    }
+    let selector = set.spec.selector.clone().filter(|s| {
+        s.match_labels.as_ref().is_some_and(|m| !m.is_empty())
+            || s.match_expressions.as_ref().is_some_and(|e| !e.is_empty())
+    })?;
+    // v1beta1 carries v1alpha1's `namespace` as a namespaceSelector already.
+    let namespace_selector = set.spec.namespace_selector.clone();
+    Some(kruise_common::admission::pod_chain::PodScope {
+        namespace_selector,
+        object_selector: Some(selector),
+    })
+}
+
+impl<S: SidecarSetSnapshot> kruise_common::admission::pod_chain::PodMutator
+    for SidecarSetInjectionStep<S>
+{
+    fn name(&self) -> &'static str {
+        "sidecarset"
+    }
+
+    fn order(&self) -> u32 {
+        30
+    }
+
+    fn scopes(&self) -> Vec<kruise_common::admission::pod_chain::PodScope> {
+        let mut scopes: Vec<_> = self
+            .snapshot
+            .sidecar_sets()
+            .iter()
+            .filter_map(sidecar_set_scope)
+            .collect();
+        scopes.dedup();
+        scopes
+    }
+
+    fn failure_policy(&self) -> FailurePolicy {
+        // A pod that should carry a sidecar must not start without it (as OpenKruise); the
+        // scopes keep every other pod out of the webhook's path.
+        FailurePolicy::Fail
+    }
+
+    fn mutate<'a>(
+        &'a self,
+        request: &'a kruise_common::admission::pod_chain::PodRequest,
+        pod: &'a mut Pod,
+    ) -> BoxFuture<'a, Result<(), HandlerError>> {
+        Box::pin(async move {
+            let namespace = pod
+                .metadata
+                .namespace
+                .clone()
+                .filter(|n| !n.is_empty())
+                .unwrap_or_else(|| request.namespace.clone());
+            let sets = self.snapshot.sidecar_sets();
+            let ns_labels = self.snapshot.namespace_labels(&namespace);
+            let out = inject(&InjectInput {
+                pod,
+                namespace_labels: ns_labels.as_ref(),
+                sidecar_sets: &sets,
+                now: jiff::Timestamp::now(),
+                random: random_sample(),
+                history: self.snapshot.history(),
+                sort_sidecar_containers_by_name: self.snapshot.sort_sidecar_containers_by_name(),
+            })
+            .map_err(|e| HandlerError::Internal(e.to_string()))?;
+            *pod = out.pod;
+            Ok(())
+        })
+    }
+}

@@ -3,6 +3,9 @@
 //! pods it can act on and with its own failure policy, so a stopped webhook blocks nothing
 //! no enabled family cares about. Each family's own CRD webhooks stay in its binary.
 
+#[cfg(feature = "sidecarset")]
+mod sidecarsets;
+
 use std::sync::Arc;
 
 use clap::Args;
@@ -14,18 +17,21 @@ use kruise_common::featuregate::FeatureGates;
 use kruise_common::runtime::{Binary, Context, Flags};
 
 /// The handlers compiled into this binary (Cargo features choose; all by default).
-const AVAILABLE: &[&str] = &["workloads"];
+#[cfg(feature = "sidecarset")]
+const AVAILABLE: &str = "workloads,sidecarset";
+#[cfg(not(feature = "sidecarset"))]
+const AVAILABLE: &str = "workloads";
 
 /// kruise-webhook's own flags.
 #[derive(Args, Clone, Debug)]
 struct WebhookArgs {
-    /// Families whose admission handlers are active, comma-separated
-    /// (compiled in: workloads).
+    /// Families whose admission handlers are active, comma-separated; by default every one
+    /// compiled in (workloads, and sidecarset with the `sidecarset` Cargo feature).
     #[arg(
         long,
         env = "ENABLE",
         value_delimiter = ',',
-        default_value = "workloads",
+        default_value = AVAILABLE,
         global = true
     )]
     enable: Vec<String>,
@@ -35,8 +41,15 @@ struct WebhookArgs {
 
 const MUTATING: &str = "kruise-mutating-webhook-configuration";
 
+/// Live state the steps read; absent in `manifests`, where nothing is watched.
+#[derive(Clone, Default)]
+struct Caches {
+    #[cfg(feature = "sidecarset")]
+    sidecarsets: Option<sidecarsets::LiveSnapshot>,
+}
+
 /// The pod chain for the enabled families.
-fn pod_chain(enable: &[String], gates: &FeatureGates) -> anyhow::Result<PodChain> {
+fn pod_chain(enable: &[String], gates: &FeatureGates, caches: &Caches) -> anyhow::Result<PodChain> {
     let mut steps: Vec<Arc<dyn PodMutator>> = Vec::new();
     for family in enable {
         match family.as_str() {
@@ -44,19 +57,33 @@ fn pod_chain(enable: &[String], gates: &FeatureGates) -> anyhow::Result<PodChain
             "workloads" => steps.push(Arc::new(KruisePodReadyGate {
                 all_pods: gates.enabled("KruisePodReadinessGate"),
             })),
-            other => anyhow::bail!(
-                "--enable: unknown family {other:?} (compiled in: {})",
-                AVAILABLE.join(", ")
-            ),
+            #[cfg(feature = "sidecarset")]
+            "sidecarset" => {
+                // Without live caches (manifests) no SidecarSet is known: no entry.
+                let snapshot: Arc<dyn kruise_sidecarset::admission::SidecarSetSnapshot> =
+                    match &caches.sidecarsets {
+                        Some(live) => Arc::new(live.clone()),
+                        None => Arc::new(kruise_sidecarset::admission::StaticSnapshot::default()),
+                    };
+                steps.push(Arc::new(
+                    kruise_sidecarset::admission::SidecarSetInjectionStep::new(snapshot),
+                ));
+            }
+            other => anyhow::bail!("--enable: unknown family {other:?} (compiled in: {AVAILABLE})"),
         }
     }
+    let _ = caches;
     Ok(PodChain::new(steps))
 }
 
-fn routes(args: &WebhookArgs, gates: &FeatureGates) -> anyhow::Result<AdmissionRoutes> {
+fn routes(
+    args: &WebhookArgs,
+    gates: &FeatureGates,
+    caches: &Caches,
+) -> anyhow::Result<AdmissionRoutes> {
     let mut routes = AdmissionRoutes::new();
     if gates.enabled("PodWebhook") {
-        routes = routes.handler(pod_chain(&args.enable, gates)?);
+        routes = routes.handler(pod_chain(&args.enable, gates, caches)?);
     }
     Ok(routes)
 }
@@ -71,7 +98,7 @@ fn owned() -> Owned {
 
 fn manifests(flags: &Flags, args: &WebhookArgs) -> anyhow::Result<String> {
     let gates = FeatureGates::parse(&flags.feature_gates)?;
-    let routes = routes(args, &gates)?;
+    let routes = routes(args, &gates, &Caches::default())?;
     let endpoint = args.admission.endpoint("kruise-webhook");
     Ok(publish::configurations_yaml(&routes, &owned(), &endpoint)?)
 }
@@ -80,7 +107,18 @@ fn main() -> std::process::ExitCode {
     Binary::<WebhookArgs>::new("kruise-webhook", env!("CARGO_PKG_VERSION"))
         .manifests(manifests)
         .every_replica(|ctx: Context<WebhookArgs>| async move {
-            let routes = routes(&ctx.args, &ctx.gates)?;
+            let refresh = Arc::new(tokio::sync::Notify::new());
+            #[allow(unused_mut)]
+            let mut caches = Caches::default();
+            #[cfg(feature = "sidecarset")]
+            if ctx.args.enable.iter().any(|f| f == "sidecarset") {
+                caches.sidecarsets = Some(sidecarsets::start(
+                    ctx.client.clone(),
+                    refresh.clone(),
+                    ctx.shutdown.clone(),
+                ));
+            }
+            let routes = routes(&ctx.args, &ctx.gates, &caches)?.with_refresh(refresh);
             runner::run(
                 ctx.client.clone(),
                 ctx.binary,

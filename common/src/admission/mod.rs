@@ -173,6 +173,12 @@ impl AdmissionRoutes {
         self
     }
 
+    /// Uses `refresh` (shared with whatever watches the handlers' inputs) as the notifier.
+    pub fn with_refresh(mut self, refresh: Arc<tokio::sync::Notify>) -> Self {
+        self.refresh = refresh;
+        self
+    }
+
     /// Notified when a handler's webhook entries may have changed (e.g. a SidecarSet was
     /// added): the runner then republishes the configurations.
     pub fn refresh(&self) -> Arc<tokio::sync::Notify> {

@@ -1,0 +1,96 @@
+//! SidecarSet injection as a step of the pod chain: scoped to each active SidecarSet's
+//! selector, failing closed, and injecting through the chain's single patch.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::sync::Arc;
+
+use kruise_common::admission::FailurePolicy;
+use kruise_common::admission::pod_chain::{KruisePodReadyGate, PodChain, PodMutator, PodRequest};
+use kruise_sidecarset::admission::{SidecarSetInjectionStep, StaticSnapshot};
+use kruise_sidecarset::api::v1beta1::SidecarSet;
+use kube::core::admission::Operation;
+use serde_json::json;
+
+fn sidecar_set(name: &str, paused: bool) -> SidecarSet {
+    serde_json::from_value(json!({
+        "apiVersion": "apps.kruise.io/v1beta1", "kind": "SidecarSet",
+        "metadata": {"name": name},
+        "spec": {
+            "selector": {"matchLabels": {"app": "nginx"}},
+            "injectionStrategy": {"paused": paused},
+            "containers": [{"name": "sidecar1", "image": "centos:6.7", "command": ["sleep", "999d"],
+                            "podInjectPolicy": "BeforeAppContainer"}]
+        }
+    }))
+    .unwrap()
+}
+
+fn chain(sets: Vec<SidecarSet>) -> (PodChain, Arc<SidecarSetInjectionStep<StaticSnapshot>>) {
+    let snapshot = StaticSnapshot {
+        sidecar_sets: sets.into(),
+        ..StaticSnapshot::default()
+    };
+    let step = Arc::new(SidecarSetInjectionStep::new(snapshot));
+    let chain = PodChain::new(vec![
+        step.clone() as Arc<dyn PodMutator>,
+        Arc::new(KruisePodReadyGate { all_pods: false }),
+    ]);
+    (chain, step)
+}
+
+#[test]
+fn each_active_sidecarset_is_one_fail_closed_entry() {
+    let (chain, step) = chain(vec![
+        sidecar_set("test-sidecarset", false),
+        sidecar_set("paused", true),
+    ]);
+    assert_eq!(chain.step_names(), vec!["readiness-gate", "sidecarset"]);
+    let scopes = step.scopes();
+    assert_eq!(scopes.len(), 1, "the paused SidecarSet injects nothing");
+    let specs = chain.webhook_specs();
+    // The readiness gate's all-pods entry (Ignore) and the SidecarSet's (Fail).
+    assert_eq!(specs.len(), 2);
+    let sidecar = specs.iter().find(|s| s.object_selector.is_some()).unwrap();
+    assert_eq!(sidecar.failure_policy, FailurePolicy::Fail);
+    let labels = sidecar
+        .object_selector
+        .as_ref()
+        .unwrap()
+        .match_labels
+        .clone()
+        .unwrap();
+    assert_eq!(labels.get("app").map(String::as_str), Some("nginx"));
+    // No SidecarSet: no SidecarSet entry at all.
+    let (chain, _) = self::chain(vec![]);
+    assert_eq!(chain.webhook_specs().len(), 1);
+}
+
+#[tokio::test]
+async fn the_chain_injects_sidecar1_before_the_app_container() {
+    let (chain, _) = chain(vec![sidecar_set("test-sidecarset", false)]);
+    let pod = json!({"apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "web", "namespace": "default", "labels": {"app": "nginx"}},
+        "spec": {"containers": [{"name": "main", "image": "nginx:1.25"}]}});
+    let request = PodRequest {
+        operation: Operation::Create,
+        namespace: "default".into(),
+        dry_run: false,
+    };
+    let patch = chain.run(&request, &pod).await.unwrap().unwrap();
+    let mut injected = pod.clone();
+    json_patch::patch(&mut injected, &patch).unwrap();
+    let names: Vec<&str> = injected["spec"]["containers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, vec!["sidecar1", "main"]);
+    let annotations = injected["metadata"]["annotations"].as_object().unwrap();
+    assert!(
+        annotations.contains_key("kruise.io/sidecarset-hash"),
+        "{annotations:?}"
+    );
+    // Idempotent: a second pass changes nothing.
+    assert_eq!(chain.run(&request, &injected).await.unwrap(), None);
+}

@@ -1,0 +1,171 @@
+//! kruise-webhook with SidecarSet injection, registered in kruise-sim as a real webhook over
+//! HTTPS: a pod labelled app=nginx gets sidecar1 injected; the webhook configuration follows
+//! the SidecarSets; with kruise-webhook stopped, pods no SidecarSet matches are still
+//! created, and pods one does match are refused rather than started without the sidecar.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+#[path = "../../common/tests/support/mod.rs"]
+mod support;
+
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kruise_sim::{Sim, SimConfig};
+use kube::Api;
+use kube::api::{DynamicObject, PostParams};
+use serde_json::json;
+
+const BIN: &str = env!("CARGO_BIN_EXE_kruise-webhook");
+
+fn pod(name: &str, app: &str) -> Pod {
+    serde_json::from_value(json!({"apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "labels": {"app": app}},
+        "spec": {"containers": [{"name": "main", "image": "nginx:1.25"}]}}))
+    .unwrap()
+}
+
+#[tokio::test]
+async fn sidecar_injection_through_the_api_server() {
+    let sim = Sim::start(SimConfig::default()).await.unwrap();
+    let client = sim.client().unwrap();
+    Api::<CustomResourceDefinition>::all(client.clone())
+        .create(
+            &PostParams::default(),
+            &kruise_sidecarset::api::crd::crd().unwrap(),
+        )
+        .await
+        .unwrap();
+    let kubeconfig = sim.kubeconfig_path().unwrap();
+    let port = support::free_port();
+    let mut webhook = Command::new(BIN)
+        .args([
+            "--kubeconfig",
+            kubeconfig.to_str().unwrap(),
+            "--leader-elect=false",
+        ])
+        .args([
+            "--metrics-addr",
+            &format!("127.0.0.1:{}", support::free_port()),
+        ])
+        .args([
+            "--health-addr",
+            &format!("127.0.0.1:{}", support::free_port()),
+        ])
+        .args([
+            "--webhook-port",
+            &port.to_string(),
+            "--webhook-host",
+            "127.0.0.1",
+        ])
+        .args([
+            "--webhook-namespace",
+            "default",
+            "--webhook-cert-check-interval",
+            "1s",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+
+    let sidecarsets: Api<DynamicObject> = Api::all_with(
+        client.clone(),
+        &kube::api::ApiResource {
+            group: "apps.kruise.io".into(),
+            version: "v1beta1".into(),
+            api_version: "apps.kruise.io/v1beta1".into(),
+            kind: "SidecarSet".into(),
+            plural: "sidecarsets".into(),
+        },
+    );
+    let set: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "apps.kruise.io/v1beta1", "kind": "SidecarSet",
+        "metadata": {"name": "test-sidecarset"},
+        "spec": {"selector": {"matchLabels": {"app": "nginx"}},
+                 "containers": [{"name": "sidecar1", "image": "centos:6.7", "command": ["sleep", "999d"],
+                                 // Set by the SidecarSet defaulting webhook (kruise-sidecarset), not run here.
+                                 "podInjectPolicy": "BeforeAppContainer"}]}
+    }))
+    .unwrap();
+    sidecarsets
+        .create(&PostParams::default(), &set)
+        .await
+        .unwrap();
+
+    // The configuration gains an entry scoped to the SidecarSet's selector.
+    let configs: Api<MutatingWebhookConfiguration> = Api::all(client.clone());
+    support::eventually(
+        "a webhook entry for app=nginx",
+        Duration::from_secs(60),
+        || async {
+            let c = configs
+                .get_opt("kruise-mutating-webhook-configuration")
+                .await
+                .ok()??;
+            c.webhooks?
+                .iter()
+                .any(|w| {
+                    w.client_config.ca_bundle.is_some()
+                        && w.failure_policy.as_deref() == Some("Fail")
+                        && w.object_selector
+                            .as_ref()
+                            .and_then(|s| s.match_labels.as_ref())
+                            .and_then(|l| l.get("app"))
+                            .map(String::as_str)
+                            == Some("nginx")
+                })
+                .then_some(())
+        },
+    )
+    .await;
+
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let created = pods
+        .create(&PostParams::default(), &pod("nginx-1", "nginx"))
+        .await
+        .unwrap();
+    let spec = created.spec.unwrap();
+    let names: Vec<&str> = spec.containers.iter().map(|c| c.name.as_str()).collect();
+    assert_eq!(names, vec!["sidecar1", "main"]);
+    let annotations = created.metadata.annotations.unwrap();
+    assert!(
+        annotations.contains_key("kruise.io/sidecarset-hash"),
+        "{annotations:?}"
+    );
+    let other = pods
+        .create(&PostParams::default(), &pod("other-1", "other"))
+        .await
+        .unwrap();
+    assert_eq!(other.spec.unwrap().containers.len(), 1);
+
+    // kruise-webhook stops.
+    let _ = webhook.kill();
+    let _ = webhook.wait();
+    let addr: std::net::SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    support::eventually("webhook down", Duration::from_secs(10), || async {
+        tokio::net::TcpStream::connect(addr)
+            .await
+            .is_err()
+            .then_some(())
+    })
+    .await;
+    // A pod no SidecarSet matches is created normally.
+    let plain = pods
+        .create(&PostParams::default(), &pod("other-2", "other"))
+        .await
+        .unwrap();
+    assert_eq!(plain.spec.unwrap().containers.len(), 1);
+    // A pod the SidecarSet matches is refused, not started without its sidecar.
+    let err = pods
+        .create(&PostParams::default(), &pod("nginx-2", "nginx"))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, kube::Error::Api(ref s) if s.code == 500),
+        "{err:?}"
+    );
+    sim.shutdown().await;
+}
