@@ -4,6 +4,9 @@
 //!   (`v1beta1` stored), defaulting and validation (Kubernetes-style field errors);
 //! * [`conversion`]: `v1alpha1` <-> `v1beta1` exactly as OpenKruise maps the fields, on typed
 //!   objects and on JSON for the `/convert` webhook ([`conversion::CloneSetConverter`]);
+//! * [`controller`]: the shell — reflectors, planner, API writes, status and events;
+//! * [`admission`]: the defaulting and validating webhooks and `/convert`, served by the
+//!   `kruise-cloneset` binary itself;
 //! * [`plan`]: the pure planner — (CloneSet, pods, PVCs, revisions, now, gates, expectations)
 //!   -> actions + status — and revision selection ([`plan::plan_revisions`]).
 //!
@@ -14,6 +17,8 @@
 //! volumeClaimTemplates hash is FNV-1a over JSON, not Go's `spew` dump
 //! ([`plan::vct_hash`]).
 
+pub mod admission;
 pub mod api;
+pub mod controller;
 pub mod conversion;
 pub mod plan;

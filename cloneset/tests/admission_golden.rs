@@ -1,0 +1,406 @@
+//! The CloneSet webhooks as the API server sees them: AdmissionReview JSON in, response out
+//! (allowed or denied with OpenKruise's message and code, the exact JSONPatch of the
+//! defaults), the ConversionReview at `/convert`, and arbitrary JSON never panicking a handler.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use base64::Engine as _;
+use kruise_cloneset::admission::{
+    MUTATE_PATH, MutateCloneSet, VALIDATE_PATH, ValidateCloneSet, routes,
+};
+use kruise_common::admission::AdmissionHandler as _;
+use kube::core::DynamicObject;
+use kube::core::admission::{AdmissionRequest, AdmissionReview};
+use pretty_assertions::assert_eq;
+use proptest::prelude::*;
+use serde_json::{Value, json};
+
+fn review_body(
+    version: &str,
+    operation: &str,
+    object: Option<Value>,
+    old_object: Option<Value>,
+) -> Vec<u8> {
+    serde_json::to_vec(&json!({
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": {
+            "uid": "705ab4f5-6393-11e8-b7cc-42010a800002",
+            "kind": {"group": "apps.kruise.io", "version": version, "kind": "CloneSet"},
+            "resource": {"group": "apps.kruise.io", "version": version, "resource": "clonesets"},
+            "name": "web",
+            "namespace": "default",
+            "operation": operation,
+            "userInfo": {"username": "admin"},
+            "object": object,
+            "oldObject": old_object,
+            "dryRun": false
+        }
+    }))
+    .unwrap()
+}
+
+fn cloneset(version: &str, spec: Value) -> Value {
+    json!({
+        "apiVersion": format!("apps.kruise.io/{version}"),
+        "kind": "CloneSet",
+        "metadata": {"name": "web", "namespace": "default", "uid": "cs-uid"},
+        "spec": spec,
+    })
+}
+
+fn minimal_spec() -> Value {
+    json!({
+        "replicas": 3,
+        "selector": {"matchLabels": {"app": "web"}},
+        "template": {
+            "metadata": {"labels": {"app": "web"}},
+            "spec": {"containers": [{"name": "main", "image": "nginx:1", "x-unknown": "kept"}]}
+        }
+    })
+}
+
+/// The minimal spec as the defaulting webhook leaves it (what validation sees).
+fn defaulted_spec(version: &str) -> Value {
+    let mut spec = minimal_spec();
+    spec["revisionHistoryLimit"] = json!(10);
+    let strategy = json!({"partition": 0, "maxUnavailable": "20%", "maxSurge": 0});
+    if version == "v1alpha1" {
+        let mut s = strategy;
+        s["type"] = json!("ReCreate");
+        spec["updateStrategy"] = s;
+    } else {
+        let mut r = strategy;
+        r["podUpdatePolicy"] = json!("ReCreate");
+        spec["updateStrategy"] = json!({"type": "RollingUpdate", "rollingUpdate": r});
+    }
+    spec
+}
+
+async fn answer(path: &str, body: &[u8]) -> Value {
+    let out = routes(None).review(path, body).await.unwrap();
+    assert_eq!(out["apiVersion"], "admission.k8s.io/v1");
+    assert_eq!(out["kind"], "AdmissionReview");
+    assert_eq!(
+        out["response"]["uid"],
+        "705ab4f5-6393-11e8-b7cc-42010a800002"
+    );
+    out["response"].clone()
+}
+
+fn decoded_patch(response: &Value) -> Value {
+    assert_eq!(response["patchType"], "JSONPatch");
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(response["patch"].as_str().unwrap())
+        .unwrap();
+    serde_json::from_slice(&bytes).unwrap()
+}
+
+#[tokio::test]
+async fn v1alpha1_create_gets_openkruise_defaults_as_a_patch() {
+    let body = review_body(
+        "v1alpha1",
+        "CREATE",
+        Some(cloneset("v1alpha1", minimal_spec())),
+        None,
+    );
+    let response = answer(MUTATE_PATH, &body).await;
+    assert_eq!(response["allowed"], true);
+    assert_eq!(
+        decoded_patch(&response),
+        json!([
+            {"op": "add", "path": "/spec/revisionHistoryLimit", "value": 10},
+            {"op": "add", "path": "/spec/updateStrategy", "value": {
+                "type": "ReCreate", "partition": 0, "maxUnavailable": "20%", "maxSurge": 0}}
+        ])
+    );
+}
+
+#[tokio::test]
+async fn v1beta1_create_gets_openkruise_defaults_and_keeps_unknown_fields() {
+    let mut spec = minimal_spec();
+    spec["updateStrategy"] = json!({"rollingUpdate": {"podUpdatePolicy": "InPlaceIfPossible"}});
+    let body = review_body("v1beta1", "CREATE", Some(cloneset("v1beta1", spec)), None);
+    let response = answer(MUTATE_PATH, &body).await;
+    assert_eq!(response["allowed"], true);
+    assert_eq!(
+        decoded_patch(&response),
+        json!([
+            {"op": "add", "path": "/spec/revisionHistoryLimit", "value": 10},
+            {"op": "add", "path": "/spec/updateStrategy/rollingUpdate/inPlaceUpdateStrategy", "value": {}},
+            {"op": "add", "path": "/spec/updateStrategy/rollingUpdate/maxSurge", "value": 0},
+            {"op": "add", "path": "/spec/updateStrategy/rollingUpdate/maxUnavailable", "value": "20%"},
+            {"op": "add", "path": "/spec/updateStrategy/rollingUpdate/partition", "value": 0},
+            {"op": "add", "path": "/spec/updateStrategy/type", "value": "RollingUpdate"}
+        ])
+    );
+}
+
+#[tokio::test]
+async fn a_defaulted_cloneset_gets_no_patch() {
+    let mut spec = minimal_spec();
+    spec["revisionHistoryLimit"] = json!(10);
+    spec["updateStrategy"] =
+        json!({"type": "ReCreate", "partition": 0, "maxUnavailable": "20%", "maxSurge": 0});
+    let body = review_body(
+        "v1alpha1",
+        "UPDATE",
+        Some(cloneset("v1alpha1", spec.clone())),
+        Some(cloneset("v1alpha1", spec)),
+    );
+    let response = answer(MUTATE_PATH, &body).await;
+    assert_eq!(response["allowed"], true);
+    assert!(response.get("patch").is_none(), "{response}");
+}
+
+#[tokio::test]
+async fn a_valid_cloneset_is_allowed() {
+    for version in ["v1alpha1", "v1beta1"] {
+        let body = review_body(
+            version,
+            "CREATE",
+            Some(cloneset(version, defaulted_spec(version))),
+            None,
+        );
+        let response = answer(VALIDATE_PATH, &body).await;
+        assert_eq!(response["allowed"], true, "{version}: {response}");
+    }
+}
+
+#[tokio::test]
+async fn a_selector_that_misses_the_template_is_denied_with_the_field_path() {
+    let mut spec = defaulted_spec("v1beta1");
+    spec["selector"] = json!({"matchLabels": {"app": "other"}});
+    let body = review_body("v1beta1", "CREATE", Some(cloneset("v1beta1", spec)), None);
+    let response = answer(VALIDATE_PATH, &body).await;
+    assert_eq!(response["allowed"], false);
+    assert_eq!(response["status"]["code"], 422);
+    assert_eq!(
+        response["status"]["message"],
+        "spec.template.metadata.labels: Invalid value: {\"app\":\"web\"}: `selector` does not match template `labels`"
+    );
+}
+
+#[tokio::test]
+async fn several_errors_are_listed_together() {
+    let mut spec = defaulted_spec("v1alpha1");
+    spec["replicas"] = json!(-1);
+    spec["updateStrategy"]["maxSurge"] = json!("many");
+    let body = review_body("v1alpha1", "CREATE", Some(cloneset("v1alpha1", spec)), None);
+    let response = answer(VALIDATE_PATH, &body).await;
+    assert_eq!(response["allowed"], false);
+    let message = response["status"]["message"].as_str().unwrap();
+    assert!(
+        message.starts_with('[') && message.ends_with(']'),
+        "{message}"
+    );
+    assert!(message.contains("spec.replicas"), "{message}");
+    assert!(
+        message.contains("spec.updateStrategy.maxSurge"),
+        "{message}"
+    );
+}
+
+#[tokio::test]
+async fn changing_the_selector_is_forbidden() {
+    let old = cloneset("v1alpha1", defaulted_spec("v1alpha1"));
+    let mut spec = defaulted_spec("v1alpha1");
+    spec["selector"] = json!({"matchLabels": {"app": "web", "tier": "front"}});
+    spec["template"]["metadata"]["labels"]["tier"] = json!("front");
+    let body = review_body(
+        "v1alpha1",
+        "UPDATE",
+        Some(cloneset("v1alpha1", spec)),
+        Some(old),
+    );
+    let response = answer(VALIDATE_PATH, &body).await;
+    assert_eq!(response["allowed"], false);
+    let message = response["status"]["message"].as_str().unwrap();
+    assert!(
+        message
+            .contains("spec: Forbidden: updates to cloneset spec for fields other than 'replicas'"),
+        "{message}"
+    );
+}
+
+#[tokio::test]
+async fn deletion_protection_on_delete() {
+    let protected = |value: &str, replicas: i64| {
+        let mut cs = cloneset("v1beta1", minimal_spec());
+        cs["metadata"]["labels"] = json!({"policy.kruise.io/delete-protection": value});
+        cs["spec"]["replicas"] = json!(replicas);
+        review_body("v1beta1", "DELETE", None, Some(cs))
+    };
+    let response = answer(VALIDATE_PATH, &protected("Always", 0)).await;
+    assert_eq!(response["allowed"], false);
+    assert_eq!(response["status"]["code"], 403);
+    assert_eq!(
+        response["status"]["message"],
+        "forbidden by ResourcesDeletionProtection for policy.kruise.io/delete-protection=Always"
+    );
+    let response = answer(VALIDATE_PATH, &protected("Cascading", 3)).await;
+    assert_eq!(
+        response["status"]["message"],
+        "forbidden by ResourcesDeletionProtection for policy.kruise.io/delete-protection=Cascading and active replicas 3>0"
+    );
+    let response = answer(VALIDATE_PATH, &protected("Cascading", 0)).await;
+    assert_eq!(response["allowed"], true);
+    let body = review_body(
+        "v1beta1",
+        "DELETE",
+        None,
+        Some(cloneset("v1beta1", minimal_spec())),
+    );
+    assert_eq!(answer(VALIDATE_PATH, &body).await["allowed"], true);
+}
+
+#[tokio::test]
+async fn an_undecodable_spec_is_denied_not_crashed() {
+    let body = review_body(
+        "v1beta1",
+        "CREATE",
+        Some(cloneset("v1beta1", json!({"replicas": "three"}))),
+        None,
+    );
+    for path in [MUTATE_PATH, VALIDATE_PATH] {
+        let response = answer(path, &body).await;
+        assert_eq!(response["allowed"], false, "{path}");
+        let message = response["status"]["message"].as_str().unwrap();
+        assert!(message.starts_with("cannot decode CloneSet"), "{message}");
+    }
+}
+
+#[test]
+fn conversion_review_at_convert() {
+    let converters: Vec<std::sync::Arc<dyn kruise_common::admission::Converter>> =
+        vec![std::sync::Arc::new(
+            kruise_cloneset::conversion::CloneSetConverter,
+        )];
+    let mut spec = minimal_spec();
+    spec["updateStrategy"] = json!({"type": "InPlaceIfPossible", "partition": 1});
+    let body = serde_json::to_vec(&json!({
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "ConversionReview",
+        "request": {
+            "uid": "c1",
+            "desiredAPIVersion": "apps.kruise.io/v1beta1",
+            "objects": [cloneset("v1alpha1", spec)]
+        }
+    }))
+    .unwrap();
+    let out = kruise_common::admission::conversion::review(&converters, &body).unwrap();
+    assert_eq!(out["response"]["uid"], "c1");
+    assert_eq!(out["response"]["result"]["status"], "Success");
+    let converted = &out["response"]["convertedObjects"][0];
+    assert_eq!(converted["apiVersion"], "apps.kruise.io/v1beta1");
+    assert_eq!(converted["metadata"]["uid"], "cs-uid");
+    assert_eq!(
+        converted["spec"]["updateStrategy"]["rollingUpdate"]["podUpdatePolicy"],
+        "InPlaceIfPossible"
+    );
+    assert_eq!(
+        converted["spec"]["updateStrategy"]["rollingUpdate"]["partition"],
+        1
+    );
+}
+
+#[test]
+fn webhook_entries_carry_openkruise_names_and_rules() {
+    let hooks = routes(None).webhooks();
+    let names: Vec<(&str, &str)> = hooks
+        .iter()
+        .map(|(path, spec)| (path.as_str(), spec.name.as_str()))
+        .collect();
+    assert_eq!(
+        names,
+        vec![
+            (MUTATE_PATH, "mcloneset.kb.io"),
+            (VALIDATE_PATH, "vcloneset.kb.io")
+        ]
+    );
+    let validating = &hooks[1].1;
+    assert_eq!(
+        validating.rules[0].operations,
+        vec!["CREATE", "UPDATE", "DELETE"]
+    );
+    assert_eq!(
+        validating.rules[0].api_versions,
+        vec!["v1alpha1", "v1beta1"]
+    );
+    assert_eq!(validating.rules[0].resources, vec!["clonesets"]);
+}
+
+/// Arbitrary JSON: scalars, arrays and objects nested a few levels, with keys that include
+/// the CloneSet fields so decoding gets deep before it fails.
+fn arbitrary_json() -> impl Strategy<Value = Value> {
+    let leaf = prop_oneof![
+        Just(Value::Null),
+        any::<bool>().prop_map(Value::from),
+        any::<i64>().prop_map(Value::from),
+        any::<f64>()
+            .prop_filter("finite", |f| f.is_finite())
+            .prop_map(Value::from),
+        "[a-z0-9%-]{0,8}".prop_map(Value::from),
+    ];
+    let keys = prop_oneof![
+        Just("replicas".to_string()),
+        Just("selector".to_string()),
+        Just("template".to_string()),
+        Just("updateStrategy".to_string()),
+        Just("rollingUpdate".to_string()),
+        Just("scaleStrategy".to_string()),
+        Just("podsToDelete".to_string()),
+        Just("partition".to_string()),
+        Just("maxUnavailable".to_string()),
+        Just("maxSurge".to_string()),
+        Just("type".to_string()),
+        Just("matchLabels".to_string()),
+        Just("metadata".to_string()),
+        Just("labels".to_string()),
+        "[a-z]{1,6}",
+    ];
+    leaf.prop_recursive(4, 48, 6, move |inner| {
+        prop_oneof![
+            prop::collection::vec(inner.clone(), 0..4).prop_map(Value::from),
+            prop::collection::btree_map(keys.clone(), inner, 0..6)
+                .prop_map(|m| Value::Object(m.into_iter().collect())),
+        ]
+    })
+}
+
+fn request(
+    version: &str,
+    operation: &str,
+    spec: Value,
+    old_spec: Value,
+) -> Option<AdmissionRequest<DynamicObject>> {
+    let body = review_body(
+        version,
+        operation,
+        Some(cloneset(version, spec)),
+        Some(cloneset(version, old_spec)),
+    );
+    let review: AdmissionReview<DynamicObject> = serde_json::from_slice(&body).ok()?;
+    review.try_into().ok()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    #[test]
+    fn arbitrary_json_never_panics_a_handler(
+        spec in arbitrary_json(),
+        old_spec in arbitrary_json(),
+        version in prop_oneof![Just("v1alpha1"), Just("v1beta1"), Just("v2")],
+        operation in prop_oneof![Just("CREATE"), Just("UPDATE"), Just("DELETE")],
+    ) {
+        let Some(req) = request(version, operation, spec, old_spec) else {
+            return Ok(());
+        };
+        let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+        rt.block_on(async {
+            // A panic fails the property; errors and denials are fine.
+            let _ = MutateCloneSet.handle(&req).await;
+            let _ = ValidateCloneSet { client: None }.handle(&req).await;
+        });
+    }
+}

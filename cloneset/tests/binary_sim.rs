@@ -1,0 +1,190 @@
+//! The `kruise-cloneset` binary: `crd` and `manifests` output, and `run` against kruise-sim —
+//! it publishes its webhooks with the caBundle of its own certificate, the simulator calls
+//! them (defaults written, an invalid CloneSet rejected with the field path), and its
+//! controller creates the pods.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+#[path = "../../common/tests/support/mod.rs"]
+mod support;
+
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use k8s_openapi::api::admissionregistration::v1::{
+    MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
+};
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kruise_cloneset::api::v1beta1::CloneSet;
+use kruise_sim::{Sim, SimConfig};
+use kube::api::{Api, ListParams, PostParams};
+use serde_json::json;
+
+const BIN: &str = env!("CARGO_BIN_EXE_kruise-cloneset");
+
+struct Killed(std::process::Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn stdout_of(args: &[&str]) -> String {
+    let out = Command::new(BIN).args(args).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+#[test]
+fn crd_prints_both_versions_with_v1beta1_stored() {
+    let yaml = stdout_of(&["crd"]);
+    let crd: CustomResourceDefinition =
+        serde_saphyr::from_str(yaml.trim_start_matches("---\n")).unwrap();
+    assert_eq!(
+        crd.metadata.name.as_deref(),
+        Some("clonesets.apps.kruise.io")
+    );
+    let versions: Vec<(String, bool, bool)> = crd
+        .spec
+        .versions
+        .iter()
+        .map(|v| (v.name.clone(), v.served, v.storage))
+        .collect();
+    assert_eq!(
+        versions,
+        vec![
+            ("v1alpha1".to_string(), true, false),
+            ("v1beta1".to_string(), true, true)
+        ]
+    );
+}
+
+#[test]
+fn manifests_print_the_webhook_configurations() {
+    let yaml = stdout_of(&["manifests", "--webhook-host", "127.0.0.1"]);
+    assert!(yaml.contains("name: kruise-cloneset-mutating"), "{yaml}");
+    assert!(yaml.contains("name: kruise-cloneset-validating"), "{yaml}");
+    assert!(yaml.contains("mcloneset.kb.io"), "{yaml}");
+    assert!(yaml.contains("vcloneset.kb.io"), "{yaml}");
+    assert!(yaml.contains("/mutate-apps-kruise-io-cloneset"), "{yaml}");
+    assert!(yaml.contains("/validate-apps-kruise-io-cloneset"), "{yaml}");
+}
+
+#[tokio::test]
+async fn run_serves_its_webhooks_and_controls_clonesets() {
+    let sim = Sim::start(SimConfig::default()).await.unwrap();
+    let client = sim.client().unwrap();
+    let crd: CustomResourceDefinition = {
+        let yaml = stdout_of(&["crd"]);
+        serde_saphyr::from_str(yaml.trim_start_matches("---\n")).unwrap()
+    };
+    Api::<CustomResourceDefinition>::all(client.clone())
+        .create(&PostParams::default(), &crd)
+        .await
+        .unwrap();
+    let kubeconfig = sim.kubeconfig_path().unwrap();
+    let port = support::free_port();
+    let _binary = Killed(
+        Command::new(BIN)
+            .args([
+                "--kubeconfig",
+                kubeconfig.to_str().unwrap(),
+                "--leader-elect=false",
+                "--namespace",
+                "default",
+            ])
+            .args([
+                "--metrics-addr",
+                &format!("127.0.0.1:{}", support::free_port()),
+            ])
+            .args([
+                "--health-addr",
+                &format!("127.0.0.1:{}", support::free_port()),
+            ])
+            .args([
+                "--webhook-port",
+                &port.to_string(),
+                "--webhook-host",
+                "127.0.0.1",
+                "--webhook-namespace",
+                "default",
+            ])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let mutating: Api<MutatingWebhookConfiguration> = Api::all(client.clone());
+    let validating: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
+    support::eventually("published caBundles", Duration::from_secs(30), || async {
+        let m = mutating.get_opt("kruise-cloneset-mutating").await.ok()??;
+        let v = validating
+            .get_opt("kruise-cloneset-validating")
+            .await
+            .ok()??;
+        let has_ca = |b: Option<&k8s_openapi::ByteString>| b.is_some_and(|b| !b.0.is_empty());
+        (has_ca(m.webhooks?.first()?.client_config.ca_bundle.as_ref())
+            && has_ca(v.webhooks?.first()?.client_config.ca_bundle.as_ref()))
+        .then_some(())
+    })
+    .await;
+
+    let clonesets: Api<CloneSet> = Api::namespaced(client.clone(), "default");
+    let manifest = |name: &str, selector: &str| -> CloneSet {
+        serde_json::from_value(json!({
+            "apiVersion": "apps.kruise.io/v1beta1",
+            "kind": "CloneSet",
+            "metadata": {"name": name, "namespace": "default"},
+            "spec": {
+                "replicas": 2,
+                "selector": {"matchLabels": {"app": selector}},
+                "template": {
+                    "metadata": {"labels": {"app": name}},
+                    "spec": {"containers": [{"name": "main", "image": "nginx:1"}]}
+                }
+            }
+        }))
+        .unwrap()
+    };
+    // The validating webhook rejects a selector that misses the template.
+    let err = clonesets
+        .create(&PostParams::default(), &manifest("bad", "other"))
+        .await
+        .unwrap_err();
+    let message = err.to_string();
+    assert!(
+        message.contains("spec.template.metadata.labels") && message.contains("vcloneset.kb.io"),
+        "{message}"
+    );
+    // The mutating webhook fills the defaults.
+    let created = clonesets
+        .create(&PostParams::default(), &manifest("web", "web"))
+        .await
+        .unwrap();
+    assert_eq!(created.spec.revision_history_limit, Some(10));
+    let rolling = created.spec.update_strategy.rolling_update.clone().unwrap();
+    assert_eq!(
+        serde_json::to_value(&rolling).unwrap()["maxUnavailable"],
+        json!("20%")
+    );
+    // The controller (this replica leads: --leader-elect=false) creates the pods.
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    support::eventually("two pods", Duration::from_secs(30), || async {
+        let list = pods.list(&ListParams::default()).await.ok()?;
+        (list.items.len() == 2).then_some(())
+    })
+    .await;
+    support::eventually("status.replicas 2", Duration::from_secs(30), || async {
+        let cs = clonesets.get("web").await.ok()?;
+        (cs.status?.replicas == 2).then_some(())
+    })
+    .await;
+    assert_eq!(sim.counters().count("create", "pods"), 2);
+    sim.shutdown().await;
+}

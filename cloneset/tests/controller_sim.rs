@@ -1,0 +1,735 @@
+//! The CloneSet controller against kruise-sim, in-process: creation, scaling with
+//! `scaleStrategy.maxUnavailable`, `podsToDelete`, in-place update, partition, status, and a
+//! controller restart mid-rollout — with the API writes counted.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common_kubelet;
+
+use common_kubelet::{
+    Kubelet, RunningController, WAIT, cloneset, eventually, pods_of, sim_with_crd,
+};
+use k8s_openapi::api::core::v1::{Event, Pod};
+use kruise_cloneset::api::v1beta1::CloneSet;
+use kruise_common::api::keys::{
+    CLONESET_INSTANCE_ID_KEY, CONTROLLER_REVISION_HASH_KEY, INPLACE_UPDATE_READY,
+    INPLACE_UPDATE_STATE_KEY,
+};
+use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use kube::{Client, ResourceExt as _};
+use serde_json::json;
+
+fn clonesets(client: &Client) -> Api<CloneSet> {
+    Api::namespaced(client.clone(), "default")
+}
+
+async fn get(client: &Client, name: &str) -> CloneSet {
+    clonesets(client).get(name).await.unwrap()
+}
+
+/// Waits until the CloneSet reports `ready` ready pods of `total`, all at the update revision.
+async fn wait_rolled_out(client: &Client, name: &str, total: i32) -> CloneSet {
+    eventually(
+        &format!("{name}: {total} updated ready pods"),
+        WAIT,
+        || async {
+            let cs = get(client, name).await;
+            let s = cs.status.clone()?;
+            (s.replicas == total
+                && s.ready_replicas == total
+                && s.available_replicas == total
+                && s.updated_ready_replicas == total
+                && s.observed_generation == cs.metadata.generation.unwrap_or_default())
+            .then_some(cs)
+        },
+    )
+    .await
+}
+
+async fn patch_spec(client: &Client, name: &str, spec: serde_json::Value) {
+    clonesets(client)
+        .patch(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(&json!({ "spec": spec })),
+        )
+        .await
+        .unwrap();
+}
+
+async fn event_reasons(client: &Client, name: &str) -> Vec<String> {
+    let api: Api<Event> = Api::namespaced(client.clone(), "default");
+    api.list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|e| e.involved_object.name.as_deref() == Some(name))
+        .filter_map(|e| e.reason)
+        .collect()
+}
+
+/// Successful (2xx) requests with this verb on pods/`subresource`.
+fn successful(sim: &kruise_sim::Sim, verb: &str, subresource: &str) -> u64 {
+    sim.counters()
+        .snapshot()
+        .into_iter()
+        .filter(|(k, _)| {
+            k.verb == verb
+                && k.resource == "pods"
+                && k.subresource == subresource
+                && (200..300).contains(&k.code)
+        })
+        .map(|(_, n)| n)
+        .sum()
+}
+
+fn container_image(pod: &Pod) -> String {
+    pod.spec.as_ref().unwrap().containers[0]
+        .image
+        .clone()
+        .unwrap_or_default()
+}
+
+#[tokio::test]
+async fn creates_pods_with_identity_and_reports_status() {
+    let (sim, client) = sim_with_crd().await;
+    let _kubelet = Kubelet::start(&client);
+    let controller = RunningController::start(&client);
+    clonesets(&client)
+        .create(
+            &PostParams::default(),
+            &cloneset("web", 3, "nginx:1", json!({})),
+        )
+        .await
+        .unwrap();
+    let cs = wait_rolled_out(&client, "web", 3).await;
+    let status = cs.status.clone().unwrap();
+    let uid = cs.uid().unwrap();
+    let pods = pods_of(&client, "web").await;
+    assert_eq!(pods.len(), 3);
+    for pod in &pods {
+        let name = pod.name_any();
+        let id = pod.labels()[CLONESET_INSTANCE_ID_KEY].clone();
+        assert_eq!(name, format!("web-{id}"));
+        assert_eq!(id.len(), 5);
+        let owner = &pod.owner_references()[0];
+        assert_eq!(
+            (owner.kind.as_str(), owner.uid.as_str(), owner.controller),
+            ("CloneSet", uid.as_str(), Some(true))
+        );
+        let gates = pod.spec.as_ref().unwrap().readiness_gates.clone().unwrap();
+        assert!(
+            gates
+                .iter()
+                .any(|g| g.condition_type == INPLACE_UPDATE_READY),
+            "{gates:?}"
+        );
+        assert_eq!(
+            pod.labels()[CONTROLLER_REVISION_HASH_KEY],
+            status.update_revision
+        );
+        assert_eq!(pod.labels()["app"], "web");
+    }
+    assert_eq!(status.current_revision, status.update_revision);
+    assert_eq!(status.updated_replicas, 3);
+    assert_eq!(status.updated_available_replicas, 3);
+    assert_eq!(status.expected_updated_replicas, 3);
+    assert!(status.label_selector.contains("app=web"), "{status:?}");
+    // One create per pod, never more.
+    // Per pod: one create, one lifecycle patch (PreparingNormal -> Normal), and the
+    // InPlaceUpdateReady=True status write (its conflicts with the kubelet aside).
+    assert_eq!(sim.counters().count("create", "pods"), 3);
+    assert_eq!(sim.counters().count_sub("patch", "pods", ""), 3);
+    assert_eq!(sim.counters().count("delete", "pods"), 0);
+    eventually("SuccessfulCreate events", WAIT, || async {
+        let reasons = event_reasons(&client, "web").await;
+        (reasons.iter().filter(|r| *r == "SuccessfulCreate").count() >= 3).then_some(())
+    })
+    .await;
+    controller.stop().await;
+    sim.shutdown().await;
+}
+
+#[tokio::test]
+async fn scale_up_respects_max_unavailable_and_pods_to_delete_removes_the_named_pod() {
+    let (sim, client) = sim_with_crd().await;
+    let kubelet = Kubelet::start(&client);
+    let controller = RunningController::start(&client);
+    clonesets(&client)
+        .create(
+            &PostParams::default(),
+            &cloneset(
+                "web",
+                2,
+                "nginx:1",
+                json!({"scaleStrategy": {"maxUnavailable": 1}}),
+            ),
+        )
+        .await
+        .unwrap();
+    wait_rolled_out(&client, "web", 2).await;
+
+    // With the kubelet stopped, the new pods never become ready: one at a time.
+    kubelet.set_running(false);
+    patch_spec(&client, "web", json!({"replicas": 4})).await;
+    eventually("one new pod", WAIT, || async {
+        (pods_of(&client, "web").await.len() == 3).then_some(())
+    })
+    .await;
+    eventually("ScaleUpLimited event", WAIT, || async {
+        event_reasons(&client, "web")
+            .await
+            .iter()
+            .any(|r| r == "ScaleUpLimited")
+            .then_some(())
+    })
+    .await;
+    assert_eq!(pods_of(&client, "web").await.len(), 3);
+    kubelet.set_running(true);
+    wait_rolled_out(&client, "web", 4).await;
+    assert_eq!(sim.counters().count("create", "pods"), 4);
+
+    // podsToDelete: exactly the named pod goes, a replacement comes, the list is cleaned.
+    let victim = pods_of(&client, "web").await[1].name_any();
+    patch_spec(
+        &client,
+        "web",
+        json!({"scaleStrategy": {"podsToDelete": [victim.clone()]}}),
+    )
+    .await;
+    eventually("victim replaced and podsToDelete cleaned", WAIT, || async {
+        let pods = pods_of(&client, "web").await;
+        let cs = get(&client, "web").await;
+        (pods.len() == 4
+            && pods.iter().all(|p| p.name_any() != victim)
+            && cs.spec.scale_strategy.pods_to_delete.is_empty()
+            && cs.status?.ready_replicas == 4)
+            .then_some(())
+    })
+    .await;
+    assert_eq!(sim.counters().count("delete", "pods"), 1);
+    assert_eq!(sim.counters().count("create", "pods"), 5);
+
+    // Scale down.
+    patch_spec(&client, "web", json!({"replicas": 1})).await;
+    wait_rolled_out(&client, "web", 1).await;
+    eventually("pods deleted", WAIT, || async {
+        (pods_of(&client, "web")
+            .await
+            .iter()
+            .filter(|p| p.metadata.deletion_timestamp.is_none())
+            .count()
+            == 1)
+            .then_some(())
+    })
+    .await;
+    assert_eq!(sim.counters().count("delete", "pods"), 4);
+    controller.stop().await;
+    sim.shutdown().await;
+}
+
+#[tokio::test]
+async fn in_place_update_keeps_pod_identity_and_partition_keeps_old_pods() {
+    let (sim, client) = sim_with_crd().await;
+    let _kubelet = Kubelet::start(&client);
+    let controller = RunningController::start(&client);
+    clonesets(&client)
+        .create(
+            &PostParams::default(),
+            &cloneset(
+                "web",
+                3,
+                "nginx:1",
+                json!({"updateStrategy": {"rollingUpdate": {"podUpdatePolicy": "InPlaceIfPossible", "maxUnavailable": 1}}}),
+            ),
+        )
+        .await
+        .unwrap();
+    let before = wait_rolled_out(&client, "web", 3).await;
+    let old_pods = pods_of(&client, "web").await;
+    let creates = sim.counters().count("create", "pods");
+    let spec_patches = sim.counters().count_sub("patch", "pods", "");
+    let status_puts = successful(&sim, "update", "status");
+
+    // Partition 2 of 3: exactly one pod moves to the new image.
+    patch_spec(
+        &client,
+        "web",
+        json!({
+            "updateStrategy": {"rollingUpdate": {"partition": 2}},
+            "template": {"spec": {"containers": [{"name": "main", "image": "nginx:2"}]}}
+        }),
+    )
+    .await;
+    eventually("one pod updated in place", WAIT, || async {
+        let cs = get(&client, "web").await;
+        let s = cs.status?;
+        (s.updated_replicas == 1
+            && s.updated_ready_replicas == 1
+            && s.ready_replicas == 3
+            && s.update_revision != before.status.as_ref()?.update_revision)
+            .then_some(())
+    })
+    .await;
+    let pods = pods_of(&client, "web").await;
+    assert_eq!(
+        pods.iter()
+            .filter(|p| container_image(p) == "nginx:2")
+            .count(),
+        1
+    );
+
+    // Partition 0: all three, in place — same names and uids, restartCount 1.
+    patch_spec(
+        &client,
+        "web",
+        json!({"updateStrategy": {"rollingUpdate": {"partition": 0}}}),
+    )
+    .await;
+    let after = eventually("all updated in place", WAIT, || async {
+        let cs = get(&client, "web").await;
+        let s = cs.status.clone()?;
+        (s.updated_ready_replicas == 3
+            && s.ready_replicas == 3
+            && s.current_revision == s.update_revision)
+            .then_some(cs)
+    })
+    .await;
+    let pods = pods_of(&client, "web").await;
+    assert_eq!(
+        pods.iter()
+            .map(|p| (p.name_any(), p.uid()))
+            .collect::<Vec<_>>(),
+        old_pods
+            .iter()
+            .map(|p| (p.name_any(), p.uid()))
+            .collect::<Vec<_>>()
+    );
+    for pod in &pods {
+        assert_eq!(container_image(pod), "nginx:2");
+        assert!(pod.annotations().contains_key(INPLACE_UPDATE_STATE_KEY));
+        assert_eq!(
+            pod.labels()[CONTROLLER_REVISION_HASH_KEY],
+            after.status.as_ref().unwrap().update_revision
+        );
+        let restarts = pod
+            .status
+            .as_ref()
+            .unwrap()
+            .container_statuses
+            .as_ref()
+            .unwrap()[0]
+            .restart_count;
+        assert_eq!(restarts, 1, "{}", pod.name_any());
+    }
+    assert_eq!(sim.counters().count("create", "pods"), creates);
+    assert_eq!(sim.counters().count("delete", "pods"), 0);
+    // Per pod: the spec patch (image, revision labels, state annotation, lifecycle
+    // Updating) and the lifecycle patch back to Normal; InPlaceUpdateReady False, then True.
+    assert_eq!(
+        sim.counters().count_sub("patch", "pods", "") - spec_patches,
+        6
+    );
+    assert_eq!(successful(&sim, "update", "status") - status_puts, 6);
+    eventually("SuccessfulUpdatePodInPlace events", WAIT, || async {
+        let reasons = event_reasons(&client, "web").await;
+        (reasons
+            .iter()
+            .filter(|r| *r == "SuccessfulUpdatePodInPlace")
+            .count()
+            >= 3)
+            .then_some(())
+    })
+    .await;
+    controller.stop().await;
+    sim.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_controller_restart_mid_rollout_does_not_double_create() {
+    let (sim, client) = sim_with_crd().await;
+    let kubelet = Kubelet::start(&client);
+    kubelet.set_running(false);
+    let first = RunningController::start(&client);
+    clonesets(&client)
+        .create(
+            &PostParams::default(),
+            &cloneset(
+                "web",
+                6,
+                "nginx:1",
+                json!({"scaleStrategy": {"maxUnavailable": 2}}),
+            ),
+        )
+        .await
+        .unwrap();
+    eventually("the first two pods", WAIT, || async {
+        (pods_of(&client, "web").await.len() == 2).then_some(())
+    })
+    .await;
+    first.stop().await;
+    let second = RunningController::start(&client);
+    kubelet.set_running(true);
+    wait_rolled_out(&client, "web", 6).await;
+    assert_eq!(pods_of(&client, "web").await.len(), 6);
+    assert_eq!(sim.counters().count("create", "pods"), 6);
+    assert_eq!(sim.counters().count("delete", "pods"), 0);
+    second.stop().await;
+    sim.shutdown().await;
+}
+
+#[tokio::test]
+async fn an_invalid_cloneset_gets_a_condition_instead_of_pods() {
+    let (sim, client) = sim_with_crd().await;
+    let controller = RunningController::start(&client);
+    // The selector does not match the template labels (no webhook in front of the sim).
+    let mut cs = cloneset("bad", 2, "nginx:1", json!({}));
+    cs.spec.selector = serde_json::from_value(json!({"matchLabels": {"app": "other"}})).unwrap();
+    clonesets(&client)
+        .create(&PostParams::default(), &cs)
+        .await
+        .unwrap();
+    let condition = eventually("InvalidSpec condition", WAIT, || async {
+        let cs = get(&client, "bad").await;
+        cs.status?
+            .conditions
+            .into_iter()
+            .find(|c| c.reason == "InvalidSpec")
+    })
+    .await;
+    assert_eq!(condition.type_, "FailedScale");
+    assert!(
+        condition.message.contains("spec.template.metadata.labels"),
+        "{}",
+        condition.message
+    );
+    eventually("InvalidSpec event", WAIT, || async {
+        event_reasons(&client, "bad")
+            .await
+            .iter()
+            .any(|r| r == "InvalidSpec")
+            .then_some(())
+    })
+    .await;
+    assert!(pods_of(&client, "bad").await.is_empty());
+    assert_eq!(sim.counters().count("create", "pods"), 0);
+    controller.stop().await;
+    sim.shutdown().await;
+}
+
+/// Requests with this verb on pods (any subresource) answered with `code`.
+fn with_code(sim: &kruise_sim::Sim, verb: &str, code: u16) -> u64 {
+    sim.counters()
+        .snapshot()
+        .into_iter()
+        .filter(|(k, _)| {
+            k.verb == verb && k.resource == "pods" && k.subresource.is_empty() && k.code == code
+        })
+        .map(|(_, n)| n)
+        .sum()
+}
+
+#[tokio::test]
+async fn failed_creates_stop_the_slow_start_batch_and_never_double_create() {
+    let (sim, client) = sim_with_crd().await;
+    let _kubelet = Kubelet::start(&client);
+    // The controller sees every 500 itself (no client-side retries).
+    let controller = RunningController::start(&sim.client_without_retries().unwrap());
+    sim.faults().add(
+        kruise_sim::FaultRule::new()
+            .verb("create")
+            .resource("pods")
+            .error(500, 1.0)
+            .times(2),
+    );
+    clonesets(&client)
+        .create(
+            &PostParams::default(),
+            &cloneset(
+                "web",
+                4,
+                "nginx:1",
+                json!({"scaleStrategy": {"maxUnavailable": 4}}),
+            ),
+        )
+        .await
+        .unwrap();
+    wait_rolled_out(&client, "web", 4).await;
+    // Each failed reconcile tried one pod (a batch of 1) and stopped; then 1 + 2 + 1.
+    assert_eq!(with_code(&sim, "create", 500), 2);
+    assert_eq!(with_code(&sim, "create", 201), 4);
+    assert_eq!(pods_of(&client, "web").await.len(), 4);
+    eventually("FailedCreate events", WAIT, || async {
+        event_reasons(&client, "web")
+            .await
+            .iter()
+            .any(|r| r == "FailedCreate")
+            .then_some(())
+    })
+    .await;
+    controller.stop().await;
+    sim.shutdown().await;
+}
+
+#[tokio::test]
+async fn conflicts_and_dropped_watches_do_not_break_the_bounds() {
+    let (sim, client) = sim_with_crd().await;
+    let _kubelet = Kubelet::start(&client);
+    let controller = RunningController::start(&sim.client_without_retries().unwrap());
+    sim.faults().force_conflicts("clonesets", 3);
+    clonesets(&client)
+        .create(
+            &PostParams::default(),
+            &cloneset("web", 3, "nginx:1", json!({})),
+        )
+        .await
+        .unwrap();
+    wait_rolled_out(&client, "web", 3).await;
+    sim.faults().drop_watches();
+    patch_spec(&client, "web", json!({"replicas": 5})).await;
+    sim.faults().drop_watches();
+    wait_rolled_out(&client, "web", 5).await;
+    assert_eq!(pods_of(&client, "web").await.len(), 5);
+    assert_eq!(sim.counters().count("create", "pods"), 5);
+    assert_eq!(sim.counters().count("delete", "pods"), 0);
+    controller.stop().await;
+    sim.shutdown().await;
+}
+
+#[tokio::test]
+async fn expired_scale_expectations_are_an_event_and_a_metric() {
+    let (sim, client) = sim_with_crd().await;
+    let controller = RunningController::start_with(
+        &sim.client_without_retries().unwrap(),
+        kruise_cloneset::controller::Settings {
+            namespace: Some("default".into()),
+            expectation_timeout: jiff::SignedDuration::from_secs(1),
+            ..Default::default()
+        },
+    );
+    clonesets(&client)
+        .create(
+            &PostParams::default(),
+            &cloneset("web", 1, "nginx:1", json!({})),
+        )
+        .await
+        .unwrap();
+    eventually("the first pod", WAIT, || async {
+        (pods_of(&client, "web").await.len() == 1).then_some(())
+    })
+    .await;
+    // Freeze the controller's pod cache: it cannot list or watch pods any more, so the
+    // next create is never observed.
+    for verb in ["list", "watch"] {
+        sim.faults().add(
+            kruise_sim::FaultRule::new()
+                .verb(verb)
+                .resource("pods")
+                .error(500, 1.0),
+        );
+    }
+    sim.faults().drop_watches();
+    patch_spec(&client, "web", json!({"replicas": 2})).await;
+    eventually("ScaleExpectationsExpired event", WAIT, || async {
+        event_reasons(&client, "web")
+            .await
+            .iter()
+            .any(|r| r == "ScaleExpectationsExpired")
+            .then_some(())
+    })
+    .await;
+    let metrics = controller.metrics.encode().unwrap();
+    assert!(
+        metrics.lines().any(
+            |l| l.starts_with("kruise_cloneset_scale_expectations_expired_total ")
+                && !l.ends_with(" 0")
+        ),
+        "{metrics}"
+    );
+    sim.faults().clear();
+    controller.stop().await;
+    sim.shutdown().await;
+}
+
+#[tokio::test]
+async fn each_pod_gets_its_claims_and_they_go_with_it_and_scale_subresource_works() {
+    use k8s_openapi::api::core::v1::PersistentVolumeClaim;
+    let (sim, client) = sim_with_crd().await;
+    let _kubelet = Kubelet::start(&client);
+    let controller = RunningController::start(&client);
+    clonesets(&client)
+        .create(
+            &PostParams::default(),
+            &cloneset(
+                "web",
+                2,
+                "nginx:1",
+                json!({"volumeClaimTemplates": [{
+                    "metadata": {"name": "data"},
+                    "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}
+                }]}),
+            ),
+        )
+        .await
+        .unwrap();
+    wait_rolled_out(&client, "web", 2).await;
+    let claims: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), "default");
+    let claim_names = || async {
+        let mut names: Vec<String> = claims
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+            .into_iter()
+            .filter(|c| c.metadata.deletion_timestamp.is_none())
+            .map(|c| c.name_any())
+            .collect();
+        names.sort();
+        names
+    };
+    let pods = pods_of(&client, "web").await;
+    let mut expected: Vec<String> = pods
+        .iter()
+        .map(|p| format!("data-web-{}", p.labels()[CLONESET_INSTANCE_ID_KEY]))
+        .collect();
+    expected.sort();
+    assert_eq!(claim_names().await, expected);
+    for pod in &pods {
+        let volumes = pod.spec.as_ref().unwrap().volumes.clone().unwrap();
+        let claim = volumes
+            .iter()
+            .find(|v| v.name == "data")
+            .and_then(|v| v.persistent_volume_claim.as_ref())
+            .unwrap();
+        assert_eq!(
+            claim.claim_name,
+            format!("data-web-{}", pod.labels()[CLONESET_INSTANCE_ID_KEY])
+        );
+    }
+    assert_eq!(sim.counters().count("create", "persistentvolumeclaims"), 2);
+
+    // `kubectl scale` goes through the scale subresource.
+    clonesets(&client)
+        .patch_scale(
+            "web",
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"spec": {"replicas": 1}})),
+        )
+        .await
+        .unwrap();
+    wait_rolled_out(&client, "web", 1).await;
+    let remaining = eventually("one pod and its claim", WAIT, || async {
+        let pods: Vec<Pod> = pods_of(&client, "web")
+            .await
+            .into_iter()
+            .filter(|p| p.metadata.deletion_timestamp.is_none())
+            .collect();
+        let names = claim_names().await;
+        (pods.len() == 1 && names.len() == 1).then_some((pods, names))
+    })
+    .await;
+    assert_eq!(
+        remaining.1,
+        vec![format!(
+            "data-web-{}",
+            remaining.0[0].labels()[CLONESET_INSTANCE_ID_KEY]
+        )]
+    );
+    let scale = clonesets(&client).get_scale("web").await.unwrap();
+    assert_eq!(scale.status.unwrap().replicas, 1);
+    controller.stop().await;
+    sim.shutdown().await;
+}
+
+#[tokio::test]
+async fn recreate_update_replaces_pods_within_max_unavailable() {
+    let (sim, client) = sim_with_crd().await;
+    let _kubelet = Kubelet::start(&client);
+    let controller = RunningController::start(&client);
+    clonesets(&client)
+        .create(
+            &PostParams::default(),
+            &cloneset(
+                "web",
+                3,
+                "nginx:1",
+                json!({"updateStrategy": {"rollingUpdate": {"maxUnavailable": 1}}}),
+            ),
+        )
+        .await
+        .unwrap();
+    wait_rolled_out(&client, "web", 3).await;
+    let old_names: Vec<String> = pods_of(&client, "web")
+        .await
+        .iter()
+        .map(|p| p.name_any())
+        .collect();
+    patch_spec(
+        &client,
+        "web",
+        json!({"template": {"spec": {"containers": [{"name": "main", "image": "nginx:2"}]}}}),
+    )
+    .await;
+    // Sampled while it rolls: never fewer than replicas - maxUnavailable ready pods.
+    eventually("all pods recreated at nginx:2", WAIT, || async {
+        let pods = pods_of(&client, "web").await;
+        let ready = pods
+            .iter()
+            .filter(|p| p.metadata.deletion_timestamp.is_none())
+            .filter(|p| {
+                p.status
+                    .as_ref()
+                    .and_then(|s| s.conditions.as_ref())
+                    .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+            })
+            .count();
+        assert!(
+            ready >= 2,
+            "only {ready} ready pods: {:?}",
+            pods.iter().map(|p| p.name_any()).collect::<Vec<_>>()
+        );
+        let cs = get(&client, "web").await;
+        let s = cs.status?;
+        (s.updated_ready_replicas == 3
+            && s.ready_replicas == 3
+            && pods.len() == 3
+            && pods
+                .iter()
+                .all(|p| container_image(p) == "nginx:2" && !old_names.contains(&p.name_any())))
+        .then_some(())
+    })
+    .await;
+    assert_eq!(sim.counters().count("delete", "pods"), 3);
+    assert_eq!(sim.counters().count("create", "pods"), 6);
+    controller.stop().await;
+    sim.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_pod_deleted_by_someone_else_is_replaced() {
+    let (sim, client) = sim_with_crd().await;
+    let _kubelet = Kubelet::start(&client);
+    let controller = RunningController::start(&client);
+    clonesets(&client)
+        .create(
+            &PostParams::default(),
+            &cloneset("web", 2, "nginx:1", json!({})),
+        )
+        .await
+        .unwrap();
+    wait_rolled_out(&client, "web", 2).await;
+    let victim = pods_of(&client, "web").await[0].name_any();
+    Api::<Pod>::namespaced(client.clone(), "default")
+        .delete(&victim, &Default::default())
+        .await
+        .unwrap();
+    eventually("a replacement", WAIT, || async {
+        let pods = pods_of(&client, "web").await;
+        (pods.len() == 2 && pods.iter().all(|p| p.name_any() != victim)).then_some(())
+    })
+    .await;
+    wait_rolled_out(&client, "web", 2).await;
+    assert_eq!(sim.counters().count("create", "pods"), 3);
+    controller.stop().await;
+    sim.shutdown().await;
+}
