@@ -2,7 +2,6 @@
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::CustomResourceExt;
-use kube::core::crd::merge_crds;
 
 /// Why the CRD could not be built.
 #[derive(Debug, thiserror::Error)]
@@ -20,15 +19,13 @@ pub enum CrdError {
 /// `spec.required = [selector, template]` and `enablePVCReuse` defaulting to `false`
 /// (kubebuilder `+kubebuilder:default=false`).
 pub fn crd() -> Result<CustomResourceDefinition, CrdError> {
-    let mut merged = merge_crds(
+    let mut merged = kruise_common::api::crd::merge_versions(
         vec![
             super::v1alpha1::CloneSet::crd(),
             super::v1beta1::CloneSet::crd(),
         ],
         "v1beta1",
     )?;
-    // Same order as OpenKruise's generated CRD.
-    merged.spec.versions.sort_by(|a, b| a.name.cmp(&b.name));
     for version in &mut merged.spec.versions {
         let Some(schema) = version
             .schema
@@ -42,7 +39,7 @@ pub fn crd() -> Result<CustomResourceDefinition, CrdError> {
         // fields the user never set.
         let mut value =
             serde_json::to_value(&*schema).map_err(|e| CrdError::Serialize(e.to_string()))?;
-        strip_defaults(&mut value);
+        kruise_common::api::crd::strip_schema_defaults(&mut value);
         if let Some(spec) = value.pointer_mut("/properties/spec")
             && let Some(obj) = spec.as_object_mut()
         {
@@ -61,17 +58,6 @@ pub fn crd() -> Result<CustomResourceDefinition, CrdError> {
         *schema = serde_json::from_value(value).map_err(|e| CrdError::Serialize(e.to_string()))?;
     }
     Ok(merged)
-}
-
-fn strip_defaults(v: &mut serde_json::Value) {
-    match v {
-        serde_json::Value::Object(map) => {
-            map.remove("default");
-            map.values_mut().for_each(strip_defaults);
-        }
-        serde_json::Value::Array(items) => items.iter_mut().for_each(strip_defaults),
-        _ => {}
-    }
 }
 
 /// The CRD as YAML (for `kruise-cloneset crd`).

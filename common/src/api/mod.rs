@@ -3,8 +3,10 @@
 //! * [`keys`]: label / annotation / finalizer / condition-type constants (reference §10.1).
 //! * [`lifecycle`]: `Lifecycle` and `LifecycleHook` (`apps.kruise.io` `pub` package).
 //! * [`strategy`]: `UpdatePriorityStrategy`, `UpdateScatterStrategy`, `InPlaceUpdateStrategy`.
+//! * [`crd`]: merging per-version CRDs, schema-default stripping, the `string_enum!` macro.
 //! * [`intstr`]: int-or-percent arithmetic with OpenKruise's rounding rules (reference §0.1).
 
+pub mod crd;
 pub mod intstr;
 pub mod keys;
 pub mod lifecycle;

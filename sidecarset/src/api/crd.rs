@@ -3,7 +3,6 @@
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::CustomResourceExt;
-use kube::core::crd::merge_crds;
 
 /// Why the CRD could not be built.
 #[derive(Debug, thiserror::Error)]
@@ -20,14 +19,13 @@ pub enum CrdError {
 /// than OpenKruise's own (`injectionStrategy.revision.policy: Always`,
 /// `resourcesPolicy.targetContainersNameRegex: .*`), and the `Always`/`Partial` enum.
 pub fn crd() -> Result<CustomResourceDefinition, CrdError> {
-    let mut merged = merge_crds(
+    let mut merged = kruise_common::api::crd::merge_versions(
         vec![
             super::v1alpha1::SidecarSet::crd(),
             super::v1beta1::SidecarSet::crd(),
         ],
         super::V1BETA1,
     )?;
-    merged.spec.versions.sort_by(|a, b| a.name.cmp(&b.name));
     for version in &mut merged.spec.versions {
         let Some(schema) = version
             .schema
@@ -40,7 +38,7 @@ pub fn crd() -> Result<CustomResourceDefinition, CrdError> {
             serde_json::to_value(&*schema).map_err(|e| CrdError::Serialize(e.to_string()))?;
         // schemars turns `#[serde(default)]` into schema defaults; a schema default would make
         // the API server write fields the user never set.
-        strip_defaults(&mut value);
+        kruise_common::api::crd::strip_schema_defaults(&mut value);
         if let Some(policy) = value.pointer_mut(
             "/properties/spec/properties/injectionStrategy/properties/revision/properties/policy",
         ) && let Some(obj) = policy.as_object_mut()
@@ -76,17 +74,6 @@ pub fn crd() -> Result<CustomResourceDefinition, CrdError> {
 pub fn crd_yaml() -> Result<String, CrdError> {
     let crd = crd()?;
     serde_saphyr::to_string(&crd).map_err(|e| CrdError::Serialize(e.to_string()))
-}
-
-fn strip_defaults(v: &mut serde_json::Value) {
-    match v {
-        serde_json::Value::Object(map) => {
-            map.remove("default");
-            map.values_mut().for_each(strip_defaults);
-        }
-        serde_json::Value::Array(items) => items.iter_mut().for_each(strip_defaults),
-        _ => {}
-    }
 }
 
 #[cfg(test)]

@@ -78,45 +78,7 @@ pub fn hot_upgrade_container_names(name: &str) -> (String, String) {
     (format!("{name}-1"), format!("{name}-2"))
 }
 
-/// Declares a string enum with a catch-all variant, so an unknown wire value survives
-/// decoding and can be reported by validation (Go's string types allow any value).
-macro_rules! string_enum {
-    ($(#[$m:meta])* $name:ident { $($(#[$vm:meta])* $v:ident = $s:literal),+ $(,)? }) => {
-        $(#[$m])*
-        #[derive(Clone, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
-        pub enum $name {
-            $($(#[$vm])* #[serde(rename = $s)] $v,)+
-            /// Any other value (rejected by validation).
-            #[serde(untagged)]
-            Unknown(String),
-        }
-        impl $name {
-            /// The wire value.
-            pub fn as_str(&self) -> &str {
-                match self {
-                    $($name::$v => $s,)+
-                    $name::Unknown(s) => s.as_str(),
-                }
-            }
-        }
-        impl schemars::JsonSchema for $name {
-            fn schema_name() -> std::borrow::Cow<'static, str> {
-                stringify!($name).into()
-            }
-            fn inline_schema() -> bool {
-                true
-            }
-            fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
-                schemars::json_schema!({ "type": "string" })
-            }
-        }
-        impl std::fmt::Display for $name {
-            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                f.write_str(self.as_str())
-            }
-        }
-    };
-}
+pub(crate) use kruise_common::string_enum;
 
 string_enum! {
     /// Where an injected container goes in `spec.containers`.
