@@ -5,7 +5,6 @@
 
 mod support;
 
-use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -51,33 +50,16 @@ async fn reconcile_spans_reach_the_otlp_collector() {
     greetings.create(&PostParams::default(), &g).await.unwrap();
 
     let kubeconfig = sim.kubeconfig_path().unwrap();
-    let mut child = Command::new(BIN)
-        .args([
-            "--kubeconfig",
-            kubeconfig.to_str().unwrap(),
-            "--leader-elect=false",
-        ])
-        .args([
-            "--metrics-addr",
-            &format!("127.0.0.1:{}", support::free_port()),
-        ])
-        .args([
-            "--health-addr",
-            &format!("127.0.0.1:{}", support::free_port()),
-        ])
-        .args([
-            "--webhook-port",
-            &support::free_port().to_string(),
-            "--webhook-host",
-            "127.0.0.1",
-        ])
-        .args(["--webhook-namespace", "default"])
-        .env("OTEL_EXPORTER_OTLP_ENDPOINT", format!("http://{otlp}"))
-        .env("OTEL_BSP_SCHEDULE_DELAY", "100")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let _binary = support::spawn_replica(
+        BIN,
+        &kubeconfig,
+        support::free_port(),
+        &[],
+        &[
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", format!("http://{otlp}")),
+            ("OTEL_BSP_SCHEDULE_DELAY", "100".to_string()),
+        ],
+    );
     support::eventually(
         "a reconcile span with the object's name",
         Duration::from_secs(30),
@@ -94,7 +76,5 @@ async fn reconcile_spans_reach_the_otlp_collector() {
         },
     )
     .await;
-    let _ = child.kill();
-    let _ = child.wait();
     sim.shutdown().await;
 }

@@ -6,7 +6,6 @@
 #[path = "../../common/tests/support/mod.rs"]
 mod support;
 
-use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
@@ -18,47 +17,12 @@ use serde_json::json;
 
 const BIN: &str = env!("CARGO_BIN_EXE_kruise-webhook");
 
-struct Killed(std::process::Child);
-
-impl Drop for Killed {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 #[tokio::test]
 async fn cloneset_pods_get_the_kruise_pod_ready_gate() {
     let sim = Sim::start(SimConfig::default()).await.unwrap();
     let kubeconfig = sim.kubeconfig_path().unwrap();
     let port = support::free_port();
-    let mut webhook = Killed(
-        Command::new(BIN)
-            .args([
-                "--kubeconfig",
-                kubeconfig.to_str().unwrap(),
-                "--leader-elect=false",
-            ])
-            .args([
-                "--metrics-addr",
-                &format!("127.0.0.1:{}", support::free_port()),
-            ])
-            .args([
-                "--health-addr",
-                &format!("127.0.0.1:{}", support::free_port()),
-            ])
-            .args([
-                "--webhook-port",
-                &port.to_string(),
-                "--webhook-host",
-                "127.0.0.1",
-            ])
-            .args(["--webhook-namespace", "default"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
+    let mut webhook = support::spawn_replica(BIN, &kubeconfig, port, &[], &[]);
     let configs: Api<MutatingWebhookConfiguration> = Api::all(sim.client().unwrap());
     let ca_bundle = support::eventually("published caBundle", Duration::from_secs(30), || async {
         let c = configs

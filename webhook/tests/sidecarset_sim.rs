@@ -7,7 +7,6 @@
 #[path = "../../common/tests/support/mod.rs"]
 mod support;
 
-use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
@@ -40,36 +39,13 @@ async fn sidecar_injection_through_the_api_server() {
         .unwrap();
     let kubeconfig = sim.kubeconfig_path().unwrap();
     let port = support::free_port();
-    let mut webhook = Command::new(BIN)
-        .args([
-            "--kubeconfig",
-            kubeconfig.to_str().unwrap(),
-            "--leader-elect=false",
-        ])
-        .args([
-            "--metrics-addr",
-            &format!("127.0.0.1:{}", support::free_port()),
-        ])
-        .args([
-            "--health-addr",
-            &format!("127.0.0.1:{}", support::free_port()),
-        ])
-        .args([
-            "--webhook-port",
-            &port.to_string(),
-            "--webhook-host",
-            "127.0.0.1",
-        ])
-        .args([
-            "--webhook-namespace",
-            "default",
-            "--webhook-cert-check-interval",
-            "1s",
-        ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut webhook = support::spawn_replica(
+        BIN,
+        &kubeconfig,
+        port,
+        &["--webhook-cert-check-interval", "1s"],
+        &[],
+    );
 
     let sidecarsets: Api<DynamicObject> = Api::all_with(
         client.clone(),
@@ -142,8 +118,8 @@ async fn sidecar_injection_through_the_api_server() {
     assert_eq!(other.spec.unwrap().containers.len(), 1);
 
     // kruise-webhook stops.
-    let _ = webhook.kill();
-    let _ = webhook.wait();
+    let _ = webhook.0.kill();
+    let _ = webhook.0.wait();
     let addr: std::net::SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
     support::eventually("webhook down", Duration::from_secs(10), || async {
         tokio::net::TcpStream::connect(addr)

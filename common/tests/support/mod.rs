@@ -184,3 +184,48 @@ pub async fn install_greetings(
     };
     kube::Api::namespaced_with(client.clone(), "default", &resource)
 }
+
+/// A child process killed when dropped, so a failing test leaves nothing running.
+pub struct KillOnDrop(pub std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Starts a binary built on the harness against `kubeconfig` as a single replica (no leader
+/// election), with free metrics/health ports and its admission server on `webhook_port`,
+/// reached at 127.0.0.1 with certificates in the `default` namespace.
+pub fn spawn_replica(
+    bin: &str,
+    kubeconfig: &std::path::Path,
+    webhook_port: u16,
+    extra: &[&str],
+    env: &[(&str, String)],
+) -> KillOnDrop {
+    let mut cmd = std::process::Command::new(bin);
+    cmd.args([
+        "--kubeconfig",
+        kubeconfig.to_str().unwrap(),
+        "--leader-elect=false",
+    ])
+    .args(["--metrics-addr", &format!("127.0.0.1:{}", free_port())])
+    .args(["--health-addr", &format!("127.0.0.1:{}", free_port())])
+    .args([
+        "--webhook-port",
+        &webhook_port.to_string(),
+        "--webhook-host",
+        "127.0.0.1",
+    ])
+    .args(["--webhook-namespace", "default"])
+    .args(extra)
+    .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
+    .stdout(std::process::Stdio::null())
+    .stderr(std::process::Stdio::null());
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    KillOnDrop(cmd.spawn().unwrap())
+}
