@@ -15,6 +15,7 @@
 // cold error path, so boxing it would add noise without a measurable benefit.
 #![allow(clippy::result_large_err)]
 
+pub mod cluster;
 pub mod defaults;
 pub mod discovery;
 pub mod error;
@@ -46,6 +47,7 @@ use anyhow::Context;
 use futures::future::BoxFuture;
 use serde_json::Value;
 
+pub use cluster::KubeletTimings;
 pub use error::{ApiError, ApiResult, StatusCause};
 pub use faults::{FaultRule, Faults};
 pub use metrics::{Counters, RequestKey};
@@ -68,6 +70,12 @@ pub struct SimConfig {
     pub garbage_collector: bool,
     /// Call the stored Mutating/ValidatingWebhookConfigurations over HTTPS on writes.
     pub admission_webhooks: bool,
+    /// Simulated nodes `sim-node-0..N-1`; with at least one, the scheduler and the
+    /// kubelet run too. 0 (the library default) keeps pods Pending and unbound, so
+    /// tests of the bare API server see no writes they did not make.
+    pub nodes: usize,
+    /// How long the simulated kubelet takes to pull, start and ready containers.
+    pub kubelet: KubeletTimings,
 }
 
 impl Default for SimConfig {
@@ -79,6 +87,8 @@ impl Default for SimConfig {
             default_watch_timeout: Duration::from_secs(1800),
             garbage_collector: true,
             admission_webhooks: true,
+            nodes: 0,
+            kubelet: KubeletTimings::default(),
         }
     }
 }
@@ -139,7 +149,8 @@ pub struct Sim {
 }
 
 impl Sim {
-    /// Starts the API server (and garbage collector) on `config.bind`.
+    /// Starts the API server (and garbage collector; nodes, scheduler and kubelet when
+    /// `config.nodes > 0`) on `config.bind`.
     pub async fn start(config: SimConfig) -> anyhow::Result<Sim> {
         let listener = tokio::net::TcpListener::bind(config.bind)
             .await
@@ -167,6 +178,15 @@ impl Sim {
         let mut background = Vec::new();
         if config.garbage_collector {
             background.push(tokio::spawn(gc::run(shared.clone())));
+        }
+        if config.nodes > 0 {
+            cluster::nodes::register(&shared, config.nodes).await?;
+            background.push(tokio::spawn(cluster::scheduler::run(shared.clone())));
+            background.push(tokio::spawn(cluster::kubelet::run(
+                shared.clone(),
+                config.nodes,
+                config.kubelet,
+            )));
         }
         let router = server::router(shared.clone());
         let mut stop = shared.shutdown_signal();

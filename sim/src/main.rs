@@ -2,6 +2,7 @@
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::time::Duration;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
@@ -32,7 +33,25 @@ enum Command {
         /// Watch history retained for resuming watches (events).
         #[arg(long, default_value_t = 10_000)]
         watch_history: usize,
+        /// Simulated nodes (sim-node-0..N-1) with a scheduler and kubelet; 0 for a
+        /// bare API server.
+        #[arg(long, default_value_t = 3)]
+        nodes: usize,
+        /// Kubelet image pull delay (e.g. 50ms, 1s).
+        #[arg(long, default_value = "50ms", value_parser = duration)]
+        pull_delay: Duration,
+        /// Kubelet delay from pulled to running.
+        #[arg(long, default_value = "50ms", value_parser = duration)]
+        start_delay: Duration,
+        /// Kubelet delay from running to ready.
+        #[arg(long, default_value = "100ms", value_parser = duration)]
+        ready_delay: Duration,
     },
+}
+
+fn duration(s: &str) -> Result<Duration, String> {
+    kruise_sim::cluster::parse_duration(s)
+        .ok_or_else(|| format!("invalid duration {s:?} (e.g. 50ms, 2s)"))
 }
 
 async fn wait_for_signal() -> anyhow::Result<()> {
@@ -61,10 +80,20 @@ async fn main() -> anyhow::Result<()> {
             address,
             kubeconfig,
             watch_history,
+            nodes,
+            pull_delay,
+            start_delay,
+            ready_delay,
         } => {
             let config = kruise_sim::SimConfig {
                 bind: SocketAddr::new(address, port),
                 watch_history,
+                nodes,
+                kubelet: kruise_sim::KubeletTimings {
+                    pull_delay,
+                    start_delay,
+                    ready_delay,
+                },
                 ..Default::default()
             };
             let sim = kruise_sim::Sim::start(config).await?;

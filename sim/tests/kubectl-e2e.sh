@@ -243,4 +243,33 @@ out="$("$KUBECTL" delete cloneset demo)"
 assert_contains "$out" 'cloneset.apps.kruise.io "demo" deleted' "delete existing"
 pass "delete (missing object is NotFound)"
 
+# The cluster part (`up` defaults to 3 nodes with a scheduler and kubelet).
+assert_eq "$("$KUBECTL" get nodes -o name | wc -l | tr -d ' ')" "3" "kubectl get nodes lists 3 nodes"
+out="$("$KUBECTL" get nodes)"
+assert_contains "$out" "sim-node-0" "get nodes shows sim-node-0"
+assert_contains "$out" "Ready" "get nodes shows Ready"
+pass "get nodes"
+cat >"$WORK/pod.yaml" <<'YAML'
+apiVersion: v1
+kind: Pod
+metadata:
+  name: e2e-web
+spec:
+  containers:
+  - name: a
+    image: nginx:1.25
+  - name: b
+    image: redis:7
+YAML
+"$KUBECTL" create -f "$WORK/pod.yaml" >/dev/null
+"$KUBECTL" wait --for=condition=Ready pod/e2e-web --timeout=30s >/dev/null || fail "pod e2e-web never became Ready"
+b_id="$("$KUBECTL" get pod e2e-web -o jsonpath='{.status.containerStatuses[1].containerID}')"
+"$KUBECTL" patch pod e2e-web -p '{"spec":{"containers":[{"name":"a","image":"nginx:1.26"}]}}' >/dev/null
+wait_for 30 "container a to restart" bash -c "[[ \"\$('$KUBECTL' get pod e2e-web -o jsonpath='{.status.containerStatuses[0].restartCount}/{.status.containerStatuses[0].ready}')\" == 1/true ]]"
+assert_eq "$("$KUBECTL" get pod e2e-web -o jsonpath='{.status.containerStatuses[1].restartCount}')" "0" "other container not restarted"
+assert_eq "$("$KUBECTL" get pod e2e-web -o jsonpath='{.status.containerStatuses[1].containerID}')" "$b_id" "other container keeps its containerID"
+pass "pod Ready (kubectl wait) and an image patch restarts only that container"
+"$KUBECTL" delete pod e2e-web --timeout=30s >/dev/null || fail "graceful pod delete did not complete"
+pass "graceful pod delete completes"
+
 echo "kubectl e2e: all checks passed ($("$KUBECTL" version --client 2>/dev/null | head -1))"

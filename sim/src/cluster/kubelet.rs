@@ -1,0 +1,756 @@
+//! One kubelet loop for every simulated node. For each pod bound to a simulated node
+//! it keeps a small container runtime state (container ids, image ids, restart counts
+//! and when each container starts, becomes ready or exits) and renders the pod status
+//! from it, writing through the status subresource only when the rendered status
+//! differs (one write per batch of transitions). It implements the rule in-place
+//! updates rely on: a container whose spec hash changes is killed and restarted alone
+//! (restartCount+1, new containerID, new imageID for a new image), the pod keeping its
+//! uid, IP and node. Deleted pods are removed after min(grace period, a short cap).
+
+use std::collections::hash_map::DefaultHasher;
+use std::collections::{HashMap, HashSet};
+use std::hash::{Hash, Hasher};
+use std::sync::Arc;
+use std::time::Duration;
+
+use jiff::{SignedDuration, Timestamp};
+use serde_json::{Map, Value, json};
+use tokio::sync::broadcast::error::{RecvError, TryRecvError};
+use tokio::time::Instant;
+
+use super::{ANN_EXIT_AFTER, ANN_EXIT_CODE, ANN_READY_DELAY, ANN_START_DELAY, KubeletTimings};
+use super::{nodes, parse_duration};
+use crate::SimShared;
+use crate::meta;
+use crate::ops::{DeleteOptions, Subresource};
+use crate::registry::GroupResource;
+
+/// The longest a terminating pod waits in the sim before the kubelet removes it; a
+/// real kubelet waits for the containers to stop, up to the grace period.
+pub const DELETE_CAP: Duration = Duration::from_millis(100);
+
+type Key = (String, String);
+
+fn stable_hash(s: &str, seed: u64) -> u64 {
+    let mut h = DefaultHasher::new();
+    seed.hash(&mut h);
+    s.hash(&mut h);
+    h.finish()
+}
+
+/// `docker.io/library/nginx@sha256:<64 hex>`: the repository as containerd reports it
+/// and a digest that depends only on the image string, so the same image always has
+/// the same imageID and a new image a new one.
+pub fn image_id(image: &str) -> String {
+    let without_digest = image.split('@').next().unwrap_or(image);
+    // A ':' after the last '/' is a tag; one before it is a registry port.
+    let repo = match without_digest.rfind(':') {
+        Some(i) if !without_digest[i..].contains('/') => &without_digest[..i],
+        _ => without_digest,
+    };
+    let full = match repo.split_once('/') {
+        None => format!("docker.io/library/{repo}"),
+        Some((first, _)) if first.contains('.') || first.contains(':') || first == "localhost" => {
+            repo.to_string()
+        }
+        Some(_) => format!("docker.io/{repo}"),
+    };
+    let hex: String = (0..4u64)
+        .map(|i| format!("{:016x}", stable_hash(image, i)))
+        .collect();
+    format!("{full}@sha256:{hex}")
+}
+
+fn container_id() -> String {
+    format!(
+        "containerd://{:016x}{:016x}{:016x}{:016x}",
+        meta::random_u64(),
+        meta::random_u64(),
+        meta::random_u64(),
+        meta::random_u64()
+    )
+}
+
+/// The container's spec hash (as the kubelet's `HashContainer`, resources excluded
+/// since they are resized without a restart).
+fn spec_hash(c: &Value) -> u64 {
+    let mut c = c.clone();
+    if let Some(m) = c.as_object_mut() {
+        m.remove("resources");
+        m.remove("resizePolicy");
+    }
+    stable_hash(&c.to_string(), 0)
+}
+
+struct Ctr {
+    name: String,
+    hash: u64,
+    image: String,
+    image_id: String,
+    container_id: String,
+    restart_count: i64,
+    start_at: Instant,
+    ready_at: Instant,
+    last_state: Value,
+}
+
+struct PodRt {
+    uid: String,
+    node: String,
+    ip: String,
+    t0: Instant,
+    t0_wall: Timestamp,
+    init_done_at: Instant,
+    /// Without init containers the pod counts as Initialized from the start.
+    has_init: bool,
+    containers: Vec<Ctr>,
+    /// When and with which code the containers exit (restartPolicy Never/OnFailure).
+    exit: Option<(Instant, i64)>,
+    delete_at: Option<Instant>,
+}
+
+impl PodRt {
+    fn wall(&self, at: Instant) -> String {
+        let d = SignedDuration::try_from(at.saturating_duration_since(self.t0))
+            .unwrap_or(SignedDuration::ZERO);
+        meta::format_time(self.t0_wall.checked_add(d).unwrap_or(self.t0_wall))
+    }
+}
+
+fn ann_duration(pod: &Value, key: &str) -> Option<Duration> {
+    meta::metadata(pod)
+        .and_then(|m| m.get("annotations"))
+        .and_then(|a| a.get(key))
+        .and_then(Value::as_str)
+        .and_then(parse_duration)
+}
+
+fn containers(pod: &Value, kind: &str) -> Vec<Value> {
+    pod.pointer(&format!("/spec/{kind}"))
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default()
+}
+
+fn str_of<'a>(v: &'a Value, k: &str) -> &'a str {
+    v.get(k).and_then(Value::as_str).unwrap_or("")
+}
+
+struct Kubelet {
+    sh: Arc<SimShared>,
+    timings: KubeletTimings,
+    /// Simulated node name -> index.
+    nodes: HashMap<String, usize>,
+    pods: HashMap<Key, PodRt>,
+    /// Pod IPs in use per node.
+    ips: HashMap<String, HashSet<String>>,
+    overflow_ip: u32,
+}
+
+impl Kubelet {
+    fn start_delay(&self, pod: &Value) -> Duration {
+        ann_duration(pod, ANN_START_DELAY).unwrap_or(self.timings.start_delay)
+    }
+
+    fn ready_delay(&self, pod: &Value) -> Duration {
+        ann_duration(pod, ANN_READY_DELAY).unwrap_or(self.timings.ready_delay)
+    }
+
+    /// The lowest free address in the node's 10.244.<i>.0/24, then a shared
+    /// overflow range, so live pods never share an IP.
+    fn alloc_ip(&mut self, node: &str) -> String {
+        let idx = self.nodes.get(node).copied().unwrap_or(0);
+        let used = self.ips.entry(node.to_string()).or_default();
+        for host in 2..=254u32 {
+            let ip = format!("10.244.{idx}.{host}");
+            if !used.contains(&ip) {
+                used.insert(ip.clone());
+                return ip;
+            }
+        }
+        self.overflow_ip += 1;
+        let n = self.overflow_ip;
+        let ip = format!("10.{}.{}.{}", 128 + (n >> 16) % 64, (n >> 8) & 255, n & 255);
+        used.insert(ip.clone());
+        ip
+    }
+
+    fn forget(&mut self, key: &Key) {
+        if let Some(rt) = self.pods.remove(key)
+            && let Some(set) = self.ips.get_mut(&rt.node)
+        {
+            set.remove(&rt.ip);
+        }
+    }
+
+    fn new_runtime(&mut self, pod: &Value, node: &str, now: Instant) -> PodRt {
+        let start = self.start_delay(pod);
+        let ready = self.ready_delay(pod);
+        let has_init = !containers(pod, "initContainers").is_empty();
+        // Init containers run to completion (one start delay) before the app
+        // containers start.
+        let init_done_at =
+            now + self.timings.pull_delay + if has_init { start } else { Duration::ZERO };
+        let start_at = init_done_at + start;
+        let ctrs: Vec<Ctr> = containers(pod, "containers")
+            .iter()
+            .map(|c| {
+                let image = str_of(c, "image").to_string();
+                Ctr {
+                    name: str_of(c, "name").to_string(),
+                    hash: spec_hash(c),
+                    image_id: image_id(&image),
+                    image,
+                    container_id: container_id(),
+                    restart_count: 0,
+                    start_at,
+                    ready_at: start_at + ready,
+                    last_state: json!({}),
+                }
+            })
+            .collect();
+        let policy = pod
+            .pointer("/spec/restartPolicy")
+            .and_then(Value::as_str)
+            .unwrap_or("Always");
+        let exit = match (policy, ann_duration(pod, ANN_EXIT_AFTER)) {
+            ("Never" | "OnFailure", Some(after)) => {
+                let code = meta::metadata(pod)
+                    .and_then(|m| m.get("annotations"))
+                    .and_then(|a| a.get(ANN_EXIT_CODE))
+                    .and_then(Value::as_str)
+                    .and_then(|s| s.trim().parse::<i64>().ok())
+                    .unwrap_or(0);
+                Some((start_at + after, code))
+            }
+            _ => None,
+        };
+        PodRt {
+            uid: meta::meta_str(pod, "uid").to_string(),
+            node: node.to_string(),
+            ip: self.alloc_ip(node),
+            t0: now,
+            t0_wall: Timestamp::now(),
+            init_done_at,
+            has_init,
+            containers: ctrs,
+            exit,
+            delete_at: None,
+        }
+    }
+
+    /// Restarts the containers whose spec changed; the others keep running.
+    fn apply_spec_changes(&self, rt: &mut PodRt, pod: &Value, now: Instant) {
+        if rt.exit.is_some_and(|(at, _)| now >= at) {
+            return;
+        }
+        let start = self.start_delay(pod);
+        let ready = self.ready_delay(pod);
+        let specs = containers(pod, "containers");
+        let wall_now = meta::now_rfc3339();
+        for c in &specs {
+            let name = str_of(c, "name");
+            let hash = spec_hash(c);
+            let Some(ctr) = rt.containers.iter_mut().find(|x| x.name == name) else {
+                continue;
+            };
+            if ctr.hash == hash {
+                continue;
+            }
+            let image = str_of(c, "image").to_string();
+            let pull = if image != ctr.image {
+                self.timings.pull_delay
+            } else {
+                Duration::ZERO
+            };
+            let started_at = meta::format_time(
+                rt.t0_wall
+                    .checked_add(
+                        SignedDuration::try_from(ctr.start_at.saturating_duration_since(rt.t0))
+                            .unwrap_or(SignedDuration::ZERO),
+                    )
+                    .unwrap_or(rt.t0_wall),
+            );
+            // The killed container shows up as lastState, as after a kubelet restart
+            // for "Container definition changed".
+            ctr.last_state = json!({"terminated": {
+                "exitCode": 0, "reason": "Completed", "startedAt": started_at,
+                "finishedAt": wall_now, "containerID": ctr.container_id,
+            }});
+            ctr.hash = hash;
+            ctr.image_id = image_id(&image);
+            ctr.image = image;
+            ctr.container_id = container_id();
+            ctr.restart_count += 1;
+            ctr.start_at = now + pull + start;
+            ctr.ready_at = ctr.start_at + ready;
+        }
+    }
+
+    /// Renders the status this runtime state implies at `now` on top of `cur` (so
+    /// conditions and fields other writers own are kept); also returns the next
+    /// instant at which the rendering changes.
+    fn render(&self, rt: &PodRt, cur: &Value, now: Instant) -> (Value, Option<Instant>) {
+        let mut next_at: Option<Instant> = None;
+        let mut later = |t: Instant| {
+            if t > now && next_at.is_none_or(|n| t < n) {
+                next_at = Some(t);
+            }
+        };
+        let exited = match rt.exit {
+            Some((at, code)) if now >= at => Some((at, code)),
+            Some((at, _)) => {
+                later(at);
+                None
+            }
+            None => None,
+        };
+        let init_done = !rt.has_init || now >= rt.init_done_at;
+        later(rt.init_done_at);
+        let mut statuses = Vec::new();
+        let (mut any_running, mut all_ready) = (false, !rt.containers.is_empty());
+        for c in &rt.containers {
+            later(c.start_at);
+            later(c.ready_at);
+            let started = exited.is_none() && now >= c.start_at;
+            let ready = started && now >= c.ready_at;
+            any_running |= started;
+            all_ready &= ready;
+            let state = match exited {
+                Some((at, code)) => json!({"terminated": {
+                    "exitCode": code,
+                    "reason": if code == 0 { "Completed" } else { "Error" },
+                    "startedAt": rt.wall(c.start_at), "finishedAt": rt.wall(at),
+                    "containerID": c.container_id,
+                }}),
+                None if started => json!({"running": {"startedAt": rt.wall(c.start_at)}}),
+                None => {
+                    json!({"waiting": {"reason": if init_done { "ContainerCreating" } else { "PodInitializing" }}})
+                }
+            };
+            let mut s = json!({
+                "name": c.name, "image": c.image, "imageID": if started || exited.is_some() { c.image_id.as_str() } else { "" },
+                "started": started, "ready": ready, "restartCount": c.restart_count,
+                "state": state, "lastState": c.last_state,
+            });
+            if let Some(m) = s.as_object_mut() {
+                if started || exited.is_some() || c.restart_count > 0 {
+                    m.insert("containerID".into(), json!(c.container_id));
+                }
+                // Resources are applied without a restart (in-place resize, beta and
+                // on by default since 1.33): the status reports what the spec asks.
+                if let Some(res) = spec_resources(cur, &c.name) {
+                    if let Some(req) = res.get("requests") {
+                        m.insert("allocatedResources".into(), req.clone());
+                    }
+                    m.insert("resources".into(), res);
+                }
+            }
+            statuses.push(s);
+        }
+        let init_statuses: Vec<Value> = containers(&self.pod_spec_holder(cur), "initContainers")
+            .iter()
+            .enumerate()
+            .map(|(i, c)| {
+                let image = str_of(c, "image");
+                let id = format!("containerd://{:064x}", u128::from(stable_hash(&rt.uid, i as u64)));
+                let state = if init_done {
+                    json!({"terminated": {"exitCode": 0, "reason": "Completed",
+                        "startedAt": rt.wall(rt.t0), "finishedAt": rt.wall(rt.init_done_at), "containerID": id}})
+                } else {
+                    json!({"waiting": {"reason": "PodInitializing"}})
+                };
+                json!({"name": str_of(c, "name"), "image": image, "imageID": image_id(image),
+                    "containerID": id, "started": false, "ready": init_done, "restartCount": 0,
+                    "state": state, "lastState": {}})
+            })
+            .collect();
+        let phase = match exited {
+            Some((_, 0)) => "Succeeded",
+            Some(_) => "Failed",
+            None if init_done && any_running => "Running",
+            None => "Pending",
+        };
+        let mut status = cur.get("status").cloned().unwrap_or_else(|| json!({}));
+        let Some(m) = status.as_object_mut() else {
+            return (cur.get("status").cloned().unwrap_or(Value::Null), next_at);
+        };
+        let node_idx = self.nodes.get(&rt.node).copied().unwrap_or(0);
+        let host_ip = nodes::node_ip(node_idx);
+        m.insert("phase".into(), json!(phase));
+        m.insert("hostIP".into(), json!(host_ip));
+        m.insert("hostIPs".into(), json!([{"ip": host_ip}]));
+        m.insert("podIP".into(), json!(rt.ip));
+        m.insert("podIPs".into(), json!([{"ip": rt.ip}]));
+        m.insert("startTime".into(), json!(rt.wall(rt.t0)));
+        m.insert("containerStatuses".into(), Value::Array(statuses));
+        if !init_statuses.is_empty() {
+            m.insert("initContainerStatuses".into(), Value::Array(init_statuses));
+        }
+        let mut conds: Vec<Value> = m
+            .get("conditions")
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default();
+        let completed = exited.is_some();
+        let containers_ready = all_ready && !completed;
+        let gates_msg = readiness_gates_message(cur, &conds);
+        let ready = containers_ready && gates_msg.is_none();
+        let not_ready_reason = if completed {
+            "PodCompleted"
+        } else {
+            "ContainersNotReady"
+        };
+        let waiting: Vec<&str> = rt
+            .containers
+            .iter()
+            .filter(|c| !(now >= c.ready_at && now >= c.start_at))
+            .map(|c| c.name.as_str())
+            .collect();
+        let cnr_msg = format!("containers with unready status: [{}]", waiting.join(" "));
+        let init_names: Vec<String> = containers(cur, "initContainers")
+            .iter()
+            .map(|c| str_of(c, "name").to_string())
+            .collect();
+        let init_msg = format!(
+            "containers with incomplete status: [{}]",
+            init_names.join(" ")
+        );
+        set_cond(&mut conds, "PodScheduled", true, None, None, false);
+        set_cond(
+            &mut conds,
+            "Initialized",
+            init_done || completed,
+            (!init_done).then_some("ContainersNotInitialized"),
+            (!init_done).then_some(init_msg.as_str()),
+            true,
+        );
+        set_cond(
+            &mut conds,
+            "ContainersReady",
+            containers_ready,
+            (!containers_ready).then_some(not_ready_reason),
+            (!containers_ready && !completed).then_some(cnr_msg.as_str()),
+            true,
+        );
+        let (ready_reason, ready_msg) = if ready {
+            (None, None)
+        } else if !containers_ready {
+            (
+                Some(not_ready_reason),
+                (!completed).then_some(cnr_msg.clone()),
+            )
+        } else {
+            (Some("ReadinessGatesNotReady"), gates_msg)
+        };
+        set_cond(
+            &mut conds,
+            "Ready",
+            ready,
+            ready_reason,
+            ready_msg.as_deref(),
+            true,
+        );
+        m.insert("conditions".into(), Value::Array(conds));
+        (status, next_at)
+    }
+
+    /// `render` reads the spec from the object it merges into.
+    fn pod_spec_holder(&self, cur: &Value) -> Value {
+        json!({"spec": cur.get("spec").cloned().unwrap_or(Value::Null)})
+    }
+
+    async fn reconcile(&mut self, key: &Key) -> Option<Instant> {
+        let gr = GroupResource::new("", "pods");
+        let Some(pod) = self.sh.store.get(&gr, &key.0, &key.1) else {
+            self.forget(key);
+            return None;
+        };
+        let node = pod
+            .pointer("/spec/nodeName")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string();
+        if !self.nodes.contains_key(&node) {
+            self.forget(key);
+            return None;
+        }
+        let uid = meta::meta_str(&pod, "uid").to_string();
+        if self.pods.get(key).is_some_and(|rt| rt.uid != uid) {
+            self.forget(key);
+        }
+        let now = Instant::now();
+        if !self.pods.contains_key(key) {
+            let terminal = matches!(
+                pod.pointer("/status/phase").and_then(Value::as_str),
+                Some("Succeeded" | "Failed")
+            );
+            if terminal {
+                return None;
+            }
+            let rt = self.new_runtime(&pod, &node, now);
+            self.pods.insert(key.clone(), rt);
+        }
+        let def = self.sh.resolve("", "v1", "pods")?;
+        if meta::is_terminating(&pod) {
+            let grace = meta::metadata(&pod)
+                .and_then(|m| m.get("deletionGracePeriodSeconds"))
+                .and_then(Value::as_i64)
+                .unwrap_or(0)
+                .max(0) as u64;
+            let rt = self.pods.get_mut(key)?;
+            let at = *rt
+                .delete_at
+                .get_or_insert(now + DELETE_CAP.min(Duration::from_secs(grace)));
+            if now < at {
+                return Some(at);
+            }
+            // The kubelet's final delete: grace 0 with a uid precondition, so a new
+            // pod with the same name is never removed by mistake.
+            let opts = DeleteOptions {
+                grace_period_seconds: Some(0),
+                precondition_uid: Some(uid),
+                ..Default::default()
+            };
+            if let Err(e) = self
+                .sh
+                .delete(&def, &key.0, &key.1, &opts, &nodes::kubelet_opts(&node))
+                .await
+                && e.code != 404
+                && e.code != 409
+            {
+                tracing::debug!(error = %e, pod = %key.1, "kubelet delete failed");
+            }
+            return None;
+        }
+        let mut rt = self.pods.remove(key)?;
+        self.apply_spec_changes(&mut rt, &pod, now);
+        let (status, next) = self.render(&rt, &pod, now);
+        if pod.get("status") != Some(&status) {
+            let res = self
+                .sh
+                .update_with(
+                    &def,
+                    "v1",
+                    &key.0,
+                    &key.1,
+                    Subresource::Status,
+                    &nodes::kubelet_opts(&node),
+                    |cur| {
+                        if meta::meta_str(cur, "uid") != rt.uid {
+                            return Err(crate::ApiError::conflict(
+                                "",
+                                "pods",
+                                &key.1,
+                                "uid changed",
+                            ));
+                        }
+                        // Re-render against the latest object so a condition another
+                        // writer just added (readiness gates, InPlaceUpdateReady) is kept.
+                        let (s, _) = self.render(&rt, cur, now);
+                        let mut next = cur.clone();
+                        if let Some(m) = next.as_object_mut() {
+                            m.insert("status".into(), s);
+                        }
+                        Ok(next)
+                    },
+                )
+                .await;
+            if let Err(e) = res
+                && e.code != 404
+            {
+                tracing::debug!(error = %e, pod = %key.1, "kubelet status update failed");
+            }
+        }
+        self.pods.insert(key.clone(), rt);
+        next
+    }
+}
+
+/// The spec's requests/limits of one container, when it declares any.
+fn spec_resources(pod: &Value, name: &str) -> Option<Value> {
+    let c = containers(pod, "containers")
+        .into_iter()
+        .find(|c| str_of(c, "name") == name)?;
+    let r = c.get("resources")?.as_object()?;
+    let mut out = Map::new();
+    for k in ["requests", "limits"] {
+        if let Some(v) = r
+            .get(k)
+            .filter(|v| v.as_object().is_some_and(|o| !o.is_empty()))
+        {
+            out.insert(k.into(), v.clone());
+        }
+    }
+    (!out.is_empty()).then_some(Value::Object(out))
+}
+
+/// None when every readiness gate's condition is True; otherwise the kubelet's
+/// message for the first gate that is not.
+fn readiness_gates_message(pod: &Value, conds: &[Value]) -> Option<String> {
+    let gates = pod
+        .pointer("/spec/readinessGates")
+        .and_then(Value::as_array)?;
+    for g in gates {
+        let t = str_of(g, "conditionType");
+        match conds.iter().find(|c| str_of(c, "type") == t) {
+            None => {
+                return Some(format!(
+                    "corresponding condition of pod readiness gate \"{t}\" does not exist."
+                ));
+            }
+            Some(c) if str_of(c, "status") != "True" => {
+                return Some(format!(
+                    "the status of pod readiness gate \"{t}\" is not \"True\", but {}",
+                    str_of(c, "status")
+                ));
+            }
+            Some(_) => {}
+        }
+    }
+    None
+}
+
+/// Sets one condition, keeping lastTransitionTime when the status did not change.
+/// `overwrite` false only adds the condition when missing (PodScheduled belongs to the
+/// scheduler/binding).
+fn set_cond(
+    conds: &mut Vec<Value>,
+    ty: &str,
+    ok: bool,
+    reason: Option<&str>,
+    message: Option<&str>,
+    overwrite: bool,
+) {
+    let status = if ok { "True" } else { "False" };
+    let existing = conds.iter().position(|c| str_of(c, "type") == ty);
+    if existing.is_some() && !overwrite {
+        return;
+    }
+    let mut c = Map::new();
+    c.insert("type".into(), json!(ty));
+    c.insert("status".into(), json!(status));
+    c.insert("lastProbeTime".into(), Value::Null);
+    let ltt = existing
+        .and_then(|i| conds.get(i))
+        .filter(|old| str_of(old, "status") == status)
+        .and_then(|old| old.get("lastTransitionTime").cloned())
+        .unwrap_or_else(|| json!(meta::now_rfc3339()));
+    c.insert("lastTransitionTime".into(), ltt);
+    if let Some(r) = reason {
+        c.insert("reason".into(), json!(r));
+    }
+    if let Some(m) = message {
+        c.insert("message".into(), json!(m));
+    }
+    match existing {
+        Some(i) => conds[i] = Value::Object(c),
+        None => conds.push(Value::Object(c)),
+    }
+}
+
+/// Runs the kubelet for nodes `sim-node-0..node_count-1`.
+pub async fn run(sh: Arc<SimShared>, node_count: usize, timings: KubeletTimings) {
+    let mut rx = sh.store.subscribe();
+    let mut k = Kubelet {
+        sh: sh.clone(),
+        timings,
+        nodes: (0..node_count).map(|i| (nodes::node_name(i), i)).collect(),
+        pods: HashMap::new(),
+        ips: HashMap::new(),
+        overflow_ip: 0,
+    };
+    let pods_gr = GroupResource::new("", "pods");
+    let mut deadlines: HashMap<Key, Instant> = HashMap::new();
+    let mut dirty: HashSet<Key> = sh
+        .store
+        .list(&pods_gr, None)
+        .0
+        .iter()
+        .map(|p| {
+            (
+                meta::meta_str(p, "namespace").to_string(),
+                meta::name_of(p).to_string(),
+            )
+        })
+        .collect();
+    loop {
+        if dirty.is_empty() {
+            let wake = deadlines.values().min().copied();
+            let sleep = async {
+                match wake {
+                    Some(at) => tokio::time::sleep_until(at).await,
+                    None => std::future::pending::<()>().await,
+                }
+            };
+            tokio::select! {
+                r = rx.recv() => match r {
+                    Ok(ev) => if ev.gr == pods_gr { dirty.insert((ev.namespace.clone(), ev.name.clone())); },
+                    Err(RecvError::Lagged(_)) => dirty.extend(all_pods(&sh)),
+                    Err(RecvError::Closed) => return,
+                },
+                _ = sleep => {}
+            }
+        }
+        loop {
+            match rx.try_recv() {
+                Ok(ev) => {
+                    if ev.gr == pods_gr {
+                        dirty.insert((ev.namespace.clone(), ev.name.clone()));
+                    }
+                }
+                Err(TryRecvError::Lagged(_)) => dirty.extend(all_pods(&sh)),
+                Err(TryRecvError::Empty) => break,
+                Err(TryRecvError::Closed) => return,
+            }
+        }
+        let now = Instant::now();
+        let due: Vec<Key> = deadlines
+            .iter()
+            .filter(|(_, at)| **at <= now)
+            .map(|(key, _)| key.clone())
+            .collect();
+        dirty.extend(due);
+        for key in std::mem::take(&mut dirty) {
+            match k.reconcile(&key).await {
+                Some(at) => {
+                    deadlines.insert(key, at);
+                }
+                None => {
+                    deadlines.remove(&key);
+                }
+            }
+        }
+    }
+}
+
+fn all_pods(sh: &SimShared) -> Vec<Key> {
+    sh.store
+        .list(&GroupResource::new("", "pods"), None)
+        .0
+        .iter()
+        .map(|p| {
+            (
+                meta::meta_str(p, "namespace").to_string(),
+                meta::name_of(p).to_string(),
+            )
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn image_ids() {
+        let a = image_id("nginx:1.25");
+        assert!(a.starts_with("docker.io/library/nginx@sha256:"), "{a}");
+        assert_eq!(a.len(), "docker.io/library/nginx@sha256:".len() + 64);
+        assert_eq!(a, image_id("nginx:1.25"));
+        assert_ne!(a, image_id("nginx:1.26"));
+        assert!(image_id("quay.io/x/y:1").starts_with("quay.io/x/y@sha256:"));
+        assert!(image_id("localhost:5000/y").starts_with("localhost:5000/y@sha256:"));
+        assert!(image_id("bitnami/redis").starts_with("docker.io/bitnami/redis@sha256:"));
+    }
+}

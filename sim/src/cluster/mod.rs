@@ -1,0 +1,100 @@
+//! The rest of a cluster around the API server: simulated nodes, a scheduler and one
+//! kubelet loop for every simulated node. All three write through `SimShared`'s verbs
+//! (create, bind_pod, status updates, delete) so clients see exactly the objects,
+//! resourceVersions and watch events a real cluster would produce.
+
+pub mod kubelet;
+pub mod nodes;
+pub mod quantity;
+pub mod scheduler;
+
+use std::time::Duration;
+
+/// How long the simulated kubelet takes for each step of starting a container.
+/// Small but non-zero by default, so controllers observe the intermediate states
+/// (Pending, Running but not Ready) as they would on a real node.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KubeletTimings {
+    /// Image pull, paid when a container first starts or restarts with a new image.
+    pub pull_delay: Duration,
+    /// From pulled to running (`state.running`, `started: true`); per pod
+    /// `sim.kruise.io/start-delay`.
+    pub start_delay: Duration,
+    /// From running to ready (no probes are simulated); per pod
+    /// `sim.kruise.io/ready-delay`.
+    pub ready_delay: Duration,
+}
+
+impl Default for KubeletTimings {
+    fn default() -> Self {
+        KubeletTimings {
+            pull_delay: Duration::from_millis(50),
+            start_delay: Duration::from_millis(50),
+            ready_delay: Duration::from_millis(100),
+        }
+    }
+}
+
+/// Annotation: per-pod override of `KubeletTimings::start_delay` (e.g. "2s").
+pub const ANN_START_DELAY: &str = "sim.kruise.io/start-delay";
+/// Annotation: per-pod override of `KubeletTimings::ready_delay`.
+pub const ANN_READY_DELAY: &str = "sim.kruise.io/ready-delay";
+/// Annotation: containers of a restartPolicy Never/OnFailure pod exit this long after
+/// they started.
+pub const ANN_EXIT_AFTER: &str = "sim.kruise.io/exit-after";
+/// Annotation: the exit code those containers exit with (default 0).
+pub const ANN_EXIT_CODE: &str = "sim.kruise.io/exit-code";
+
+/// Parses a Go-style duration ("100ms", "2s", "1m30s", "1.5s"); a bare number is
+/// seconds. Returns None for anything else.
+pub fn parse_duration(s: &str) -> Option<Duration> {
+    let s = s.trim();
+    if s.is_empty() {
+        return None;
+    }
+    if let Ok(secs) = s.parse::<f64>() {
+        return (secs.is_finite() && secs >= 0.0).then(|| Duration::from_secs_f64(secs));
+    }
+    let mut total = 0f64;
+    let mut rest = s;
+    while !rest.is_empty() {
+        let num_len = rest
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .unwrap_or(rest.len());
+        if num_len == 0 {
+            return None;
+        }
+        let n: f64 = rest[..num_len].parse().ok()?;
+        rest = &rest[num_len..];
+        let unit_len = rest
+            .find(|c: char| c.is_ascii_digit() || c == '.')
+            .unwrap_or(rest.len());
+        let factor = match &rest[..unit_len] {
+            "ns" => 1e-9,
+            "us" | "µs" => 1e-6,
+            "ms" => 1e-3,
+            "s" => 1.0,
+            "m" => 60.0,
+            "h" => 3600.0,
+            _ => return None,
+        };
+        total += n * factor;
+        rest = &rest[unit_len..];
+    }
+    (total.is_finite() && total >= 0.0).then(|| Duration::from_secs_f64(total))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("2s"), Some(Duration::from_secs(2)));
+        assert_eq!(parse_duration("150ms"), Some(Duration::from_millis(150)));
+        assert_eq!(parse_duration("1m30s"), Some(Duration::from_secs(90)));
+        assert_eq!(parse_duration("3"), Some(Duration::from_secs(3)));
+        assert_eq!(parse_duration("x"), None);
+        assert_eq!(parse_duration("-1"), None);
+    }
+}

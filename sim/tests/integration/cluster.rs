@@ -1,0 +1,551 @@
+//! Nodes, scheduler and kubelet: a simulator started with `nodes: 3` behaves like a
+//! small cluster for pods.
+
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use serde_json::{Value, json};
+
+use crate::common::{eventually, sim_with};
+
+async fn cluster() -> kruise_sim::Sim {
+    sim_with(kruise_sim::SimConfig {
+        nodes: 3,
+        ..Default::default()
+    })
+    .await
+}
+
+fn pod(name: &str, spec: Value) -> Pod {
+    let mut p = json!({
+        "metadata": {"name": name},
+        "spec": {"containers": [{"name": "c", "image": "nginx:1.25"}]},
+    });
+    if let (Some(s), Some(extra)) = (p["spec"].as_object_mut(), spec.as_object()) {
+        for (k, v) in extra {
+            s.insert(k.clone(), v.clone());
+        }
+    }
+    serde_json::from_value(p).unwrap()
+}
+
+fn cond(p: &Pod, ty: &str) -> Option<String> {
+    p.status
+        .as_ref()?
+        .conditions
+        .as_ref()?
+        .iter()
+        .find(|c| c.type_ == ty)
+        .map(|c| c.status.clone())
+}
+
+fn cond_message(p: &Pod, ty: &str) -> Option<String> {
+    p.status
+        .as_ref()?
+        .conditions
+        .as_ref()?
+        .iter()
+        .find(|c| c.type_ == ty)
+        .and_then(|c| c.message.clone())
+}
+
+async fn node_of(api: &Api<Pod>, name: &str) -> String {
+    eventually(5, &format!("{name} scheduled"), || async {
+        api.get(name)
+            .await
+            .ok()
+            .and_then(|p| p.spec.and_then(|s| s.node_name))
+    })
+    .await
+}
+
+async fn ready(api: &Api<Pod>, name: &str) -> Pod {
+    eventually(5, &format!("{name} Ready"), || async {
+        api.get(name)
+            .await
+            .ok()
+            .filter(|p| cond(p, "Ready").as_deref() == Some("True"))
+    })
+    .await
+}
+
+async fn unschedulable_message(api: &Api<Pod>, name: &str) -> String {
+    eventually(5, &format!("{name} Unschedulable"), || async {
+        let p = api.get(name).await.ok()?;
+        (cond(&p, "PodScheduled").as_deref() == Some("False"))
+            .then(|| cond_message(&p, "PodScheduled"))
+            .flatten()
+    })
+    .await
+}
+
+#[tokio::test]
+async fn nodes_are_registered_ready_with_labels() {
+    let sim = cluster().await;
+    let nodes: Api<Node> = Api::all(sim.client().unwrap());
+    let list = nodes.list(&ListParams::default()).await.unwrap();
+    let names: Vec<String> = list
+        .items
+        .iter()
+        .map(|n| n.metadata.name.clone().unwrap())
+        .collect();
+    assert_eq!(names, ["sim-node-0", "sim-node-1", "sim-node-2"]);
+    let mut zones = std::collections::BTreeSet::new();
+    for n in &list.items {
+        let labels = n.metadata.labels.clone().unwrap();
+        assert_eq!(labels["kubernetes.io/os"], "linux");
+        assert_eq!(labels["kubernetes.io/arch"], "amd64");
+        assert_eq!(
+            labels["kubernetes.io/hostname"],
+            n.metadata.name.clone().unwrap()
+        );
+        zones.insert(labels["topology.kubernetes.io/zone"].clone());
+        let st = n.status.clone().unwrap();
+        assert_eq!(st.allocatable.unwrap()["pods"].0, "110");
+        let ready = st.conditions.unwrap();
+        assert!(
+            ready
+                .iter()
+                .any(|c| c.type_ == "Ready" && c.status == "True")
+        );
+    }
+    assert_eq!(zones.len(), 3);
+    sim.shutdown().await;
+}
+
+#[tokio::test]
+async fn scheduling_constraints() {
+    let sim = cluster().await;
+    let client = sim.client().unwrap();
+    let api: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let pp = PostParams::default();
+
+    // nodeName preset: the scheduler leaves it alone, the kubelet runs it.
+    api.create(&pp, &pod("preset", json!({"nodeName": "sim-node-2"})))
+        .await
+        .unwrap();
+    ready(&api, "preset").await;
+    assert_eq!(node_of(&api, "preset").await, "sim-node-2");
+
+    // nodeSelector.
+    api.create(
+        &pp,
+        &pod(
+            "selector",
+            json!({"nodeSelector": {"kubernetes.io/hostname": "sim-node-1"}}),
+        ),
+    )
+    .await
+    .unwrap();
+    assert_eq!(node_of(&api, "selector").await, "sim-node-1");
+
+    // Required affinity by label expression and by matchFields metadata.name.
+    let affinity = |term: Value| json!({"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [term]}}}});
+    api.create(
+        &pp,
+        &pod(
+            "zone",
+            affinity(json!({"matchExpressions": [{"key": "topology.kubernetes.io/zone", "operator": "In", "values": ["sim-zone-a"]}]})),
+        ),
+    )
+    .await
+    .unwrap();
+    assert_eq!(node_of(&api, "zone").await, "sim-node-0");
+    api.create(
+        &pp,
+        &pod(
+            "fields",
+            affinity(json!({"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["sim-node-2"]}]})),
+        ),
+    )
+    .await
+    .unwrap();
+    assert_eq!(node_of(&api, "fields").await, "sim-node-2");
+
+    // Unsatisfiable affinity: the scheduler's FitError message.
+    api.create(
+        &pp,
+        &pod(
+            "nowhere",
+            json!({"nodeSelector": {"kubernetes.io/hostname": "missing"}}),
+        ),
+    )
+    .await
+    .unwrap();
+    let msg = unschedulable_message(&api, "nowhere").await;
+    assert!(
+        msg.starts_with(
+            "0/3 nodes are available: 3 node(s) didn't match Pod's node affinity/selector."
+        ),
+        "{msg}"
+    );
+    sim.shutdown().await;
+}
+
+#[tokio::test]
+async fn taints_tolerations_unschedulable_and_resources() {
+    let sim = cluster().await;
+    let client = sim.client().unwrap();
+    let api: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let nodes: Api<Node> = Api::all(client.clone());
+    let pp = PostParams::default();
+    let taint = json!({"spec": {"taints": [{"key": "dedicated", "value": "infra", "effect": "NoSchedule"}]}});
+    for n in ["sim-node-0", "sim-node-1"] {
+        nodes
+            .patch(n, &PatchParams::default(), &Patch::Merge(taint.clone()))
+            .await
+            .unwrap();
+    }
+    nodes
+        .patch(
+            "sim-node-2",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"unschedulable": true}})),
+        )
+        .await
+        .unwrap();
+    api.create(&pp, &pod("plain", json!({}))).await.unwrap();
+    let msg = unschedulable_message(&api, "plain").await;
+    assert!(
+        msg.starts_with("0/3 nodes are available: 1 node(s) were unschedulable, 2 node(s) had untolerated taint {dedicated: infra}."),
+        "{msg}"
+    );
+    // A toleration opens the tainted nodes.
+    api.create(
+        &pp,
+        &pod(
+            "tolerant",
+            json!({"tolerations": [{"key": "dedicated", "operator": "Equal", "value": "infra", "effect": "NoSchedule"}]}),
+        ),
+    )
+    .await
+    .unwrap();
+    let n = node_of(&api, "tolerant").await;
+    assert!(n == "sim-node-0" || n == "sim-node-1", "{n}");
+    // Making the node schedulable again retries the pending pod.
+    nodes
+        .patch(
+            "sim-node-2",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"unschedulable": null}})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(node_of(&api, "plain").await, "sim-node-2");
+
+    // Resource fit: sim-node-2 has 8 cpus; "plain" requests nothing.
+    let big = |name: &str, cpu: &str| {
+        pod(
+            name,
+            json!({"containers": [{"name": "c", "image": "nginx", "resources": {"requests": {"cpu": cpu, "memory": "1Gi"}}}]}),
+        )
+    };
+    api.create(&pp, &big("big-1", "6")).await.unwrap();
+    assert_eq!(node_of(&api, "big-1").await, "sim-node-2");
+    api.create(&pp, &big("big-2", "3")).await.unwrap();
+    let msg = unschedulable_message(&api, "big-2").await;
+    assert!(
+        msg.starts_with("0/3 nodes are available: 1 Insufficient cpu, 2 node(s) had untolerated taint {dedicated: infra}."),
+        "{msg}"
+    );
+    // Freeing the cpu lets it schedule.
+    api.delete("big-1", &DeleteParams::default()).await.unwrap();
+    assert_eq!(node_of(&api, "big-2").await, "sim-node-2");
+    sim.shutdown().await;
+}
+
+#[tokio::test]
+async fn pods_spread_over_nodes() {
+    let sim = cluster().await;
+    let api: Api<Pod> = Api::namespaced(sim.client().unwrap(), "default");
+    for i in 0..6 {
+        api.create(&PostParams::default(), &pod(&format!("p{i}"), json!({})))
+            .await
+            .unwrap();
+    }
+    let mut per_node = std::collections::BTreeMap::new();
+    for i in 0..6 {
+        *per_node
+            .entry(node_of(&api, &format!("p{i}")).await)
+            .or_insert(0) += 1;
+    }
+    assert_eq!(per_node.values().copied().collect::<Vec<_>>(), [2, 2, 2]);
+    sim.shutdown().await;
+}
+
+#[tokio::test]
+async fn pod_lifecycle_phases_conditions_and_statuses() {
+    let sim = cluster().await;
+    let api: Api<Pod> = Api::namespaced(sim.client().unwrap(), "default");
+    let p = pod(
+        "web",
+        json!({
+            "initContainers": [{"name": "init", "image": "busybox"}],
+            "containers": [{"name": "a", "image": "nginx:1.25"}, {"name": "b", "image": "redis:7"}],
+        }),
+    );
+    api.create(&PostParams::default(), &p).await.unwrap();
+    let p = ready(&api, "web").await;
+    let st = p.status.clone().unwrap();
+    assert_eq!(st.phase.as_deref(), Some("Running"));
+    for c in ["PodScheduled", "Initialized", "ContainersReady", "Ready"] {
+        assert_eq!(cond(&p, c).as_deref(), Some("True"), "{c}");
+    }
+    assert!(st.pod_ip.clone().unwrap().starts_with("10.244."));
+    assert!(st.host_ip.is_some() && st.start_time.is_some());
+    let cs = st.container_statuses.unwrap();
+    assert_eq!(cs.len(), 2);
+    for c in &cs {
+        assert!(c.ready && c.started == Some(true) && c.restart_count == 0);
+        assert!(c.container_id.clone().unwrap().starts_with("containerd://"));
+        assert!(c.state.clone().unwrap().running.is_some());
+    }
+    assert!(
+        cs[0]
+            .image_id
+            .starts_with("docker.io/library/nginx@sha256:")
+    );
+    let init = st.init_container_statuses.unwrap();
+    assert_eq!(
+        init[0]
+            .state
+            .clone()
+            .unwrap()
+            .terminated
+            .unwrap()
+            .reason
+            .as_deref(),
+        Some("Completed")
+    );
+    sim.shutdown().await;
+}
+
+#[tokio::test]
+async fn readiness_gates_hold_ready_until_true() {
+    let sim = cluster().await;
+    let api: Api<Pod> = Api::namespaced(sim.client().unwrap(), "default");
+    api.create(
+        &PostParams::default(),
+        &pod(
+            "gated",
+            json!({"readinessGates": [{"conditionType": "KruisePodReady"}]}),
+        ),
+    )
+    .await
+    .unwrap();
+    let p = eventually(5, "containers ready", || async {
+        api.get("gated")
+            .await
+            .ok()
+            .filter(|p| cond(p, "ContainersReady").as_deref() == Some("True"))
+    })
+    .await;
+    assert_eq!(cond(&p, "Ready").as_deref(), Some("False"));
+    assert!(
+        cond_message(&p, "Ready")
+            .unwrap()
+            .contains("readiness gate \"KruisePodReady\"")
+    );
+    api.patch_status(
+        "gated",
+        &PatchParams::default(),
+        &Patch::Strategic(
+            json!({"status": {"conditions": [{"type": "KruisePodReady", "status": "True"}]}}),
+        ),
+    )
+    .await
+    .unwrap();
+    let p = ready(&api, "gated").await;
+    // The kubelet kept the condition another writer owns.
+    assert_eq!(cond(&p, "KruisePodReady").as_deref(), Some("True"));
+    sim.shutdown().await;
+}
+
+#[tokio::test]
+async fn image_change_restarts_only_that_container() {
+    let sim = cluster().await;
+    let api: Api<Pod> = Api::namespaced(sim.client().unwrap(), "default");
+    api.create(
+        &PostParams::default(),
+        &pod(
+            "inplace",
+            json!({"containers": [{"name": "a", "image": "nginx:1.25"}, {"name": "b", "image": "redis:7"}]}),
+        ),
+    )
+    .await
+    .unwrap();
+    let before = ready(&api, "inplace").await;
+    let bst = before.status.clone().unwrap();
+    let bcs = bst.container_statuses.clone().unwrap();
+    api.patch(
+        "inplace",
+        &PatchParams::default(),
+        &Patch::Strategic(json!({"spec": {"containers": [{"name": "a", "image": "nginx:1.26"}]}})),
+    )
+    .await
+    .unwrap();
+    let after = eventually(5, "container a restarted and ready", || async {
+        let p = api.get("inplace").await.ok()?;
+        let cs = p.status.clone()?.container_statuses?;
+        (cs[0].restart_count == 1 && cs[0].ready && cond(&p, "Ready").as_deref() == Some("True"))
+            .then_some(p)
+    })
+    .await;
+    let ast = after.status.clone().unwrap();
+    let acs = ast.container_statuses.clone().unwrap();
+    assert_eq!(acs[0].image, "nginx:1.26");
+    assert_ne!(acs[0].image_id, bcs[0].image_id);
+    assert_ne!(acs[0].container_id, bcs[0].container_id);
+    assert!(acs[0].last_state.clone().unwrap().terminated.is_some());
+    // The other container is untouched.
+    assert_eq!(acs[1].restart_count, 0);
+    assert_eq!(acs[1].container_id, bcs[1].container_id);
+    assert_eq!(acs[1].image_id, bcs[1].image_id);
+    // Same pod: uid, IP, node.
+    assert_eq!(after.metadata.uid, before.metadata.uid);
+    assert_eq!(ast.pod_ip, bst.pod_ip);
+    assert_eq!(
+        after.spec.clone().unwrap().node_name,
+        before.spec.clone().unwrap().node_name
+    );
+    sim.shutdown().await;
+}
+
+#[tokio::test]
+async fn job_pods_exit_with_the_configured_code() {
+    let sim = cluster().await;
+    let api: Api<Pod> = Api::namespaced(sim.client().unwrap(), "default");
+    for (name, code, policy) in [("ok", "0", "Never"), ("bad", "3", "OnFailure")] {
+        let mut p = pod(name, json!({"restartPolicy": policy}));
+        p.metadata.annotations = Some(
+            [
+                ("sim.kruise.io/exit-after".to_string(), "200ms".to_string()),
+                ("sim.kruise.io/exit-code".to_string(), code.to_string()),
+            ]
+            .into(),
+        );
+        api.create(&PostParams::default(), &p).await.unwrap();
+    }
+    for (name, phase, code) in [("ok", "Succeeded", 0), ("bad", "Failed", 3)] {
+        let p = eventually(5, &format!("{name} {phase}"), || async {
+            api.get(name)
+                .await
+                .ok()
+                .filter(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some(phase))
+        })
+        .await;
+        let cs = p.status.clone().unwrap().container_statuses.unwrap();
+        let t = cs[0].state.clone().unwrap().terminated.unwrap();
+        assert_eq!(t.exit_code, code);
+        assert_eq!(cond(&p, "Ready").as_deref(), Some("False"));
+    }
+    sim.shutdown().await;
+}
+
+#[tokio::test]
+async fn graceful_deletion_completes() {
+    let sim = cluster().await;
+    let api: Api<Pod> = Api::namespaced(sim.client().unwrap(), "default");
+    api.create(&PostParams::default(), &pod("bye", json!({})))
+        .await
+        .unwrap();
+    ready(&api, "bye").await;
+    let res = api.delete("bye", &DeleteParams::default()).await.unwrap();
+    // Bound and running: the delete only marks it terminating (30s grace) ...
+    assert!(res.is_left());
+    // ... and the kubelet removes it well before the grace period ends.
+    eventually(5, "pod removed", || async {
+        api.get_opt("bye")
+            .await
+            .ok()
+            .and_then(|o| o.is_none().then_some(()))
+    })
+    .await;
+    sim.shutdown().await;
+}
+
+#[tokio::test]
+async fn library_default_has_no_nodes_and_leaves_pods_alone() {
+    let sim = crate::common::sim().await;
+    let client = sim.client().unwrap();
+    let nodes: Api<Node> = Api::all(client.clone());
+    assert!(
+        nodes
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+            .is_empty()
+    );
+    let api: Api<Pod> = Api::namespaced(client, "default");
+    api.create(&PostParams::default(), &pod("idle", json!({})))
+        .await
+        .unwrap();
+    let p = api.get("idle").await.unwrap();
+    assert!(p.spec.unwrap().node_name.is_none());
+    sim.shutdown().await;
+}
+
+#[tokio::test]
+async fn per_pod_start_delay_and_resources_in_status() {
+    let sim = cluster().await;
+    let api: Api<Pod> = Api::namespaced(sim.client().unwrap(), "default");
+    let mut p = pod(
+        "slow",
+        json!({"containers": [{"name": "c", "image": "nginx", "resources": {"requests": {"cpu": "250m"}, "limits": {"cpu": "500m"}}}]}),
+    );
+    p.metadata.annotations =
+        Some([("sim.kruise.io/start-delay".to_string(), "2s".to_string())].into());
+    api.create(&PostParams::default(), &p).await.unwrap();
+    // The kubelet reports the pod (IP, waiting container) before it starts.
+    let pending = eventually(5, "Pending with a pod IP", || async {
+        api.get("slow").await.ok().filter(|p| {
+            let st = p.status.clone().unwrap_or_default();
+            st.phase.as_deref() == Some("Pending") && st.pod_ip.is_some()
+        })
+    })
+    .await;
+    let cs = pending.status.unwrap().container_statuses.unwrap();
+    assert_eq!(
+        cs[0]
+            .state
+            .clone()
+            .unwrap()
+            .waiting
+            .unwrap()
+            .reason
+            .as_deref(),
+        Some("ContainerCreating")
+    );
+    assert!(!cs[0].ready && cs[0].started == Some(false));
+    let p = ready(&api, "slow").await;
+    let cs = p.status.unwrap().container_statuses.unwrap();
+    let res = cs[0].resources.clone().unwrap();
+    assert_eq!(res.requests.unwrap()["cpu"].0, "250m");
+    assert_eq!(res.limits.unwrap()["cpu"].0, "500m");
+    sim.shutdown().await;
+}
+
+#[tokio::test]
+async fn few_writes_and_no_churn_once_ready() {
+    let sim = cluster().await;
+    let mut rx = sim.store().subscribe();
+    let api: Api<Pod> = Api::namespaced(sim.client().unwrap(), "default");
+    api.create(&PostParams::default(), &pod("quiet", json!({})))
+        .await
+        .unwrap();
+    ready(&api, "quiet").await;
+    // A second pod going through its whole lifecycle gives the first time to churn.
+    api.create(&PostParams::default(), &pod("marker", json!({})))
+        .await
+        .unwrap();
+    ready(&api, "marker").await;
+    let mut writes = 0;
+    while let Ok(ev) = rx.try_recv() {
+        if ev.gr.resource == "pods" && ev.name == "quiet" {
+            writes += 1;
+        }
+    }
+    // create, binding (nodeName + PodScheduled), kubelet: Pending, Running, Ready.
+    assert_eq!(writes, 6);
+    sim.shutdown().await;
+}
