@@ -1,0 +1,26 @@
+# Shared helpers for the kubectl scenarios (sourced, not run): assertions that print what
+# was expected and what came back, and polling with a deadline.
+
+fail() { echo "FAIL: $*" >&2; exit 1; }
+pass() { echo "ok - $*"; }
+
+# assert_contains HAYSTACK NEEDLE WHAT
+assert_contains() {
+  if [[ "$1" != *"$2"* ]]; then
+    printf 'FAIL: %s\n  expected to contain: %s\n  got:\n%s\n' "$3" "$2" "$1" >&2
+    exit 1
+  fi
+}
+assert_eq() {
+  [[ "$1" == "$2" ]] || fail "$3: expected '$2', got '$1'"
+}
+
+# wait_for SECONDS DESCRIPTION COMMAND...: polls COMMAND until it succeeds.
+wait_for() {
+  local secs="$1" what="$2"; shift 2
+  local deadline=$((SECONDS + secs))
+  until "$@" >/dev/null 2>&1; do
+    (( SECONDS < deadline )) || fail "timed out after ${secs}s waiting for $what"
+    sleep 0.1
+  done
+}
