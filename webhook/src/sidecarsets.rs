@@ -83,11 +83,13 @@ pub fn start(
                 _ = tokio::time::sleep(Duration::from_secs(10)) => {}
             }
         }
+        // The raw events, not touched_objects(): objects from the initial list are emitted
+        // before the store holds them (it swaps in at InitDone), so scopes are recomputed
+        // on every event, InitDone included.
         let stream = reflector::reflector(
             sets_writer,
             watcher(Api::<SidecarSet>::all(client), watcher::Config::default()),
-        )
-        .touched_objects();
+        );
         tokio::pin!(stream);
         let mut last = Vec::new();
         loop {
@@ -96,6 +98,7 @@ pub fn start(
                 next = stream.next() => match next {
                     None => return,
                     Some(Err(e)) => tracing::warn!(error = %e, "SidecarSet watch"),
+                    Some(Ok(watcher::Event::Init | watcher::Event::InitApply(_))) => {}
                     Some(Ok(_)) => {
                         let mut scopes: Vec<_> = reader.state().iter().filter_map(|s| sidecar_set_scope(s)).collect();
                         scopes.sort_by_key(|s| format!("{s:?}"));

@@ -81,8 +81,8 @@ async fn cloneset_pods_get_the_kruise_pod_ready_gate() {
 
     // With kruise-webhook stopped, pods are still created: the chain's only entry here
     // is best-effort (failurePolicy Ignore).
-    let _ = webhook.0.kill();
-    let _ = webhook.0.wait();
+    let _ = webhook.child.kill();
+    let _ = webhook.child.wait();
     support::eventually("webhook down", Duration::from_secs(10), || async {
         tokio::net::TcpStream::connect(addr)
             .await

@@ -37,16 +37,6 @@ async fn sidecar_injection_through_the_api_server() {
         )
         .await
         .unwrap();
-    let kubeconfig = sim.kubeconfig_path().unwrap();
-    let port = support::free_port();
-    let mut webhook = support::spawn_replica(
-        BIN,
-        &kubeconfig,
-        port,
-        &["--webhook-cert-check-interval", "1s"],
-        &[],
-    );
-
     let sidecarsets: Api<DynamicObject> = Api::all_with(
         client.clone(),
         &kube::api::ApiResource {
@@ -70,6 +60,17 @@ async fn sidecar_injection_through_the_api_server() {
         .create(&PostParams::default(), &set)
         .await
         .unwrap();
+    // kruise-webhook starts after the SidecarSet exists: it must pick it up from its
+    // initial list.
+    let kubeconfig = sim.kubeconfig_path().unwrap();
+    let port = support::free_port();
+    let mut webhook = support::spawn_replica(
+        BIN,
+        &kubeconfig,
+        port,
+        &["--webhook-cert-check-interval", "1s"],
+        &[],
+    );
 
     // The configuration gains an entry scoped to the SidecarSet's selector.
     let configs: Api<MutatingWebhookConfiguration> = Api::all(client.clone());
@@ -118,8 +119,8 @@ async fn sidecar_injection_through_the_api_server() {
     assert_eq!(other.spec.unwrap().containers.len(), 1);
 
     // kruise-webhook stops.
-    let _ = webhook.0.kill();
-    let _ = webhook.0.wait();
+    let _ = webhook.child.kill();
+    let _ = webhook.child.wait();
     let addr: std::net::SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
     support::eventually("webhook down", Duration::from_secs(10), || async {
         tokio::net::TcpStream::connect(addr)

@@ -185,13 +185,19 @@ pub async fn install_greetings(
     kube::Api::namespaced_with(client.clone(), "default", &resource)
 }
 
-/// A child process killed when dropped, so a failing test leaves nothing running.
-pub struct KillOnDrop(pub std::process::Child);
+/// A replica started by [`spawn_replica`], killed when dropped so a failing test leaves
+/// nothing running.
+pub struct Replica {
+    /// The process.
+    pub child: std::process::Child,
+    /// Where its `/healthz` and `/readyz` answer (127.0.0.1).
+    pub health_port: u16,
+}
 
-impl Drop for KillOnDrop {
+impl Drop for Replica {
     fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
+        let _ = self.child.kill();
+        let _ = self.child.wait();
     }
 }
 
@@ -204,7 +210,8 @@ pub fn spawn_replica(
     webhook_port: u16,
     extra: &[&str],
     env: &[(&str, String)],
-) -> KillOnDrop {
+) -> Replica {
+    let health_port = free_port();
     let mut cmd = std::process::Command::new(bin);
     cmd.args([
         "--kubeconfig",
@@ -212,7 +219,7 @@ pub fn spawn_replica(
         "--leader-elect=false",
     ])
     .args(["--metrics-addr", &format!("127.0.0.1:{}", free_port())])
-    .args(["--health-addr", &format!("127.0.0.1:{}", free_port())])
+    .args(["--health-addr", &format!("127.0.0.1:{health_port}")])
     .args([
         "--webhook-port",
         &webhook_port.to_string(),
@@ -227,5 +234,8 @@ pub fn spawn_replica(
     for (k, v) in env {
         cmd.env(k, v);
     }
-    KillOnDrop(cmd.spawn().unwrap())
+    Replica {
+        child: cmd.spawn().unwrap(),
+        health_port,
+    }
 }
