@@ -14,7 +14,7 @@ use std::collections::BTreeMap;
 use futures::future::BoxFuture;
 use k8s_openapi::api::core::v1::Pod;
 use kruise_common::admission::{
-    AdmissionHandler, AdmissionRoutes, FailurePolicy, HandlerError, Rule, WebhookKind, WebhookSpec,
+    AdmissionHandler, AdmissionRoutes, HandlerError, WebhookKind, WebhookSpec,
 };
 use kruise_common::api::keys::DELETION_PROTECTION_KEY;
 use kube::core::DynamicObject;
@@ -165,18 +165,15 @@ impl AdmissionHandler for MutateCloneSet {
 
     fn webhook(&self) -> WebhookSpec {
         WebhookSpec {
-            name: MUTATE_WEBHOOK.into(),
-            kind: WebhookKind::Mutating,
-            rules: vec![Rule::new(
+            timeout_seconds: 30,
+            ..WebhookSpec::crd(
+                MUTATE_WEBHOOK,
+                WebhookKind::Mutating,
                 &["CREATE", "UPDATE"],
                 GROUP,
                 VERSIONS,
                 &["clonesets"],
-            )],
-            failure_policy: FailurePolicy::Fail,
-            namespace_selector: None,
-            object_selector: None,
-            timeout_seconds: 30,
+            )
         }
     }
 
@@ -352,18 +349,15 @@ impl AdmissionHandler for ValidateCloneSet {
 
     fn webhook(&self) -> WebhookSpec {
         WebhookSpec {
-            name: VALIDATE_WEBHOOK.into(),
-            kind: WebhookKind::Validating,
-            rules: vec![Rule::new(
+            timeout_seconds: 30,
+            ..WebhookSpec::crd(
+                VALIDATE_WEBHOOK,
+                WebhookKind::Validating,
                 &["CREATE", "UPDATE", "DELETE"],
                 GROUP,
                 VERSIONS,
                 &["clonesets"],
-            )],
-            failure_policy: FailurePolicy::Fail,
-            namespace_selector: None,
-            object_selector: None,
-            timeout_seconds: 30,
+            )
         }
     }
 

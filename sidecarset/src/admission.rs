@@ -405,20 +405,14 @@ impl AdmissionHandler for SidecarSetMutatingHandler {
     }
 
     fn webhook(&self) -> WebhookSpec {
-        WebhookSpec {
-            name: "msidecarset.kb.io".into(),
-            kind: WebhookKind::Mutating,
-            rules: vec![Rule::new(
-                &["CREATE", "UPDATE"],
-                GROUP,
-                &[V1ALPHA1, V1BETA1],
-                &["sidecarsets"],
-            )],
-            failure_policy: FailurePolicy::Fail,
-            namespace_selector: None,
-            object_selector: None,
-            timeout_seconds: 10,
-        }
+        WebhookSpec::crd(
+            "msidecarset.kb.io",
+            WebhookKind::Mutating,
+            &["CREATE", "UPDATE"],
+            GROUP,
+            &[V1ALPHA1, V1BETA1],
+            &["sidecarsets"],
+        )
     }
 
     fn handle<'a>(
@@ -488,20 +482,14 @@ impl<S: SidecarSetSnapshot> AdmissionHandler for SidecarSetValidatingHandler<S> 
     }
 
     fn webhook(&self) -> WebhookSpec {
-        WebhookSpec {
-            name: "vsidecarset.kb.io".into(),
-            kind: WebhookKind::Validating,
-            rules: vec![Rule::new(
-                &["CREATE", "UPDATE"],
-                GROUP,
-                &[V1ALPHA1, V1BETA1],
-                &["sidecarsets"],
-            )],
-            failure_policy: FailurePolicy::Fail,
-            namespace_selector: None,
-            object_selector: None,
-            timeout_seconds: 10,
-        }
+        WebhookSpec::crd(
+            "vsidecarset.kb.io",
+            WebhookKind::Validating,
+            &["CREATE", "UPDATE"],
+            GROUP,
+            &[V1ALPHA1, V1BETA1],
+            &["sidecarsets"],
+        )
     }
 
     fn handle<'a>(

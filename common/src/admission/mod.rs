@@ -112,6 +112,30 @@ pub struct WebhookSpec {
     pub timeout_seconds: i32,
 }
 
+impl WebhookSpec {
+    /// A family's own CRD webhook: `operations` on `resources` of `group` at `versions`,
+    /// every object (no selectors), failing closed as OpenKruise's CRD webhooks do,
+    /// 10 s timeout (override with struct update syntax).
+    pub fn crd(
+        name: &str,
+        kind: WebhookKind,
+        operations: &[&str],
+        group: &str,
+        versions: &[&str],
+        resources: &[&str],
+    ) -> Self {
+        WebhookSpec {
+            name: name.to_string(),
+            kind,
+            rules: vec![Rule::new(operations, group, versions, resources)],
+            failure_policy: FailurePolicy::Fail,
+            namespace_selector: None,
+            object_selector: None,
+            timeout_seconds: 10,
+        }
+    }
+}
+
 /// Why a handler could not decide. The server turns it into a denial with the message.
 #[derive(Debug, thiserror::Error)]
 pub enum HandlerError {

@@ -8,8 +8,7 @@ use std::sync::Arc;
 use futures::future::BoxFuture;
 use kruise_common::admission::runner::{self, AdmissionFlags};
 use kruise_common::admission::{
-    AdmissionHandler, AdmissionRoutes, FailurePolicy, HandlerError, Rule, WebhookKind, WebhookSpec,
-    publish::Owned,
+    AdmissionHandler, AdmissionRoutes, HandlerError, WebhookKind, WebhookSpec, publish::Owned,
 };
 use kruise_common::runtime::{Binary, Context, ReconcileError, run_controller};
 use kube::api::{Api, Patch, PatchParams};
@@ -90,20 +89,14 @@ impl AdmissionHandler for ValidateGreeting {
         "/validate-example-kruise-io-v1alpha1-greeting"
     }
     fn webhook(&self) -> WebhookSpec {
-        WebhookSpec {
-            name: "vgreeting.example.kruise.io".into(),
-            kind: WebhookKind::Validating,
-            rules: vec![Rule::new(
-                &["CREATE", "UPDATE"],
-                "example.kruise.io",
-                &["v1alpha1"],
-                &["greetings"],
-            )],
-            failure_policy: FailurePolicy::Fail,
-            namespace_selector: None,
-            object_selector: None,
-            timeout_seconds: 10,
-        }
+        WebhookSpec::crd(
+            "vgreeting.example.kruise.io",
+            WebhookKind::Validating,
+            &["CREATE", "UPDATE"],
+            "example.kruise.io",
+            &["v1alpha1"],
+            &["greetings"],
+        )
     }
     fn handle<'a>(
         &'a self,
