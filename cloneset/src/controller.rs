@@ -19,6 +19,7 @@
 //!   controller sets the `FailedScale` condition with reason `InvalidSpec` and records a
 //!   Warning `InvalidSpec` event.
 
+use std::collections::BTreeSet;
 use std::hash::{BuildHasher as _, Hasher as _};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -779,12 +780,33 @@ async fn execute(
         batch = batch.saturating_mul(2);
     }
 
-    for action in plan
+    // A status write and a lifecycle-state change planned for the same pod become one
+    // request (the status subresource carries both).
+    let lifecycle_pods: BTreeSet<&str> = plan
         .actions
         .iter()
-        .filter(|a| !matches!(a, Action::CreatePod { .. }))
-    {
-        match ctx.perform(action).await {
+        .filter_map(|a| match a {
+            Action::SetLifecycleState { name, .. } => Some(name.as_str()),
+            _ => None,
+        })
+        .collect();
+    let merged_status = |name: &str| {
+        plan.actions.iter().find_map(|a| match a {
+            Action::UpdatePodStatus { name: n, status } if n == name => Some(status.as_ref()),
+            _ => None,
+        })
+    };
+    for action in plan.actions.iter().filter(|a| match a {
+        Action::CreatePod { .. } => false,
+        Action::UpdatePodStatus { name, .. } => !lifecycle_pods.contains(name.as_str()),
+        _ => true,
+    }) {
+        tracing::debug!(cloneset = key, ?action, "performing");
+        let merged = match action {
+            Action::SetLifecycleState { name, .. } => merged_status(name),
+            _ => None,
+        };
+        match ctx.perform(action, merged).await {
             Ok(()) => recorded.extend(EventRecord::success_of(action)),
             Err(e) => {
                 let reason = match action {
@@ -880,21 +902,34 @@ impl Exec<'_> {
         }
     }
 
-    /// Writes a pod's status (PUT on the status subresource with the cached pod's
-    /// resourceVersion).
-    async fn write_pod_status(&self, name: &str, status: &PodStatus) -> Result<Pod, Error> {
+    /// Writes `status`'s changed conditions, together with `meta_patch`'s labels and
+    /// annotations, as one strategic-merge patch of the status subresource (see
+    /// `kruise_common::pods::status_patch`). Returns `None` when nothing changes.
+    async fn patch_pod_status(
+        &self,
+        name: &str,
+        status: Option<&PodStatus>,
+        meta_patch: &serde_json::Value,
+    ) -> Result<Option<Pod>, Error> {
         let Some(cached) = self.cached_pod(name) else {
             return Err(Error::UpdatePod {
                 name: name.to_string(),
                 source: not_in_cache(name),
             });
         };
-        let mut next = cached.clone();
-        next.status = Some(status.clone());
-        self.pod_api()
-            .replace_status(name, &PostParams::default(), &next)
+        let unchanged = cached.status.clone().unwrap_or_default();
+        let Some(body) =
+            kruise_common::pods::status_patch(cached, status.unwrap_or(&unchanged), meta_patch)
+        else {
+            return Ok(None);
+        };
+        let written = self
+            .pod_api()
+            .patch_status(name, &PatchParams::default(), &Patch::Strategic(body))
             .await
-            .map_err(Self::update_error(name))
+            .map_err(Self::update_error(name))?;
+        record_pod_version(self.shared, &written);
+        Ok(Some(written))
     }
 
     async fn patch_pod(&self, name: &str, patch: &serde_json::Value) -> Result<Pod, Error> {
@@ -904,7 +939,13 @@ impl Exec<'_> {
             .map_err(Self::update_error(name))
     }
 
-    async fn perform(&self, action: &Action) -> Result<(), Error> {
+    /// `merged_status`: a status the plan also writes for this action's pod, folded into
+    /// this action's write (see `execute`).
+    async fn perform(
+        &self,
+        action: &Action,
+        merged_status: Option<&PodStatus>,
+    ) -> Result<(), Error> {
         match action {
             Action::CreatePod { .. } => self.create(action).await,
             Action::DeletePod { name, pvcs } => {
@@ -939,55 +980,51 @@ impl Exec<'_> {
                 patch,
                 not_ready,
             } => {
-                let patched = self.patch_pod(name, patch).await?;
-                record_pod_version(self.shared, &patched);
-                if let Some(change) = not_ready {
-                    let now = Timestamp::now();
+                let now = Timestamp::now();
+                // The plan's status write for this pod (InPlaceUpdateReady=True when an
+                // update or a creation completes) travels with the lifecycle labels.
+                let mut status = merged_status.cloned();
+                if let Some(change) = not_ready
+                    && let Some(cached) = self.cached_pod(name)
+                {
+                    let mut base = cached.clone();
+                    if let Some(s) = &status {
+                        base.status = Some(s.clone());
+                    }
                     let message = change.message();
-                    let status = match change {
+                    let next = match change {
                         NotReadyChange::Add(_) => {
-                            kruise_common::pods::readiness::add_not_ready_key(
-                                &patched, &message, now,
-                            )
+                            kruise_common::pods::readiness::add_not_ready_key(&base, &message, now)
                         }
                         NotReadyChange::Remove(_) => {
                             kruise_common::pods::readiness::remove_not_ready_key(
-                                &patched, &message, now,
+                                &base, &message, now,
                             )
                         }
                     };
-                    if let Some(status) = status {
-                        let mut next = patched.clone();
-                        next.status = Some(status);
-                        let written = self
-                            .pod_api()
-                            .replace_status(name, &PostParams::default(), &next)
-                            .await
-                            .map_err(Self::update_error(name))?;
-                        record_pod_version(self.shared, &written);
+                    if next.is_some() {
+                        status = next;
                     }
+                }
+                if status.is_some() {
+                    self.patch_pod_status(name, status.as_ref(), patch).await?;
+                } else {
+                    let patched = self.patch_pod(name, patch).await?;
+                    record_pod_version(self.shared, &patched);
                 }
                 Ok(())
             }
             Action::UpdateInPlace { name, update, .. } => {
-                let mut resource_version = self
-                    .cached_pod(name)
-                    .and_then(|p| p.metadata.resource_version.clone());
                 if let Some(status) = &update.unready_status {
-                    let written = self.write_pod_status(name, status).await?;
-                    resource_version = written.metadata.resource_version.clone();
+                    self.patch_pod_status(name, Some(status), &serde_json::Value::Null)
+                        .await?;
                 }
                 if let Some(patch) = &update.write.patch {
-                    // The resourceVersion makes the patch a compare-and-swap: a pod that
-                    // changed since the plan was made is not updated from a stale view.
-                    let mut patch = patch.clone();
-                    if let (Some(obj), Some(rv)) = (patch.as_object_mut(), &resource_version) {
-                        let meta = obj.entry("metadata").or_insert_with(|| json!({}));
-                        if let Some(meta) = meta.as_object_mut() {
-                            meta.insert("resourceVersion".into(), json!(rv));
-                        }
-                    }
-                    let patched = self.patch_pod(name, &patch).await?;
+                    // No resourceVersion: the kubelet answers the status write above with
+                    // its own, and a precondition would turn that into a conflict every
+                    // time. The cache is as new as this controller's last write
+                    // (expectations), and the patch touches only what the plan computed.
+                    let patched = self.patch_pod(name, patch).await?;
                     record_pod_version(self.shared, &patched);
                 }
                 if let Some(resize) = &update.write.resize_patch {
@@ -1015,8 +1052,8 @@ impl Exec<'_> {
                 Ok(())
             }
             Action::UpdatePodStatus { name, status } => {
-                let written = self.write_pod_status(name, status).await?;
-                record_pod_version(self.shared, &written);
+                self.patch_pod_status(name, Some(status), &serde_json::Value::Null)
+                    .await?;
                 Ok(())
             }
             Action::ReleasePod { name } => {

@@ -136,10 +136,11 @@ async fn creates_pods_with_identity_and_reports_status() {
     assert_eq!(status.expected_updated_replicas, 3);
     assert!(status.label_selector.contains("app=web"), "{status:?}");
     // One create per pod, never more.
-    // Per pod: one create, one lifecycle patch (PreparingNormal -> Normal), and the
-    // InPlaceUpdateReady=True status write (its conflicts with the kubelet aside).
+    // Per pod: one create, then one status-subresource patch once it is scheduled that
+    // carries both InPlaceUpdateReady=True and the PreparingNormal -> Normal labels.
     assert_eq!(sim.counters().count("create", "pods"), 3);
-    assert_eq!(sim.counters().count_sub("patch", "pods", ""), 3);
+    assert_eq!(sim.counters().count_sub("patch", "pods", ""), 0);
+    assert_eq!(sim.counters().count_sub("patch", "pods", "status"), 3);
     assert_eq!(sim.counters().count("delete", "pods"), 0);
     eventually("SuccessfulCreate events", WAIT, || async {
         let reasons = event_reasons(&client, "web").await;
@@ -249,7 +250,7 @@ async fn in_place_update_keeps_pod_identity_and_partition_keeps_old_pods() {
     let old_pods = pods_of(&client, "web").await;
     let creates = sim.counters().count("create", "pods");
     let spec_patches = sim.counters().count_sub("patch", "pods", "");
-    let status_puts = successful(&sim, "update", "status");
+    let status_patches = successful(&sim, "patch", "status");
 
     // Partition 2 of 3: exactly one pod moves to the new image.
     patch_spec(
@@ -324,13 +325,14 @@ async fn in_place_update_keeps_pod_identity_and_partition_keeps_old_pods() {
     }
     assert_eq!(sim.counters().count("create", "pods"), creates);
     assert_eq!(sim.counters().count("delete", "pods"), 0);
-    // Per pod: the spec patch (image, revision labels, state annotation, lifecycle
-    // Updating) and the lifecycle patch back to Normal; InPlaceUpdateReady False, then True.
+    // Three writes per pod: InPlaceUpdateReady=False (status), the spec patch (image,
+    // revision labels, state annotation, lifecycle Updating), and InPlaceUpdateReady=True
+    // with the lifecycle back to Normal (status). The test kubelet writes with PUTs.
     assert_eq!(
         sim.counters().count_sub("patch", "pods", "") - spec_patches,
-        6
+        3
     );
-    assert_eq!(successful(&sim, "update", "status") - status_puts, 6);
+    assert_eq!(successful(&sim, "patch", "status") - status_patches, 6);
     eventually("SuccessfulUpdatePodInPlace events", WAIT, || async {
         let reasons = event_reasons(&client, "web").await;
         (reasons

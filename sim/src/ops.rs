@@ -675,6 +675,27 @@ impl SimShared {
                             rmap.remove("status");
                         }
                     }
+                    // kube-apiserver's pod status strategy resets only spec,
+                    // deletionTimestamp and ownerReferences: labels, annotations and
+                    // finalizers written through pods/status stick (custom resources'
+                    // status strategy keeps nothing but status).
+                    if def.builtin && def.group.is_empty() && def.plural == "pods" {
+                        for field in ["labels", "annotations", "finalizers"] {
+                            let value = new.pointer(&format!("/metadata/{field}")).cloned();
+                            if let Some(meta) =
+                                rmap.get_mut("metadata").and_then(Value::as_object_mut)
+                            {
+                                match value {
+                                    Some(v) => {
+                                        meta.insert(field.into(), v);
+                                    }
+                                    None => {
+                                        meta.remove(field);
+                                    }
+                                }
+                            }
+                        }
+                    }
                 }
                 r
             }

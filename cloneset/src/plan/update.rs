@@ -65,6 +65,11 @@ pub fn update(input: &PlanInput<'_>, pods: &[Pod], out: &mut Plan, errors: &mut 
                     touched.insert(name.clone());
                 }
             }
+            // A new pod's InPlaceUpdateReady=True waits until it is scheduled (it cannot be
+            // Ready before), so it travels with the PreparingNormal → Normal change.
+            RefreshAction::SetReady(_)
+                if lifecycle_state(pod) == Some(LifecycleState::PreparingNormal)
+                    && !has_pod_scheduled_condition(pod) => {}
             RefreshAction::SetReady(status) => {
                 out.actions.push(Action::UpdatePodStatus {
                     name: name.clone(),

@@ -15,7 +15,7 @@ use kruise_cloneset::api::v1beta1::CloneSet;
 use kruise_cloneset::controller::{self, Settings};
 use kruise_common::runtime::{Metrics, Readiness, RunOptions};
 use kruise_sim::{Sim, SimConfig};
-use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, ListParams, PostParams};
 use kube::{Client, ResourceExt as _};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
@@ -190,16 +190,12 @@ impl Kubelet {
                             continue;
                         }
                         if let Some(status) = kubelet_status(&pod) {
-                            let patch = json!({
-                                "metadata": {"resourceVersion": pod.resource_version()},
-                                "status": status,
-                            });
+                            // A PUT with the listed resourceVersion, so the controller's
+                            // own status writes (patches) stay countable apart.
+                            let mut next = pod.clone();
+                            next.status = Some(status);
                             let _ = api
-                                .patch_status(
-                                    &pod.name_any(),
-                                    &PatchParams::default(),
-                                    &Patch::Merge(&patch),
-                                )
+                                .replace_status(&pod.name_any(), &PostParams::default(), &next)
                                 .await;
                         }
                     }

@@ -279,9 +279,11 @@ fn map_diff(
 }
 
 /// The strategic-merge patch from `old` to `new` covering what the engine changes: labels and
-/// annotations (`null` removes) and container images (merged by container name). It carries
-/// `metadata.resourceVersion` of `old` when known, so a stale cache yields a conflict instead
-/// of overwriting newer state. `None` when nothing changed.
+/// annotations (`null` removes) and container images (merged by container name). `None` when
+/// nothing changed. It carries no resourceVersion: the engine's status write just before it
+/// (`InPlaceUpdateReady=False`) makes the kubelet write status too, so a precondition would
+/// fail almost every time; callers plan from a cache at least as new as their own last write
+/// (resourceVersion expectations), and the patch names only the fields it changes.
 pub fn pod_patch(old: &Pod, new: &Pod) -> Option<Value> {
     let mut meta = Map::new();
     if let Some(d) = map_diff(old.metadata.labels.as_ref(), new.metadata.labels.as_ref()) {
@@ -315,9 +317,6 @@ pub fn pod_patch(old: &Pod, new: &Pod) -> Option<Value> {
     }
     if meta.is_empty() && containers.is_empty() {
         return None;
-    }
-    if let Some(rv) = &old.metadata.resource_version {
-        meta.insert("resourceVersion".into(), Value::String(rv.clone()));
     }
     let mut patch = json!({ "metadata": meta });
     if !containers.is_empty() {

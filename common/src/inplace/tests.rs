@@ -292,8 +292,7 @@ fn begin_update_writes_unready_then_spec_and_state() {
             "metadata": {
                 "labels": {"controller-revision-hash": "demo-new", "pod-template-hash": "new",
                     "lifecycle.apps.kruise.io/state": "Updating"},
-                "annotations": {INPLACE_UPDATE_STATE_KEY: ann[INPLACE_UPDATE_STATE_KEY]},
-                "resourceVersion": "42"
+                "annotations": {INPLACE_UPDATE_STATE_KEY: ann[INPLACE_UPDATE_STATE_KEY]}
             },
             "spec": {"containers": [{"name": "main", "image": "nginx:2"}]}
         }))

@@ -294,6 +294,53 @@ pub fn claim(
     }
 }
 
+/// A strategic-merge patch for the `pods/status` subresource that carries only the conditions
+/// `new` changes relative to the pod's current status (conditions merge by `type`), merged
+/// into `meta_patch` (a `{"metadata": ...}` patch, or `Value::Null`) so that labels,
+/// annotations and conditions change in one request — the pod status strategy keeps
+/// metadata other than ownerReferences and deletionTimestamp. Without a resourceVersion the
+/// patch never conflicts with the kubelet's own status writes. `None` when nothing changes.
+pub fn status_patch(
+    pod: &Pod,
+    new: &PodStatus,
+    meta_patch: &serde_json::Value,
+) -> Option<serde_json::Value> {
+    let old = pod.status.as_ref().and_then(|s| s.conditions.as_ref());
+    let changed: Vec<&PodCondition> = new
+        .conditions
+        .iter()
+        .flatten()
+        .filter(|c| {
+            old.and_then(|o| o.iter().find(|x| x.type_ == c.type_))
+                .is_none_or(|x| {
+                    x.status != c.status || x.reason != c.reason || x.message != c.message
+                })
+        })
+        .collect();
+    let mut patch = match meta_patch {
+        serde_json::Value::Object(m) => serde_json::Value::Object(m.clone()),
+        _ => serde_json::json!({}),
+    };
+    if !changed.is_empty() {
+        // A strategic merge keeps fields the patch leaves out: an unset reason or message
+        // is sent as null so the old one (e.g. StartInPlaceUpdate) does not survive.
+        let conditions: Vec<serde_json::Value> = changed
+            .iter()
+            .map(|c| {
+                let mut v = serde_json::to_value(c).unwrap_or_default();
+                if let Some(m) = v.as_object_mut() {
+                    for key in ["reason", "message"] {
+                        m.entry(key).or_insert(serde_json::Value::Null);
+                    }
+                }
+                v
+            })
+            .collect();
+        patch["status"] = serde_json::json!({ "conditions": conditions });
+    }
+    (patch.as_object().is_some_and(|m| !m.is_empty())).then_some(patch)
+}
+
 #[cfg(test)]
 pub(crate) mod testutil;
 

@@ -100,3 +100,31 @@ fn owner_matching_and_claim() {
         ClaimDecision::Ignore
     );
 }
+
+#[test]
+fn status_patch_carries_only_changed_conditions_and_metadata() {
+    let pod: Pod = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "p"},
+        "status": {"conditions": [
+            {"type": "Ready", "status": "True"},
+            {"type": "InPlaceUpdateReady", "status": "True"},
+        ]},
+    }))
+    .unwrap();
+    let mut status = pod.status.clone().unwrap();
+    status.conditions.as_mut().unwrap()[1].status = "False".into();
+    let meta = serde_json::json!({"metadata": {"labels": {"a": "b"}}});
+    let patch = status_patch(&pod, &status, &meta).unwrap();
+    assert_eq!(patch["metadata"]["labels"]["a"], "b");
+    let conds = patch["status"]["conditions"].as_array().unwrap();
+    assert_eq!(conds.len(), 1);
+    assert_eq!(conds[0]["type"], "InPlaceUpdateReady");
+    assert_eq!(conds[0]["status"], "False");
+    assert_eq!(conds[0]["reason"], serde_json::Value::Null, "{patch}");
+    assert!(conds[0].as_object().unwrap().contains_key("reason"));
+    // Unchanged status and no metadata: nothing to write.
+    assert_eq!(
+        status_patch(&pod, pod.status.as_ref().unwrap(), &serde_json::Value::Null),
+        None
+    );
+}

@@ -229,8 +229,11 @@ pub fn spawn_replica(
     .args(["--webhook-namespace", "default"])
     .args(extra)
     .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
-    .stdout(std::process::Stdio::null())
-    .stderr(std::process::Stdio::null());
+    .stdout(std::process::Stdio::null());
+    // KRUISE_TEST_LOGS=1 shows the child's logs (set RUST_LOG for more detail).
+    if std::env::var_os("KRUISE_TEST_LOGS").is_none() {
+        cmd.stderr(std::process::Stdio::null());
+    }
     for (k, v) in env {
         cmd.env(k, v);
     }

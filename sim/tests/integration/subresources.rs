@@ -115,14 +115,20 @@ async fn status_subresource_get_put_patch() {
     api.create(&PostParams::default(), &pod("p")).await.unwrap();
     let mut st = api.get_status("p").await.unwrap();
     st.status.as_mut().unwrap().phase = Some("Running".into());
-    st.metadata.labels = Some([("ignored".to_string(), "yes".to_string())].into());
+    st.metadata.labels = Some([("written-with-status".to_string(), "no".to_string())].into());
     let out = api
         .replace_status("p", &PostParams::default(), &st)
         .await
         .unwrap();
     assert_eq!(out.status.unwrap().phase.as_deref(), Some("Running"));
-    // Status writes ignore metadata and spec changes.
-    assert!(!out.metadata.labels.unwrap().contains_key("ignored"));
+    // A pod status write ignores spec changes but, as kube-apiserver's pod status
+    // strategy, not label changes (custom resources' status writes ignore both).
+    assert!(
+        out.metadata
+            .labels
+            .unwrap()
+            .contains_key("written-with-status")
+    );
     let out = api
         .patch_status(
             "p",
@@ -133,4 +139,47 @@ async fn status_subresource_get_put_patch() {
         .unwrap();
     assert_eq!(out.status.unwrap().pod_ip.as_deref(), Some("10.0.0.1"));
     assert_eq!(out.spec.unwrap().node_name, None);
+}
+
+/// kube-apiserver's pod status strategy resets spec, deletionTimestamp and ownerReferences
+/// only: labels, annotations and conditions change together through pods/status (the
+/// workload controllers rely on it to write lifecycle labels with InPlaceUpdateReady).
+#[tokio::test]
+async fn pod_status_writes_keep_labels_and_annotations_but_not_spec() {
+    let sim = sim().await;
+    let client = sim.client().unwrap();
+    let api: Api<Pod> = Api::namespaced(client.clone(), "default");
+    api.create(&PostParams::default(), &pod("meta"))
+        .await
+        .unwrap();
+    let patched = api
+        .patch_status(
+            "meta",
+            &PatchParams::default(),
+            &Patch::Strategic(json!({
+                "metadata": {"labels": {"state": "Normal"}, "annotations": {"a": "b"},
+                             "ownerReferences": [{"apiVersion": "v1", "kind": "ConfigMap",
+                                                  "name": "x", "uid": "u"}]},
+                "spec": {"containers": [{"name": "c", "image": "nginx:9"}]},
+                "status": {"conditions": [{"type": "InPlaceUpdateReady", "status": "True"}]}
+            })),
+        )
+        .await
+        .unwrap();
+    assert_eq!(patched.metadata.labels.as_ref().unwrap()["state"], "Normal");
+    assert_eq!(patched.metadata.labels.as_ref().unwrap()["app"], "web");
+    assert_eq!(patched.metadata.annotations.as_ref().unwrap()["a"], "b");
+    assert!(patched.metadata.owner_references.is_none());
+    assert_eq!(
+        patched.spec.as_ref().unwrap().containers[0]
+            .image
+            .as_deref(),
+        Some("nginx:1.25")
+    );
+    let conds = patched.status.unwrap().conditions.unwrap();
+    assert!(
+        conds
+            .iter()
+            .any(|c| c.type_ == "InPlaceUpdateReady" && c.status == "True")
+    );
 }
