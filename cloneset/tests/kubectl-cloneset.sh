@@ -28,7 +28,7 @@ free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",
 
 export KUBECONFIG="$WORK/kubeconfig"
 export KUBECACHEDIR="$WORK/kube-cache"
-"$KRUISE_SIM" up --port 0 --nodes 3 --kubeconfig "$KUBECONFIG" >"$WORK/sim.log" 2>&1 &
+"$KRUISE_SIM" up --port 0 --nodes 3 --controllers none --kubeconfig "$KUBECONFIG" >"$WORK/sim.log" 2>&1 &
 PIDS+=($!)
 wait_for 30 "kruise-sim" grep -q '^export KUBECONFIG=' "$WORK/sim.log"
 

@@ -7,6 +7,8 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 
+mod families;
+
 #[derive(Parser)]
 #[command(
     name = "kruise-sim",
@@ -46,6 +48,10 @@ enum Command {
         /// Kubelet delay from running to ready.
         #[arg(long, default_value = "100ms", value_parser = duration)]
         ready_delay: Duration,
+        /// Families to run in-process with their CRDs and webhooks: `all`, `none` or a
+        /// comma-separated list (available: cloneset).
+        #[arg(long, default_value = "all")]
+        controllers: String,
     },
 }
 
@@ -84,7 +90,9 @@ async fn main() -> anyhow::Result<()> {
             pull_delay,
             start_delay,
             ready_delay,
+            controllers,
         } => {
+            let families = families::parse(&controllers)?;
             let config = kruise_sim::SimConfig {
                 bind: SocketAddr::new(address, port),
                 watch_history,
@@ -105,10 +113,19 @@ async fn main() -> anyhow::Result<()> {
                     .join(kubeconfig)
             };
             sim.write_kubeconfig(&path)?;
+            let shutdown = tokio_util::sync::CancellationToken::new();
+            let running = families::start(&sim, &path, &families, &shutdown).await?;
             println!("kruise-sim API server listening on {}", sim.url());
+            if !families.is_empty() {
+                println!("controllers running in-process: {}", families.join(", "));
+            }
             println!("export KUBECONFIG={}; kubectl get ns", path.display());
             wait_for_signal().await?;
             eprintln!("kruise-sim: shutting down");
+            shutdown.cancel();
+            for task in running {
+                let _ = task.await;
+            }
             sim.shutdown().await;
             Ok(())
         }

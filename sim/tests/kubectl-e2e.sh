@@ -34,7 +34,7 @@ export KUBECONFIG="$WORK/kubeconfig"
 # kubectl caches discovery per host:port for hours; a previous simulator on the same
 # port may have served other CRDs.
 export KUBECACHEDIR="$WORK/kube-cache"
-"$KRUISE_SIM" up --port 0 --kubeconfig "$KUBECONFIG" >"$WORK/sim.log" 2>&1 &
+"$KRUISE_SIM" up --port 0 --controllers none --kubeconfig "$KUBECONFIG" >"$WORK/sim.log" 2>&1 &
 SIM_PID=$!
 wait_for 30 "kruise-sim to print its kubectl line" grep -q '^export KUBECONFIG=' "$WORK/sim.log"
 assert_contains "$(cat "$WORK/sim.log")" "export KUBECONFIG=$KUBECONFIG; kubectl get ns" "up prints the kubectl command"

@@ -395,6 +395,34 @@ impl<A: Args + Clone + Send + Sync + 'static> Binary<A> {
         })
     }
 
+    /// Runs in-process from a command line (`argv[0]` is the binary name), as `main` would
+    /// without installing logging or signal handlers: for hosts that run several binaries
+    /// in one process (`kruise-sim up --controllers`). Subcommands other than `run` are an
+    /// error here.
+    pub async fn run_argv<I, T>(
+        self,
+        argv: I,
+        shutdown: CancellationToken,
+    ) -> anyhow::Result<Outcome>
+    where
+        I: IntoIterator<Item = T>,
+        T: Into<std::ffi::OsString> + Clone,
+    {
+        let cli =
+            Cli::<A>::try_parse_from(argv).map_err(|e| anyhow::anyhow!("{}: {e}", self.name))?;
+        if !matches!(cli.command, Some(Command::Run) | None) {
+            anyhow::bail!("{}: only `run` can be started in-process", self.name);
+        }
+        let gates = FeatureGates::parse(&cli.flags.feature_gates)
+            .map_err(|e| anyhow::anyhow!("{}: --feature-gates: {e}", self.name))?;
+        self.run(cli.flags, cli.family, gates, shutdown).await
+    }
+
+    /// This binary's CustomResourceDefinitions.
+    pub fn crd_definitions(&self) -> &[CustomResourceDefinition] {
+        &self.crds
+    }
+
     /// Runs with already-parsed flags until `shutdown` fires or leadership is lost.
     /// [`Binary::main`] calls this; tests call it directly to run replicas in-process.
     pub async fn run(

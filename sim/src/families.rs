@@ -1,0 +1,121 @@
+//! `kruise-sim up --controllers`: the kruise-rs families run in-process against the
+//! simulator, each as its own binary would (CRDs installed, webhooks served over HTTPS on
+//! loopback and registered by URL, controller without leader election).
+
+use std::path::Path;
+
+use anyhow::Context as _;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, PostParams};
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+/// The families this build can run, in start order.
+pub const AVAILABLE: &[&str] = &["cloneset"];
+
+/// `all`, `none` or a comma-separated list of [`AVAILABLE`] names.
+pub fn parse(spec: &str) -> anyhow::Result<Vec<String>> {
+    match spec.trim() {
+        "all" => Ok(AVAILABLE.iter().map(|s| s.to_string()).collect()),
+        "none" | "" => Ok(Vec::new()),
+        list => list
+            .split(',')
+            .map(str::trim)
+            .filter(|f| !f.is_empty())
+            .map(|f| {
+                if AVAILABLE.contains(&f) {
+                    Ok(f.to_string())
+                } else {
+                    anyhow::bail!(
+                        "--controllers: unknown family {f:?} (available: {})",
+                        AVAILABLE.join(", ")
+                    )
+                }
+            })
+            .collect(),
+    }
+}
+
+/// A free port on loopback for a webhook server (bound, then released).
+fn free_port() -> anyhow::Result<u16> {
+    let listener =
+        std::net::TcpListener::bind("127.0.0.1:0").context("finding a free webhook port")?;
+    Ok(listener.local_addr()?.port())
+}
+
+async fn install_crds(
+    client: &kube::Client,
+    crds: &[CustomResourceDefinition],
+) -> anyhow::Result<()> {
+    let api: Api<CustomResourceDefinition> = Api::all(client.clone());
+    for crd in crds {
+        let name = crd.metadata.name.clone().unwrap_or_default();
+        match api.create(&PostParams::default(), crd).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(s)) if s.code == 409 => {}
+            Err(e) => return Err(e).with_context(|| format!("installing the CRD {name}")),
+        }
+    }
+    Ok(())
+}
+
+/// The command line a family's binary gets: the simulator's kubeconfig, no leader
+/// election, webhooks on a loopback URL, metrics and health on free ports.
+fn argv(binary: &str, kubeconfig: &Path) -> anyhow::Result<Vec<String>> {
+    Ok(vec![
+        binary.to_string(),
+        "--kubeconfig".into(),
+        kubeconfig.display().to_string(),
+        "--leader-elect=false".into(),
+        "--webhook-host".into(),
+        "127.0.0.1".into(),
+        "--webhook-port".into(),
+        free_port()?.to_string(),
+        "--webhook-namespace".into(),
+        "default".into(),
+        "--metrics-addr".into(),
+        format!("127.0.0.1:{}", free_port()?),
+        "--health-addr".into(),
+        format!("127.0.0.1:{}", free_port()?),
+    ])
+}
+
+/// Installs each family's CRDs and starts it; the tasks end when `shutdown` fires.
+pub async fn start(
+    sim: &kruise_sim::Sim,
+    kubeconfig: &Path,
+    families: &[String],
+    shutdown: &CancellationToken,
+) -> anyhow::Result<Vec<JoinHandle<()>>> {
+    let client = sim.client()?;
+    let mut tasks = Vec::new();
+    for family in families {
+        let binary = match family.as_str() {
+            "cloneset" => kruise_cloneset::binary::binary()?,
+            other => anyhow::bail!("unknown family {other:?}"),
+        };
+        install_crds(&client, binary.crd_definitions()).await?;
+        let argv = argv(kruise_cloneset::binary::BINARY, kubeconfig)?;
+        let shutdown = shutdown.clone();
+        let family = family.clone();
+        tasks.push(tokio::spawn(async move {
+            if let Err(e) = binary.run_argv(argv, shutdown).await {
+                tracing::error!(family, error = format!("{e:#}"), "family stopped");
+            }
+        }));
+    }
+    Ok(tasks)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn controllers_flag() {
+        assert_eq!(parse("all").unwrap(), vec!["cloneset".to_string()]);
+        assert!(parse("none").unwrap().is_empty());
+        assert_eq!(parse(" cloneset ").unwrap(), vec!["cloneset".to_string()]);
+        assert!(parse("cloneset,nope").is_err());
+    }
+}
