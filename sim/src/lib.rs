@@ -16,6 +16,7 @@
 #![allow(clippy::result_large_err)]
 
 pub mod cluster;
+pub mod conversion;
 pub mod defaults;
 pub mod discovery;
 pub mod error;

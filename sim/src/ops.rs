@@ -189,10 +189,14 @@ fn check_type_meta(def: &ResourceDef, version: &str, obj: &mut Value) -> ApiResu
             def.kind
         )));
     }
-    map.insert(
-        "apiVersion".into(),
-        Value::String(def.api_version(def.storage_version())),
-    );
+    // With a conversion webhook the object stays in the request's version through
+    // defaulting, schema and admission, and is converted just before it is stored.
+    let api_version = if def.conversion_webhook.is_some() {
+        expected
+    } else {
+        def.api_version(def.storage_version())
+    };
+    map.insert("apiVersion".into(), Value::String(api_version));
     map.insert("kind".into(), Value::String(def.kind.clone()));
     if def.is_events_v1() {
         *obj = crate::events::to_core(obj);
@@ -510,6 +514,7 @@ impl SimShared {
             }
         }
         self.admit("CREATE", def, "", &mut obj, None, opts).await?;
+        let obj = self.to_storage(def, obj).await?;
         let gr = def.gr();
         let ns_gr = GroupResource::new("", "namespaces");
         let dry_run = opts.dry_run;
@@ -802,10 +807,12 @@ impl SimShared {
         let gr = def.gr();
         let ns = ns_key(def, ns);
         for _attempt in 0..16 {
-            let current = self
+            let stored = self
                 .store
                 .get(&gr, &ns, name)
                 .ok_or_else(|| ApiError::not_found(&def.group, &def.plural, name))?;
+            // The update is made on the object in the request's version.
+            let current = self.convert_one(def, &stored, version).await?;
             let (candidate, track) = make_new(&current)?;
             let outcome =
                 self.prepare_update(def, version, &current, candidate, sub, opts, track)?;
@@ -819,7 +826,8 @@ impl SimShared {
             if opts.dry_run {
                 return Ok(Arc::new(obj));
             }
-            let expected_rv = rv_of(&current).to_string();
+            let obj = self.to_storage(def, obj).await?;
+            let expected_rv = rv_of(&stored).to_string();
             let res = self.store.commit(&gr, &ns, name, |_, now| {
                 let Some(now) = now else {
                     return Err(ApiError::not_found(&def.group, &def.plural, name));

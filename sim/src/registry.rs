@@ -82,6 +82,9 @@ pub struct ResourceDef {
     /// Set when another resource's storage is shared (events.k8s.io/v1 events are
     /// stored as core/v1 events).
     pub storage_gr: Option<GroupResource>,
+    /// A CRD's `spec.conversion.webhook` when `strategy: Webhook`: objects are converted
+    /// through it between served versions (`None`: only apiVersion is rewritten).
+    pub conversion_webhook: Option<Value>,
 }
 
 impl ResourceDef {
@@ -524,6 +527,7 @@ pub fn builtin_defs() -> Vec<ResourceDef> {
                 allow_unconditional_update: true,
                 has_generation: bi.generation,
                 storage_gr: (bi.group == "events.k8s.io").then(|| GroupResource::new("", "events")),
+                conversion_webhook: None,
             }
         })
         .collect()
@@ -703,6 +707,11 @@ pub fn def_from_crd(crd: &Value) -> Result<ResourceDef, String> {
         allow_unconditional_update: false,
         has_generation: true,
         storage_gr: None,
+        conversion_webhook: spec
+            .get("conversion")
+            .filter(|c| c.get("strategy").and_then(Value::as_str) == Some("Webhook"))
+            .and_then(|c| c.get("webhook"))
+            .cloned(),
     })
 }
 

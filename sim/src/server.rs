@@ -576,11 +576,7 @@ async fn serve_resource(
         (Method::GET, None, None) => {
             let lq = list_query(q)?;
             let res = sh.list(&def, &version, r.namespace.as_deref(), &lq)?;
-            let items: Vec<Arc<Value>> = res
-                .items
-                .iter()
-                .map(|o| SimShared::present(&def, &version, o))
-                .collect();
+            let items: Vec<Arc<Value>> = sh.convert_all(&def, &res.items, &version).await?;
             match repr {
                 Representation::Table => Ok(json_response(
                     200,
@@ -627,10 +623,12 @@ async fn serve_resource(
         }
         (Method::GET, Some(name), None) => {
             let obj = sh.get(&def, &ns, &name)?;
+            let obj = sh.convert_one(&def, &obj, &version).await?;
             Ok(object_response(200, &def, &version, &obj, repr))
         }
         (Method::GET, Some(name), Some("status")) => {
             let obj = sh.get(&def, &ns, &name)?;
+            let obj = sh.convert_one(&def, &obj, &version).await?;
             Ok(object_response(
                 200,
                 &def,
@@ -650,6 +648,7 @@ async fn serve_resource(
                 return Err(ApiError::path_not_found());
             }
             let created = sh.create(&def, &version, &ns, obj, &opts).await?;
+            let created = sh.convert_one(&def, &created, &version).await?;
             Ok(object_response(201, &def, &version, &created, repr))
         }
         (Method::POST, Some(name), Some("binding")) => {
@@ -688,6 +687,7 @@ async fn serve_resource(
             let updated = sh
                 .update(&def, &version, &ns, &name, obj, sr, &opts)
                 .await?;
+            let updated = sh.convert_one(&def, &updated, &version).await?;
             Ok(object_response(200, &def, &version, &updated, repr))
         }
         (Method::PUT, Some(name), Some("scale")) => {
@@ -713,6 +713,7 @@ async fn serve_resource(
             let patched = sh
                 .patch(&def, &version, &ns, &name, pt, &body, sr, &opts)
                 .await?;
+            let patched = sh.convert_one(&def, &patched, &version).await?;
             let code = if pt == PatchType::Apply && !existed {
                 201
             } else {
@@ -753,7 +754,8 @@ async fn serve_resource(
                     &success_status(&def, &name, crate::meta::meta_str(&outcome.object, "uid")),
                 ))
             } else {
-                Ok(object_response(200, &def, &version, &outcome.object, repr))
+                let object = sh.convert_one(&def, &outcome.object, &version).await?;
+                Ok(object_response(200, &def, &version, &object, repr))
             }
         }
         (Method::DELETE, None, None) => {
@@ -763,10 +765,7 @@ async fn serve_resource(
             let deleted = sh
                 .delete_collection(&def, &version, r.namespace.as_deref(), &lq, &dopts, &wopts)
                 .await?;
-            let items: Vec<Arc<Value>> = deleted
-                .iter()
-                .map(|o| SimShared::present(&def, &version, o))
-                .collect();
+            let items: Vec<Arc<Value>> = sh.convert_all(&def, &deleted, &version).await?;
             let meta = json!({"resourceVersion": sh.store.current_rv().to_string()});
             Ok(list_response(
                 &def.list_kind,

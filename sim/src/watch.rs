@@ -97,7 +97,7 @@ impl Watcher {
 
     /// Translates a store event into what this watcher sees (selector transitions
     /// become ADDED/DELETED, as in the API server's watch cache).
-    fn translate(&mut self, ev: &StoreEvent) -> Option<Bytes> {
+    fn translate(&self, ev: &StoreEvent) -> Option<(&'static str, Arc<Value>)> {
         if ev.gr != self.def.gr() {
             return None;
         }
@@ -118,7 +118,32 @@ impl Watcher {
                 (false, false) => None,
             },
         }?;
-        Some(self.encode(t, &ev.object))
+        Some((t, ev.object.clone()))
+    }
+
+    /// The event for `obj` in the watched version (converted through the CRD's webhook
+    /// when it has one); a failed conversion is an error event that ends the watch.
+    async fn converted(
+        &mut self,
+        sh: &SimShared,
+        t: &str,
+        obj: &Arc<Value>,
+    ) -> Result<Bytes, Bytes> {
+        match sh.convert_one(&self.def, obj, &self.version).await {
+            Ok(o) => Ok(self.encode(t, &o)),
+            Err(e) => Err(error_event(&e)),
+        }
+    }
+
+    /// Sends `obj`'s event; false when the watch is over.
+    async fn emit(&mut self, sh: &SimShared, t: &str, obj: &Arc<Value>) -> bool {
+        match self.converted(sh, t, obj).await {
+            Ok(b) => self.send(b).await,
+            Err(b) => {
+                let _ = self.send(b).await;
+                false
+            }
+        }
     }
 
     async fn send(&self, b: Bytes) -> bool {
@@ -244,11 +269,8 @@ pub async fn serve_watch(
         let mut receiver = start.receiver;
         if initial {
             for obj in &start.snapshot {
-                if watcher.matches(obj) {
-                    let b = watcher.encode("ADDED", obj);
-                    if !watcher.send(b).await {
-                        return;
-                    }
+                if watcher.matches(obj) && !watcher.emit(&sh, "ADDED", obj).await {
+                    return;
                 }
             }
             if send_initial == Some(true) {
@@ -261,8 +283,8 @@ pub async fn serve_watch(
         let mut last_rv = from_rv.unwrap_or(start.current_rv);
         for ev in &start.backlog {
             last_rv = ev.rv;
-            if let Some(b) = watcher.translate(ev)
-                && !watcher.send(b).await
+            if let Some((t, obj)) = watcher.translate(ev)
+                && !watcher.emit(&sh, t, &obj).await
             {
                 return;
             }
@@ -282,8 +304,8 @@ pub async fn serve_watch(
                         if from_rv.is_some_and(|rv| ev.rv <= rv) {
                             continue;
                         }
-                        if let Some(b) = watcher.translate(&ev)
-                            && !watcher.send(b).await
+                        if let Some((t, obj)) = watcher.translate(&ev)
+                            && !watcher.emit(&sh, t, &obj).await
                         {
                             return;
                         }

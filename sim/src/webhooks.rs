@@ -248,7 +248,7 @@ impl WebhookDispatcher {
 }
 
 /// POSTs JSON over HTTPS trusting only `ca_pem`; the decoded JSON response.
-async fn post_https(url: &str, ca_pem: &[u8], body: Vec<u8>) -> Result<Value, String> {
+pub(crate) async fn post_https(url: &str, ca_pem: &[u8], body: Vec<u8>) -> Result<Value, String> {
     let uri: http::Uri = url.parse().map_err(|e| format!("invalid url: {e}"))?;
     if uri.scheme_str() != Some("https") {
         return Err("webhook url must use https".into());

@@ -63,3 +63,33 @@ pass "kubectl scale cloneset reaches 3 ready pods"
 assert_eq "$("$KUBECTL" get cloneset demo -o jsonpath='{.spec.updateStrategy.type}')" "RollingUpdate" "defaulted update strategy"
 assert_eq "$("$KUBECTL" get cloneset demo -o jsonpath='{.spec.updateStrategy.rollingUpdate.maxUnavailable}')" "20%" "defaulted maxUnavailable"
 pass "CloneSet defaults applied by the in-process webhook"
+
+# An OpenKruise v1alpha1 manifest applies unchanged: stored as v1beta1 through the
+# CloneSet conversion webhook, read back in either version.
+legacy_ready() {
+  local out; out=$("$KUBECTL" get pods -l app=legacy -o jsonpath='{range .items[*]}{.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}')
+  [[ "$(grep -c True <<<"$out")" == "$1" && "$(wc -l <<<"$out")" == "$1" ]]
+}
+"$KUBECTL" apply -f - >/dev/null <<'YAML'
+apiVersion: apps.kruise.io/v1alpha1
+kind: CloneSet
+metadata:
+  name: legacy
+spec:
+  replicas: 2
+  selector:
+    matchLabels: {app: legacy}
+  updateStrategy:
+    type: InPlaceIfPossible
+  template:
+    metadata:
+      labels: {app: legacy}
+    spec:
+      containers:
+      - name: main
+        image: nginx:alpine
+YAML
+wait_for 60 "2 ready legacy pods" legacy_ready 2
+assert_eq "$("$KUBECTL" get clonesets.v1beta1.apps.kruise.io legacy -o jsonpath='{.spec.updateStrategy.rollingUpdate.podUpdatePolicy}')" "InPlaceIfPossible" "v1beta1 view"
+assert_eq "$("$KUBECTL" get clonesets.v1alpha1.apps.kruise.io legacy -o jsonpath='{.spec.updateStrategy.type}')" "InPlaceIfPossible" "v1alpha1 view"
+pass "a v1alpha1 CloneSet applies unchanged and reads back in both versions (conversion webhook)"

@@ -6,6 +6,7 @@
 
 mod cluster;
 mod common;
+mod conversion;
 mod crd;
 mod crud;
 mod errors;

@@ -92,14 +92,15 @@ impl AdmissionHandler for DenyForbidden {
     }
 }
 
-struct Server {
-    stop: CancellationToken,
-    ca: CertificateAuthority,
-    endpoint: Endpoint,
-    routes: AdmissionRoutes,
+pub(crate) struct Server {
+    pub(crate) stop: CancellationToken,
+    pub(crate) ca: CertificateAuthority,
+    pub(crate) endpoint: Endpoint,
+    pub(crate) routes: AdmissionRoutes,
 }
 
-async fn serve(routes: AdmissionRoutes) -> Server {
+/// An admission server for `routes` over HTTPS on loopback, with its own CA.
+pub(crate) async fn serve(routes: AdmissionRoutes) -> Server {
     let now = jiff::Timestamp::now();
     let ca = certs::generate_ca("test-ca", now, Duration::from_secs(3600)).unwrap();
     let (cert, key) = certs::issue_serving(
