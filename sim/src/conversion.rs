@@ -11,7 +11,6 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use base64::Engine as _;
 use serde_json::{Value, json};
 
 use crate::error::{ApiError, ApiResult};
@@ -181,13 +180,7 @@ async fn call_conversion_webhook(
             ));
         }
     };
-    let ca = cc
-        .get("caBundle")
-        .and_then(Value::as_str)
-        .map(|b| base64::engine::general_purpose::STANDARD.decode(b))
-        .transpose()
-        .map_err(|e| format!("invalid caBundle: {e}"))?
-        .unwrap_or_default();
+    let ca = crate::webhooks::ca_bundle(&cc)?;
     let uid = meta::new_uid();
     let review = json!({
         "apiVersion": "apiextensions.k8s.io/v1",

@@ -222,13 +222,7 @@ impl WebhookDispatcher {
             .get("clientConfig")
             .cloned()
             .unwrap_or(Value::Null);
-        let ca = cc
-            .get("caBundle")
-            .and_then(Value::as_str)
-            .map(|b| base64::engine::general_purpose::STANDARD.decode(b))
-            .transpose()
-            .map_err(|e| format!("invalid caBundle: {e}"))?
-            .unwrap_or_default();
+        let ca = ca_bundle(&cc)?;
         let timeout = entry
             .hook
             .get("timeoutSeconds")
@@ -245,6 +239,17 @@ impl WebhookDispatcher {
             )),
         }
     }
+}
+
+/// The PEM bytes of a webhook `clientConfig`'s base64 `caBundle` (empty when unset).
+pub(crate) fn ca_bundle(client_config: &Value) -> Result<Vec<u8>, String> {
+    client_config
+        .get("caBundle")
+        .and_then(Value::as_str)
+        .map(|b| base64::engine::general_purpose::STANDARD.decode(b))
+        .transpose()
+        .map_err(|e| format!("invalid caBundle: {e}"))
+        .map(Option::unwrap_or_default)
 }
 
 /// POSTs JSON over HTTPS trusting only `ca_pem`; the decoded JSON response.

@@ -32,9 +32,9 @@ assert_contains "$(cat "$WORK/sim.log")" "controllers running in-process: clones
 assert_contains "$("$KUBECTL" get crd -o name)" "clonesets.apps.kruise.io" "CloneSet CRD installed by up"
 pass "kruise-sim up runs the CloneSet family in-process"
 
-ready_pods() { # ready_pods N: exactly N pods of the demo, all Ready
-  local out; out=$("$KUBECTL" get pods -l app=demo -o jsonpath='{range .items[*]}{.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}')
-  [[ "$(grep -c True <<<"$out")" == "$1" && "$(wc -l <<<"$out")" == "$1" ]]
+ready_pods() { # ready_pods APP N: exactly N pods labelled app=APP, all Ready
+  local out; out=$("$KUBECTL" get pods -l "app=$1" -o jsonpath='{range .items[*]}{.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}')
+  [[ "$(grep -c True <<<"$out")" == "$2" && "$(wc -l <<<"$out")" == "$2" ]]
 }
 "$KUBECTL" apply -f - >/dev/null <<'YAML'
 apiVersion: apps.kruise.io/v1beta1
@@ -53,10 +53,10 @@ spec:
       - name: main
         image: nginx:alpine
 YAML
-wait_for 60 "2 ready pods" ready_pods 2
+wait_for 60 "2 ready pods" ready_pods demo 2
 pass "a CloneSet applied with kubectl gets 2 ready pods"
 "$KUBECTL" scale cloneset demo --replicas 3 >/dev/null
-wait_for 60 "3 ready pods" ready_pods 3
+wait_for 60 "3 ready pods" ready_pods demo 3
 pass "kubectl scale cloneset reaches 3 ready pods"
 
 # The defaulting webhook answered (served in-process over HTTPS): defaults are filled in.
@@ -66,10 +66,6 @@ pass "CloneSet defaults applied by the in-process webhook"
 
 # An OpenKruise v1alpha1 manifest applies unchanged: stored as v1beta1 through the
 # CloneSet conversion webhook, read back in either version.
-legacy_ready() {
-  local out; out=$("$KUBECTL" get pods -l app=legacy -o jsonpath='{range .items[*]}{.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}')
-  [[ "$(grep -c True <<<"$out")" == "$1" && "$(wc -l <<<"$out")" == "$1" ]]
-}
 "$KUBECTL" apply -f - >/dev/null <<'YAML'
 apiVersion: apps.kruise.io/v1alpha1
 kind: CloneSet
@@ -89,7 +85,7 @@ spec:
       - name: main
         image: nginx:alpine
 YAML
-wait_for 60 "2 ready legacy pods" legacy_ready 2
+wait_for 60 "2 ready legacy pods" ready_pods legacy 2
 assert_eq "$("$KUBECTL" get clonesets.v1beta1.apps.kruise.io legacy -o jsonpath='{.spec.updateStrategy.rollingUpdate.podUpdatePolicy}')" "InPlaceIfPossible" "v1beta1 view"
 assert_eq "$("$KUBECTL" get clonesets.v1alpha1.apps.kruise.io legacy -o jsonpath='{.spec.updateStrategy.type}')" "InPlaceIfPossible" "v1alpha1 view"
 pass "a v1alpha1 CloneSet applies unchanged and reads back in both versions (conversion webhook)"
