@@ -7,15 +7,9 @@ set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 KUBECTL="${KUBECTL:-kubectl}"
-WORK="$(mktemp -d)"
-PIDS=()
-cleanup() {
-  for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; done
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
 # shellcheck source=sim/tests/scenario-lib.sh
 source "$ROOT/sim/tests/scenario-lib.sh"
+scenario_init
 
 target="${CARGO_TARGET_DIR:-$ROOT/target}/debug"
 if [[ -z "${KRUISE_SIM:-}" || -z "${KRUISE_CLONESET:-}" ]]; then
@@ -26,8 +20,6 @@ KRUISE_CLONESET="${KRUISE_CLONESET:-$target/kruise-cloneset}"
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
-export KUBECONFIG="$WORK/kubeconfig"
-export KUBECACHEDIR="$WORK/kube-cache"
 "$KRUISE_SIM" up --port 0 --nodes 3 --controllers none --kubeconfig "$KUBECONFIG" >"$WORK/sim.log" 2>&1 &
 PIDS+=($!)
 wait_for 30 "kruise-sim" grep -q '^export KUBECONFIG=' "$WORK/sim.log"

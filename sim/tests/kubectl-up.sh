@@ -8,23 +8,15 @@ set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 KUBECTL="${KUBECTL:-kubectl}"
-WORK="$(mktemp -d)"
-PIDS=()
-cleanup() {
-  for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; done
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
 # shellcheck source=sim/tests/scenario-lib.sh
 source "$ROOT/sim/tests/scenario-lib.sh"
+scenario_init
 
 if [[ -z "${KRUISE_SIM:-}" ]]; then
   (cd "$ROOT" && cargo build -q -p kruise-sim)
 fi
 KRUISE_SIM="${KRUISE_SIM:-${CARGO_TARGET_DIR:-$ROOT/target}/debug/kruise-sim}"
 
-export KUBECONFIG="$WORK/kubeconfig"
-export KUBECACHEDIR="$WORK/kube-cache"
 "$KRUISE_SIM" up --port 0 --kubeconfig "$KUBECONFIG" >"$WORK/sim.log" 2>&1 &
 PIDS+=($!)
 wait_for 60 "kruise-sim up" grep -q '^export KUBECONFIG=' "$WORK/sim.log"

@@ -24,3 +24,18 @@ wait_for() {
     sleep 0.1
   done
 }
+
+# scenario_init: a work directory (WORK) with the kubeconfig and kubectl's discovery cache
+# (a previous simulator on the same port may have served other CRDs), and PIDS, whose
+# processes are stopped when the scenario exits.
+scenario_init() {
+  WORK="$(mktemp -d)"
+  PIDS=()
+  trap scenario_cleanup EXIT
+  export KUBECONFIG="$WORK/kubeconfig"
+  export KUBECACHEDIR="$WORK/kube-cache"
+}
+scenario_cleanup() {
+  for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; done
+  rm -rf "$WORK"
+}
