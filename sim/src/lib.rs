@@ -77,6 +77,9 @@ pub struct SimConfig {
     pub nodes: usize,
     /// How long the simulated kubelet takes to pull, start and ready containers.
     pub kubelet: KubeletTimings,
+    /// Serve a fake CRI runtime for each simulated node on `<dir>/<node>.sock`
+    /// (RuntimeService and ImageService subsets, answered from the kubelet's state).
+    pub cri_dir: Option<PathBuf>,
 }
 
 impl Default for SimConfig {
@@ -90,6 +93,7 @@ impl Default for SimConfig {
             admission_webhooks: true,
             nodes: 0,
             kubelet: KubeletTimings::default(),
+            cri_dir: None,
         }
     }
 }
@@ -183,11 +187,39 @@ impl Sim {
         if config.nodes > 0 {
             cluster::nodes::register(&shared, config.nodes).await?;
             background.push(tokio::spawn(cluster::scheduler::run(shared.clone())));
+            let (cri_tx, cri_rx) = tokio::sync::mpsc::channel(64);
             background.push(tokio::spawn(cluster::kubelet::run(
                 shared.clone(),
                 config.nodes,
                 config.kubelet,
+                cri_rx,
             )));
+            if let Some(dir) = &config.cri_dir {
+                for i in 0..config.nodes {
+                    let node = cluster::nodes::node_name(i);
+                    let socket = cluster::cri::socket_path(dir, &node);
+                    let runtime = cluster::cri::NodeRuntime {
+                        node,
+                        tx: cri_tx.clone(),
+                        pull_delay: config.kubelet.pull_delay,
+                    };
+                    let mut stop = shared.shutdown_signal();
+                    let shutdown = async move {
+                        let _ = stop.wait_for(|s| *s).await;
+                    };
+                    // Bound before `start` returns, so the socket exists once it does.
+                    let listener = kruise_cri::bind_unix(&socket).with_context(|| {
+                        format!("binding the fake CRI socket {}", socket.display())
+                    })?;
+                    background.push(tokio::spawn(async move {
+                        let serve =
+                            kruise_cri::serve(listener, runtime.clone(), runtime, shutdown);
+                        if let Err(e) = serve.await {
+                            tracing::warn!(error = %e, socket = %socket.display(), "fake CRI server stopped");
+                        }
+                    }));
+                }
+            }
         }
         let router = server::router(shared.clone());
         let mut stop = shared.shutdown_signal();
@@ -269,6 +301,15 @@ impl Sim {
         self.write_kubeconfig(&path)?;
         *guard = Some(path.clone());
         Ok(path)
+    }
+
+    /// The fake CRI socket of simulated node `node` (when `SimConfig::cri_dir` is set).
+    pub fn cri_socket(&self, node: &str) -> Option<PathBuf> {
+        self.shared
+            .config
+            .cri_dir
+            .as_deref()
+            .map(|dir| cluster::cri::socket_path(dir, node))
     }
 
     pub fn counters(&self) -> &Counters {

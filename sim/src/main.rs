@@ -52,6 +52,10 @@ enum Command {
         /// comma-separated list (available: cloneset).
         #[arg(long, default_value = "all")]
         controllers: String,
+        /// Serve a fake CRI runtime (containerd's RuntimeService/ImageService subset)
+        /// for each node on `<DIR>/<node>.sock`, for node agents.
+        #[arg(long)]
+        cri_dir: Option<PathBuf>,
     },
 }
 
@@ -91,6 +95,7 @@ async fn main() -> anyhow::Result<()> {
             start_delay,
             ready_delay,
             controllers,
+            cri_dir,
         } => {
             let families = families::parse(&controllers)?;
             let config = kruise_sim::SimConfig {
@@ -102,6 +107,7 @@ async fn main() -> anyhow::Result<()> {
                     start_delay,
                     ready_delay,
                 },
+                cri_dir: cri_dir.clone(),
                 ..Default::default()
             };
             let sim = kruise_sim::Sim::start(config).await?;
@@ -118,6 +124,12 @@ async fn main() -> anyhow::Result<()> {
             println!("kruise-sim API server listening on {}", sim.url());
             if !families.is_empty() {
                 println!("controllers running in-process: {}", families.join(", "));
+            }
+            if let Some(dir) = &cri_dir {
+                println!(
+                    "fake CRI sockets: {}",
+                    kruise_sim::cluster::cri::socket_path(dir, "<node>").display()
+                );
             }
             println!("export KUBECONFIG={}; kubectl get ns", path.display());
             wait_for_signal().await?;

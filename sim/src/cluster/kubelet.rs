@@ -18,12 +18,16 @@ use serde_json::{Map, Value, json};
 use tokio::sync::broadcast::error::{RecvError, TryRecvError};
 use tokio::time::Instant;
 
+use super::cri::{CriContainer, CriRequest};
+use super::images::ImageStore;
 use super::{ANN_EXIT_AFTER, ANN_EXIT_CODE, ANN_READY_DELAY, ANN_START_DELAY, KubeletTimings};
 use super::{nodes, parse_duration};
 use crate::SimShared;
 use crate::meta;
 use crate::ops::{DeleteOptions, Subresource};
 use crate::registry::GroupResource;
+use kruise_cri::v1::ContainerState;
+use tokio::sync::mpsc;
 
 /// The longest a terminating pod waits in the sim before the kubelet removes it; a
 /// real kubelet waits for the containers to stop, up to the grace period.
@@ -82,38 +86,143 @@ fn spec_hash(c: &Value) -> u64 {
     stable_hash(&c.to_string(), 0)
 }
 
-struct Ctr {
-    name: String,
+pub(crate) struct Ctr {
+    pub(crate) name: String,
     hash: u64,
-    image: String,
-    image_id: String,
-    container_id: String,
-    restart_count: i64,
-    start_at: Instant,
+    pub(crate) image: String,
+    pub(crate) image_id: String,
+    /// `containerd://<64 hex>`, as the pod status reports it.
+    pub(crate) container_id: String,
+    pub(crate) restart_count: i64,
+    pub(crate) created_at: Instant,
+    pub(crate) start_at: Instant,
     ready_at: Instant,
     last_state: Value,
+    /// Stopped through the CRI and not restarted (restartPolicy Never, or OnFailure
+    /// with exit code 0): when, and with which code.
+    pub(crate) terminated: Option<(Instant, i64)>,
 }
 
-struct PodRt {
-    uid: String,
-    node: String,
+/// A container that was killed and replaced; the runtime keeps the last one per
+/// container name, as the kubelet's container GC does by default.
+pub(crate) struct DeadCtr {
+    pub(crate) name: String,
+    pub(crate) container_id: String,
+    pub(crate) image: String,
+    pub(crate) image_id: String,
+    pub(crate) attempt: i64,
+    pub(crate) created_at: Instant,
+    pub(crate) started_at: Instant,
+    pub(crate) finished_at: Instant,
+    pub(crate) exit_code: i64,
+}
+
+pub(crate) struct PodRt {
+    pub(crate) uid: String,
+    pub(crate) namespace: String,
+    pub(crate) name: String,
+    restart_policy: String,
+    pub(crate) node: String,
     ip: String,
     t0: Instant,
     t0_wall: Timestamp,
     init_done_at: Instant,
     /// Without init containers the pod counts as Initialized from the start.
     has_init: bool,
-    containers: Vec<Ctr>,
+    pub(crate) containers: Vec<Ctr>,
+    pub(crate) dead: Vec<DeadCtr>,
     /// When and with which code the containers exit (restartPolicy Never/OnFailure).
     exit: Option<(Instant, i64)>,
     delete_at: Option<Instant>,
 }
 
 impl PodRt {
-    fn wall(&self, at: Instant) -> String {
+    /// The wall-clock time of a runtime instant.
+    pub(crate) fn timestamp(&self, at: Instant) -> Timestamp {
         let d = SignedDuration::try_from(at.saturating_duration_since(self.t0))
             .unwrap_or(SignedDuration::ZERO);
-        meta::format_time(self.t0_wall.checked_add(d).unwrap_or(self.t0_wall))
+        self.t0_wall.checked_add(d).unwrap_or(self.t0_wall)
+    }
+
+    fn wall(&self, at: Instant) -> String {
+        meta::format_time(self.timestamp(at))
+    }
+
+    /// When the pod's containers exited on their own (`sim.kruise.io/exit-after`).
+    pub(crate) fn exited_at(&self, now: Instant) -> Option<(Instant, i64)> {
+        self.exit.filter(|(at, _)| now >= *at)
+    }
+
+    /// Kills container `i` and starts its replacement `delay` from `now` (the
+    /// kubelet's restart for a changed spec or a container that exited under
+    /// restartPolicy Always): restartCount+1, a new container id, the old one kept as
+    /// the dead container and reported as lastState.
+    fn restart(&mut self, i: usize, code: i64, now: Instant, delay: Duration, ready: Duration) {
+        let Some(ctr) = self.containers.get(i) else {
+            return;
+        };
+        let last_state = json!({"terminated": {
+            "exitCode": code, "reason": if code == 0 { "Completed" } else { "Error" },
+            "startedAt": self.wall(ctr.start_at), "finishedAt": self.wall(now),
+            "containerID": ctr.container_id,
+        }});
+        let dead = DeadCtr {
+            name: ctr.name.clone(),
+            container_id: ctr.container_id.clone(),
+            image: ctr.image.clone(),
+            image_id: ctr.image_id.clone(),
+            attempt: ctr.restart_count,
+            created_at: ctr.created_at,
+            started_at: ctr.start_at,
+            finished_at: now,
+            exit_code: code,
+        };
+        self.dead.retain(|d| d.name != dead.name);
+        self.dead.push(dead);
+        if let Some(ctr) = self.containers.get_mut(i) {
+            ctr.last_state = last_state;
+            ctr.container_id = container_id();
+            ctr.restart_count += 1;
+            ctr.created_at = now;
+            ctr.start_at = now + delay;
+            ctr.ready_at = ctr.start_at + ready;
+            ctr.terminated = None;
+        }
+    }
+
+    /// Stops the container with CRI id `id` (no `containerd://` prefix) as
+    /// `StopContainer` does, then lets the restart policy decide: restarted after the
+    /// start delay, or left exited. False when no live container has that id.
+    pub(crate) fn stop_container(
+        &mut self,
+        id: &str,
+        code: i64,
+        now: Instant,
+        start: Duration,
+        ready: Duration,
+    ) -> bool {
+        let Some(i) = self
+            .containers
+            .iter()
+            .position(|c| c.container_id.strip_prefix("containerd://") == Some(id))
+        else {
+            return false;
+        };
+        if self.exited_at(now).is_some() || self.containers[i].terminated.is_some() {
+            // Already exited: stopping is a no-op, as for the runtime.
+            return true;
+        }
+        let restarts = match self.restart_policy.as_str() {
+            "Never" => false,
+            "OnFailure" => code != 0,
+            _ => true,
+        };
+        if restarts {
+            self.restart(i, code, now, start, ready);
+        } else if let Some(c) = self.containers.get_mut(i) {
+            c.terminated = Some((now, code));
+        }
+        true
     }
 }
 
@@ -145,6 +254,7 @@ struct Kubelet {
     /// Pod IPs in use per node.
     ips: HashMap<String, HashSet<String>>,
     overflow_ip: u32,
+    images: ImageStore,
 }
 
 impl Kubelet {
@@ -175,6 +285,17 @@ impl Kubelet {
         ip
     }
 
+    /// The pull a container start costs on `node`; the image is on the node after.
+    fn pull_delay(&mut self, node: &str, container: &Value) -> Duration {
+        let pull = self.images.needs_pull(node, container);
+        self.images.add(node, str_of(container, "image"));
+        if pull {
+            self.timings.pull_delay
+        } else {
+            Duration::ZERO
+        }
+    }
+
     fn forget(&mut self, key: &Key) {
         if let Some(rt) = self.pods.remove(key)
             && let Some(set) = self.ips.get_mut(&rt.node)
@@ -187,10 +308,16 @@ impl Kubelet {
         let start = self.start_delay(pod);
         let ready = self.ready_delay(pod);
         let has_init = !containers(pod, "initContainers").is_empty();
+        // Images are pulled in parallel: one delay when any is missing.
+        let pull = containers(pod, "initContainers")
+            .iter()
+            .chain(containers(pod, "containers").iter())
+            .map(|c| self.pull_delay(node, c))
+            .max()
+            .unwrap_or(Duration::ZERO);
         // Init containers run to completion (one start delay) before the app
         // containers start.
-        let init_done_at =
-            now + self.timings.pull_delay + if has_init { start } else { Duration::ZERO };
+        let init_done_at = now + pull + if has_init { start } else { Duration::ZERO };
         let start_at = init_done_at + start;
         let ctrs: Vec<Ctr> = containers(pod, "containers")
             .iter()
@@ -203,9 +330,11 @@ impl Kubelet {
                     image,
                     container_id: container_id(),
                     restart_count: 0,
+                    created_at: now,
                     start_at,
                     ready_at: start_at + ready,
                     last_state: json!({}),
+                    terminated: None,
                 }
             })
             .collect();
@@ -227,6 +356,9 @@ impl Kubelet {
         };
         PodRt {
             uid: meta::meta_str(pod, "uid").to_string(),
+            namespace: meta::meta_str(pod, "namespace").to_string(),
+            name: meta::name_of(pod).to_string(),
+            restart_policy: policy.to_string(),
             node: node.to_string(),
             ip: self.alloc_ip(node),
             t0: now,
@@ -234,56 +366,38 @@ impl Kubelet {
             init_done_at,
             has_init,
             containers: ctrs,
+            dead: Vec::new(),
             exit,
             delete_at: None,
         }
     }
 
     /// Restarts the containers whose spec changed; the others keep running.
-    fn apply_spec_changes(&self, rt: &mut PodRt, pod: &Value, now: Instant) {
-        if rt.exit.is_some_and(|(at, _)| now >= at) {
+    fn apply_spec_changes(&mut self, rt: &mut PodRt, pod: &Value, now: Instant) {
+        if rt.exited_at(now).is_some() {
             return;
         }
         let start = self.start_delay(pod);
         let ready = self.ready_delay(pod);
-        let specs = containers(pod, "containers");
-        let wall_now = meta::now_rfc3339();
-        for c in &specs {
+        for c in &containers(pod, "containers") {
             let name = str_of(c, "name");
             let hash = spec_hash(c);
-            let Some(ctr) = rt.containers.iter_mut().find(|x| x.name == name) else {
+            let Some(i) = rt.containers.iter().position(|x| x.name == name) else {
                 continue;
             };
-            if ctr.hash == hash {
+            if rt.containers[i].hash == hash {
                 continue;
             }
             let image = str_of(c, "image").to_string();
-            let pull = if image != ctr.image {
-                self.timings.pull_delay
-            } else {
-                Duration::ZERO
-            };
-            let started_at = meta::format_time(
-                rt.t0_wall
-                    .checked_add(
-                        SignedDuration::try_from(ctr.start_at.saturating_duration_since(rt.t0))
-                            .unwrap_or(SignedDuration::ZERO),
-                    )
-                    .unwrap_or(rt.t0_wall),
-            );
-            // The killed container shows up as lastState, as after a kubelet restart
-            // for "Container definition changed".
-            ctr.last_state = json!({"terminated": {
-                "exitCode": 0, "reason": "Completed", "startedAt": started_at,
-                "finishedAt": wall_now, "containerID": ctr.container_id,
-            }});
-            ctr.hash = hash;
-            ctr.image_id = image_id(&image);
-            ctr.image = image;
-            ctr.container_id = container_id();
-            ctr.restart_count += 1;
-            ctr.start_at = now + pull + start;
-            ctr.ready_at = ctr.start_at + ready;
+            let pull = self.pull_delay(&rt.node, c);
+            // Killed for "Container definition changed"; the kubelet reports the
+            // stopped container's exit as lastState.
+            rt.restart(i, 0, now, pull + start, ready);
+            if let Some(ctr) = rt.containers.get_mut(i) {
+                ctr.hash = hash;
+                ctr.image_id = image_id(&image);
+                ctr.image = image;
+            }
         }
     }
 
@@ -312,11 +426,12 @@ impl Kubelet {
         for c in &rt.containers {
             later(c.start_at);
             later(c.ready_at);
-            let started = exited.is_none() && now >= c.start_at;
+            let exit = exited.or(c.terminated);
+            let started = exit.is_none() && now >= c.start_at;
             let ready = started && now >= c.ready_at;
             any_running |= started;
             all_ready &= ready;
-            let state = match exited {
+            let state = match exit {
                 Some((at, code)) => json!({"terminated": {
                     "exitCode": code,
                     "reason": if code == 0 { "Completed" } else { "Error" },
@@ -329,12 +444,12 @@ impl Kubelet {
                 }
             };
             let mut s = json!({
-                "name": c.name, "image": c.image, "imageID": if started || exited.is_some() { c.image_id.as_str() } else { "" },
+                "name": c.name, "image": c.image, "imageID": if started || exit.is_some() { c.image_id.as_str() } else { "" },
                 "started": started, "ready": ready, "restartCount": c.restart_count,
                 "state": state, "lastState": c.last_state,
             });
             if let Some(m) = s.as_object_mut() {
-                if started || exited.is_some() || c.restart_count > 0 {
+                if started || exit.is_some() || c.restart_count > 0 {
                     m.insert("containerID".into(), json!(c.container_id));
                 }
                 // Resources are applied without a restart (in-place resize, beta and
@@ -365,7 +480,21 @@ impl Kubelet {
                     "state": state, "lastState": {}})
             })
             .collect();
-        let phase = match exited {
+        // Every container stopped for good (through the CRI) ends the pod as if its
+        // containers had exited on their own.
+        let all_terminated = (!rt.containers.is_empty()
+            && rt.containers.iter().all(|c| c.terminated.is_some()))
+        .then(|| {
+            let code = rt
+                .containers
+                .iter()
+                .filter_map(|c| c.terminated.map(|(_, code)| code))
+                .find(|code| *code != 0)
+                .unwrap_or(0);
+            (now, code)
+        });
+        let pod_exit = exited.or(all_terminated);
+        let phase = match pod_exit {
             Some((_, 0)) => "Succeeded",
             Some(_) => "Failed",
             None if init_done && any_running => "Running",
@@ -392,7 +521,7 @@ impl Kubelet {
             .and_then(Value::as_array)
             .cloned()
             .unwrap_or_default();
-        let completed = exited.is_some();
+        let completed = pod_exit.is_some();
         let containers_ready = all_ready && !completed;
         let gates_msg = readiness_gates_message(cur, &conds);
         let ready = containers_ready && gates_msg.is_none();
@@ -567,6 +696,139 @@ impl Kubelet {
     }
 }
 
+impl Kubelet {
+    /// The containers of `node`'s pods (live and the last dead one per name), as the
+    /// CRI reports them.
+    fn cri_containers(&self, node: &str, now: Instant) -> Vec<CriContainer> {
+        let ns = |rt: &PodRt, at: Instant| rt.timestamp(at).as_nanosecond() as i64;
+        let mut out = Vec::new();
+        for rt in self.pods.values().filter(|rt| rt.node == node) {
+            let sandbox_id: String = (10..14u64)
+                .map(|i| format!("{:016x}", stable_hash(&rt.uid, i)))
+                .collect();
+            let labels = |name: &str| {
+                HashMap::from([
+                    (kruise_cri::LABEL_POD_NAME.to_string(), rt.name.clone()),
+                    (
+                        kruise_cri::LABEL_POD_NAMESPACE.to_string(),
+                        rt.namespace.clone(),
+                    ),
+                    (kruise_cri::LABEL_POD_UID.to_string(), rt.uid.clone()),
+                    (
+                        kruise_cri::LABEL_CONTAINER_NAME.to_string(),
+                        name.to_string(),
+                    ),
+                ])
+            };
+            for c in &rt.containers {
+                let exit = rt.exited_at(now).or(c.terminated);
+                let (state, finished_at, exit_code) = match exit {
+                    Some((at, code)) => (ContainerState::ContainerExited, ns(rt, at), code),
+                    None if now >= c.start_at => (ContainerState::ContainerRunning, 0, 0),
+                    None => (ContainerState::ContainerCreated, 0, 0),
+                };
+                out.push(CriContainer {
+                    id: cri_id(&c.container_id),
+                    sandbox_id: sandbox_id.clone(),
+                    name: c.name.clone(),
+                    attempt: u32::try_from(c.restart_count).unwrap_or(0),
+                    image: c.image.clone(),
+                    image_ref: c.image_id.clone(),
+                    state,
+                    created_at: ns(rt, c.created_at),
+                    started_at: if now >= c.start_at {
+                        ns(rt, c.start_at)
+                    } else {
+                        0
+                    },
+                    finished_at,
+                    exit_code: i32::try_from(exit_code).unwrap_or(i32::MAX),
+                    labels: labels(&c.name),
+                });
+            }
+            for d in &rt.dead {
+                out.push(CriContainer {
+                    id: cri_id(&d.container_id),
+                    sandbox_id: sandbox_id.clone(),
+                    name: d.name.clone(),
+                    attempt: u32::try_from(d.attempt).unwrap_or(0),
+                    image: d.image.clone(),
+                    image_ref: d.image_id.clone(),
+                    state: ContainerState::ContainerExited,
+                    created_at: ns(rt, d.created_at),
+                    started_at: ns(rt, d.started_at),
+                    finished_at: ns(rt, d.finished_at),
+                    exit_code: i32::try_from(d.exit_code).unwrap_or(i32::MAX),
+                    labels: labels(&d.name),
+                });
+            }
+        }
+        out
+    }
+
+    /// Answers one CRI request; returns the pod whose status changed, if any.
+    fn handle_cri(&mut self, req: CriRequest) -> Option<Key> {
+        let now = Instant::now();
+        match req {
+            CriRequest::Containers { node, reply } => {
+                let _ = reply.send(self.cri_containers(&node, now));
+                None
+            }
+            CriRequest::Stop {
+                node,
+                id,
+                timeout,
+                reply,
+            } => {
+                let key = self.pods.iter().find_map(|(key, rt)| {
+                    (rt.node == node && rt.containers.iter().any(|c| cri_id(&c.container_id) == id))
+                        .then(|| key.clone())
+                });
+                let Some(key) = key else {
+                    let _ = reply.send(false);
+                    return None;
+                };
+                let pod = self
+                    .sh
+                    .store
+                    .get(&GroupResource::new("", "pods"), &key.0, &key.1)
+                    .unwrap_or_else(|| Arc::new(Value::Null));
+                let (start, ready) = (self.start_delay(&pod), self.ready_delay(&pod));
+                // A graceful stop (SIGTERM, then a clean exit) ends with 0; a stop
+                // without a timeout is a SIGKILL: 137.
+                let code = if timeout > 0 { 0 } else { 137 };
+                let stopped = self
+                    .pods
+                    .get_mut(&key)
+                    .is_some_and(|rt| rt.stop_container(&id, code, now, start, ready));
+                let _ = reply.send(stopped);
+                stopped.then_some(key)
+            }
+            CriRequest::Images { node, reply } => {
+                let _ = reply.send(self.images.list(&node));
+                None
+            }
+            CriRequest::AddImage { node, image, reply } => {
+                let _ = reply.send(self.images.add(&node, &image));
+                None
+            }
+            CriRequest::RemoveImage { node, image, reply } => {
+                self.images.remove(&node, &image);
+                let _ = reply.send(());
+                None
+            }
+        }
+    }
+}
+
+/// A pod status containerID without its `containerd://` prefix, as the CRI names it.
+fn cri_id(container_id: &str) -> String {
+    container_id
+        .split_once("://")
+        .map_or(container_id, |(_, id)| id)
+        .to_string()
+}
+
 /// The spec's requests/limits of one container, when it declares any.
 fn spec_resources(pod: &Value, name: &str) -> Option<Value> {
     let c = containers(pod, "containers")
@@ -650,7 +912,12 @@ fn set_cond(
 }
 
 /// Runs the kubelet for nodes `sim-node-0..node_count-1`.
-pub async fn run(sh: Arc<SimShared>, node_count: usize, timings: KubeletTimings) {
+pub(crate) async fn run(
+    sh: Arc<SimShared>,
+    node_count: usize,
+    timings: KubeletTimings,
+    mut cri: mpsc::Receiver<CriRequest>,
+) {
     let mut rx = sh.store.subscribe();
     let mut k = Kubelet {
         sh: sh.clone(),
@@ -659,6 +926,7 @@ pub async fn run(sh: Arc<SimShared>, node_count: usize, timings: KubeletTimings)
         pods: HashMap::new(),
         ips: HashMap::new(),
         overflow_ip: 0,
+        images: ImageStore::default(),
     };
     let pods_gr = GroupResource::new("", "pods");
     let mut deadlines: HashMap<Key, Instant> = HashMap::new();
@@ -689,8 +957,12 @@ pub async fn run(sh: Arc<SimShared>, node_count: usize, timings: KubeletTimings)
                     Err(RecvError::Lagged(_)) => dirty.extend(all_pods(&sh)),
                     Err(RecvError::Closed) => return,
                 },
+                Some(req) = cri.recv() => dirty.extend(k.handle_cri(req)),
                 _ = sleep => {}
             }
+        }
+        while let Ok(req) = cri.try_recv() {
+            dirty.extend(k.handle_cri(req));
         }
         loop {
             match rx.try_recv() {

@@ -3,6 +3,8 @@
 //! (create, bind_pod, status updates, delete) so clients see exactly the objects,
 //! resourceVersions and watch events a real cluster would produce.
 
+pub mod cri;
+pub mod images;
 pub mod kubelet;
 pub mod nodes;
 pub mod quantity;

@@ -8,6 +8,7 @@ mod cluster;
 mod common;
 mod conversion;
 mod crd;
+mod cri;
 mod crud;
 mod errors;
 mod faults;

@@ -1,0 +1,174 @@
+//! The images present on each simulated node: filled by the kubelet as it pulls for
+//! pods and by the fake CRI's PullImage, emptied by RemoveImage. The kubelet pays the
+//! pull delay only for an image the node lacks (or under `imagePullPolicy: Always`),
+//! which is what makes pre-downloading images worth it, as on a real node.
+
+use std::collections::{BTreeMap, HashMap};
+
+use serde_json::Value;
+
+use super::kubelet::image_id;
+
+/// One image on a node, named as containerd names it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeImage {
+    /// `sha256:<64 hex>` (the config digest containerd reports as the image id).
+    pub id: String,
+    /// `docker.io/library/nginx:1.25`.
+    pub repo_tag: String,
+    /// `docker.io/library/nginx@sha256:<64 hex>`: what the pod status reports as imageID.
+    pub repo_digest: String,
+    pub size: u64,
+}
+
+impl NodeImage {
+    pub fn of(image: &str) -> NodeImage {
+        let repo_digest = image_id(image);
+        let hex = repo_digest
+            .rsplit(':')
+            .next()
+            .unwrap_or_default()
+            .to_string();
+        let repo = repo_digest.split('@').next().unwrap_or_default();
+        let tag = image_tag(image);
+        // A deterministic size between 10 and 200 MiB, so listings look plausible.
+        let size = 10 * 1024 * 1024
+            + u64::from_str_radix(hex.get(..6).unwrap_or("0"), 16).unwrap_or(0)
+                % (190 * 1024 * 1024);
+        NodeImage {
+            id: format!("sha256:{hex}"),
+            repo_tag: format!("{repo}:{tag}"),
+            repo_digest,
+            size,
+        }
+    }
+
+    /// Whether `reference` (a name with or without tag or registry, an image id or a
+    /// repo digest) names this image.
+    pub fn matches(&self, reference: &str) -> bool {
+        if reference == self.id || reference == self.repo_digest {
+            return true;
+        }
+        if reference.contains('@') {
+            return image_id(reference) == self.repo_digest;
+        }
+        NodeImage::of(reference).repo_tag == self.repo_tag
+    }
+}
+
+/// The tag of an image reference; `latest` when it has none.
+fn image_tag(image: &str) -> &str {
+    let name = image.split('@').next().unwrap_or(image);
+    match name.rfind(':') {
+        Some(i) if !name[i..].contains('/') => &name[i + 1..],
+        _ => "latest",
+    }
+}
+
+/// Images per node, keyed by repo tag.
+#[derive(Debug, Default)]
+pub struct ImageStore {
+    nodes: HashMap<String, BTreeMap<String, NodeImage>>,
+}
+
+impl ImageStore {
+    pub fn list(&self, node: &str) -> Vec<NodeImage> {
+        self.nodes
+            .get(node)
+            .map(|m| m.values().cloned().collect())
+            .unwrap_or_default()
+    }
+
+    pub fn find(&self, node: &str, reference: &str) -> Option<NodeImage> {
+        self.nodes
+            .get(node)?
+            .values()
+            .find(|i| i.matches(reference))
+            .cloned()
+    }
+
+    pub fn add(&mut self, node: &str, image: &str) -> NodeImage {
+        let img = NodeImage::of(image);
+        self.nodes
+            .entry(node.to_string())
+            .or_default()
+            .insert(img.repo_tag.clone(), img.clone());
+        img
+    }
+
+    /// Removes the image `reference` names; true when it was present.
+    pub fn remove(&mut self, node: &str, reference: &str) -> bool {
+        let Some(m) = self.nodes.get_mut(node) else {
+            return false;
+        };
+        let before = m.len();
+        m.retain(|_, i| !i.matches(reference));
+        m.len() != before
+    }
+
+    /// Whether starting `container` (a pod spec container) on `node` needs a pull,
+    /// by its `imagePullPolicy` (defaulted as the API server does: Always for
+    /// `:latest` or no tag, IfNotPresent otherwise).
+    pub fn needs_pull(&self, node: &str, container: &Value) -> bool {
+        let image = container.get("image").and_then(Value::as_str).unwrap_or("");
+        let policy = container
+            .get("imagePullPolicy")
+            .and_then(Value::as_str)
+            .unwrap_or(if image_tag(image) == "latest" && !image.contains('@') {
+                "Always"
+            } else {
+                "IfNotPresent"
+            });
+        match policy {
+            "Never" => false,
+            "IfNotPresent" => self.find(node, image).is_none(),
+            _ => true,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn names_and_matching() {
+        let i = NodeImage::of("nginx:1.25");
+        assert_eq!(i.repo_tag, "docker.io/library/nginx:1.25");
+        assert!(i.repo_digest.starts_with("docker.io/library/nginx@sha256:"));
+        assert!(i.id.starts_with("sha256:") && i.id.len() == 71);
+        assert!(i.matches("nginx:1.25"));
+        assert!(i.matches("docker.io/library/nginx:1.25"));
+        assert!(i.matches(&i.id));
+        assert!(i.matches(&i.repo_digest));
+        assert!(!i.matches("nginx:1.26"));
+        assert_eq!(
+            NodeImage::of("busybox").repo_tag,
+            "docker.io/library/busybox:latest"
+        );
+    }
+
+    #[test]
+    fn pull_policy() {
+        let mut s = ImageStore::default();
+        let c = json!({"image": "nginx:1.25"});
+        assert!(s.needs_pull("n", &c));
+        s.add("n", "nginx:1.25");
+        assert!(!s.needs_pull("n", &c));
+        assert!(s.needs_pull("other", &c));
+        assert!(s.needs_pull(
+            "n",
+            &json!({"image": "nginx:1.25", "imagePullPolicy": "Always"})
+        ));
+        assert!(!s.needs_pull("n", &json!({"image": "x:1", "imagePullPolicy": "Never"})));
+        s.add("n", "busybox");
+        assert!(
+            s.needs_pull("n", &json!({"image": "busybox"})),
+            "latest is always pulled"
+        );
+        assert!(s.remove("n", "nginx:1.25"));
+        assert!(!s.remove("n", "nginx:1.25"));
+        assert_eq!(s.list("n").len(), 1);
+    }
+}
