@@ -105,6 +105,7 @@ pub fn resource_list(reg: &Registry, group: &str, version: &str) -> Option<Value
                 "binding" => ("Binding", vec!["create"], None),
                 "eviction" => ("Eviction", vec!["create"], Some(("policy", "v1"))),
                 "finalize" => ("Namespace", vec!["update"], None),
+                "resize" => ("Pod", vec!["get", "patch", "update"], None),
                 _ => continue,
             };
             let mut s = json!({"name": format!("{}/{}", d.plural, sub), "singularName": "", "namespaced": d.namespaced, "kind": kind, "verbs": verbs});

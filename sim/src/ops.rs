@@ -20,6 +20,8 @@ use crate::store::Commit;
 pub enum Subresource {
     Main,
     Status,
+    /// pods/resize: only the containers' cpu/memory resources change.
+    Resize,
 }
 
 impl Subresource {
@@ -27,6 +29,7 @@ impl Subresource {
         match self {
             Subresource::Main => "",
             Subresource::Status => "status",
+            Subresource::Resize => "resize",
         }
     }
 }
@@ -667,6 +670,14 @@ impl SimShared {
                     }
                 }
                 crate::defaults::on_update(def, &mut r);
+                r
+            }
+            Subresource::Resize => {
+                crate::validate::pod_resize(old, &new)?;
+                let mut r = old.clone();
+                if let (Some(rmap), Some(spec)) = (r.as_object_mut(), new.get("spec")) {
+                    rmap.insert("spec".into(), spec.clone());
+                }
                 r
             }
             Subresource::Status => {

@@ -231,7 +231,7 @@ fn builtin_table() -> Vec<Builtin> {
             short_names: &["po"],
             categories: workload_cats,
             status: true,
-            extra: &["binding", "eviction"],
+            extra: &["binding", "eviction", "resize"],
             fields: &[
                 "spec.nodeName",
                 "spec.restartPolicy",

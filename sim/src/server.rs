@@ -626,7 +626,7 @@ async fn serve_resource(
             let obj = sh.convert_one(&def, &obj, &version).await?;
             Ok(object_response(200, &def, &version, &obj, repr))
         }
-        (Method::GET, Some(name), Some("status")) => {
+        (Method::GET, Some(name), Some("status" | "resize")) => {
             let obj = sh.get(&def, &ns, &name)?;
             let obj = sh.convert_one(&def, &obj, &version).await?;
             Ok(object_response(
@@ -676,14 +676,10 @@ async fn serve_resource(
                 &json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}),
             ))
         }
-        (Method::PUT, Some(name), None | Some("status") | Some("finalize")) => {
+        (Method::PUT, Some(name), None | Some("status" | "resize" | "finalize")) => {
             let opts = write_options(q, ua)?;
             let obj = decode_body(headers, &body)?;
-            let sr = if sub.as_deref() == Some("status") {
-                Subresource::Status
-            } else {
-                Subresource::Main
-            };
+            let sr = subresource_of(sub.as_deref());
             let updated = sh
                 .update(&def, &version, &ns, &name, obj, sr, &opts)
                 .await?;
@@ -698,14 +694,10 @@ async fn serve_resource(
                 .await?;
             Ok(json_response(200, &out))
         }
-        (Method::PATCH, Some(name), None | Some("status")) => {
+        (Method::PATCH, Some(name), None | Some("status" | "resize")) => {
             let opts = write_options(q, ua)?;
             let pt = patch_type(headers)?;
-            let sr = if sub.as_deref() == Some("status") {
-                Subresource::Status
-            } else {
-                Subresource::Main
-            };
+            let sr = subresource_of(sub.as_deref());
             let existed = sh.get(&def, &ns, &name).is_ok();
             if pt == PatchType::Apply && r.namespace.is_none() && def.namespaced {
                 return Err(ApiError::path_not_found());
@@ -851,4 +843,13 @@ fn delete_options(q: &Query, body: &[u8]) -> ApiResult<DeleteOptions> {
         opts.dry_run = true;
     }
     Ok(opts)
+}
+
+/// The write path a subresource takes (finalize is a main-resource write).
+fn subresource_of(sub: Option<&str>) -> Subresource {
+    match sub {
+        Some("status") => Subresource::Status,
+        Some("resize") => Subresource::Resize,
+        _ => Subresource::Main,
+    }
 }

@@ -354,6 +354,138 @@ pub fn pod_update(old: &Value, new: &Value) -> ApiResult<()> {
     ))
 }
 
+/// The pod's QoS class from its containers' cpu/memory requests and limits, as
+/// `GetPodQOS` computes it (requests default to limits).
+fn pod_qos(spec: &Value) -> &'static str {
+    let ctrs: Vec<&Value> = ["containers", "initContainers"]
+        .iter()
+        .filter_map(|k| spec.get(*k).and_then(Value::as_array))
+        .flatten()
+        .collect();
+    let res = |c: &Value, kind: &str, r: &str| {
+        c.pointer(&format!("/resources/{kind}/{r}"))
+            .filter(|v| !v.is_null())
+            .cloned()
+    };
+    let any = ctrs.iter().any(|c| {
+        ["requests", "limits"]
+            .iter()
+            .any(|k| ["cpu", "memory"].iter().any(|r| res(c, k, r).is_some()))
+    });
+    if !any {
+        return "BestEffort";
+    }
+    let guaranteed = ctrs.iter().all(|c| {
+        ["cpu", "memory"].iter().all(|r| match res(c, "limits", r) {
+            None => false,
+            Some(limit) => res(c, "requests", r).is_none_or(|req| {
+                crate::cluster::quantity::parse_value(&req)
+                    == crate::cluster::quantity::parse_value(&limit)
+            }),
+        })
+    });
+    if guaranteed {
+        "Guaranteed"
+    } else {
+        "Burstable"
+    }
+}
+
+/// `ValidatePodResize` (pods/resize, Kubernetes 1.33): only the cpu and memory
+/// requests and limits of (non-init) containers may change, containers keep their
+/// names and order, set quantities may not be removed, and the QoS class stays.
+pub fn pod_resize(old: &Value, new: &Value) -> ApiResult<()> {
+    let name = meta::name_of(old).to_string();
+    let forbidden =
+        |field: &str, detail: &str| Err(ApiError::forbidden_field("", "Pod", &name, field, detail));
+    let (Some(old_spec), Some(new_spec)) = (old.get("spec"), new.get("spec")) else {
+        return Ok(());
+    };
+    let list = |s: &Value| {
+        s.get("containers")
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default()
+    };
+    let (old_c, new_c) = (list(old_spec), list(new_spec));
+    let names = |l: &[Value]| l.iter().map(|c| c.get("name").cloned()).collect::<Vec<_>>();
+    if names(&old_c) != names(&new_c) {
+        return forbidden(
+            "spec.containers",
+            "containers may not be renamed or reordered on resize",
+        );
+    }
+    for (i, (o, n)) in old_c.iter().zip(&new_c).enumerate() {
+        for kind in ["requests", "limits"] {
+            for r in ["cpu", "memory"] {
+                let p = format!("/resources/{kind}/{r}");
+                let had = o.pointer(&p).is_some_and(|v| !v.is_null());
+                let has = n.pointer(&p).is_some_and(|v| !v.is_null());
+                if had && !has {
+                    let what = if kind == "requests" {
+                        "requests"
+                    } else {
+                        "limits"
+                    };
+                    return forbidden(
+                        &format!("spec.containers[{i}].resources.{kind}"),
+                        &format!("resource {what} cannot be removed"),
+                    );
+                }
+            }
+        }
+    }
+    // Everything but cpu/memory of the containers' resources must be unchanged.
+    let strip = |spec: &Value| {
+        let mut s = spec.clone();
+        if let Some(ctrs) = s.get_mut("containers").and_then(Value::as_array_mut) {
+            for c in ctrs {
+                for kind in ["requests", "limits"] {
+                    if let Some(m) = c
+                        .pointer_mut(&format!("/resources/{kind}"))
+                        .and_then(Value::as_object_mut)
+                    {
+                        m.remove("cpu");
+                        m.remove("memory");
+                        if m.is_empty()
+                            && let Some(r) = c.get_mut("resources").and_then(Value::as_object_mut)
+                        {
+                            r.remove(kind);
+                        }
+                    }
+                }
+                if c.get("resources")
+                    .and_then(Value::as_object)
+                    .is_some_and(|r| r.is_empty())
+                    && let Some(cm) = c.as_object_mut()
+                {
+                    cm.remove("resources");
+                }
+            }
+        }
+        s
+    };
+    if strip(old_spec) != strip(new_spec) {
+        return forbidden("spec", "only cpu and memory resources are mutable");
+    }
+    let (was, now) = (pod_qos(old_spec), pod_qos(new_spec));
+    if was != now {
+        return Err(ApiError::invalid(
+            "",
+            "Pod",
+            &name,
+            vec![StatusCause {
+                reason: "FieldValueInvalid".into(),
+                message: format!(
+                    "Invalid value: \"{now}\": Pod QOS Class may not change as a result of resizing"
+                ),
+                field: "spec".into(),
+            }],
+        ));
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -20,7 +20,10 @@ use tokio::time::Instant;
 
 use super::cri::{CriContainer, CriRequest};
 use super::images::ImageStore;
-use super::{ANN_EXIT_AFTER, ANN_EXIT_CODE, ANN_READY_DELAY, ANN_START_DELAY, KubeletTimings};
+use super::{
+    ANN_EXIT_AFTER, ANN_EXIT_CODE, ANN_PRESTOP_DURATION, ANN_READY_DELAY, ANN_START_DELAY,
+    ANN_STOP_DELAY, KubeletTimings,
+};
 use super::{nodes, parse_duration};
 use crate::SimShared;
 use crate::meta;
@@ -29,9 +32,29 @@ use crate::registry::GroupResource;
 use kruise_cri::v1::ContainerState;
 use tokio::sync::mpsc;
 
-/// The longest a terminating pod waits in the sim before the kubelet removes it; a
-/// real kubelet waits for the containers to stop, up to the grace period.
+/// How long a container takes to exit after SIGTERM unless the pod says otherwise
+/// (`sim.kruise.io/stop-delay`); the whole termination is capped by the grace period.
 pub const DELETE_CAP: Duration = Duration::from_millis(100);
+
+/// How long a terminating pod's containers take to stop, before the grace-period
+/// cap: the longest preStop hook (a `sleep` action's seconds; an exec or httpGet
+/// hook takes `sim.kruise.io/prestop-duration`, default 0), then the exit after
+/// SIGTERM (`sim.kruise.io/stop-delay`, default 100ms). Containers stop in parallel.
+fn termination_time(pod: &Value) -> Duration {
+    let hook_default = ann_duration(pod, ANN_PRESTOP_DURATION).unwrap_or(Duration::ZERO);
+    let pre_stop = containers(pod, "containers")
+        .iter()
+        .filter_map(|c| c.pointer("/lifecycle/preStop"))
+        .map(
+            |h| match h.pointer("/sleep/seconds").and_then(Value::as_u64) {
+                Some(secs) => Duration::from_secs(secs),
+                None => hook_default,
+            },
+        )
+        .max()
+        .unwrap_or(Duration::ZERO);
+    pre_stop + ann_duration(pod, ANN_STOP_DELAY).unwrap_or(DELETE_CAP)
+}
 
 type Key = (String, String);
 
@@ -627,10 +650,27 @@ impl Kubelet {
                 .and_then(Value::as_i64)
                 .unwrap_or(0)
                 .max(0) as u64;
+            let stop = termination_time(&pod).min(Duration::from_secs(grace));
             let rt = self.pods.get_mut(key)?;
-            let at = *rt
-                .delete_at
-                .get_or_insert(now + DELETE_CAP.min(Duration::from_secs(grace)));
+            let first = rt.delete_at.is_none();
+            let at = *rt.delete_at.get_or_insert(now + stop);
+            if first {
+                let names: Vec<String> = rt.containers.iter().map(|c| c.name.clone()).collect();
+                let mut involved = (*pod).clone();
+                if let Some(m) = involved.as_object_mut() {
+                    m.insert("apiVersion".into(), json!("v1"));
+                    m.insert("kind".into(), json!("Pod"));
+                }
+                let source = super::EventSource {
+                    component: "kubelet",
+                    host: Some(&node),
+                };
+                for name in names {
+                    let message = format!("Stopping container {name}");
+                    super::record_event(&self.sh, source, &involved, "Normal", "Killing", &message)
+                        .await;
+                }
+            }
             if now < at {
                 return Some(at);
             }

@@ -47,6 +47,12 @@ pub const ANN_EXIT_AFTER: &str = "sim.kruise.io/exit-after";
 /// Annotation: the exit code those containers exit with (default 0).
 pub const ANN_EXIT_CODE: &str = "sim.kruise.io/exit-code";
 
+/// Annotation: how long an exec or httpGet preStop hook of the pod's containers runs
+/// (a `sleep` hook takes its own seconds).
+pub const ANN_PRESTOP_DURATION: &str = "sim.kruise.io/prestop-duration";
+/// Annotation: how long the containers take to exit after SIGTERM (default 100ms).
+pub const ANN_STOP_DELAY: &str = "sim.kruise.io/stop-delay";
+
 /// Parses a Go-style duration ("100ms", "2s", "1m30s", "1.5s"); a bare number is
 /// seconds. Returns None for anything else.
 pub fn parse_duration(s: &str) -> Option<Duration> {
@@ -98,5 +104,69 @@ mod tests {
         assert_eq!(parse_duration("3"), Some(Duration::from_secs(3)));
         assert_eq!(parse_duration("x"), None);
         assert_eq!(parse_duration("-1"), None);
+    }
+}
+
+/// Who records an event: the component and, for a kubelet, its node.
+#[derive(Clone, Copy)]
+pub(crate) struct EventSource<'a> {
+    pub component: &'a str,
+    pub host: Option<&'a str>,
+}
+
+/// Records a core/v1 Event about `object` as the cluster's components do (named
+/// `<object>.<16 hex>`, involvedObject with uid and resourceVersion, count 1), so
+/// `kubectl describe` and `kubectl get events` show it. Failures are logged only: an
+/// event is never worth failing the action it describes.
+pub(crate) async fn record_event(
+    sh: &crate::SimShared,
+    source: EventSource<'_>,
+    object: &serde_json::Value,
+    type_: &str,
+    reason: &str,
+    message: &str,
+) {
+    use crate::meta;
+    let Some(def) = sh.resolve("", "v1", "events") else {
+        return;
+    };
+    let namespace = match meta::meta_str(object, "namespace") {
+        "" => "default",
+        ns => ns,
+    };
+    let name = meta::name_of(object);
+    let now = meta::now_rfc3339();
+    let mut src = serde_json::json!({"component": source.component});
+    if let Some(h) = source.host {
+        src["host"] = serde_json::json!(h);
+    }
+    let event = serde_json::json!({
+        "apiVersion": "v1",
+        "kind": "Event",
+        "metadata": {"name": format!("{name}.{:016x}", meta::random_u64()), "namespace": namespace},
+        "involvedObject": {
+            "apiVersion": object.get("apiVersion").cloned().unwrap_or_else(|| serde_json::json!("v1")),
+            "kind": object.get("kind").cloned().unwrap_or_default(),
+            "namespace": meta::meta_str(object, "namespace"),
+            "name": name,
+            "uid": meta::meta_str(object, "uid"),
+            "resourceVersion": meta::meta_str(object, "resourceVersion"),
+        },
+        "type": type_,
+        "reason": reason,
+        "message": message,
+        "source": src,
+        "reportingComponent": source.component,
+        "reportingInstance": source.host.unwrap_or(source.component),
+        "firstTimestamp": now,
+        "lastTimestamp": now,
+        "count": 1,
+    });
+    let opts = crate::ops::WriteOptions {
+        user_agent: source.component.to_string(),
+        ..Default::default()
+    };
+    if let Err(e) = sh.create(&def, "v1", namespace, event, &opts).await {
+        tracing::debug!(error = %e, reason, "recording an event failed");
     }
 }

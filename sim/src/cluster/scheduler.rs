@@ -321,6 +321,16 @@ async fn schedule_pass(sh: &Arc<SimShared>) {
                 });
                 match sh.bind_pod(&ns, &name, &binding, &opts()).await {
                     Ok(()) => {
+                        let message = format!("Successfully assigned {ns}/{name} to {node_name}");
+                        super::record_event(
+                            sh,
+                            SCHEDULER,
+                            &pod_ref(&pod),
+                            "Normal",
+                            "Scheduled",
+                            &message,
+                        )
+                        .await;
                         let u = used.entry(node_name).or_default();
                         u.cpu_m += req.cpu_m;
                         u.mem += req.mem;
@@ -331,15 +341,56 @@ async fn schedule_pass(sh: &Arc<SimShared>) {
                     }
                 }
             }
-            None => mark_unschedulable(sh, &ns, &name, &fit_error(nodes.len(), &reasons)).await,
+            None => mark_unschedulable(sh, &pod, &fit_error(nodes.len(), &reasons)).await,
         }
     }
 }
 
-async fn mark_unschedulable(sh: &Arc<SimShared>, ns: &str, name: &str, message: &str) {
+const SCHEDULER: super::EventSource<'static> = super::EventSource {
+    component: "default-scheduler",
+    host: None,
+};
+
+/// The pod as an event's involved object (the store's objects carry no kind).
+fn pod_ref(pod: &Value) -> Value {
+    let mut p = pod.clone();
+    if let Some(m) = p.as_object_mut() {
+        m.insert("apiVersion".into(), json!("v1"));
+        m.insert("kind".into(), json!("Pod"));
+    }
+    p
+}
+
+/// Sets PodScheduled=False/Unschedulable with the FitError message and records a
+/// FailedScheduling event, both only when the message changed (the scheduler retries
+/// every second; repeating either would only churn).
+async fn mark_unschedulable(sh: &Arc<SimShared>, pod: &Value, message: &str) {
     let Some(def) = sh.resolve("", "v1", "pods") else {
         return;
     };
+    let (ns, name) = (meta::meta_str(pod, "namespace"), meta::name_of(pod));
+    let already = pod
+        .pointer("/status/conditions")
+        .and_then(Value::as_array)
+        .is_some_and(|l| {
+            l.iter().any(|c| {
+                c.get("type").and_then(Value::as_str) == Some("PodScheduled")
+                    && c.get("status").and_then(Value::as_str) == Some("False")
+                    && c.get("message").and_then(Value::as_str) == Some(message)
+            })
+        });
+    if already {
+        return;
+    }
+    super::record_event(
+        sh,
+        SCHEDULER,
+        &pod_ref(pod),
+        "Warning",
+        "FailedScheduling",
+        message,
+    )
+    .await;
     let res = sh
         .update_with(&def, "v1", ns, name, Subresource::Status, &opts(), |cur| {
             let mut next = cur.clone();

@@ -68,6 +68,23 @@ async fn ready(api: &Api<Pod>, name: &str) -> Pod {
     .await
 }
 
+/// Events about pod `name` with `reason` (waiting until there is at least one).
+async fn events_for(
+    sim: &kruise_sim::Sim,
+    name: &str,
+    reason: &str,
+) -> Vec<k8s_openapi::api::core::v1::Event> {
+    let events: Api<k8s_openapi::api::core::v1::Event> =
+        Api::namespaced(sim.client().unwrap(), "default");
+    eventually(5, &format!("{reason} event for {name}"), || async {
+        let lp =
+            ListParams::default().fields(&format!("involvedObject.name={name},reason={reason}"));
+        let list = events.list(&lp).await.ok()?.items;
+        (!list.is_empty()).then_some(list)
+    })
+    .await
+}
+
 async fn unschedulable_message(api: &Api<Pod>, name: &str) -> String {
     eventually(5, &format!("{name} Unschedulable"), || async {
         let p = api.get(name).await.ok()?;
@@ -246,6 +263,20 @@ async fn taints_tolerations_unschedulable_and_resources() {
     assert!(
         msg.starts_with("0/3 nodes are available: 1 Insufficient cpu, 2 node(s) had untolerated taint {dedicated: infra}."),
         "{msg}"
+    );
+    // The scheduler's events, as `kubectl describe pod` shows them.
+    let failed = events_for(&sim, "big-2", "FailedScheduling").await;
+    assert_eq!(
+        failed.len(),
+        1,
+        "recorded once while the message is unchanged"
+    );
+    assert_eq!(failed[0].type_.as_deref(), Some("Warning"));
+    assert_eq!(failed[0].message.as_deref(), Some(msg.as_str()));
+    let scheduled = events_for(&sim, "big-1", "Scheduled").await;
+    assert_eq!(
+        scheduled[0].message.as_deref(),
+        Some("Successfully assigned default/big-1 to sim-node-2")
     );
     // Freeing the cpu lets it schedule.
     api.delete("big-1", &DeleteParams::default()).await.unwrap();
@@ -460,6 +491,156 @@ async fn graceful_deletion_completes() {
             .and_then(|o| o.is_none().then_some(()))
     })
     .await;
+    sim.shutdown().await;
+}
+
+#[tokio::test]
+async fn pre_stop_hook_and_grace_period_bound_termination() {
+    let sim = cluster().await;
+    let api: Api<Pod> = Api::namespaced(sim.client().unwrap(), "default");
+    let with_hook = |name: &str, sleep: u64, grace: i64| {
+        pod(
+            name,
+            json!({
+                "terminationGracePeriodSeconds": grace,
+                "containers": [{"name": "c", "image": "nginx:1.25",
+                    "lifecycle": {"preStop": {"sleep": {"seconds": sleep}}}}],
+            }),
+        )
+    };
+    let pp = PostParams::default();
+    // The hook runs to completion: 1s of preStop, then the container exits.
+    api.create(&pp, &with_hook("hook", 1, 30)).await.unwrap();
+    // The grace period cuts a longer hook short: 1s of grace for a 30s hook.
+    api.create(&pp, &with_hook("cut", 30, 1)).await.unwrap();
+    ready(&api, "hook").await;
+    ready(&api, "cut").await;
+    let started = std::time::Instant::now();
+    for name in ["hook", "cut"] {
+        api.delete(name, &DeleteParams::default()).await.unwrap();
+    }
+    for name in ["hook", "cut"] {
+        eventually(10, &format!("{name} removed"), || async {
+            api.get_opt(name)
+                .await
+                .ok()
+                .and_then(|o| o.is_none().then_some(()))
+        })
+        .await;
+    }
+    let took = started.elapsed();
+    assert!(
+        took >= std::time::Duration::from_secs(1),
+        "removed after {took:?}"
+    );
+    assert!(
+        took < std::time::Duration::from_secs(8),
+        "the grace period bounds the 30s hook: {took:?}"
+    );
+    let killing = events_for(&sim, "hook", "Killing").await;
+    assert_eq!(killing[0].message.as_deref(), Some("Stopping container c"));
+    assert_eq!(
+        killing[0]
+            .source
+            .as_ref()
+            .and_then(|s| s.component.as_deref()),
+        Some("kubelet")
+    );
+    sim.shutdown().await;
+}
+
+#[tokio::test]
+async fn resize_subresource_changes_resources_without_restart() {
+    let sim = cluster().await;
+    let api: Api<Pod> = Api::namespaced(sim.client().unwrap(), "default");
+    let p = pod(
+        "rz",
+        json!({"containers": [{"name": "c", "image": "nginx:1.25", "resources": {
+            "requests": {"cpu": "100m", "memory": "64Mi"},
+            "limits": {"cpu": "200m", "memory": "128Mi"}}}]}),
+    );
+    api.create(&PostParams::default(), &p).await.unwrap();
+    let before = ready(&api, "rz").await;
+    let id = |p: &Pod| {
+        p.status
+            .as_ref()
+            .unwrap()
+            .container_statuses
+            .as_ref()
+            .unwrap()[0]
+            .clone()
+    };
+    let pp = PatchParams::default();
+    let resize = |body: Value| {
+        let api = api.clone();
+        let pp = pp.clone();
+        async move {
+            api.patch_subresource("resize", "rz", &pp, &Patch::Strategic(body))
+                .await
+        }
+    };
+    resize(json!({"spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "150m"}}}]}}))
+        .await
+        .unwrap();
+    let after = eventually(5, "resized resources in status", || async {
+        let p = api.get("rz").await.ok()?;
+        let cs = id(&p);
+        let cpu = cs
+            .resources
+            .as_ref()?
+            .requests
+            .as_ref()?
+            .get("cpu")?
+            .0
+            .clone();
+        (cpu == "150m").then_some(p)
+    })
+    .await;
+    assert_eq!(id(&after).restart_count, 0, "a resize restarts nothing");
+    assert_eq!(id(&after).container_id, id(&before).container_id);
+
+    let reason = |e: kube::Error| match e {
+        kube::Error::Api(s) => (s.code, s.message),
+        other => panic!("{other}"),
+    };
+    let (code, msg) = reason(
+        resize(json!({"spec": {"containers": [{"name": "c", "resources": {"limits": {"ephemeral-storage": "1Gi"}}}]}}))
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(code, 422);
+    assert!(
+        msg.contains("only cpu and memory resources are mutable"),
+        "{msg}"
+    );
+    let (_, msg) = reason(
+        resize(json!({"spec": {"containers": [{"name": "c", "resources": {"requests": {"memory": null}}}]}}))
+            .await
+            .unwrap_err(),
+    );
+    assert!(msg.contains("resource requests cannot be removed"), "{msg}");
+    let (_, msg) = reason(
+        resize(json!({"spec": {"containers": [{"name": "c", "resources": {
+            "requests": {"cpu": "200m", "memory": "128Mi"}}}]}}))
+        .await
+        .unwrap_err(),
+    );
+    assert!(
+        msg.contains("Pod QOS Class may not change as a result of resizing"),
+        "{msg}"
+    );
+    // Resources are not mutable through the pod itself.
+    let (code, msg) = reason(
+        api.patch(
+            "rz",
+            &pp,
+            &Patch::Strategic(json!({"spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "120m"}}}]}})),
+        )
+        .await
+        .unwrap_err(),
+    );
+    assert_eq!(code, 422);
+    assert!(msg.contains("pod updates may not change fields"), "{msg}");
     sim.shutdown().await;
 }
 
