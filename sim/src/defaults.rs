@@ -288,14 +288,16 @@ fn default_job(obj: &mut Value, uid: &str, name: &str) {
         .and_then(Value::as_bool)
         .unwrap_or(false);
     if let Some(spec) = obj_mut(obj, "spec") {
+        // Both unset: a single-pod Job (completions 1); parallelism alone keeps
+        // completions unset (a work-queue Job).
+        if !spec.contains_key("completions") && !spec.contains_key("parallelism") {
+            spec.insert("completions".into(), json!(1));
+        }
         default(spec, "parallelism", json!(1));
         default(spec, "backoffLimit", json!(6));
         default(spec, "completionMode", json!("NonIndexed"));
         default(spec, "suspend", json!(false));
         default(spec, "podReplacementPolicy", json!("TerminatingOrFailed"));
-        if !spec.contains_key("completions") && !spec.contains_key("parallelism") {
-            spec.insert("completions".into(), json!(1));
-        }
         if !manual {
             spec.insert(
                 "selector".into(),

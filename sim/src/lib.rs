@@ -187,6 +187,7 @@ impl Sim {
         if config.nodes > 0 {
             cluster::nodes::register(&shared, config.nodes).await?;
             background.push(tokio::spawn(cluster::scheduler::run(shared.clone())));
+            background.push(tokio::spawn(cluster::jobs::run(shared.clone())));
             let (cri_tx, cri_rx) = tokio::sync::mpsc::channel(64);
             background.push(tokio::spawn(cluster::kubelet::run(
                 shared.clone(),

@@ -251,4 +251,39 @@ pass "pod Ready (kubectl wait) and an image patch restarts only that container"
 "$KUBECTL" delete pod e2e-web --timeout=30s >/dev/null || fail "graceful pod delete did not complete"
 pass "graceful pod delete completes"
 
+# Jobs run by the simulated Job controller; delete --cascade=orphan keeps the pods,
+# --cascade=foreground removes them before the Job.
+for j in keep drop; do
+  cat <<YAML | "$KUBECTL" create -f - >/dev/null
+apiVersion: batch/v1
+kind: Job
+metadata:
+  name: e2e-$j
+spec:
+  parallelism: 2
+  completions: 2
+  template:
+    metadata:
+      annotations:
+        sim.kruise.io/exit-after: 10m
+    spec:
+      restartPolicy: Never
+      containers:
+      - name: c
+        image: busybox:1.36
+YAML
+done
+wait_for 30 "both Jobs to run 2 pods" bash -c "[[ \"\$('$KUBECTL' get pods -l job-name=e2e-keep --field-selector=status.phase=Running -o name | wc -l | tr -d ' ')\$('$KUBECTL' get pods -l job-name=e2e-drop --field-selector=status.phase=Running -o name | wc -l | tr -d ' ')\" == 22 ]]"
+assert_eq "$("$KUBECTL" get job e2e-keep -o jsonpath='{.status.active}')" "2" "job status.active"
+pass "a Job runs its pods (Job controller)"
+"$KUBECTL" delete job e2e-keep --cascade=orphan >/dev/null
+assert_eq "$("$KUBECTL" get pods -l job-name=e2e-keep -o name | wc -l | tr -d ' ')" "2" "orphaned pods stay"
+owners="$("$KUBECTL" get pods -l job-name=e2e-keep -o jsonpath='{.items[*].metadata.ownerReferences}')"
+assert_eq "$owners" "" "orphaned pods lose their ownerReferences"
+pass "delete --cascade=orphan leaves the pods"
+"$KUBECTL" delete job e2e-drop --cascade=foreground --timeout=30s >/dev/null || fail "foreground delete did not complete"
+assert_eq "$("$KUBECTL" get pods -l job-name=e2e-drop -o name | wc -l | tr -d ' ')" "0" "foreground deletion removed the pods"
+assert_eq "$("$KUBECTL" get job e2e-drop --ignore-not-found -o name)" "" "the Job is gone after its pods"
+pass "delete --cascade=foreground removes the pods, then the Job"
+
 echo "kubectl e2e: all checks passed ($("$KUBECTL" version --client 2>/dev/null | head -1))"

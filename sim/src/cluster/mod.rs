@@ -5,6 +5,7 @@
 
 pub mod cri;
 pub mod images;
+pub mod jobs;
 pub mod kubelet;
 pub mod nodes;
 pub mod quantity;

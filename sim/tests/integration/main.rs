@@ -12,6 +12,7 @@ mod cri;
 mod crud;
 mod errors;
 mod faults;
+mod jobs;
 mod patch;
 mod subresources;
 mod watch;
