@@ -38,6 +38,19 @@ fn owner_uids(obj: &Value) -> Vec<String> {
         .unwrap_or_default()
 }
 
+/// Whether `obj`'s ownerReference to `owner_uid` has blockOwnerDeletion set.
+fn blocks_owner(obj: &Value, owner_uid: &str) -> bool {
+    meta::metadata(obj)
+        .and_then(|m| m.get("ownerReferences"))
+        .and_then(Value::as_array)
+        .is_some_and(|refs| {
+            refs.iter().any(|r| {
+                r.get("uid").and_then(Value::as_str) == Some(owner_uid)
+                    && r.get("blockOwnerDeletion").and_then(Value::as_bool) == Some(true)
+            })
+        })
+}
+
 impl Index {
     fn remove(&mut self, r: &ObjRef, obj: &Value) {
         for o in owner_uids(obj) {
@@ -220,9 +233,12 @@ async fn on_terminating(sh: &Arc<SimShared>, idx: &mut Index, gr: &GroupResource
             let Some(dep) = sh.store.get(&d.0, &d.1, &d.2) else {
                 continue;
             };
-            remaining += 1;
             if !meta::is_terminating(&dep) {
                 delete_ref(sh, d).await;
+            }
+            // Only dependents whose reference sets blockOwnerDeletion hold the owner.
+            if blocks_owner(&dep, &uid) {
+                remaining += 1;
             }
         }
         if remaining == 0 {

@@ -654,6 +654,95 @@ async fn owner_references_cascade() {
 }
 
 #[tokio::test]
+async fn foreground_deletion_waits_only_for_block_owner_deletion_dependents() {
+    let sim = sim().await;
+    let api: Api<ConfigMap> = Api::namespaced(sim.client().unwrap(), "default");
+    let held_dependent = |name: &str, owner: &ConfigMap, block: bool| {
+        let mut d = cm(name, &[]);
+        // A finalizer keeps the dependent around (terminating) after the GC deletes it.
+        d.metadata.finalizers = Some(vec!["example.com/hold".into()]);
+        d.metadata.owner_references = Some(vec![
+            k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference {
+                api_version: "v1".into(),
+                kind: "ConfigMap".into(),
+                name: owner.metadata.name.clone().unwrap(),
+                uid: owner.metadata.uid.clone().unwrap(),
+                controller: Some(true),
+                block_owner_deletion: Some(block),
+            },
+        ]);
+        d
+    };
+    let release = |name: &'static str| {
+        let api = api.clone();
+        async move {
+            api.patch(
+                name,
+                &kube::api::PatchParams::default(),
+                &kube::api::Patch::Merge(json!({"metadata": {"finalizers": null}})),
+            )
+            .await
+            .unwrap();
+        }
+    };
+    let pp = PostParams::default();
+    // A non-blocking dependent does not hold its owner.
+    let loose_owner = api.create(&pp, &cm("loose-owner", &[])).await.unwrap();
+    api.create(&pp, &held_dependent("loose", &loose_owner, false))
+        .await
+        .unwrap();
+    api.delete("loose-owner", &DeleteParams::foreground())
+        .await
+        .unwrap();
+    eventually(5, "non-blocked owner removed", || async {
+        api.get_opt("loose-owner")
+            .await
+            .unwrap()
+            .is_none()
+            .then_some(())
+    })
+    .await;
+    let loose = api.get("loose").await.unwrap();
+    assert!(
+        loose.metadata.deletion_timestamp.is_some(),
+        "the dependent was deleted too"
+    );
+    release("loose").await;
+
+    // A blocking dependent holds it until the dependent is gone.
+    let owner = api.create(&pp, &cm("strict-owner", &[])).await.unwrap();
+    api.create(&pp, &held_dependent("strict", &owner, true))
+        .await
+        .unwrap();
+    api.delete("strict-owner", &DeleteParams::foreground())
+        .await
+        .unwrap();
+    eventually(5, "blocking dependent terminating", || async {
+        api.get("strict")
+            .await
+            .ok()
+            .and_then(|d| d.metadata.deletion_timestamp)
+            .map(|_| ())
+    })
+    .await;
+    let waiting = api.get("strict-owner").await.unwrap();
+    assert_eq!(
+        waiting.metadata.finalizers,
+        Some(vec!["foregroundDeletion".to_string()]),
+        "the owner waits for its blocking dependent"
+    );
+    release("strict").await;
+    eventually(5, "owner removed after its blocking dependent", || async {
+        api.get_opt("strict-owner")
+            .await
+            .unwrap()
+            .is_none()
+            .then_some(())
+    })
+    .await;
+}
+
+#[tokio::test]
 async fn events_k8s_io_and_core_events_share_storage() {
     use k8s_openapi::api::core::v1::{Event as CoreEvent, ObjectReference};
     use kube::runtime::events::{Event, EventType, Recorder, Reporter};
