@@ -349,6 +349,22 @@ pub fn age(ts: &str) -> String {
     }
 }
 
+/// The `status.conditions` entry of type `ty`, if any.
+pub fn condition<'a>(obj: &'a Value, ty: &str) -> Option<&'a Value> {
+    obj.pointer("/status/conditions")?
+        .as_array()?
+        .iter()
+        .find(|c| c.get("type").and_then(Value::as_str) == Some(ty))
+}
+
+/// Whether condition `ty` has status `status` ("True", "False").
+pub fn condition_is(obj: &Value, ty: &str, status: &str) -> bool {
+    condition(obj, ty)
+        .and_then(|c| c.get("status"))
+        .and_then(Value::as_str)
+        == Some(status)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

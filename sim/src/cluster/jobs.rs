@@ -137,19 +137,8 @@ fn spec_of(job: &Value) -> JobSpec {
     }
 }
 
-fn has_condition(job: &Value, ty: &str) -> bool {
-    job.pointer("/status/conditions")
-        .and_then(Value::as_array)
-        .is_some_and(|l| {
-            l.iter().any(|c| {
-                c.get("type").and_then(Value::as_str) == Some(ty)
-                    && c.get("status").and_then(Value::as_str) == Some("True")
-            })
-        })
-}
-
 fn finished(job: &Value) -> bool {
-    has_condition(job, "Complete") || has_condition(job, "Failed")
+    meta::condition_is(job, "Complete", "True") || meta::condition_is(job, "Failed", "True")
 }
 
 fn controller_uid(obj: &Value) -> Option<&str> {
@@ -194,16 +183,7 @@ fn count_pods(sh: &SimShared, job: &Value) -> JobPods {
             Some("Failed") => out.failed += 1,
             _ if meta::is_terminating(&p) => out.terminating += 1,
             _ => {
-                let ready = p
-                    .pointer("/status/conditions")
-                    .and_then(Value::as_array)
-                    .is_some_and(|l| {
-                        l.iter().any(|c| {
-                            c.get("type").and_then(Value::as_str) == Some("Ready")
-                                && c.get("status").and_then(Value::as_str) == Some("True")
-                        })
-                    });
-                out.ready += i64::from(ready);
+                out.ready += i64::from(meta::condition_is(&p, "Ready", "True"));
                 out.active.push(meta::name_of(&p).to_string());
             }
         }

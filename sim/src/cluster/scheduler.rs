@@ -369,16 +369,11 @@ async fn mark_unschedulable(sh: &Arc<SimShared>, pod: &Value, message: &str) {
         return;
     };
     let (ns, name) = (meta::meta_str(pod, "namespace"), meta::name_of(pod));
-    let already = pod
-        .pointer("/status/conditions")
-        .and_then(Value::as_array)
-        .is_some_and(|l| {
-            l.iter().any(|c| {
-                c.get("type").and_then(Value::as_str) == Some("PodScheduled")
-                    && c.get("status").and_then(Value::as_str) == Some("False")
-                    && c.get("message").and_then(Value::as_str) == Some(message)
-            })
-        });
+    let already = meta::condition_is(pod, "PodScheduled", "False")
+        && meta::condition(pod, "PodScheduled")
+            .and_then(|c| c.get("message"))
+            .and_then(Value::as_str)
+            == Some(message);
     if already {
         return;
     }
