@@ -548,6 +548,16 @@ async fn expired_scale_expectations_are_an_event_and_a_metric() {
         ),
         "{metrics}"
     );
+    // The status says so too, for `kubectl get cloneset -o yaml` readers.
+    eventually("ScaleExpectationsExpired condition", WAIT, || async {
+        let cs = clonesets(&client).get("web").await.ok()?;
+        cs.status?
+            .conditions
+            .iter()
+            .any(|c| c.type_ == "ScaleExpectationsExpired" && c.status == "True")
+            .then_some(())
+    })
+    .await;
     sim.faults().clear();
     controller.stop().await;
     sim.shutdown().await;

@@ -79,7 +79,7 @@ pub struct CloneSetStatus {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct CloneSetCondition {
-    /// `FailedScale`, `FailedUpdate` or `Progressing`.
+    /// `FailedScale`, `FailedUpdate`, `Progressing` or `ScaleExpectationsExpired`.
     #[serde(rename = "type")]
     pub type_: String,
     /// `True`, `False` or `Unknown`.
@@ -106,6 +106,9 @@ pub mod condition {
     pub const FAILED_UPDATE: &str = "FailedUpdate";
     /// Rollout progress (only with `progressDeadlineSeconds`).
     pub const PROGRESSING: &str = "Progressing";
+    /// kruise-rs only: True while the controller acts without its scale expectations
+    /// having been satisfied (they expired), False once they are satisfied again.
+    pub const SCALE_EXPECTATIONS_EXPIRED: &str = "ScaleExpectationsExpired";
     /// Reason: deadline exceeded.
     pub const REASON_DEADLINE_EXCEEDED: &str = "ProgressDeadlineExceeded";
     /// Reason: paused.

@@ -336,7 +336,7 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
     status.current_revision = pods::name_of_revision(input.current_revision).to_string();
 
     match input.scale_expectations {
-        Satisfaction::Satisfied => {}
+        Satisfaction::Satisfied => status::clear_expectations_expired(&mut status, input.now),
         Satisfaction::Pending { remaining, .. } => {
             // OpenKruise stops before touching anything while creations/deletions are in
             // flight, and looks again when the wait would time out.
@@ -348,13 +348,15 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
             // Deliberate difference: OpenKruise (without ForceDeleteTimeoutExpectationGate)
             // stays blocked; we report and act on the observed state.
             out.expectations_expired = Some(*waited);
+            let message = format!(
+                "scale expectations not satisfied after {}s; acting on the observed pods",
+                waited.as_secs()
+            );
+            status::set_expectations_expired(&mut status, &message, input.now);
             out.events.push(PlannedEvent {
                 type_: "Warning",
                 reason: "ScaleExpectationsExpired",
-                message: format!(
-                    "scale expectations not satisfied after {}s; acting on the observed pods",
-                    waited.as_secs()
-                ),
+                message,
             });
         }
     }

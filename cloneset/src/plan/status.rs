@@ -11,7 +11,7 @@ use super::diffs::{at_revision, is_available, is_pod_update_ready};
 use super::pods::label_selector_string;
 use crate::api::condition::{
     PROGRESSING, REASON_AVAILABLE, REASON_DEADLINE_EXCEEDED, REASON_PARTITION_AVAILABLE,
-    REASON_PAUSED, REASON_UPDATED,
+    REASON_PAUSED, REASON_UPDATED, SCALE_EXPECTATIONS_EXPIRED,
 };
 use crate::api::v1beta1::CloneSet;
 use crate::api::{CloneSetCondition, CloneSetStatus};
@@ -89,6 +89,44 @@ fn set_condition(status: &mut CloneSetStatus, cond: CloneSetCondition) {
         }
     } else {
         status.conditions.push(cond);
+    }
+}
+
+/// `ScaleExpectationsExpired=True`: the controller is acting on observed pods because
+/// its creations/deletions were never all observed.
+pub fn set_expectations_expired(status: &mut CloneSetStatus, message: &str, now: Timestamp) {
+    set_condition(
+        status,
+        CloneSetCondition {
+            type_: SCALE_EXPECTATIONS_EXPIRED.into(),
+            status: "True".into(),
+            last_update_time: Some(Time(now)),
+            last_transition_time: Some(Time(now)),
+            reason: SCALE_EXPECTATIONS_EXPIRED.into(),
+            message: message.into(),
+        },
+    );
+}
+
+/// Flips a True `ScaleExpectationsExpired` to False once expectations are satisfied
+/// again; absent stays absent.
+pub fn clear_expectations_expired(status: &mut CloneSetStatus, now: Timestamp) {
+    let expired = status
+        .conditions
+        .iter()
+        .any(|c| c.type_ == SCALE_EXPECTATIONS_EXPIRED && c.status == "True");
+    if expired {
+        set_condition(
+            status,
+            CloneSetCondition {
+                type_: SCALE_EXPECTATIONS_EXPIRED.into(),
+                status: "False".into(),
+                last_update_time: Some(Time(now)),
+                last_transition_time: Some(Time(now)),
+                reason: "ScaleExpectationsSatisfied".into(),
+                message: String::new(),
+            },
+        );
     }
 }
 

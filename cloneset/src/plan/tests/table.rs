@@ -883,6 +883,38 @@ fn expired_expectations_are_reported_and_do_not_block() {
             .iter()
             .any(|e| e.reason == "ScaleExpectationsExpired" && e.type_ == "Warning")
     );
+    let cond = |status: &crate::api::CloneSetStatus| {
+        status
+            .conditions
+            .iter()
+            .find(|c| c.type_ == "ScaleExpectationsExpired")
+            .map(|c| (c.status.clone(), c.reason.clone()))
+    };
+    assert_eq!(
+        cond(&p.status),
+        Some(("True".into(), "ScaleExpectationsExpired".into())),
+        "kubectl shows the expiry as a condition"
+    );
+    assert!(p.status_changed);
+    // Satisfied again: the condition turns False.
+    let mut cs = w.cs.clone();
+    cs.status = Some(p.status.clone());
+    let again = plan(&PlanInput {
+        cloneset: &cs,
+        pods: &[],
+        pvcs: &[],
+        current_revision: &rev,
+        update_revision: &rev,
+        revisions: std::slice::from_ref(&rev),
+        now: w.now,
+        gates: PlanGates::default(),
+        instance_ids: &ids,
+        scale_expectations: &Satisfaction::Satisfied,
+    });
+    assert_eq!(
+        cond(&again.status),
+        Some(("False".into(), "ScaleExpectationsSatisfied".into()))
+    );
 }
 
 #[test]
