@@ -3,11 +3,8 @@
 //! controller restart mid-rollout — with the API writes counted.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common_kubelet;
+mod support;
 
-use common_kubelet::{
-    Kubelet, RunningController, WAIT, cloneset, eventually, pods_of, sim_with_crd,
-};
 use k8s_openapi::api::core::v1::{Event, Pod};
 use kruise_cloneset::api::v1beta1::CloneSet;
 use kruise_common::api::keys::{
@@ -17,6 +14,9 @@ use kruise_common::api::keys::{
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt as _};
 use serde_json::json;
+use support::{
+    RunningController, WAIT, cloneset, eventually, pods_of, set_schedulable, sim_with_crd,
+};
 
 fn clonesets(client: &Client) -> Api<CloneSet> {
     Api::namespaced(client.clone(), "default")
@@ -93,7 +93,6 @@ fn container_image(pod: &Pod) -> String {
 #[tokio::test]
 async fn creates_pods_with_identity_and_reports_status() {
     let (sim, client) = sim_with_crd().await;
-    let _kubelet = Kubelet::start(&client);
     let controller = RunningController::start(&client);
     clonesets(&client)
         .create(
@@ -154,7 +153,6 @@ async fn creates_pods_with_identity_and_reports_status() {
 #[tokio::test]
 async fn scale_up_respects_max_unavailable_and_pods_to_delete_removes_the_named_pod() {
     let (sim, client) = sim_with_crd().await;
-    let kubelet = Kubelet::start(&client);
     let controller = RunningController::start(&client);
     clonesets(&client)
         .create(
@@ -170,8 +168,8 @@ async fn scale_up_respects_max_unavailable_and_pods_to_delete_removes_the_named_
         .unwrap();
     wait_rolled_out(&client, "web", 2).await;
 
-    // With the kubelet stopped, the new pods never become ready: one at a time.
-    kubelet.set_running(false);
+    // With the nodes cordoned, the new pods never become ready: one at a time.
+    set_schedulable(&client, false).await;
     patch_spec(&client, "web", json!({"replicas": 4})).await;
     eventually("one new pod", WAIT, || async {
         (pods_of(&client, "web").await.len() == 3).then_some(())
@@ -186,7 +184,7 @@ async fn scale_up_respects_max_unavailable_and_pods_to_delete_removes_the_named_
     })
     .await;
     assert_eq!(pods_of(&client, "web").await.len(), 3);
-    kubelet.set_running(true);
+    set_schedulable(&client, true).await;
     wait_rolled_out(&client, "web", 4).await;
     assert_eq!(sim.counters().count("create", "pods"), 4);
 
@@ -232,7 +230,6 @@ async fn scale_up_respects_max_unavailable_and_pods_to_delete_removes_the_named_
 #[tokio::test]
 async fn in_place_update_keeps_pod_identity_and_partition_keeps_old_pods() {
     let (sim, client) = sim_with_crd().await;
-    let _kubelet = Kubelet::start(&client);
     let controller = RunningController::start(&client);
     clonesets(&client)
         .create(
@@ -306,6 +303,18 @@ async fn in_place_update_keeps_pod_identity_and_partition_keeps_old_pods() {
             .map(|p| (p.name_any(), p.uid()))
             .collect::<Vec<_>>()
     );
+    // The simulated kubelet restarted the container in place: same node and IP.
+    let placement = |p: &Pod| {
+        (
+            p.name_any(),
+            p.spec.as_ref().and_then(|s| s.node_name.clone()),
+            p.status.as_ref().and_then(|s| s.pod_ip.clone()),
+        )
+    };
+    assert_eq!(
+        pods.iter().map(placement).collect::<Vec<_>>(),
+        old_pods.iter().map(placement).collect::<Vec<_>>()
+    );
     for pod in &pods {
         assert_eq!(container_image(pod), "nginx:2");
         assert!(pod.annotations().contains_key(INPLACE_UPDATE_STATE_KEY));
@@ -327,7 +336,8 @@ async fn in_place_update_keeps_pod_identity_and_partition_keeps_old_pods() {
     assert_eq!(sim.counters().count("delete", "pods"), 0);
     // Three writes per pod: InPlaceUpdateReady=False (status), the spec patch (image,
     // revision labels, state annotation, lifecycle Updating), and InPlaceUpdateReady=True
-    // with the lifecycle back to Normal (status). The test kubelet writes with PUTs.
+    // with the lifecycle back to Normal (status). kruise-sim's kubelet writes in-process,
+    // so the counters see only the controller.
     assert_eq!(
         sim.counters().count_sub("patch", "pods", "") - spec_patches,
         3
@@ -350,8 +360,7 @@ async fn in_place_update_keeps_pod_identity_and_partition_keeps_old_pods() {
 #[tokio::test]
 async fn a_controller_restart_mid_rollout_does_not_double_create() {
     let (sim, client) = sim_with_crd().await;
-    let kubelet = Kubelet::start(&client);
-    kubelet.set_running(false);
+    set_schedulable(&client, false).await;
     let first = RunningController::start(&client);
     clonesets(&client)
         .create(
@@ -371,7 +380,7 @@ async fn a_controller_restart_mid_rollout_does_not_double_create() {
     .await;
     first.stop().await;
     let second = RunningController::start(&client);
-    kubelet.set_running(true);
+    set_schedulable(&client, true).await;
     wait_rolled_out(&client, "web", 6).await;
     assert_eq!(pods_of(&client, "web").await.len(), 6);
     assert_eq!(sim.counters().count("create", "pods"), 6);
@@ -434,7 +443,6 @@ fn with_code(sim: &kruise_sim::Sim, verb: &str, code: u16) -> u64 {
 #[tokio::test]
 async fn failed_creates_stop_the_slow_start_batch_and_never_double_create() {
     let (sim, client) = sim_with_crd().await;
-    let _kubelet = Kubelet::start(&client);
     // The controller sees every 500 itself (no client-side retries).
     let controller = RunningController::start(&sim.client_without_retries().unwrap());
     sim.faults().add(
@@ -476,7 +484,6 @@ async fn failed_creates_stop_the_slow_start_batch_and_never_double_create() {
 #[tokio::test]
 async fn conflicts_and_dropped_watches_do_not_break_the_bounds() {
     let (sim, client) = sim_with_crd().await;
-    let _kubelet = Kubelet::start(&client);
     let controller = RunningController::start(&sim.client_without_retries().unwrap());
     sim.faults().force_conflicts("clonesets", 3);
     clonesets(&client)
@@ -567,7 +574,6 @@ async fn expired_scale_expectations_are_an_event_and_a_metric() {
 async fn each_pod_gets_its_claims_and_they_go_with_it_and_scale_subresource_works() {
     use k8s_openapi::api::core::v1::PersistentVolumeClaim;
     let (sim, client) = sim_with_crd().await;
-    let _kubelet = Kubelet::start(&client);
     let controller = RunningController::start(&client);
     clonesets(&client)
         .create(
@@ -656,7 +662,6 @@ async fn each_pod_gets_its_claims_and_they_go_with_it_and_scale_subresource_work
 #[tokio::test]
 async fn recreate_update_replaces_pods_within_max_unavailable() {
     let (sim, client) = sim_with_crd().await;
-    let _kubelet = Kubelet::start(&client);
     let controller = RunningController::start(&client);
     clonesets(&client)
         .create(
@@ -720,7 +725,6 @@ async fn recreate_update_replaces_pods_within_max_unavailable() {
 #[tokio::test]
 async fn a_pod_deleted_by_someone_else_is_replaced() {
     let (sim, client) = sim_with_crd().await;
-    let _kubelet = Kubelet::start(&client);
     let controller = RunningController::start(&client);
     clonesets(&client)
         .create(

@@ -1,0 +1,180 @@
+//! Test fixtures for the CloneSet controller against kruise-sim: a simulator with two nodes
+//! (its scheduler and kubelet run the pods) and the CRD installed, an in-process controller
+//! that can be stopped and restarted, and node cordoning to hold new pods unready.
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kruise_cloneset::api::v1beta1::CloneSet;
+use kruise_cloneset::controller::{self, Settings};
+use kruise_common::runtime::{Metrics, Readiness, RunOptions};
+use kruise_sim::{Sim, SimConfig};
+use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use kube::{Client, ResourceExt as _};
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+
+/// Polls `check` every 50 ms until it returns Some, or panics after `deadline`.
+pub async fn eventually<T, F, Fut>(what: &str, deadline: Duration, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let start = std::time::Instant::now();
+    loop {
+        if let Some(v) = check().await {
+            return v;
+        }
+        assert!(
+            start.elapsed() <= deadline,
+            "timed out after {deadline:?} waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// The default deadline of a wait.
+pub const WAIT: Duration = Duration::from_secs(20);
+
+/// A simulator with the CloneSet CRD installed.
+pub async fn sim_with_crd() -> (Sim, Client) {
+    let sim = Sim::start(SimConfig {
+        nodes: 2,
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    let client = sim.client().unwrap();
+    let crd = kruise_cloneset::api::crd::crd().unwrap();
+    Api::<CustomResourceDefinition>::all(client.clone())
+        .create(&PostParams::default(), &crd)
+        .await
+        .unwrap();
+    let api: Api<CloneSet> = Api::namespaced(client.clone(), "default");
+    eventually("the CloneSet API", WAIT, || {
+        let api = api.clone();
+        async move { api.list(&ListParams::default()).await.ok() }
+    })
+    .await;
+    (sim, client)
+}
+
+/// An in-process controller; [`RunningController::stop`] waits for in-flight reconciles.
+pub struct RunningController {
+    shutdown: CancellationToken,
+    task: tokio::task::JoinHandle<()>,
+    /// Its metrics registry.
+    pub metrics: Metrics,
+}
+
+impl RunningController {
+    /// Starts a controller for the `default` namespace.
+    pub fn start(client: &Client) -> Self {
+        Self::start_with(
+            client,
+            Settings {
+                namespace: Some("default".into()),
+                ..Settings::default()
+            },
+        )
+    }
+
+    /// Starts a controller with these settings.
+    pub fn start_with(client: &Client, settings: Settings) -> Self {
+        let shutdown = CancellationToken::new();
+        let metrics = Metrics::new();
+        let opts = RunOptions {
+            name: controller::CONTROLLER_NAME.into(),
+            concurrency: 3,
+            metrics: metrics.clone(),
+            readiness: Readiness::default(),
+            shutdown: shutdown.clone(),
+        };
+        let client = client.clone();
+        let m = metrics.clone();
+        let task = tokio::spawn(async move { controller::run(client, settings, &m, opts).await });
+        Self {
+            shutdown,
+            task,
+            metrics,
+        }
+    }
+
+    /// Stops it and waits until it has.
+    pub async fn stop(self) {
+        self.shutdown.cancel();
+        tokio::time::timeout(Duration::from_secs(30), self.task)
+            .await
+            .unwrap()
+            .unwrap();
+    }
+}
+
+/// A CloneSet `name` in `default` with `replicas` pods running `image`, selected by `app: name`.
+pub fn cloneset(name: &str, replicas: i32, image: &str, extra_spec: serde_json::Value) -> CloneSet {
+    let mut spec = json!({
+        "replicas": replicas,
+        "selector": {"matchLabels": {"app": name}},
+        "template": {
+            "metadata": {"labels": {"app": name}},
+            "spec": {"containers": [{"name": "main", "image": image}]}
+        }
+    });
+    merge(&mut spec, &extra_spec);
+    serde_json::from_value(json!({
+        "apiVersion": "apps.kruise.io/v1beta1",
+        "kind": "CloneSet",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": spec,
+    }))
+    .unwrap()
+}
+
+fn merge(into: &mut serde_json::Value, from: &serde_json::Value) {
+    match (into.as_object_mut(), from.as_object()) {
+        (Some(a), Some(b)) => {
+            for (k, v) in b {
+                match a.get_mut(k) {
+                    Some(slot) if slot.is_object() && v.is_object() => merge(slot, v),
+                    _ => {
+                        a.insert(k.clone(), v.clone());
+                    }
+                }
+            }
+        }
+        _ => *into = from.clone(),
+    }
+}
+
+/// The pods of `default` whose name starts with `<name>-`, sorted by name.
+pub async fn pods_of(client: &Client, name: &str) -> Vec<Pod> {
+    let api: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let mut pods: Vec<Pod> = api
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|p| p.name_any().starts_with(&format!("{name}-")))
+        .collect();
+    pods.sort_by_key(|p| p.name_any());
+    pods
+}
+
+/// Cordons (`false`) or uncordons (`true`) every simulated node, as `kubectl cordon`
+/// does: new pods stay Pending (never ready), running pods keep running.
+pub async fn set_schedulable(client: &Client, on: bool) {
+    let nodes: Api<Node> = Api::all(client.clone());
+    for node in nodes.list(&ListParams::default()).await.unwrap().items {
+        nodes
+            .patch(
+                &node.name_any(),
+                &PatchParams::default(),
+                &Patch::Merge(json!({"spec": {"unschedulable": !on}})),
+            )
+            .await
+            .unwrap();
+    }
+}
