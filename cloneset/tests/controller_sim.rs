@@ -749,3 +749,114 @@ async fn a_pod_deleted_by_someone_else_is_replaced() {
     controller.stop().await;
     sim.shutdown().await;
 }
+
+#[tokio::test]
+async fn priority_strategy_orders_the_in_place_update() {
+    let (sim, client) = sim_with_crd().await;
+    let controller = RunningController::start(&client);
+    clonesets(&client)
+        .create(
+            &PostParams::default(),
+            &cloneset(
+                "web",
+                4,
+                "nginx:1",
+                json!({"updateStrategy": {"rollingUpdate": {
+                    "podUpdatePolicy": "InPlaceIfPossible", "maxUnavailable": 1,
+                    "priorityStrategy": {"weightPriority": [
+                        {"weight": 50, "matchSelector": {"matchLabels": {"tier": "canary"}}}
+                    ]},
+                }}}),
+            ),
+        )
+        .await
+        .unwrap();
+    wait_rolled_out(&client, "web", 4).await;
+    // Mark the last pod (by name) so the default order would not pick it first.
+    let canary = pods_of(&client, "web").await[3].name_any();
+    Api::<Pod>::namespaced(client.clone(), "default")
+        .patch(
+            &canary,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": {"tier": "canary"}}})),
+        )
+        .await
+        .unwrap();
+    patch_spec(
+        &client,
+        "web",
+        json!({"template": {"spec": {"containers": [{"name": "main", "image": "nginx:2"}]}}}),
+    )
+    .await;
+    let first = eventually("the first updated pod", WAIT, || async {
+        let updated: Vec<String> = pods_of(&client, "web")
+            .await
+            .iter()
+            .filter(|p| container_image(p) == "nginx:2")
+            .map(|p| p.name_any())
+            .collect();
+        (!updated.is_empty()).then_some(updated)
+    })
+    .await;
+    assert_eq!(first, vec![canary], "the weighted pod goes first, alone");
+    wait_rolled_out(&client, "web", 4).await;
+    controller.stop().await;
+    sim.shutdown().await;
+}
+
+#[tokio::test]
+async fn pre_delete_hook_holds_a_scaled_down_pod_until_released() {
+    let (sim, client) = sim_with_crd().await;
+    let controller = RunningController::start(&client);
+    let mut cs = cloneset(
+        "web",
+        2,
+        "nginx:1",
+        json!({"lifecycle": {"preDelete": {"labelsHandler": {"example.com/drain": "true"}}}}),
+    );
+    cs.spec
+        .template
+        .metadata
+        .get_or_insert_default()
+        .labels
+        .get_or_insert_default()
+        .insert("example.com/drain".into(), "true".into());
+    clonesets(&client)
+        .create(&PostParams::default(), &cs)
+        .await
+        .unwrap();
+    wait_rolled_out(&client, "web", 2).await;
+    patch_spec(&client, "web", json!({"replicas": 1})).await;
+    // One pod enters PreparingDelete and stays: its hook label is still there.
+    let held = eventually("a pod in PreparingDelete", WAIT, || async {
+        pods_of(&client, "web").await.into_iter().find(|p| {
+            p.labels()
+                .get("lifecycle.apps.kruise.io/state")
+                .map(String::as_str)
+                == Some("PreparingDelete")
+        })
+    })
+    .await;
+    assert_eq!(
+        sim.counters().count("delete", "pods"),
+        0,
+        "held by the hook"
+    );
+    assert_eq!(pods_of(&client, "web").await.len(), 2);
+    // The owner of the hook releases it: the pod goes.
+    Api::<Pod>::namespaced(client.clone(), "default")
+        .patch(
+            &held.name_any(),
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": {"example.com/drain": null}}})),
+        )
+        .await
+        .unwrap();
+    eventually("the released pod deleted", WAIT, || async {
+        let pods = pods_of(&client, "web").await;
+        (pods.len() == 1 && pods[0].name_any() != held.name_any()).then_some(())
+    })
+    .await;
+    controller.stop().await;
+    sim.shutdown().await;
+}
