@@ -860,3 +860,82 @@ async fn pre_delete_hook_holds_a_scaled_down_pod_until_released() {
     controller.stop().await;
     sim.shutdown().await;
 }
+
+#[tokio::test]
+async fn partition_rollback_gate_rolls_updated_pods_back_when_the_partition_rises() {
+    let (sim, client) = sim_with_crd().await;
+    let controller = RunningController::start_with(
+        &client,
+        kruise_cloneset::controller::Settings {
+            namespace: Some("default".into()),
+            gates: kruise_cloneset::plan::PlanGates {
+                partition_rollback: true,
+                ..Default::default()
+            },
+            ..Default::default()
+        },
+    );
+    clonesets(&client)
+        .create(
+            &PostParams::default(),
+            &cloneset(
+                "web",
+                4,
+                "nginx:1",
+                json!({"updateStrategy": {"rollingUpdate": {
+                    "partition": 2, "podUpdatePolicy": "InPlaceIfPossible", "maxUnavailable": 4}}}),
+            ),
+        )
+        .await
+        .unwrap();
+    wait_rolled_out(&client, "web", 4).await;
+    let images = |client: Client| async move {
+        let mut v: Vec<String> = pods_of(&client, "web")
+            .await
+            .iter()
+            .map(container_image)
+            .collect();
+        v.sort();
+        v
+    };
+    patch_spec(
+        &client,
+        "web",
+        json!({"template": {"spec": {"containers": [{"name": "main", "image": "nginx:2"}]}}}),
+    )
+    .await;
+    eventually(
+        "two pods updated, two kept by the partition",
+        WAIT,
+        || async {
+            (images(client.clone()).await == ["nginx:1", "nginx:1", "nginx:2", "nginx:2"])
+                .then_some(())
+        },
+    )
+    .await;
+    // Raising the partition to 3 rolls one updated pod back to the current revision.
+    patch_spec(
+        &client,
+        "web",
+        json!({"updateStrategy": {"rollingUpdate": {"partition": 3}}}),
+    )
+    .await;
+    let cs = eventually("one pod rolled back", WAIT, || async {
+        let cs = get(&client, "web").await;
+        let s = cs.status.clone()?;
+        (images(client.clone()).await == ["nginx:1", "nginx:1", "nginx:1", "nginx:2"]
+            && s.updated_replicas == 1
+            && s.ready_replicas == 4)
+            .then_some(cs)
+    })
+    .await;
+    let s = cs.status.unwrap();
+    assert_ne!(s.update_revision, s.current_revision);
+    assert_eq!(
+        sim.counters().count("delete", "pods"),
+        0,
+        "rolled back in place"
+    );
+    controller.stop().await;
+    sim.shutdown().await;
+}
