@@ -3,9 +3,6 @@
 //! pods it can act on and with its own failure policy, so a stopped webhook blocks nothing
 //! no enabled family cares about. Each family's own CRD webhooks stay in its binary.
 
-#[cfg(feature = "sidecarset")]
-mod sidecarsets;
-
 use std::sync::Arc;
 
 use clap::Args;
@@ -45,7 +42,7 @@ const MUTATING: &str = "kruise-mutating-webhook-configuration";
 #[derive(Clone, Default)]
 struct Caches {
     #[cfg(feature = "sidecarset")]
-    sidecarsets: Option<sidecarsets::LiveSnapshot>,
+    sidecarsets: Option<kruise_sidecarset::live::LiveSnapshot>,
 }
 
 /// The pod chain for the enabled families.
@@ -112,7 +109,7 @@ fn main() -> std::process::ExitCode {
             let mut caches = Caches::default();
             #[cfg(feature = "sidecarset")]
             if ctx.args.enable.iter().any(|f| f == "sidecarset") {
-                caches.sidecarsets = Some(sidecarsets::start(
+                caches.sidecarsets = Some(kruise_sidecarset::live::start(
                     ctx.client.clone(),
                     refresh.clone(),
                     ctx.shutdown.clone(),

@@ -1,4 +1,5 @@
-//! The SidecarSets and namespaces the injection step reads, kept by reflectors. The
+//! The SidecarSets and namespaces the admission handlers read (pod injection in
+//! kruise-webhook, SidecarSet validation in kruise-sidecarset), kept by reflectors. The
 //! SidecarSet watch starts only once its CRD is installed (a cluster may run kruise-webhook
 //! without the SidecarSet family), and every change to what SidecarSets can match asks the
 //! admission runner to republish the webhook entries at once.
@@ -7,11 +8,11 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::admission::{SidecarSetSnapshot, sidecar_set_scope};
+use crate::api::v1beta1::SidecarSet;
 use futures::StreamExt as _;
 use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kruise_sidecarset::admission::{SidecarSetSnapshot, sidecar_set_scope};
-use kruise_sidecarset::api::v1beta1::SidecarSet;
 use kube::Api;
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt as _, watcher};

@@ -1,0 +1,12 @@
+//! `kruise-sidecarset [run|crd|manifests]`: the SidecarSet controller (on the leader) and the
+//! SidecarSet webhooks — defaulting, validation, `/convert` — (on every replica).
+
+fn main() -> std::process::ExitCode {
+    match kruise_sidecarset::binary::binary() {
+        Ok(binary) => binary.main(),
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,415 @@
+//! SidecarSet end to end on kruise-sim: kruise-webhook (a real HTTPS webhook) injects the
+//! sidecar at pod creation, kruise-sidecarset (in-process: CRD webhooks and controller)
+//! upgrades it in place when only the image changes, honouring maxUnavailable, partition,
+//! paused and a canary selector; the simulator's scheduler and kubelet run the pods.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+#[path = "../../common/tests/support/mod.rs"]
+mod support;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kruise_sidecarset::api::v1beta1::SidecarSet;
+use kruise_sim::{Sim, SimConfig};
+use kube::api::{ListParams, Patch, PatchParams, PostParams};
+use kube::{Api, Client, ResourceExt as _};
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+
+const BIN: &str = env!("CARGO_BIN_EXE_kruise-webhook");
+const WAIT: Duration = Duration::from_secs(60);
+
+struct Cluster {
+    sim: Sim,
+    client: Client,
+    sidecarset: CancellationToken,
+    _webhook: support::Replica,
+}
+
+/// The simulator with two nodes, kruise-sidecarset in-process, kruise-webhook as a process.
+async fn cluster() -> Cluster {
+    let sim = Sim::start(SimConfig {
+        nodes: 2,
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    let client = sim.client().unwrap();
+    let binary = kruise_sidecarset::binary::binary().unwrap();
+    Api::<CustomResourceDefinition>::all(client.clone())
+        .create(&PostParams::default(), &binary.crd_definitions()[0])
+        .await
+        .unwrap();
+    let kubeconfig = sim.kubeconfig_path().unwrap();
+    let argv: Vec<String> = [
+        "kruise-sidecarset",
+        "--kubeconfig",
+        kubeconfig.to_str().unwrap(),
+        "--leader-elect=false",
+        "--webhook-host",
+        "127.0.0.1",
+        "--webhook-port",
+        &support::free_port().to_string(),
+        "--webhook-namespace",
+        "default",
+        "--metrics-addr",
+        &format!("127.0.0.1:{}", support::free_port()),
+        "--health-addr",
+        &format!("127.0.0.1:{}", support::free_port()),
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let sidecarset = CancellationToken::new();
+    let stop = sidecarset.clone();
+    tokio::spawn(async move { binary.run_argv(argv, stop).await });
+    let webhook = support::spawn_replica(
+        BIN,
+        &kubeconfig,
+        support::free_port(),
+        &["--webhook-cert-check-interval", "1s"],
+        &[],
+    );
+    Cluster {
+        sim,
+        client,
+        sidecarset,
+        _webhook: webhook,
+    }
+}
+
+impl Cluster {
+    async fn shutdown(self) {
+        self.sidecarset.cancel();
+        self.sim.shutdown().await;
+    }
+}
+
+fn pod(name: &str, labels: serde_json::Value) -> Pod {
+    serde_json::from_value(json!({"apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "labels": labels},
+        "spec": {"containers": [{"name": "main", "image": "nginx:1.25"}]}}))
+    .unwrap()
+}
+
+fn container_image(pod: &Pod, name: &str) -> Option<String> {
+    pod.spec
+        .as_ref()?
+        .containers
+        .iter()
+        .find(|c| c.name == name)?
+        .image
+        .clone()
+}
+
+fn restarts(pod: &Pod, name: &str) -> i32 {
+    pod.status
+        .as_ref()
+        .and_then(|s| s.container_statuses.as_ref())
+        .and_then(|cs| cs.iter().find(|c| c.name == name))
+        .map(|c| c.restart_count)
+        .unwrap_or(-1)
+}
+
+fn is_ready(pod: &Pod) -> bool {
+    pod.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+}
+
+async fn status(sets: &Api<SidecarSet>, name: &str) -> (i64, i32, i32, i32, i32) {
+    let s = sets.get(name).await.unwrap();
+    let st = s.status.clone().unwrap_or_default();
+    (
+        s.metadata.generation.unwrap_or(0) - st.observed_generation,
+        st.matched_pods,
+        st.updated_pods,
+        st.ready_pods,
+        st.updated_ready_pods,
+    )
+}
+
+/// Waits until the SidecarSet observed its generation and reports these counts
+/// (matched, updated, ready).
+async fn wait_status(sets: &Api<SidecarSet>, name: &str, want: (i32, i32, i32)) {
+    support::eventually(&format!("{name} status {want:?}"), WAIT, || async {
+        let (lag, m, u, r, _) = status(sets, name).await;
+        (lag == 0 && (m, u, r) == want).then_some(())
+    })
+    .await;
+}
+
+async fn set_spec(sets: &Api<SidecarSet>, name: &str, spec: serde_json::Value) {
+    sets.patch(
+        name,
+        &PatchParams::default(),
+        &Patch::Merge(json!({ "spec": spec })),
+    )
+    .await
+    .unwrap();
+}
+
+#[tokio::test]
+async fn sidecar_upgrades_in_place_within_the_update_strategy() {
+    let c = cluster().await;
+    let sets: Api<SidecarSet> = Api::all(c.client.clone());
+    let set: SidecarSet = serde_json::from_value(json!({
+        "apiVersion": "apps.kruise.io/v1beta1", "kind": "SidecarSet",
+        "metadata": {"name": "test-sidecarset"},
+        "spec": {"selector": {"matchLabels": {"app": "nginx"}},
+                 "containers": [{"name": "sidecar1", "image": "busybox:1.34",
+                                 "command": ["sleep", "999d"]}]}
+    }))
+    .unwrap();
+    // The defaulting webhook of kruise-sidecarset may not be registered yet: retry.
+    support::eventually(
+        "the SidecarSet created through its webhooks",
+        WAIT,
+        || async {
+            let created = sets.create(&PostParams::default(), &set).await.ok()?;
+            let ann = created.metadata.annotations.unwrap_or_default();
+            if ann.contains_key("kruise.io/sidecarset-hash") {
+                Some(())
+            } else {
+                // Created before the webhook was registered: start again.
+                sets.delete("test-sidecarset", &Default::default())
+                    .await
+                    .ok();
+                None
+            }
+        },
+    )
+    .await;
+
+    // Pods are injected once kruise-webhook's entry for app=nginx is live.
+    let pods: Api<Pod> = Api::namespaced(c.client.clone(), "default");
+    for i in 0..4 {
+        let name = format!("nginx-{i}");
+        let labels = if i == 3 {
+            json!({"app": "nginx", "canary": "true"})
+        } else {
+            json!({"app": "nginx"})
+        };
+        support::eventually(&format!("{name} created with sidecar1"), WAIT, || async {
+            let created = pods
+                .create(&PostParams::default(), &pod(&name, labels.clone()))
+                .await
+                .ok()?;
+            if container_image(&created, "sidecar1").is_some() {
+                return Some(());
+            }
+            pods.delete(&name, &Default::default()).await.ok();
+            support::eventually("pod gone", WAIT, || async {
+                pods.get_opt(&name).await.ok()?.is_none().then_some(())
+            })
+            .await;
+            None
+        })
+        .await;
+    }
+    wait_status(&sets, "test-sidecarset", (4, 4, 4)).await;
+    let before: BTreeMap<String, Pod> = pods
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .map(|p| (p.name_any(), p))
+        .collect();
+
+    // Only the image changes: every pod is upgraded in place, one at a time
+    // (maxUnavailable defaults to 1).
+    let max_unready = Arc::new(AtomicUsize::new(0));
+    let watching = CancellationToken::new();
+    let sampler = {
+        let pods = pods.clone();
+        let max_unready = max_unready.clone();
+        let watching = watching.clone();
+        tokio::spawn(async move {
+            while !watching.is_cancelled() {
+                if let Ok(list) = pods.list(&ListParams::default()).await {
+                    let unready = list.items.iter().filter(|p| !is_ready(p)).count();
+                    max_unready.fetch_max(unready, Ordering::SeqCst);
+                }
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        })
+    };
+    set_spec(
+        &sets,
+        "test-sidecarset",
+        json!({"containers": [{"name": "sidecar1", "image": "busybox:1.35", "command": ["sleep", "999d"]}]}),
+    )
+    .await;
+    wait_status(&sets, "test-sidecarset", (4, 4, 4)).await;
+    watching.cancel();
+    sampler.await.unwrap();
+    assert!(
+        max_unready.load(Ordering::SeqCst) >= 1,
+        "restarting sidecars make their pods unready for a while"
+    );
+    assert!(
+        max_unready.load(Ordering::SeqCst) <= 1,
+        "at most maxUnavailable (1) pod unready at once, saw {}",
+        max_unready.load(Ordering::SeqCst)
+    );
+    for p in pods.list(&ListParams::default()).await.unwrap().items {
+        let old = &before[&p.name_any()];
+        assert_eq!(p.uid(), old.uid(), "{} kept its uid", p.name_any());
+        assert_eq!(
+            container_image(&p, "sidecar1").as_deref(),
+            Some("busybox:1.35")
+        );
+        assert_eq!(
+            restarts(&p, "sidecar1"),
+            restarts(old, "sidecar1") + 1,
+            "sidecar restarted once"
+        );
+        assert_eq!(
+            restarts(&p, "main"),
+            restarts(old, "main"),
+            "app container untouched"
+        );
+        let state = p.annotations()["kruise.io/sidecarset-inplace-update-state"].clone();
+        assert!(state.contains("test-sidecarset"), "{state}");
+        let cond = p
+            .status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .and_then(|cs| cs.iter().find(|c| c.type_ == "SidecarSetUpgradable"))
+            .cloned()
+            .unwrap();
+        assert_eq!(cond.status, "True");
+    }
+
+    // paused: a new image goes nowhere.
+    set_spec(
+        &sets,
+        "test-sidecarset",
+        json!({"updateStrategy": {"paused": true},
+               "containers": [{"name": "sidecar1", "image": "busybox:1.36", "command": ["sleep", "999d"]}]}),
+    )
+    .await;
+    wait_status(&sets, "test-sidecarset", (4, 0, 4)).await;
+    let on_136 = |list: &[Pod]| -> Vec<String> {
+        list.iter()
+            .filter(|p| container_image(p, "sidecar1").as_deref() == Some("busybox:1.36"))
+            .map(|p| p.name_any())
+            .collect()
+    };
+    assert!(on_136(&pods.list(&Default::default()).await.unwrap().items).is_empty());
+
+    // A canary selector: unpaused, only canary=true pods are upgraded.
+    set_spec(
+        &sets,
+        "test-sidecarset",
+        json!({"updateStrategy": {"paused": false, "selector": {"matchLabels": {"canary": "true"}}}}),
+    )
+    .await;
+    wait_status(&sets, "test-sidecarset", (4, 1, 4)).await;
+    assert_eq!(
+        on_136(&pods.list(&Default::default()).await.unwrap().items),
+        vec!["nginx-3".to_string()]
+    );
+
+    // partition 2 of 4, selector removed: exactly two pods on the new image.
+    set_spec(
+        &sets,
+        "test-sidecarset",
+        json!({"updateStrategy": {"selector": null, "partition": 2}}),
+    )
+    .await;
+    wait_status(&sets, "test-sidecarset", (4, 2, 4)).await;
+    assert_eq!(
+        on_136(&pods.list(&Default::default()).await.unwrap().items).len(),
+        2
+    );
+
+    // The partition lifted: the rest follow.
+    set_spec(
+        &sets,
+        "test-sidecarset",
+        json!({"updateStrategy": {"partition": null}}),
+    )
+    .await;
+    wait_status(&sets, "test-sidecarset", (4, 4, 4)).await;
+    c.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_change_beyond_images_is_not_applied_and_marks_pods_not_upgradable() {
+    let c = cluster().await;
+    let sets: Api<SidecarSet> = Api::all(c.client.clone());
+    let set: SidecarSet = serde_json::from_value(json!({
+        "apiVersion": "apps.kruise.io/v1beta1", "kind": "SidecarSet",
+        "metadata": {"name": "cmd-change"},
+        "spec": {"selector": {"matchLabels": {"app": "web"}},
+                 "containers": [{"name": "sidecar1", "image": "busybox:1.34", "command": ["sleep", "1d"]}]}
+    }))
+    .unwrap();
+    support::eventually(
+        "the SidecarSet created through its webhooks",
+        WAIT,
+        || async {
+            let created = sets.create(&PostParams::default(), &set).await.ok()?;
+            if created
+                .annotations()
+                .contains_key("kruise.io/sidecarset-hash")
+            {
+                Some(())
+            } else {
+                sets.delete("cmd-change", &Default::default()).await.ok();
+                None
+            }
+        },
+    )
+    .await;
+    let pods: Api<Pod> = Api::namespaced(c.client.clone(), "default");
+    support::eventually("web-0 created with sidecar1", WAIT, || async {
+        let created = pods
+            .create(&PostParams::default(), &pod("web-0", json!({"app": "web"})))
+            .await
+            .ok()?;
+        if container_image(&created, "sidecar1").is_some() {
+            return Some(());
+        }
+        pods.delete("web-0", &Default::default()).await.ok();
+        support::eventually("pod gone", WAIT, || async {
+            pods.get_opt("web-0").await.ok()?.is_none().then_some(())
+        })
+        .await;
+        None
+    })
+    .await;
+    wait_status(&sets, "cmd-change", (1, 1, 1)).await;
+    set_spec(
+        &sets,
+        "cmd-change",
+        json!({"containers": [{"name": "sidecar1", "image": "busybox:1.35", "command": ["sleep", "2d"]}]}),
+    )
+    .await;
+    let cond = support::eventually("SidecarSetUpgradable=False", WAIT, || async {
+        let p = pods.get("web-0").await.ok()?;
+        p.status?
+            .conditions?
+            .into_iter()
+            .find(|c| c.type_ == "SidecarSetUpgradable" && c.status == "False")
+    })
+    .await;
+    assert_eq!(cond.reason.as_deref(), Some("UpdateImmutableField"));
+    assert_eq!(cond.message.as_deref(), Some(r#"{"cmd-change":false}"#));
+    let p = pods.get("web-0").await.unwrap();
+    assert_eq!(
+        container_image(&p, "sidecar1").as_deref(),
+        Some("busybox:1.34"),
+        "nothing is changed in place"
+    );
+    wait_status(&sets, "cmd-change", (1, 0, 1)).await;
+    c.shutdown().await;
+}
