@@ -413,3 +413,144 @@ async fn a_change_beyond_images_is_not_applied_and_marks_pods_not_upgradable() {
     wait_status(&sets, "cmd-change", (1, 0, 1)).await;
     c.shutdown().await;
 }
+
+/// Whether a container runs (status `running`) an image other than `empty`.
+fn serving(pod: &Pod, name: &str, empty: &str) -> bool {
+    pod.status
+        .as_ref()
+        .and_then(|s| s.container_statuses.as_ref())
+        .and_then(|cs| cs.iter().find(|c| c.name == name))
+        .is_some_and(|c| c.image != empty && c.state.as_ref().is_some_and(|s| s.running.is_some()))
+}
+
+#[tokio::test]
+async fn hot_upgrade_migrates_then_resets_with_a_sidecar_always_running() {
+    let c = cluster().await;
+    let sets: Api<SidecarSet> = Api::all(c.client.clone());
+    let sidecar = |image: &str| {
+        json!([{"name": "envoy", "image": image,
+                "lifecycle": {"postStart": {"exec": {"command": ["/migrate.sh"]}}},
+                "upgradeStrategy": {"upgradeType": "HotUpgrade", "hotUpgradeEmptyImage": "envoy-empty:1"}}])
+    };
+    let set: SidecarSet = serde_json::from_value(json!({
+        "apiVersion": "apps.kruise.io/v1beta1", "kind": "SidecarSet",
+        "metadata": {"name": "hot"},
+        "spec": {"selector": {"matchLabels": {"app": "mesh"}}, "containers": sidecar("envoy:1")}
+    }))
+    .unwrap();
+    support::eventually(
+        "the SidecarSet created through its webhooks",
+        WAIT,
+        || async {
+            let created = sets.create(&PostParams::default(), &set).await.ok()?;
+            if created
+                .annotations()
+                .contains_key("kruise.io/sidecarset-hash")
+            {
+                Some(())
+            } else {
+                sets.delete("hot", &Default::default()).await.ok();
+                None
+            }
+        },
+    )
+    .await;
+    let pods: Api<Pod> = Api::namespaced(c.client.clone(), "default");
+    let mut mesh = pod("mesh-0", json!({"app": "mesh"}));
+    // The postStart hook (the migration) takes 500ms in the simulated kubelet.
+    mesh.metadata.annotations = Some(BTreeMap::from([(
+        "sim.kruise.io/poststart-duration".to_string(),
+        "500ms".to_string(),
+    )]));
+    support::eventually("mesh-0 created with envoy-1 and envoy-2", WAIT, || async {
+        let created = pods.create(&PostParams::default(), &mesh).await.ok()?;
+        if container_image(&created, "envoy-2").is_some() {
+            return Some(());
+        }
+        pods.delete("mesh-0", &Default::default()).await.ok();
+        support::eventually("pod gone", WAIT, || async {
+            pods.get_opt("mesh-0").await.ok()?.is_none().then_some(())
+        })
+        .await;
+        None
+    })
+    .await;
+    wait_status(&sets, "hot", (1, 1, 1)).await;
+    let p = pods.get("mesh-0").await.unwrap();
+    assert_eq!(container_image(&p, "envoy-1").as_deref(), Some("envoy:1"));
+    assert_eq!(
+        container_image(&p, "envoy-2").as_deref(),
+        Some("envoy-empty:1")
+    );
+
+    for (image, working, idle) in [
+        ("envoy:2", "envoy-2", "envoy-1"),
+        ("envoy:3", "envoy-1", "envoy-2"),
+    ] {
+        // Sample the pod throughout the upgrade: some container always serves.
+        let gaps = Arc::new(AtomicUsize::new(0));
+        let samples = Arc::new(AtomicUsize::new(0));
+        let watching = CancellationToken::new();
+        let sampler = {
+            let (pods, gaps, samples, watching) = (
+                pods.clone(),
+                gaps.clone(),
+                samples.clone(),
+                watching.clone(),
+            );
+            tokio::spawn(async move {
+                while !watching.is_cancelled() {
+                    if let Ok(p) = pods.get("mesh-0").await {
+                        samples.fetch_add(1, Ordering::SeqCst);
+                        if !serving(&p, "envoy-1", "envoy-empty:1")
+                            && !serving(&p, "envoy-2", "envoy-empty:1")
+                        {
+                            gaps.fetch_add(1, Ordering::SeqCst);
+                        }
+                    }
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                }
+            })
+        };
+        let before = pods.get("mesh-0").await.unwrap();
+        set_spec(&sets, "hot", json!({"containers": sidecar(image)})).await;
+        support::eventually(
+            &format!("{working} serving {image}, {idle} reset"),
+            WAIT,
+            || async {
+                let p = pods.get("mesh-0").await.ok()?;
+                (container_image(&p, working).as_deref() == Some(image)
+                    && container_image(&p, idle).as_deref() == Some("envoy-empty:1")
+                    && serving(&p, working, "envoy-empty:1")
+                    && is_ready(&p))
+                .then_some(())
+            },
+        )
+        .await;
+        wait_status(&sets, "hot", (1, 1, 1)).await;
+        watching.cancel();
+        sampler.await.unwrap();
+        assert!(samples.load(Ordering::SeqCst) > 10);
+        assert_eq!(
+            gaps.load(Ordering::SeqCst),
+            0,
+            "a moment with no sidecar running"
+        );
+        let p = pods.get("mesh-0").await.unwrap();
+        assert_eq!(p.uid(), before.uid());
+        assert_eq!(
+            p.annotations()["kruise.io/sidecarset-working-hotupgrade-container"],
+            format!(r#"{{"envoy":"{working}"}}"#)
+        );
+        assert_eq!(
+            p.annotations()[&format!("version.sidecarset.kruise.io/{idle}")],
+            "0"
+        );
+        assert_eq!(
+            restarts(&p, "main"),
+            restarts(&before, "main"),
+            "app untouched"
+        );
+    }
+    c.shutdown().await;
+}

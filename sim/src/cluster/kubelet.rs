@@ -21,8 +21,8 @@ use tokio::time::Instant;
 use super::cri::{CriContainer, CriRequest};
 use super::images::ImageStore;
 use super::{
-    ANN_EXIT_AFTER, ANN_EXIT_CODE, ANN_PRESTOP_DURATION, ANN_READY_DELAY, ANN_START_DELAY,
-    ANN_STOP_DELAY, KubeletTimings,
+    ANN_EXIT_AFTER, ANN_EXIT_CODE, ANN_POSTSTART_DURATION, ANN_PRESTOP_DURATION, ANN_READY_DELAY,
+    ANN_START_DELAY, ANN_STOP_DELAY, KubeletTimings,
 };
 use super::{nodes, parse_duration};
 use crate::SimShared;
@@ -54,6 +54,20 @@ fn termination_time(pod: &Value) -> Duration {
         .max()
         .unwrap_or(Duration::ZERO);
     pre_stop + ann_duration(pod, ANN_STOP_DELAY).unwrap_or(DELETE_CAP)
+}
+
+/// How long a container's postStart hook runs: a `sleep` action's seconds, an exec or
+/// httpGet hook `sim.kruise.io/poststart-duration` (default 0). As the kubelet runs the
+/// hook before reporting the container running, the container is reported waiting
+/// (ContainerCreating) until the hook is done.
+fn post_start_time(pod: &Value, container: &Value) -> Duration {
+    match container.pointer("/lifecycle/postStart") {
+        None => Duration::ZERO,
+        Some(h) => match h.pointer("/sleep/seconds").and_then(Value::as_u64) {
+            Some(secs) => Duration::from_secs(secs),
+            None => ann_duration(pod, ANN_POSTSTART_DURATION).unwrap_or(Duration::ZERO),
+        },
+    }
 }
 
 type Key = (String, String);
@@ -346,6 +360,7 @@ impl Kubelet {
             .iter()
             .map(|c| {
                 let image = str_of(c, "image").to_string();
+                let start_at = start_at + post_start_time(pod, c);
                 Ctr {
                     name: str_of(c, "name").to_string(),
                     hash: spec_hash(c),
@@ -415,7 +430,7 @@ impl Kubelet {
             let pull = self.pull_delay(&rt.node, c);
             // Killed for "Container definition changed"; the kubelet reports the
             // stopped container's exit as lastState.
-            rt.restart(i, 0, now, pull + start, ready);
+            rt.restart(i, 0, now, pull + start + post_start_time(pod, c), ready);
             if let Some(ctr) = rt.containers.get_mut(i) {
                 ctr.hash = hash;
                 ctr.image_id = image_id(&image);

@@ -53,6 +53,9 @@ pub const ANN_EXIT_CODE: &str = "sim.kruise.io/exit-code";
 pub const ANN_PRESTOP_DURATION: &str = "sim.kruise.io/prestop-duration";
 /// Annotation: how long the containers take to exit after SIGTERM (default 100ms).
 pub const ANN_STOP_DELAY: &str = "sim.kruise.io/stop-delay";
+/// Annotation: how long an exec or httpGet postStart hook of the pod's containers runs
+/// (a `sleep` hook takes its own seconds). A container is not running until its hook is done.
+pub const ANN_POSTSTART_DURATION: &str = "sim.kruise.io/poststart-duration";
 
 /// Parses a Go-style duration ("100ms", "2s", "1m30s", "1.5s"); a bare number is
 /// seconds. Returns None for anything else.

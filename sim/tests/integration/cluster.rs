@@ -730,3 +730,45 @@ async fn few_writes_and_no_churn_once_ready() {
     assert_eq!(writes, 6);
     sim.shutdown().await;
 }
+
+#[tokio::test]
+async fn post_start_hook_holds_the_container_waiting_until_it_is_done() {
+    let sim = cluster().await;
+    let api: Api<Pod> = Api::namespaced(sim.client().unwrap(), "default");
+    let p = pod(
+        "post",
+        json!({"containers": [
+            {"name": "hooked", "image": "nginx:1.25",
+             "lifecycle": {"postStart": {"sleep": {"seconds": 1}}}},
+            {"name": "plain", "image": "nginx:1.25"}]}),
+    );
+    let started = std::time::Instant::now();
+    api.create(&PostParams::default(), &p).await.unwrap();
+    // The plain container runs while the hooked one is still in its hook.
+    let status_of = |pod: &Pod, name: &str| {
+        pod.status
+            .as_ref()
+            .and_then(|s| s.container_statuses.as_ref())
+            .and_then(|cs| cs.iter().find(|c| c.name == name))
+            .cloned()
+    };
+    let during = eventually(10, "plain running", || async {
+        let pod = api.get("post").await.ok()?;
+        status_of(&pod, "plain")?
+            .state?
+            .running
+            .is_some()
+            .then_some(pod)
+    })
+    .await;
+    if started.elapsed() < std::time::Duration::from_millis(900) {
+        let hooked = status_of(&during, "hooked").unwrap();
+        assert_eq!(
+            hooked.state.unwrap().waiting.unwrap().reason.as_deref(),
+            Some("ContainerCreating")
+        );
+    }
+    ready(&api, "post").await;
+    assert!(started.elapsed() >= std::time::Duration::from_secs(1));
+    sim.shutdown().await;
+}
