@@ -10,8 +10,9 @@ use kube::api::{Api, PostParams};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-/// The families this build can run, in start order.
-pub const AVAILABLE: &[&str] = &["cloneset"];
+/// The families this build can run, in start order. `webhook` is kruise-webhook, with the
+/// pod-chain steps of the other families selected (`workloads` always).
+pub const AVAILABLE: &[&str] = &["cloneset", "sidecarset", "webhook"];
 
 /// `all`, `none` or a comma-separated list of [`AVAILABLE`] names.
 pub fn parse(spec: &str) -> anyhow::Result<Vec<String>> {
@@ -80,6 +81,51 @@ fn argv(binary: &str, kubeconfig: &Path) -> anyhow::Result<Vec<String>> {
     ])
 }
 
+type Run = futures::future::BoxFuture<'static, anyhow::Result<()>>;
+
+/// A family's binary, ready to run in-process: its CRDs and its run future.
+fn family_binary(
+    family: &str,
+    families: &[String],
+    kubeconfig: &Path,
+    shutdown: CancellationToken,
+) -> anyhow::Result<(Vec<CustomResourceDefinition>, Run)> {
+    Ok(match family {
+        "cloneset" => {
+            let binary = kruise_cloneset::binary::binary()?;
+            let argv = argv(kruise_cloneset::binary::BINARY, kubeconfig)?;
+            let crds = binary.crd_definitions().to_vec();
+            (
+                crds,
+                Box::pin(async move { binary.run_argv(argv, shutdown).await.map(|_| ()) }),
+            )
+        }
+        "sidecarset" => {
+            let binary = kruise_sidecarset::binary::binary()?;
+            let argv = argv(kruise_sidecarset::binary::BINARY, kubeconfig)?;
+            let crds = binary.crd_definitions().to_vec();
+            (
+                crds,
+                Box::pin(async move { binary.run_argv(argv, shutdown).await.map(|_| ()) }),
+            )
+        }
+        "webhook" => {
+            let binary = kruise_webhook::binary();
+            let mut argv = argv(kruise_webhook::BINARY, kubeconfig)?;
+            let mut enable = vec!["workloads"];
+            if families.iter().any(|f| f == "sidecarset") {
+                enable.push("sidecarset");
+            }
+            argv.push(format!("--enable={}", enable.join(",")));
+            (
+                Vec::new(),
+                Box::pin(async move { binary.run_argv(argv, shutdown).await.map(|_| ()) }),
+            )
+        }
+        other => anyhow::bail!("unknown family {other:?}"),
+    })
+}
+
 /// Installs each family's CRDs and starts it; the tasks end when `shutdown` fires.
 pub async fn start(
     sim: &kruise_sim::Sim,
@@ -90,16 +136,11 @@ pub async fn start(
     let client = sim.client()?;
     let mut tasks = Vec::new();
     for family in families {
-        let binary = match family.as_str() {
-            "cloneset" => kruise_cloneset::binary::binary()?,
-            other => anyhow::bail!("unknown family {other:?}"),
-        };
-        install_crds(&client, binary.crd_definitions()).await?;
-        let argv = argv(kruise_cloneset::binary::BINARY, kubeconfig)?;
-        let shutdown = shutdown.clone();
+        let (crds, run) = family_binary(family, families, kubeconfig, shutdown.clone())?;
+        install_crds(&client, &crds).await?;
         let family = family.clone();
         tasks.push(tokio::spawn(async move {
-            if let Err(e) = binary.run_argv(argv, shutdown).await {
+            if let Err(e) = run.await {
                 tracing::error!(family, error = format!("{e:#}"), "family stopped");
             }
         }));
@@ -113,9 +154,10 @@ mod tests {
 
     #[test]
     fn controllers_flag() {
-        assert_eq!(parse("all").unwrap(), vec!["cloneset".to_string()]);
+        assert_eq!(parse("all").unwrap(), vec!["cloneset", "sidecarset", "webhook"]);
         assert!(parse("none").unwrap().is_empty());
         assert_eq!(parse(" cloneset ").unwrap(), vec!["cloneset".to_string()]);
+        assert_eq!(parse("sidecarset,webhook").unwrap(), vec!["sidecarset", "webhook"]);
         assert!(parse("cloneset,nope").is_err());
     }
 }

@@ -49,7 +49,7 @@ enum Command {
         #[arg(long, default_value = "100ms", value_parser = duration)]
         ready_delay: Duration,
         /// Families to run in-process with their CRDs and webhooks: `all`, `none` or a
-        /// comma-separated list (available: cloneset).
+        /// comma-separated list (available: cloneset, sidecarset, webhook).
         #[arg(long, default_value = "all")]
         controllers: String,
         /// Serve a fake CRI runtime (containerd's RuntimeService/ImageService subset)

@@ -20,7 +20,7 @@ KRUISE_SIM="${KRUISE_SIM:-${CARGO_TARGET_DIR:-$ROOT/target}/debug/kruise-sim}"
 "$KRUISE_SIM" up --port 0 --kubeconfig "$KUBECONFIG" >"$WORK/sim.log" 2>&1 &
 PIDS+=($!)
 wait_for 60 "kruise-sim up" grep -q '^export KUBECONFIG=' "$WORK/sim.log"
-assert_contains "$(cat "$WORK/sim.log")" "controllers running in-process: cloneset" "up's banner"
+assert_contains "$(cat "$WORK/sim.log")" "controllers running in-process: cloneset, sidecarset, webhook" "up's banner"
 assert_contains "$("$KUBECTL" get crd -o name)" "clonesets.apps.kruise.io" "CloneSet CRD installed by up"
 pass "kruise-sim up runs the CloneSet family in-process"
 

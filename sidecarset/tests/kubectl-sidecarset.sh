@@ -1,0 +1,134 @@
+#!/usr/bin/env bash
+# The OpenKruise SidecarSet walkthrough with a real kubectl on `kruise-sim up` (its default
+# `--controllers all`: kruise-sidecarset, kruise-webhook and kruise-cloneset in-process):
+# the v1alpha1 test-sidecarset manifest applies unchanged, pods of a CloneSet get sidecar1
+# injected, an image change upgrades the sidecar in place (same pods, app untouched), and a
+# canary selector upgrades only the labelled pod.
+#
+#   KRUISE_SIM=.../kruise-sim sidecarset/tests/kubectl-sidecarset.sh
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+KUBECTL="${KUBECTL:-kubectl}"
+# shellcheck source=sim/tests/scenario-lib.sh
+source "$ROOT/sim/tests/scenario-lib.sh"
+scenario_init
+
+if [[ -z "${KRUISE_SIM:-}" ]]; then
+  (cd "$ROOT" && cargo build -q -p kruise-sim)
+fi
+KRUISE_SIM="${KRUISE_SIM:-${CARGO_TARGET_DIR:-$ROOT/target}/debug/kruise-sim}"
+
+"$KRUISE_SIM" up --port 0 --kubeconfig "$KUBECONFIG" >"$WORK/sim.log" 2>&1 &
+PIDS+=($!)
+wait_for 60 "kruise-sim up" grep -q '^export KUBECONFIG=' "$WORK/sim.log"
+assert_contains "$(cat "$WORK/sim.log")" "sidecarset, webhook" "up's banner"
+
+# OpenKruise's test-sidecarset, as its docs publish it (v1alpha1). The defaulting webhook
+# may still be registering: apply until the stored object carries its hash annotation.
+sidecarset_yaml() {
+  cat <<YAML
+apiVersion: apps.kruise.io/v1alpha1
+kind: SidecarSet
+metadata:
+  name: test-sidecarset
+spec:
+  selector:
+    matchLabels:
+      app: nginx
+  updateStrategy:
+    type: RollingUpdate
+    maxUnavailable: 1
+  containers:
+  - name: sidecar1
+    image: $1
+    command: ["sleep", "999d"]
+    volumeMounts:
+    - name: log-volume
+      mountPath: /var/log
+  volumes:
+  - name: log-volume
+    emptyDir: {}
+YAML
+}
+hashed() {
+  sidecarset_yaml centos:6.7 | "$KUBECTL" apply -f - >/dev/null
+  [[ -n "$("$KUBECTL" get sidecarset test-sidecarset -o jsonpath='{.metadata.annotations.kruise\.io/sidecarset-hash}')" ]] \
+    || { "$KUBECTL" delete sidecarset test-sidecarset >/dev/null; false; }
+}
+wait_for 60 "test-sidecarset defaulted by its webhook" hashed
+assert_eq "$("$KUBECTL" get sidecarsets.v1beta1.apps.kruise.io test-sidecarset -o jsonpath='{.spec.containers[0].podInjectPolicy}')" \
+  "BeforeAppContainer" "defaulted podInjectPolicy (v1beta1 view)"
+pass "the v1alpha1 test-sidecarset applies unchanged and is defaulted"
+
+# kruise-webhook narrows its pod webhook to the SidecarSet's selector once it sees it.
+entry() {
+  "$KUBECTL" get mutatingwebhookconfiguration kruise-mutating-webhook-configuration \
+    -o jsonpath='{range .webhooks[*]}{.objectSelector.matchLabels.app}{"\n"}{end}' | grep -qx nginx
+}
+wait_for 60 "the pod webhook entry for app=nginx" entry
+pass "kruise-webhook scoped a pod webhook entry to app=nginx"
+
+"$KUBECTL" apply -f - >/dev/null <<'YAML'
+apiVersion: apps.kruise.io/v1alpha1
+kind: CloneSet
+metadata:
+  name: nginx
+spec:
+  replicas: 3
+  selector:
+    matchLabels: {app: nginx}
+  template:
+    metadata:
+      labels: {app: nginx}
+    spec:
+      containers:
+      - name: nginx
+        image: nginx:alpine
+YAML
+sidecarset_counts() { # MATCHED UPDATED READY from kubectl get sidecarset
+  "$KUBECTL" get sidecarset test-sidecarset --no-headers | awk '{print $2, $3, $4}'
+}
+counts_are() { [[ "$(sidecarset_counts)" == "$1" ]]; }
+wait_for 90 "3 matched, updated, ready" counts_are "3 3 3"
+containers=$("$KUBECTL" get pods -l app=nginx -o jsonpath='{range .items[*]}{.spec.containers[*].name}{"\n"}{end}' | sort -u)
+assert_eq "$containers" "sidecar1 nginx" "containers of every pod (sidecar first)"
+assert_eq "$("$KUBECTL" get pods -l app=nginx -o jsonpath='{.items[0].spec.volumes[?(@.name=="log-volume")].name}')" \
+  "log-volume" "the sidecar's volume merged into the pod"
+assert_contains "$("$KUBECTL" get pods -l app=nginx -o jsonpath='{.items[0].spec.containers[0].env}')" \
+  '"name":"IS_INJECTED","value":"true"' "IS_INJECTED env"
+assert_contains "$("$KUBECTL" get sidecarset)" "MATCHED" "printer columns"
+pass "every pod of the CloneSet got sidecar1 injected; kubectl get sidecarset shows 3 3 3"
+
+before=$("$KUBECTL" get pods -l app=nginx -o jsonpath='{range .items[*]}{.metadata.name}={.metadata.uid}{"\n"}{end}' | sort)
+
+# The image patch: only the image changes, so the sidecar is upgraded in place.
+sidecarset_yaml centos:7 | "$KUBECTL" apply -f - >/dev/null
+images_are() {
+  [[ "$("$KUBECTL" get pods -l app=nginx -o jsonpath='{range .items[*]}{.spec.containers[0].image}{"\n"}{end}' | sort -u)" == "$1" ]]
+}
+wait_for 90 "every sidecar on centos:7" images_are "centos:7"
+wait_for 60 "3 matched, updated, ready" counts_are "3 3 3"
+after=$("$KUBECTL" get pods -l app=nginx -o jsonpath='{range .items[*]}{.metadata.name}={.metadata.uid}{"\n"}{end}' | sort)
+assert_eq "$after" "$before" "same pod names and uids"
+restarts=$("$KUBECTL" get pods -l app=nginx -o jsonpath='{range .items[*]}{.status.containerStatuses[?(@.name=="sidecar1")].restartCount}/{.status.containerStatuses[?(@.name=="nginx")].restartCount}{"\n"}{end}' | sort -u)
+assert_eq "$restarts" "1/0" "sidecar1 restarted once, nginx not at all"
+assert_eq "$("$KUBECTL" get pods -l app=nginx -o jsonpath='{.items[0].status.conditions[?(@.type=="SidecarSetUpgradable")].status}')" \
+  "True" "SidecarSetUpgradable condition"
+pass "the image patch upgraded sidecar1 in place on all 3 pods (same names and uids, nginx untouched)"
+
+# Canary by label: only pods labelled canary.release=true take the next image.
+canary=$("$KUBECTL" get pods -l app=nginx -o jsonpath='{.items[0].metadata.name}')
+"$KUBECTL" label pod "$canary" canary.release=true >/dev/null
+"$KUBECTL" patch sidecarset test-sidecarset --type merge \
+  -p '{"spec":{"updateStrategy":{"selector":{"matchLabels":{"canary.release":"true"}}}}}' >/dev/null
+sidecarset_yaml centos:8 | "$KUBECTL" apply -f - >/dev/null
+wait_for 60 "1 of 3 updated" counts_are "3 1 3"
+upgraded=$("$KUBECTL" get pods -l app=nginx -o jsonpath='{range .items[?(@.spec.containers[0].image=="centos:8")]}{.metadata.name}{"\n"}{end}')
+assert_eq "$upgraded" "$canary" "only the canary pod upgraded"
+pass "a canary selector upgrades only the labelled pod"
+
+"$KUBECTL" patch sidecarset test-sidecarset --type merge -p '{"spec":{"updateStrategy":{"selector":null}}}' >/dev/null
+wait_for 90 "every sidecar on centos:8" images_are "centos:8"
+wait_for 60 "3 matched, updated, ready" counts_are "3 3 3"
+pass "with the selector removed, the rest follow"
