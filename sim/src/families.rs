@@ -154,10 +154,16 @@ mod tests {
 
     #[test]
     fn controllers_flag() {
-        assert_eq!(parse("all").unwrap(), vec!["cloneset", "sidecarset", "webhook"]);
+        assert_eq!(
+            parse("all").unwrap(),
+            vec!["cloneset", "sidecarset", "webhook"]
+        );
         assert!(parse("none").unwrap().is_empty());
         assert_eq!(parse(" cloneset ").unwrap(), vec!["cloneset".to_string()]);
-        assert_eq!(parse("sidecarset,webhook").unwrap(), vec!["sidecarset", "webhook"]);
+        assert_eq!(
+            parse("sidecarset,webhook").unwrap(),
+            vec!["sidecarset", "webhook"]
+        );
         assert!(parse("cloneset,nope").is_err());
     }
 }

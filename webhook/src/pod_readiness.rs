@@ -55,7 +55,11 @@ pub async fn run(client: Client, shutdown: CancellationToken) {
             {"type": KRUISE_POD_READY, "status": "True", "lastTransitionTime": now}
         ]}});
         if let Err(e) = api
-            .patch_status(&pod.name_any(), &PatchParams::default(), &Patch::Strategic(body))
+            .patch_status(
+                &pod.name_any(),
+                &PatchParams::default(),
+                &Patch::Strategic(body),
+            )
             .await
         {
             tracing::warn!(pod = %format!("{namespace}/{}", pod.name_any()), error = %e, "setting KruisePodReady");
