@@ -41,7 +41,7 @@ pub fn binary() -> anyhow::Result<Binary<AdmissionFlags>> {
                     ctx.client.clone(),
                     ctx.binary,
                     ctx.args.clone(),
-                    admission::routes(Some(ctx.client.clone())),
+                    admission::routes(Some(ctx.client.clone())).with_metrics(&ctx.metrics),
                     owned(),
                     ctx.readiness.clone(),
                     ctx.shutdown.clone(),

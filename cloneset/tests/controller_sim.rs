@@ -782,10 +782,28 @@ async fn priority_strategy_orders_the_in_place_update() {
         )
         .await
         .unwrap();
+    // The label reaches the controller through its pod watch, the template change through
+    // its CloneSet watch: stage the change paused, wait until a reconcile after the label
+    // saw it, then release it, so the rollout plans with the label in its cache.
     patch_spec(
         &client,
         "web",
-        json!({"template": {"spec": {"containers": [{"name": "main", "image": "nginx:2"}]}}}),
+        json!({"updateStrategy": {"rollingUpdate": {"paused": true}},
+               "template": {"spec": {"containers": [{"name": "main", "image": "nginx:2"}]}}}),
+    )
+    .await;
+    eventually("the paused change observed", WAIT, || async {
+        let cs = get(&client, "web").await;
+        let s = cs.status?;
+        (s.observed_generation == cs.metadata.generation.unwrap_or_default()
+            && s.update_revision != s.current_revision)
+            .then_some(())
+    })
+    .await;
+    patch_spec(
+        &client,
+        "web",
+        json!({"updateStrategy": {"rollingUpdate": {"paused": false}}}),
     )
     .await;
     let first = eventually("the first updated pod", WAIT, || async {

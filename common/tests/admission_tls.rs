@@ -253,3 +253,33 @@ fn base64_decode(s: &str) -> Vec<u8> {
     use base64::Engine as _;
     base64::engine::general_purpose::STANDARD.decode(s).unwrap()
 }
+
+#[tokio::test]
+async fn requests_denials_and_latency_are_counted_per_webhook() {
+    let metrics = kruise_common::runtime::Metrics::new();
+    let routes = AdmissionRoutes::new()
+        .handler(LabelPods)
+        .with_metrics(&metrics);
+    for name in ["ok-1", "ok-2", "forbidden"] {
+        let body = support::review("", "v1", "Pod", "pods", pod(name));
+        routes.review("/mutate-pod", &body).await.unwrap();
+    }
+    assert_eq!(
+        routes
+            .review("/mutate-pod", b"not json")
+            .await
+            .unwrap_err()
+            .0,
+        400
+    );
+    let text = metrics.encode().unwrap();
+    for line in [
+        r#"controller_runtime_webhook_requests_total{webhook="/mutate-pod",code="200"} 3"#,
+        r#"controller_runtime_webhook_requests_total{webhook="/mutate-pod",code="400"} 1"#,
+        r#"kruise_webhook_denials_total{webhook="/mutate-pod"} 1"#,
+        r#"controller_runtime_webhook_latency_seconds_count{webhook="/mutate-pod"} 4"#,
+        r#"controller_runtime_webhook_requests_in_flight{webhook="/mutate-pod"} 0"#,
+    ] {
+        assert!(text.contains(line), "missing {line} in\n{text}");
+    }
+}

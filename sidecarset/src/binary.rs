@@ -62,7 +62,7 @@ pub fn binary() -> anyhow::Result<Binary<AdmissionFlags>> {
                     ctx.client.clone(),
                     ctx.binary,
                     ctx.args.clone(),
-                    routes(Arc::new(snapshot)),
+                    routes(Arc::new(snapshot)).with_metrics(&ctx.metrics),
                     owned(),
                     ctx.readiness.clone(),
                     ctx.shutdown.clone(),

@@ -124,7 +124,9 @@ pub fn binary() -> Binary<WebhookArgs> {
                     ctx.shutdown.clone(),
                 ));
             }
-            let routes = routes(&ctx.args, &ctx.gates, &caches)?.with_refresh(refresh);
+            let routes = routes(&ctx.args, &ctx.gates, &caches)?
+                .with_refresh(refresh)
+                .with_metrics(&ctx.metrics);
             runner::run(
                 ctx.client.clone(),
                 ctx.binary,

@@ -35,6 +35,8 @@ use tokio_util::sync::CancellationToken;
 
 pub use conversion::{ConversionReview, Converter};
 
+use crate::runtime::metrics::{AdmissionMetrics, WebhookCodeLabel, WebhookLabel};
+
 /// Whether a webhook may change the object or only judge it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
 pub enum WebhookKind {
@@ -177,6 +179,7 @@ pub struct AdmissionRoutes {
     handlers: HashMap<String, Arc<dyn AdmissionHandler>>,
     converters: Vec<Arc<dyn Converter>>,
     refresh: Arc<tokio::sync::Notify>,
+    metrics: Option<AdmissionMetrics>,
 }
 
 impl AdmissionRoutes {
@@ -203,6 +206,12 @@ impl AdmissionRoutes {
         self
     }
 
+    /// Records requests, denials and latency per path in `metrics` (see [`AdmissionMetrics`]).
+    pub fn with_metrics(mut self, metrics: &crate::runtime::Metrics) -> Self {
+        self.metrics = Some(AdmissionMetrics::register(metrics));
+        self
+    }
+
     /// Notified when a handler's webhook entries may have changed (e.g. a SidecarSet was
     /// added): the runner then republishes the configurations.
     pub fn refresh(&self) -> Arc<tokio::sync::Notify> {
@@ -221,8 +230,47 @@ impl AdmissionRoutes {
     }
 
     /// Decides one AdmissionReview body, as the HTTP route does: `Err((400, reason))` for a
-    /// body that is not a v1 AdmissionReview with a request.
+    /// body that is not a v1 AdmissionReview with a request. Counted in the metrics.
     pub async fn review(
+        &self,
+        path: &str,
+        body: &[u8],
+    ) -> Result<serde_json::Value, (u16, String)> {
+        let Some(metrics) = &self.metrics else {
+            return self.review_unmetered(path, body).await;
+        };
+        let label = WebhookLabel {
+            webhook: path.to_string(),
+        };
+        let in_flight = metrics.in_flight.get_or_create(&label).clone();
+        in_flight.inc();
+        let start = std::time::Instant::now();
+        let outcome = self.review_unmetered(path, body).await;
+        in_flight.dec();
+        metrics
+            .latency
+            .get_or_create(&label)
+            .observe(start.elapsed().as_secs_f64());
+        let code = match &outcome {
+            Ok(v) => {
+                if v.pointer("/response/allowed") == Some(&serde_json::Value::Bool(false)) {
+                    metrics.denials.get_or_create(&label).inc();
+                }
+                200
+            }
+            Err((code, _)) => *code,
+        };
+        metrics
+            .requests
+            .get_or_create(&WebhookCodeLabel {
+                webhook: label.webhook,
+                code: code.to_string(),
+            })
+            .inc();
+        outcome
+    }
+
+    async fn review_unmetered(
         &self,
         path: &str,
         body: &[u8],
@@ -247,9 +295,20 @@ impl AdmissionRoutes {
         let request: AdmissionRequest<DynamicObject> = review
             .try_into()
             .map_err(|_| (400, "AdmissionReview has no request".to_string()))?;
-        let outcome = std::panic::AssertUnwindSafe(handler.handle(&request))
-            .catch_unwind()
-            .await;
+        let span = tracing::info_span!(
+            "admission",
+            webhook = path,
+            uid = %request.uid,
+            operation = ?request.operation,
+            kind = %request.kind.kind,
+            k8s.namespace = request.namespace.as_deref().unwrap_or(""),
+            k8s.name = %request.name,
+        );
+        let outcome = tracing::Instrument::instrument(
+            std::panic::AssertUnwindSafe(handler.handle(&request)).catch_unwind(),
+            span,
+        )
+        .await;
         let response = match outcome {
             Ok(Ok(resp)) => resp,
             Ok(Err(e)) => {
@@ -296,7 +355,24 @@ async fn review_route(
 }
 
 async fn convert_route(State(routes): State<Arc<AdmissionRoutes>>, body: Bytes) -> Response {
-    match conversion::review(&routes.converters, &body) {
+    let start = std::time::Instant::now();
+    let outcome = conversion::review(&routes.converters, &body);
+    if let Some(m) = &routes.metrics {
+        let label = WebhookLabel {
+            webhook: "/convert".into(),
+        };
+        m.latency
+            .get_or_create(&label)
+            .observe(start.elapsed().as_secs_f64());
+        let code = if outcome.is_ok() { "200" } else { "400" };
+        m.requests
+            .get_or_create(&WebhookCodeLabel {
+                webhook: label.webhook,
+                code: code.into(),
+            })
+            .inc();
+    }
+    match outcome {
         Ok(v) => axum::Json(v).into_response(),
         Err(reason) => (StatusCode::BAD_REQUEST, reason).into_response(),
     }
