@@ -71,9 +71,29 @@ for col in NAME DESIRED UPDATED UPDATED_READY READY TOTAL AGE; do
 done
 pass "kubectl get cloneset shows the printer columns"
 
-"$KUBECTL" scale cloneset sample --replicas=5 >/dev/null
-wait_for 60 "5 ready pods" pods_ready 5
-pass "kubectl scale to 5"
+# Scale to 5 one pod at a time: scaleStrategy.maxUnavailable 1 with minReadySeconds 3 lets
+# the next pod be created only once the previous one has been ready for 3 seconds.
+"$KUBECTL" patch cloneset sample --type merge \
+  -p '{"spec":{"replicas":5,"minReadySeconds":3,"scaleStrategy":{"maxUnavailable":1}}}' >/dev/null
+max_unready=0
+deadline=$((SECONDS + 90))
+until pods_ready 5; do
+  (( SECONDS < deadline )) || fail "timed out waiting for 5 ready pods"
+  unready=$("$KUBECTL" get pods -l app=sample -o jsonpath='{range .items[*]}{.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}' | grep -vc True || true)
+  (( unready > max_unready )) && max_unready=$unready
+  sleep 0.2
+done
+(( max_unready <= 1 )) || fail "scale-up had $max_unready pods unready at once (scaleStrategy.maxUnavailable 1)"
+# The newest pod was created at least minReadySeconds after the one before it became ready
+# (timestamps have second precision: 3 s become at least 2).
+read -r second_created first_ready < <("$KUBECTL" get pods -l app=sample --sort-by=.metadata.creationTimestamp \
+  -o jsonpath='{range .items[*]}{.metadata.creationTimestamp} {.status.conditions[?(@.type=="Ready")].lastTransitionTime}{"\n"}{end}' \
+  | tail -2 | python3 -c 'import sys,datetime as d
+rows=[l.split() for l in sys.stdin]
+t=lambda s: d.datetime.strptime(s,"%Y-%m-%dT%H:%M:%SZ").timestamp()
+print(int(t(rows[1][0])), int(t(rows[0][1])))')
+(( second_created - first_ready >= 2 )) || fail "the 5th pod came $((second_created - first_ready))s after the 4th was ready (minReadySeconds 3)"
+pass "scale to 5 with scaleStrategy.maxUnavailable 1 and minReadySeconds 3: one pod at a time"
 
 victim="$("$KUBECTL" get pods -l app=sample -o jsonpath='{.items[0].metadata.name}')"
 "$KUBECTL" patch cloneset sample --type merge -p "{\"spec\":{\"scaleStrategy\":{\"podsToDelete\":[\"$victim\"]}}}" >/dev/null
