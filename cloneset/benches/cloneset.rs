@@ -5,7 +5,8 @@
 //!
 //! `cargo bench -p kruise-cloneset --bench cloneset` (`CLONESET_PODS`, default 1000;
 //! `CLONESET_BENCH_DETAIL=1` prints the controller's pod requests by verb, subresource and
-//! status code).
+//! status code; `CLONESET_BENCH_EXEC=<wrapper>` starts the controller through a wrapper
+//! such as a heap profiler, which gets the binary's arguments).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 #[path = "../../common/tests/support/mod.rs"]
@@ -65,6 +66,16 @@ fn rss_mib(pid: u32) -> f64 {
         / 1024.0
 }
 
+/// User + system CPU seconds of a process (`/proc/<pid>/stat`, clock ticks of 1/100 s).
+fn cpu_secs(pid: &str) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // Fields after the parenthesised command name; utime and stime are fields 14 and 15.
+    let rest = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = |i: usize| fields.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
+    (ticks(11) + ticks(12)) / 100.0
+}
+
 async fn wait_status(
     api: &Api<DynamicObject>,
     field: &str,
@@ -110,7 +121,9 @@ async fn main() {
         .await
         .unwrap();
     let kubeconfig = sim.kubeconfig_path().unwrap();
-    let controller = support::spawn_replica(BIN, &kubeconfig, support::free_port(), &[], &[]);
+    // CLONESET_BENCH_EXEC runs the controller through a wrapper (e.g. a heap profiler).
+    let bin = std::env::var("CLONESET_BENCH_EXEC").unwrap_or_else(|_| BIN.to_string());
+    let controller = support::spawn_replica(&bin, &kubeconfig, support::free_port(), &[], &[]);
     let addr = format!("127.0.0.1:{}", controller.health_port)
         .parse()
         .unwrap();
@@ -157,6 +170,8 @@ async fn main() {
     );
 
     let before = controller_writes(&sim);
+    let controller_pid = controller.child.id().to_string();
+    let cpu_before = (cpu_secs(&controller_pid), cpu_secs("self"));
     api.patch(
         "bench",
         &PatchParams::default(),
@@ -169,6 +184,11 @@ async fn main() {
     .unwrap();
     let took = wait_status(&api, "updatedReadyReplicas", n, Duration::from_secs(600)).await;
     let after = controller_writes(&sim);
+    println!(
+        "  CPU during the rollout: controller {:.2} s, simulator (API server, kubelet, scheduler) {:.2} s",
+        cpu_secs(&controller_pid) - cpu_before.0,
+        cpu_secs("self") - cpu_before.1
+    );
     let bound = timings.pull_delay + timings.start_delay + timings.ready_delay;
     println!(
         "in-place rollout of {n} pods at maxUnavailable 100%: {:.2} s (lower bound, one kubelet restart: {:.2} s; {:.1}x)",

@@ -21,6 +21,7 @@
 
 use std::collections::BTreeSet;
 use std::hash::{BuildHasher as _, Hasher as _};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -36,7 +37,9 @@ use kruise_common::expectations::{
 use kruise_common::featuregate::FeatureGates;
 use kruise_common::pods::lifecycle::NotReadyChange;
 use kruise_common::revision::{CollisionDecision, on_name_collision};
-use kruise_common::runtime::{Metrics, ReconcileError, RunOptions, is_conflict, run_controller};
+use kruise_common::runtime::{
+    Metrics, ReconcileError, RunOptions, is_conflict, run_controller, trim_for_cache,
+};
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::runtime::controller::{Action as Requeue, Controller};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
@@ -63,6 +66,9 @@ const RESOURCE_VERSION_REQUEUE: Duration = Duration::from_millis(200);
 const NAME_ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
 /// Length of the random instance id (pod name suffix).
 const INSTANCE_ID_LEN: usize = 5;
+/// Pods written at once when a plan touches many (in-place updates, deletes, labels): each
+/// write waits on a round trip, so a rollout of N pods would otherwise take N of them.
+const WRITE_CONCURRENCY: usize = 32;
 
 /// Which step of a reconcile failed. Categories label `controller_runtime_reconcile_errors`.
 #[derive(Debug, thiserror::Error)]
@@ -264,7 +270,8 @@ pub async fn run(client: Client, settings: Settings, metrics: &Metrics, opts: Ru
         watcher(
             all_or_namespaced::<Pod>(&client, ns),
             page(watcher::Config::default().labels(CLONESET_INSTANCE_ID_KEY)),
-        ),
+        )
+        .map(|event| event.map(|e| e.modify(trim_for_cache))),
     )
     .default_backoff()
     .touched_objects();
@@ -274,7 +281,8 @@ pub async fn run(client: Client, settings: Settings, metrics: &Metrics, opts: Ru
         watcher(
             all_or_namespaced::<PersistentVolumeClaim>(&client, ns),
             page(watcher::Config::default().labels(CLONESET_INSTANCE_ID_KEY)),
-        ),
+        )
+        .map(|event| event.map(|e| e.modify(trim_for_cache))),
     )
     .default_backoff()
     .touched_objects();
@@ -285,7 +293,7 @@ pub async fn run(client: Client, settings: Settings, metrics: &Metrics, opts: Ru
             all_or_namespaced::<ControllerRevision>(&client, ns),
             page(watcher::Config::default()),
         )
-        .map(|event| event.map(only_cloneset_revisions)),
+        .map(|event| event.map(|e| only_cloneset_revisions(e).modify(trim_for_cache))),
     )
     .default_backoff()
     .touched_objects();
@@ -790,23 +798,38 @@ async fn execute(
             _ => None,
         })
         .collect();
-    let merged_status = |name: &str| {
-        plan.actions.iter().find_map(|a| match a {
-            Action::UpdatePodStatus { name: n, status } if n == name => Some(status.as_ref()),
-            _ => None,
-        })
-    };
+    // The other actions, grouped per pod (a pod's own actions keep their order); pods are
+    // written concurrently, up to WRITE_CONCURRENCY at once. After a failure no further pod
+    // is started; the ones in flight finish.
+    let mut groups: Vec<Vec<&Action>> = Vec::new();
+    let mut group_of: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
     for action in plan.actions.iter().filter(|a| match a {
         Action::CreatePod { .. } => false,
         Action::UpdatePodStatus { name, .. } => !lifecycle_pods.contains(name.as_str()),
         _ => true,
     }) {
-        tracing::debug!(cloneset = key, ?action, "performing");
-        let merged = match action {
-            Action::SetLifecycleState { name, .. } => merged_status(name),
-            _ => None,
-        };
-        match ctx.perform(action, merged).await {
+        match action.pod_name() {
+            Some(pod) => match group_of.get(pod) {
+                Some(&i) => groups[i].push(action),
+                None => {
+                    group_of.insert(pod, groups.len());
+                    groups.push(vec![action]);
+                }
+            },
+            None => groups.push(vec![action]),
+        }
+    }
+    let failed = AtomicBool::new(first_error.is_some());
+    let mut writes = Vec::with_capacity(groups.len());
+    for actions in groups {
+        writes.push(run_group(&ctx, plan, &failed, actions));
+    }
+    let outcomes: Vec<Vec<(&Action, Result<(), Error>)>> = futures::stream::iter(writes)
+        .buffered(WRITE_CONCURRENCY)
+        .collect()
+        .await;
+    for (action, result) in outcomes.into_iter().flatten() {
+        match result {
             Ok(()) => recorded.extend(EventRecord::success_of(action)),
             Err(e) => {
                 let reason = match action {
@@ -820,7 +843,6 @@ async fn execute(
                     action.pod_name(),
                 ));
                 first_error.get_or_insert(e);
-                break;
             }
         }
     }
@@ -829,6 +851,43 @@ async fn execute(
         Some(e) => Err(e),
         None => Ok(()),
     }
+}
+
+/// The status write planned for `name`, merged into its lifecycle-state write.
+fn merged_status<'p>(plan: &'p Plan, name: &str) -> Option<&'p PodStatus> {
+    plan.actions.iter().find_map(|a| match a {
+        Action::UpdatePodStatus { name: n, status } if n == name => Some(status.as_ref()),
+        _ => None,
+    })
+}
+
+/// Performs one pod's actions in order, stopping at its first failure; nothing when another
+/// pod's write already failed.
+async fn run_group<'p>(
+    ctx: &Exec<'_>,
+    plan: &'p Plan,
+    failed: &AtomicBool,
+    actions: Vec<&'p Action>,
+) -> Vec<(&'p Action, Result<(), Error>)> {
+    let mut out = Vec::new();
+    if failed.load(Ordering::SeqCst) {
+        return out;
+    }
+    for action in actions {
+        tracing::debug!(cloneset = ctx.key, ?action, "performing");
+        let merged = match action {
+            Action::SetLifecycleState { name, .. } => merged_status(plan, name),
+            _ => None,
+        };
+        let result = ctx.perform(action, merged).await;
+        let stop = result.is_err();
+        out.push((action, result));
+        if stop {
+            failed.store(true, Ordering::SeqCst);
+            break;
+        }
+    }
+    out
 }
 
 /// What executing one action needs.

@@ -27,7 +27,9 @@ use kruise_common::revision::{
     CollisionDecision, UpdateRevisionDecision, decide_update_revision, on_name_collision,
     owned_or_orphan, sort_revisions,
 };
-use kruise_common::runtime::{ReconcileError, RunOptions, is_conflict, run_controller};
+use kruise_common::runtime::{
+    ReconcileError, RunOptions, is_conflict, run_controller, trim_for_cache,
+};
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
@@ -172,7 +174,7 @@ pub async fn run(client: Client, settings: Settings, opts: RunOptions) {
             Api::<Pod>::all(client.clone()),
             page(watcher::Config::default()),
         )
-        .map(|e| e.map(only_injected)),
+        .map(|e| e.map(|e| only_injected(e).modify(trim_for_cache))),
     )
     .default_backoff()
     .touched_objects();

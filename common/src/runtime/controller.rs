@@ -32,6 +32,18 @@ pub trait ReconcileError: std::error::Error + Send + Sync + 'static {
     }
 }
 
+/// What a controller's cache never needs, dropped from every object before it is stored:
+/// `managedFields` (server-side apply bookkeeping, often the largest part of an object in
+/// memory) and kubectl's `last-applied-configuration` copy of the object. Use as
+/// `watcher(...).map(|e| e.map(|e| e.modify(trim_for_cache)))` in front of a reflector.
+pub fn trim_for_cache<K: Resource>(obj: &mut K) {
+    let meta = obj.meta_mut();
+    meta.managed_fields = None;
+    if let Some(a) = meta.annotations.as_mut() {
+        a.remove("kubectl.kubernetes.io/last-applied-configuration");
+    }
+}
+
 /// True when a kube error is a 409 Conflict from the API server.
 pub fn is_conflict(e: &kube::Error) -> bool {
     matches!(e, kube::Error::Api(s) if s.code == 409)

@@ -40,7 +40,7 @@ use kube::Client;
 use tokio_util::sync::CancellationToken;
 
 use crate::featuregate::FeatureGates;
-pub use controller::{ReconcileError, RunOptions, is_conflict, run_controller};
+pub use controller::{ReconcileError, RunOptions, is_conflict, run_controller, trim_for_cache};
 pub use leader::{LeaderElector, LeaderTimings};
 pub use metrics::Metrics;
 pub use telemetry::LogFormat;

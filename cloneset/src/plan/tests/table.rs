@@ -942,3 +942,29 @@ fn without_rolling_update_max_unavailable_is_20_percent_rounded_down() {
         assert_eq!(marked(&p).len(), want, "replicas {replicas}");
     }
 }
+
+#[test]
+fn scale_to_zero_deletes_each_pod_once() {
+    let mut w = World::with_ready(cloneset("nginx:1", json!({"replicas": 50})));
+    w.cs.spec.replicas = Some(0);
+    let p = w.plan();
+    let mut names = deletes(&p);
+    let n = names.len();
+    names.sort();
+    names.dedup();
+    assert_eq!(names.len(), n, "a pod deleted twice in one plan");
+    assert_eq!(n, 50);
+}
+
+#[test]
+fn terminating_pods_are_not_deleted_again() {
+    let mut w = World::with_ready(cloneset("nginx:1", json!({"replicas": 5})));
+    w.cs.spec.replicas = Some(0);
+    for name in w.names() {
+        w.pod_mut(&name).unwrap().metadata.deletion_timestamp = Some(
+            k8s_openapi::apimachinery::pkg::apis::meta::v1::Time("2026-11-24T00:00:00Z".parse().unwrap()),
+        );
+    }
+    let p = w.plan();
+    assert_eq!(deletes(&p), Vec::<String>::new());
+}
