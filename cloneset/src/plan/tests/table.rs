@@ -961,9 +961,10 @@ fn terminating_pods_are_not_deleted_again() {
     let mut w = World::with_ready(cloneset("nginx:1", json!({"replicas": 5})));
     w.cs.spec.replicas = Some(0);
     for name in w.names() {
-        w.pod_mut(&name).unwrap().metadata.deletion_timestamp = Some(
-            k8s_openapi::apimachinery::pkg::apis::meta::v1::Time("2026-11-24T00:00:00Z".parse().unwrap()),
-        );
+        w.pod_mut(&name).unwrap().metadata.deletion_timestamp =
+            Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                "2026-11-24T00:00:00Z".parse().unwrap(),
+            ));
     }
     let p = w.plan();
     assert_eq!(deletes(&p), Vec::<String>::new());
