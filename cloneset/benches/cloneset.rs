@@ -1,12 +1,15 @@
-//! CloneSet figures against kruise-sim (10 nodes, simulated kubelet): time to scale
-//! 0 -> N ready pods, an in-place rollout of N pods at maxUnavailable 100% against its lower
-//! bound (the kubelet's restart time), the controller's API writes per pod for create,
-//! in-place update and delete (events counted apart), and the controller's RSS.
+//! CloneSet figures against kruise-sim (100 nodes, simulated kubelet), with pods owned by
+//! others beside the CloneSet's: time to scale 0 -> N ready pods, an in-place rollout of N
+//! pods at maxUnavailable 100% against its lower bound (the kubelet's restart time), the
+//! controller's API writes per pod for create, in-place update and delete (events counted
+//! apart), and the controller's RSS at N and at LARGE owned pods.
 //!
-//! `cargo bench -p kruise-cloneset --bench cloneset` (`CLONESET_PODS`, default 1000;
-//! `CLONESET_BENCH_DETAIL=1` prints the controller's pod requests by verb, subresource and
-//! status code; `CLONESET_BENCH_EXEC=<wrapper>` starts the controller through a wrapper
-//! such as a heap profiler, which gets the binary's arguments).
+//! `cargo bench -p kruise-cloneset --bench cloneset`. Environment: `CLONESET_PODS` (N,
+//! default 1000), `CLONESET_PODS_LARGE` (default 10000; 0 skips that step),
+//! `CLONESET_OTHER_PODS` (pods of no CloneSet, default 10000), `CLONESET_BENCH_DETAIL=1`
+//! (the controller's pod requests by verb, subresource and status code),
+//! `CLONESET_BENCH_EXEC=<wrapper>` (start the controller through a wrapper such as a heap
+//! profiler, which gets the binary's arguments).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 #[path = "../../common/tests/support/mod.rs"]
@@ -81,6 +84,64 @@ fn cpu_secs(pid: &str) -> f64 {
     (ticks(11) + ticks(12)) / 100.0
 }
 
+fn env_count(name: &str, default: i64) -> i64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+/// Pods of no CloneSet in their own namespace, Pending on a node selector no node has: they
+/// cost the simulated kubelet nothing, and a controller that cached pods cluster-wide would
+/// hold them all.
+async fn create_other_pods(client: &kube::Client, count: i64) {
+    use futures::StreamExt;
+    use k8s_openapi::api::core::v1::{Namespace, Pod};
+    Api::<Namespace>::all(client.clone())
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": "others"}})).unwrap(),
+        )
+        .await
+        .unwrap();
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "others");
+    futures::stream::iter(0..count)
+        .map(|i| {
+            let pods = pods.clone();
+            async move {
+                let pod: Pod = serde_json::from_value(json!({
+                    "metadata": {"name": format!("other-{i}"), "labels": {"app": "other"}},
+                    "spec": {"nodeSelector": {"bench": "nowhere"},
+                             "containers": [{"name": "app", "image": "nginx:1.25"}]}
+                }))
+                .unwrap();
+                pods.create(&PostParams::default(), &pod).await.unwrap();
+            }
+        })
+        .buffer_unordered(32)
+        .collect::<Vec<()>>()
+        .await;
+}
+
+async fn scale(api: &Api<DynamicObject>, replicas: i64) {
+    api.patch(
+        "bench",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"replicas": replicas}})),
+    )
+    .await
+    .unwrap();
+}
+
+fn print_writes(what: &str, before: (u64, u64, u64), after: (u64, u64, u64), pods: i64) {
+    println!(
+        "{what}: {:.2} pod writes per pod (events {:.2}, other {} writes)",
+        (after.0 - before.0) as f64 / pods as f64,
+        (after.1 - before.1) as f64 / pods as f64,
+        after.2 - before.2
+    );
+}
+
 async fn wait_status(
     api: &Api<DynamicObject>,
     field: &str,
@@ -107,12 +168,11 @@ async fn wait_status(
 
 #[tokio::main]
 async fn main() {
-    let n: i64 = std::env::var("CLONESET_PODS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(1000);
+    let n = env_count("CLONESET_PODS", 1000);
+    let large = env_count("CLONESET_PODS_LARGE", 10_000);
+    let others = env_count("CLONESET_OTHER_PODS", 10_000);
     let config = SimConfig {
-        nodes: 10,
+        nodes: 100,
         ..SimConfig::default()
     };
     let timings = config.kubelet;
@@ -125,6 +185,12 @@ async fn main() {
         )
         .await
         .unwrap();
+    let started = Instant::now();
+    create_other_pods(&client, others).await;
+    println!(
+        "{others} pods of no CloneSet created in {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
     let kubeconfig = sim.kubeconfig_path().unwrap();
     // CLONESET_BENCH_EXEC runs the controller through a wrapper (e.g. a heap profiler).
     let bin = std::env::var("CLONESET_BENCH_EXEC").unwrap_or_else(|_| BIN.to_string());
@@ -136,6 +202,8 @@ async fn main() {
         matches!(support::http_get(addr, "/readyz").await, Ok((200, _))).then_some(())
     })
     .await;
+    let rss = || rss_mib(controller.child.id());
+    println!("controller RSS with no owned pods: {:.1} MiB", rss());
     let ar = ApiResource {
         group: "apps.kruise.io".into(),
         version: "v1beta1".into(),
@@ -154,7 +222,7 @@ async fn main() {
     }))
     .unwrap();
     println!(
-        "pods: {n} on 10 simulated nodes; kubelet pull/start/ready {:?}/{:?}/{:?}",
+        "pods: {n} on 100 simulated nodes; kubelet pull/start/ready {:?}/{:?}/{:?}",
         timings.pull_delay, timings.start_delay, timings.ready_delay
     );
 
@@ -163,16 +231,8 @@ async fn main() {
     let took = wait_status(&api, "readyReplicas", n, Duration::from_secs(600)).await;
     let after = controller_writes(&sim);
     println!("scale 0 -> {n} ready: {:.1} s", took.as_secs_f64());
-    println!(
-        "create: {:.2} pod writes per pod (events {:.2}, other {} writes)",
-        (after.0 - before.0) as f64 / n as f64,
-        (after.1 - before.1) as f64 / n as f64,
-        after.2 - before.2
-    );
-    println!(
-        "controller RSS with {n} owned pods: {:.1} MiB",
-        rss_mib(controller.child.id())
-    );
+    print_writes("create", before, after, n);
+    println!("controller RSS with {n} owned pods: {:.1} MiB", rss());
 
     let before = controller_writes(&sim);
     let controller_pid = controller.child.id().to_string();
@@ -201,29 +261,26 @@ async fn main() {
         bound.as_secs_f64(),
         took.as_secs_f64() / bound.as_secs_f64()
     );
-    println!(
-        "in-place update: {:.2} pod writes per pod (events {:.2}, other {} writes)",
-        (after.0 - before.0) as f64 / n as f64,
-        (after.1 - before.1) as f64 / n as f64,
-        after.2 - before.2
-    );
+    print_writes("in-place update", before, after, n);
+    println!("controller RSS after the rollout: {:.1} MiB", rss());
+
+    let mut owned = n;
+    if large > n {
+        let before = controller_writes(&sim);
+        scale(&api, large).await;
+        let took = wait_status(&api, "readyReplicas", large, Duration::from_secs(1200)).await;
+        let after = controller_writes(&sim);
+        println!("scale {n} -> {large} ready: {:.1} s", took.as_secs_f64());
+        print_writes("create", before, after, large - n);
+        println!("controller RSS with {large} owned pods: {:.1} MiB", rss());
+        owned = large;
+    }
 
     let before = controller_writes(&sim);
-    api.patch(
-        "bench",
-        &PatchParams::default(),
-        &Patch::Merge(json!({"spec": {"replicas": 0}})),
-    )
-    .await
-    .unwrap();
-    wait_status(&api, "replicas", 0, Duration::from_secs(600)).await;
+    scale(&api, 0).await;
+    wait_status(&api, "replicas", 0, Duration::from_secs(1200)).await;
     let after = controller_writes(&sim);
-    println!(
-        "delete: {:.2} pod writes per pod (events {:.2}, other {} writes)",
-        (after.0 - before.0) as f64 / n as f64,
-        (after.1 - before.1) as f64 / n as f64,
-        after.2 - before.2
-    );
+    print_writes("delete", before, after, owned);
     drop(controller);
     sim.shutdown().await;
 }

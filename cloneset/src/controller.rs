@@ -19,7 +19,7 @@
 //!   controller sets the `FailedScale` condition with reason `InvalidSpec` and records a
 //!   Warning `InvalidSpec` event.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 use std::hash::{BuildHasher as _, Hasher as _};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -37,12 +37,14 @@ use kruise_common::expectations::{
 use kruise_common::featuregate::FeatureGates;
 use kruise_common::pods::lifecycle::NotReadyChange;
 use kruise_common::revision::{CollisionDecision, on_name_collision};
+use kruise_common::runtime::events::{
+    Event, EventPublisher, EventQueue, EventType, QUEUE_CAPACITY, Reporter,
+};
 use kruise_common::runtime::{
     Metrics, ReconcileError, RunOptions, is_conflict, run_controller, trim_for_cache,
 };
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::runtime::controller::{Action as Requeue, Controller};
-use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt as _, watcher};
 use kube::{Client, Resource as _, ResourceExt as _};
@@ -66,8 +68,9 @@ const RESOURCE_VERSION_REQUEUE: Duration = Duration::from_millis(200);
 const NAME_ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
 /// Length of the random instance id (pod name suffix).
 const INSTANCE_ID_LEN: usize = 5;
-/// Pods written at once when a plan touches many (in-place updates, deletes, labels): each
-/// write waits on a round trip, so a rollout of N pods would otherwise take N of them.
+/// Pod writes in flight at once when a plan touches many (creations within a slow-start
+/// batch, in-place updates, deletes, labels): each write waits on a round trip, so a rollout
+/// of N pods would otherwise take N of them, and each in-flight write holds a connection.
 const WRITE_CONCURRENCY: usize = 32;
 
 /// Which step of a reconcile failed. Categories label `controller_runtime_reconcile_errors`.
@@ -209,7 +212,7 @@ pub struct Shared {
     scale_expectations: Mutex<ScaleExpectations>,
     pod_versions: Mutex<ResourceVersionExpectations>,
     gates: PlanGates,
-    recorder: Recorder,
+    recorder: EventQueue,
     expectations_expired: Counter,
 }
 
@@ -271,7 +274,7 @@ pub async fn run(client: Client, settings: Settings, metrics: &Metrics, opts: Ru
             all_or_namespaced::<Pod>(&client, ns),
             page(watcher::Config::default().labels(CLONESET_INSTANCE_ID_KEY)),
         )
-        .map(|event| event.map(|e| e.modify(trim_for_cache))),
+        .map(|event| event.map(|e| e.modify(trim_pod))),
     )
     .default_backoff()
     .touched_objects();
@@ -304,14 +307,19 @@ pub async fn run(client: Client, settings: Settings, metrics: &Metrics, opts: Ru
         "Scale expectations of a CloneSet that expired unsatisfied (the controller then acted on what it observed)",
         expectations_expired.clone(),
     );
-    let shared = Arc::new(Shared {
-        recorder: Recorder::new(
+    let recorder = EventQueue::start(
+        EventPublisher::new(
             client.clone(),
             Reporter {
                 controller: EVENT_REPORTER.into(),
                 instance: std::env::var("POD_NAME").ok(),
             },
         ),
+        QUEUE_CAPACITY,
+    );
+    recorder.register(metrics);
+    let shared = Arc::new(Shared {
+        recorder,
         client,
         pods,
         pvcs,
@@ -346,16 +354,22 @@ pub fn random_instance_id() -> String {
     out
 }
 
-fn objects_in<K>(store: &Store<K>, namespace: &str) -> Vec<K>
+/// What the pod cache keeps of a pod: what the planner and the in-place engine read.
+fn trim_pod(pod: &mut Pod) {
+    trim_for_cache(pod);
+    kruise_common::pods::trim_for_workload_cache(pod);
+}
+
+/// The cached objects in `namespace`, shared with the cache (not copied).
+fn objects_in<K>(store: &Store<K>, namespace: &str) -> Vec<Arc<K>>
 where
     K: kube::Resource + Clone + 'static,
     K::DynamicType: Eq + std::hash::Hash + Clone + Default,
 {
     store
         .state()
-        .iter()
+        .into_iter()
         .filter(|o| o.meta().namespace.as_deref() == Some(namespace))
-        .map(|o| (**o).clone())
         .collect()
 }
 
@@ -383,7 +397,7 @@ fn observe_scale(shared: &Shared, key: &str, namespace: &str) {
 }
 
 /// Whether every pod we patched in place shows (at least) the version our write returned.
-fn pod_versions_satisfied(shared: &Shared, pods: &[Pod], now: Timestamp) -> bool {
+fn pod_versions_satisfied(shared: &Shared, pods: &[Arc<Pod>], now: Timestamp) -> bool {
     let Ok(mut versions) = shared.pod_versions.lock() else {
         return true;
     };
@@ -454,11 +468,13 @@ async fn reconcile(original: Arc<CloneSet>, shared: Arc<Shared>) -> Result<Reque
     let pvcs: Vec<PersistentVolumeClaim> = objects_in(&shared.pvcs, &namespace)
         .into_iter()
         .filter(|p| p.metadata.deletion_timestamp.is_none())
+        .map(|p| (*p).clone())
         .collect();
     let uid = original.uid().unwrap_or_default();
     let history: Vec<ControllerRevision> = objects_in(&shared.revisions, &namespace)
         .into_iter()
         .filter(|r| kruise_common::pods::is_controlled_by(&r.metadata, &uid))
+        .map(|r| (*r).clone())
         .collect();
 
     observe_scale(&shared, &key, &namespace);
@@ -681,7 +697,7 @@ impl EventRecord {
 
 /// Events for one CloneSet, published in the background in the order given.
 struct EventSink {
-    recorder: Recorder,
+    recorder: EventQueue,
     reference: ObjectReference,
 }
 
@@ -697,44 +713,35 @@ impl EventSink {
     }
 
     fn publish(&self, events: Vec<EventRecord>) {
-        if events.is_empty() {
-            return;
+        for EventRecord {
+            type_,
+            reason,
+            message,
+            pod,
+        } in events
+        {
+            // The pod as the related object keeps one event per pod: events.k8s.io
+            // aggregates events that differ only in their note.
+            let secondary = pod.map(|name| ObjectReference {
+                api_version: Some("v1".into()),
+                kind: Some("Pod".into()),
+                name: Some(name),
+                namespace: self.reference.namespace.clone(),
+                ..Default::default()
+            });
+            let event = Event {
+                type_: if type_ == "Warning" {
+                    EventType::Warning
+                } else {
+                    EventType::Normal
+                },
+                reason: reason.into(),
+                note: Some(message),
+                action: reason.into(),
+                secondary,
+            };
+            self.recorder.send(event, self.reference.clone());
         }
-        let recorder = self.recorder.clone();
-        let reference = self.reference.clone();
-        tokio::spawn(async move {
-            for EventRecord {
-                type_,
-                reason,
-                message,
-                pod,
-            } in events
-            {
-                // The pod as the related object keeps one event per pod: events.k8s.io
-                // aggregates events that differ only in their note.
-                let secondary = pod.map(|name| ObjectReference {
-                    api_version: Some("v1".into()),
-                    kind: Some("Pod".into()),
-                    name: Some(name),
-                    namespace: reference.namespace.clone(),
-                    ..Default::default()
-                });
-                let event = Event {
-                    type_: if type_ == "Warning" {
-                        EventType::Warning
-                    } else {
-                        EventType::Normal
-                    },
-                    reason: reason.into(),
-                    note: Some(message),
-                    action: reason.into(),
-                    secondary,
-                };
-                if let Err(e) = recorder.publish(&event, &reference).await {
-                    tracing::debug!(error = %e, reason, "publishing event failed");
-                }
-            }
-        });
     }
 }
 
@@ -744,7 +751,7 @@ async fn execute(
     shared: &Shared,
     cs: &CloneSet,
     key: &str,
-    pods: &[Pod],
+    pods: &[Arc<Pod>],
     plan: &Plan,
     events: &EventSink,
 ) -> Result<(), Error> {
@@ -754,7 +761,10 @@ async fn execute(
         cs,
         key,
         namespace: &namespace,
-        pods,
+        pods: pods
+            .iter()
+            .filter_map(|p| Some((p.metadata.name.as_deref()?, &**p)))
+            .collect(),
     };
     let mut recorded = Vec::new();
     let mut first_error = None;
@@ -768,8 +778,17 @@ async fn execute(
     let mut batch = 1;
     while start < creations.len() && first_error.is_none() {
         let end = (start + batch).min(creations.len());
-        let results =
-            futures::future::join_all(creations[start..end].iter().map(|a| ctx.create(a))).await;
+        // In flight at once: at most WRITE_CONCURRENCY, whatever the batch size. Each
+        // in-flight request holds an HTTP/1.1 connection, and a pooled connection with its
+        // TLS session and buffers stays allocated (a batch of 4,096 held ~5,000 of them).
+        let mut creates = Vec::with_capacity(end - start);
+        for action in &creations[start..end] {
+            creates.push(ctx.create(action));
+        }
+        let results: Vec<Result<(), Error>> = futures::stream::iter(creates)
+            .buffered(WRITE_CONCURRENCY)
+            .collect()
+            .await;
         for (action, result) in creations[start..end].iter().zip(results) {
             match result {
                 Ok(()) => recorded.extend(EventRecord::success_of(action)),
@@ -896,7 +915,8 @@ struct Exec<'a> {
     cs: &'a CloneSet,
     key: &'a str,
     namespace: &'a str,
-    pods: &'a [Pod],
+    /// The cached pods by name.
+    pods: HashMap<&'a str, &'a Pod>,
 }
 
 impl Exec<'_> {
@@ -909,9 +929,7 @@ impl Exec<'_> {
     }
 
     fn cached_pod(&self, name: &str) -> Option<&Pod> {
-        self.pods
-            .iter()
-            .find(|p| p.metadata.name.as_deref() == Some(name))
+        self.pods.get(name).copied()
     }
 
     fn expect(&self, action: ScaleAction, name: &str) {

@@ -418,3 +418,97 @@ fn crd_prints_valid_yaml() {
             .is_some()
     );
 }
+
+#[tokio::test]
+async fn events_are_created_once_and_repeats_become_a_series() {
+    use k8s_openapi::api::core::v1::ObjectReference;
+    use k8s_openapi::api::events::v1::Event as K8sEvent;
+    use kruise_common::runtime::events::{Event, EventPublisher, EventQueue, EventType, Reporter};
+
+    let sim = Sim::start(SimConfig::default()).await.unwrap();
+    let client = sim.client().unwrap();
+    let publisher = EventPublisher::with_capacity(
+        client.clone(),
+        Reporter {
+            controller: "kruise-manager".into(),
+            instance: None,
+        },
+        2,
+    );
+    let regarding = ObjectReference {
+        api_version: Some("apps.kruise.io/v1beta1".into()),
+        kind: Some("CloneSet".into()),
+        namespace: Some("default".into()),
+        name: Some("demo".into()),
+        uid: Some("u1".into()),
+        ..Default::default()
+    };
+    let event = |reason: &str, pod: &str| Event {
+        type_: EventType::Normal,
+        reason: reason.into(),
+        note: Some(format!("succeed to create pod {pod}")),
+        action: reason.into(),
+        secondary: Some(ObjectReference {
+            kind: Some("Pod".into()),
+            namespace: Some("default".into()),
+            name: Some(pod.into()),
+            ..Default::default()
+        }),
+    };
+    for _ in 0..3 {
+        publisher
+            .publish(&event("SuccessfulCreate", "demo-a"), &regarding)
+            .await
+            .unwrap();
+    }
+    publisher
+        .publish(&event("SuccessfulCreate", "demo-b"), &regarding)
+        .await
+        .unwrap();
+    let events: Api<K8sEvent> = Api::namespaced(client, "default");
+    let list = events.list(&Default::default()).await.unwrap().items;
+    let about = |pod: &str| -> Vec<K8sEvent> {
+        list.iter()
+            .filter(|e| e.related.as_ref().and_then(|r| r.name.as_deref()) == Some(pod))
+            .cloned()
+            .collect()
+    };
+    let a = about("demo-a");
+    assert_eq!(a.len(), 1, "{a:?}");
+    assert_eq!(a[0].series.as_ref().map(|s| s.count), Some(3));
+    assert_eq!(a[0].reason.as_deref(), Some("SuccessfulCreate"));
+    assert_eq!(a[0].reporting_controller.as_deref(), Some("kruise-manager"));
+    assert_eq!(about("demo-b").len(), 1);
+    assert_eq!(about("demo-b")[0].series, None);
+
+    // Beyond its capacity the publisher forgets the oldest series: the next repeat of it
+    // starts a new event instead of holding memory for it.
+    publisher
+        .publish(&event("SuccessfulCreate", "demo-c"), &regarding)
+        .await
+        .unwrap();
+    publisher
+        .publish(&event("SuccessfulCreate", "demo-a"), &regarding)
+        .await
+        .unwrap();
+    let list = events.list(&Default::default()).await.unwrap().items;
+    let a: Vec<_> = list
+        .iter()
+        .filter(|e| e.related.as_ref().and_then(|r| r.name.as_deref()) == Some("demo-a"))
+        .collect();
+    assert_eq!(a.len(), 2, "{a:?}");
+
+    // Through the queue: published in the background, in order, the repeats as one series.
+    let queue = EventQueue::start(publisher, 16);
+    for _ in 0..3 {
+        queue.send(event("SuccessfulDelete", "demo-d"), regarding.clone());
+    }
+    support::eventually("the queued events", Duration::from_secs(10), || async {
+        let list = events.list(&Default::default()).await.ok()?.items;
+        list.into_iter()
+            .find(|e| e.reason.as_deref() == Some("SuccessfulDelete"))
+            .filter(|e| e.series.as_ref().map(|s| s.count) == Some(3))
+    })
+    .await;
+    assert_eq!(queue.dropped().get(), 0);
+}

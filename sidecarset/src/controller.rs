@@ -27,12 +27,14 @@ use kruise_common::revision::{
     CollisionDecision, UpdateRevisionDecision, decide_update_revision, on_name_collision,
     owned_or_orphan, sort_revisions,
 };
+use kruise_common::runtime::events::{
+    Event, EventPublisher, EventQueue, EventType, QUEUE_CAPACITY, Reporter,
+};
 use kruise_common::runtime::{
     ReconcileError, RunOptions, is_conflict, run_controller, trim_for_cache,
 };
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::runtime::controller::{Action, Controller};
-use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt as _, watcher};
 use kube::{Client, Resource as _, ResourceExt as _};
@@ -143,7 +145,7 @@ struct Shared {
     namespaces: Store<Namespace>,
     revisions: Store<ControllerRevision>,
     pod_versions: Mutex<ResourceVersionExpectations>,
-    recorder: Recorder,
+    recorder: EventQueue,
     settings: Settings,
 }
 
@@ -198,14 +200,19 @@ pub async fn run(client: Client, settings: Settings, opts: RunOptions) {
     )
     .default_backoff()
     .touched_objects();
-    let shared = Arc::new(Shared {
-        recorder: Recorder::new(
+    let recorder = EventQueue::start(
+        EventPublisher::new(
             client.clone(),
             Reporter {
                 controller: EVENT_REPORTER.into(),
                 instance: std::env::var("POD_NAME").ok(),
             },
         ),
+        QUEUE_CAPACITY,
+    );
+    recorder.register(&opts.metrics);
+    let shared = Arc::new(Shared {
+        recorder,
         pod_versions: Mutex::new(ResourceVersionExpectations::new(
             settings.expectation_timeout,
         )),
@@ -710,7 +717,6 @@ fn publish(
     reason: &str,
     note: &str,
 ) {
-    let recorder = shared.recorder.clone();
     let event = Event {
         type_,
         reason: reason.into(),
@@ -718,11 +724,7 @@ fn publish(
         action: reason.into(),
         secondary: None,
     };
-    tokio::spawn(async move {
-        if let Err(e) = recorder.publish(&event, &reference).await {
-            tracing::debug!(error = %e, "publishing event");
-        }
-    });
+    shared.recorder.send(event, reference);
 }
 
 #[cfg(test)]

@@ -138,7 +138,7 @@ pub fn exclude_preparing_delete(cs: &CloneSet, global_flag: bool) -> bool {
 #[allow(clippy::too_many_arguments)]
 pub fn calculate_diffs(
     cs: &CloneSet,
-    pods: &[Pod],
+    pods: &[&Pod],
     current_revision: &str,
     update_revision: &str,
     is_new: &dyn Fn(&Pod) -> bool,

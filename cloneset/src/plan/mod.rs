@@ -18,6 +18,9 @@ mod update;
 #[cfg(test)]
 mod tests;
 
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
 use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::api::apps::v1::ControllerRevision;
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, PodStatus};
@@ -72,8 +75,9 @@ impl Default for PlanGates {
 pub struct PlanInput<'a> {
     /// The CloneSet (storage version, defaulted), with metadata and status.
     pub cloneset: &'a CloneSet,
-    /// Pods listed by owner reference (active and inactive).
-    pub pods: &'a [Pod],
+    /// Pods listed by owner reference (active and inactive), shared with the controller's
+    /// cache: the planner borrows them and never copies a pod.
+    pub pods: &'a [Arc<Pod>],
     /// PVCs listed for the CloneSet (not terminating).
     pub pvcs: &'a [PersistentVolumeClaim],
     /// The current revision (`status.currentRevision` if it exists, else the update revision).
@@ -309,10 +313,11 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
 
     // Claim: only pods controlled by us; release those that stopped matching the selector.
     let mut owned: Vec<&Pod> = Vec::new();
-    for pod in input.pods {
-        let labels = pod.metadata.labels.clone().unwrap_or_default();
+    let no_labels = BTreeMap::new();
+    for pod in input.pods.iter().map(|p| &**p) {
+        let labels = pod.metadata.labels.as_ref().unwrap_or(&no_labels);
         let matches =
-            kruise_common::pods::selector::selector_matches(&selector, &labels).unwrap_or(false);
+            kruise_common::pods::selector::selector_matches(&selector, labels).unwrap_or(false);
         match kruise_common::pods::claim(&pod.metadata, uid, matches, deleting) {
             kruise_common::pods::ClaimDecision::Owned => owned.push(pod),
             kruise_common::pods::ClaimDecision::Release => {
@@ -325,10 +330,10 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
             kruise_common::pods::ClaimDecision::Ignore => {}
         }
     }
-    let active: Vec<Pod> = owned
+    let active: Vec<&Pod> = owned
         .iter()
+        .copied()
         .filter(|p| kruise_common::pods::is_pod_active(p))
-        .map(|p| (*p).clone())
         .collect();
 
     let mut status = cs.status.clone().unwrap_or_default();

@@ -173,7 +173,7 @@ pub fn new_pvcs(cs: &CloneSet, id: &str) -> Vec<PersistentVolumeClaim> {
 /// deterministic), then the caller's random suffixes that collide with no existing id.
 pub fn available_ids(
     count: usize,
-    pods: &[Pod],
+    pods: &[&Pod],
     pvcs: &[PersistentVolumeClaim],
     random: &[String],
 ) -> Vec<String> {
@@ -208,7 +208,7 @@ pub fn available_ids(
 pub fn cleanup_pvcs(
     pvcs: &[PersistentVolumeClaim],
     owned: &[&Pod],
-    active: &[Pod],
+    active: &[&Pod],
     actions: &mut Vec<Action>,
 ) -> Vec<PersistentVolumeClaim> {
     let active_ids: BTreeSet<&str> = active

@@ -22,7 +22,7 @@ use super::{Action, Plan, PlanError, PlanInput, PlannedEvent};
 /// Runs Scale; returns whether it changed anything (then Update is skipped).
 pub fn scale(
     input: &PlanInput<'_>,
-    pods: &[Pod],
+    pods: &[&Pod],
     pvcs: &[PersistentVolumeClaim],
     out: &mut Plan,
     _errors: &mut Vec<PlanError>,
@@ -35,9 +35,14 @@ pub fn scale(
     let lifecycle = cs.spec.lifecycle.as_ref();
 
     // Planned deletions: specified and/or already PreparingDelete (counted once).
-    let specified: Vec<&Pod> = pods.iter().filter(|p| is_specified_delete(cs, p)).collect();
+    let specified: Vec<&Pod> = pods
+        .iter()
+        .copied()
+        .filter(|p| is_specified_delete(cs, p))
+        .collect();
     let pre_deleting: Vec<&Pod> = pods
         .iter()
+        .copied()
         .filter(|p| lifecycle_state(p) == Some(LifecycleState::PreparingDelete))
         .collect();
     let num_to_delete = i32::try_from(

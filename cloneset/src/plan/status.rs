@@ -21,7 +21,7 @@ use crate::api::{CloneSetCondition, CloneSetStatus};
 /// or pods that become available later.
 pub fn calculate_status(
     cs: &CloneSet,
-    pods: &[Pod],
+    pods: &[&Pod],
     status: &mut CloneSetStatus,
     now: Timestamp,
 ) -> Option<SignedDuration> {

@@ -34,7 +34,7 @@ fn hook_view(pod: &Pod) -> (BTreeMap<String, String>, Vec<String>) {
 }
 
 /// Runs Update over the active pods.
-pub fn update(input: &PlanInput<'_>, pods: &[Pod], out: &mut Plan, errors: &mut Vec<PlanError>) {
+pub fn update(input: &PlanInput<'_>, pods: &[&Pod], out: &mut Plan, errors: &mut Vec<PlanError>) {
     let cs = input.cloneset;
     let now = input.now;
     let update_rev = name_of_revision(input.update_revision);
@@ -195,7 +195,7 @@ pub fn update(input: &PlanInput<'_>, pods: &[Pod], out: &mut Plan, errors: &mut 
         {
             break;
         }
-        if is_available(&pods[i], min_ready, now) {
+        if is_available(pods[i], min_ready, now) {
             if unavailable >= diffs.update_max_unavailable {
                 break;
             }

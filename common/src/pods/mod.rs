@@ -27,6 +27,63 @@ use crate::api::keys::{
 };
 use crate::api::lifecycle::LifecycleState;
 
+/// Keeps only what workload planners and the in-place engine read of a pod, for a
+/// controller's pod cache; everything else is dropped before the pod is stored. A pod in a
+/// real cluster carries projected service-account volumes, probes, mounts, tolerations and
+/// per-container status details that cost kilobytes per pod in memory and that no planner
+/// reads. Kept: all metadata except managedFields (see `runtime::trim_for_cache`); per
+/// container its name, image, env (launch priority, env from metadata) and resources
+/// (in-place resize); `nodeName` and `readinessGates`; the status phase, conditions, reason
+/// and per container name, image, imageID, containerID, ready, restartCount and resources.
+///
+/// Cached pods are therefore partial: they are only ever changed by patches naming the
+/// fields they change, never written back whole. A planner that starts reading another pod
+/// field must keep it here (the CloneSet planner's tests compare plans over trimmed and
+/// untrimmed pods).
+pub fn trim_for_workload_cache(pod: &mut Pod) {
+    use k8s_openapi::api::core::v1::{Container, ContainerStatus, PodSpec};
+    if let Some(spec) = pod.spec.take() {
+        pod.spec = Some(PodSpec {
+            containers: spec
+                .containers
+                .into_iter()
+                .map(|c| Container {
+                    name: c.name,
+                    image: c.image,
+                    env: c.env,
+                    resources: c.resources,
+                    ..Default::default()
+                })
+                .collect(),
+            node_name: spec.node_name,
+            readiness_gates: spec.readiness_gates,
+            ..Default::default()
+        });
+    }
+    if let Some(status) = pod.status.take() {
+        pod.status = Some(PodStatus {
+            phase: status.phase,
+            conditions: status.conditions,
+            reason: status.reason,
+            container_statuses: status.container_statuses.map(|v| {
+                v.into_iter()
+                    .map(|c| ContainerStatus {
+                        name: c.name,
+                        image: c.image,
+                        image_id: c.image_id,
+                        container_id: c.container_id,
+                        ready: c.ready,
+                        restart_count: c.restart_count,
+                        resources: c.resources,
+                        ..Default::default()
+                    })
+                    .collect()
+            }),
+            ..Default::default()
+        });
+    }
+}
+
 /// The condition of type `ty` in the pod's status.
 pub fn pod_condition<'a>(pod: &'a Pod, ty: &str) -> Option<&'a PodCondition> {
     pod.status

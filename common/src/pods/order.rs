@@ -3,6 +3,7 @@
 //! Both are total orders that end in a tie-break by namespace/name, so the result does not
 //! depend on the input order (deletion) or keeps it for equal keys (the stable update sorts).
 
+use std::borrow::Borrow;
 use std::cmp::Ordering;
 use std::collections::BTreeSet;
 
@@ -93,18 +94,21 @@ pub fn compare_for_deletion(a: &Pod, b: &Pod, pods_to_delete: &BTreeSet<String>)
         .then_with(|| name_key(a).cmp(&name_key(b)))
 }
 
-/// Indexes of `pods` in scale-down order (delete `result[0]` first).
-pub fn deletion_order(pods: &[Pod], pods_to_delete: &BTreeSet<String>) -> Vec<usize> {
+/// Indexes of `pods` in scale-down order (delete `result[0]` first). `pods` may be owned pods
+/// or references into a cache.
+pub fn deletion_order<P: Borrow<Pod>>(pods: &[P], pods_to_delete: &BTreeSet<String>) -> Vec<usize> {
     let mut idx: Vec<usize> = (0..pods.len()).collect();
-    idx.sort_by(|&i, &j| compare_for_deletion(&pods[i], &pods[j], pods_to_delete).then(i.cmp(&j)));
+    idx.sort_by(|&i, &j| {
+        compare_for_deletion(pods[i].borrow(), pods[j].borrow(), pods_to_delete).then(i.cmp(&j))
+    });
     idx
 }
 
 /// CloneSet's update order over `candidates` (indexes into `pods`, the whole population):
 /// active-pods order, then the priority strategy (stable), then the scatter strategy, then
 /// `PreparingUpdate` pods first (stable).
-pub fn update_order(
-    pods: &[Pod],
+pub fn update_order<P: Borrow<Pod>>(
+    pods: &[P],
     candidates: &[usize],
     priority: Option<&UpdatePriorityStrategy>,
     scatter: &[UpdateScatterTerm],
@@ -114,14 +118,15 @@ pub fn update_order(
         .copied()
         .filter(|&i| i < pods.len())
         .collect();
-    idx.sort_by(|&i, &j| compare_active(&pods[i], &pods[j]).then(i.cmp(&j)));
+    idx.sort_by(|&i, &j| compare_active(pods[i].borrow(), pods[j].borrow()).then(i.cmp(&j)));
     if let Some(p) = priority {
         idx = priority_sort(p, pods, idx);
     }
     if !scatter.is_empty() {
         idx = scatter_sort(scatter, pods, idx);
     }
-    let preparing = |i: usize| lifecycle_state(&pods[i]) == Some(LifecycleState::PreparingUpdate);
+    let preparing =
+        |i: usize| lifecycle_state(pods[i].borrow()) == Some(LifecycleState::PreparingUpdate);
     idx.sort_by_key(|&i| !preparing(i));
     idx
 }

@@ -1,5 +1,6 @@
 //! `priorityStrategy` and `scatterStrategy` update sorters (OpenKruise `pkg/util/updatesort`).
 
+use std::borrow::Borrow;
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::Pod;
@@ -47,18 +48,18 @@ pub fn int_suffix(v: &str) -> i64 {
 
 /// Stable sort of `indexes` by the priority strategy: higher weight first, or lower level then
 /// larger order first. Equal priorities keep their relative order.
-pub fn priority_sort(
+pub fn priority_sort<P: Borrow<Pod>>(
     strategy: &UpdatePriorityStrategy,
-    pods: &[Pod],
+    pods: &[P],
     mut indexes: Vec<usize>,
 ) -> Vec<usize> {
     if !strategy.weight_priority.is_empty() {
         indexes.sort_by_cached_key(|&i| {
-            std::cmp::Reverse(weight_priority(strategy, &labels(&pods[i])))
+            std::cmp::Reverse(weight_priority(strategy, &labels(pods[i].borrow())))
         });
     } else if !strategy.order_priority.is_empty() {
         indexes.sort_by_cached_key(|&i| {
-            let (level, order) = order_priority(strategy, &labels(&pods[i]));
+            let (level, order) = order_priority(strategy, &labels(pods[i].borrow()));
             (level, std::cmp::Reverse(order))
         });
     }
@@ -71,9 +72,9 @@ fn matches(p: &Pod, t: &UpdateScatterTerm) -> bool {
 
 /// Terms used for this sort: with one term, that term; with more, only terms present among the
 /// candidates, ordered by the number of matching candidates (descending, stable).
-fn scatter_terms(
+fn scatter_terms<P: Borrow<Pod>>(
     strategy: &[UpdateScatterTerm],
-    pods: &[Pod],
+    pods: &[P],
     indexes: &[usize],
 ) -> Vec<UpdateScatterTerm> {
     if strategy.len() == 1 {
@@ -81,7 +82,10 @@ fn scatter_terms(
     }
     let mut terms: Vec<(UpdateScatterTerm, usize)> = Vec::new();
     for t in strategy {
-        let n = indexes.iter().filter(|&&i| matches(&pods[i], t)).count();
+        let n = indexes
+            .iter()
+            .filter(|&&i| matches(pods[i].borrow(), t))
+            .count();
         if n > 0 && !terms.iter().any(|(x, _)| x == t) {
             terms.push((t.clone(), n));
         }
@@ -129,13 +133,17 @@ fn group_by_density(total_m: usize, total_u: usize, upd_m: usize, upd_u: usize) 
     g
 }
 
-fn scatter_by_term(t: &UpdateScatterTerm, pods: &[Pod], indexes: Vec<usize>) -> Vec<usize> {
+fn scatter_by_term<P: Borrow<Pod>>(
+    t: &UpdateScatterTerm,
+    pods: &[P],
+    indexes: Vec<usize>,
+) -> Vec<usize> {
     let (mut matched, mut unmatched): (Vec<usize>, Vec<usize>) =
-        indexes.iter().partition(|&&i| matches(&pods[i], t));
+        indexes.iter().partition(|&&i| matches(pods[i].borrow(), t));
     if matched.len() <= 1 || unmatched.len() <= 1 {
         return indexes;
     }
-    let total_m = pods.iter().filter(|p| matches(p, t)).count();
+    let total_m = pods.iter().filter(|p| matches((*p).borrow(), t)).count();
     let total_u = pods.len() - total_m;
     let Some(last) = matched.pop() else {
         return indexes;
@@ -163,9 +171,9 @@ fn scatter_by_term(t: &UpdateScatterTerm, pods: &[Pod], indexes: Vec<usize>) -> 
 
 /// Scatter `indexes` (candidates, indexes into `pods`, the whole population) so pods matching
 /// each term are spread through the update order instead of updated together.
-pub fn scatter_sort(
+pub fn scatter_sort<P: Borrow<Pod>>(
     strategy: &[UpdateScatterTerm],
-    pods: &[Pod],
+    pods: &[P],
     mut indexes: Vec<usize>,
 ) -> Vec<usize> {
     if strategy.is_empty() || indexes.len() <= 1 {

@@ -17,6 +17,7 @@
 //! ```
 
 pub mod controller;
+pub mod events;
 pub mod leader;
 pub mod metrics;
 pub mod telemetry;

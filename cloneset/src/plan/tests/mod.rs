@@ -26,9 +26,16 @@ pub fn t0() -> Timestamp {
     Timestamp::from_second(1_800_000_000).unwrap()
 }
 
+/// The pod template: besides the image, fields a real pod carries that no planner reads
+/// (the pod cache drops them; every plan is checked to be the same without them).
 pub fn template(image: &str) -> Value {
     json!({"metadata": {"labels": {"app": "demo"}},
-           "spec": {"containers": [{"name": "main", "image": image}]}})
+           "spec": {"containers": [{"name": "main", "image": image,
+                                    "ports": [{"containerPort": 80}],
+                                    "readinessProbe": {"httpGet": {"path": "/", "port": 80}},
+                                    "volumeMounts": [{"name": "data", "mountPath": "/data"}]}],
+                    "volumes": [{"name": "data", "emptyDir": {}}],
+                    "tolerations": [{"key": "dedicated", "operator": "Exists"}]}})
 }
 
 /// A defaulted v1beta1 CloneSet `demo` with `image` and the given spec overrides.
@@ -164,9 +171,10 @@ impl World {
             .collect();
         let update = self.update_revision().clone();
         let current = self.current_revision().clone();
-        let p = plan(&PlanInput {
+        let pods: Vec<std::sync::Arc<Pod>> = self.pods.iter().cloned().map(Into::into).collect();
+        let input = PlanInput {
             cloneset: &self.cs,
-            pods: &self.pods,
+            pods: &pods,
             pvcs: &self.pvcs,
             current_revision: &current,
             update_revision: &update,
@@ -175,7 +183,27 @@ impl World {
             gates: self.gates,
             instance_ids: &ids,
             scale_expectations: &Satisfaction::Satisfied,
+        };
+        let p = plan(&input);
+        // The controller plans from trimmed cached pods: every scenario must plan the same.
+        let trimmed: Vec<std::sync::Arc<Pod>> = self
+            .pods
+            .iter()
+            .cloned()
+            .map(|mut pod| {
+                kruise_common::pods::trim_for_workload_cache(&mut pod);
+                pod.into()
+            })
+            .collect();
+        let from_trimmed = plan(&PlanInput {
+            pods: &trimmed,
+            ..input
         });
+        assert_eq!(
+            comparable(&from_trimmed),
+            comparable(&p),
+            "a plan from trimmed pods differs"
+        );
         self.last_plan = p.clone();
         p
     }
@@ -313,6 +341,8 @@ impl World {
                 .collect();
             let mut status = pod.status.clone().unwrap_or_default();
             status.phase = Some("Running".into());
+            status.pod_ip = Some("10.0.0.1".into());
+            status.qos_class = Some("BestEffort".into());
             let mut statuses = status.container_statuses.clone().unwrap_or_default();
             for c in &containers {
                 let image = c.image.clone().unwrap_or_default();
@@ -331,6 +361,8 @@ impl World {
                         image_id,
                         ready: true,
                         container_id: Some(format!("cid-{name}-0")),
+                        started: Some(true),
+                        state: Some(serde_json::from_value(json!({"running": {}})).unwrap()),
                         ..Default::default()
                     }),
                 }
@@ -423,6 +455,35 @@ impl World {
             .find(|p| p.metadata.name.as_deref() == Some(name))
             .unwrap()
     }
+}
+
+/// A plan with the pod statuses and pod copies it carries trimmed as the pod cache trims
+/// them: statuses are sent as patches of the changed conditions and pods as patches of what
+/// changed, so fields the cache drops never reach the API server either way.
+fn comparable(p: &Plan) -> Plan {
+    let trim_status = |status: &mut PodStatus| {
+        let mut pod = Pod {
+            status: Some(std::mem::take(status)),
+            ..Default::default()
+        };
+        kruise_common::pods::trim_for_workload_cache(&mut pod);
+        *status = pod.status.unwrap_or_default();
+    };
+    let mut p = p.clone();
+    for a in &mut p.actions {
+        match a {
+            Action::UpdatePodStatus { status, .. } => trim_status(status),
+            Action::UpdateInPlace { update, .. } => {
+                if let Some(s) = update.unready_status.as_mut() {
+                    trim_status(s);
+                }
+                // The engine's copy of the updated pod; the controller sends only the patch.
+                kruise_common::pods::trim_for_workload_cache(&mut update.write.pod);
+            }
+            _ => {}
+        }
+    }
+    p
 }
 
 pub fn creates(p: &Plan) -> Vec<&Pod> {
