@@ -398,22 +398,10 @@ fn observe_scale(shared: &Shared, key: &str, namespace: &str) {
 
 /// Whether every pod we patched in place shows (at least) the version our write returned.
 fn pod_versions_satisfied(shared: &Shared, pods: &[Arc<Pod>], now: Timestamp) -> bool {
-    let Ok(mut versions) = shared.pod_versions.lock() else {
-        return true;
-    };
-    let mut all = true;
-    for pod in pods {
-        let (Some(uid), Some(rv)) = (pod.uid(), pod.resource_version()) else {
-            continue;
-        };
-        versions.observe(&uid, &rv);
-        match versions.satisfied(&uid, &rv, now) {
-            Satisfaction::Satisfied => {}
-            Satisfaction::Pending { .. } => all = false,
-            Satisfaction::Expired { .. } => versions.delete(&uid),
-        }
-    }
-    all
+    shared
+        .pod_versions
+        .lock()
+        .map_or(true, |mut v| v.all_observed(pods.iter().map(|p| &**p), now))
 }
 
 fn record_pod_version(shared: &Shared, pod: &Pod) {

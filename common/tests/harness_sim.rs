@@ -455,47 +455,38 @@ async fn events_are_created_once_and_repeats_become_a_series() {
             ..Default::default()
         }),
     };
-    for _ in 0..3 {
-        publisher
-            .publish(&event("SuccessfulCreate", "demo-a"), &regarding)
-            .await
-            .unwrap();
-    }
-    publisher
-        .publish(&event("SuccessfulCreate", "demo-b"), &regarding)
-        .await
-        .unwrap();
-    let events: Api<K8sEvent> = Api::namespaced(client, "default");
-    let list = events.list(&Default::default()).await.unwrap().items;
-    let about = |pod: &str| -> Vec<K8sEvent> {
-        list.iter()
-            .filter(|e| e.related.as_ref().and_then(|r| r.name.as_deref()) == Some(pod))
-            .cloned()
-            .collect()
+    let publish = |reason: &'static str, pod: &'static str| {
+        let (publisher, regarding, event) = (&publisher, &regarding, event(reason, pod));
+        async move { publisher.publish(&event, regarding).await.unwrap() }
     };
-    let a = about("demo-a");
+    let events: Api<K8sEvent> = Api::namespaced(client, "default");
+    let about = |pod: &'static str| {
+        let events = events.clone();
+        async move {
+            let list = events.list(&Default::default()).await.unwrap().items;
+            list.into_iter()
+                .filter(|e| e.related.as_ref().and_then(|r| r.name.as_deref()) == Some(pod))
+                .collect::<Vec<K8sEvent>>()
+        }
+    };
+    for _ in 0..3 {
+        publish("SuccessfulCreate", "demo-a").await;
+    }
+    publish("SuccessfulCreate", "demo-b").await;
+    let a = about("demo-a").await;
     assert_eq!(a.len(), 1, "{a:?}");
     assert_eq!(a[0].series.as_ref().map(|s| s.count), Some(3));
     assert_eq!(a[0].reason.as_deref(), Some("SuccessfulCreate"));
     assert_eq!(a[0].reporting_controller.as_deref(), Some("kruise-manager"));
-    assert_eq!(about("demo-b").len(), 1);
-    assert_eq!(about("demo-b")[0].series, None);
+    let b = about("demo-b").await;
+    assert_eq!(b.len(), 1);
+    assert_eq!(b[0].series, None);
 
     // Beyond its capacity the publisher forgets the oldest series: the next repeat of it
     // starts a new event instead of holding memory for it.
-    publisher
-        .publish(&event("SuccessfulCreate", "demo-c"), &regarding)
-        .await
-        .unwrap();
-    publisher
-        .publish(&event("SuccessfulCreate", "demo-a"), &regarding)
-        .await
-        .unwrap();
-    let list = events.list(&Default::default()).await.unwrap().items;
-    let a: Vec<_> = list
-        .iter()
-        .filter(|e| e.related.as_ref().and_then(|r| r.name.as_deref()) == Some("demo-a"))
-        .collect();
+    publish("SuccessfulCreate", "demo-c").await;
+    publish("SuccessfulCreate", "demo-a").await;
+    let a = about("demo-a").await;
     assert_eq!(a.len(), 2, "{a:?}");
 
     // Through the queue: published in the background, in order, the repeats as one series.
@@ -504,10 +495,8 @@ async fn events_are_created_once_and_repeats_become_a_series() {
         queue.send(event("SuccessfulDelete", "demo-d"), regarding.clone());
     }
     support::eventually("the queued events", Duration::from_secs(10), || async {
-        let list = events.list(&Default::default()).await.ok()?.items;
-        list.into_iter()
-            .find(|e| e.reason.as_deref() == Some("SuccessfulDelete"))
-            .filter(|e| e.series.as_ref().map(|s| s.count) == Some(3))
+        let d = about("demo-d").await;
+        (d.len() == 1 && d[0].series.as_ref().map(|s| s.count) == Some(3)).then_some(())
     })
     .await;
     assert_eq!(queue.dropped().get(), 0);

@@ -21,7 +21,7 @@ use futures::StreamExt as _;
 use jiff::Timestamp;
 use k8s_openapi::api::apps::v1::ControllerRevision;
 use k8s_openapi::api::core::v1::{Namespace, ObjectReference, Pod, PodCondition};
-use kruise_common::expectations::{ResourceVersionExpectations, Satisfaction};
+use kruise_common::expectations::ResourceVersionExpectations;
 use kruise_common::inplace::pod_patch;
 use kruise_common::revision::{
     CollisionDecision, UpdateRevisionDecision, decide_update_revision, on_name_collision,
@@ -276,22 +276,10 @@ fn managed_pods(shared: &Shared, set: &SidecarSet) -> Vec<Pod> {
 
 /// Whether every pod we wrote shows (at least) the version the write returned.
 fn writes_observed(shared: &Shared, pods: &[Pod], now: Timestamp) -> bool {
-    let Ok(mut versions) = shared.pod_versions.lock() else {
-        return true;
-    };
-    let mut all = true;
-    for pod in pods {
-        let (Some(uid), Some(rv)) = (pod.uid(), pod.resource_version()) else {
-            continue;
-        };
-        versions.observe(&uid, &rv);
-        match versions.satisfied(&uid, &rv, now) {
-            Satisfaction::Satisfied => {}
-            Satisfaction::Pending { .. } => all = false,
-            Satisfaction::Expired { .. } => versions.delete(&uid),
-        }
-    }
-    all
+    shared
+        .pod_versions
+        .lock()
+        .map_or(true, |mut v| v.all_observed(pods, now))
 }
 
 fn pod_key(pod: &Pod) -> String {

@@ -222,6 +222,31 @@ impl ResourceVersionExpectations {
     pub fn delete(&mut self, uid: &str) {
         self.objects.remove(uid);
     }
+
+    /// Observes each cached object's resourceVersion and says whether every object we
+    /// wrote shows (at least) the version our write returned; an expired expectation is
+    /// dropped and no longer holds the caller back.
+    pub fn all_observed<'a, K, I>(&mut self, objects: I, now: Timestamp) -> bool
+    where
+        K: kube::Resource + 'a,
+        I: IntoIterator<Item = &'a K>,
+    {
+        let mut all = true;
+        for obj in objects {
+            let meta = obj.meta();
+            let (Some(uid), Some(rv)) = (meta.uid.as_deref(), meta.resource_version.as_deref())
+            else {
+                continue;
+            };
+            self.observe(uid, rv);
+            match self.satisfied(uid, rv, now) {
+                Satisfaction::Satisfied => {}
+                Satisfaction::Pending { .. } => all = false,
+                Satisfaction::Expired { .. } => self.delete(uid),
+            }
+        }
+        all
+    }
 }
 
 #[derive(Debug, Clone, Default)]
