@@ -483,7 +483,10 @@ async fn reconcile(original: Arc<CloneSet>, shared: Arc<Shared>) -> Result<Reque
     };
 
     let replicas = usize::try_from(cs.spec.replicas.unwrap_or(1).max(0)).unwrap_or(0);
-    let instance_ids: Vec<String> = (0..replicas.saturating_mul(2).saturating_add(8))
+    let instance_ids: Vec<String> = (0..replicas
+        .min(plan::MAX_CREATIONS_PER_PLAN)
+        .saturating_mul(2)
+        .saturating_add(8))
         .map(|_| random_instance_id())
         .collect();
     let plan = plan::plan(&PlanInput {

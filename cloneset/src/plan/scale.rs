@@ -114,7 +114,9 @@ pub fn scale(
 
     // 2. Scale out.
     if diffs.scale_up_num > 0 {
-        let creations = usize::try_from(diffs.scale_up_limit.max(0)).unwrap_or(0);
+        let creations = usize::try_from(diffs.scale_up_limit.max(0))
+            .unwrap_or(0)
+            .min(super::MAX_CREATIONS_PER_PLAN);
         let ids = available_ids(creations, pods, pvcs, input.instance_ids);
         let old_creations = usize::try_from(diffs.scale_up_num_old_revision.max(0)).unwrap_or(0);
         let existing: std::collections::BTreeSet<String> = pvcs

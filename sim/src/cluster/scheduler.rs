@@ -4,11 +4,14 @@
 //! (NoSchedule/NoExecute) and NodeResourcesFit (cpu, memory, pod count). Among
 //! feasible nodes it picks the one with the fewest pods (then by name), so replicas
 //! spread. Pods that fit nowhere get PodScheduled=False/Unschedulable with the
-//! scheduler's FitError message and are retried on every pod or node change.
+//! scheduler's FitError message and wait, as in kube-scheduler's unschedulable queue,
+//! until their spec changes, capacity may have appeared (a node changes, a pod is deleted
+//! or finishes) or a minute has passed — not retried on every change in the cluster, which
+//! with thousands of unschedulable pods would cost a pass over all of them per write.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use tokio::sync::broadcast::error::{RecvError, TryRecvError};
@@ -18,6 +21,7 @@ use crate::SimShared;
 use crate::meta;
 use crate::ops::{Subresource, WriteOptions};
 use crate::registry::GroupResource;
+use crate::store::{EventType, StoreEvent};
 
 fn opts() -> WriteOptions {
     WriteOptions {
@@ -267,7 +271,76 @@ fn fit_error(total: usize, reasons: &BTreeMap<String, usize>) -> String {
 }
 
 /// One scheduling pass over every pending pod.
-async fn schedule_pass(sh: &Arc<SimShared>) {
+/// Pods found unschedulable: (namespace, name) -> (uid, generation) when last tried.
+#[derive(Default)]
+struct Unschedulable {
+    pods: HashMap<(String, String), (String, i64)>,
+    since: Option<Instant>,
+}
+
+/// kube-scheduler flushes its unschedulable queue after podMaxInUnschedulablePodsDuration
+/// (5 minutes); the simulator retries sooner.
+const UNSCHEDULABLE_FLUSH: Duration = Duration::from_secs(60);
+
+impl Unschedulable {
+    fn key(pod: &Value) -> (String, String) {
+        (
+            meta::meta_str(pod, "namespace").to_string(),
+            meta::name_of(pod).to_string(),
+        )
+    }
+
+    /// The pod's identity and spec version; a status write leaves it unchanged.
+    fn version(pod: &Value) -> Option<(String, i64)> {
+        let generation = pod
+            .pointer("/metadata/generation")
+            .and_then(Value::as_i64)?;
+        Some((meta::meta_str(pod, "uid").to_string(), generation))
+    }
+
+    fn skip(&self, pod: &Value) -> bool {
+        Self::version(pod).is_some_and(|v| self.pods.get(&Self::key(pod)) == Some(&v))
+    }
+
+    fn remember(&mut self, pod: &Value) {
+        if let Some(v) = Self::version(pod) {
+            self.pods.insert(Self::key(pod), v);
+            self.since.get_or_insert_with(Instant::now);
+        }
+    }
+
+    fn clear(&mut self) {
+        self.pods.clear();
+        self.since = None;
+    }
+
+    /// Clears when `ev` may have made room: a node changed, a pod went away or finished.
+    fn on_event(&mut self, ev: &StoreEvent) {
+        let room = match ev.gr.resource.as_str() {
+            "nodes" => true,
+            "pods" => {
+                ev.event_type == EventType::Deleted
+                    || (is_terminal(&ev.object)
+                        && ev.previous.as_deref().is_some_and(|p| !is_terminal(p)))
+            }
+            _ => false,
+        };
+        if room {
+            self.clear();
+        }
+    }
+
+    fn flush_if_due(&mut self) {
+        if self
+            .since
+            .is_some_and(|t| t.elapsed() >= UNSCHEDULABLE_FLUSH)
+        {
+            self.clear();
+        }
+    }
+}
+
+async fn schedule_pass(sh: &Arc<SimShared>, unschedulable: &mut Unschedulable) {
     let pods_gr = GroupResource::new("", "pods");
     let (nodes, _) = sh.store.list(&GroupResource::new("", "nodes"), None);
     let (pods, _) = sh.store.list(&pods_gr, None);
@@ -275,7 +348,9 @@ async fn schedule_pass(sh: &Arc<SimShared>) {
     let mut pending = Vec::new();
     for p in &pods {
         if wants_scheduling(p) {
-            pending.push(p.clone());
+            if !unschedulable.skip(p) {
+                pending.push(p.clone());
+            }
         } else if !node_of(p).is_empty() && !is_terminal(p) {
             let r = pod_requests(p);
             let u = used.entry(node_of(p).to_string()).or_default();
@@ -341,7 +416,10 @@ async fn schedule_pass(sh: &Arc<SimShared>) {
                     }
                 }
             }
-            None => mark_unschedulable(sh, &pod, &fit_error(nodes.len(), &reasons)).await,
+            None => {
+                unschedulable.remember(&pod);
+                mark_unschedulable(sh, &pod, &fit_error(nodes.len(), &reasons)).await
+            }
         }
     }
 }
@@ -428,25 +506,41 @@ fn relevant(gr: &GroupResource) -> bool {
 pub async fn run(sh: Arc<SimShared>) {
     let mut rx = sh.store.subscribe();
     let mut tick = tokio::time::interval(Duration::from_secs(1));
+    let mut unschedulable = Unschedulable::default();
     loop {
         let mut dirty = tokio::select! {
             r = rx.recv() => match r {
-                Ok(ev) => relevant(&ev.gr),
-                Err(RecvError::Lagged(_)) => true,
+                Ok(ev) => {
+                    unschedulable.on_event(&ev);
+                    relevant(&ev.gr)
+                }
+                Err(RecvError::Lagged(_)) => {
+                    unschedulable.clear();
+                    true
+                }
                 Err(RecvError::Closed) => return,
             },
-            _ = tick.tick() => true,
+            _ = tick.tick() => {
+                unschedulable.flush_if_due();
+                true
+            }
         };
         loop {
             match rx.try_recv() {
-                Ok(ev) => dirty |= relevant(&ev.gr),
-                Err(TryRecvError::Lagged(_)) => dirty = true,
+                Ok(ev) => {
+                    unschedulable.on_event(&ev);
+                    dirty |= relevant(&ev.gr);
+                }
+                Err(TryRecvError::Lagged(_)) => {
+                    unschedulable.clear();
+                    dirty = true;
+                }
                 Err(TryRecvError::Empty) => break,
                 Err(TryRecvError::Closed) => return,
             }
         }
         if dirty {
-            schedule_pass(&sh).await;
+            schedule_pass(&sh, &mut unschedulable).await;
         }
     }
 }

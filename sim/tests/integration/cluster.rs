@@ -285,6 +285,51 @@ async fn taints_tolerations_unschedulable_and_resources() {
 }
 
 #[tokio::test]
+async fn an_unschedulable_pod_waits_for_its_spec_or_the_cluster_to_change() {
+    let sim = cluster().await;
+    let client = sim.client().unwrap();
+    let api: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let nodes: Api<Node> = Api::all(client.clone());
+    let pp = PostParams::default();
+    let taint = json!({"spec": {"taints": [{"key": "dedicated", "value": "infra", "effect": "NoSchedule"}]}});
+    for n in ["sim-node-0", "sim-node-1", "sim-node-2"] {
+        nodes
+            .patch(n, &PatchParams::default(), &Patch::Merge(taint.clone()))
+            .await
+            .unwrap();
+    }
+    api.create(&pp, &pod("waiting", json!({}))).await.unwrap();
+    unschedulable_message(&api, "waiting").await;
+    // Other pods coming and going leave it where it is (and cost no pass over it).
+    api.create(
+        &pp,
+        &pod(
+            "other",
+            json!({"tolerations": [{"key": "dedicated", "operator": "Exists"}]}),
+        ),
+    )
+    .await
+    .unwrap();
+    node_of(&api, "other").await;
+    assert_eq!(
+        events_for(&sim, "waiting", "FailedScheduling").await.len(),
+        1
+    );
+    // A toleration added to its spec (pods may gain tolerations) is retried at once.
+    api.patch(
+        "waiting",
+        &PatchParams::default(),
+        &Patch::Strategic(
+            json!({"spec": {"tolerations": [{"key": "dedicated", "operator": "Exists"}]}}),
+        ),
+    )
+    .await
+    .unwrap();
+    assert!(node_of(&api, "waiting").await.starts_with("sim-node-"));
+    sim.shutdown().await;
+}
+
+#[tokio::test]
 async fn pods_spread_over_nodes() {
     let sim = cluster().await;
     let api: Api<Pod> = Api::namespaced(sim.client().unwrap(), "default");

@@ -166,7 +166,9 @@ impl World {
     }
 
     pub fn plan(&mut self) -> Plan {
-        let ids: Vec<String> = (self.next_id..self.next_id + 50)
+        let wanted = usize::try_from(self.cs.spec.replicas.unwrap_or(0).max(0)).unwrap_or(0);
+        let count = wanted.min(MAX_CREATIONS_PER_PLAN) + 50;
+        let ids: Vec<String> = (self.next_id..self.next_id + count)
             .map(|i| format!("i{i:04}"))
             .collect();
         let update = self.update_revision().clone();

@@ -101,6 +101,21 @@ fn scale_max_unavailable_creates_one_at_a_time_with_min_ready_seconds() {
 }
 
 #[test]
+fn a_large_scale_up_is_created_in_passes_of_at_most_max_creations_per_plan() {
+    let mut w = World::with_ready(cloneset("nginx:1", json!({"replicas": 0})));
+    w.cs.spec.replicas = Some(1200);
+    let mut passes = Vec::new();
+    while w.pods.len() < 1200 && passes.len() < 10 {
+        let p = w.step();
+        passes.push(creates(&p).len());
+    }
+    assert_eq!(passes, vec![500, 500, 200]);
+    let p = w.plan();
+    assert!(creates(&p).is_empty());
+    assert_eq!(w.pods.len(), 1200);
+}
+
+#[test]
 fn pods_to_delete_deletes_named_pod_replaces_it_and_is_truncated() {
     let mut w = World::with_ready(cloneset("nginx:1", json!({})));
     let victim = w.names()[1].clone();
