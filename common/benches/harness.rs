@@ -46,21 +46,17 @@ async fn get(port: u16, path: &str) -> Option<(u16, String)> {
     Some((code, buf))
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 struct Run {
     ready_after: Duration,
     idle_rss_kib: u64,
 }
 
 async fn run_binary(sim: &Sim, objects: usize, greetings: &Api<DynamicObject>) -> Run {
-    let (metrics, health, webhook) = (free_port(), free_port(), free_port());
+    let (metrics, health, webhook) = (
+        support::free_port(),
+        support::free_port(),
+        support::free_port(),
+    );
     let kubeconfig = sim.kubeconfig_path().unwrap();
     let start = Instant::now();
     let mut child = Command::new(BIN)

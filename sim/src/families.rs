@@ -37,11 +37,19 @@ pub fn parse(spec: &str) -> anyhow::Result<Vec<String>> {
     }
 }
 
-/// A free port on loopback for a webhook server (bound, then released).
-fn free_port() -> anyhow::Result<u16> {
-    let listener =
-        std::net::TcpListener::bind("127.0.0.1:0").context("finding a free webhook port")?;
-    Ok(listener.local_addr()?.port())
+/// Loopback ports for the families' servers, each held bound until every family has its
+/// own: a port released at once can be handed out again by the next bind, and two families
+/// given the same port would stop `up`. Dropping it releases them for the families to bind.
+#[derive(Default)]
+struct Ports(Vec<std::net::TcpListener>);
+
+impl Ports {
+    fn take(&mut self) -> anyhow::Result<u16> {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").context("finding a free port")?;
+        let port = listener.local_addr()?.port();
+        self.0.push(listener);
+        Ok(port)
+    }
 }
 
 async fn install_crds(
@@ -62,7 +70,7 @@ async fn install_crds(
 
 /// The command line a family's binary gets: the simulator's kubeconfig, no leader
 /// election, webhooks on a loopback URL, metrics and health on free ports.
-fn argv(binary: &str, kubeconfig: &Path) -> anyhow::Result<Vec<String>> {
+fn argv(binary: &str, kubeconfig: &Path, ports: &mut Ports) -> anyhow::Result<Vec<String>> {
     Ok(vec![
         binary.to_string(),
         "--kubeconfig".into(),
@@ -71,13 +79,13 @@ fn argv(binary: &str, kubeconfig: &Path) -> anyhow::Result<Vec<String>> {
         "--webhook-host".into(),
         "127.0.0.1".into(),
         "--webhook-port".into(),
-        free_port()?.to_string(),
+        ports.take()?.to_string(),
         "--webhook-namespace".into(),
         "default".into(),
         "--metrics-addr".into(),
-        format!("127.0.0.1:{}", free_port()?),
+        format!("127.0.0.1:{}", ports.take()?),
         "--health-addr".into(),
-        format!("127.0.0.1:{}", free_port()?),
+        format!("127.0.0.1:{}", ports.take()?),
     ])
 }
 
@@ -88,12 +96,13 @@ fn family_binary(
     family: &str,
     families: &[String],
     kubeconfig: &Path,
+    ports: &mut Ports,
     shutdown: CancellationToken,
 ) -> anyhow::Result<(Vec<CustomResourceDefinition>, Run)> {
     Ok(match family {
         "cloneset" => {
             let binary = kruise_cloneset::binary::binary()?;
-            let argv = argv(kruise_cloneset::binary::BINARY, kubeconfig)?;
+            let argv = argv(kruise_cloneset::binary::BINARY, kubeconfig, ports)?;
             let crds = binary.crd_definitions().to_vec();
             (
                 crds,
@@ -102,7 +111,7 @@ fn family_binary(
         }
         "sidecarset" => {
             let binary = kruise_sidecarset::binary::binary()?;
-            let argv = argv(kruise_sidecarset::binary::BINARY, kubeconfig)?;
+            let argv = argv(kruise_sidecarset::binary::BINARY, kubeconfig, ports)?;
             let crds = binary.crd_definitions().to_vec();
             (
                 crds,
@@ -111,7 +120,7 @@ fn family_binary(
         }
         "webhook" => {
             let binary = kruise_webhook::binary();
-            let mut argv = argv(kruise_webhook::BINARY, kubeconfig)?;
+            let mut argv = argv(kruise_webhook::BINARY, kubeconfig, ports)?;
             let mut enable = vec!["workloads"];
             if families.iter().any(|f| f == "sidecarset") {
                 enable.push("sidecarset");
@@ -134,11 +143,18 @@ pub async fn start(
     shutdown: &CancellationToken,
 ) -> anyhow::Result<Vec<JoinHandle<()>>> {
     let client = sim.client()?;
-    let mut tasks = Vec::new();
+    let mut ports = Ports::default();
+    let mut built = Vec::new();
     for family in families {
-        let (crds, run) = family_binary(family, families, kubeconfig, shutdown.clone())?;
+        built.push((
+            family.clone(),
+            family_binary(family, families, kubeconfig, &mut ports, shutdown.clone())?,
+        ));
+    }
+    drop(ports);
+    let mut tasks = Vec::new();
+    for (family, (crds, run)) in built {
         install_crds(&client, &crds).await?;
-        let family = family.clone();
         tasks.push(tokio::spawn(async move {
             if let Err(e) = run.await {
                 tracing::error!(family, error = format!("{e:#}"), "family stopped");

@@ -36,6 +36,15 @@ scenario_init() {
   export KUBECACHEDIR="$WORK/kube-cache"
 }
 scenario_cleanup() {
+  local status=$?
   for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; done
+  # A failed scenario shows the end of the logs of what it started.
+  if (( status != 0 )); then
+    for log in "$WORK"/*.log; do
+      [[ -f "$log" ]] || continue
+      echo "--- last lines of $(basename "$log")" >&2
+      tail -n 40 "$log" >&2
+    done
+  fi
   rm -rf "$WORK"
 }

@@ -132,13 +132,22 @@ pub async fn http_get(addr: SocketAddr, path: &str) -> Result<(u16, String), Str
     Ok((status, dechunk(&body)))
 }
 
-/// A free loopback port (bound then released).
+/// A free loopback port (bound then released), never one this process was given before:
+/// a released port can come back from the very next bind, and two servers of one test
+/// handed the same port would fail to start.
 pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    static GIVEN: std::sync::Mutex<std::collections::BTreeSet<u16>> =
+        std::sync::Mutex::new(std::collections::BTreeSet::new());
+    loop {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        if GIVEN.lock().unwrap().insert(port) {
+            return port;
+        }
+    }
 }
 
 /// Polls `check` every 50 ms until it returns Some, or fails after `deadline`.
