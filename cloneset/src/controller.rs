@@ -514,7 +514,7 @@ async fn reconcile(original: Arc<CloneSet>, shared: Arc<Shared>) -> Result<Reque
             .collect(),
     );
 
-    let outcome = execute(&shared, &cs, &key, &pods, &plan, &recorder).await;
+    let outcome = execute(&shared, &cs, &key, pods, &plan, &recorder).await;
     // Status after the writes (OpenKruise also writes it when scaling failed).
     if plan.status_changed {
         write_status(&shared, &original, plan.status.clone()).await?;
@@ -742,11 +742,23 @@ async fn execute(
     shared: &Shared,
     cs: &CloneSet,
     key: &str,
-    pods: &[Arc<Pod>],
+    pods: Vec<Arc<Pod>>,
     plan: &Plan,
     events: &EventSink,
 ) -> Result<(), Error> {
     let namespace = cs.namespace().unwrap_or_default();
+    // Keep only the pods the plan acts on: the writes take a while, and a snapshot of all
+    // pods would pin their old versions while the cache moves on (twice the cache at 10,000).
+    let acted: BTreeSet<&str> = plan.actions.iter().filter_map(Action::pod_name).collect();
+    let pods: Vec<Arc<Pod>> = pods
+        .into_iter()
+        .filter(|p| {
+            p.metadata
+                .name
+                .as_deref()
+                .is_some_and(|n| acted.contains(n))
+        })
+        .collect();
     let ctx = Exec {
         shared,
         cs,
@@ -1055,9 +1067,13 @@ impl Exec<'_> {
                 if let Some(change) = not_ready
                     && let Some(cached) = self.cached_pod(name)
                 {
+                    // The not-ready key change applies on top of the planned conditions.
                     let mut base = cached.clone();
                     if let Some(s) = &status {
-                        base.status = Some(s.clone());
+                        kruise_common::pods::merge_conditions(
+                            base.status.get_or_insert_with(Default::default),
+                            s,
+                        );
                     }
                     let message = change.message();
                     let next = match change {

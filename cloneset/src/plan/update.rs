@@ -6,7 +6,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::api::apps::v1::ControllerRevision;
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Pod, PodCondition, PodStatus};
 use kruise_common::api::LifecycleState;
 use kruise_common::api::keys::{
     INPLACE_UPDATE_GRACE_KEY, INPLACE_UPDATE_GRACE_KEY_OLD, LIFECYCLE_STATE_KEY,
@@ -26,11 +26,34 @@ use super::pods::{name_of, name_of_revision};
 use super::{Action, Plan, PlanError, PlanInput, push_requeue};
 use crate::api::v1beta1::CloneSetPodUpdatePolicy;
 
-fn hook_view(pod: &Pod) -> (BTreeMap<String, String>, Vec<String>) {
-    (
-        pod.metadata.labels.clone().unwrap_or_default(),
-        pod.metadata.finalizers.clone().unwrap_or_default(),
-    )
+static NO_LABELS: BTreeMap<String, String> = BTreeMap::new();
+
+fn hook_view(pod: &Pod) -> PodHookView<'_> {
+    PodHookView {
+        labels: pod.metadata.labels.as_ref().unwrap_or(&NO_LABELS),
+        finalizers: pod.metadata.finalizers.as_deref().unwrap_or_default(),
+    }
+}
+
+/// Only the conditions of `status` that differ from the pod's: the status write patches
+/// exactly those (merged by type), and a plan for thousands of new pods would otherwise hold
+/// a copy of each pod's whole status.
+fn changed_conditions(pod: &Pod, status: PodStatus) -> PodStatus {
+    let old = pod
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.as_deref())
+        .unwrap_or_default();
+    let changed: Vec<PodCondition> = status
+        .conditions
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|c| !old.contains(c))
+        .collect();
+    PodStatus {
+        conditions: Some(changed),
+        ..Default::default()
+    }
 }
 
 /// Runs Update over the active pods.
@@ -73,7 +96,7 @@ pub fn update(input: &PlanInput<'_>, pods: &[&Pod], out: &mut Plan, errors: &mut
             RefreshAction::SetReady(status) => {
                 out.actions.push(Action::UpdatePodStatus {
                     name: name.clone(),
-                    status,
+                    status: Box::new(changed_conditions(pod, *status)),
                 });
                 touched.insert(name.clone());
             }
@@ -247,11 +270,7 @@ fn lifecycle_refresh(
     check: &CompletionCheck<'_>,
 ) -> Option<Action> {
     let state = lifecycle_state(pod)?;
-    let (labels, finalizers) = hook_view(pod);
-    let view = PodHookView {
-        labels: &labels,
-        finalizers: &finalizers,
-    };
+    let view = hook_view(pod);
     let intent = Intent::Refresh {
         scheduled: has_pod_scheduled_condition(pod),
         at_update_revision: at_revision(pod, update_rev),
@@ -306,11 +325,7 @@ fn update_pod(
         let can =
             calculate_update_spec_for_revisions(old, Some(target), gates, grace, recreate_on_vct);
         if let (Ok(_), Some(old)) = (can, old) {
-            let (labels, finalizers) = hook_view(pod);
-            let view = PodHookView {
-                labels: &labels,
-                finalizers: &finalizers,
-            };
+            let view = hook_view(pod);
             let state = lifecycle_state(pod);
             let lifecycle = input.cloneset.spec.lifecycle.as_ref();
             let decision = decide(state, lifecycle, view, Intent::InPlaceUpdate).map_err(|_| {

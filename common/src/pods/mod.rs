@@ -351,6 +351,18 @@ pub fn claim(
     }
 }
 
+/// Merges `changes`' conditions into `status` by type, as the API server merges a status
+/// patch of conditions.
+pub fn merge_conditions(status: &mut PodStatus, changes: &PodStatus) {
+    let conds = status.conditions.get_or_insert_with(Vec::new);
+    for c in changes.conditions.iter().flatten() {
+        match conds.iter_mut().find(|o| o.type_ == c.type_) {
+            Some(o) => *o = c.clone(),
+            None => conds.push(c.clone()),
+        }
+    }
+}
+
 /// A strategic-merge patch for the `pods/status` subresource that carries only the conditions
 /// `new` changes relative to the pod's current status (conditions merge by `type`), merged
 /// into `meta_patch` (a `{"metadata": ...}` patch, or `Value::Null`) so that labels,

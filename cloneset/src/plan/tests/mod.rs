@@ -285,9 +285,12 @@ impl World {
                     }
                 }
                 Action::UpdatePodStatus { name, status } => {
-                    let st = (**status).clone();
+                    // As the API server merges the status patch: conditions by type.
                     if let Some(p) = self.pod_mut(name) {
-                        p.status = Some(st);
+                        kruise_common::pods::merge_conditions(
+                            p.status.get_or_insert_with(Default::default),
+                            status,
+                        );
                     }
                 }
                 Action::ReleasePod { name } => {
