@@ -65,7 +65,7 @@ done
 pass "create 3 replicas: pods sample-xxxxx, all Ready"
 
 wait_for 30 "status readyReplicas 3" bash -c "[[ \$('$KUBECTL' get cloneset sample -o jsonpath='{.status.readyReplicas}') == 3 ]]"
-header="$("$KUBECTL" get cloneset sample | head -1)"
+header="$("$KUBECTL" get cloneset sample | sed -n 1p)"
 for col in NAME DESIRED UPDATED UPDATED_READY READY TOTAL AGE; do
   assert_contains "$header" "$col" "kubectl get cloneset shows $col"
 done
@@ -125,4 +125,4 @@ wait_for 120 "3 updated, 2 kept by partition" partitioned
 wait_for 30 "status updatedReplicas 3" bash -c "[[ \$('$KUBECTL' get cloneset sample -o jsonpath='{.status.updatedReplicas}') == 3 ]]"
 pass "partition: 2 leaves exactly 2 pods on the old revision"
 
-echo "kubectl cloneset walkthrough: all checks passed ($("$KUBECTL" version --client 2>/dev/null | head -1))"
+echo "kubectl cloneset walkthrough: all checks passed ($("$KUBECTL" version --client 2>/dev/null | sed -n 1p))"

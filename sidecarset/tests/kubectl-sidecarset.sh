@@ -64,7 +64,7 @@ pass "the v1alpha1 test-sidecarset applies unchanged and is defaulted"
 # kruise-webhook narrows its pod webhook to the SidecarSet's selector once it sees it.
 entry() {
   "$KUBECTL" get mutatingwebhookconfiguration kruise-mutating-webhook-configuration \
-    -o jsonpath='{range .webhooks[*]}{.objectSelector.matchLabels.app}{"\n"}{end}' | grep -qx nginx
+    -o jsonpath='{range .webhooks[*]}{.objectSelector.matchLabels.app}{"\n"}{end}' | grep -x nginx >/dev/null
 }
 wait_for 60 "the pod webhook entry for app=nginx" entry
 pass "kruise-webhook scoped a pod webhook entry to app=nginx"

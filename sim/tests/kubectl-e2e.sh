@@ -181,7 +181,7 @@ pass "patch: merge, json and strategic"
 out="$("$KUBECTL" scale cloneset demo --replicas=6)"
 assert_contains "$out" "cloneset.apps.kruise.io/demo scaled" "kubectl scale"
 assert_eq "$("$KUBECTL" get cloneset demo -o jsonpath='{.spec.replicas}')" "6" "replicas after scale"
-assert_eq "$("$KUBECTL" get --raw /apis/apps.kruise.io/v1alpha1/namespaces/default/clonesets/demo/scale | grep -o '"replicas":6' | head -1)" '"replicas":6' "scale subresource"
+assert_eq "$("$KUBECTL" get --raw /apis/apps.kruise.io/v1alpha1/namespaces/default/clonesets/demo/scale | grep -o '"replicas":6' | sed -n 1p)" '"replicas":6' "scale subresource"
 pass "scale on a CRD with a scale subresource"
 
 # describe shows events recorded for the object.
@@ -286,4 +286,4 @@ assert_eq "$("$KUBECTL" get pods -l job-name=e2e-drop -o name | wc -l | tr -d ' 
 assert_eq "$("$KUBECTL" get job e2e-drop --ignore-not-found -o name)" "" "the Job is gone after its pods"
 pass "delete --cascade=foreground removes the pods, then the Job"
 
-echo "kubectl e2e: all checks passed ($("$KUBECTL" version --client 2>/dev/null | head -1))"
+echo "kubectl e2e: all checks passed ($("$KUBECTL" version --client 2>/dev/null | sed -n 1p))"
