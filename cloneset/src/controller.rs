@@ -37,9 +37,7 @@ use kruise_common::expectations::{
 use kruise_common::featuregate::FeatureGates;
 use kruise_common::pods::lifecycle::NotReadyChange;
 use kruise_common::revision::{CollisionDecision, on_name_collision};
-use kruise_common::runtime::events::{
-    Event, EventPublisher, EventQueue, EventType, QUEUE_CAPACITY, Reporter,
-};
+use kruise_common::runtime::events::{Event, EventQueue, EventType};
 use kruise_common::runtime::{
     Metrics, ReconcileError, RunOptions, is_conflict, run_controller, trim_for_cache,
 };
@@ -307,19 +305,8 @@ pub async fn run(client: Client, settings: Settings, metrics: &Metrics, opts: Ru
         "Scale expectations of a CloneSet that expired unsatisfied (the controller then acted on what it observed)",
         expectations_expired.clone(),
     );
-    let recorder = EventQueue::start(
-        EventPublisher::new(
-            client.clone(),
-            Reporter {
-                controller: EVENT_REPORTER.into(),
-                instance: std::env::var("POD_NAME").ok(),
-            },
-        ),
-        QUEUE_CAPACITY,
-    );
-    recorder.register(metrics);
     let shared = Arc::new(Shared {
-        recorder,
+        recorder: EventQueue::for_controller(client.clone(), EVENT_REPORTER, metrics),
         client,
         pods,
         pvcs,

@@ -27,9 +27,7 @@ use kruise_common::revision::{
     CollisionDecision, UpdateRevisionDecision, decide_update_revision, on_name_collision,
     owned_or_orphan, sort_revisions,
 };
-use kruise_common::runtime::events::{
-    Event, EventPublisher, EventQueue, EventType, QUEUE_CAPACITY, Reporter,
-};
+use kruise_common::runtime::events::{Event, EventQueue, EventType};
 use kruise_common::runtime::{
     ReconcileError, RunOptions, is_conflict, run_controller, trim_for_cache,
 };
@@ -200,19 +198,8 @@ pub async fn run(client: Client, settings: Settings, opts: RunOptions) {
     )
     .default_backoff()
     .touched_objects();
-    let recorder = EventQueue::start(
-        EventPublisher::new(
-            client.clone(),
-            Reporter {
-                controller: EVENT_REPORTER.into(),
-                instance: std::env::var("POD_NAME").ok(),
-            },
-        ),
-        QUEUE_CAPACITY,
-    );
-    recorder.register(&opts.metrics);
     let shared = Arc::new(Shared {
-        recorder,
+        recorder: EventQueue::for_controller(client.clone(), EVENT_REPORTER, &opts.metrics),
         pod_versions: Mutex::new(ResourceVersionExpectations::new(
             settings.expectation_timeout,
         )),

@@ -169,6 +169,14 @@ mod tests {
     use super::*;
 
     #[test]
+    fn ports_held_together_are_all_different() {
+        let mut ports = Ports::default();
+        let taken: Vec<u16> = (0..3 * 4).map(|_| ports.take().unwrap()).collect();
+        let distinct: std::collections::BTreeSet<u16> = taken.iter().copied().collect();
+        assert_eq!(distinct.len(), taken.len(), "{taken:?}");
+    }
+
+    #[test]
     fn controllers_flag() {
         assert_eq!(
             parse("all").unwrap(),

@@ -70,6 +70,9 @@ impl Default for PlanGates {
     }
 }
 
+/// The labels of an object that has none, for borrowing instead of copying.
+static NO_LABELS: BTreeMap<String, String> = BTreeMap::new();
+
 /// Pods one plan creates at most; a larger scale-up continues in the next reconciles once
 /// these are observed. OpenKruise creates the whole difference in one pass, but every pod
 /// of a plan is held in memory until the plan is done (~30 MB for 9,000 pods).
@@ -320,9 +323,8 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
 
     // Claim: only pods controlled by us; release those that stopped matching the selector.
     let mut owned: Vec<&Pod> = Vec::new();
-    let no_labels = BTreeMap::new();
     for pod in input.pods.iter().map(|p| &**p) {
-        let labels = pod.metadata.labels.as_ref().unwrap_or(&no_labels);
+        let labels = pod.metadata.labels.as_ref().unwrap_or(&NO_LABELS);
         let matches =
             kruise_common::pods::selector::selector_matches(&selector, labels).unwrap_or(false);
         match kruise_common::pods::claim(&pod.metadata, uid, matches, deleting) {

@@ -6,7 +6,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::api::apps::v1::ControllerRevision;
-use k8s_openapi::api::core::v1::{Pod, PodCondition, PodStatus};
+use k8s_openapi::api::core::v1::{Pod, PodStatus};
 use kruise_common::api::LifecycleState;
 use kruise_common::api::keys::{
     INPLACE_UPDATE_GRACE_KEY, INPLACE_UPDATE_GRACE_KEY_OLD, LIFECYCLE_STATE_KEY,
@@ -26,32 +26,22 @@ use super::pods::{name_of, name_of_revision};
 use super::{Action, Plan, PlanError, PlanInput, push_requeue};
 use crate::api::v1beta1::CloneSetPodUpdatePolicy;
 
-static NO_LABELS: BTreeMap<String, String> = BTreeMap::new();
-
 fn hook_view(pod: &Pod) -> PodHookView<'_> {
     PodHookView {
-        labels: pod.metadata.labels.as_ref().unwrap_or(&NO_LABELS),
+        labels: pod.metadata.labels.as_ref().unwrap_or(&super::NO_LABELS),
         finalizers: pod.metadata.finalizers.as_deref().unwrap_or_default(),
     }
 }
 
-/// Only the conditions of `status` that differ from the pod's: the status write patches
-/// exactly those (merged by type), and a plan for thousands of new pods would otherwise hold
-/// a copy of each pod's whole status.
-fn changed_conditions(pod: &Pod, status: PodStatus) -> PodStatus {
-    let old = pod
-        .status
-        .as_ref()
-        .and_then(|s| s.conditions.as_deref())
-        .unwrap_or_default();
-    let changed: Vec<PodCondition> = status
-        .conditions
-        .unwrap_or_default()
-        .into_iter()
-        .filter(|c| !old.contains(c))
-        .collect();
+/// Only the conditions of `status` that change the pod's (what the status write patches):
+/// a plan for thousands of new pods would otherwise hold a copy of each pod's whole status.
+fn changed_conditions(pod: &Pod, status: &PodStatus) -> PodStatus {
     PodStatus {
-        conditions: Some(changed),
+        conditions: Some(
+            kruise_common::pods::changed_conditions(pod, status)
+                .cloned()
+                .collect(),
+        ),
         ..Default::default()
     }
 }
@@ -96,7 +86,7 @@ pub fn update(input: &PlanInput<'_>, pods: &[&Pod], out: &mut Plan, errors: &mut
             RefreshAction::SetReady(status) => {
                 out.actions.push(Action::UpdatePodStatus {
                     name: name.clone(),
-                    status: Box::new(changed_conditions(pod, *status)),
+                    status: Box::new(changed_conditions(pod, &status)),
                 });
                 touched.insert(name.clone());
             }

@@ -363,6 +363,25 @@ pub fn merge_conditions(status: &mut PodStatus, changes: &PodStatus) {
     }
 }
 
+/// The conditions of `new` that the pod does not have yet: new types, or a different
+/// status, reason or message (a status patch of these, merged by type, makes the pod's
+/// conditions equal to `new`'s in everything a reader acts on).
+pub fn changed_conditions<'a>(
+    pod: &Pod,
+    new: &'a PodStatus,
+) -> impl Iterator<Item = &'a PodCondition> {
+    let old = pod
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.as_deref())
+        .unwrap_or_default();
+    new.conditions.iter().flatten().filter(move |c| {
+        old.iter()
+            .find(|x| x.type_ == c.type_)
+            .is_none_or(|x| x.status != c.status || x.reason != c.reason || x.message != c.message)
+    })
+}
+
 /// A strategic-merge patch for the `pods/status` subresource that carries only the conditions
 /// `new` changes relative to the pod's current status (conditions merge by `type`), merged
 /// into `meta_patch` (a `{"metadata": ...}` patch, or `Value::Null`) so that labels,
@@ -374,18 +393,7 @@ pub fn status_patch(
     new: &PodStatus,
     meta_patch: &serde_json::Value,
 ) -> Option<serde_json::Value> {
-    let old = pod.status.as_ref().and_then(|s| s.conditions.as_ref());
-    let changed: Vec<&PodCondition> = new
-        .conditions
-        .iter()
-        .flatten()
-        .filter(|c| {
-            old.and_then(|o| o.iter().find(|x| x.type_ == c.type_))
-                .is_none_or(|x| {
-                    x.status != c.status || x.reason != c.reason || x.message != c.message
-                })
-        })
-        .collect();
+    let changed: Vec<&PodCondition> = changed_conditions(pod, new).collect();
     let mut patch = match meta_patch {
         serde_json::Value::Object(m) => serde_json::Value::Object(m.clone()),
         _ => serde_json::json!({}),

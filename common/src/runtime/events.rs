@@ -17,9 +17,6 @@
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 
-use prometheus_client::metrics::counter::Counter;
-use tokio::sync::mpsc;
-
 use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::api::events::v1::Event as K8sEvent;
@@ -27,7 +24,9 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use kube::Client;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 pub use kube::runtime::events::{Event, EventType, Reporter};
+use prometheus_client::metrics::counter::Counter;
 use serde_json::json;
+use tokio::sync::mpsc;
 
 /// How many events wait for the background publisher at most.
 pub const QUEUE_CAPACITY: usize = 1000;
@@ -241,6 +240,19 @@ impl EventQueue {
             tx,
             dropped: Counter::default(),
         }
+    }
+
+    /// The queue a controller publishes through: reporting as `controller` from the pod
+    /// `POD_NAME` names (the instance), with [`CAPACITY`] series remembered, [`QUEUE_CAPACITY`]
+    /// events queued, and the dropped-events counter registered with `metrics`.
+    pub fn for_controller(client: Client, controller: &str, metrics: &super::Metrics) -> Self {
+        let reporter = Reporter {
+            controller: controller.into(),
+            instance: std::env::var("POD_NAME").ok(),
+        };
+        let queue = Self::start(EventPublisher::new(client, reporter), QUEUE_CAPACITY);
+        queue.register(metrics);
+        queue
     }
 
     /// Queues an event about `regarding`; drops it (and counts it) when the queue is full.
