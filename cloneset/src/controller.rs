@@ -36,6 +36,7 @@ use kruise_common::expectations::{
 };
 use kruise_common::featuregate::FeatureGates;
 use kruise_common::pods::lifecycle::NotReadyChange;
+use kruise_common::pods::{CachedPod, PodView as _};
 use kruise_common::revision::{CollisionDecision, on_name_collision};
 use kruise_common::runtime::events::{Event, EventQueue, EventType};
 use kruise_common::runtime::{
@@ -204,7 +205,7 @@ impl Default for Settings {
 /// What every reconcile shares: the client, the owned-object caches, the expectations.
 pub struct Shared {
     client: Client,
-    pods: Store<Pod>,
+    pods: Store<CachedPod>,
     pvcs: Store<PersistentVolumeClaim>,
     revisions: Store<ControllerRevision>,
     scale_expectations: Mutex<ScaleExpectations>,
@@ -265,14 +266,14 @@ pub async fn run(client: Client, settings: Settings, metrics: &Metrics, opts: Ru
     let clonesets: Api<CloneSet> = all_or_namespaced(&client, ns);
     let page = |c: watcher::Config| c.page_size(500);
 
-    let (pods, pod_writer) = reflector::store::<Pod>();
+    // Pods are decoded straight into the compact CachedPod (see kruise_common::pods::cached).
+    let (pods, pod_writer) = reflector::store::<CachedPod>();
     let pod_stream = reflector::reflector(
         pod_writer,
         watcher(
-            all_or_namespaced::<Pod>(&client, ns),
+            all_or_namespaced::<CachedPod>(&client, ns),
             page(watcher::Config::default().labels(CLONESET_INSTANCE_ID_KEY)),
-        )
-        .map(|event| event.map(|e| e.modify(trim_pod))),
+        ),
     )
     .default_backoff()
     .touched_objects();
@@ -341,12 +342,6 @@ pub fn random_instance_id() -> String {
     out
 }
 
-/// What the pod cache keeps of a pod: what the planner and the in-place engine read.
-fn trim_pod(pod: &mut Pod) {
-    trim_for_cache(pod);
-    kruise_common::pods::trim_for_workload_cache(pod);
-}
-
 /// The cached objects in `namespace`, shared with the cache (not copied).
 fn objects_in<K>(store: &Store<K>, namespace: &str) -> Vec<Arc<K>>
 where
@@ -372,9 +367,7 @@ fn observe_scale(shared: &Shared, key: &str, namespace: &str) {
                 .get(&reflector::ObjectRef::new(&name).within(namespace));
             let seen = match action {
                 ScaleAction::Create => cached.is_some(),
-                ScaleAction::Delete => {
-                    cached.is_none_or(|p| p.metadata.deletion_timestamp.is_some())
-                }
+                ScaleAction::Delete => cached.is_none_or(|p| p.meta().deletion_timestamp.is_some()),
             };
             if seen {
                 exp.observe(key, action, &name);
@@ -384,7 +377,7 @@ fn observe_scale(shared: &Shared, key: &str, namespace: &str) {
 }
 
 /// Whether every pod we patched in place shows (at least) the version our write returned.
-fn pod_versions_satisfied(shared: &Shared, pods: &[Arc<Pod>], now: Timestamp) -> bool {
+fn pod_versions_satisfied(shared: &Shared, pods: &[Arc<CachedPod>], now: Timestamp) -> bool {
     shared
         .pod_versions
         .lock()
@@ -729,7 +722,7 @@ async fn execute(
     shared: &Shared,
     cs: &CloneSet,
     key: &str,
-    pods: Vec<Arc<Pod>>,
+    pods: Vec<Arc<CachedPod>>,
     plan: &Plan,
     events: &EventSink,
 ) -> Result<(), Error> {
@@ -737,24 +730,16 @@ async fn execute(
     // Keep only the pods the plan acts on: the writes take a while, and a snapshot of all
     // pods would pin their old versions while the cache moves on (twice the cache at 10,000).
     let acted: BTreeSet<&str> = plan.actions.iter().filter_map(Action::pod_name).collect();
-    let pods: Vec<Arc<Pod>> = pods
+    let pods: Vec<Arc<CachedPod>> = pods
         .into_iter()
-        .filter(|p| {
-            p.metadata
-                .name
-                .as_deref()
-                .is_some_and(|n| acted.contains(n))
-        })
+        .filter(|p| acted.contains(p.name()))
         .collect();
     let ctx = Exec {
         shared,
         cs,
         key,
         namespace: &namespace,
-        pods: pods
-            .iter()
-            .filter_map(|p| Some((p.metadata.name.as_deref()?, &**p)))
-            .collect(),
+        pods: pods.iter().map(|p| (p.name(), &**p)).collect(),
     };
     let mut recorded = Vec::new();
     let mut first_error = None;
@@ -906,7 +891,7 @@ struct Exec<'a> {
     key: &'a str,
     namespace: &'a str,
     /// The cached pods by name.
-    pods: HashMap<&'a str, &'a Pod>,
+    pods: HashMap<&'a str, &'a CachedPod>,
 }
 
 impl Exec<'_> {
@@ -918,7 +903,7 @@ impl Exec<'_> {
         api_for(&self.shared.client, self.namespace)
     }
 
-    fn cached_pod(&self, name: &str) -> Option<&Pod> {
+    fn cached_pod(&self, name: &str) -> Option<&CachedPod> {
         self.pods.get(name).copied()
     }
 
@@ -984,7 +969,7 @@ impl Exec<'_> {
                 source: not_in_cache(name),
             });
         };
-        let unchanged = cached.status.clone().unwrap_or_default();
+        let unchanged = kruise_common::pods::status_copy(cached);
         let Some(body) =
             kruise_common::pods::status_patch(cached, status.unwrap_or(&unchanged), meta_patch)
         else {
@@ -1055,7 +1040,7 @@ impl Exec<'_> {
                     && let Some(cached) = self.cached_pod(name)
                 {
                     // The not-ready key change applies on top of the planned conditions.
-                    let mut base = cached.clone();
+                    let mut base = cached.to_pod();
                     if let Some(s) = &status {
                         kruise_common::pods::merge_conditions(
                             base.status.get_or_insert_with(Default::default),

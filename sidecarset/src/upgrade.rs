@@ -583,7 +583,7 @@ pub fn upgradable_condition(
 ) -> Option<PodCondition> {
     let old = pod_condition(pod, SIDECARSET_UPGRADABLE);
     let mut verdicts: BTreeMap<String, bool> = old
-        .and_then(|c| c.message.as_deref())
+        .and_then(|c| c.message)
         .filter(|m| !m.is_empty())
         .and_then(|m| serde_json::from_str(m).ok())
         .unwrap_or_default();
@@ -598,13 +598,13 @@ pub fn upgradable_condition(
     let message = go_marshal(&verdicts).ok()?;
     if let Some(c) = old
         && c.status == status
-        && c.reason.as_deref() == Some(reason)
-        && c.message.as_deref() == Some(message.as_str())
+        && c.reason == Some(reason)
+        && c.message == Some(message.as_str())
     {
         return None;
     }
     let transition = match old {
-        Some(c) if c.status == status => c.last_transition_time.clone(),
+        Some(c) if c.status == status => c.last_transition_time.map(Time),
         _ => Some(Time(now)),
     };
     Some(PodCondition {

@@ -2,10 +2,10 @@
 //! now, and with which budgets. Everything else in the planner is driven by these numbers.
 
 use jiff::Timestamp;
-use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kruise_common::api::LifecycleState;
 use kruise_common::api::intstr::{calculate_partition_replicas, value_from_int_or_percent};
+use kruise_common::pods::{CachedPod, PodView};
 use kruise_common::pods::{
     is_pod_available as k8s_available, lifecycle_state, pod_condition, pod_phase, pod_revision,
 };
@@ -42,7 +42,11 @@ pub struct ExpectationDiffs {
 
 /// `IsPodUpdateReady`: running, ready for `min_ready_seconds`, and `InPlaceUpdateReady` not
 /// other than True.
-pub fn is_pod_update_ready(pod: &Pod, min_ready_seconds: i32, now: Timestamp) -> bool {
+pub fn is_pod_update_ready<P: PodView + ?Sized>(
+    pod: &P,
+    min_ready_seconds: i32,
+    now: Timestamp,
+) -> bool {
     if pod_phase(pod) != "Running" || !k8s_available(pod, min_ready_seconds, now) {
         return false;
     }
@@ -51,38 +55,34 @@ pub fn is_pod_update_ready(pod: &Pod, min_ready_seconds: i32, now: Timestamp) ->
 }
 
 /// CloneSet's `IsPodAvailable`: lifecycle state empty or `Normal`, and [`is_pod_update_ready`].
-pub fn is_available(pod: &Pod, min_ready_seconds: i32, now: Timestamp) -> bool {
+pub fn is_available<P: PodView + ?Sized>(pod: &P, min_ready_seconds: i32, now: Timestamp) -> bool {
     matches!(lifecycle_state(pod), None | Some(LifecycleState::Normal))
         && pod
-            .metadata
-            .labels
-            .as_ref()
-            .and_then(|l| l.get(kruise_common::api::keys::LIFECYCLE_STATE_KEY))
+            .label(kruise_common::api::keys::LIFECYCLE_STATE_KEY)
             .is_none_or(|s| s.is_empty() || s == "Normal")
         && is_pod_update_ready(pod, min_ready_seconds, now)
 }
 
 /// CloneSet's `isPodReady`: [`is_available`] with `minReadySeconds` 0.
-pub fn is_ready(pod: &Pod, now: Timestamp) -> bool {
+pub fn is_ready<P: PodView + ?Sized>(pod: &P, now: Timestamp) -> bool {
     is_available(pod, 0, now)
 }
 
 /// Whether the pod's revision label names `revision` (full name or short hash).
-pub fn at_revision(pod: &Pod, revision: &str) -> bool {
+pub fn at_revision<P: PodView + ?Sized>(pod: &P, revision: &str) -> bool {
     pod_revision(pod).is_some_and(|r| kruise_common::revision::equal_to_revision_hash(r, revision))
 }
 
 /// Specified delete: the label, or the name in `podsToDelete`.
-pub fn is_specified_delete(cs: &CloneSet, pod: &Pod) -> bool {
-    pod.metadata
-        .labels
-        .as_ref()
-        .is_some_and(|l| l.contains_key(kruise_common::api::keys::SPECIFIED_DELETE_KEY))
-        || pod
-            .metadata
-            .name
-            .as_ref()
-            .is_some_and(|n| cs.spec.scale_strategy.pods_to_delete.iter().any(|d| d == n))
+pub fn is_specified_delete<P: PodView + ?Sized>(cs: &CloneSet, pod: &P) -> bool {
+    pod.label(kruise_common::api::keys::SPECIFIED_DELETE_KEY)
+        .is_some()
+        || cs
+            .spec
+            .scale_strategy
+            .pods_to_delete
+            .iter()
+            .any(|d| d == pod.name())
 }
 
 /// Resolved partition (0 on error, as OpenKruise logs and ignores the error).
@@ -138,10 +138,10 @@ pub fn exclude_preparing_delete(cs: &CloneSet, global_flag: bool) -> bool {
 #[allow(clippy::too_many_arguments)]
 pub fn calculate_diffs(
     cs: &CloneSet,
-    pods: &[&Pod],
+    pods: &[&CachedPod],
     current_revision: &str,
     update_revision: &str,
-    is_new: &dyn Fn(&Pod) -> bool,
+    is_new: &dyn Fn(&CachedPod) -> bool,
     partition_rollback_gate: bool,
     exclude_preparing_delete_flag: bool,
     now: Timestamp,

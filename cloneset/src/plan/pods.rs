@@ -1,5 +1,6 @@
 //! Building pods and PVCs for new instances, instance ids, PVC clean-up, selector strings.
 
+use kruise_common::pods::{CachedPod, LabelsAndFinalizers as _, PodView as _};
 use std::collections::{BTreeMap, BTreeSet};
 
 use jiff::Timestamp;
@@ -19,8 +20,8 @@ use super::Action;
 use crate::api::v1beta1::CloneSet;
 
 /// A pod's name (`""` when unset).
-pub fn name_of(pod: &Pod) -> &str {
-    pod.metadata.name.as_deref().unwrap_or_default()
+pub fn name_of(pod: &CachedPod) -> &str {
+    pod.name()
 }
 
 /// A revision's name (`""` when unset).
@@ -33,6 +34,11 @@ fn instance_id(meta: &ObjectMeta) -> Option<&str> {
         .as_ref()?
         .get(CLONESET_INSTANCE_ID_KEY)
         .map(String::as_str)
+        .filter(|s| !s.is_empty())
+}
+
+fn pod_instance_id(pod: &CachedPod) -> Option<&str> {
+    pod.label(CLONESET_INSTANCE_ID_KEY)
         .filter(|s| !s.is_empty())
 }
 
@@ -173,7 +179,7 @@ pub fn new_pvcs(cs: &CloneSet, id: &str) -> Vec<PersistentVolumeClaim> {
 /// deterministic), then the caller's random suffixes that collide with no existing id.
 pub fn available_ids(
     count: usize,
-    pods: &[&Pod],
+    pods: &[&CachedPod],
     pvcs: &[PersistentVolumeClaim],
     random: &[String],
 ) -> Vec<String> {
@@ -186,7 +192,7 @@ pub fn available_ids(
         }
     }
     for pod in pods {
-        if let Some(id) = instance_id(&pod.metadata) {
+        if let Some(id) = pod_instance_id(pod) {
             existing.insert(id.to_string());
             reusable.remove(id);
         }
@@ -207,18 +213,15 @@ pub fn available_ids(
 /// the inactive pod with that id (so it goes with it) or deleted. Returns the PVCs that stay.
 pub fn cleanup_pvcs(
     pvcs: &[PersistentVolumeClaim],
-    owned: &[&Pod],
-    active: &[&Pod],
+    owned: &[&CachedPod],
+    active: &[&CachedPod],
     actions: &mut Vec<Action>,
 ) -> Vec<PersistentVolumeClaim> {
-    let active_ids: BTreeSet<&str> = active
-        .iter()
-        .filter_map(|p| instance_id(&p.metadata))
-        .collect();
+    let active_ids: BTreeSet<&str> = active.iter().filter_map(|p| pod_instance_id(p)).collect();
     let inactive: BTreeMap<&str, &str> = owned
         .iter()
         .filter(|p| !kruise_common::pods::is_pod_active(p))
-        .filter_map(|p| Some((instance_id(&p.metadata)?, name_of(p))))
+        .filter_map(|p| Some((pod_instance_id(p)?, name_of(p))))
         .collect();
     let mut keep = Vec::new();
     for pvc in pvcs {
@@ -243,8 +246,8 @@ pub fn cleanup_pvcs(
 }
 
 /// PVC names of a pod's instance (deleted with the pod).
-pub fn pvcs_of(pod: &Pod, pvcs: &[PersistentVolumeClaim]) -> Vec<String> {
-    let Some(id) = instance_id(&pod.metadata) else {
+pub fn pvcs_of(pod: &CachedPod, pvcs: &[PersistentVolumeClaim]) -> Vec<String> {
+    let Some(id) = pod_instance_id(pod) else {
         return Vec::new();
     };
     pvcs.iter()

@@ -2,11 +2,12 @@
 //! finish pre-deleting pods, specified deletes, then scale-in — returning as soon as something
 //! changed.
 
+use kruise_common::pods::{CachedPod, PodView as _};
 use std::cmp::Ordering;
 use std::collections::BTreeMap;
 
 use jiff::Timestamp;
-use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
+use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 use kruise_common::api::LifecycleState;
 use kruise_common::pods::lifecycle::{Intent, PodHookView, decide, state_patch};
 use kruise_common::pods::{
@@ -22,7 +23,7 @@ use super::{Action, Plan, PlanError, PlanInput, PlannedEvent};
 /// Runs Scale; returns whether it changed anything (then Update is skipped).
 pub fn scale(
     input: &PlanInput<'_>,
-    pods: &[&Pod],
+    pods: &[&CachedPod],
     pvcs: &[PersistentVolumeClaim],
     out: &mut Plan,
     _errors: &mut Vec<PlanError>,
@@ -35,12 +36,12 @@ pub fn scale(
     let lifecycle = cs.spec.lifecycle.as_ref();
 
     // Planned deletions: specified and/or already PreparingDelete (counted once).
-    let specified: Vec<&Pod> = pods
+    let specified: Vec<&CachedPod> = pods
         .iter()
         .copied()
         .filter(|p| is_specified_delete(cs, p))
         .collect();
-    let pre_deleting: Vec<&Pod> = pods
+    let pre_deleting: Vec<&CachedPod> = pods
         .iter()
         .copied()
         .filter(|p| lifecycle_state(p) == Some(LifecycleState::PreparingDelete))
@@ -87,7 +88,7 @@ pub fn scale(
         }
     }
 
-    let is_new = |p: &Pod| {
+    let is_new = |p: &CachedPod| {
         kruise_common::pods::is_pod_updated(p, update_rev, input.gates.preparing_update_as_update)
     };
     let diffs = calculate_diffs(
@@ -193,7 +194,7 @@ pub fn scale(
         if num_to_delete > 0 {
             return false;
         }
-        let (updated, not_updated): (Vec<&Pod>, Vec<&Pod>) =
+        let (updated, not_updated): (Vec<&CachedPod>, Vec<&CachedPod>) =
             pods.iter().partition(|p| at_revision(p, update_rev));
         let victims = choose_pods_to_delete(
             cs.spec.min_ready_seconds,
@@ -221,16 +222,11 @@ pub fn scale(
 /// `deletePods` for one pod: a matching preDelete hook moves it to PreparingDelete instead.
 fn delete_pod(
     input: &PlanInput<'_>,
-    pod: &Pod,
+    pod: &CachedPod,
     pvcs: &[PersistentVolumeClaim],
     out: &mut Plan,
 ) -> bool {
-    let labels = pod.metadata.labels.clone().unwrap_or_default();
-    let finalizers = pod.metadata.finalizers.clone().unwrap_or_default();
-    let view = PodHookView {
-        labels: &labels,
-        finalizers: &finalizers,
-    };
+    let view: PodHookView<'_> = pod;
     let decision = match decide(
         lifecycle_state(pod),
         input.cloneset.spec.lifecycle.as_ref(),
@@ -267,10 +263,10 @@ fn choose_pods_to_delete<'a>(
     now: Timestamp,
     total: i32,
     old_diff: i32,
-    not_updated: Vec<&'a Pod>,
-    updated: Vec<&'a Pod>,
-) -> Vec<&'a Pod> {
-    let choose = |mut group: Vec<&'a Pod>, n: i32| -> Vec<&'a Pod> {
+    not_updated: Vec<&'a CachedPod>,
+    updated: Vec<&'a CachedPod>,
+) -> Vec<&'a CachedPod> {
+    let choose = |mut group: Vec<&'a CachedPod>, n: i32| -> Vec<&'a CachedPod> {
         let n = usize::try_from(n.max(0)).unwrap_or(0);
         if n < group.len() {
             let ranks = same_node_ranks(&group);
@@ -292,15 +288,10 @@ fn choose_pods_to_delete<'a>(
 
 /// Same-node ranker: on a node with several of the group's pods, all but the best-placed one
 /// get rank `count - i` (higher rank is deleted first).
-fn same_node_ranks(pods: &[&Pod]) -> BTreeMap<String, f64> {
-    let mut by_node: BTreeMap<&str, Vec<&Pod>> = BTreeMap::new();
+fn same_node_ranks(pods: &[&CachedPod]) -> BTreeMap<String, f64> {
+    let mut by_node: BTreeMap<&str, Vec<&CachedPod>> = BTreeMap::new();
     for p in pods {
-        if let Some(node) = p
-            .spec
-            .as_ref()
-            .and_then(|s| s.node_name.as_deref())
-            .filter(|n| !n.is_empty())
-        {
+        if let Some(node) = p.node_name().filter(|n| !n.is_empty()) {
             by_node.entry(node).or_default().push(p);
         }
     }
@@ -321,8 +312,8 @@ fn same_node_ranks(pods: &[&Pod]) -> BTreeMap<String, f64> {
 }
 
 fn compare_victims(
-    a: &Pod,
-    b: &Pod,
+    a: &CachedPod,
+    b: &CachedPod,
     ranks: &BTreeMap<String, f64>,
     min_ready: i32,
     now: Timestamp,
@@ -335,18 +326,13 @@ fn compare_victims(
 /// ready; lower deletion cost; higher rank; both ready: more recently ready; more restarts;
 /// newer.
 fn compare_base(
-    a: &Pod,
-    b: &Pod,
+    a: &CachedPod,
+    b: &CachedPod,
     ranks: &BTreeMap<String, f64>,
     available: Option<(i32, Timestamp)>,
 ) -> Ordering {
-    let node = |p: &Pod| {
-        p.spec
-            .as_ref()
-            .and_then(|s| s.node_name.clone())
-            .unwrap_or_default()
-    };
-    let phase = |p: &Pod| match kruise_common::pods::pod_phase(p) {
+    let node = |p: &CachedPod| p.node_name().unwrap_or_default().to_string();
+    let phase = |p: &CachedPod| match kruise_common::pods::pod_phase(p) {
         "Pending" => 0,
         "Unknown" => 1,
         "Running" => 2,
@@ -356,7 +342,7 @@ fn compare_base(
     if na != nb && (na.is_empty() || nb.is_empty()) {
         return is_scheduled(a).cmp(&is_scheduled(b));
     }
-    let rank = |p: &Pod| ranks.get(name_of(p)).copied().unwrap_or(0.0);
+    let rank = |p: &CachedPod| ranks.get(name_of(p)).copied().unwrap_or(0.0);
     phase(a)
         .cmp(&phase(b))
         .then_with(|| match available {
@@ -376,7 +362,7 @@ fn compare_base(
         })
         .then_with(|| max_container_restarts(b).cmp(&max_container_restarts(a)))
         .then_with(|| {
-            let t = |p: &Pod| p.metadata.creation_timestamp.as_ref().map(|t| t.0);
+            let t = |p: &CachedPod| p.meta().creation_timestamp.as_ref().map(|t| t.0);
             later_or_zero_first(t(a), t(b))
         })
 }

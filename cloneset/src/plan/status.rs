@@ -2,9 +2,9 @@
 //! condition and the `FailedScale` / `FailedUpdate` conditions.
 
 use jiff::{SignedDuration, Timestamp};
-use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kruise_common::api::intstr::calculate_partition_replicas;
+use kruise_common::pods::CachedPod;
 
 use super::PlanError;
 use super::diffs::{at_revision, is_available, is_pod_update_ready};
@@ -21,7 +21,7 @@ use crate::api::{CloneSetCondition, CloneSetStatus};
 /// or pods that become available later.
 pub fn calculate_status(
     cs: &CloneSet,
-    pods: &[&Pod],
+    pods: &[&CachedPod],
     status: &mut CloneSetStatus,
     now: Timestamp,
 ) -> Option<SignedDuration> {

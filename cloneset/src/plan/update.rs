@@ -3,10 +3,11 @@
 //! pick pods to move towards the target revision within `maxUnavailable` and update them in
 //! place or mark them for recreation.
 
+use kruise_common::pods::{CachedPod, LabelsAndFinalizers as _, PodView as _};
 use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::api::apps::v1::ControllerRevision;
-use k8s_openapi::api::core::v1::{Pod, PodStatus};
+use k8s_openapi::api::core::v1::PodStatus;
 use kruise_common::api::LifecycleState;
 use kruise_common::api::keys::{
     INPLACE_UPDATE_GRACE_KEY, INPLACE_UPDATE_GRACE_KEY_OLD, LIFECYCLE_STATE_KEY,
@@ -26,16 +27,13 @@ use super::pods::{name_of, name_of_revision};
 use super::{Action, Plan, PlanError, PlanInput, push_requeue};
 use crate::api::v1beta1::CloneSetPodUpdatePolicy;
 
-fn hook_view(pod: &Pod) -> PodHookView<'_> {
-    PodHookView {
-        labels: pod.metadata.labels.as_ref().unwrap_or(&super::NO_LABELS),
-        finalizers: pod.metadata.finalizers.as_deref().unwrap_or_default(),
-    }
+fn hook_view(pod: &CachedPod) -> PodHookView<'_> {
+    pod
 }
 
 /// Only the conditions of `status` that change the pod's (what the status write patches):
 /// a plan for thousands of new pods would otherwise hold a copy of each pod's whole status.
-fn changed_conditions(pod: &Pod, status: &PodStatus) -> PodStatus {
+fn changed_conditions(pod: &CachedPod, status: &PodStatus) -> PodStatus {
     PodStatus {
         conditions: Some(
             kruise_common::pods::changed_conditions(pod, status)
@@ -47,7 +45,12 @@ fn changed_conditions(pod: &Pod, status: &PodStatus) -> PodStatus {
 }
 
 /// Runs Update over the active pods.
-pub fn update(input: &PlanInput<'_>, pods: &[&Pod], out: &mut Plan, errors: &mut Vec<PlanError>) {
+pub fn update(
+    input: &PlanInput<'_>,
+    pods: &[&CachedPod],
+    out: &mut Plan,
+    errors: &mut Vec<PlanError>,
+) {
     let cs = input.cloneset;
     let now = input.now;
     let update_rev = name_of_revision(input.update_revision);
@@ -107,12 +110,7 @@ pub fn update(input: &PlanInput<'_>, pods: &[&Pod], out: &mut Plan, errors: &mut
         if let Some(action) = lifecycle_refresh(input, pod, update_rev, &check) {
             out.actions.push(action);
             modified = true;
-        } else if !pod
-            .metadata
-            .labels
-            .as_ref()
-            .is_some_and(|l| l.contains_key(POD_TEMPLATE_HASH_KEY))
-        {
+        } else if pod.label(POD_TEMPLATE_HASH_KEY).is_none() {
             let rev = kruise_common::pods::pod_revision(pod).unwrap_or_default();
             out.actions.push(Action::PatchPod {
                 name: name.clone(),
@@ -136,7 +134,7 @@ pub fn update(input: &PlanInput<'_>, pods: &[&Pod], out: &mut Plan, errors: &mut
     if rolling.paused {
         return;
     }
-    let plain_new = |p: &Pod| at_revision(p, update_rev);
+    let plain_new = |p: &CachedPod| at_revision(p, update_rev);
     let diffs = calculate_diffs(
         cs,
         pods,
@@ -244,18 +242,16 @@ pub fn update(input: &PlanInput<'_>, pods: &[&Pod], out: &mut Plan, errors: &mut
     }
 }
 
-fn has_grace(pod: &Pod) -> bool {
-    pod.metadata.annotations.as_ref().is_some_and(|a| {
-        a.get(INPLACE_UPDATE_GRACE_KEY)
-            .or_else(|| a.get(INPLACE_UPDATE_GRACE_KEY_OLD))
-            .is_some_and(|v| !v.is_empty())
-    })
+fn has_grace(pod: &CachedPod) -> bool {
+    pod.annotation(INPLACE_UPDATE_GRACE_KEY)
+        .or_else(|| pod.annotation(INPLACE_UPDATE_GRACE_KEY_OLD))
+        .is_some_and(|v| !v.is_empty())
 }
 
 /// `refreshPodState`'s lifecycle part.
 fn lifecycle_refresh(
     input: &PlanInput<'_>,
-    pod: &Pod,
+    pod: &CachedPod,
     update_rev: &str,
     check: &CompletionCheck<'_>,
 ) -> Option<Action> {
@@ -289,7 +285,7 @@ fn lifecycle_refresh(
 /// inPlaceUpdate hook), else — unless InPlaceOnly — mark for recreation.
 fn update_pod(
     input: &PlanInput<'_>,
-    pod: &Pod,
+    pod: &CachedPod,
     target: &ControllerRevision,
     policy: &CloneSetPodUpdatePolicy,
     grace: i32,
@@ -371,12 +367,7 @@ fn update_pod(
             return Err(PlanError::InPlaceOnlyCannotUpdate(name));
         }
     }
-    let already = pod
-        .metadata
-        .labels
-        .as_ref()
-        .and_then(|l| l.get(SPECIFIED_DELETE_KEY))
-        .is_some_and(|v| v == "true");
+    let already = pod.label(SPECIFIED_DELETE_KEY) == Some("true");
     if already {
         return Ok(None);
     }

@@ -428,8 +428,8 @@ pub struct BeginUpdate {
 }
 
 /// OpenKruise's `Update`: plan an in-place update of `pod`, or say why it must be recreated.
-pub fn begin_update(
-    pod: &Pod,
+pub fn begin_update<P: crate::pods::PodView + ?Sized>(
+    view: &P,
     req: &UpdateRequest,
     now: Timestamp,
 ) -> Result<BeginUpdate, RecreateReason> {
@@ -441,7 +441,8 @@ pub fn begin_update(
         req.grace_period_seconds,
     )?;
     let unready_status =
-        needs_unready(pod, &spec, req.gates.vertical_scaling).then(|| not_ready_status(pod, now));
+        needs_unready(view, &spec, req.gates.vertical_scaling).then(|| not_ready_status(view, now));
+    let pod = &view.to_pod();
     let mut new = pod.clone();
     let labels = new.metadata.labels.get_or_insert_with(BTreeMap::new);
     labels.extend(req.revision_labels.clone());

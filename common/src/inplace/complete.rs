@@ -11,7 +11,7 @@ use super::quantity::quantities_equal;
 use super::readiness::ready_status;
 use super::types::{InPlaceUpdateState, UpdateSpec, grace_spec, update_state};
 use crate::api::keys::RUNTIME_CONTAINERS_META_KEY;
-use crate::pods::pod_revision;
+use crate::pods::{ContainerRef, ContainerStatusRef, PodView, pod_revision};
 use crate::revision::equal_to_revision_hash;
 
 /// Why an update is not complete (or could not be judged).
@@ -100,13 +100,8 @@ struct RuntimeHashes {
     extracted_env_from_metadata_hash: u64,
 }
 
-fn runtime_meta(pod: &Pod) -> Result<Option<RuntimeMetaSet>, NotCompleted> {
-    match pod
-        .metadata
-        .annotations
-        .as_ref()
-        .and_then(|a| a.get(RUNTIME_CONTAINERS_META_KEY))
-    {
+fn runtime_meta<P: PodView + ?Sized>(pod: &P) -> Result<Option<RuntimeMetaSet>, NotCompleted> {
+    match pod.annotation(RUNTIME_CONTAINERS_META_KEY) {
         None => Ok(None),
         Some(s) => serde_json::from_str(s)
             .map(Some)
@@ -167,8 +162,8 @@ fn with_tag(image: &str) -> String {
 }
 
 /// OpenKruise's containers check (`CheckContainersUpdateCompleted`).
-fn check_containers(
-    pod: &Pod,
+fn check_containers<P: PodView + ?Sized>(
+    pod: &P,
     state: &InPlaceUpdateState,
     check: &CompletionCheck<'_>,
 ) -> Result<(), NotCompleted> {
@@ -179,19 +174,12 @@ fn check_containers(
                 "runtime-containers-meta not found".into(),
             ));
         };
-        hashes_consistent(pod, m, &HashKind::Env(check.env_hash))
+        // The node agent's hashes read the whole container: judged on a full copy.
+        hashes_consistent(&pod.to_pod(), m, &HashKind::Env(check.env_hash))
             .map_err(NotCompleted::HashNotConsistent)?;
     }
-    let containers = pod
-        .spec
-        .as_ref()
-        .map(|s| s.containers.as_slice())
-        .unwrap_or(&[]);
-    let statuses = pod
-        .status
-        .as_ref()
-        .and_then(|s| s.container_statuses.clone())
-        .unwrap_or_default();
+    let containers: Vec<ContainerRef<'_>> = pod.containers().collect();
+    let statuses: Vec<ContainerStatusRef<'_>> = pod.container_statuses().collect();
     if check.vertical_scaling && state.update_resources {
         if statuses.len() != containers.len() {
             return Err(NotCompleted::ResourcesNotResized(
@@ -202,10 +190,10 @@ fn check_containers(
             let spec_res = containers
                 .iter()
                 .find(|c| c.name == cs.name)
-                .and_then(|c| c.resources.clone())
+                .and_then(|c| c.resources.cloned())
                 .unwrap_or_default();
-            let Some(st_res) = &cs.resources else {
-                return Err(NotCompleted::ResourcesNotResized(cs.name.clone()));
+            let Some(st_res) = cs.resources else {
+                return Err(NotCompleted::ResourcesNotResized(cs.name.to_string()));
             };
             let same = |a: &Option<
                 BTreeMap<String, k8s_openapi::apimachinery::pkg::api::resource::Quantity>,
@@ -222,7 +210,7 @@ fn check_containers(
             if !same(&spec_res.limits, &st_res.limits)
                 || !same(&spec_res.requests, &st_res.requests)
             {
-                return Err(NotCompleted::ResourcesNotResized(cs.name.clone()));
+                return Err(NotCompleted::ResourcesNotResized(cs.name.to_string()));
             }
         }
     }
@@ -233,19 +221,19 @@ fn check_containers(
             .flatten()
             .map(|(k, _)| k)
         {
-            if !statuses.iter().any(|s| &s.name == name && s.ready) {
+            if !statuses.iter().any(|s| s.name == name && s.ready) {
                 return Err(NotCompleted::NotReady(name.clone()));
             }
         }
     }
     if let (Some(m), Some(f)) = (&meta, check.plain_hash)
-        && hashes_consistent(pod, m, &HashKind::Plain(f)).is_ok()
+        && hashes_consistent(&pod.to_pod(), m, &HashKind::Plain(f)).is_ok()
     {
         return Ok(());
     }
     let mut remaining = state.last_container_statuses.clone().unwrap_or_default();
     for cs in &statuses {
-        if let Some(old) = remaining.remove(&cs.name)
+        if let Some(old) = remaining.remove(cs.name)
             && old.image_id == cs.image_id
         {
             // Same imageID: either the kubelet has not restarted the container yet, or the
@@ -253,10 +241,10 @@ fn check_containers(
             let want = containers
                 .iter()
                 .find(|c| c.name == cs.name)
-                .and_then(|c| c.image.as_deref())
+                .and_then(|c| c.image)
                 .map(with_tag);
-            if want.as_deref() != Some(cs.image.as_str()) {
-                return Err(NotCompleted::ImageNotChanged(cs.name.clone()));
+            if want.as_deref() != Some(cs.image) {
+                return Err(NotCompleted::ImageNotChanged(cs.name.to_string()));
             }
         }
     }
@@ -272,7 +260,10 @@ fn check_containers(
 /// reports the new image string — a tag resolving to the same digest), resources are resized
 /// where asked (vertical scaling), and env-from-metadata restarts are visible in
 /// `apps.kruise.io/runtime-containers-meta`.
-pub fn check_update_completed(pod: &Pod, check: &CompletionCheck<'_>) -> Result<(), NotCompleted> {
+pub fn check_update_completed<P: PodView + ?Sized>(
+    pod: &P,
+    check: &CompletionCheck<'_>,
+) -> Result<(), NotCompleted> {
     if grace_spec(pod).is_some() {
         return Err(NotCompleted::InGrace);
     }
@@ -319,7 +310,11 @@ fn round_up_secs(d: SignedDuration) -> SignedDuration {
 /// 2. state present: until the containers completed, nothing; then, if later batches remain
 ///    and the previous batch's containers are ready, apply the next batch;
 /// 3. finally, with the readiness gate, set `InPlaceUpdateReady=True` if it is not already.
-pub fn refresh(pod: &Pod, now: Timestamp, check: &CompletionCheck<'_>) -> RefreshAction {
+pub fn refresh<P: PodView + ?Sized>(
+    pod: &P,
+    now: Timestamp,
+    check: &CompletionCheck<'_>,
+) -> RefreshAction {
     if let Some(grace) = grace_spec(pod) {
         let spec: UpdateSpec = match grace {
             Ok(s) => s,
@@ -334,10 +329,11 @@ pub fn refresh(pod: &Pod, now: Timestamp, check: &CompletionCheck<'_>) -> Refres
             Some(Err(_)) => return RefreshAction::Nothing,
             Some(Ok(s)) => s,
         };
-        let mut new = pod.clone();
+        let old = pod.to_pod();
+        let mut new = old.clone();
         if !pod_revision(pod).is_some_and(|r| equal_to_revision_hash(r, &spec.revision)) {
             remove_grace(&mut new);
-            return RefreshAction::Write(Box::new(pod_write(pod, new, &BTreeMap::new())));
+            return RefreshAction::Write(Box::new(pod_write(&old, new, &BTreeMap::new())));
         }
         let grace = SignedDuration::from_secs(i64::from(spec.grace_seconds));
         let span = now.duration_since(state.update_timestamp.0);
@@ -349,7 +345,7 @@ pub fn refresh(pod: &Pod, now: Timestamp, check: &CompletionCheck<'_>) -> Refres
         let (mut patched, expected) = apply_spec_to_pod(&new, &spec, &mut state, now);
         remove_grace(&mut patched);
         new = patched;
-        return RefreshAction::Write(Box::new(pod_write(pod, new, &expected)));
+        return RefreshAction::Write(Box::new(pod_write(&old, new, &expected)));
     }
     if let Some(state) = update_state(pod) {
         let mut state = match state {
@@ -360,15 +356,11 @@ pub fn refresh(pod: &Pod, now: Timestamp, check: &CompletionCheck<'_>) -> Refres
             return RefreshAction::Nothing;
         }
         if state.has_next_batch() {
-            let statuses = pod
-                .status
-                .as_ref()
-                .and_then(|s| s.container_statuses.as_ref());
             let ready = state
                 .pre_check_before_next
                 .iter()
                 .flat_map(|p| p.containers_required_ready.iter())
-                .all(|n| statuses.is_some_and(|v| v.iter().any(|s| &s.name == n && s.ready)));
+                .all(|n| pod.container_statuses().any(|s| s.name == n && s.ready));
             if !ready {
                 return RefreshAction::Nothing;
             }
@@ -379,8 +371,9 @@ pub fn refresh(pod: &Pod, now: Timestamp, check: &CompletionCheck<'_>) -> Refres
                 update_env_from_metadata: state.update_env_from_metadata,
                 ..UpdateSpec::default()
             };
-            let (new, expected) = apply_spec_to_pod(pod, &spec, &mut state, now);
-            return RefreshAction::Write(Box::new(pod_write(pod, new, &expected)));
+            let old = pod.to_pod();
+            let (new, expected) = apply_spec_to_pod(&old, &spec, &mut state, now);
+            return RefreshAction::Write(Box::new(pod_write(&old, new, &expected)));
         }
     }
     match ready_status(pod, now) {

@@ -2,6 +2,8 @@
 
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{Pod, PodCondition, PodReadinessGate, PodStatus};
+
+use crate::pods::PodView;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use super::types::UpdateSpec;
@@ -9,11 +11,8 @@ use crate::api::keys::{INPLACE_UPDATE_READY, REASON_START_INPLACE_UPDATE};
 use crate::pods::pod_condition;
 
 /// Whether the pod declares the `InPlaceUpdateReady` readiness gate.
-pub fn has_inplace_readiness_gate(pod: &Pod) -> bool {
-    pod.spec
-        .as_ref()
-        .and_then(|s| s.readiness_gates.as_ref())
-        .is_some_and(|g| g.iter().any(|g| g.condition_type == INPLACE_UPDATE_READY))
+pub fn has_inplace_readiness_gate<P: PodView + ?Sized>(pod: &P) -> bool {
+    pod.has_readiness_gate(INPLACE_UPDATE_READY)
 }
 
 /// Add the `InPlaceUpdateReady` readiness gate to a pod being created (idempotent).
@@ -32,20 +31,19 @@ pub fn inject_readiness_gate(pod: &mut Pod) {
 
 /// OpenKruise's `CheckPodNeedsBeUnready`: the pod has the gate, and — for a resources-only
 /// change with vertical scaling — some changed resource has resize policy `RestartContainer`.
-pub fn needs_unready(pod: &Pod, spec: &UpdateSpec, vertical_scaling: bool) -> bool {
+pub fn needs_unready<P: PodView + ?Sized>(
+    pod: &P,
+    spec: &UpdateSpec,
+    vertical_scaling: bool,
+) -> bool {
     if !has_inplace_readiness_gate(pod) {
         return false;
     }
     if !vertical_scaling || !spec.vertical_update_only() {
         return true;
     }
-    let containers = pod
-        .spec
-        .as_ref()
-        .map(|s| s.containers.as_slice())
-        .unwrap_or(&[]);
-    containers.iter().any(|c| {
-        let Some(r) = spec.container_resources.get(&c.name) else {
+    pod.containers().any(|c| {
+        let Some(r) = spec.container_resources.get(c.name) else {
             return false;
         };
         let touches = |name: &str| {
@@ -54,7 +52,6 @@ pub fn needs_unready(pod: &Pod, spec: &UpdateSpec, vertical_scaling: bool) -> bo
         };
         c.resize_policy
             .iter()
-            .flatten()
             .any(|p| p.restart_policy == "RestartContainer" && touches(&p.resource_name))
     })
 }
@@ -75,8 +72,8 @@ fn set_condition(status: &mut PodStatus, cond: PodCondition) {
 /// Step 1 of an update: the pod status with `InPlaceUpdateReady=False` (reason
 /// `StartInPlaceUpdate`) and, when containers are ready, `Ready=False` — to be written with a
 /// status update *before* the spec changes, so endpoints drop the pod first.
-pub fn not_ready_status(pod: &Pod, now: Timestamp) -> PodStatus {
-    let mut status = pod.status.clone().unwrap_or_default();
+pub fn not_ready_status<P: PodView + ?Sized>(pod: &P, now: Timestamp) -> PodStatus {
+    let mut status = crate::pods::status_copy(pod);
     set_condition(
         &mut status,
         PodCondition {
@@ -93,19 +90,19 @@ pub fn not_ready_status(pod: &Pod, now: Timestamp) -> PodStatus {
 
 /// The last step (also for freshly created pods): the status with `InPlaceUpdateReady=True`, or
 /// `None` when the pod has no gate or the condition is already True with no reason/message.
-pub fn ready_status(pod: &Pod, now: Timestamp) -> Option<PodStatus> {
+pub fn ready_status<P: PodView + ?Sized>(pod: &P, now: Timestamp) -> Option<PodStatus> {
     if !has_inplace_readiness_gate(pod) {
         return None;
     }
     let equal = pod_condition(pod, INPLACE_UPDATE_READY).is_some_and(|c| {
         c.status == "True"
-            && c.reason.as_deref().unwrap_or("").is_empty()
-            && c.message.as_deref().unwrap_or("").is_empty()
+            && c.reason.unwrap_or("").is_empty()
+            && c.message.unwrap_or("").is_empty()
     });
     if equal {
         return None;
     }
-    let mut status = pod.status.clone().unwrap_or_default();
+    let mut status = crate::pods::status_copy(pod);
     let cond = PodCondition {
         type_: INPLACE_UPDATE_READY.into(),
         status: "True".into(),

@@ -2,7 +2,9 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::{Pod, ResourceRequirements};
+use k8s_openapi::api::core::v1::ResourceRequirements;
+
+use crate::pods::PodView;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use schemars::JsonSchema;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
@@ -142,21 +144,22 @@ pub struct ContainerStatusRecord {
     pub image_id: String,
 }
 
-fn annotation<'a>(pod: &'a Pod, key: &str, old: &str) -> Option<&'a String> {
-    let a = pod.metadata.annotations.as_ref()?;
-    a.get(key).or_else(|| a.get(old))
+fn annotation<'a, P: PodView + ?Sized>(pod: &'a P, key: &str, old: &str) -> Option<&'a str> {
+    pod.annotation(key).or_else(|| pod.annotation(old))
 }
 
 /// The pod's in-place update state (new key, else the legacy key). `Some(Err)` if unparsable.
-pub fn update_state(pod: &Pod) -> Option<Result<InPlaceUpdateState, serde_json::Error>> {
+pub fn update_state<P: PodView + ?Sized>(
+    pod: &P,
+) -> Option<Result<InPlaceUpdateState, serde_json::Error>> {
     annotation(pod, INPLACE_UPDATE_STATE_KEY, INPLACE_UPDATE_STATE_KEY_OLD)
-        .map(|s| serde_json::from_str(s))
+        .map(serde_json::from_str)
 }
 
 /// The pending grace-period spec (new key, else the legacy key). `Some(Err)` if unparsable.
-pub fn grace_spec(pod: &Pod) -> Option<Result<UpdateSpec, serde_json::Error>> {
+pub fn grace_spec<P: PodView + ?Sized>(pod: &P) -> Option<Result<UpdateSpec, serde_json::Error>> {
     annotation(pod, INPLACE_UPDATE_GRACE_KEY, INPLACE_UPDATE_GRACE_KEY_OLD)
-        .map(|s| serde_json::from_str(s))
+        .map(serde_json::from_str)
 }
 
 /// Go marshals `[]byte` as base64 (standard alphabet, padded); the bytes here are JSON.

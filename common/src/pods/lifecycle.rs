@@ -6,8 +6,6 @@
 //! handler label / finalizer is present ([`is_hooked`]), and `PreparingNormal -> Normal` /
 //! `Updated -> Normal` need ALL of them ([`is_all_hooked`]).
 
-use std::collections::BTreeMap;
-
 use jiff::Timestamp;
 use serde_json::{Value, json};
 
@@ -17,35 +15,25 @@ use crate::api::keys::{
 };
 use crate::api::lifecycle::{Lifecycle, LifecycleHook, LifecycleState};
 
-/// The pod facts the state machine reads.
-#[derive(Debug, Clone, Copy)]
-pub struct PodHookView<'a> {
-    /// Pod labels.
-    pub labels: &'a BTreeMap<String, String>,
-    /// Pod finalizers.
-    pub finalizers: &'a [String],
-}
+/// The pod facts the state machine reads: its labels and finalizers.
+pub type PodHookView<'a> = &'a dyn super::LabelsAndFinalizers;
 
 /// `IsPodHooked`: any handler label (k = v) or any handler finalizer is present.
 pub fn is_hooked(hook: Option<&LifecycleHook>, pod: PodHookView<'_>) -> bool {
     let Some(h) = hook else { return false };
-    h.finalizers_handler
-        .iter()
-        .any(|f| pod.finalizers.contains(f))
+    h.finalizers_handler.iter().any(|f| pod.has_finalizer(f))
         || h.labels_handler
             .iter()
-            .any(|(k, v)| pod.labels.get(k) == Some(v))
+            .any(|(k, v)| pod.label(k) == Some(v.as_str()))
 }
 
 /// `IsPodAllHooked`: every handler label and finalizer is present (`None` hook: false).
 pub fn is_all_hooked(hook: Option<&LifecycleHook>, pod: PodHookView<'_>) -> bool {
     let Some(h) = hook else { return false };
-    h.finalizers_handler
-        .iter()
-        .all(|f| pod.finalizers.contains(f))
+    h.finalizers_handler.iter().all(|f| pod.has_finalizer(f))
         && h.labels_handler
             .iter()
-            .all(|(k, v)| pod.labels.get(k) == Some(v))
+            .all(|(k, v)| pod.label(k) == Some(v.as_str()))
 }
 
 /// A pod counts as available for workload accounting only in `Normal` or without a state.
@@ -265,6 +253,7 @@ pub fn state_patch(state: LifecycleState, now: Timestamp, readd: Option<&Lifecyc
 mod tests {
     use super::*;
     use LifecycleState as S;
+    use std::collections::BTreeMap;
 
     fn hook(label: Option<(&str, &str)>, fin: Option<&str>, mark: bool) -> LifecycleHook {
         LifecycleHook {
@@ -276,8 +265,22 @@ mod tests {
         }
     }
 
-    fn view<'a>(labels: &'a BTreeMap<String, String>, fins: &'a [String]) -> PodHookView<'a> {
-        PodHookView {
+    struct HookPod<'a> {
+        labels: &'a BTreeMap<String, String>,
+        finalizers: &'a [String],
+    }
+
+    impl crate::pods::LabelsAndFinalizers for HookPod<'_> {
+        fn label(&self, key: &str) -> Option<&str> {
+            self.labels.get(key).map(String::as_str)
+        }
+        fn has_finalizer(&self, finalizer: &str) -> bool {
+            self.finalizers.iter().any(|f| f == finalizer)
+        }
+    }
+
+    fn view<'a>(labels: &'a BTreeMap<String, String>, fins: &'a [String]) -> HookPod<'a> {
+        HookPod {
             labels,
             finalizers: fins,
         }
@@ -294,11 +297,11 @@ mod tests {
         let h = hook(Some(("k", "v")), Some("f"), false);
         let l = BTreeMap::from([("k".to_string(), "v".to_string())]);
         let none: Vec<String> = vec![];
-        assert!(is_hooked(Some(&h), view(&l, &none)));
-        assert!(!is_all_hooked(Some(&h), view(&l, &none)));
+        assert!(is_hooked(Some(&h), &view(&l, &none)));
+        assert!(!is_all_hooked(Some(&h), &view(&l, &none)));
         let fins = vec!["f".to_string()];
-        assert!(is_all_hooked(Some(&h), view(&l, &fins)));
-        assert!(!is_hooked(None, view(&l, &fins)));
+        assert!(is_all_hooked(Some(&h), &view(&l, &fins)));
+        assert!(!is_hooked(None, &view(&l, &fins)));
         assert!(is_lifecycle_available(None) && is_lifecycle_available(Some(S::Normal)));
         assert!(!is_lifecycle_available(Some(S::Updated)));
     }
@@ -529,7 +532,7 @@ mod tests {
             },
         ];
         for c in cases {
-            let d = decide(c.state, c.lc, view(c.labels, &nofin), c.intent).unwrap();
+            let d = decide(c.state, c.lc, &view(c.labels, &nofin), c.intent).unwrap();
             assert_eq!(d.next, c.next, "{}", c.why);
             assert_eq!(d.proceed, c.proceed, "{}", c.why);
             assert_eq!(d.not_ready, c.not_ready, "{}", c.why);
@@ -547,7 +550,7 @@ mod tests {
         let d = decide(
             Some(S::Updated),
             Some(&lc),
-            view(&empty, &nofin),
+            &view(&empty, &nofin),
             Intent::InPlaceUpdate,
         )
         .unwrap();
@@ -557,7 +560,7 @@ mod tests {
             decide(
                 Some(S::PreparingDelete),
                 Some(&lc),
-                view(&empty, &nofin),
+                &view(&empty, &nofin),
                 Intent::InPlaceUpdate
             ),
             Err(NotAllowed(Some(S::PreparingDelete)))
@@ -602,7 +605,7 @@ mod tests {
             let fins: Vec<String> = if has_fin { vec!["f".to_string()] } else { vec![] };
             let h = hook(Some(("k", "v")), Some("f"), true);
             let lc = Lifecycle { pre_delete: Some(h.clone()), in_place_update: Some(h.clone()), pre_normal: None };
-            let pod = view(&labels, &fins);
+            let pod = &view(&labels, &fins);
             let intent = if delete { Intent::Delete } else { Intent::InPlaceUpdate };
             if let Ok(d) = decide(state, Some(&lc), pod, intent) {
                 if d.proceed && delete {

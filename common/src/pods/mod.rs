@@ -9,16 +9,21 @@
 //! * [`lifecycle`]: the lifecycle-hook state machine;
 //! * [`readiness`]: the multi-writer `KruisePodReady` gate (`markPodNotReady`, CRR).
 
+pub mod cached;
 pub mod lifecycle;
 pub mod order;
 pub mod priority;
 pub mod readiness;
 pub mod selector;
+pub mod view;
+
+pub use cached::CachedPod;
+pub use view::{ConditionRef, ContainerRef, ContainerStatusRef, LabelsAndFinalizers, PodView};
 
 use std::collections::BTreeSet;
 
 use jiff::{SignedDuration, Timestamp};
-use k8s_openapi::api::core::v1::{Pod, PodCondition, PodStatus};
+use k8s_openapi::api::core::v1::{PodCondition, PodStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 
@@ -27,90 +32,31 @@ use crate::api::keys::{
 };
 use crate::api::lifecycle::LifecycleState;
 
-/// Keeps only what workload planners and the in-place engine read of a pod, for a
-/// controller's pod cache; everything else is dropped before the pod is stored. A pod in a
-/// real cluster carries projected service-account volumes, probes, mounts, tolerations and
-/// per-container status details that cost kilobytes per pod in memory and that no planner
-/// reads. Kept: all metadata except managedFields (see `runtime::trim_for_cache`); per
-/// container its name, image, env (launch priority, env from metadata) and resources
-/// (in-place resize); `nodeName` and `readinessGates`; the status phase, conditions, reason
-/// and per container name, image, imageID, containerID, ready, restartCount and resources.
-///
-/// Cached pods are therefore partial: they are only ever changed by patches naming the
-/// fields they change, never written back whole. A planner that starts reading another pod
-/// field must keep it here (the CloneSet planner's tests compare plans over trimmed and
-/// untrimmed pods).
-pub fn trim_for_workload_cache(pod: &mut Pod) {
-    use k8s_openapi::api::core::v1::{Container, ContainerStatus, PodSpec};
-    if let Some(spec) = pod.spec.take() {
-        pod.spec = Some(PodSpec {
-            containers: spec
-                .containers
-                .into_iter()
-                .map(|c| Container {
-                    name: c.name,
-                    image: c.image,
-                    env: c.env,
-                    resources: c.resources,
-                    ..Default::default()
-                })
-                .collect(),
-            node_name: spec.node_name,
-            readiness_gates: spec.readiness_gates,
-            ..Default::default()
-        });
-    }
-    if let Some(status) = pod.status.take() {
-        pod.status = Some(PodStatus {
-            phase: status.phase,
-            conditions: status.conditions,
-            reason: status.reason,
-            container_statuses: status.container_statuses.map(|v| {
-                v.into_iter()
-                    .map(|c| ContainerStatus {
-                        name: c.name,
-                        image: c.image,
-                        image_id: c.image_id,
-                        container_id: c.container_id,
-                        ready: c.ready,
-                        restart_count: c.restart_count,
-                        resources: c.resources,
-                        ..Default::default()
-                    })
-                    .collect()
-            }),
-            ..Default::default()
-        });
-    }
-}
-
 /// The condition of type `ty` in the pod's status.
-pub fn pod_condition<'a>(pod: &'a Pod, ty: &str) -> Option<&'a PodCondition> {
-    pod.status
-        .as_ref()?
-        .conditions
-        .as_ref()?
-        .iter()
-        .find(|c| c.type_ == ty)
+pub fn pod_condition<'a, P: PodView + ?Sized>(pod: &'a P, ty: &str) -> Option<ConditionRef<'a>> {
+    pod.condition(ty)
 }
 
 /// Whether the pod's `Ready` condition is `True`.
-pub fn is_pod_ready(pod: &Pod) -> bool {
+pub fn is_pod_ready<P: PodView + ?Sized>(pod: &P) -> bool {
     pod_condition(pod, "Ready").is_some_and(|c| c.status == "True")
 }
 
 /// When the pod became ready (`Ready` condition's lastTransitionTime), if it is ready.
-pub fn ready_since(pod: &Pod) -> Option<Timestamp> {
+pub fn ready_since<P: PodView + ?Sized>(pod: &P) -> Option<Timestamp> {
     pod_condition(pod, "Ready")
         .filter(|c| c.status == "True")
-        .and_then(|c| c.last_transition_time.as_ref())
-        .map(|t| t.0)
+        .and_then(|c| c.last_transition_time)
 }
 
 /// Kubernetes' `IsPodAvailable`: ready, and ready for strictly more than `min_ready_seconds`
 /// at `now` (a ready pod without a transition time is available only when `min_ready_seconds`
 /// is 0).
-pub fn is_pod_available(pod: &Pod, min_ready_seconds: i32, now: Timestamp) -> bool {
+pub fn is_pod_available<P: PodView + ?Sized>(
+    pod: &P,
+    min_ready_seconds: i32,
+    now: Timestamp,
+) -> bool {
     if !is_pod_ready(pod) {
         return false;
     }
@@ -126,7 +72,11 @@ pub fn is_pod_available(pod: &Pod, min_ready_seconds: i32, now: Timestamp) -> bo
 }
 
 /// For a ready but not yet available pod: how long until it becomes available (requeue hint).
-pub fn available_in(pod: &Pod, min_ready_seconds: i32, now: Timestamp) -> Option<SignedDuration> {
+pub fn available_in<P: PodView + ?Sized>(
+    pod: &P,
+    min_ready_seconds: i32,
+    now: Timestamp,
+) -> Option<SignedDuration> {
     if min_ready_seconds <= 0 || is_pod_available(pod, min_ready_seconds, now) {
         return None;
     }
@@ -140,7 +90,11 @@ pub fn available_in(pod: &Pod, min_ready_seconds: i32, now: Timestamp) -> Option
 
 /// Go's `SetPodReadyCondition`: when `ContainersReady` is True, recompute `Ready` from the
 /// readiness gates (False with reason `ReadinessGatesNotReady` if any gate is not True).
-pub fn recompute_ready_condition(pod: &Pod, status: &mut PodStatus, now: Timestamp) {
+pub fn recompute_ready_condition<P: PodView + ?Sized>(
+    pod: &P,
+    status: &mut PodStatus,
+    now: Timestamp,
+) {
     let get = |ty: &str| {
         status
             .conditions
@@ -152,17 +106,15 @@ pub fn recompute_ready_condition(pod: &Pod, status: &mut PodStatus, now: Timesta
     if get("Ready").is_none() || get("ContainersReady").is_none_or(|c| c.status != "True") {
         return;
     }
-    let gates = pod.spec.as_ref().and_then(|s| s.readiness_gates.as_ref());
     let mut msgs = Vec::new();
-    for g in gates.into_iter().flatten() {
-        match get(&g.condition_type) {
+    for gate in pod.readiness_gates() {
+        match get(gate) {
             None => msgs.push(format!(
-                "corresponding condition of pod readiness gate {:?} does not exist.",
-                g.condition_type
+                "corresponding condition of pod readiness gate {gate:?} does not exist."
             )),
             Some(c) if c.status != "True" => msgs.push(format!(
-                "the status of pod readiness gate {:?} is not \"True\", but {}",
-                g.condition_type, c.status
+                "the status of pod readiness gate {gate:?} is not \"True\", but {}",
+                c.status
             )),
             _ => {}
         }
@@ -194,56 +146,49 @@ pub fn recompute_ready_condition(pod: &Pod, status: &mut PodStatus, now: Timesta
     }
 }
 
+/// A copy of the pod's status (what a cached pod holds of it), to build a status write from.
+pub fn status_copy<P: PodView + ?Sized>(pod: &P) -> PodStatus {
+    pod.to_pod().status.unwrap_or_default()
+}
+
 /// Whether the pod is bound to a node.
-pub fn is_scheduled(pod: &Pod) -> bool {
-    pod.spec
-        .as_ref()
-        .and_then(|s| s.node_name.as_deref())
-        .is_some_and(|n| !n.is_empty())
+pub fn is_scheduled<P: PodView + ?Sized>(pod: &P) -> bool {
+    pod.node_name().is_some_and(|n| !n.is_empty())
 }
 
 /// Whether the pod has `PodScheduled=True` (CloneSet's PreparingNormal -> Normal gate).
-pub fn has_pod_scheduled_condition(pod: &Pod) -> bool {
+pub fn has_pod_scheduled_condition<P: PodView + ?Sized>(pod: &P) -> bool {
     pod_condition(pod, "PodScheduled").is_some_and(|c| c.status == "True")
 }
 
 /// The pod's phase (`""` when unset).
-pub fn pod_phase(pod: &Pod) -> &str {
-    pod.status
-        .as_ref()
-        .and_then(|s| s.phase.as_deref())
-        .unwrap_or("")
+pub fn pod_phase<P: PodView + ?Sized>(pod: &P) -> &str {
+    pod.phase()
 }
 
 /// Kubernetes' `IsPodActive`: not Succeeded, not Failed, not being deleted.
-pub fn is_pod_active(pod: &Pod) -> bool {
-    let phase = pod_phase(pod);
-    phase != "Succeeded" && phase != "Failed" && pod.metadata.deletion_timestamp.is_none()
+pub fn is_pod_active<P: PodView + ?Sized>(pod: &P) -> bool {
+    let phase = pod.phase();
+    phase != "Succeeded" && phase != "Failed" && pod.meta().deletion_timestamp.is_none()
 }
 
 /// Whether the pod is being deleted.
-pub fn is_terminating(pod: &Pod) -> bool {
-    pod.metadata.deletion_timestamp.is_some()
+pub fn is_terminating<P: PodView + ?Sized>(pod: &P) -> bool {
+    pod.meta().deletion_timestamp.is_some()
 }
 
 /// Highest restart count among the pod's containers.
-pub fn max_container_restarts(pod: &Pod) -> i32 {
-    pod.status
-        .as_ref()
-        .and_then(|s| s.container_statuses.as_ref())
-        .map(|cs| cs.iter().map(|c| c.restart_count).max().unwrap_or(0))
+pub fn max_container_restarts<P: PodView + ?Sized>(pod: &P) -> i32 {
+    pod.container_statuses()
+        .map(|c| c.restart_count)
+        .max()
         .unwrap_or(0)
 }
 
 /// `controller.kubernetes.io/pod-deletion-cost` as Kubernetes reads it: a base-10 int32 with
 /// no `+` sign and no leading zeros; absent or invalid counts as 0.
-pub fn deletion_cost(pod: &Pod) -> i32 {
-    let Some(v) = pod
-        .metadata
-        .annotations
-        .as_ref()
-        .and_then(|a| a.get(POD_DELETION_COST_KEY))
-    else {
+pub fn deletion_cost<P: PodView + ?Sized>(pod: &P) -> i32 {
+    let Some(v) = pod.annotation(POD_DELETION_COST_KEY) else {
         return 0;
     };
     let first_ok = match v.as_bytes().first() {
@@ -260,39 +205,36 @@ pub fn deletion_cost(pod: &Pod) -> i32 {
 
 /// Whether deletion was requested: in `pods_to_delete` or labelled `apps.kruise.io/specified-delete`
 /// (any value).
-pub fn is_specified_delete(pod: &Pod, pods_to_delete: &BTreeSet<String>) -> bool {
-    pod.metadata
-        .labels
-        .as_ref()
-        .is_some_and(|l| l.contains_key(SPECIFIED_DELETE_KEY))
+pub fn is_specified_delete<P: PodView + ?Sized>(
+    pod: &P,
+    pods_to_delete: &BTreeSet<String>,
+) -> bool {
+    pod.label(SPECIFIED_DELETE_KEY).is_some()
         || pod
-            .metadata
+            .meta()
             .name
             .as_ref()
             .is_some_and(|n| pods_to_delete.contains(n))
 }
 
 /// The pod's `controller-revision-hash` label.
-pub fn pod_revision(pod: &Pod) -> Option<&str> {
-    pod.metadata
-        .labels
-        .as_ref()?
-        .get(CONTROLLER_REVISION_HASH_KEY)
-        .map(String::as_str)
+pub fn pod_revision<P: PodView + ?Sized>(pod: &P) -> Option<&str> {
+    pod.label(CONTROLLER_REVISION_HASH_KEY)
 }
 
 /// The pod's lifecycle state label, if present and known.
-pub fn lifecycle_state(pod: &Pod) -> Option<LifecycleState> {
-    pod.metadata
-        .labels
-        .as_ref()?
-        .get(LIFECYCLE_STATE_KEY)
-        .and_then(|s| LifecycleState::parse(s))
+pub fn lifecycle_state<P: PodView + ?Sized>(pod: &P) -> Option<LifecycleState> {
+    pod.label(LIFECYCLE_STATE_KEY)
+        .and_then(LifecycleState::parse)
 }
 
 /// Kruise's `IsPodUpdate`: the pod's revision label denotes `update_revision` (full or short
 /// hash); with the `PreparingUpdateAsUpdate` gate a `PreparingUpdate` pod also counts.
-pub fn is_pod_updated(pod: &Pod, update_revision: &str, preparing_update_as_update: bool) -> bool {
+pub fn is_pod_updated<P: PodView + ?Sized>(
+    pod: &P,
+    update_revision: &str,
+    preparing_update_as_update: bool,
+) -> bool {
     if preparing_update_as_update && lifecycle_state(pod) == Some(LifecycleState::PreparingUpdate) {
         return true;
     }
@@ -366,19 +308,16 @@ pub fn merge_conditions(status: &mut PodStatus, changes: &PodStatus) {
 /// The conditions of `new` that the pod does not have yet: new types, or a different
 /// status, reason or message (a status patch of these, merged by type, makes the pod's
 /// conditions equal to `new`'s in everything a reader acts on).
-pub fn changed_conditions<'a>(
-    pod: &Pod,
+pub fn changed_conditions<'a, P: PodView + ?Sized>(
+    pod: &'a P,
     new: &'a PodStatus,
 ) -> impl Iterator<Item = &'a PodCondition> {
-    let old = pod
-        .status
-        .as_ref()
-        .and_then(|s| s.conditions.as_deref())
-        .unwrap_or_default();
     new.conditions.iter().flatten().filter(move |c| {
-        old.iter()
-            .find(|x| x.type_ == c.type_)
-            .is_none_or(|x| x.status != c.status || x.reason != c.reason || x.message != c.message)
+        pod.condition(&c.type_).is_none_or(|x| {
+            x.status != c.status
+                || x.reason != c.reason.as_deref()
+                || x.message != c.message.as_deref()
+        })
     })
 }
 
@@ -388,8 +327,8 @@ pub fn changed_conditions<'a>(
 /// annotations and conditions change in one request — the pod status strategy keeps
 /// metadata other than ownerReferences and deletionTimestamp. Without a resourceVersion the
 /// patch never conflicts with the kubelet's own status writes. `None` when nothing changes.
-pub fn status_patch(
-    pod: &Pod,
+pub fn status_patch<P: PodView + ?Sized>(
+    pod: &P,
     new: &PodStatus,
     meta_patch: &serde_json::Value,
 ) -> Option<serde_json::Value> {

@@ -3,13 +3,12 @@
 //! Both are total orders that end in a tie-break by namespace/name, so the result does not
 //! depend on the input order (deletion) or keeps it for equal keys (the stable update sorts).
 
-use std::borrow::Borrow;
 use std::cmp::Ordering;
 use std::collections::BTreeSet;
 
 use jiff::Timestamp;
-use k8s_openapi::api::core::v1::Pod;
 
+use super::PodView;
 use super::priority::{priority_sort, scatter_sort};
 use super::{
     deletion_cost, is_pod_ready, is_scheduled, is_specified_delete, lifecycle_state,
@@ -19,7 +18,7 @@ use crate::api::lifecycle::LifecycleState;
 use crate::api::strategy::{UpdatePriorityStrategy, UpdateScatterTerm};
 
 /// Kubernetes' phase ordinal: Pending 0, Unknown 1, Running 2; any other phase counts as 0.
-pub fn phase_rank(pod: &Pod) -> u8 {
+pub fn phase_rank<P: PodView + ?Sized>(pod: &P) -> u8 {
     match pod_phase(pod) {
         "Unknown" => 1,
         "Running" => 2,
@@ -37,17 +36,14 @@ fn later_first(a: Option<Timestamp>, b: Option<Timestamp>) -> Ordering {
     }
 }
 
-fn name_key(p: &Pod) -> (&str, &str) {
-    (
-        p.metadata.namespace.as_deref().unwrap_or(""),
-        p.metadata.name.as_deref().unwrap_or(""),
-    )
+fn name_key<P: PodView + ?Sized>(p: &P) -> (&str, &str) {
+    (p.namespace(), p.name())
 }
 
 /// Kubernetes' `ActivePods` order (the first pod is the best to act on first): unassigned <
 /// assigned; Pending < Unknown < Running; not ready < ready; both ready: more recently ready
 /// first; more restarts first; newer first. Ties: namespace/name.
-pub fn compare_active(a: &Pod, b: &Pod) -> Ordering {
+pub fn compare_active<P: PodView + ?Sized>(a: &P, b: &P) -> Ordering {
     is_scheduled(a)
         .cmp(&is_scheduled(b))
         .then_with(|| phase_rank(a).cmp(&phase_rank(b)))
@@ -56,14 +52,14 @@ pub fn compare_active(a: &Pod, b: &Pod) -> Ordering {
         .then_with(|| max_container_restarts(b).cmp(&max_container_restarts(a)))
         .then_with(|| {
             later_first(
-                a.metadata.creation_timestamp.as_ref().map(|t| t.0),
-                b.metadata.creation_timestamp.as_ref().map(|t| t.0),
+                a.meta().creation_timestamp.as_ref().map(|t| t.0),
+                b.meta().creation_timestamp.as_ref().map(|t| t.0),
             )
         })
         .then_with(|| name_key(a).cmp(&name_key(b)))
 }
 
-fn compare_ready_time(a: &Pod, b: &Pod) -> Ordering {
+fn compare_ready_time<P: PodView + ?Sized>(a: &P, b: &P) -> Ordering {
     if is_pod_ready(a) && is_pod_ready(b) {
         later_first(ready_since(a), ready_since(b))
     } else {
@@ -76,7 +72,11 @@ fn compare_ready_time(a: &Pod, b: &Pod) -> Ordering {
 /// unscheduled < scheduled; Pending < Unknown < Running; not ready < ready; lower
 /// `controller.kubernetes.io/pod-deletion-cost` < higher; both ready: ready for a shorter time
 /// first; more container restarts first; newer first; then namespace/name.
-pub fn compare_for_deletion(a: &Pod, b: &Pod, pods_to_delete: &BTreeSet<String>) -> Ordering {
+pub fn compare_for_deletion<P: PodView + ?Sized>(
+    a: &P,
+    b: &P,
+    pods_to_delete: &BTreeSet<String>,
+) -> Ordering {
     is_specified_delete(b, pods_to_delete)
         .cmp(&is_specified_delete(a, pods_to_delete))
         .then_with(|| is_scheduled(a).cmp(&is_scheduled(b)))
@@ -87,8 +87,8 @@ pub fn compare_for_deletion(a: &Pod, b: &Pod, pods_to_delete: &BTreeSet<String>)
         .then_with(|| max_container_restarts(b).cmp(&max_container_restarts(a)))
         .then_with(|| {
             later_first(
-                a.metadata.creation_timestamp.as_ref().map(|t| t.0),
-                b.metadata.creation_timestamp.as_ref().map(|t| t.0),
+                a.meta().creation_timestamp.as_ref().map(|t| t.0),
+                b.meta().creation_timestamp.as_ref().map(|t| t.0),
             )
         })
         .then_with(|| name_key(a).cmp(&name_key(b)))
@@ -96,18 +96,16 @@ pub fn compare_for_deletion(a: &Pod, b: &Pod, pods_to_delete: &BTreeSet<String>)
 
 /// Indexes of `pods` in scale-down order (delete `result[0]` first). `pods` may be owned pods
 /// or references into a cache.
-pub fn deletion_order<P: Borrow<Pod>>(pods: &[P], pods_to_delete: &BTreeSet<String>) -> Vec<usize> {
+pub fn deletion_order<P: PodView>(pods: &[P], pods_to_delete: &BTreeSet<String>) -> Vec<usize> {
     let mut idx: Vec<usize> = (0..pods.len()).collect();
-    idx.sort_by(|&i, &j| {
-        compare_for_deletion(pods[i].borrow(), pods[j].borrow(), pods_to_delete).then(i.cmp(&j))
-    });
+    idx.sort_by(|&i, &j| compare_for_deletion(&pods[i], &pods[j], pods_to_delete).then(i.cmp(&j)));
     idx
 }
 
 /// CloneSet's update order over `candidates` (indexes into `pods`, the whole population):
 /// active-pods order, then the priority strategy (stable), then the scatter strategy, then
 /// `PreparingUpdate` pods first (stable).
-pub fn update_order<P: Borrow<Pod>>(
+pub fn update_order<P: PodView>(
     pods: &[P],
     candidates: &[usize],
     priority: Option<&UpdatePriorityStrategy>,
@@ -118,15 +116,14 @@ pub fn update_order<P: Borrow<Pod>>(
         .copied()
         .filter(|&i| i < pods.len())
         .collect();
-    idx.sort_by(|&i, &j| compare_active(pods[i].borrow(), pods[j].borrow()).then(i.cmp(&j)));
+    idx.sort_by(|&i, &j| compare_active(&pods[i], &pods[j]).then(i.cmp(&j)));
     if let Some(p) = priority {
         idx = priority_sort(p, pods, idx);
     }
     if !scatter.is_empty() {
         idx = scatter_sort(scatter, pods, idx);
     }
-    let preparing =
-        |i: usize| lifecycle_state(pods[i].borrow()) == Some(LifecycleState::PreparingUpdate);
+    let preparing = |i: usize| lifecycle_state(&pods[i]) == Some(LifecycleState::PreparingUpdate);
     idx.sort_by_key(|&i| !preparing(i));
     idx
 }
@@ -136,6 +133,7 @@ mod tests {
     use super::*;
     use crate::api::keys::{POD_DELETION_COST_KEY, SPECIFIED_DELETE_KEY};
     use crate::pods::testutil::*;
+    use k8s_openapi::api::core::v1::Pod;
     use proptest::prelude::*;
 
     fn names(pods: &[Pod], idx: &[usize]) -> Vec<String> {

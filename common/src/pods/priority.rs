@@ -1,26 +1,18 @@
 //! `priorityStrategy` and `scatterStrategy` update sorters (OpenKruise `pkg/util/updatesort`).
 
-use std::borrow::Borrow;
-use std::collections::BTreeMap;
-
-use k8s_openapi::api::core::v1::Pod;
-
-use super::selector::selector_matches;
+use super::PodView;
+use super::selector::selector_matches_by;
 use crate::api::strategy::{UpdatePriorityStrategy, UpdateScatterTerm};
 
-fn labels(p: &Pod) -> BTreeMap<String, String> {
-    p.metadata.labels.clone().unwrap_or_default()
-}
-
 /// Sum of the weights of the weight terms whose selector matches (invalid selectors skipped).
-pub fn weight_priority(
+pub fn weight_priority<'l>(
     strategy: &UpdatePriorityStrategy,
-    labels: &BTreeMap<String, String>,
+    label: impl Fn(&str) -> Option<&'l str>,
 ) -> i64 {
     strategy
         .weight_priority
         .iter()
-        .filter(|t| selector_matches(&t.match_selector, labels).unwrap_or(false))
+        .filter(|t| selector_matches_by(&t.match_selector, &label).unwrap_or(false))
         .map(|t| i64::from(t.weight))
         .sum()
 }
@@ -28,12 +20,12 @@ pub fn weight_priority(
 /// `(level, order)` for order terms: level = index of the first term whose key the pod
 /// carries, order = trailing integer of its value. Pods carrying none get level −1 — which
 /// sorts them **before** keyed pods (OpenKruise's behaviour, contrary to its API comment).
-pub fn order_priority(
+pub fn order_priority<'l>(
     strategy: &UpdatePriorityStrategy,
-    labels: &BTreeMap<String, String>,
+    label: impl Fn(&str) -> Option<&'l str>,
 ) -> (i64, i64) {
     for (i, t) in strategy.order_priority.iter().enumerate() {
-        if let Some(v) = labels.get(&t.ordered_key) {
+        if let Some(v) = label(&t.ordered_key) {
             return (i as i64, int_suffix(v));
         }
     }
@@ -48,31 +40,31 @@ pub fn int_suffix(v: &str) -> i64 {
 
 /// Stable sort of `indexes` by the priority strategy: higher weight first, or lower level then
 /// larger order first. Equal priorities keep their relative order.
-pub fn priority_sort<P: Borrow<Pod>>(
+pub fn priority_sort<P: PodView>(
     strategy: &UpdatePriorityStrategy,
     pods: &[P],
     mut indexes: Vec<usize>,
 ) -> Vec<usize> {
     if !strategy.weight_priority.is_empty() {
         indexes.sort_by_cached_key(|&i| {
-            std::cmp::Reverse(weight_priority(strategy, &labels(pods[i].borrow())))
+            std::cmp::Reverse(weight_priority(strategy, |k| pods[i].label(k)))
         });
     } else if !strategy.order_priority.is_empty() {
         indexes.sort_by_cached_key(|&i| {
-            let (level, order) = order_priority(strategy, &labels(pods[i].borrow()));
+            let (level, order) = order_priority(strategy, |k| pods[i].label(k));
             (level, std::cmp::Reverse(order))
         });
     }
     indexes
 }
 
-fn matches(p: &Pod, t: &UpdateScatterTerm) -> bool {
-    p.metadata.labels.as_ref().and_then(|l| l.get(&t.key)) == Some(&t.value)
+fn matches<P: PodView + ?Sized>(p: &P, t: &UpdateScatterTerm) -> bool {
+    p.label(&t.key) == Some(t.value.as_str())
 }
 
 /// Terms used for this sort: with one term, that term; with more, only terms present among the
 /// candidates, ordered by the number of matching candidates (descending, stable).
-fn scatter_terms<P: Borrow<Pod>>(
+fn scatter_terms<P: PodView>(
     strategy: &[UpdateScatterTerm],
     pods: &[P],
     indexes: &[usize],
@@ -82,10 +74,7 @@ fn scatter_terms<P: Borrow<Pod>>(
     }
     let mut terms: Vec<(UpdateScatterTerm, usize)> = Vec::new();
     for t in strategy {
-        let n = indexes
-            .iter()
-            .filter(|&&i| matches(pods[i].borrow(), t))
-            .count();
+        let n = indexes.iter().filter(|&&i| matches(&pods[i], t)).count();
         if n > 0 && !terms.iter().any(|(x, _)| x == t) {
             terms.push((t.clone(), n));
         }
@@ -133,17 +122,17 @@ fn group_by_density(total_m: usize, total_u: usize, upd_m: usize, upd_u: usize) 
     g
 }
 
-fn scatter_by_term<P: Borrow<Pod>>(
+fn scatter_by_term<P: PodView>(
     t: &UpdateScatterTerm,
     pods: &[P],
     indexes: Vec<usize>,
 ) -> Vec<usize> {
     let (mut matched, mut unmatched): (Vec<usize>, Vec<usize>) =
-        indexes.iter().partition(|&&i| matches(pods[i].borrow(), t));
+        indexes.iter().partition(|&&i| matches(&pods[i], t));
     if matched.len() <= 1 || unmatched.len() <= 1 {
         return indexes;
     }
-    let total_m = pods.iter().filter(|p| matches((*p).borrow(), t)).count();
+    let total_m = pods.iter().filter(|p| matches(p, t)).count();
     let total_u = pods.len() - total_m;
     let Some(last) = matched.pop() else {
         return indexes;
@@ -171,7 +160,7 @@ fn scatter_by_term<P: Borrow<Pod>>(
 
 /// Scatter `indexes` (candidates, indexes into `pods`, the whole population) so pods matching
 /// each term are spread through the update order instead of updated together.
-pub fn scatter_sort<P: Borrow<Pod>>(
+pub fn scatter_sort<P: PodView>(
     strategy: &[UpdateScatterTerm],
     pods: &[P],
     mut indexes: Vec<usize>,
@@ -189,9 +178,12 @@ pub fn scatter_sort<P: Borrow<Pod>>(
 mod tests {
     use super::*;
     use crate::api::strategy::{UpdatePriorityOrderTerm, UpdatePriorityWeightTerm};
+    use crate::pods::LabelsAndFinalizers as _;
     use crate::pods::testutil::pod;
+    use k8s_openapi::api::core::v1::Pod;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
     use proptest::prelude::*;
+    use std::collections::BTreeMap;
 
     fn names(pods: &[Pod], idx: &[usize]) -> Vec<String> {
         idx.iter()
@@ -293,8 +285,8 @@ mod tests {
             let p = priority_sort(&strat, &pods, all.clone());
             // stable: among equal weights, index order is kept
             for win in p.windows(2) {
-                let wa = weight_priority(&strat, &labels(&pods[win[0]]));
-                let wb = weight_priority(&strat, &labels(&pods[win[1]]));
+                let wa = weight_priority(&strat, |k| pods[win[0]].label(k));
+                let wb = weight_priority(&strat, |k| pods[win[1]].label(k));
                 prop_assert!(wa > wb || (wa == wb && win[0] < win[1]));
             }
             let strat = UpdatePriorityStrategy { order_priority: vec![UpdatePriorityOrderTerm { ordered_key: "k".into() }], ..Default::default() };

@@ -5,10 +5,11 @@
 //! user agent then key; the status is False while the list is non-empty and True once emptied.
 
 use jiff::Timestamp;
-use k8s_openapi::api::core::v1::{Pod, PodCondition, PodStatus};
+use k8s_openapi::api::core::v1::{PodCondition, PodStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use serde::{Deserialize, Serialize};
 
+use super::PodView;
 use crate::api::keys::KRUISE_POD_READY;
 
 /// One not-ready reason.
@@ -21,11 +22,8 @@ pub struct NotReadyMessage {
     pub key: String,
 }
 
-fn has_gate(pod: &Pod) -> bool {
-    pod.spec
-        .as_ref()
-        .and_then(|s| s.readiness_gates.as_ref())
-        .is_some_and(|g| g.iter().any(|g| g.condition_type == KRUISE_POD_READY))
+fn has_gate<P: PodView + ?Sized>(pod: &P) -> bool {
+    pod.has_readiness_gate(KRUISE_POD_READY)
 }
 
 fn parse(msg: Option<&str>) -> Vec<NotReadyMessage> {
@@ -40,13 +38,8 @@ fn dump(mut list: Vec<NotReadyMessage>) -> String {
 }
 
 /// The not-ready messages currently on the pod.
-pub fn not_ready_messages(pod: &Pod) -> Vec<NotReadyMessage> {
-    let c = pod
-        .status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .and_then(|c| c.iter().find(|c| c.type_ == KRUISE_POD_READY));
-    parse(c.and_then(|c| c.message.as_deref()))
+pub fn not_ready_messages<P: PodView + ?Sized>(pod: &P) -> Vec<NotReadyMessage> {
+    parse(pod.condition(KRUISE_POD_READY).and_then(|c| c.message))
 }
 
 /// The status to write to add `msg` (condition False; `Ready` False when containers are
@@ -54,7 +47,11 @@ pub fn not_ready_messages(pod: &Pod) -> Vec<NotReadyMessage> {
 ///
 /// Deliberate difference: when the condition is absent OpenKruise appends it without a
 /// status; kruise-rs appends it with status `False`.
-pub fn add_not_ready_key(pod: &Pod, msg: &NotReadyMessage, now: Timestamp) -> Option<PodStatus> {
+pub fn add_not_ready_key<P: PodView + ?Sized>(
+    pod: &P,
+    msg: &NotReadyMessage,
+    now: Timestamp,
+) -> Option<PodStatus> {
     if !has_gate(pod) {
         return None;
     }
@@ -63,7 +60,7 @@ pub fn add_not_ready_key(pod: &Pod, msg: &NotReadyMessage, now: Timestamp) -> Op
         return None;
     }
     list.push(msg.clone());
-    let mut status = pod.status.clone().unwrap_or_default();
+    let mut status = super::status_copy(pod);
     let conds = status.conditions.get_or_insert_with(Vec::new);
     let cond = PodCondition {
         type_: KRUISE_POD_READY.into(),
@@ -86,11 +83,15 @@ pub fn add_not_ready_key(pod: &Pod, msg: &NotReadyMessage, now: Timestamp) -> Op
 
 /// The status to write to remove `msg` (condition True once no message is left), or `None`
 /// when there is nothing to remove.
-pub fn remove_not_ready_key(pod: &Pod, msg: &NotReadyMessage, now: Timestamp) -> Option<PodStatus> {
+pub fn remove_not_ready_key<P: PodView + ?Sized>(
+    pod: &P,
+    msg: &NotReadyMessage,
+    now: Timestamp,
+) -> Option<PodStatus> {
     if !has_gate(pod) {
         return None;
     }
-    let mut status = pod.status.clone().unwrap_or_default();
+    let mut status = super::status_copy(pod);
     let c = status
         .conditions
         .as_mut()?
@@ -113,6 +114,7 @@ pub fn remove_not_ready_key(pod: &Pod, msg: &NotReadyMessage, now: Timestamp) ->
 #[cfg(test)]
 mod tests {
     use super::*;
+    use k8s_openapi::api::core::v1::Pod;
     use serde_json::json;
 
     fn pod() -> Pod {

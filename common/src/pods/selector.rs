@@ -20,13 +20,21 @@ pub fn selector_matches(
     selector: &LabelSelector,
     labels: &BTreeMap<String, String>,
 ) -> Result<bool, SelectorError> {
+    selector_matches_by(selector, |k| labels.get(k).map(String::as_str))
+}
+
+/// Whether the labels `label` looks up match `selector`. An empty selector matches everything.
+pub fn selector_matches_by<'l>(
+    selector: &LabelSelector,
+    label: impl Fn(&str) -> Option<&'l str>,
+) -> Result<bool, SelectorError> {
     let mut ok = true;
     if let Some(ml) = &selector.match_labels {
-        ok &= ml.iter().all(|(k, v)| labels.get(k) == Some(v));
+        ok &= ml.iter().all(|(k, v)| label(k) == Some(v.as_str()));
     }
     for e in selector.match_expressions.iter().flatten() {
         let values = e.values.as_deref().unwrap_or(&[]);
-        let got = labels.get(&e.key);
+        let got = label(&e.key);
         let m = match e.operator.as_str() {
             "In" | "NotIn" if values.is_empty() => {
                 return Err(SelectorError::BadValues(e.operator.clone()));
@@ -34,8 +42,8 @@ pub fn selector_matches(
             "Exists" | "DoesNotExist" if !values.is_empty() => {
                 return Err(SelectorError::BadValues(e.operator.clone()));
             }
-            "In" => got.is_some_and(|g| values.contains(g)),
-            "NotIn" => !got.is_some_and(|g| values.contains(g)),
+            "In" => got.is_some_and(|g| values.iter().any(|v| v == g)),
+            "NotIn" => !got.is_some_and(|g| values.iter().any(|v| v == g)),
             "Exists" => got.is_some(),
             "DoesNotExist" => got.is_none(),
             other => return Err(SelectorError::BadOperator(other.to_string())),

@@ -1,6 +1,7 @@
 use super::testutil::*;
 use super::*;
 use crate::revision::controller_owner_ref;
+use k8s_openapi::api::core::v1::Pod;
 
 #[test]
 fn readiness_and_availability_against_now() {
