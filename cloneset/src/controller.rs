@@ -969,10 +969,16 @@ impl Exec<'_> {
                 source: not_in_cache(name),
             });
         };
-        let unchanged = kruise_common::pods::status_copy(cached);
-        let Some(body) =
-            kruise_common::pods::status_patch(cached, status.unwrap_or(&unchanged), meta_patch)
-        else {
+        // Without a status of its own the write carries only `meta_patch`.
+        let unchanged;
+        let status = match status {
+            Some(s) => s,
+            None => {
+                unchanged = cached.status_copy();
+                &unchanged
+            }
+        };
+        let Some(body) = kruise_common::pods::status_patch(cached, status, meta_patch) else {
             return Ok(None);
         };
         let written = self

@@ -27,10 +27,6 @@ use super::pods::{name_of, name_of_revision};
 use super::{Action, Plan, PlanError, PlanInput, push_requeue};
 use crate::api::v1beta1::CloneSetPodUpdatePolicy;
 
-fn hook_view(pod: &CachedPod) -> PodHookView<'_> {
-    pod
-}
-
 /// Only the conditions of `status` that change the pod's (what the status write patches):
 /// a plan for thousands of new pods would otherwise hold a copy of each pod's whole status.
 fn changed_conditions(pod: &CachedPod, status: &PodStatus) -> PodStatus {
@@ -256,7 +252,7 @@ fn lifecycle_refresh(
     check: &CompletionCheck<'_>,
 ) -> Option<Action> {
     let state = lifecycle_state(pod)?;
-    let view = hook_view(pod);
+    let view: PodHookView<'_> = pod;
     let intent = Intent::Refresh {
         scheduled: has_pod_scheduled_condition(pod),
         at_update_revision: at_revision(pod, update_rev),
@@ -311,7 +307,7 @@ fn update_pod(
         let can =
             calculate_update_spec_for_revisions(old, Some(target), gates, grace, recreate_on_vct);
         if let (Ok(_), Some(old)) = (can, old) {
-            let view = hook_view(pod);
+            let view: PodHookView<'_> = pod;
             let state = lifecycle_state(pod);
             let lifecycle = input.cloneset.spec.lifecycle.as_ref();
             let decision = decide(state, lifecycle, view, Intent::InPlaceUpdate).map_err(|_| {

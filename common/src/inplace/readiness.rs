@@ -73,7 +73,7 @@ fn set_condition(status: &mut PodStatus, cond: PodCondition) {
 /// `StartInPlaceUpdate`) and, when containers are ready, `Ready=False` — to be written with a
 /// status update *before* the spec changes, so endpoints drop the pod first.
 pub fn not_ready_status<P: PodView + ?Sized>(pod: &P, now: Timestamp) -> PodStatus {
-    let mut status = crate::pods::status_copy(pod);
+    let mut status = pod.status_copy();
     set_condition(
         &mut status,
         PodCondition {
@@ -102,7 +102,7 @@ pub fn ready_status<P: PodView + ?Sized>(pod: &P, now: Timestamp) -> Option<PodS
     if equal {
         return None;
     }
-    let mut status = crate::pods::status_copy(pod);
+    let mut status = pod.status_copy();
     let cond = PodCondition {
         type_: INPLACE_UPDATE_READY.into(),
         status: "True".into(),

@@ -528,37 +528,41 @@ impl PodView for CachedPod {
                 }),
                 ..Default::default()
             }),
-            status: Some(PodStatus {
-                phase: self.phase.as_deref().map(str::to_string),
-                reason: self.reason.as_deref().map(str::to_string),
-                conditions: (!self.conditions.is_empty()).then(|| {
-                    self.conditions()
-                        .map(|c| PodCondition {
-                            type_: c.type_.to_string(),
-                            status: c.status.to_string(),
-                            reason: c.reason.map(str::to_string),
-                            message: c.message.map(str::to_string),
-                            last_transition_time: c.last_transition_time.map(Time),
-                            ..Default::default()
-                        })
-                        .collect()
-                }),
-                container_statuses: (!self.container_statuses.is_empty()).then(|| {
-                    self.container_statuses()
-                        .map(|c| ContainerStatus {
-                            name: c.name.to_string(),
-                            image: c.image.to_string(),
-                            image_id: c.image_id.to_string(),
-                            container_id: c.container_id.map(str::to_string),
-                            ready: c.ready,
-                            restart_count: c.restart_count,
-                            resources: c.resources.cloned(),
-                            ..Default::default()
-                        })
-                        .collect()
-                }),
-                ..Default::default()
+            status: Some(self.status_copy()),
+        }
+    }
+
+    fn status_copy(&self) -> PodStatus {
+        PodStatus {
+            phase: self.phase.as_deref().map(str::to_string),
+            reason: self.reason.as_deref().map(str::to_string),
+            conditions: (!self.conditions.is_empty()).then(|| {
+                self.conditions()
+                    .map(|c| PodCondition {
+                        type_: c.type_.to_string(),
+                        status: c.status.to_string(),
+                        reason: c.reason.map(str::to_string),
+                        message: c.message.map(str::to_string),
+                        last_transition_time: c.last_transition_time.map(Time),
+                        ..Default::default()
+                    })
+                    .collect()
             }),
+            container_statuses: (!self.container_statuses.is_empty()).then(|| {
+                self.container_statuses()
+                    .map(|c| ContainerStatus {
+                        name: c.name.to_string(),
+                        image: c.image.to_string(),
+                        image_id: c.image_id.to_string(),
+                        container_id: c.container_id.map(str::to_string),
+                        ready: c.ready,
+                        restart_count: c.restart_count,
+                        resources: c.resources.cloned(),
+                        ..Default::default()
+                    })
+                    .collect()
+            }),
+            ..Default::default()
         }
     }
 }

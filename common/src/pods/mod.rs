@@ -146,11 +146,6 @@ pub fn recompute_ready_condition<P: PodView + ?Sized>(
     }
 }
 
-/// A copy of the pod's status (what a cached pod holds of it), to build a status write from.
-pub fn status_copy<P: PodView + ?Sized>(pod: &P) -> PodStatus {
-    pod.to_pod().status.unwrap_or_default()
-}
-
 /// Whether the pod is bound to a node.
 pub fn is_scheduled<P: PodView + ?Sized>(pod: &P) -> bool {
     pod.node_name().is_some_and(|n| !n.is_empty())

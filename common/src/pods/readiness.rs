@@ -60,7 +60,7 @@ pub fn add_not_ready_key<P: PodView + ?Sized>(
         return None;
     }
     list.push(msg.clone());
-    let mut status = super::status_copy(pod);
+    let mut status = pod.status_copy();
     let conds = status.conditions.get_or_insert_with(Vec::new);
     let cond = PodCondition {
         type_: KRUISE_POD_READY.into(),
@@ -91,7 +91,7 @@ pub fn remove_not_ready_key<P: PodView + ?Sized>(
     if !has_gate(pod) {
         return None;
     }
-    let mut status = super::status_copy(pod);
+    let mut status = pod.status_copy();
     let c = status
         .conditions
         .as_mut()?

@@ -8,7 +8,9 @@
 use std::sync::Arc;
 
 use jiff::Timestamp;
-use k8s_openapi::api::core::v1::{ContainerResizePolicy, EnvVar, Pod, ResourceRequirements};
+use k8s_openapi::api::core::v1::{
+    ContainerResizePolicy, EnvVar, Pod, PodStatus, ResourceRequirements,
+};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 /// A pod condition, borrowed.
@@ -93,6 +95,8 @@ pub trait PodView: LabelsAndFinalizers {
     /// from a modified copy (a cached pod's copy has only the cached fields, so only patches
     /// naming the fields they change may be derived from it).
     fn to_pod(&self) -> Pod;
+    /// A copy of the pod's status as this view holds it, to build a status write from.
+    fn status_copy(&self) -> PodStatus;
 
     /// The pod's name (`""` when unset).
     fn name(&self) -> &str {
@@ -206,6 +210,9 @@ impl PodView for Pod {
     fn to_pod(&self) -> Pod {
         self.clone()
     }
+    fn status_copy(&self) -> PodStatus {
+        self.status.clone().unwrap_or_default()
+    }
 }
 
 macro_rules! forward_pod_view {
@@ -248,6 +255,9 @@ macro_rules! forward_pod_view {
             }
             fn to_pod(&self) -> Pod {
                 (**self).to_pod()
+            }
+            fn status_copy(&self) -> PodStatus {
+                (**self).status_copy()
             }
             fn condition(&self, ty: &str) -> Option<ConditionRef<'_>> {
                 (**self).condition(ty)
