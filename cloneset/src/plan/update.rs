@@ -11,7 +11,7 @@ use k8s_openapi::api::core::v1::PodStatus;
 use kruise_common::api::LifecycleState;
 use kruise_common::api::keys::{
     INPLACE_UPDATE_GRACE_KEY, INPLACE_UPDATE_GRACE_KEY_OLD, LIFECYCLE_STATE_KEY,
-    LIFECYCLE_TIMESTAMP_KEY, POD_TEMPLATE_HASH_KEY, SPECIFIED_DELETE_KEY,
+    LIFECYCLE_TIMESTAMP_KEY, POD_TEMPLATE_HASH_KEY,
 };
 use kruise_common::inplace::{
     CompletionCheck, InPlaceGates, RefreshAction, UpdateRequest, begin_update,
@@ -22,7 +22,7 @@ use kruise_common::pods::{has_pod_scheduled_condition, lifecycle_state, order::u
 use kruise_common::revision::{pod_revision_labels, short_hash};
 use serde_json::json;
 
-use super::diffs::{at_revision, calculate_diffs, is_available};
+use super::diffs::{at_revision, calculate_diffs, is_available, is_specified_delete};
 use super::pods::{name_of, name_of_revision};
 use super::{Action, Plan, PlanError, PlanInput, push_requeue};
 use crate::api::v1beta1::CloneSetPodUpdatePolicy;
@@ -151,17 +151,38 @@ pub fn update(
     };
     let target_name = name_of_revision(target);
 
-    // 3. Candidates.
+    // 3. Candidates. Deliberate difference from OpenKruise: a pod waiting for the target
+    //    that is already specified for deletion (a ReCreate update marked it, or the user
+    //    did) is on its way out and its replacement is created at the revision the
+    //    partition asks for, so it counts as an update in flight rather than leaving room
+    //    for one more. OpenKruise picks another pod as well, and once both deletions go
+    //    through the old revision drops below the partition.
+    let waits_for_target = |p: &CachedPod| {
+        if diffs.update_num > 0 {
+            !at_revision(p, update_rev)
+        } else {
+            at_revision(p, update_rev)
+        }
+    };
+    let leaving = pods
+        .iter()
+        .filter(|p| {
+            waits_for_target(p)
+                && is_specified_delete(cs, *p)
+                && lifecycle_state(*p) != Some(LifecycleState::PreparingDelete)
+        })
+        .count();
+    let update_count = usize::try_from(diffs.update_num.unsigned_abs())
+        .unwrap_or(usize::MAX)
+        .saturating_sub(leaving);
+    if update_count == 0 {
+        return;
+    }
     let candidates: Vec<usize> = pods
         .iter()
         .enumerate()
         .filter(|(_, p)| {
-            let wait = if diffs.update_num > 0 {
-                !at_revision(p, update_rev)
-            } else {
-                at_revision(p, update_rev)
-            };
-            if !wait || touched.contains(name_of(p)) {
+            if !waits_for_target(p) || is_specified_delete(cs, *p) || touched.contains(name_of(p)) {
                 return false;
             }
             match lifecycle_state(p) {
@@ -180,10 +201,7 @@ pub fn update(
     );
 
     // 4. Limit by |updateNum| and the unavailable budget.
-    let mut chosen: Vec<usize> = ordered
-        .into_iter()
-        .take(usize::try_from(diffs.update_num.unsigned_abs()).unwrap_or(usize::MAX))
-        .collect();
+    let mut chosen: Vec<usize> = ordered.into_iter().take(update_count).collect();
     let min_ready = cs.spec.min_ready_seconds;
     let mut unavailable = 0;
     let mut target_unavailable = 0;
@@ -363,10 +381,7 @@ fn update_pod(
             return Err(PlanError::InPlaceOnlyCannotUpdate(name));
         }
     }
-    let already = pod.label(SPECIFIED_DELETE_KEY) == Some("true");
-    if already {
-        return Ok(None);
-    }
+    // Specified-delete pods are never candidates (step 3), so this is a fresh mark.
     Ok(Some(Action::MarkSpecifiedDelete {
         name,
         revision: target_name,
