@@ -75,6 +75,11 @@ impl Default for PlanGates {
 /// of a plan is held in memory until the plan is done (~30 MB for 9,000 pods).
 pub const MAX_CREATIONS_PER_PLAN: usize = 500;
 
+/// Existing pods one plan writes at most (refreshes, lifecycle changes and updates); the
+/// rest follow in the next reconciles. Each planned write holds its patch until the plan is
+/// done: 9,000 new pods turning Normal at once held ~45 MB of patches and write futures.
+pub const MAX_POD_WRITES_PER_PLAN: usize = 1000;
+
 /// Everything the planner reads.
 #[derive(Debug, Clone, Copy)]
 pub struct PlanInput<'a> {

@@ -24,7 +24,7 @@ use serde_json::json;
 
 use super::diffs::{at_revision, calculate_diffs, is_available, is_specified_delete};
 use super::pods::{name_of, name_of_revision};
-use super::{Action, Plan, PlanError, PlanInput, push_requeue};
+use super::{Action, MAX_POD_WRITES_PER_PLAN, Plan, PlanError, PlanInput, push_requeue};
 use crate::api::v1beta1::CloneSetPodUpdatePolicy;
 
 /// Only the conditions of `status` that change the pod's (what the status write patches):
@@ -61,7 +61,14 @@ pub fn update(
     //    here is not also updated in this plan (one write per pod and plan).
     let mut touched: BTreeSet<String> = BTreeSet::new();
     let mut modified = false;
+    let mut written = 0usize;
     for pod in pods {
+        if written >= MAX_POD_WRITES_PER_PLAN {
+            // The rest are refreshed by the next reconciles; nothing is updated before.
+            modified = true;
+            break;
+        }
+        let actions_before = out.actions.len();
         let name = name_of(pod).to_string();
         match refresh(pod, now, &check) {
             RefreshAction::Nothing => {}
@@ -101,6 +108,7 @@ pub fn update(
                 .any(|a| matches!(a, Action::PatchPod { name: n, .. } if *n == name));
         if patched {
             // One metadata/spec write per pod and plan: the lifecycle step waits a round.
+            written += 1;
             continue;
         }
         if let Some(action) = lifecycle_refresh(input, pod, update_rev, &check) {
@@ -113,6 +121,9 @@ pub fn update(
                 patch: json!({"metadata": {"labels": {POD_TEMPLATE_HASH_KEY: short_hash(rev)}}}),
             });
             modified = true;
+        }
+        if out.actions.len() > actions_before {
+            written += 1;
         }
     }
     if modified {
@@ -228,7 +239,7 @@ pub fn update(
         }
         can_update += 1;
     }
-    chosen.truncate(can_update);
+    chosen.truncate(can_update.min(MAX_POD_WRITES_PER_PLAN));
 
     // 5. Update each.
     let policy = rolling.policy();

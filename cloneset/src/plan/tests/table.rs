@@ -3,6 +3,7 @@ use kruise_common::api::keys::{
     CLONESET_INSTANCE_ID_KEY, LIFECYCLE_STATE_KEY, SPECIFIED_DELETE_KEY,
 };
 use pretty_assertions::assert_eq;
+use std::collections::BTreeSet;
 
 #[test]
 fn creates_pods_with_name_labels_gate_and_owner() {
@@ -113,6 +114,39 @@ fn a_large_scale_up_is_created_in_passes_of_at_most_max_creations_per_plan() {
     let p = w.plan();
     assert!(creates(&p).is_empty());
     assert_eq!(w.pods.len(), 1200);
+}
+
+#[test]
+fn one_plan_writes_at_most_max_pod_writes_per_plan_existing_pods() {
+    let written = |p: &Plan| {
+        p.actions
+            .iter()
+            .filter(|a| !matches!(a, Action::CreatePod { .. }))
+            .filter_map(Action::pod_name)
+            .collect::<BTreeSet<_>>()
+            .len()
+    };
+    let mut w = World::with_ready(cloneset(
+        "nginx:1",
+        json!({"replicas": 0, "updateStrategy": {"rollingUpdate": {
+            "podUpdatePolicy": "InPlaceIfPossible", "maxUnavailable": "100%"}}}),
+    ));
+    w.cs.spec.replicas = Some(1200);
+    // 1,200 new pods turn Normal (and InPlaceUpdateReady) in passes.
+    let mut most = 0;
+    for _ in 0..20 {
+        let p = w.step();
+        most = most.max(written(&p));
+    }
+    assert_eq!(most, MAX_POD_WRITES_PER_PLAN);
+    assert_eq!(w.available(), 1200);
+    // An in-place update of all of them at maxUnavailable 100%: 1,000, then the other 200.
+    w.set_image("nginx:2");
+    let first = w.step();
+    assert_eq!(in_place(&first).len(), MAX_POD_WRITES_PER_PLAN);
+    w.settle(40);
+    assert_eq!(w.count_at(&rev_name(w.update_revision())), 1200);
+    assert_eq!(w.available(), 1200);
 }
 
 #[test]
