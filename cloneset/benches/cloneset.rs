@@ -58,15 +58,24 @@ fn controller_writes(sim: &Sim) -> (u64, u64, u64) {
     (pods, events, other)
 }
 
-fn rss_mib(pid: u32) -> f64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .unwrap_or_default()
-        .lines()
-        .find(|l| l.starts_with("VmRSS:"))
-        .and_then(|l| l.split_whitespace().nth(1))
-        .and_then(|v| v.parse::<f64>().ok())
-        .unwrap_or(0.0)
-        / 1024.0
+/// VmRSS, with its anonymous (heap, stacks) and file-backed (the binary's pages) parts.
+fn rss(pid: u32) -> String {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let mib = |key: &str| {
+        status
+            .lines()
+            .find(|l| l.starts_with(key))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|v| v.parse::<f64>().ok())
+            .unwrap_or(0.0)
+            / 1024.0
+    };
+    format!(
+        "{:.1} MiB (anonymous {:.1}, file-backed {:.1})",
+        mib("VmRSS:"),
+        mib("RssAnon:"),
+        mib("RssFile:")
+    )
 }
 
 /// User + system CPU seconds of a process (`/proc/<pid>/stat`, clock ticks of 1/100 s).
@@ -202,8 +211,8 @@ async fn main() {
         matches!(support::http_get(addr, "/readyz").await, Ok((200, _))).then_some(())
     })
     .await;
-    let rss = || rss_mib(controller.child.id());
-    println!("controller RSS with no owned pods: {:.1} MiB", rss());
+    let controller_rss = || rss(controller.child.id());
+    println!("controller RSS with no owned pods: {}", controller_rss());
     let ar = ApiResource {
         group: "apps.kruise.io".into(),
         version: "v1beta1".into(),
@@ -232,7 +241,7 @@ async fn main() {
     let after = controller_writes(&sim);
     println!("scale 0 -> {n} ready: {:.1} s", took.as_secs_f64());
     print_writes("create", before, after, n);
-    println!("controller RSS with {n} owned pods: {:.1} MiB", rss());
+    println!("controller RSS with {n} owned pods: {}", controller_rss());
 
     let before = controller_writes(&sim);
     let controller_pid = controller.child.id().to_string();
@@ -262,7 +271,7 @@ async fn main() {
         took.as_secs_f64() / bound.as_secs_f64()
     );
     print_writes("in-place update", before, after, n);
-    println!("controller RSS after the rollout: {:.1} MiB", rss());
+    println!("controller RSS after the rollout: {}", controller_rss());
 
     let mut owned = n;
     if large > n {
@@ -272,7 +281,10 @@ async fn main() {
         let after = controller_writes(&sim);
         println!("scale {n} -> {large} ready: {:.1} s", took.as_secs_f64());
         print_writes("create", before, after, large - n);
-        println!("controller RSS with {large} owned pods: {:.1} MiB", rss());
+        println!(
+            "controller RSS with {large} owned pods: {}",
+            controller_rss()
+        );
         owned = large;
     }
 

@@ -6,7 +6,7 @@
 //!   CloneSet creates carries it), ControllerRevisions all, but only CloneSet-owned ones wake a
 //!   CloneSet. The reflector stores that trigger reconciles are the ones the reconcile reads.
 //! * **Minimum writes.** One create per pod (plus its claims), one delete; an in-place update
-//!   is the planner's [`kruise_common::inplace::BeginUpdate`]: the `InPlaceUpdateReady=False`
+//!   is the planner's [`kruise_common::inplace::InPlaceWrites`]: the `InPlaceUpdateReady=False`
 //!   status write when the pod must go unready, then one strategic-merge patch. Status is
 //!   written only when it changed.
 //! * **No double creates or deletes.** Scale expectations (`common::expectations`) record
@@ -1084,11 +1084,11 @@ impl Exec<'_> {
                 Ok(())
             }
             Action::UpdateInPlace { name, update, .. } => {
-                if let Some(status) = &update.unready_status {
+                if let Some(status) = &update.unready_conditions {
                     self.patch_pod_status(name, Some(status), &serde_json::Value::Null)
                         .await?;
                 }
-                if let Some(patch) = &update.write.patch {
+                if let Some(patch) = &update.patch {
                     // No resourceVersion: the kubelet answers the status write above with
                     // its own, and a precondition would turn that into a conflict every
                     // time. The cache is as new as this controller's last write
@@ -1096,7 +1096,7 @@ impl Exec<'_> {
                     let patched = self.patch_pod(name, patch).await?;
                     record_pod_version(self.shared, &patched);
                 }
-                if let Some(resize) = &update.write.resize_patch {
+                if let Some(resize) = &update.resize_patch {
                     let resized = self
                         .pod_api()
                         .patch_subresource(

@@ -25,7 +25,7 @@ use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::api::apps::v1::ControllerRevision;
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, PodStatus};
 use kruise_common::expectations::Satisfaction;
-use kruise_common::inplace::BeginUpdate;
+use kruise_common::inplace::InPlaceWrites;
 use kruise_common::pods::lifecycle::NotReadyChange;
 use serde_json::Value;
 
@@ -146,7 +146,7 @@ pub enum Action {
         /// Target revision name.
         revision: String,
         /// The writes.
-        update: Box<BeginUpdate>,
+        update: Box<InPlaceWrites>,
     },
     /// ReCreate update: label the pod `apps.kruise.io/specified-delete: "true"`; the Scale
     /// step deletes it later within the budget.

@@ -384,7 +384,7 @@ fn update_pod(
                 return Ok(Some(Action::UpdateInPlace {
                     name,
                     revision: target_name,
-                    update: Box::new(update),
+                    update: Box::new(update.into_writes(pod)),
                 }));
             }
         }

@@ -427,6 +427,41 @@ pub struct BeginUpdate {
     pub requeue_after: Option<SignedDuration>,
 }
 
+/// The requests a [`BeginUpdate`] comes down to, without the pod copies it was computed
+/// from: what a plan holding thousands of in-place updates keeps (a `BeginUpdate` carries
+/// a whole pod and its status, ~15 KB).
+#[derive(Debug, Clone, PartialEq)]
+pub struct InPlaceWrites {
+    /// 1. The status conditions that change when the pod goes unready
+    ///    (`InPlaceUpdateReady=False`, and `Ready` with it), to write first.
+    pub unready_conditions: Option<PodStatus>,
+    /// 2. Strategic-merge patch for the pod; `None` if nothing changed.
+    pub patch: Option<Value>,
+    /// 3. Strategic-merge patch for the `resize` subresource, when resources change.
+    pub resize_patch: Option<Value>,
+    /// Requeue after the grace period.
+    pub requeue_after: Option<SignedDuration>,
+}
+
+impl BeginUpdate {
+    /// The requests to send for this update of `pod` (the pod it was planned from).
+    pub fn into_writes<P: crate::pods::PodView + ?Sized>(self, pod: &P) -> InPlaceWrites {
+        InPlaceWrites {
+            unready_conditions: self.unready_status.map(|status| PodStatus {
+                conditions: Some(
+                    crate::pods::changed_conditions(pod, &status)
+                        .cloned()
+                        .collect(),
+                ),
+                ..Default::default()
+            }),
+            patch: self.write.patch,
+            resize_patch: self.write.resize_patch,
+            requeue_after: self.requeue_after,
+        }
+    }
+}
+
 /// OpenKruise's `Update`: plan an in-place update of `pod`, or say why it must be recreated.
 pub fn begin_update<P: crate::pods::PodView + ?Sized>(
     view: &P,

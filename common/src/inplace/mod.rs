@@ -24,8 +24,8 @@ mod readiness;
 mod types;
 
 pub use apply::{
-    BeginUpdate, PodWrite, UpdateRequest, apply_spec_to_pod, begin_update, container_priority,
-    pod_patch,
+    BeginUpdate, InPlaceWrites, PodWrite, UpdateRequest, apply_spec_to_pod, begin_update,
+    container_priority, pod_patch,
 };
 pub use complete::{CompletionCheck, NotCompleted, RefreshAction, check_update_completed, refresh};
 pub use diff::{

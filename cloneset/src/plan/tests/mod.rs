@@ -259,12 +259,20 @@ impl World {
                     }
                 }
                 Action::UpdateInPlace { name, update, .. } => {
-                    let mut new = update.write.pod.clone();
-                    if let Some(st) = &update.unready_status {
-                        new.status = Some(st.clone());
-                    }
+                    // As the API server applies the status write, then the patches.
                     if let Some(p) = self.pod_mut(name) {
-                        *p = new;
+                        if let Some(st) = &update.unready_conditions {
+                            kruise_common::pods::merge_conditions(
+                                p.status.get_or_insert_with(Default::default),
+                                st,
+                            );
+                        }
+                        for patch in [&update.patch, &update.resize_patch].into_iter().flatten() {
+                            let v = serde_json::to_value(&*p).unwrap();
+                            let merged =
+                                kruise_sim::patch::strategic_merge("Pod", &v, patch).unwrap();
+                            *p = serde_json::from_value(merged).unwrap();
+                        }
                     }
                 }
                 Action::MarkSpecifiedDelete { name, .. } => {
