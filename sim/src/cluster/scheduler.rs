@@ -6,10 +6,11 @@
 //! spread. Pods that fit nowhere get PodScheduled=False/Unschedulable with the
 //! scheduler's FitError message and wait, as in kube-scheduler's unschedulable queue,
 //! until their spec changes, capacity may have appeared (a node changes, a pod is deleted
-//! or finishes) or a minute has passed — not retried on every change in the cluster, which
-//! with thousands of unschedulable pods would cost a pass over all of them per write.
+//! or finishes) or a minute has passed. Like kube-scheduler it keeps its own cache, fed by
+//! the change stream, of the pods waiting and of what each node's pods request, so a
+//! pass costs the pods waiting, never a walk over every pod in the cluster.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -47,9 +48,10 @@ fn pod_requests(pod: &Value) -> Res {
             .map_or(0, f)
     };
     let list = |k: &str| {
-        pod.pointer(&format!("/spec/{k}"))
+        pod.get("spec")
+            .and_then(|s| s.get(k))
             .and_then(Value::as_array)
-            .cloned()
+            .map(Vec::as_slice)
             .unwrap_or_default()
     };
     let mut r = Res {
@@ -57,12 +59,12 @@ fn pod_requests(pod: &Value) -> Res {
         ..Default::default()
     };
     for c in list("containers") {
-        r.cpu_m += req(&c, "cpu", quantity::millis);
-        r.mem += req(&c, "memory", quantity::units);
+        r.cpu_m += req(c, "cpu", quantity::millis);
+        r.mem += req(c, "memory", quantity::units);
     }
     for c in list("initContainers") {
-        r.cpu_m = r.cpu_m.max(req(&c, "cpu", quantity::millis));
-        r.mem = r.mem.max(req(&c, "memory", quantity::units));
+        r.cpu_m = r.cpu_m.max(req(c, "cpu", quantity::millis));
+        r.mem = r.mem.max(req(c, "memory", quantity::units));
     }
     r
 }
@@ -211,10 +213,10 @@ fn allocatable(node: &Value) -> Res {
 /// that rejects, as the framework does; Ok(()) when the pod fits, otherwise the reasons
 /// (upstream's per-plugin messages).
 fn filter(pod: &Value, req: Res, node: &Value, used: Res) -> Result<(), Vec<String>> {
-    let taints: Vec<Value> = node
+    let taints = node
         .pointer("/spec/taints")
         .and_then(Value::as_array)
-        .cloned()
+        .map(Vec::as_slice)
         .unwrap_or_default();
     if node.pointer("/spec/unschedulable").and_then(Value::as_bool) == Some(true) {
         let t = json!({"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"});
@@ -222,7 +224,7 @@ fn filter(pod: &Value, req: Res, node: &Value, used: Res) -> Result<(), Vec<Stri
             return Err(vec!["node(s) were unschedulable".into()]);
         }
     }
-    if let Some(t) = untolerated_taint(pod, &taints) {
+    if let Some(t) = untolerated_taint(pod, taints) {
         let s = |k: &str| t.get(k).and_then(Value::as_str).unwrap_or("");
         return Err(vec![format!(
             "node(s) had untolerated taint {{{}: {}}}",
@@ -270,93 +272,163 @@ fn fit_error(total: usize, reasons: &BTreeMap<String, usize>) -> String {
     msg
 }
 
-/// One scheduling pass over every pending pod.
-/// Pods found unschedulable: (namespace, name) -> (uid, generation) when last tried.
+/// The scheduler's view of the cluster, kept up to date from the store's change stream
+/// like kube-scheduler's cache and queues: which pods wait to be scheduled (`active`),
+/// which were found unschedulable and wait for room or a spec change (`parked`), and
+/// what the bound pods request on each node. A pass looks only at the active pods, so
+/// its cost follows the pods waiting, not every pod in the cluster.
 #[derive(Default)]
-struct Unschedulable {
-    pods: HashMap<(String, String), (String, i64)>,
-    since: Option<Instant>,
+struct Queue {
+    active: HashSet<Key>,
+    /// Pods found unschedulable: key -> (uid, generation) when last tried.
+    parked: HashMap<Key, (String, i64)>,
+    parked_since: Option<Instant>,
+    /// Each bound, non-terminal pod's node and requests, and their sums per node.
+    bound: HashMap<Key, (String, Res)>,
+    used: HashMap<String, Res>,
 }
+
+type Key = (String, String);
 
 /// kube-scheduler flushes its unschedulable queue after podMaxInUnschedulablePodsDuration
 /// (5 minutes); the simulator retries sooner.
 const UNSCHEDULABLE_FLUSH: Duration = Duration::from_secs(60);
 
-impl Unschedulable {
-    fn key(pod: &Value) -> (String, String) {
-        (
-            meta::meta_str(pod, "namespace").to_string(),
-            meta::name_of(pod).to_string(),
-        )
+fn key_of(pod: &Value) -> Key {
+    (
+        meta::meta_str(pod, "namespace").to_string(),
+        meta::name_of(pod).to_string(),
+    )
+}
+
+/// The pod's identity and spec version; a status write leaves it unchanged.
+fn spec_version(pod: &Value) -> Option<(String, i64)> {
+    let generation = pod
+        .pointer("/metadata/generation")
+        .and_then(Value::as_i64)?;
+    Some((meta::meta_str(pod, "uid").to_string(), generation))
+}
+
+impl Res {
+    fn add(&mut self, r: Res, sign: i64) {
+        self.cpu_m += sign * r.cpu_m;
+        self.mem += sign * r.mem;
+        self.pods += sign * r.pods;
+    }
+}
+
+impl Queue {
+    /// Rebuilt from every stored pod (at start, and when the change stream lagged).
+    fn rebuild(pods: &[Arc<Value>]) -> Self {
+        let mut q = Queue::default();
+        for p in pods {
+            q.observe(key_of(p), Some(p));
+        }
+        q
     }
 
-    /// The pod's identity and spec version; a status write leaves it unchanged.
-    fn version(pod: &Value) -> Option<(String, i64)> {
-        let generation = pod
-            .pointer("/metadata/generation")
-            .and_then(Value::as_i64)?;
-        Some((meta::meta_str(pod, "uid").to_string(), generation))
-    }
-
-    fn skip(&self, pod: &Value) -> bool {
-        Self::version(pod).is_some_and(|v| self.pods.get(&Self::key(pod)) == Some(&v))
-    }
-
-    fn remember(&mut self, pod: &Value) {
-        if let Some(v) = Self::version(pod) {
-            self.pods.insert(Self::key(pod), v);
-            self.since.get_or_insert_with(Instant::now);
+    /// Takes a pod's latest state (None: deleted).
+    fn observe(&mut self, key: Key, pod: Option<&Value>) {
+        self.unbind(&key);
+        let Some(pod) = pod else {
+            self.active.remove(&key);
+            self.parked.remove(&key);
+            return;
+        };
+        if wants_scheduling(pod) {
+            let unchanged = match (self.parked.get(&key), spec_version(pod)) {
+                (Some(parked), Some(v)) => *parked == v,
+                _ => false,
+            };
+            if !unchanged {
+                self.parked.remove(&key);
+                self.active.insert(key);
+            }
+            return;
+        }
+        self.active.remove(&key);
+        self.parked.remove(&key);
+        if !node_of(pod).is_empty() && !is_terminal(pod) {
+            self.bind(key, node_of(pod), pod_requests(pod));
         }
     }
 
-    fn clear(&mut self) {
-        self.pods.clear();
-        self.since = None;
+    fn bind(&mut self, key: Key, node: &str, req: Res) {
+        self.unbind(&key);
+        self.used.entry(node.to_string()).or_default().add(req, 1);
+        self.bound.insert(key, (node.to_string(), req));
     }
 
-    /// Clears when `ev` may have made room: a node changed, a pod went away or finished.
+    fn unbind(&mut self, key: &Key) {
+        if let Some((node, req)) = self.bound.remove(key)
+            && let Some(u) = self.used.get_mut(&node)
+        {
+            u.add(req, -1);
+        }
+    }
+
+    fn park(&mut self, key: Key, pod: &Value) {
+        if let Some(v) = spec_version(pod) {
+            self.parked.insert(key, v);
+            self.parked_since.get_or_insert_with(Instant::now);
+        } else {
+            // Without a generation a spec change cannot be told apart: keep trying.
+            self.active.insert(key);
+        }
+    }
+
+    /// Every parked pod is tried again (room may have appeared).
+    fn unpark_all(&mut self) {
+        self.active.extend(self.parked.drain().map(|(k, _)| k));
+        self.parked_since = None;
+    }
+
     fn on_event(&mut self, ev: &StoreEvent) {
-        let room = match ev.gr.resource.as_str() {
-            "nodes" => true,
+        if !ev.gr.group.is_empty() {
+            return;
+        }
+        match ev.gr.resource.as_str() {
+            "nodes" => self.unpark_all(),
             "pods" => {
-                ev.event_type == EventType::Deleted
+                let key = (ev.namespace.clone(), ev.name.clone());
+                let deleted = ev.event_type == EventType::Deleted;
+                // Room may have appeared: a pod went away or finished.
+                let room = deleted
                     || (is_terminal(&ev.object)
-                        && ev.previous.as_deref().is_some_and(|p| !is_terminal(p)))
+                        && ev.previous.as_deref().is_some_and(|p| !is_terminal(p)));
+                self.observe(key, (!deleted).then_some(&*ev.object));
+                if room {
+                    self.unpark_all();
+                }
             }
-            _ => false,
-        };
-        if room {
-            self.clear();
+            _ => {}
         }
     }
 
     fn flush_if_due(&mut self) {
         if self
-            .since
+            .parked_since
             .is_some_and(|t| t.elapsed() >= UNSCHEDULABLE_FLUSH)
         {
-            self.clear();
+            self.unpark_all();
         }
     }
 }
 
-async fn schedule_pass(sh: &Arc<SimShared>, unschedulable: &mut Unschedulable) {
+/// One scheduling pass over the active pods, oldest first.
+async fn schedule_pass(sh: &Arc<SimShared>, queue: &mut Queue) {
+    if queue.active.is_empty() {
+        return;
+    }
     let pods_gr = GroupResource::new("", "pods");
     let (nodes, _) = sh.store.list(&GroupResource::new("", "nodes"), None);
-    let (pods, _) = sh.store.list(&pods_gr, None);
-    let mut used: HashMap<String, Res> = HashMap::new();
-    let mut pending = Vec::new();
-    for p in &pods {
-        if wants_scheduling(p) {
-            if !unschedulable.skip(p) {
-                pending.push(p.clone());
-            }
-        } else if !node_of(p).is_empty() && !is_terminal(p) {
-            let r = pod_requests(p);
-            let u = used.entry(node_of(p).to_string()).or_default();
-            u.cpu_m += r.cpu_m;
-            u.mem += r.mem;
-            u.pods += 1;
+    let mut pending: Vec<Arc<Value>> = Vec::with_capacity(queue.active.len());
+    for key in std::mem::take(&mut queue.active) {
+        // The store is ahead of the change stream: act on the pod as it is now; its
+        // event, still on the way, files it again.
+        match sh.store.get(&pods_gr, &key.0, &key.1) {
+            Some(p) if wants_scheduling(&p) => pending.push(p),
+            _ => {}
         }
     }
     // Oldest first, like the scheduling queue's FIFO order for equal priority.
@@ -370,7 +442,11 @@ async fn schedule_pass(sh: &Arc<SimShared>, unschedulable: &mut Unschedulable) {
         let mut reasons: BTreeMap<String, usize> = BTreeMap::new();
         let mut best: Option<(&Value, i64)> = None;
         for n in &nodes {
-            let u = used.get(meta::name_of(n)).copied().unwrap_or_default();
+            let u = queue
+                .used
+                .get(meta::name_of(n))
+                .copied()
+                .unwrap_or_default();
             match filter(&pod, req, n, u) {
                 Ok(()) => {
                     if best.is_none_or(|(_, c)| u.pods < c) {
@@ -384,8 +460,8 @@ async fn schedule_pass(sh: &Arc<SimShared>, unschedulable: &mut Unschedulable) {
                 }
             }
         }
-        let ns = meta::meta_str(&pod, "namespace").to_string();
-        let name = meta::name_of(&pod).to_string();
+        let key = key_of(&pod);
+        let (ns, name) = (&key.0, &key.1);
         match best {
             Some((node, _)) => {
                 let node_name = meta::name_of(node).to_string();
@@ -394,7 +470,7 @@ async fn schedule_pass(sh: &Arc<SimShared>, unschedulable: &mut Unschedulable) {
                     "metadata": {"name": name, "namespace": ns, "uid": meta::meta_str(&pod, "uid")},
                     "target": {"apiVersion": "v1", "kind": "Node", "name": node_name},
                 });
-                match sh.bind_pod(&ns, &name, &binding, &opts()).await {
+                match sh.bind_pod(ns, name, &binding, &opts()).await {
                     Ok(()) => {
                         let message = format!("Successfully assigned {ns}/{name} to {node_name}");
                         super::record_event(
@@ -406,19 +482,19 @@ async fn schedule_pass(sh: &Arc<SimShared>, unschedulable: &mut Unschedulable) {
                             &message,
                         )
                         .await;
-                        let u = used.entry(node_name).or_default();
-                        u.cpu_m += req.cpu_m;
-                        u.mem += req.mem;
-                        u.pods += 1;
+                        // Counted now, so the next pod in this pass sees the room taken;
+                        // the binding's event later replaces this with the same figures.
+                        queue.bind(key, &node_name, req);
                     }
                     Err(e) => {
-                        tracing::debug!(error = %e, pod = %name, "binding failed; retrying later")
+                        tracing::debug!(error = %e, pod = %name, "binding failed; retrying later");
+                        queue.active.insert(key);
                     }
                 }
             }
             None => {
-                unschedulable.remember(&pod);
-                mark_unschedulable(sh, &pod, &fit_error(nodes.len(), &reasons)).await
+                mark_unschedulable(sh, &pod, &fit_error(nodes.len(), &reasons)).await;
+                queue.park(key, &pod);
             }
         }
     }
@@ -497,51 +573,36 @@ async fn mark_unschedulable(sh: &Arc<SimShared>, pod: &Value, message: &str) {
     }
 }
 
-fn relevant(gr: &GroupResource) -> bool {
-    gr.group.is_empty() && (gr.resource == "pods" || gr.resource == "nodes")
-}
-
-/// Schedules on every pod or node change (coalesced), and once a second as a
-/// safety net for changes the pass raced with.
+/// Schedules the active pods after every batch of changes, and once a second as a
+/// safety net (and to flush the parked pods after a minute).
 pub async fn run(sh: Arc<SimShared>) {
+    let pods_gr = GroupResource::new("", "pods");
     let mut rx = sh.store.subscribe();
+    let mut queue = Queue::rebuild(&sh.store.list(&pods_gr, None).0);
     let mut tick = tokio::time::interval(Duration::from_secs(1));
-    let mut unschedulable = Unschedulable::default();
     loop {
-        let mut dirty = tokio::select! {
+        let mut lagged = false;
+        tokio::select! {
             r = rx.recv() => match r {
-                Ok(ev) => {
-                    unschedulable.on_event(&ev);
-                    relevant(&ev.gr)
-                }
-                Err(RecvError::Lagged(_)) => {
-                    unschedulable.clear();
-                    true
-                }
+                Ok(ev) => queue.on_event(&ev),
+                Err(RecvError::Lagged(_)) => lagged = true,
                 Err(RecvError::Closed) => return,
             },
-            _ = tick.tick() => {
-                unschedulable.flush_if_due();
-                true
-            }
-        };
+            _ = tick.tick() => queue.flush_if_due(),
+        }
         loop {
             match rx.try_recv() {
-                Ok(ev) => {
-                    unschedulable.on_event(&ev);
-                    dirty |= relevant(&ev.gr);
-                }
-                Err(TryRecvError::Lagged(_)) => {
-                    unschedulable.clear();
-                    dirty = true;
-                }
+                Ok(ev) => queue.on_event(&ev),
+                Err(TryRecvError::Lagged(_)) => lagged = true,
                 Err(TryRecvError::Empty) => break,
                 Err(TryRecvError::Closed) => return,
             }
         }
-        if dirty {
-            schedule_pass(&sh, &mut unschedulable).await;
+        if lagged {
+            // Changes were missed: start again from what is stored.
+            queue = Queue::rebuild(&sh.store.list(&pods_gr, None).0);
         }
+        schedule_pass(&sh, &mut queue).await;
     }
 }
 
@@ -577,5 +638,106 @@ mod tests {
             &json!({"operator": "Exists", "effect": "NoExecute"}),
             &taint
         ));
+    }
+
+    fn pod(name: &str, node: &str, generation: i64, phase: &str) -> Value {
+        json!({
+            "metadata": {"namespace": "ns", "name": name, "uid": format!("uid-{name}"), "generation": generation},
+            "spec": {"nodeName": node, "containers": [{"name": "c", "image": "i",
+                     "resources": {"requests": {"cpu": "100m", "memory": "1Mi"}}}]},
+            "status": {"phase": phase},
+        })
+    }
+
+    fn event(event_type: EventType, object: Value, previous: Option<Value>) -> StoreEvent {
+        StoreEvent {
+            rv: 1,
+            gr: GroupResource::new("", "pods"),
+            namespace: meta::meta_str(&object, "namespace").to_string(),
+            name: meta::name_of(&object).to_string(),
+            event_type,
+            object: Arc::new(object),
+            previous: previous.map(Arc::new),
+        }
+    }
+
+    fn key(name: &str) -> Key {
+        ("ns".to_string(), name.to_string())
+    }
+
+    #[test]
+    fn queue_follows_binding_and_counts_requests_per_node() {
+        let mut q = Queue::rebuild(&[Arc::new(pod("a", "", 1, "Pending"))]);
+        assert!(q.active.contains(&key("a")));
+        q.on_event(&event(
+            EventType::Modified,
+            pod("a", "n1", 1, "Pending"),
+            None,
+        ));
+        assert!(q.active.is_empty());
+        let used = q.used["n1"];
+        assert_eq!((used.cpu_m, used.pods), (100, 1));
+        // The same pod seen again is not counted twice.
+        q.on_event(&event(
+            EventType::Modified,
+            pod("a", "n1", 1, "Running"),
+            None,
+        ));
+        assert_eq!(q.used["n1"].pods, 1);
+        q.on_event(&event(
+            EventType::Deleted,
+            pod("a", "n1", 1, "Running"),
+            None,
+        ));
+        assert_eq!((q.used["n1"].cpu_m, q.used["n1"].pods), (0, 0));
+    }
+
+    #[test]
+    fn parked_pods_wait_for_a_spec_change_or_room() {
+        let mut q = Queue::rebuild(&[
+            Arc::new(pod("waiting", "", 1, "Pending")),
+            Arc::new(pod("running", "n1", 1, "Running")),
+        ]);
+        q.active.clear();
+        q.park(key("waiting"), &pod("waiting", "", 1, "Pending"));
+        // A status write (same generation) leaves it parked.
+        q.on_event(&event(
+            EventType::Modified,
+            pod("waiting", "", 1, "Pending"),
+            None,
+        ));
+        assert!(q.active.is_empty());
+        // A spec change makes it active again.
+        q.on_event(&event(
+            EventType::Modified,
+            pod("waiting", "", 2, "Pending"),
+            None,
+        ));
+        assert!(q.active.contains(&key("waiting")));
+
+        q.active.clear();
+        q.park(key("waiting"), &pod("waiting", "", 2, "Pending"));
+        // Another pod finishing frees room: every parked pod is tried again.
+        q.on_event(&event(
+            EventType::Modified,
+            pod("running", "n1", 1, "Succeeded"),
+            Some(pod("running", "n1", 1, "Running")),
+        ));
+        assert!(q.active.contains(&key("waiting")));
+        assert_eq!(q.used["n1"].pods, 0);
+
+        q.active.clear();
+        q.park(key("waiting"), &pod("waiting", "", 2, "Pending"));
+        let node = StoreEvent {
+            gr: GroupResource::new("", "nodes"),
+            ..event(
+                EventType::Modified,
+                json!({"metadata": {"name": "n2"}}),
+                None,
+            )
+        };
+        q.on_event(&node);
+        assert!(q.active.contains(&key("waiting")));
+        assert!(q.parked.is_empty());
     }
 }
