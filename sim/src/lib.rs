@@ -109,7 +109,7 @@ pub struct AdmissionAttributes {
     pub subresource: String,
     pub namespace: String,
     pub name: String,
-    pub old_object: Option<Value>,
+    pub old_object: Option<Arc<Value>>,
     pub dry_run: bool,
     pub user_agent: String,
 }

@@ -8,7 +8,7 @@
 //! owns that leaf; `force` transfers ownership. Fields a manager applied before and
 //! omits now are removed unless another manager still owns them.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::{Map, Value, json};
 
@@ -364,30 +364,309 @@ pub fn record_update(
     api_version: &str,
     subresource: &str,
 ) {
-    let mut entries = old.map(read_entries).unwrap_or_default();
     let only_status = subresource == "status";
-    let new_leaves = leaf_paths(kind, new, only_status, false);
-    let old_leaves = old
-        .map(|o| leaf_paths(kind, o, only_status, false))
-        .unwrap_or_default();
-    let changed: FieldSet = new_leaves
-        .iter()
-        .filter(|p| old.is_none_or(|o| value_at(o, p) != value_at(new, p)))
-        .cloned()
-        .collect();
-    let removed: FieldSet = old_leaves.difference(&new_leaves).cloned().collect();
+    let (changed, removed) = match old {
+        Some(old) => changed_leaves(kind, old, new, only_status),
+        None => (leaf_paths(kind, new, only_status, false), FieldSet::new()),
+    };
     if changed.is_empty() && removed.is_empty() {
-        write_entries(new, &entries);
+        let same = |o: &Value| {
+            crate::meta::metadata(o).and_then(|m| m.get("managedFields"))
+                == crate::meta::metadata(new).and_then(|m| m.get("managedFields"))
+        };
+        // Nothing changed hands: what the old object says stands (it was written here).
+        if !old.is_some_and(same) {
+            let entries = old.map(read_entries).unwrap_or_default();
+            write_entries(new, &entries);
+        }
         return;
     }
-    for e in entries.iter_mut() {
-        e.fields
-            .retain(|p| !changed.contains(p) && !removed.contains(p));
+    let entries = old
+        .and_then(crate::meta::metadata)
+        .and_then(|m| m.get("managedFields"))
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    let time = crate::meta::now_rfc3339();
+    let entries = transfer_fields(
+        entries,
+        &changed,
+        &removed,
+        manager,
+        subresource,
+        api_version,
+        &time,
+    );
+    if let Some(meta) = crate::meta::metadata_mut(new) {
+        if entries.is_empty() {
+            meta.remove("managedFields");
+        } else {
+            meta.insert("managedFields".into(), Value::Array(entries));
+        }
     }
-    let mine = entry_mut(&mut entries, manager, "Update", subresource, api_version);
-    mine.fields.extend(changed);
-    entries.retain(|e| !e.fields.is_empty());
-    write_entries(new, &entries);
+}
+
+/// The managedFields entries after `manager` updated `changed` and dropped `removed`:
+/// those leaves become its own (in its `Update` entry for `subresource`, created at the
+/// end when missing) and are taken from every other entry; an entry left with no field
+/// goes. Entries that hold none of the leaves are kept as they are, so a write edits only
+/// the entries it concerns instead of re-reading and re-rendering them all; the result is
+/// what [`read_entries`] → edit → [`write_entries`] gives for entries this server wrote.
+fn transfer_fields(
+    mut entries: Vec<Value>,
+    changed: &FieldSet,
+    removed: &FieldSet,
+    manager: &str,
+    subresource: &str,
+    api_version: &str,
+    time: &str,
+) -> Vec<Value> {
+    let is_mine = |e: &Value| {
+        let s = |k: &str| e.get(k).and_then(Value::as_str);
+        s("manager") == Some(manager)
+            && s("operation").unwrap_or("Update") == "Update"
+            && s("subresource").unwrap_or("") == subresource
+    };
+    let mine = match entries.iter().position(is_mine) {
+        Some(i) => i,
+        None => {
+            let mut e = json!({
+                "manager": manager, "operation": "Update", "apiVersion": api_version,
+                "time": time, "fieldsType": "FieldsV1", "fieldsV1": {},
+            });
+            if !subresource.is_empty() {
+                e["subresource"] = json!(subresource);
+            }
+            entries.push(e);
+            entries.len() - 1
+        }
+    };
+    for (i, e) in entries.iter_mut().enumerate() {
+        let Some(tree) = e
+            .as_object_mut()
+            .map(|m| m.entry("fieldsV1").or_insert_with(|| json!({})))
+            .and_then(Value::as_object_mut)
+        else {
+            continue;
+        };
+        // Taken from everyone first, then given to the writer, as a set edit would.
+        for p in changed.iter().chain(removed) {
+            tree_remove_leaf(tree, p);
+        }
+        if i == mine {
+            for p in changed {
+                tree_insert(tree, p);
+            }
+            e["apiVersion"] = json!(api_version);
+            e["time"] = json!(time);
+        }
+    }
+    entries.retain(|e| {
+        e.get("fieldsV1")
+            .and_then(Value::as_object)
+            .is_some_and(|t| !t.is_empty())
+    });
+    entries
+}
+
+/// Adds a leaf to a fieldsV1 tree, as [`to_fields_v1`] renders it.
+fn tree_insert(tree: &mut Map<String, Value>, path: &[String]) {
+    let mut cur = tree;
+    for seg in path {
+        let entry = cur
+            .entry(seg.clone())
+            .or_insert_with(|| Value::Object(Map::new()));
+        if !entry.is_object() {
+            *entry = Value::Object(Map::new());
+        }
+        let Some(m) = entry.as_object_mut() else {
+            return;
+        };
+        cur = m;
+    }
+}
+
+/// Removes a leaf (an empty map at the end of `path`) from a fieldsV1 tree, and the
+/// maps it leaves empty; a path that is not a leaf there is left alone, as it was never
+/// in the set [`from_fields_v1`] reads. True when something was removed.
+fn tree_remove_leaf(tree: &mut Map<String, Value>, path: &[String]) -> bool {
+    let Some((first, rest)) = path.split_first() else {
+        return false;
+    };
+    let Some(Value::Object(child)) = tree.get_mut(first.as_str()) else {
+        return false;
+    };
+    if !rest.is_empty() && !tree_remove_leaf(child, rest) {
+        return false;
+    }
+    if !child.is_empty() {
+        // A leaf has no children; an inner map keeps the leaves still under it.
+        return !rest.is_empty();
+    }
+    tree.remove(first.as_str());
+    true
+}
+
+/// The leaves of `new` whose value differs from `old`'s, and the leaves of `old` that
+/// `new` no longer has, as [`leaf_paths`] on both objects would give them; equal
+/// subtrees are skipped whole, so a write costs what it changed, not the object's size.
+fn changed_leaves(
+    kind: Option<&str>,
+    old: &Value,
+    new: &Value,
+    only_status: bool,
+) -> (FieldSet, FieldSet) {
+    let mut diff = LeafDiff {
+        kind,
+        old_root: old,
+        new_root: new,
+        changed: FieldSet::new(),
+        removed: FieldSet::new(),
+    };
+    let empty = Map::new();
+    let (om, nm) = (
+        old.as_object().unwrap_or(&empty),
+        new.as_object().unwrap_or(&empty),
+    );
+    let mut prefix = FieldPath::new();
+    for k in union_keys(om, nm) {
+        if k == "apiVersion" || k == "kind" || (only_status && k != "status") {
+            continue;
+        }
+        let (o, n) = (om.get(k), nm.get(k));
+        if o == n {
+            continue;
+        }
+        prefix.push(format!("f:{k}"));
+        if k == "metadata" {
+            // leaf_paths walks metadata's own fields, leaving out the system's.
+            let (omm, nmm) = (
+                o.and_then(Value::as_object).unwrap_or(&empty),
+                n.and_then(Value::as_object).unwrap_or(&empty),
+            );
+            for mk in union_keys(omm, nmm) {
+                if SYSTEM_META.contains(&mk) {
+                    continue;
+                }
+                prefix.push(format!("f:{mk}"));
+                diff.node("metadata", mk, omm.get(mk), nmm.get(mk), &mut prefix);
+                prefix.pop();
+            }
+        } else {
+            diff.node("", k, o, n, &mut prefix);
+        }
+        prefix.pop();
+    }
+    (diff.changed, diff.removed)
+}
+
+fn union_keys<'a>(a: &'a Map<String, Value>, b: &'a Map<String, Value>) -> Vec<&'a str> {
+    let mut keys: Vec<&str> = a.keys().chain(b.keys()).map(String::as_str).collect();
+    keys.sort_unstable();
+    keys.dedup();
+    keys
+}
+
+/// A non-empty list's elements by their `k:` segment, when every element has the merge
+/// key and no two share it (otherwise the list is compared leaf by leaf).
+fn keyed<'v>(merge_key: &str, items: &'v [Value]) -> Option<BTreeMap<String, &'v Value>> {
+    if items.is_empty() {
+        return None;
+    }
+    let mut out = BTreeMap::new();
+    for e in items {
+        if out.insert(key_segment(merge_key, e)?, e).is_some() {
+            return None;
+        }
+    }
+    Some(out)
+}
+
+struct LeafDiff<'a> {
+    kind: Option<&'a str>,
+    old_root: &'a Value,
+    new_root: &'a Value,
+    changed: FieldSet,
+    removed: FieldSet,
+}
+
+impl LeafDiff<'_> {
+    /// One field at `prefix` (already pushed), as [`collect`] would walk it.
+    fn node(
+        &mut self,
+        parent: &str,
+        field: &str,
+        old: Option<&Value>,
+        new: Option<&Value>,
+        prefix: &mut FieldPath,
+    ) {
+        if old == new {
+            return;
+        }
+        if let (Some(Value::Object(om)), Some(Value::Object(nm))) = (old, new)
+            && !om.is_empty()
+            && !nm.is_empty()
+        {
+            for k in union_keys(om, nm) {
+                prefix.push(format!("f:{k}"));
+                self.node(field, k, om.get(k), nm.get(k), prefix);
+                prefix.pop();
+            }
+            return;
+        }
+        if let (Some(Value::Array(ol)), Some(Value::Array(nl)), Some(kind)) = (old, new, self.kind)
+            && let ListStrategy::MergeKey(mk) = list_strategy(kind, parent, field)
+            && let (Some(om), Some(nm)) = (keyed(mk, ol), keyed(mk, nl))
+        {
+            // Keyed lists: element by element, each as `k:{key}` with its `.` leaf.
+            let mut segs: Vec<&String> = om.keys().chain(nm.keys()).collect();
+            segs.sort_unstable();
+            segs.dedup();
+            let empty = Map::new();
+            for seg in segs {
+                let (oe, ne) = (om.get(seg).copied(), nm.get(seg).copied());
+                if oe == ne {
+                    continue;
+                }
+                prefix.push(seg.clone());
+                let mut dot = prefix.clone();
+                dot.push(".".into());
+                if ne.is_some() {
+                    self.changed.insert(dot);
+                } else {
+                    self.removed.insert(dot);
+                }
+                let (oem, nem) = (
+                    oe.and_then(Value::as_object).unwrap_or(&empty),
+                    ne.and_then(Value::as_object).unwrap_or(&empty),
+                );
+                for k in union_keys(oem, nem) {
+                    prefix.push(format!("f:{k}"));
+                    self.node(field, k, oem.get(k), nem.get(k), prefix);
+                    prefix.pop();
+                }
+                prefix.pop();
+            }
+            return;
+        }
+        // Lists and leaves: compare the leaves of both sides, as the full walk would.
+        let leaves = |v: Option<&Value>, prefix: &mut FieldPath| {
+            let mut out = FieldSet::new();
+            if let Some(v) = v {
+                collect(self.kind, parent, field, v, prefix, &mut out);
+            }
+            out
+        };
+        let old_leaves = leaves(old, prefix);
+        let new_leaves = leaves(new, prefix);
+        for p in &new_leaves {
+            if value_at(self.old_root, p) != value_at(self.new_root, p) {
+                self.changed.insert(p.clone());
+            }
+        }
+        self.removed
+            .extend(old_leaves.difference(&new_leaves).cloned());
+    }
 }
 
 /// Merges an applied configuration into the live object (maps recursively, keyed
@@ -660,5 +939,162 @@ mod tests {
             panic!("apply failed")
         };
         assert_eq!(after["data"], json!({"k": "b", "other": "x"}));
+    }
+
+    /// The definition `changed_leaves` must agree with: every leaf of both objects,
+    /// compared one by one.
+    fn changed_leaves_by_full_walk(
+        kind: Option<&str>,
+        old: &Value,
+        new: &Value,
+        only_status: bool,
+    ) -> (FieldSet, FieldSet) {
+        let new_leaves = leaf_paths(kind, new, only_status, false);
+        let old_leaves = leaf_paths(kind, old, only_status, false);
+        let changed = new_leaves
+            .iter()
+            .filter(|p| value_at(old, p) != value_at(new, p))
+            .cloned()
+            .collect();
+        let removed = old_leaves.difference(&new_leaves).cloned().collect();
+        (changed, removed)
+    }
+
+    fn pod_like() -> impl proptest::strategy::Strategy<Value = Value> {
+        use proptest::prelude::*;
+        let word = prop::sample::select(vec!["a", "b", "c"]);
+        let scalar = prop_oneof![
+            word.clone().prop_map(|w| json!(w)),
+            (0..3i64).prop_map(|i| json!(i)),
+            Just(Value::Null),
+            Just(json!({})),
+        ];
+        let container = (
+            word.clone(),
+            scalar.clone(),
+            prop::option::of(scalar.clone()),
+        )
+            .prop_map(|(name, image, env)| {
+                let mut c = json!({"name": name, "image": image});
+                if let Some(e) = env {
+                    c["env"] = json!([{"name": "X", "value": e}]);
+                }
+                c
+            });
+        (
+            prop::collection::btree_map(word.clone(), word.clone(), 0..3),
+            prop::collection::vec(container, 0..3),
+            prop::collection::vec(word.clone(), 0..3),
+            prop::option::of(scalar.clone()),
+            prop::collection::vec((word, scalar), 0..3),
+        )
+            .prop_map(|(labels, containers, finalizers, node, conditions)| {
+                let conditions: Vec<Value> = conditions
+                    .into_iter()
+                    .map(|(t, s)| json!({"type": t, "status": s}))
+                    .collect();
+                let mut pod = json!({
+                    "apiVersion": "v1", "kind": "Pod",
+                    "metadata": {"name": "p", "resourceVersion": "1", "labels": labels,
+                                 "finalizers": finalizers},
+                    "spec": {"containers": containers},
+                    "status": {"conditions": conditions},
+                });
+                if let Some(n) = node {
+                    pod["spec"]["nodeName"] = n;
+                }
+                pod
+            })
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn changed_leaves_agree_with_the_full_walk(
+            old in pod_like(),
+            new in pod_like(),
+            only_status in proptest::prelude::any::<bool>(),
+        ) {
+            proptest::prop_assert_eq!(
+                changed_leaves(Some("Pod"), &old, &new, only_status),
+                changed_leaves_by_full_walk(Some("Pod"), &old, &new, only_status)
+            );
+            proptest::prop_assert_eq!(
+                changed_leaves(None, &old, &new, only_status),
+                changed_leaves_by_full_walk(None, &old, &new, only_status)
+            );
+            // Writes mostly change one part and leave the rest equal.
+            for part in ["/metadata/labels", "/spec/containers", "/status"] {
+                let mut partly = old.clone();
+                if let (Some(to), Some(from)) = (partly.pointer_mut(part), new.pointer(part)) {
+                    *to = from.clone();
+                }
+                proptest::prop_assert_eq!(
+                    changed_leaves(Some("Pod"), &old, &partly, only_status),
+                    changed_leaves_by_full_walk(Some("Pod"), &old, &partly, only_status)
+                );
+            }
+        }
+    }
+
+    fn field_sets() -> impl proptest::strategy::Strategy<Value = Vec<FieldSet>> {
+        use proptest::prelude::*;
+        let seg = prop::sample::select(vec!["f:a", "f:b", "k:{\"name\":\"x\"}", "."]);
+        let path = prop::collection::vec(seg.prop_map(str::to_string), 1..4);
+        prop::collection::vec(prop::collection::btree_set(path, 0..6), 0..4)
+    }
+
+    proptest::proptest! {
+        /// Editing entries in place gives what reading, editing and rendering them did.
+        #[test]
+        fn transfer_fields_matches_read_edit_write(
+            sets in field_sets(),
+            changed in field_sets(),
+            removed in field_sets(),
+            mine in 0..4usize,
+        ) {
+            let managers = ["a", "b", "c", "d"];
+            let entries: Vec<ManagedEntry> = sets
+                .into_iter()
+                .enumerate()
+                .map(|(i, fields)| ManagedEntry {
+                    manager: managers[i].to_string(),
+                    operation: "Update".into(),
+                    api_version: "v1".into(),
+                    time: "t0".into(),
+                    subresource: String::new(),
+                    fields,
+                })
+                .collect();
+            let mut stored = json!({"metadata": {}});
+            write_entries(&mut stored, &entries);
+            // Round trip first, as every stored object went through write_entries.
+            let entries = read_entries(&stored);
+            let changed: FieldSet = changed.into_iter().flatten().collect();
+            let removed: FieldSet = removed
+                .into_iter()
+                .flatten()
+                .filter(|p| !changed.contains(p))
+                .collect();
+
+            let mut expected = entries.clone();
+            for e in expected.iter_mut() {
+                e.fields.retain(|p| !changed.contains(p) && !removed.contains(p));
+            }
+            let e = entry_mut(&mut expected, managers[mine], "Update", "", "v2");
+            e.time = "t1".into();
+            e.fields.extend(changed.iter().cloned());
+            expected.retain(|e| !e.fields.is_empty());
+            let mut want = json!({"metadata": {}});
+            write_entries(&mut want, &expected);
+
+            let list = stored["metadata"]["managedFields"].as_array().cloned().unwrap_or_default();
+            let got = transfer_fields(list, &changed, &removed, managers[mine], "", "v2", "t1");
+            let mut got_obj = json!({"metadata": {}});
+            if !got.is_empty() {
+                got_obj["metadata"]["managedFields"] = Value::Array(got);
+            }
+            proptest::prop_assert_eq!(read_entries(&got_obj), read_entries(&want));
+            proptest::prop_assert_eq!(got_obj, want);
+        }
     }
 }

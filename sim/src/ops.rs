@@ -214,18 +214,38 @@ fn check_type_meta(def: &ResourceDef, version: &str, obj: &mut Value) -> ApiResu
     Ok(())
 }
 
-/// The part of an object a spec change is measured on (for generation).
-fn spec_view(def: &ResourceDef, version: &str, obj: &Value) -> Value {
-    let mut v = obj.clone();
-    if let Some(m) = v.as_object_mut() {
-        m.remove("metadata");
-        m.remove("apiVersion");
-        m.remove("kind");
-        if def.has_status(version) {
-            m.remove("status");
+/// Whether a write changed what generation counts: everything but metadata, type meta
+/// and (where the version has a status subresource) status.
+fn spec_changed(def: &ResourceDef, version: &str, old: &Value, new: &Value) -> bool {
+    let skip_status = def.has_status(version);
+    let counted = |k: &str| {
+        !(matches!(k, "metadata" | "apiVersion" | "kind") || (skip_status && k == "status"))
+    };
+    let empty = Map::new();
+    let (o, n) = (
+        old.as_object().unwrap_or(&empty),
+        new.as_object().unwrap_or(&empty),
+    );
+    o.iter()
+        .filter(|(k, _)| counted(k))
+        .any(|(k, v)| n.get(k) != Some(v))
+        || n.keys().any(|k| counted(k) && !o.contains_key(k))
+}
+
+/// What a write through a pod's status subresource reads of the object it is given:
+/// `status`, and the metadata kube-apiserver's pod status strategy keeps (labels,
+/// annotations, finalizers) with the name and namespace. In-process writers build this
+/// instead of copying the whole pod only to replace its status.
+pub fn status_write(current: &Value, status: Value) -> Value {
+    let mut meta = Map::new();
+    if let Some(m) = metadata(current) {
+        for field in ["name", "namespace", "labels", "annotations", "finalizers"] {
+            if let Some(v) = m.get(field) {
+                meta.insert(field.into(), v.clone());
+            }
         }
     }
-    v
+    json!({"metadata": meta, "status": status})
 }
 
 fn rv_of(obj: &Value) -> &str {
@@ -362,7 +382,7 @@ impl SimShared {
         def: &ResourceDef,
         sub: &str,
         obj: &mut Value,
-        old: Option<&Value>,
+        old: Option<&Arc<Value>>,
         opts: &WriteOptions,
     ) -> ApiResult<()> {
         let hooks = self.hooks();
@@ -681,39 +701,41 @@ impl SimShared {
                 r
             }
             Subresource::Status => {
-                let mut r = old.clone();
-                if let Some(rmap) = r.as_object_mut() {
-                    match new.get("status") {
-                        Some(s) => {
-                            rmap.insert("status".into(), s.clone());
-                        }
-                        None => {
-                            rmap.remove("status");
-                        }
-                    }
-                    // kube-apiserver's pod status strategy resets only spec,
-                    // deletionTimestamp and ownerReferences: labels, annotations and
-                    // finalizers written through pods/status stick (custom resources'
-                    // status strategy keeps nothing but status).
-                    if def.builtin && def.group.is_empty() && def.plural == "pods" {
+                // The old object without its status (not copied only to be replaced),
+                // then the new status moved in.
+                let mut rmap: Map<String, Value> = old
+                    .as_object()
+                    .into_iter()
+                    .flatten()
+                    .filter(|(k, _)| k.as_str() != "status")
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect();
+                let mut new_map = new.as_object_mut();
+                if let Some(s) = new_map.as_mut().and_then(|m| m.remove("status")) {
+                    rmap.insert("status".into(), s);
+                }
+                // kube-apiserver's pod status strategy resets only spec,
+                // deletionTimestamp and ownerReferences: labels, annotations and
+                // finalizers written through pods/status stick (custom resources'
+                // status strategy keeps nothing but status).
+                if def.builtin && def.group.is_empty() && def.plural == "pods" {
+                    let mut new_meta = new_map
+                        .and_then(|m| m.get_mut("metadata"))
+                        .and_then(Value::as_object_mut);
+                    if let Some(meta) = rmap.get_mut("metadata").and_then(Value::as_object_mut) {
                         for field in ["labels", "annotations", "finalizers"] {
-                            let value = new.pointer(&format!("/metadata/{field}")).cloned();
-                            if let Some(meta) =
-                                rmap.get_mut("metadata").and_then(Value::as_object_mut)
-                            {
-                                match value {
-                                    Some(v) => {
-                                        meta.insert(field.into(), v);
-                                    }
-                                    None => {
-                                        meta.remove(field);
-                                    }
+                            match new_meta.as_mut().and_then(|m| m.remove(field)) {
+                                Some(v) => {
+                                    meta.insert(field.into(), v);
+                                }
+                                None => {
+                                    meta.remove(field);
                                 }
                             }
                         }
                     }
                 }
-                r
+                Value::Object(rmap)
             }
         };
         apply_schema(def, version, &mut result);
@@ -759,7 +781,7 @@ impl SimShared {
                 ));
             }
         }
-        if def.has_generation && spec_view(def, version, &result) != spec_view(def, version, old) {
+        if def.has_generation && spec_changed(def, version, old, &result) {
             let g = metadata(old)
                 .and_then(|m| m.get("generation"))
                 .and_then(Value::as_i64)
@@ -813,7 +835,7 @@ impl SimShared {
         mut make_new: F,
     ) -> ApiResult<Arc<Value>>
     where
-        F: FnMut(&Value) -> ApiResult<(Value, bool)>,
+        F: FnMut(&Arc<Value>) -> ApiResult<(Value, bool)>,
     {
         let gr = def.gr();
         let ns = ns_key(def, ns);
@@ -990,17 +1012,15 @@ impl SimShared {
         }
         let kind = def.kind.clone();
         self.update_loop(def, version, ns, name, sub, opts, |current| {
-            let cur = (*Self::present(def, version, &Arc::new(current.clone()))).clone();
+            let cur = Arc::unwrap_or_clone(Self::present(def, version, current));
             let mut patched = match patch_type {
-                PatchType::Json => patch::json_patch(&cur, body)?,
+                PatchType::Json => patch::json_patch(cur, body)?,
                 PatchType::Merge => {
-                    patch::merge_patch(&cur, patch_json.as_ref().unwrap_or(&Value::Null))
+                    patch::merge_patch(cur, patch_json.as_ref().unwrap_or(&Value::Null))
                 }
-                PatchType::Strategic => patch::strategic_merge(
-                    &kind,
-                    &cur,
-                    patch_json.as_ref().unwrap_or(&Value::Null),
-                )?,
+                PatchType::Strategic => {
+                    patch::strategic_merge(&kind, cur, patch_json.as_ref().unwrap_or(&Value::Null))?
+                }
                 PatchType::Apply => cur,
             };
             if !patched.is_object() {
@@ -1107,7 +1127,7 @@ impl SimShared {
             if !config_rv.is_empty() && config_rv != rv_of(current) {
                 return Err(ApiError::stale_conflict(&def.group, &def.plural, name));
             }
-            let cur = (*Self::present(def, version, &Arc::new(current.clone()))).clone();
+            let cur = Arc::unwrap_or_clone(Self::present(def, version, current));
             let mut merged = managed::apply(
                 kind.as_deref(),
                 Some(&cur),
@@ -1414,7 +1434,7 @@ impl SimShared {
         }
         let stored = self
             .update_loop(def, version, ns, name, Subresource::Main, opts, |current| {
-                let mut next = (*Self::present(def, version, &Arc::new(current.clone()))).clone();
+                let mut next = Arc::unwrap_or_clone(Self::present(def, version, current));
                 if !meta::set_path(&mut next, &spec.spec_replicas_path, json!(replicas)) {
                     return Err(ApiError::internal(format!(
                         "cannot set {} on the object",
@@ -1487,7 +1507,7 @@ impl SimShared {
                         &format!("pod {name} is being deleted, cannot be assigned to a host"),
                     ));
                 }
-                let mut next = current.clone();
+                let mut next = Value::clone(current);
                 meta::set_path(&mut next, "spec.nodeName", json!(node));
                 Ok((next, true))
             },
@@ -1496,7 +1516,7 @@ impl SimShared {
         // Binding also records PodScheduled=True in status, as the real registry does.
         let _ = self
             .update_loop(&def, "v1", ns, name, Subresource::Status, opts, |current| {
-                let mut next = current.clone();
+                let mut next = Value::clone(current);
                 let cond = json!({"type": "PodScheduled", "status": "True", "lastProbeTime": null, "lastTransitionTime": meta::now_rfc3339()});
                 let conds = next
                     .pointer_mut("/status")
@@ -1592,7 +1612,7 @@ impl SimShared {
                 Subresource::Status,
                 opts,
                 |current| {
-                    let mut next = current.clone();
+                    let mut next = Value::clone(current);
                     let allowed = next
                         .pointer("/status/disruptionsAllowed")
                         .and_then(Value::as_i64)

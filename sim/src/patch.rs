@@ -82,14 +82,14 @@ pub fn list_strategy(kind: &str, parent: &str, field: &str) -> ListStrategy {
 }
 
 /// Applies a strategic merge patch to `original` for a built-in `kind`.
-pub fn strategic_merge(kind: &str, original: &Value, patch: &Value) -> ApiResult<Value> {
+pub fn strategic_merge(kind: &str, original: Value, patch: &Value) -> ApiResult<Value> {
     let Value::Object(pmap) = patch else {
         return Err(ApiError::bad_request(
             "the body of a strategic merge patch must be a JSON object",
         ));
     };
     let base = match original {
-        Value::Object(m) => m.clone(),
+        Value::Object(m) => m,
         _ => Map::new(),
     };
     match merge_map(kind, "", base, pmap)? {
@@ -258,17 +258,16 @@ fn merge_list(
 }
 
 /// RFC 7386 JSON merge patch.
-pub fn merge_patch(original: &Value, patch: &Value) -> Value {
-    let mut out = original.clone();
-    json_patch::merge(&mut out, patch);
-    out
+pub fn merge_patch(mut original: Value, patch: &Value) -> Value {
+    json_patch::merge(&mut original, patch);
+    original
 }
 
 /// RFC 6902 JSON patch; failures to apply are 422 like the API server's.
-pub fn json_patch(original: &Value, patch_body: &[u8]) -> ApiResult<Value> {
+pub fn json_patch(original: Value, patch_body: &[u8]) -> ApiResult<Value> {
     let patch: json_patch::Patch = serde_json::from_slice(patch_body)
         .map_err(|e| ApiError::bad_request(format!("error decoding patch: {e}")))?;
-    let mut out = original.clone();
+    let mut out = original;
     json_patch::patch(&mut out, &patch).map_err(|e| {
         let mut err = ApiError::new(422, "Invalid", e.to_string());
         err.message =
@@ -293,7 +292,7 @@ mod tests {
             {"name": "a", "image": "a:2", "env": [{"name": "Y", "value": "2"}]},
             {"name": "b", "$patch": "delete"}
         ]}});
-        let out = strategic_merge("Pod", &orig, &patch).ok();
+        let out = strategic_merge("Pod", orig.clone(), &patch).ok();
         assert_eq!(
             out,
             Some(json!({"spec": {"containers": [
@@ -306,7 +305,7 @@ mod tests {
     fn smp_replace_and_null() {
         let orig = json!({"metadata": {"labels": {"a": "1", "b": "2"}, "finalizers": ["x"]}, "spec": {"tolerations": [{"key": "k"}]}});
         let patch = json!({"metadata": {"labels": {"a": null}, "finalizers": ["y"]}, "spec": {"tolerations": [{"key": "j"}]}});
-        let out = strategic_merge("Pod", &orig, &patch).ok();
+        let out = strategic_merge("Pod", orig.clone(), &patch).ok();
         assert_eq!(
             out,
             Some(
@@ -314,7 +313,7 @@ mod tests {
             )
         );
         let patch = json!({"metadata": {"labels": {"$patch": "replace", "c": "3"}}});
-        let out = strategic_merge("Pod", &orig, &patch).ok();
+        let out = strategic_merge("Pod", orig.clone(), &patch).ok();
         assert_eq!(
             out.as_ref()
                 .and_then(|o| o.pointer("/metadata/labels"))
@@ -328,7 +327,7 @@ mod tests {
         let orig =
             json!({"webhooks": [{"name": "a", "clientConfig": {"caBundle": ""}}, {"name": "b"}]});
         let patch = json!({"webhooks": [{"name": "a", "clientConfig": {"caBundle": "Q0E="}}]});
-        let out = strategic_merge("MutatingWebhookConfiguration", &orig, &patch).ok();
+        let out = strategic_merge("MutatingWebhookConfiguration", orig.clone(), &patch).ok();
         assert_eq!(
             out,
             Some(
@@ -341,7 +340,7 @@ mod tests {
     fn smp_element_order_tolerated() {
         let orig = json!({"spec": {"containers": [{"name": "a"}]}});
         let patch = json!({"spec": {"$setElementOrder/containers": [{"name": "a"}], "containers": [{"name": "a", "image": "i"}]}});
-        let out = strategic_merge("Pod", &orig, &patch).ok();
+        let out = strategic_merge("Pod", orig.clone(), &patch).ok();
         assert_eq!(
             out,
             Some(json!({"spec": {"containers": [{"name": "a", "image": "i"}]}}))

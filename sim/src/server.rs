@@ -719,15 +719,15 @@ async fn serve_resource(
             let obj = sh.get(&def, &ns, &name)?;
             let current = sh.scale_of(&def, &version, &obj)?;
             let desired = match pt {
-                PatchType::Json => crate::patch::json_patch(&current, &body)?,
+                PatchType::Json => crate::patch::json_patch(current, &body)?,
                 PatchType::Merge | PatchType::Apply => {
                     let p = crate::ops::parse_yaml_or_json(&body)?;
-                    crate::patch::merge_patch(&current, &p)
+                    crate::patch::merge_patch(current, &p)
                 }
                 PatchType::Strategic => {
                     let p: Value = serde_json::from_slice(&body)
                         .map_err(|e| ApiError::bad_request(format!("error decoding patch: {e}")))?;
-                    crate::patch::strategic_merge("Scale", &current, &p)?
+                    crate::patch::strategic_merge("Scale", current, &p)?
                 }
             };
             let out = sh

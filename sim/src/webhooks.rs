@@ -339,7 +339,7 @@ fn review_for(attrs: &AdmissionAttributes, object: &Value, uid: &str) -> Value {
         "operation": attrs.operation,
         "userInfo": {"username": "system:admin", "groups": ["system:masters", "system:authenticated"]},
         "object": if is_delete { Value::Null } else { object.clone() },
-        "oldObject": attrs.old_object.clone().unwrap_or(Value::Null),
+        "oldObject": attrs.old_object.as_deref().cloned().unwrap_or(Value::Null),
         "dryRun": attrs.dry_run,
     });
     if !attrs.subresource.is_empty() {

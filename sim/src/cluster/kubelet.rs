@@ -731,12 +731,14 @@ impl Kubelet {
                         }
                         // Re-render against the latest object so a condition another
                         // writer just added (readiness gates, InPlaceUpdateReady) is kept.
-                        let (s, _) = self.render(&rt, cur, now);
-                        let mut next = cur.clone();
-                        if let Some(m) = next.as_object_mut() {
-                            m.insert("status".into(), s);
-                        }
-                        Ok(next)
+                        let s = if meta::meta_str(cur, "resourceVersion")
+                            == meta::meta_str(&pod, "resourceVersion")
+                        {
+                            status.clone()
+                        } else {
+                            self.render(&rt, cur, now).0
+                        };
+                        Ok(crate::ops::status_write(cur, s))
                     },
                 )
                 .await;
