@@ -39,6 +39,7 @@ use kruise_common::pods::lifecycle::NotReadyChange;
 use kruise_common::pods::{CachedPod, PodView as _};
 use kruise_common::revision::{CollisionDecision, on_name_collision};
 use kruise_common::runtime::events::{Event, EventQueue, EventType};
+use kruise_common::runtime::writes::{Writer, Written};
 use kruise_common::runtime::{
     Metrics, ReconcileError, RunOptions, is_conflict, run_controller, trim_for_cache,
 };
@@ -384,13 +385,13 @@ fn pod_versions_satisfied(shared: &Shared, pods: &[Arc<CachedPod>], now: Timesta
         .map_or(true, |mut v| v.all_observed(pods.iter().map(|p| &**p), now))
 }
 
-fn record_pod_version(shared: &Shared, pod: &Pod) {
+fn record_pod_version(shared: &Shared, pod: &Written) {
     if let (Some(uid), Some(rv), Ok(mut versions)) = (
         pod.uid(),
         pod.resource_version(),
         shared.pod_versions.lock(),
     ) {
-        versions.expect(&uid, &rv);
+        versions.expect(uid, rv);
     }
 }
 
@@ -902,12 +903,12 @@ struct Exec<'a> {
 }
 
 impl Exec<'_> {
-    fn pod_api(&self) -> Api<Pod> {
-        api_for(&self.shared.client, self.namespace)
+    fn pod_api(&self) -> Writer<Pod> {
+        Writer::namespaced(self.shared.client.clone(), self.namespace)
     }
 
-    fn pvc_api(&self) -> Api<PersistentVolumeClaim> {
-        api_for(&self.shared.client, self.namespace)
+    fn pvc_api(&self) -> Writer<PersistentVolumeClaim> {
+        Writer::namespaced(self.shared.client.clone(), self.namespace)
     }
 
     fn cached_pod(&self, name: &str) -> Option<&CachedPod> {
@@ -969,7 +970,7 @@ impl Exec<'_> {
         name: &str,
         status: Option<&PodStatus>,
         meta_patch: &serde_json::Value,
-    ) -> Result<Option<Pod>, Error> {
+    ) -> Result<Option<Written>, Error> {
         let Some(cached) = self.cached_pod(name) else {
             return Err(Error::UpdatePod {
                 name: name.to_string(),
@@ -990,14 +991,19 @@ impl Exec<'_> {
         };
         let written = self
             .pod_api()
-            .patch_status(name, &PatchParams::default(), &Patch::Strategic(body))
+            .patch_subresource(
+                "status",
+                name,
+                &PatchParams::default(),
+                &Patch::Strategic(body),
+            )
             .await
             .map_err(Self::update_error(name))?;
         record_pod_version(self.shared, &written);
         Ok(Some(written))
     }
 
-    async fn patch_pod(&self, name: &str, patch: &serde_json::Value) -> Result<Pod, Error> {
+    async fn patch_pod(&self, name: &str, patch: &serde_json::Value) -> Result<Written, Error> {
         self.pod_api()
             .patch(name, &PatchParams::default(), &Patch::Strategic(patch))
             .await

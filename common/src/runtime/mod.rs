@@ -21,6 +21,7 @@ pub mod events;
 pub mod leader;
 pub mod metrics;
 pub mod telemetry;
+pub mod writes;
 
 use std::collections::BTreeMap;
 use std::future::Future;

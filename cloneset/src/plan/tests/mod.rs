@@ -270,7 +270,7 @@ impl World {
                         for patch in [&update.patch, &update.resize_patch].into_iter().flatten() {
                             let v = serde_json::to_value(&*p).unwrap();
                             let merged =
-                                kruise_sim::patch::strategic_merge("Pod", &v, patch).unwrap();
+                                kruise_sim::patch::strategic_merge("Pod", v, patch).unwrap();
                             *p = serde_json::from_value(merged).unwrap();
                         }
                     }

@@ -1,0 +1,134 @@
+//! Writes whose response a controller reads only for the written object's identity.
+//!
+//! kube's `Api<K>` decodes every response into a whole `K`. A controller that writes
+//! thousands of pods and caches them from its watch needs nothing of the response but
+//! the uid and resourceVersion (for its expectations), so [`Writer`] sends the same
+//! requests and reads only those two fields; the rest of the body is skipped unparsed
+//! into values. Errors are kube's, as from `Api<K>`.
+
+use std::marker::PhantomData;
+
+use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
+use kube::core::{NamespaceResourceScope, Request};
+use kube::{Client, Resource};
+use serde::{Deserialize, Serialize};
+
+/// The identity of the object a write left behind.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+pub struct Written {
+    #[serde(default)]
+    metadata: WrittenMeta,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+struct WrittenMeta {
+    uid: Option<String>,
+    #[serde(rename = "resourceVersion")]
+    resource_version: Option<String>,
+}
+
+impl Written {
+    pub fn uid(&self) -> Option<&str> {
+        self.metadata.uid.as_deref()
+    }
+
+    pub fn resource_version(&self) -> Option<&str> {
+        self.metadata.resource_version.as_deref()
+    }
+}
+
+/// Create, patch and delete for one namespaced kind, like `Api<K>` but reading back only
+/// a [`Written`].
+pub struct Writer<K> {
+    client: Client,
+    request: Request,
+    kind: PhantomData<fn() -> K>,
+}
+
+impl<K> Writer<K>
+where
+    K: Resource<DynamicType = (), Scope = NamespaceResourceScope> + Serialize,
+{
+    pub fn namespaced(client: Client, namespace: &str) -> Self {
+        Writer {
+            client,
+            request: Request::new(K::url_path(&(), Some(namespace))),
+            kind: PhantomData,
+        }
+    }
+
+    pub async fn create(&self, pp: &PostParams, object: &K) -> kube::Result<Written> {
+        let body = serde_json::to_vec(object).map_err(kube::Error::SerdeError)?;
+        let mut req = self
+            .request
+            .create(pp, body)
+            .map_err(kube::Error::BuildRequest)?;
+        req.extensions_mut().insert("create");
+        self.client.request(req).await
+    }
+
+    pub async fn patch<P: Serialize>(
+        &self,
+        name: &str,
+        pp: &PatchParams,
+        patch: &Patch<P>,
+    ) -> kube::Result<Written> {
+        let mut req = self
+            .request
+            .patch(name, pp, patch)
+            .map_err(kube::Error::BuildRequest)?;
+        req.extensions_mut().insert("patch");
+        self.client.request(req).await
+    }
+
+    /// A patch of a subresource (`status`, `resize`, …).
+    pub async fn patch_subresource<P: Serialize>(
+        &self,
+        subresource: &str,
+        name: &str,
+        pp: &PatchParams,
+        patch: &Patch<P>,
+    ) -> kube::Result<Written> {
+        let mut req = self
+            .request
+            .patch_subresource(subresource, name, pp, patch)
+            .map_err(kube::Error::BuildRequest)?;
+        req.extensions_mut().insert("patch_subresource");
+        self.client.request(req).await
+    }
+
+    /// Deletes; the response (the object while finalizers or grace hold it, otherwise a
+    /// Status) is not read.
+    pub async fn delete(&self, name: &str, dp: &DeleteParams) -> kube::Result<()> {
+        let mut req = self
+            .request
+            .delete(name, dp)
+            .map_err(kube::Error::BuildRequest)?;
+        req.extensions_mut().insert("delete");
+        self.client
+            .request::<serde::de::IgnoredAny>(req)
+            .await
+            .map(|_| ())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_only_uid_and_resource_version() {
+        let pod = serde_json::json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "p", "uid": "u-1", "resourceVersion": "42",
+                         "labels": {"a": "b"}, "managedFields": [{"manager": "m"}]},
+            "spec": {"containers": [{"name": "c", "image": "i"}]},
+            "status": {"phase": "Running"},
+        });
+        let written: Written = serde_json::from_value(pod).unwrap();
+        assert_eq!(written.uid(), Some("u-1"));
+        assert_eq!(written.resource_version(), Some("42"));
+        let bare: Written = serde_json::from_str("{}").unwrap();
+        assert_eq!(bare, Written::default());
+    }
+}
