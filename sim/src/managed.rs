@@ -223,19 +223,7 @@ fn remove_path(obj: &mut Value, path: &[String]) {
 pub fn to_fields_v1(fields: &FieldSet) -> Value {
     let mut root = Map::new();
     for path in fields {
-        let mut cur = &mut root;
-        for seg in path {
-            let entry = cur
-                .entry(seg.clone())
-                .or_insert_with(|| Value::Object(Map::new()));
-            if !entry.is_object() {
-                *entry = Value::Object(Map::new());
-            }
-            let Some(m) = entry.as_object_mut() else {
-                break;
-            };
-            cur = m;
-        }
+        tree_insert(&mut root, path);
     }
     Value::Object(root)
 }
@@ -469,7 +457,7 @@ fn transfer_fields(
     entries
 }
 
-/// Adds a leaf to a fieldsV1 tree, as [`to_fields_v1`] renders it.
+/// Adds a leaf to a fieldsV1 tree.
 fn tree_insert(tree: &mut Map<String, Value>, path: &[String]) {
     let mut cur = tree;
     for seg in path {

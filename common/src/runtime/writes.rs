@@ -59,12 +59,7 @@ where
 
     pub async fn create(&self, pp: &PostParams, object: &K) -> kube::Result<Written> {
         let body = serde_json::to_vec(object).map_err(kube::Error::SerdeError)?;
-        let mut req = self
-            .request
-            .create(pp, body)
-            .map_err(kube::Error::BuildRequest)?;
-        req.extensions_mut().insert("create");
-        self.client.request(req).await
+        self.send(self.request.create(pp, body), "create").await
     }
 
     pub async fn patch<P: Serialize>(
@@ -73,12 +68,8 @@ where
         pp: &PatchParams,
         patch: &Patch<P>,
     ) -> kube::Result<Written> {
-        let mut req = self
-            .request
-            .patch(name, pp, patch)
-            .map_err(kube::Error::BuildRequest)?;
-        req.extensions_mut().insert("patch");
-        self.client.request(req).await
+        self.send(self.request.patch(name, pp, patch), "patch")
+            .await
     }
 
     /// A patch of a subresource (`status`, `resize`, …).
@@ -89,24 +80,25 @@ where
         pp: &PatchParams,
         patch: &Patch<P>,
     ) -> kube::Result<Written> {
-        let mut req = self
-            .request
-            .patch_subresource(subresource, name, pp, patch)
-            .map_err(kube::Error::BuildRequest)?;
-        req.extensions_mut().insert("patch_subresource");
+        let req = self.request.patch_subresource(subresource, name, pp, patch);
+        self.send(req, "patch_subresource").await
+    }
+
+    /// Sends a request built by kube (tagged with its verb, as `Api` does).
+    async fn send<T: serde::de::DeserializeOwned>(
+        &self,
+        request: Result<http::Request<Vec<u8>>, kube::core::request::Error>,
+        verb: &'static str,
+    ) -> kube::Result<T> {
+        let mut req = request.map_err(kube::Error::BuildRequest)?;
+        req.extensions_mut().insert(verb);
         self.client.request(req).await
     }
 
     /// Deletes; the response (the object while finalizers or grace hold it, otherwise a
     /// Status) is not read.
     pub async fn delete(&self, name: &str, dp: &DeleteParams) -> kube::Result<()> {
-        let mut req = self
-            .request
-            .delete(name, dp)
-            .map_err(kube::Error::BuildRequest)?;
-        req.extensions_mut().insert("delete");
-        self.client
-            .request::<serde::de::IgnoredAny>(req)
+        self.send::<serde::de::IgnoredAny>(self.request.delete(name, dp), "delete")
             .await
             .map(|_| ())
     }
