@@ -137,9 +137,14 @@ struct CachedContainerStatus {
 }
 
 /// The compact cached pod; see the module documentation. Decoded from a pod's JSON (a watch
-/// event, a list page) or made from a `Pod` with [`CachedPod::from_pod`].
+/// event, a list page) or made from a `Pod` with [`CachedPod::from_pod`]. A clone shares the
+/// decoded data (kube's reflector clones each object it stores), so a watch event's pod is
+/// allocated once.
 #[derive(Debug, Clone, PartialEq)]
-pub struct CachedPod {
+pub struct CachedPod(Arc<PodData>);
+
+#[derive(Debug, Clone, PartialEq)]
+struct PodData {
     /// name, namespace, uid, resourceVersion, generation, ownerReferences, creation and
     /// deletion timestamps, deletionGracePeriodSeconds; nothing else.
     metadata: ObjectMeta,
@@ -191,7 +196,7 @@ impl CachedPod {
         } = pod;
         let spec = spec.unwrap_or_default();
         let status = status.unwrap_or_default();
-        CachedPod {
+        CachedPod(Arc::new(PodData {
             labels: interned_map(metadata.labels),
             annotations: interned_map(metadata.annotations),
             finalizers: metadata
@@ -263,7 +268,7 @@ impl CachedPod {
                     resources: c.resources.map(|r| intern_json(&RESOURCES, r)),
                 })
                 .collect(),
-        }
+        }))
     }
 }
 
@@ -426,43 +431,43 @@ impl kube::Resource for CachedPod {
         "pods".into()
     }
     fn meta(&self) -> &ObjectMeta {
-        &self.metadata
+        &self.0.metadata
     }
     fn meta_mut(&mut self) -> &mut ObjectMeta {
-        &mut self.metadata
+        &mut Arc::make_mut(&mut self.0).metadata
     }
 }
 
 impl LabelsAndFinalizers for CachedPod {
     fn label(&self, key: &str) -> Option<&str> {
-        lookup(&self.labels, key)
+        lookup(&self.0.labels, key)
     }
     fn has_finalizer(&self, finalizer: &str) -> bool {
-        self.finalizers.iter().any(|f| &**f == finalizer)
+        self.0.finalizers.iter().any(|f| &**f == finalizer)
     }
 }
 
 impl PodView for CachedPod {
     fn meta(&self) -> &ObjectMeta {
-        &self.metadata
+        &self.0.metadata
     }
     fn annotation(&self, key: &str) -> Option<&str> {
-        lookup(&self.annotations, key)
+        lookup(&self.0.annotations, key)
     }
     fn node_name(&self) -> Option<&str> {
-        self.node_name.as_deref()
+        self.0.node_name.as_deref()
     }
     fn readiness_gates(&self) -> impl Iterator<Item = &str> {
-        self.readiness_gates.iter().map(|g| &**g)
+        self.0.readiness_gates.iter().map(|g| &**g)
     }
     fn phase(&self) -> &str {
-        self.phase.as_deref().unwrap_or_default()
+        self.0.phase.as_deref().unwrap_or_default()
     }
     fn status_reason(&self) -> Option<&str> {
-        self.reason.as_deref()
+        self.0.reason.as_deref()
     }
     fn conditions(&self) -> impl Iterator<Item = ConditionRef<'_>> {
-        self.conditions.iter().map(|c| ConditionRef {
+        self.0.conditions.iter().map(|c| ConditionRef {
             type_: &c.shape.type_,
             status: &c.shape.status,
             reason: c.shape.reason.as_deref(),
@@ -471,7 +476,7 @@ impl PodView for CachedPod {
         })
     }
     fn containers(&self) -> impl Iterator<Item = ContainerRef<'_>> {
-        self.containers.iter().map(|c| ContainerRef {
+        self.0.containers.iter().map(|c| ContainerRef {
             name: &c.name,
             image: c.image.as_deref(),
             env: c.env.as_deref().map(Vec::as_slice).unwrap_or_default(),
@@ -484,28 +489,32 @@ impl PodView for CachedPod {
         })
     }
     fn container_statuses(&self) -> impl Iterator<Item = ContainerStatusRef<'_>> {
-        self.container_statuses.iter().map(|c| ContainerStatusRef {
-            name: &c.name,
-            image: &c.image,
-            image_id: &c.image_id,
-            container_id: c.container_id.as_deref(),
-            ready: c.ready,
-            restart_count: c.restart_count,
-            resources: c.resources.as_deref(),
-        })
+        self.0
+            .container_statuses
+            .iter()
+            .map(|c| ContainerStatusRef {
+                name: &c.name,
+                image: &c.image,
+                image_id: &c.image_id,
+                container_id: c.container_id.as_deref(),
+                ready: c.ready,
+                restart_count: c.restart_count,
+                resources: c.resources.as_deref(),
+            })
     }
     fn to_pod(&self) -> Pod {
-        let m = &self.metadata;
-        let finalizers: Vec<String> = self.finalizers.iter().map(|f| f.to_string()).collect();
+        let m = &self.0.metadata;
+        let finalizers: Vec<String> = self.0.finalizers.iter().map(|f| f.to_string()).collect();
         Pod {
             metadata: ObjectMeta {
-                labels: to_map(&self.labels),
-                annotations: to_map(&self.annotations),
+                labels: to_map(&self.0.labels),
+                annotations: to_map(&self.0.annotations),
                 finalizers: (!finalizers.is_empty()).then_some(finalizers),
                 ..m.clone()
             },
             spec: Some(PodSpec {
                 containers: self
+                    .0
                     .containers
                     .iter()
                     .map(|c| Container {
@@ -517,9 +526,10 @@ impl PodView for CachedPod {
                         ..Default::default()
                     })
                     .collect(),
-                node_name: self.node_name.as_deref().map(str::to_string),
-                readiness_gates: (!self.readiness_gates.is_empty()).then(|| {
-                    self.readiness_gates
+                node_name: self.0.node_name.as_deref().map(str::to_string),
+                readiness_gates: (!self.0.readiness_gates.is_empty()).then(|| {
+                    self.0
+                        .readiness_gates
                         .iter()
                         .map(|g| PodReadinessGate {
                             condition_type: g.to_string(),
@@ -534,9 +544,9 @@ impl PodView for CachedPod {
 
     fn status_copy(&self) -> PodStatus {
         PodStatus {
-            phase: self.phase.as_deref().map(str::to_string),
-            reason: self.reason.as_deref().map(str::to_string),
-            conditions: (!self.conditions.is_empty()).then(|| {
+            phase: self.0.phase.as_deref().map(str::to_string),
+            reason: self.0.reason.as_deref().map(str::to_string),
+            conditions: (!self.0.conditions.is_empty()).then(|| {
                 self.conditions()
                     .map(|c| PodCondition {
                         type_: c.type_.to_string(),
@@ -548,7 +558,7 @@ impl PodView for CachedPod {
                     })
                     .collect()
             }),
-            container_statuses: (!self.container_statuses.is_empty()).then(|| {
+            container_statuses: (!self.0.container_statuses.is_empty()).then(|| {
                 self.container_statuses()
                     .map(|c| ContainerStatus {
                         name: c.name.to_string(),
@@ -674,11 +684,24 @@ mod tests {
     fn pods_share_interned_values() {
         let a: CachedPod = serde_json::from_value(sample()).unwrap();
         let b: CachedPod = serde_json::from_value(sample()).unwrap();
-        assert!(Arc::ptr_eq(&a.containers[0].name, &b.containers[0].name));
         assert!(Arc::ptr_eq(
-            a.containers[0].resources.as_ref().unwrap(),
-            b.containers[0].resources.as_ref().unwrap()
+            &a.0.containers[0].name,
+            &b.0.containers[0].name
         ));
-        assert!(Arc::ptr_eq(&a.conditions[1].shape, &b.conditions[1].shape));
+        assert!(Arc::ptr_eq(
+            a.0.containers[0].resources.as_ref().unwrap(),
+            b.0.containers[0].resources.as_ref().unwrap()
+        ));
+        assert!(Arc::ptr_eq(
+            &a.0.conditions[1].shape,
+            &b.0.conditions[1].shape
+        ));
+    }
+
+    #[test]
+    fn a_clone_shares_the_decoded_pod() {
+        let a: CachedPod = serde_json::from_value(sample()).unwrap();
+        let b = a.clone();
+        assert!(Arc::ptr_eq(&a.0, &b.0));
     }
 }
