@@ -2,7 +2,9 @@
 //! others beside the CloneSet's: time to scale 0 -> N ready pods, an in-place rollout of N
 //! pods at maxUnavailable 100% against its lower bound (the kubelet's restart time), the
 //! controller's API writes per pod for create, in-place update and delete (events counted
-//! apart), and the controller's RSS at N and at LARGE owned pods.
+//! apart), the same rollout done by a minimal writer on pods of its own (the floor this
+//! simulator and machine set for any controller), and the controller's RSS at N and at
+//! LARGE owned pods.
 //!
 //! `cargo bench -p kruise-cloneset --bench cloneset`. Environment: `CLONESET_PODS` (N,
 //! default 1000), `CLONESET_PODS_LARGE` (default 10000; 0 skips that step),
@@ -175,6 +177,196 @@ async fn wait_status(
     }
 }
 
+/// The same in-place rollout done by a minimal writer instead of the controller, on `n`
+/// pods of their own (readiness gate `InPlaceUpdateReady`, as the CloneSet's): each pod
+/// gets the three writes the controller makes (condition False, image, condition True
+/// once the new container is ready) as soon as it can, with nothing else (no reconcile,
+/// no revisions, no status, no events). Its time is what this simulator on this machine
+/// allows any controller, the floor the controller's own rollout is compared with.
+async fn minimal_writer_rollout(client: &kube::Client, n: i64) -> Duration {
+    use futures::StreamExt;
+    use k8s_openapi::api::core::v1::{Namespace, Pod};
+    use kube::runtime::{WatchStreamExt, watcher};
+    const NS: &str = "minimal-writer";
+    const GATE: &str = "InPlaceUpdateReady";
+    Api::<Namespace>::all(client.clone())
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": NS}})).unwrap(),
+        )
+        .await
+        .unwrap();
+    let pods: Api<Pod> = Api::namespaced(client.clone(), NS);
+    let gate = |status: &str| {
+        Patch::Strategic(json!({"status": {"conditions": [
+            {"type": GATE, "status": status, "lastTransitionTime": jiff::Timestamp::now().to_string()}
+        ]}}))
+    };
+    let ready_with = |pod: &Pod, image: &str| {
+        let status = pod.status.as_ref();
+        let container_ready = status
+            .and_then(|s| s.container_statuses.as_ref())
+            .is_some_and(|cs| cs.iter().all(|c| c.ready && c.image == image));
+        let condition = |t: &str| {
+            status
+                .and_then(|s| s.conditions.as_ref())
+                .and_then(|cs| cs.iter().find(|c| c.type_ == t))
+                .map(|c| c.status == "True")
+        };
+        (container_ready, condition(GATE), condition("Ready"))
+    };
+    // Set up (not timed): n gated pods, running and Ready.
+    futures::stream::iter(0..n)
+        .map(|i| {
+            let pods = pods.clone();
+            async move {
+                let pod: Pod = serde_json::from_value(json!({
+                    "metadata": {"name": format!("pod-{i}"), "labels": {"app": "minimal"}},
+                    "spec": {"readinessGates": [{"conditionType": GATE}],
+                             "containers": [{"name": "app", "image": "nginx:1.25",
+                                             "resources": {"requests": {"cpu": "1m", "memory": "1Mi"}}}]}
+                }))
+                .unwrap();
+                pods.create(&PostParams::default(), &pod).await.unwrap();
+            }
+        })
+        .buffer_unordered(32)
+        .collect::<Vec<()>>()
+        .await;
+    let mut opened = std::collections::HashSet::new();
+    let mut events = watcher(pods.clone(), watcher::Config::default())
+        .default_backoff()
+        .applied_objects()
+        .boxed();
+    while opened.len() < n as usize {
+        let pod = events.next().await.unwrap().unwrap();
+        let name = pod.metadata.name.clone().unwrap();
+        if ready_with(&pod, "nginx:1.25").0 && opened.insert(name.clone()) {
+            pods.patch_status(&name, &PatchParams::default(), &gate("True"))
+                .await
+                .unwrap();
+        }
+    }
+    let mut ready = std::collections::HashSet::new();
+    while ready.len() < n as usize {
+        let pod = events.next().await.unwrap().unwrap();
+        if ready_with(&pod, "nginx:1.25").2 == Some(true) {
+            ready.insert(pod.metadata.name.clone().unwrap());
+        }
+    }
+
+    // The timed rollout: condition False and the new image for every pod (32 requests in
+    // flight, as the controller), condition True for each as its new container is ready.
+    let started = Instant::now();
+    let image = "nginx:1.26";
+    let writer = {
+        let pods = pods.clone();
+        tokio::spawn(async move {
+            futures::stream::iter(0..n)
+                .map(|i| {
+                    let pods = pods.clone();
+                    async move {
+                        let name = format!("pod-{i}");
+                        pods.patch_status(&name, &PatchParams::default(), &gate("False"))
+                            .await
+                            .unwrap();
+                        let spec =
+                            json!({"spec": {"containers": [{"name": "app", "image": image}]}});
+                        pods.patch(&name, &PatchParams::default(), &Patch::Strategic(spec))
+                            .await
+                            .unwrap();
+                    }
+                })
+                .buffer_unordered(32)
+                .collect::<Vec<()>>()
+                .await
+        })
+    };
+    let mut closing = futures::stream::FuturesUnordered::new();
+    let (mut closed, mut done) = (
+        std::collections::HashSet::new(),
+        std::collections::HashSet::new(),
+    );
+    while done.len() < n as usize {
+        tokio::select! {
+            event = events.next() => {
+                let pod = event.unwrap().unwrap();
+                let name = pod.metadata.name.clone().unwrap();
+                match ready_with(&pod, image) {
+                    (true, Some(false), _) if closed.insert(name.clone()) => {
+                        let pods = pods.clone();
+                        closing.push(async move {
+                            pods.patch_status(&name, &PatchParams::default(), &gate("True"))
+                                .await
+                                .unwrap();
+                        });
+                    }
+                    (true, Some(true), Some(true)) => {
+                        done.insert(name);
+                    }
+                    _ => {}
+                }
+            }
+            Some(()) = closing.next(), if !closing.is_empty() => {}
+        }
+    }
+    let took = started.elapsed();
+    writer.await.unwrap();
+    // Gone again before the next step, so it runs as it would have without this one.
+    pods.delete_collection(&Default::default(), &Default::default())
+        .await
+        .unwrap();
+    support::eventually("minimal-writer pods gone", Duration::from_secs(120), || {
+        let pods = pods.clone();
+        async move {
+            pods.list(&Default::default())
+                .await
+                .ok()
+                .filter(|l| l.items.is_empty())
+                .map(|_| ())
+        }
+    })
+    .await;
+    took
+}
+
+/// Starts the controller and waits until it is ready (caches synced).
+async fn start_controller(bin: &str, kubeconfig: &std::path::Path) -> support::Replica {
+    let controller = support::spawn_replica(bin, kubeconfig, support::free_port(), &[], &[]);
+    let addr = format!("127.0.0.1:{}", controller.health_port)
+        .parse()
+        .unwrap();
+    support::eventually("kruise-cloneset ready", Duration::from_secs(60), || async {
+        matches!(support::http_get(addr, "/readyz").await, Ok((200, _))).then_some(())
+    })
+    .await;
+    controller
+}
+
+/// The RSS once it has stopped moving: two samples a second apart within 256 KiB (or
+/// after a minute).
+async fn settled_rss(pid: u32) -> String {
+    let vm_rss_kib = || {
+        std::fs::read_to_string(format!("/proc/{pid}/status"))
+            .unwrap_or_default()
+            .lines()
+            .find(|l| l.starts_with("VmRSS:"))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|v| v.parse::<i64>().ok())
+            .unwrap_or(0)
+    };
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut last = vm_rss_kib();
+    loop {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let now = vm_rss_kib();
+        if (now - last).abs() < 256 || Instant::now() > deadline {
+            return rss(pid);
+        }
+        last = now;
+    }
+}
+
 #[tokio::main]
 async fn main() {
     let n = env_count("CLONESET_PODS", 1000);
@@ -203,16 +395,12 @@ async fn main() {
     let kubeconfig = sim.kubeconfig_path().unwrap();
     // CLONESET_BENCH_EXEC runs the controller through a wrapper (e.g. a heap profiler).
     let bin = std::env::var("CLONESET_BENCH_EXEC").unwrap_or_else(|_| BIN.to_string());
-    let controller = support::spawn_replica(&bin, &kubeconfig, support::free_port(), &[], &[]);
-    let addr = format!("127.0.0.1:{}", controller.health_port)
-        .parse()
-        .unwrap();
-    support::eventually("kruise-cloneset ready", Duration::from_secs(60), || async {
-        matches!(support::http_get(addr, "/readyz").await, Ok((200, _))).then_some(())
-    })
-    .await;
-    let controller_rss = || rss(controller.child.id());
-    println!("controller RSS with no owned pods: {}", controller_rss());
+    let mut controller = start_controller(&bin, &kubeconfig).await;
+    let controller_rss = |c: &support::Replica| rss(c.child.id());
+    println!(
+        "controller RSS with no owned pods: {}",
+        controller_rss(&controller)
+    );
     let ar = ApiResource {
         group: "apps.kruise.io".into(),
         version: "v1beta1".into(),
@@ -241,7 +429,10 @@ async fn main() {
     let after = controller_writes(&sim);
     println!("scale 0 -> {n} ready: {:.1} s", took.as_secs_f64());
     print_writes("create", before, after, n);
-    println!("controller RSS with {n} owned pods: {}", controller_rss());
+    println!(
+        "controller RSS with {n} owned pods: {}",
+        controller_rss(&controller)
+    );
 
     let before = controller_writes(&sim);
     let controller_pid = controller.child.id().to_string();
@@ -271,7 +462,16 @@ async fn main() {
         took.as_secs_f64() / bound.as_secs_f64()
     );
     print_writes("in-place update", before, after, n);
-    println!("controller RSS after the rollout: {}", controller_rss());
+    println!(
+        "controller RSS after the rollout: {}",
+        controller_rss(&controller)
+    );
+    let floor = minimal_writer_rollout(&client, n).await;
+    println!(
+        "the same rollout by a minimal writer (3 writes per pod, nothing else): {:.2} s; the controller took {:.2}x that",
+        floor.as_secs_f64(),
+        took.as_secs_f64() / floor.as_secs_f64()
+    );
 
     let mut owned = n;
     if large > n {
@@ -283,8 +483,13 @@ async fn main() {
         print_writes("create", before, after, large - n);
         println!(
             "controller RSS with {large} owned pods: {}",
-            controller_rss()
+            controller_rss(&controller)
         );
+        // What the controller holds for these pods without the scale-up behind it.
+        drop(controller);
+        controller = start_controller(&bin, &kubeconfig).await;
+        let settled = settled_rss(controller.child.id()).await;
+        println!("controller RSS with {large} owned pods, restarted: {settled}");
         owned = large;
     }
 
