@@ -482,8 +482,9 @@ async fn main() {
         println!("scale {n} -> {large} ready: {:.1} s", took.as_secs_f64());
         print_writes("create", before, after, large - n);
         println!(
-            "controller RSS with {large} owned pods: {}",
-            controller_rss(&controller)
+            "controller RSS with {large} owned pods: {} as the scale-up completes, {} settled",
+            controller_rss(&controller),
+            settled_rss(controller.child.id()).await
         );
         // What the controller holds for these pods without the scale-up behind it.
         drop(controller);

@@ -1,6 +1,9 @@
 //! `kruise-webhook [run|manifests]`: the pod mutating chain composed from the enabled
 //! families' handlers.
 
+#[global_allocator]
+static ALLOCATOR: kruise_common::runtime::Allocator = kruise_common::runtime::Allocator;
+
 fn main() -> std::process::ExitCode {
     kruise_webhook::binary().main()
 }

@@ -20,6 +20,9 @@ use kube::{CustomResource, CustomResourceExt, ResourceExt};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+#[global_allocator]
+static ALLOCATOR: kruise_common::runtime::Allocator = kruise_common::runtime::Allocator;
+
 /// A message to echo.
 #[derive(CustomResource, Clone, Debug, Default, Deserialize, Serialize, JsonSchema, PartialEq)]
 #[kube(
