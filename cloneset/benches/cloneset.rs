@@ -25,6 +25,10 @@ use kube::Api;
 use kube::api::{ApiResource, DynamicObject, Patch, PatchParams, PostParams};
 use serde_json::json;
 
+// The simulator runs in this process, with the allocator `kruise-sim up` has.
+#[global_allocator]
+static ALLOCATOR: kruise_common::runtime::Allocator = kruise_common::runtime::Allocator;
+
 const BIN: &str = env!("CARGO_BIN_EXE_kruise-cloneset");
 const AGENT: &str = "kruise-cloneset/";
 
