@@ -237,25 +237,26 @@ async fn minimal_writer_rollout(client: &kube::Client, n: i64) -> Duration {
         .buffer_unordered(32)
         .collect::<Vec<()>>()
         .await;
-    let mut opened = std::collections::HashSet::new();
+    // One loop for both: a pod whose gate opened early can be Ready before the last gate
+    // is opened, and its Ready event is not seen again.
+    let (mut opened, mut ready) = (
+        std::collections::HashSet::new(),
+        std::collections::HashSet::new(),
+    );
     let mut events = watcher(pods.clone(), watcher::Config::default())
         .default_backoff()
         .applied_objects()
         .boxed();
-    while opened.len() < n as usize {
+    while ready.len() < n as usize {
         let pod = events.next().await.unwrap().unwrap();
         let name = pod.metadata.name.clone().unwrap();
-        if ready_with(&pod, "nginx:1.25").0 && opened.insert(name.clone()) {
+        let (container_ready, _, pod_ready) = ready_with(&pod, "nginx:1.25");
+        if pod_ready == Some(true) {
+            ready.insert(name);
+        } else if container_ready && opened.insert(name.clone()) {
             pods.patch_status(&name, &PatchParams::default(), &gate("True"))
                 .await
                 .unwrap();
-        }
-    }
-    let mut ready = std::collections::HashSet::new();
-    while ready.len() < n as usize {
-        let pod = events.next().await.unwrap().unwrap();
-        if ready_with(&pod, "nginx:1.25").2 == Some(true) {
-            ready.insert(pod.metadata.name.clone().unwrap());
         }
     }
 
