@@ -21,13 +21,14 @@ pub mod events;
 
 /// The allocator every kruise-rs binary declares (`#[global_allocator] static ALLOCATOR:
 /// Allocator = Allocator;` in its `main.rs`): jemalloc, with two arenas and freed pages
-/// handed back to the system after a second by a background thread (the settings are
-/// compiled in, from `.cargo/config.toml`). A controller's heap is long-lived cached objects
-/// interleaved with short-lived ones (every watch event decodes a new version of a pod);
-/// with glibc's malloc the CloneSet controller kept 63–68 MiB after scaling to 10,000 pods
-/// and 46–54 MiB after a restart with the same pods, with this 55 MiB once settled and
-/// 44 MiB after a restart (`cargo bench -p kruise-cloneset`).
+/// handed back to the system at once (the settings are compiled in, from
+/// `.cargo/config.toml`). A controller's heap is long-lived cached objects interleaved with
+/// short-lived ones (every watch event decodes a new version of a pod); with glibc's malloc
+/// the CloneSet controller kept 63–68 MiB after scaling to 10,000 pods and 46–54 MiB after
+/// a restart with the same pods, with this 55–56 MiB and 44 MiB after a restart
+/// (`cargo bench -p kruise-cloneset`).
 pub use tikv_jemallocator::Jemalloc as Allocator;
+
 pub mod leader;
 pub mod metrics;
 pub mod telemetry;
