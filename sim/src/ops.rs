@@ -232,14 +232,23 @@ fn spec_changed(def: &ResourceDef, version: &str, old: &Value, new: &Value) -> b
         || n.keys().any(|k| counted(k) && !o.contains_key(k))
 }
 
+/// The metadata a write through pods/status sets: kube-apiserver's pod status strategy
+/// resets only spec, deletionTimestamp and ownerReferences, so labels, annotations and
+/// finalizers written there stick (custom resources' status strategy keeps nothing but
+/// status).
+const POD_STATUS_WRITES_METADATA: [&str; 3] = ["labels", "annotations", "finalizers"];
+
 /// What a write through a pod's status subresource reads of the object it is given:
-/// `status`, and the metadata kube-apiserver's pod status strategy keeps (labels,
-/// annotations, finalizers) with the name and namespace. In-process writers build this
-/// instead of copying the whole pod only to replace its status.
+/// `status`, and the metadata it sets ([`POD_STATUS_WRITES_METADATA`]) with the name and
+/// namespace. In-process writers build this instead of copying the whole pod only to
+/// replace its status.
 pub fn status_write(current: &Value, status: Value) -> Value {
     let mut meta = Map::new();
     if let Some(m) = metadata(current) {
-        for field in ["name", "namespace", "labels", "annotations", "finalizers"] {
+        for field in ["name", "namespace"]
+            .into_iter()
+            .chain(POD_STATUS_WRITES_METADATA)
+        {
             if let Some(v) = m.get(field) {
                 meta.insert(field.into(), v.clone());
             }
@@ -714,16 +723,12 @@ impl SimShared {
                 if let Some(s) = new_map.as_mut().and_then(|m| m.remove("status")) {
                     rmap.insert("status".into(), s);
                 }
-                // kube-apiserver's pod status strategy resets only spec,
-                // deletionTimestamp and ownerReferences: labels, annotations and
-                // finalizers written through pods/status stick (custom resources'
-                // status strategy keeps nothing but status).
                 if def.builtin && def.group.is_empty() && def.plural == "pods" {
                     let mut new_meta = new_map
                         .and_then(|m| m.get_mut("metadata"))
                         .and_then(Value::as_object_mut);
                     if let Some(meta) = rmap.get_mut("metadata").and_then(Value::as_object_mut) {
-                        for field in ["labels", "annotations", "finalizers"] {
+                        for field in POD_STATUS_WRITES_METADATA {
                             match new_meta.as_mut().and_then(|m| m.remove(field)) {
                                 Some(v) => {
                                     meta.insert(field.into(), v);
