@@ -110,26 +110,37 @@ fn env_count(name: &str, default: i64) -> i64 {
 /// cost the simulated kubelet nothing, and a controller that cached pods cluster-wide would
 /// hold them all.
 async fn create_other_pods(client: &kube::Client, count: i64) {
+    create_pods_in(client, "others", count, |i| {
+        json!({
+            "metadata": {"name": format!("other-{i}"), "labels": {"app": "other"}},
+            "spec": {"nodeSelector": {"bench": "nowhere"},
+                     "containers": [{"name": "app", "image": "nginx:1.25"}]}
+        })
+    })
+    .await;
+}
+
+/// Creates `namespace` and `count` pods in it, `pod(i)` the i-th, 32 requests in flight.
+async fn create_pods_in(
+    client: &kube::Client,
+    namespace: &str,
+    count: i64,
+    pod: impl Fn(i64) -> serde_json::Value,
+) {
     use futures::StreamExt;
     use k8s_openapi::api::core::v1::{Namespace, Pod};
     Api::<Namespace>::all(client.clone())
         .create(
             &PostParams::default(),
-            &serde_json::from_value(json!({"metadata": {"name": "others"}})).unwrap(),
+            &serde_json::from_value(json!({"metadata": {"name": namespace}})).unwrap(),
         )
         .await
         .unwrap();
-    let pods: Api<Pod> = Api::namespaced(client.clone(), "others");
+    let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
     futures::stream::iter(0..count)
         .map(|i| {
-            let pods = pods.clone();
+            let (pods, pod): (_, Pod) = (pods.clone(), serde_json::from_value(pod(i)).unwrap());
             async move {
-                let pod: Pod = serde_json::from_value(json!({
-                    "metadata": {"name": format!("other-{i}"), "labels": {"app": "other"}},
-                    "spec": {"nodeSelector": {"bench": "nowhere"},
-                             "containers": [{"name": "app", "image": "nginx:1.25"}]}
-                }))
-                .unwrap();
                 pods.create(&PostParams::default(), &pod).await.unwrap();
             }
         })
@@ -189,17 +200,10 @@ async fn wait_status(
 /// allows any controller, the floor the controller's own rollout is compared with.
 async fn minimal_writer_rollout(client: &kube::Client, n: i64) -> Duration {
     use futures::StreamExt;
-    use k8s_openapi::api::core::v1::{Namespace, Pod};
+    use k8s_openapi::api::core::v1::Pod;
     use kube::runtime::{WatchStreamExt, watcher};
     const NS: &str = "minimal-writer";
     const GATE: &str = "InPlaceUpdateReady";
-    Api::<Namespace>::all(client.clone())
-        .create(
-            &PostParams::default(),
-            &serde_json::from_value(json!({"metadata": {"name": NS}})).unwrap(),
-        )
-        .await
-        .unwrap();
     let pods: Api<Pod> = Api::namespaced(client.clone(), NS);
     let gate = |status: &str| {
         Patch::Strategic(json!({"status": {"conditions": [
@@ -220,23 +224,15 @@ async fn minimal_writer_rollout(client: &kube::Client, n: i64) -> Duration {
         (container_ready, condition(GATE), condition("Ready"))
     };
     // Set up (not timed): n gated pods, running and Ready.
-    futures::stream::iter(0..n)
-        .map(|i| {
-            let pods = pods.clone();
-            async move {
-                let pod: Pod = serde_json::from_value(json!({
-                    "metadata": {"name": format!("pod-{i}"), "labels": {"app": "minimal"}},
-                    "spec": {"readinessGates": [{"conditionType": GATE}],
-                             "containers": [{"name": "app", "image": "nginx:1.25",
-                                             "resources": {"requests": {"cpu": "1m", "memory": "1Mi"}}}]}
-                }))
-                .unwrap();
-                pods.create(&PostParams::default(), &pod).await.unwrap();
-            }
+    create_pods_in(client, NS, n, |i| {
+        json!({
+            "metadata": {"name": format!("pod-{i}"), "labels": {"app": "minimal"}},
+            "spec": {"readinessGates": [{"conditionType": GATE}],
+                     "containers": [{"name": "app", "image": "nginx:1.25",
+                                     "resources": {"requests": {"cpu": "1m", "memory": "1Mi"}}}]}
         })
-        .buffer_unordered(32)
-        .collect::<Vec<()>>()
-        .await;
+    })
+    .await;
     // One loop for both: a pod whose gate opened early can be Ready before the last gate
     // is opened, and its Ready event is not seen again.
     let (mut opened, mut ready) = (
