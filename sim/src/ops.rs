@@ -239,7 +239,7 @@ fn spec_changed(def: &ResourceDef, version: &str, old: &Value, new: &Value) -> b
 const POD_STATUS_WRITES_METADATA: [&str; 3] = ["labels", "annotations", "finalizers"];
 
 /// What a write through a pod's status subresource reads of the object it is given:
-/// `status`, and the metadata it sets ([`POD_STATUS_WRITES_METADATA`]) with the name and
+/// `status`, and the metadata it sets (labels, annotations, finalizers) with the name and
 /// namespace. In-process writers build this instead of copying the whole pod only to
 /// replace its status.
 pub fn status_write(current: &Value, status: Value) -> Value {
