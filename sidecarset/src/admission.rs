@@ -154,14 +154,14 @@ impl<S: SidecarSetSnapshot> PodInjectionHandler<S> {
             sort_sidecar_containers_by_name: self.snapshot.sort_sidecar_containers_by_name(),
         })
         .map_err(|e| HandlerError::Internal(e.to_string()))?;
-        if out.patch.0.is_empty() {
+        if out.pod == pod {
             return Ok(None);
         }
         // The patch applies to the object as sent: our namespace fill-in is not part of it,
         // and fields our types do not know stay where they are.
         let raw =
             serde_json::to_value(object).map_err(|e| HandlerError::Internal(e.to_string()))?;
-        let patch = crate::inject::patch_against_raw(&raw, &pod, &out.pod)
+        let patch = kruise_common::admission::raw_patch::patch_against_raw(&raw, &pod, &out.pod)
             .map_err(|e| HandlerError::Internal(e.to_string()))?;
         Ok(Some(patch))
     }

@@ -94,3 +94,31 @@ async fn the_chain_injects_sidecar1_before_the_app_container() {
     // Idempotent: a second pass changes nothing.
     assert_eq!(chain.run(&request, &injected).await.unwrap(), None);
 }
+
+#[tokio::test]
+async fn fields_newer_than_the_compiled_api_stay_on_the_app_container() {
+    let (chain, _) = chain(vec![sidecar_set("test-sidecarset", false)]);
+    // Neither field exists in Kubernetes 1.33's types, the API version compiled in.
+    let rules = json!([{"action": "Restart", "exitCodes": {"operator": "In", "values": [42]}}]);
+    let pod = json!({"apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "web", "namespace": "default", "labels": {"app": "nginx"}},
+        "spec": {"futureSchedulingHint": "spread",
+                 "containers": [{"name": "main", "image": "nginx:1.25", "restartPolicyRules": rules}]}});
+    let request = PodRequest {
+        operation: Operation::Create,
+        namespace: "default".into(),
+        dry_run: false,
+    };
+    let patch = chain.run(&request, &pod).await.unwrap().unwrap();
+    let mut injected = pod.clone();
+    json_patch::patch(&mut injected, &patch).unwrap();
+    let containers = injected["spec"]["containers"].as_array().unwrap();
+    assert_eq!(containers[0]["name"], "sidecar1");
+    assert!(
+        containers[0].get("restartPolicyRules").is_none(),
+        "{containers:?}"
+    );
+    assert_eq!(containers[1]["name"], "main");
+    assert_eq!(containers[1]["restartPolicyRules"], rules);
+    assert_eq!(injected["spec"]["futureSchedulingHint"], "spread");
+}

@@ -13,6 +13,7 @@ pub mod certs;
 pub mod conversion;
 pub mod pod_chain;
 pub mod publish;
+pub mod raw_patch;
 pub mod runner;
 
 use std::collections::HashMap;

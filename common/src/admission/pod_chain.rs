@@ -13,6 +13,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use kube::core::DynamicObject;
 use kube::core::admission::{AdmissionRequest, AdmissionResponse, Operation};
 
+use super::raw_patch::patch_against_raw;
 use super::{AdmissionHandler, FailurePolicy, HandlerError, Rule, WebhookKind, WebhookSpec};
 
 /// Which pods a step may act on: the pods in namespaces matching `namespace_selector` whose
@@ -115,7 +116,9 @@ impl PodChain {
             .collect()
     }
 
-    /// Runs every step on a copy of `pod`; the patch from `original` to the result.
+    /// Runs every step on the decoded pod; the patch from `original` (the pod as sent) to
+    /// the result, built on `original` so fields our types do not know stay with their
+    /// owner (see [`patch_against_raw`]).
     pub async fn run(
         &self,
         request: &PodRequest,
@@ -129,26 +132,14 @@ impl PodChain {
         if pod.metadata.namespace.as_deref().unwrap_or("").is_empty() {
             pod.metadata.namespace = Some(request.namespace.clone());
         }
+        let decoded = pod.clone();
         for step in &self.steps {
             step.mutate(request, &mut pod)
                 .await
                 .map_err(|e| HandlerError::Internal(format!("{}: {e}", step.name())))?;
         }
-        let mutated =
-            serde_json::to_value(&pod).map_err(|e| HandlerError::Internal(e.to_string()))?;
-        // Diff against the pod as decoded, so fields our types drop are never "removed".
-        let decoded_original = {
-            let mut p: Pod =
-                serde_json::from_value(original.clone()).map_err(|e| HandlerError::Decode {
-                    kind: "Pod".into(),
-                    reason: e.to_string(),
-                })?;
-            if p.metadata.namespace.as_deref().unwrap_or("").is_empty() {
-                p.metadata.namespace = Some(request.namespace.clone());
-            }
-            serde_json::to_value(&p).map_err(|e| HandlerError::Internal(e.to_string()))?
-        };
-        let patch = json_patch::diff(&decoded_original, &mutated);
+        let patch = patch_against_raw(original, &decoded, &pod)
+            .map_err(|e| HandlerError::Internal(format!("encoding the pod: {e}")))?;
         Ok((!patch.0.is_empty()).then_some(patch))
     }
 }
@@ -334,6 +325,68 @@ mod tests {
         let patch = chain.run(&request(), &once).await.unwrap().unwrap();
         json_patch::patch(&mut once, &patch).unwrap();
         assert_eq!(chain.run(&request(), &once).await.unwrap(), None);
+    }
+
+    /// Inserts a sidecar before every other container, as a BeforeAppContainer SidecarSet.
+    struct SidecarFirst;
+
+    impl PodMutator for SidecarFirst {
+        fn name(&self) -> &'static str {
+            "sidecar-first"
+        }
+        fn order(&self) -> u32 {
+            30
+        }
+        fn scopes(&self) -> Vec<PodScope> {
+            vec![PodScope::default()]
+        }
+        fn failure_policy(&self) -> FailurePolicy {
+            FailurePolicy::Fail
+        }
+        fn mutate<'a>(
+            &'a self,
+            _request: &'a PodRequest,
+            pod: &'a mut Pod,
+        ) -> BoxFuture<'a, Result<(), HandlerError>> {
+            Box::pin(async move {
+                let spec = pod.spec.get_or_insert_with(Default::default);
+                if spec.containers.first().map(|c| c.name.as_str()) != Some("sidecar") {
+                    spec.containers.insert(
+                        0,
+                        k8s_openapi::api::core::v1::Container {
+                            name: "sidecar".into(),
+                            image: Some("envoy".into()),
+                            ..Default::default()
+                        },
+                    );
+                }
+                Ok(())
+            })
+        }
+    }
+
+    #[tokio::test]
+    async fn fields_newer_than_the_compiled_api_stay_on_the_app_container() {
+        let chain = PodChain::new(vec![
+            Arc::new(SidecarFirst),
+            Arc::new(KruisePodReadyGate { all_pods: true }),
+        ]);
+        let mut original = pod(None);
+        // Not a field of Kubernetes 1.33's Container, the API version compiled in.
+        let rules = json!([{"action": "Restart", "exitCodes": {"operator": "In", "values": [42]}}]);
+        original["spec"]["containers"][0]["restartPolicyRules"] = rules.clone();
+        let patch = chain.run(&request(), &original).await.unwrap().unwrap();
+        let mut patched = original.clone();
+        json_patch::patch(&mut patched, &patch).unwrap();
+        let containers = patched["spec"]["containers"].as_array().unwrap();
+        assert_eq!(containers.len(), 2);
+        assert_eq!(containers[0]["name"], "sidecar");
+        assert!(containers[0].get("restartPolicyRules").is_none());
+        assert_eq!(containers[1]["name"], "main");
+        assert_eq!(containers[1]["restartPolicyRules"], rules);
+        // The namespace the chain fills in for its steps is not written.
+        assert!(patched["metadata"].get("namespace").is_none());
+        assert_eq!(chain.run(&request(), &patched).await.unwrap(), None);
     }
 
     #[test]
