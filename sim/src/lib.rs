@@ -22,7 +22,6 @@ pub mod discovery;
 pub mod error;
 pub mod events;
 pub mod faults;
-pub mod gc;
 pub mod managed;
 pub mod meta;
 pub mod metrics;
@@ -30,6 +29,7 @@ pub mod ops;
 pub mod patch;
 pub mod protobuf;
 pub mod registry;
+pub mod request;
 pub mod selector;
 pub mod server;
 pub mod store;
@@ -115,7 +115,8 @@ pub struct AdmissionAttributes {
 }
 
 /// Called before a write is persisted: may mutate the object or reject the write.
-/// (The hook point for admission webhooks; a later issue calls them over HTTPS.)
+/// The stored admission webhook configurations are called over HTTPS through this hook
+/// ([`webhooks::WebhookDispatcher`]); [`Sim::add_admission_hook`] adds others.
 pub trait AdmissionHook: Send + Sync {
     fn admit<'a>(
         &'a self,
@@ -182,7 +183,7 @@ impl Sim {
         }
         let mut background = Vec::new();
         if config.garbage_collector {
-            background.push(tokio::spawn(gc::run(shared.clone())));
+            background.push(tokio::spawn(cluster::gc::run(shared.clone())));
         }
         if config.nodes > 0 {
             cluster::nodes::register(&shared, config.nodes).await?;

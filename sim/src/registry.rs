@@ -23,7 +23,7 @@ impl GroupResource {
     }
 }
 
-/// A CRD additionalPrinterColumn (or a built-in's column).
+/// A CRD additionalPrinterColumn (built-in tables have their own columns in `table.rs`).
 #[derive(Debug, Clone, PartialEq)]
 pub struct PrinterColumn {
     pub name: String,
@@ -471,12 +471,6 @@ fn builtin_table() -> Vec<Builtin> {
     ]
 }
 
-fn builtin_columns(plural: &str, group: &str) -> Vec<PrinterColumn> {
-    // Built-in tables are rendered by `table.rs`; only scale paths and the like live here.
-    let _ = (plural, group);
-    Vec::new()
-}
-
 pub fn builtin_defs() -> Vec<ResourceDef> {
     builtin_table()
         .into_iter()
@@ -512,7 +506,8 @@ pub fn builtin_defs() -> Vec<ResourceDef> {
                     storage: true,
                     status: bi.status,
                     scale,
-                    printer_columns: builtin_columns(bi.plural, bi.group),
+                    // Built-in tables are rendered by `table.rs`.
+                    printer_columns: Vec::new(),
                     schema: None,
                     selectable_fields: Vec::new(),
                 }],

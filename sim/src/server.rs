@@ -1,6 +1,5 @@
 //! HTTP routing: parses Kubernetes REST paths and query parameters and calls `ops`.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use axum::Router;
@@ -18,6 +17,7 @@ use crate::metrics::RequestKey;
 use crate::ops::{DeleteOptions, ListQuery, Subresource, WriteOptions};
 use crate::patch::PatchType;
 use crate::registry::ResourceDef;
+use crate::request::{Query, Representation, parse_query, representation};
 use crate::selector::{FieldSelector, LabelSelector};
 use crate::table::{self, IncludeObject};
 
@@ -26,18 +26,6 @@ const MAX_BODY: usize = 3 * 1024 * 1024;
 
 pub fn router(shared: Arc<SimShared>) -> Router {
     Router::new().fallback(handle).with_state(shared)
-}
-
-pub type Query = HashMap<String, String>;
-
-fn parse_query(q: Option<&str>) -> Query {
-    let mut out = HashMap::new();
-    if let Some(q) = q {
-        for (k, v) in form_urlencoded::parse(q.as_bytes()) {
-            out.insert(k.into_owned(), v.into_owned());
-        }
-    }
-    out
 }
 
 pub fn json_response(code: u16, body: &Value) -> Response {
@@ -62,38 +50,6 @@ pub fn error_response(err: &ApiError) -> Response {
         resp.headers_mut().insert(header::RETRY_AFTER, v);
     }
     resp
-}
-
-/// What the Accept header asks for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Representation {
-    Object,
-    Table,
-    PartialMetadata,
-}
-
-fn representation(headers: &HeaderMap) -> Representation {
-    let accept = headers
-        .get(header::ACCEPT)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("");
-    // The first acceptable alternative wins, as in the API server's negotiation.
-    for alt in accept.split(',') {
-        let alt = alt.trim();
-        if alt.contains("as=Table") && alt.contains("g=meta.k8s.io") {
-            return Representation::Table;
-        }
-        if alt.contains("as=PartialObjectMetadata") && alt.contains("g=meta.k8s.io") {
-            return Representation::PartialMetadata;
-        }
-        if alt.starts_with("application/json")
-            || alt.starts_with("*/*")
-            || alt.starts_with("application/yaml")
-        {
-            return Representation::Object;
-        }
-    }
-    Representation::Object
 }
 
 /// Parsed resource request.

@@ -17,7 +17,7 @@ use crate::error::{ApiError, ApiResult, StatusCause};
 use crate::meta;
 use crate::ops::ListQuery;
 use crate::registry::ResourceDef;
-use crate::server::{Query, Representation};
+use crate::request::{Query, Representation};
 use crate::store::{EventType, StoreEvent};
 use crate::table::{self, IncludeObject};
 

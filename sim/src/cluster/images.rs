@@ -7,7 +7,30 @@ use std::collections::{BTreeMap, HashMap};
 
 use serde_json::Value;
 
-use super::kubelet::image_id;
+use super::stable_hash;
+
+/// `docker.io/library/nginx@sha256:<64 hex>`: the repository as containerd reports it
+/// and a digest that depends only on the image string, so the same image always has
+/// the same imageID and a new image a new one.
+pub fn image_id(image: &str) -> String {
+    let without_digest = image.split('@').next().unwrap_or(image);
+    // A ':' after the last '/' is a tag; one before it is a registry port.
+    let repo = match without_digest.rfind(':') {
+        Some(i) if !without_digest[i..].contains('/') => &without_digest[..i],
+        _ => without_digest,
+    };
+    let full = match repo.split_once('/') {
+        None => format!("docker.io/library/{repo}"),
+        Some((first, _)) if first.contains('.') || first.contains(':') || first == "localhost" => {
+            repo.to_string()
+        }
+        Some(_) => format!("docker.io/{repo}"),
+    };
+    let hex: String = (0..4u64)
+        .map(|i| format!("{:016x}", stable_hash(image, i)))
+        .collect();
+    format!("{full}@sha256:{hex}")
+}
 
 /// One image on a node, named as containerd names it.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -7,9 +7,7 @@
 //! (restartCount+1, new containerID, new imageID for a new image), the pod keeping its
 //! uid, IP and node. Deleted pods are removed after min(grace period, a short cap).
 
-use std::collections::hash_map::DefaultHasher;
 use std::collections::{HashMap, HashSet};
-use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -19,12 +17,12 @@ use tokio::sync::broadcast::error::{RecvError, TryRecvError};
 use tokio::time::Instant;
 
 use super::cri::{CriContainer, CriRequest};
-use super::images::ImageStore;
+use super::images::{ImageStore, image_id};
 use super::{
     ANN_EXIT_AFTER, ANN_EXIT_CODE, ANN_POSTSTART_DURATION, ANN_PRESTOP_DURATION, ANN_READY_DELAY,
     ANN_START_DELAY, ANN_STOP_DELAY, KubeletTimings,
 };
-use super::{nodes, parse_duration};
+use super::{nodes, parse_duration, stable_hash};
 use crate::SimShared;
 use crate::meta;
 use crate::ops::{DeleteOptions, Subresource};
@@ -71,36 +69,6 @@ fn post_start_time(pod: &Value, container: &Value) -> Duration {
 }
 
 type Key = (String, String);
-
-fn stable_hash(s: &str, seed: u64) -> u64 {
-    let mut h = DefaultHasher::new();
-    seed.hash(&mut h);
-    s.hash(&mut h);
-    h.finish()
-}
-
-/// `docker.io/library/nginx@sha256:<64 hex>`: the repository as containerd reports it
-/// and a digest that depends only on the image string, so the same image always has
-/// the same imageID and a new image a new one.
-pub fn image_id(image: &str) -> String {
-    let without_digest = image.split('@').next().unwrap_or(image);
-    // A ':' after the last '/' is a tag; one before it is a registry port.
-    let repo = match without_digest.rfind(':') {
-        Some(i) if !without_digest[i..].contains('/') => &without_digest[..i],
-        _ => without_digest,
-    };
-    let full = match repo.split_once('/') {
-        None => format!("docker.io/library/{repo}"),
-        Some((first, _)) if first.contains('.') || first.contains(':') || first == "localhost" => {
-            repo.to_string()
-        }
-        Some(_) => format!("docker.io/{repo}"),
-    };
-    let hex: String = (0..4u64)
-        .map(|i| format!("{:016x}", stable_hash(image, i)))
-        .collect();
-    format!("{full}@sha256:{hex}")
-}
 
 fn container_id() -> String {
     format!(

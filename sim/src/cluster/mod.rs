@@ -1,9 +1,11 @@
-//! The rest of a cluster around the API server: simulated nodes, a scheduler and one
-//! kubelet loop for every simulated node. All three write through `SimShared`'s verbs
-//! (create, bind_pod, status updates, delete) so clients see exactly the objects,
-//! resourceVersions and watch events a real cluster would produce.
+//! The rest of a cluster around the API server: the garbage collector, simulated nodes, a
+//! scheduler, a Job controller, one kubelet loop for every simulated node and its fake CRI
+//! runtime. They all write through `SimShared`'s verbs (create, bind_pod, status updates,
+//! delete) so clients see exactly the objects, resourceVersions and watch events a real
+//! cluster would produce.
 
 pub mod cri;
+pub mod gc;
 pub mod images;
 pub mod jobs;
 pub mod kubelet;
@@ -11,6 +13,8 @@ pub mod nodes;
 pub mod quantity;
 pub mod scheduler;
 
+use std::collections::hash_map::DefaultHasher;
+use std::hash::{Hash, Hasher};
 use std::time::Duration;
 
 /// How long the simulated kubelet takes for each step of starting a container.
@@ -56,6 +60,15 @@ pub const ANN_STOP_DELAY: &str = "sim.kruise.io/stop-delay";
 /// Annotation: how long an exec or httpGet postStart hook of the pod's containers runs
 /// (a `sleep` hook takes its own seconds). A container is not running until its hook is done.
 pub const ANN_POSTSTART_DURATION: &str = "sim.kruise.io/poststart-duration";
+
+/// A hash that depends only on `s` and `seed` (`DefaultHasher::new` has fixed keys), for the
+/// ids and digests the simulated nodes derive from names and images.
+pub(crate) fn stable_hash(s: &str, seed: u64) -> u64 {
+    let mut h = DefaultHasher::new();
+    seed.hash(&mut h);
+    s.hash(&mut h);
+    h.finish()
+}
 
 /// Parses a Go-style duration ("100ms", "2s", "1m30s", "1.5s"); a bare number is
 /// seconds. Returns None for anything else.

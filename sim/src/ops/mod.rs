@@ -1,0 +1,222 @@
+//! API semantics on top of the store: what each verb does to an object, independent
+//! of HTTP. The HTTP layer (`server.rs`) parses requests and calls these; in-process
+//! components (the garbage collector, scheduler, kubelet and Job controller in `cluster`)
+//! call them directly. One module per verb (create, update, patch and apply, delete, list),
+//! plus the subresources and what writing a CRD does.
+
+mod crds;
+mod create;
+mod delete;
+mod list;
+mod patching;
+mod subresources;
+mod update;
+
+use std::sync::Arc;
+
+use serde_json::Value;
+
+use crate::SimShared;
+use crate::error::{ApiError, ApiResult};
+use crate::meta;
+use crate::registry::ResourceDef;
+
+pub use delete::{DeleteOptions, DeleteOutcome};
+pub use list::{ListQuery, ListResult, storage_fields};
+pub use update::status_write;
+
+/// Which part of an object a write targets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Subresource {
+    Main,
+    Status,
+    /// pods/resize: only the containers' cpu/memory resources change.
+    Resize,
+}
+
+impl Subresource {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Subresource::Main => "",
+            Subresource::Status => "status",
+            Subresource::Resize => "resize",
+        }
+    }
+}
+
+/// Options every write carries.
+#[derive(Debug, Clone, Default)]
+pub struct WriteOptions {
+    pub dry_run: bool,
+    pub field_manager: Option<String>,
+    pub force: bool,
+    pub user_agent: String,
+    /// Set by registry-internal writers (pods/binding) that may change fields a
+    /// client update may not.
+    pub internal: bool,
+}
+
+impl WriteOptions {
+    /// The manager name the API server derives when none is given: the user agent up
+    /// to the first '/'.
+    pub fn manager(&self) -> String {
+        if let Some(m) = &self.field_manager {
+            return m.clone();
+        }
+        let ua = self.user_agent.split('/').next().unwrap_or("").trim();
+        if ua.is_empty() {
+            "unknown".into()
+        } else {
+            ua.chars().take(128).collect()
+        }
+    }
+}
+
+fn kind_for(def: &ResourceDef) -> Option<&str> {
+    if def.builtin {
+        Some(def.kind.as_str())
+    } else {
+        None
+    }
+}
+
+fn ns_key(def: &ResourceDef, ns: &str) -> String {
+    if def.namespaced {
+        ns.to_string()
+    } else {
+        String::new()
+    }
+}
+
+/// Checks and sets apiVersion/kind of an incoming object.
+fn check_type_meta(def: &ResourceDef, version: &str, obj: &mut Value) -> ApiResult<()> {
+    let Some(map) = obj.as_object_mut() else {
+        return Err(ApiError::bad_request(
+            "the body of the request was in an unknown format - accepted media types include: application/json, application/yaml",
+        ));
+    };
+    let expected = def.api_version(version);
+    if let Some(av) = map.get("apiVersion").and_then(Value::as_str)
+        && !av.is_empty()
+        && av != expected
+    {
+        return Err(ApiError::bad_request(format!(
+            "the API version in the data ({av}) does not match the expected API version ({expected})"
+        )));
+    }
+    if let Some(k) = map.get("kind").and_then(Value::as_str)
+        && !k.is_empty()
+        && k != def.kind
+    {
+        return Err(ApiError::bad_request(format!(
+            "the kind in the data ({k}) does not match the expected kind ({})",
+            def.kind
+        )));
+    }
+    // With a conversion webhook the object stays in the request's version through
+    // defaulting, schema and admission, and is converted just before it is stored.
+    let api_version = if def.conversion_webhook.is_some() {
+        expected
+    } else {
+        def.api_version(def.storage_version())
+    };
+    map.insert("apiVersion".into(), Value::String(api_version));
+    map.insert("kind".into(), Value::String(def.kind.clone()));
+    if def.is_events_v1() {
+        *obj = crate::events::to_core(obj);
+        return Ok(());
+    }
+    if let Some(m) = map.get("metadata")
+        && !m.is_object()
+        && !m.is_null()
+    {
+        return Err(ApiError::bad_request("metadata must be an object"));
+    }
+    Ok(())
+}
+
+fn rv_of(obj: &Value) -> &str {
+    meta::meta_str(obj, "resourceVersion")
+}
+
+impl SimShared {
+    pub fn resolve(&self, group: &str, version: &str, resource: &str) -> Option<Arc<ResourceDef>> {
+        self.store.registry().lookup(group, version, resource)
+    }
+
+    /// Returns an object converted for presentation at `version`.
+    pub fn present(def: &ResourceDef, version: &str, obj: &Arc<Value>) -> Arc<Value> {
+        if def.is_events_v1() {
+            return Arc::new(crate::events::from_core(obj));
+        }
+        let want = def.api_version(version);
+        if obj.get("apiVersion").and_then(Value::as_str) == Some(want.as_str()) {
+            return obj.clone();
+        }
+        let mut v = (**obj).clone();
+        if let Some(m) = v.as_object_mut() {
+            m.insert("apiVersion".into(), Value::String(want));
+        }
+        Arc::new(v)
+    }
+
+    pub fn get(&self, def: &ResourceDef, ns: &str, name: &str) -> ApiResult<Arc<Value>> {
+        self.store
+            .get(&def.gr(), &ns_key(def, ns), name)
+            .ok_or_else(|| ApiError::not_found(&def.group, &def.plural, name))
+    }
+
+    async fn admit(
+        &self,
+        operation: &str,
+        def: &ResourceDef,
+        sub: &str,
+        obj: &mut Value,
+        old: Option<&Arc<Value>>,
+        opts: &WriteOptions,
+    ) -> ApiResult<()> {
+        let hooks = self.hooks();
+        for hook in hooks {
+            let attrs = crate::AdmissionAttributes {
+                operation: operation.to_string(),
+                group: def.group.clone(),
+                resource: def.plural.clone(),
+                kind: def.kind.clone(),
+                subresource: sub.to_string(),
+                namespace: meta::meta_str(obj, "namespace").to_string(),
+                name: meta::name_of(obj).to_string(),
+                old_object: old.cloned(),
+                dry_run: opts.dry_run,
+                user_agent: opts.user_agent.clone(),
+            };
+            hook.admit(&attrs, obj).await?;
+        }
+        Ok(())
+    }
+}
+
+/// Prunes unknown fields and applies schema defaults of custom resources.
+fn apply_schema(def: &ResourceDef, version: &str, obj: &mut Value) {
+    if def.builtin {
+        return;
+    }
+    if let Some(schema) = def
+        .versions
+        .iter()
+        .find(|v| v.name == version)
+        .and_then(|v| v.schema.as_ref())
+    {
+        crate::structural::prune_and_default(obj, schema);
+    }
+}
+
+/// Parses an apply body: YAML (a JSON superset) or JSON.
+pub fn parse_yaml_or_json(body: &[u8]) -> ApiResult<Value> {
+    if let Ok(v) = serde_json::from_slice::<Value>(body) {
+        return Ok(v);
+    }
+    let text = std::str::from_utf8(body)
+        .map_err(|e| ApiError::bad_request(format!("error decoding YAML: {e}")))?;
+    serde_saphyr::from_str::<Value>(text)
+        .map_err(|e| ApiError::bad_request(format!("error decoding YAML: {e}")))
+}
