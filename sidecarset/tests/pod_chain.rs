@@ -38,6 +38,22 @@ fn chain(sets: Vec<SidecarSet>) -> (PodChain, Arc<SidecarSetInjectionStep<Static
     (chain, step)
 }
 
+fn create() -> PodRequest {
+    PodRequest {
+        operation: Operation::Create,
+        namespace: "default".into(),
+        dry_run: false,
+    }
+}
+
+/// The pod after the chain's patch.
+async fn inject(chain: &PodChain, pod: &serde_json::Value) -> serde_json::Value {
+    let patch = chain.run(&create(), pod).await.unwrap().unwrap();
+    let mut injected = pod.clone();
+    json_patch::patch(&mut injected, &patch).unwrap();
+    injected
+}
+
 #[test]
 fn each_active_sidecarset_is_one_fail_closed_entry() {
     let (chain, step) = chain(vec![
@@ -71,14 +87,7 @@ async fn the_chain_injects_sidecar1_before_the_app_container() {
     let pod = json!({"apiVersion": "v1", "kind": "Pod",
         "metadata": {"name": "web", "namespace": "default", "labels": {"app": "nginx"}},
         "spec": {"containers": [{"name": "main", "image": "nginx:1.25"}]}});
-    let request = PodRequest {
-        operation: Operation::Create,
-        namespace: "default".into(),
-        dry_run: false,
-    };
-    let patch = chain.run(&request, &pod).await.unwrap().unwrap();
-    let mut injected = pod.clone();
-    json_patch::patch(&mut injected, &patch).unwrap();
+    let injected = inject(&chain, &pod).await;
     let names: Vec<&str> = injected["spec"]["containers"]
         .as_array()
         .unwrap()
@@ -92,7 +101,7 @@ async fn the_chain_injects_sidecar1_before_the_app_container() {
         "{annotations:?}"
     );
     // Idempotent: a second pass changes nothing.
-    assert_eq!(chain.run(&request, &injected).await.unwrap(), None);
+    assert_eq!(chain.run(&create(), &injected).await.unwrap(), None);
 }
 
 #[tokio::test]
@@ -104,14 +113,7 @@ async fn fields_newer_than_the_compiled_api_stay_on_the_app_container() {
         "metadata": {"name": "web", "namespace": "default", "labels": {"app": "nginx"}},
         "spec": {"futureSchedulingHint": "spread",
                  "containers": [{"name": "main", "image": "nginx:1.25", "restartPolicyRules": rules}]}});
-    let request = PodRequest {
-        operation: Operation::Create,
-        namespace: "default".into(),
-        dry_run: false,
-    };
-    let patch = chain.run(&request, &pod).await.unwrap().unwrap();
-    let mut injected = pod.clone();
-    json_patch::patch(&mut injected, &patch).unwrap();
+    let injected = inject(&chain, &pod).await;
     let containers = injected["spec"]["containers"].as_array().unwrap();
     assert_eq!(containers[0]["name"], "sidecar1");
     assert!(

@@ -1,6 +1,6 @@
 //! kruise-webhook against kruise-sim: it publishes its configuration with the caBundle of
 //! the certificate it generated, and answers a real pod AdmissionReview over TLS with the
-//! chain's JSONPatch.
+//! chain's JSONPatch, which keeps fields newer than the compiled API where they were.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 #[path = "../../common/tests/support/mod.rs"]
@@ -100,5 +100,96 @@ async fn cloneset_pods_get_the_kruise_pod_ready_gate() {
         .await
         .unwrap();
     assert!(created.spec.unwrap().readiness_gates.is_none());
+    sim.shutdown().await;
+}
+
+/// A pod carrying a container field newer than the compiled Kubernetes API (1.33), created
+/// through the simulator (which, like a newer API server, keeps it) with a SidecarSet that
+/// injects before the app container: the field stays on the app container.
+#[tokio::test]
+async fn fields_newer_than_the_compiled_api_stay_on_the_app_container() {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    use kube::api::{ApiResource, DynamicObject};
+
+    let sim = Sim::start(SimConfig::default()).await.unwrap();
+    let client = sim.client().unwrap();
+    let crd = kruise_sidecarset::api::crd::crd().unwrap();
+    Api::<CustomResourceDefinition>::all(client.clone())
+        .create(&PostParams::default(), &crd)
+        .await
+        .unwrap();
+    let sidecar_set_resource = ApiResource {
+        group: "apps.kruise.io".into(),
+        version: "v1beta1".into(),
+        api_version: "apps.kruise.io/v1beta1".into(),
+        kind: "SidecarSet".into(),
+        plural: "sidecarsets".into(),
+    };
+    let before_app = json!({
+        "apiVersion": "apps.kruise.io/v1beta1", "kind": "SidecarSet",
+        "metadata": {"name": "before-app"},
+        "spec": {"selector": {"matchLabels": {"app": "future"}},
+                 "containers": [{"name": "sidecar1", "image": "envoy:1.30",
+                                 "podInjectPolicy": "BeforeAppContainer"}]}
+    });
+    Api::<DynamicObject>::all_with(client.clone(), &sidecar_set_resource)
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(before_app).unwrap(),
+        )
+        .await
+        .unwrap();
+    let mut webhook = support::spawn_replica(
+        BIN,
+        &sim.kubeconfig_path().unwrap(),
+        support::free_port(),
+        &[],
+        &[],
+    );
+    let configs: Api<MutatingWebhookConfiguration> = Api::all(client.clone());
+    support::eventually(
+        "the SidecarSet's webhook entry",
+        Duration::from_secs(60),
+        || async {
+            let hooks = configs
+                .get_opt("kruise-mutating-webhook-configuration")
+                .await
+                .ok()??
+                .webhooks?;
+            hooks
+                .iter()
+                .any(|w| w.client_config.ca_bundle.is_some() && w.object_selector.is_some())
+                .then_some(())
+        },
+    )
+    .await;
+
+    let rules = json!([{"action": "Restart", "exitCodes": {"operator": "In", "values": [42]}}]);
+    let pod = json!({"apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "future-1", "labels": {"app": "future"}},
+        "spec": {"containers": [{"name": "main", "image": "nginx:1.25", "restartPolicyRules": rules}]}});
+    let pods: Api<DynamicObject> =
+        Api::namespaced_with(client, "default", &ApiResource::erase::<Pod>(&()));
+    let created = pods
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(pod).unwrap(),
+        )
+        .await
+        .unwrap();
+    let containers = created.data["spec"]["containers"].as_array().unwrap();
+    let names: Vec<&str> = containers
+        .iter()
+        .map(|c| c["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, vec!["sidecar1", "main"]);
+    assert!(
+        containers[0].get("restartPolicyRules").is_none(),
+        "{containers:?}"
+    );
+    assert_eq!(containers[1]["restartPolicyRules"], rules);
+
+    let _ = webhook.child.kill();
+    let _ = webhook.child.wait();
     sim.shutdown().await;
 }
