@@ -25,6 +25,11 @@
 //!    imagePullSecrets (by name) merged; annotations `kruise.io/sidecarset-hash`,
 //!    `…-hash-without-image`, `…-injected-list` (and the hot-upgrade ones) written.
 //!
+//! Steps 1–4 live in `matching`, 5 and the hash annotations' encoding in `annotations`, 6 and
+//! 7 in `sidecars` (with `env` for `transferEnv` and `volumes` for the shared mounts). The
+//! result is a typed pod; the webhook's JSONPatch is built by the pod chain on the pod as sent
+//! (`kruise_common::admission::raw_patch`), so fields these types do not know are kept.
+//!
 //! Not done here (see the crate report): `resourcesPolicy` (sidecar resources computed from
 //! the app containers) — containers with one are injected with their resources unchanged.
 
