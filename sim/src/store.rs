@@ -3,8 +3,9 @@
 //!
 //! The store only enforces storage-level rules (existence, optimistic concurrency,
 //! resourceVersion assignment). API semantics (defaults, generation, finalizers,
-//! validation) live in `ops.rs`, so later additions (scheduler, kubelet, garbage
-//! collector) can either go through `ops` or subscribe to [`Store::subscribe`].
+//! validation) live in `ops`; the in-process components of `cluster` (garbage collector,
+//! scheduler, kubelet, Job controller) write through `ops` and follow changes through
+//! [`Store::subscribe`].
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};

@@ -334,7 +334,7 @@ impl SimShared {
     }
 
     /// Read-modify-write with optimistic concurrency and retries, for in-process
-    /// controllers (garbage collector, later the scheduler and kubelet).
+    /// controllers (the garbage collector, scheduler, kubelet and Job controller).
     #[allow(clippy::too_many_arguments)]
     pub async fn update_with<F>(
         &self,
