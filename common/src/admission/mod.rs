@@ -7,7 +7,8 @@
 //! response that denies with a message, never a crashed server. Certificates come from
 //! files (cert-manager style, reloaded when they change) or are self-managed in a Secret
 //! ([`certs`]), and the caBundle is written into the configurations this binary owns
-//! ([`publish`]).
+//! ([`publish`]). A mutating handler that changes a decoded copy answers with a patch built
+//! on the object as sent ([`raw_patch`]), so fields its types do not know are kept.
 
 pub mod certs;
 pub mod conversion;
