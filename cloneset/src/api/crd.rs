@@ -1,17 +1,94 @@
 //! The CloneSet `CustomResourceDefinition`: both versions served, `v1beta1` stored.
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+pub use kruise_common::api::crd::CrdError;
+use kruise_common::api::crd::{AGE_COLUMN, CrdBuilder, PrinterColumn, ScaleSubresource};
+use kruise_common::api::version::V1BETA1;
 use kube::CustomResourceExt;
 
-/// Why the CRD could not be built.
-#[derive(Debug, thiserror::Error)]
-pub enum CrdError {
-    /// The two versions' CRDs disagree on names or scope.
-    #[error("merging CloneSet CRD versions: {0}")]
-    Merge(#[from] kube::core::crd::MergeError),
-    /// Serialization failed.
-    #[error("serializing CloneSet CRD: {0}")]
-    Serialize(String),
+use super::KIND;
+
+/// OpenKruise's CloneSet columns.
+const COLUMNS: [PrinterColumn; 10] = [
+    column(
+        "DESIRED",
+        ".spec.replicas",
+        "The desired number of pods.",
+        0,
+    ),
+    column(
+        "UPDATED",
+        ".status.updatedReplicas",
+        "The number of pods updated.",
+        0,
+    ),
+    column(
+        "UPDATED_READY",
+        ".status.updatedReadyReplicas",
+        "The number of pods updated and ready.",
+        0,
+    ),
+    column(
+        "UPDATED_AVAILABLE",
+        ".status.updatedAvailableReplicas",
+        "The number of pods updated and available.",
+        0,
+    ),
+    column(
+        "READY",
+        ".status.readyReplicas",
+        "The number of pods ready.",
+        0,
+    ),
+    column(
+        "TOTAL",
+        ".status.replicas",
+        "The number of currently all pods.",
+        0,
+    ),
+    AGE_COLUMN,
+    PrinterColumn {
+        type_: "string",
+        ..column(
+            "CONTAINERS",
+            ".spec.template.spec.containers[*].name",
+            "The containers of currently cloneset.",
+            1,
+        )
+    },
+    PrinterColumn {
+        type_: "string",
+        ..column(
+            "IMAGES",
+            ".spec.template.spec.containers[*].image",
+            "The images of currently cloneset.",
+            1,
+        )
+    },
+    PrinterColumn {
+        type_: "string",
+        ..column(
+            "SELECTOR",
+            ".status.labelSelector",
+            "The selector of currently cloneset.",
+            1,
+        )
+    },
+];
+
+const fn column(
+    name: &'static str,
+    json_path: &'static str,
+    description: &'static str,
+    priority: i32,
+) -> PrinterColumn {
+    PrinterColumn {
+        name,
+        type_: "integer",
+        json_path,
+        description,
+        priority,
+    }
 }
 
 /// The CRD with `v1alpha1` and `v1beta1` (storage), scale and status subresources and
@@ -19,51 +96,30 @@ pub enum CrdError {
 /// `spec.required = [selector, template]` and `enablePVCReuse` defaulting to `false`
 /// (kubebuilder `+kubebuilder:default=false`).
 pub fn crd() -> Result<CustomResourceDefinition, CrdError> {
-    let mut merged = kruise_common::api::crd::merge_versions(
-        vec![
-            super::v1alpha1::CloneSet::crd(),
-            super::v1beta1::CloneSet::crd(),
-        ],
-        "v1beta1",
-    )?;
-    for version in &mut merged.spec.versions {
-        let Some(schema) = version
-            .schema
-            .as_mut()
-            .and_then(|s| s.open_api_v3_schema.as_mut())
-        else {
-            continue;
-        };
-        // schemars turns `#[serde(default)]` into schema defaults (`scaleStrategy: {}` …);
-        // OpenKruise's CRD has none, and a schema default would make the API server write
-        // fields the user never set.
-        let mut value =
-            serde_json::to_value(&*schema).map_err(|e| CrdError::Serialize(e.to_string()))?;
-        kruise_common::api::crd::strip_schema_defaults(&mut value);
-        if let Some(spec) = value.pointer_mut("/properties/spec")
-            && let Some(obj) = spec.as_object_mut()
-        {
-            obj.insert(
+    CrdBuilder::new(KIND, V1BETA1)
+        .version(super::v1alpha1::CloneSet::crd())
+        .version(super::v1beta1::CloneSet::crd())
+        .status_subresource()
+        .scale_subresource(ScaleSubresource {
+            spec_replicas_path: ".spec.replicas",
+            status_replicas_path: ".status.replicas",
+            label_selector_path: ".status.labelSelector",
+        })
+        .printer_columns(&COLUMNS)
+        .schema_edit("/properties/spec", |spec| {
+            spec.insert(
                 "required".into(),
                 serde_json::json!(["selector", "template"]),
             );
-        }
-        if version.name == "v1beta1"
-            && let Some(reuse) = value
-                .pointer_mut("/properties/spec/properties/scaleStrategy/properties/enablePVCReuse")
-            && let Some(obj) = reuse.as_object_mut()
-        {
-            obj.insert("default".into(), serde_json::Value::Bool(false));
-        }
-        *schema = serde_json::from_value(value).map_err(|e| CrdError::Serialize(e.to_string()))?;
-    }
-    Ok(merged)
-}
-
-/// The CRD as YAML (for `kruise-cloneset crd`).
-pub fn crd_yaml() -> Result<String, CrdError> {
-    let crd = crd()?;
-    serde_saphyr::to_string(&crd).map_err(|e| CrdError::Serialize(e.to_string()))
+        })
+        .version_schema_edit(
+            V1BETA1,
+            "/properties/spec/properties/scaleStrategy/properties/enablePVCReuse",
+            |reuse| {
+                reuse.insert("default".into(), false.into());
+            },
+        )
+        .build()
 }
 
 #[cfg(test)]
@@ -118,7 +174,7 @@ mod tests {
 
     #[test]
     fn crd_yaml_mentions_everything() {
-        let yaml = crd_yaml().unwrap();
+        let yaml = serde_saphyr::to_string(&crd().unwrap()).unwrap();
         let v: serde_json::Value = serde_saphyr::from_str(&yaml).unwrap();
         let versions = v["spec"]["versions"].as_array().unwrap();
         assert_eq!(versions.len(), 2);
