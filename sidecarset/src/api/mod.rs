@@ -7,12 +7,16 @@
 //! * [`v1alpha1`] / [`v1beta1`]: the two `SidecarSet` kinds (cluster-scoped, status subresource);
 //! * [`crd`]: the merged CRD (`v1beta1` stored, both served);
 //! * [`defaults`]: OpenKruise's defaulting (SidecarSet mutating webhook), including the
-//!   hash annotations.
+//!   hash annotations;
+//! * [`validation`]: the validating webhook's checks, as a list of field errors;
+//! * [`rollout`]: `partition` / `maxUnavailable` resolved against the matched pods.
 
 pub mod crd;
 pub mod defaults;
+pub mod rollout;
 pub mod v1alpha1;
 pub mod v1beta1;
+pub mod validation;
 
 use std::collections::BTreeMap;
 
