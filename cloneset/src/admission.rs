@@ -14,18 +14,17 @@ use std::collections::BTreeMap;
 use futures::future::BoxFuture;
 use k8s_openapi::api::core::v1::Pod;
 use kruise_common::admission::crd_webhooks::{
-    decode, defaulting_response, defaults_patch, deny_invalid, deny_protected_deletion, object_json,
+    Defaulting, decode, defaults_patch, deny_invalid, deny_protected_deletion, object_json,
+    validating_webhook,
 };
-use kruise_common::admission::{
-    AdmissionHandler, AdmissionRoutes, HandlerError, WebhookKind, WebhookSpec,
-};
+use kruise_common::admission::{AdmissionHandler, AdmissionRoutes, HandlerError, WebhookSpec};
 use kruise_common::api::version::{V1ALPHA1, V1BETA1};
 use kube::core::DynamicObject;
 use kube::core::admission::{AdmissionRequest, AdmissionResponse, Operation};
 use serde_json::Value;
 
 use crate::api::validation::{PodLookup, validate_v1alpha1, validate_v1beta1};
-use crate::api::{GROUP, KIND, defaults, v1alpha1, v1beta1};
+use crate::api::{KIND, defaults, v1alpha1, v1beta1};
 use crate::conversion::CloneSetConverter;
 
 /// Path of the defaulting webhook.
@@ -36,8 +35,10 @@ pub const VALIDATE_PATH: &str = "/validate-apps-kruise-io-cloneset";
 pub const MUTATE_WEBHOOK: &str = "mcloneset.kb.io";
 /// OpenKruise's name of the validating webhook entry.
 pub const VALIDATE_WEBHOOK: &str = "vcloneset.kb.io";
-/// The versions both webhooks see.
-const VERSIONS: &[&str] = &[V1ALPHA1, V1BETA1];
+/// The resource both webhooks see (at both versions).
+const RESOURCE: &str = "clonesets";
+/// Seconds the API server waits for either webhook (OpenKruise's).
+const TIMEOUT_SECONDS: i32 = 30;
 
 /// The routes `kruise-cloneset` serves: defaulting, validation (with pod look-ups through
 /// `client` when given) and conversion.
@@ -69,8 +70,13 @@ fn version_of(version: &str) -> Result<Version, HandlerError> {
 /// OpenKruise's `SetDefaultsCloneSet` / `SetDefaultsCloneSetV1beta1` as a JSONPatch.
 pub struct MutateCloneSet;
 
-impl MutateCloneSet {
-    fn patch(version: &str, object: &Value) -> Result<json_patch::Patch, HandlerError> {
+impl Defaulting for MutateCloneSet {
+    const PATH: &'static str = MUTATE_PATH;
+    const WEBHOOK: &'static str = MUTATE_WEBHOOK;
+    const RESOURCE: &'static str = RESOURCE;
+    const TIMEOUT_SECONDS: i32 = TIMEOUT_SECONDS;
+
+    fn patch(&self, version: &str, object: &Value) -> Result<json_patch::Patch, HandlerError> {
         match version_of(version)? {
             Version::V1alpha1 => defaults_patch(object, "/spec", KIND, |spec| {
                 defaults::default_v1alpha1(spec);
@@ -81,33 +87,6 @@ impl MutateCloneSet {
                 Ok(())
             }),
         }
-    }
-}
-
-impl AdmissionHandler for MutateCloneSet {
-    fn path(&self) -> &str {
-        MUTATE_PATH
-    }
-
-    fn webhook(&self) -> WebhookSpec {
-        WebhookSpec {
-            timeout_seconds: 30,
-            ..WebhookSpec::crd(
-                MUTATE_WEBHOOK,
-                WebhookKind::Mutating,
-                &["CREATE", "UPDATE"],
-                GROUP,
-                VERSIONS,
-                &["clonesets"],
-            )
-        }
-    }
-
-    fn handle<'a>(
-        &'a self,
-        request: &'a AdmissionRequest<DynamicObject>,
-    ) -> BoxFuture<'a, Result<AdmissionResponse, HandlerError>> {
-        Box::pin(async move { defaulting_response(request, Self::patch) })
     }
 }
 
@@ -223,15 +202,8 @@ impl AdmissionHandler for ValidateCloneSet {
 
     fn webhook(&self) -> WebhookSpec {
         WebhookSpec {
-            timeout_seconds: 30,
-            ..WebhookSpec::crd(
-                VALIDATE_WEBHOOK,
-                WebhookKind::Validating,
-                &["CREATE", "UPDATE", "DELETE"],
-                GROUP,
-                VERSIONS,
-                &["clonesets"],
-            )
+            timeout_seconds: TIMEOUT_SECONDS,
+            ..validating_webhook(VALIDATE_WEBHOOK, RESOURCE, &["CREATE", "UPDATE", "DELETE"])
         }
     }
 

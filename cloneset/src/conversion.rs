@@ -30,10 +30,9 @@ use kruise_common::api::keys::{
     CLONESET_SCALING_EXCLUDE_PREPARING_DELETE_KEY, IMAGE_PREDOWNLOAD_MIN_UPDATED_READY_PODS_KEY,
     IMAGE_PREDOWNLOAD_PARALLELISM_KEY, IMAGE_PREDOWNLOAD_TIMEOUT_SECONDS_KEY,
 };
-use kruise_common::api::version::{V1ALPHA1, V1BETA1};
 use serde_json::{Map, Value};
 
-use crate::api::{GROUP, KIND};
+use crate::api::KIND;
 
 /// The fields alpha keeps in `updateStrategy` and beta in `updateStrategy.rollingUpdate`
 /// (besides `inPlaceUpdateStrategy`, which also changes shape).
@@ -67,20 +66,8 @@ const PRE_DOWNLOAD: [(&str, &str); 3] = [
 pub struct CloneSetConverter;
 
 impl VersionMapping for CloneSetConverter {
-    fn group(&self) -> &str {
-        GROUP
-    }
-
     fn kind(&self) -> &str {
         KIND
-    }
-
-    fn hub(&self) -> &str {
-        V1BETA1
-    }
-
-    fn spoke(&self) -> &str {
-        V1ALPHA1
     }
 
     /// `v1alpha1` -> `v1beta1` (OpenKruise's `ConvertTo`).

@@ -13,18 +13,16 @@ use std::sync::Arc;
 use futures::future::BoxFuture;
 use k8s_openapi::api::core::v1::Pod;
 use kruise_common::admission::crd_webhooks::{
-    defaulting_response, defaults_patch, deny_invalid, object_json,
+    Defaulting, defaults_patch, deny_invalid, object_json, validating_webhook,
 };
-use kruise_common::admission::{
-    AdmissionHandler, FailurePolicy, HandlerError, WebhookKind, WebhookSpec,
-};
+use kruise_common::admission::{AdmissionHandler, FailurePolicy, HandlerError, WebhookSpec};
 use kube::core::DynamicObject;
 use kube::core::admission::{AdmissionRequest, AdmissionResponse, Operation};
 use serde_json::Value;
 
 use crate::api::v1beta1::SidecarSet;
 use crate::api::validation::{ErrorList, validate_sidecar_set};
-use crate::api::{GROUP, KIND, V1ALPHA1, V1BETA1, defaults, v1alpha1};
+use crate::api::{KIND, V1ALPHA1, V1BETA1, defaults, v1alpha1};
 use crate::inject::{InjectInput, RevisionHistory, inject};
 
 /// What the pod injection handler reads at each request. kruise-webhook implements it over
@@ -102,14 +100,20 @@ fn random_sample() -> f64 {
     (h.finish() >> 11) as f64 / (1u64 << 53) as f64
 }
 
+/// The resource both SidecarSet webhooks see (at both versions).
+const RESOURCE: &str = "sidecarsets";
+
 /// The SidecarSet defaulting webhook (`/mutate-apps-kruise-io-sidecarset`): defaults and
 /// hash annotations on CREATE and UPDATE, for both versions.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct SidecarSetMutatingHandler;
 
-impl SidecarSetMutatingHandler {
-    /// The patch that defaults `object`, a SidecarSet of `version`.
-    pub fn patch(version: &str, object: &Value) -> Result<json_patch::Patch, HandlerError> {
+impl Defaulting for SidecarSetMutatingHandler {
+    const PATH: &'static str = "/mutate-apps-kruise-io-sidecarset";
+    const WEBHOOK: &'static str = "msidecarset.kb.io";
+    const RESOURCE: &'static str = RESOURCE;
+
+    fn patch(&self, version: &str, object: &Value) -> Result<json_patch::Patch, HandlerError> {
         match version {
             V1BETA1 => defaults_patch(object, "", KIND, |set: &mut SidecarSet| {
                 defaults::default_v1beta1(set).map_err(|e| e.to_string())
@@ -121,30 +125,6 @@ impl SidecarSetMutatingHandler {
                 "unsupported version: {other}"
             ))),
         }
-    }
-}
-
-impl AdmissionHandler for SidecarSetMutatingHandler {
-    fn path(&self) -> &str {
-        "/mutate-apps-kruise-io-sidecarset"
-    }
-
-    fn webhook(&self) -> WebhookSpec {
-        WebhookSpec::crd(
-            "msidecarset.kb.io",
-            WebhookKind::Mutating,
-            &["CREATE", "UPDATE"],
-            GROUP,
-            &[V1ALPHA1, V1BETA1],
-            &["sidecarsets"],
-        )
-    }
-
-    fn handle<'a>(
-        &'a self,
-        request: &'a AdmissionRequest<DynamicObject>,
-    ) -> BoxFuture<'a, Result<AdmissionResponse, HandlerError>> {
-        Box::pin(async move { defaulting_response(request, Self::patch) })
     }
 }
 
@@ -198,14 +178,7 @@ impl<S: SidecarSetSnapshot> AdmissionHandler for SidecarSetValidatingHandler<S> 
     }
 
     fn webhook(&self) -> WebhookSpec {
-        WebhookSpec::crd(
-            "vsidecarset.kb.io",
-            WebhookKind::Validating,
-            &["CREATE", "UPDATE"],
-            GROUP,
-            &[V1ALPHA1, V1BETA1],
-            &["sidecarsets"],
-        )
+        validating_webhook("vsidecarset.kb.io", RESOURCE, &["CREATE", "UPDATE"])
     }
 
     fn handle<'a>(

@@ -20,29 +20,15 @@ use kruise_common::admission::conversion::{
 use kruise_common::api::version::APPS_V1BETA1;
 use serde_json::{Map, Value, json};
 
-use crate::api::{
-    GROUP, KIND, LABEL_METADATA_NAME, SIDECARSET_CUSTOM_VERSION_LABEL, V1ALPHA1, V1BETA1, v1beta1,
-};
+use crate::api::{KIND, LABEL_METADATA_NAME, SIDECARSET_CUSTOM_VERSION_LABEL, v1beta1};
 
 /// The `/convert` webhook's converter for SidecarSets.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct SidecarSetConverter;
 
 impl VersionMapping for SidecarSetConverter {
-    fn group(&self) -> &str {
-        GROUP
-    }
-
     fn kind(&self) -> &str {
         KIND
-    }
-
-    fn hub(&self) -> &str {
-        V1BETA1
-    }
-
-    fn spoke(&self) -> &str {
-        V1ALPHA1
     }
 
     /// `v1alpha1` -> `v1beta1` (OpenKruise's `ConvertTo`).

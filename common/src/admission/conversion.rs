@@ -10,7 +10,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use crate::api::version::{group_of, version_of};
+use crate::api::version::{APPS_GROUP, V1ALPHA1, V1BETA1, group_of, version_of};
 
 /// Converts objects of some kinds between their served versions.
 pub trait Converter: Send + Sync + 'static {
@@ -23,15 +23,23 @@ pub trait Converter: Send + Sync + 'static {
 }
 
 /// What differs between the two served versions of one kind, as edits of the JSON object.
+/// The group and versions default to every kruise kind's: `apps.kruise.io`, `v1alpha1`
+/// served, `v1beta1` stored.
 pub trait VersionMapping: Send + Sync + 'static {
-    /// The API group, e.g. `apps.kruise.io`.
-    fn group(&self) -> &str;
     /// The kind, e.g. `CloneSet`.
     fn kind(&self) -> &str;
-    /// The hub (storage) version name, e.g. `v1beta1`.
-    fn hub(&self) -> &str;
-    /// The other served version name, e.g. `v1alpha1`.
-    fn spoke(&self) -> &str;
+    /// The API group.
+    fn group(&self) -> &str {
+        APPS_GROUP
+    }
+    /// The hub (storage) version name.
+    fn hub(&self) -> &str {
+        V1BETA1
+    }
+    /// The other served version name.
+    fn spoke(&self) -> &str {
+        V1ALPHA1
+    }
     /// Rewrites a spoke object into the hub's shape in place (the converter sets `apiVersion`).
     fn spoke_to_hub(&self, object: &mut Map<String, Value>) -> Result<(), ConversionError>;
     /// Rewrites a hub object into the spoke's shape in place.

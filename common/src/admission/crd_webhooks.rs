@@ -1,7 +1,7 @@
 //! The pieces of the webhooks a family serves for its own kinds, so every family's answer
 //! has the same shape:
 //!
-//! * defaulting ([`defaulting_response`], [`defaults_patch`]): a JSONPatch of only the
+//! * defaulting ([`Defaulting`], [`defaults_patch`]): a JSONPatch of only the
 //!   fields the defaults set, computed against the object as the API server sent it, so a
 //!   field the family's types do not know is never touched (never a `remove`);
 //! * validation denials ([`deny_invalid`]): the field error list as kube-apiserver prints
@@ -17,9 +17,12 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-use super::HandlerError;
+use futures::future::BoxFuture;
+
+use super::{AdmissionHandler, HandlerError, WebhookKind, WebhookSpec};
 use crate::api::field::{FieldError, aggregate};
 use crate::api::keys::DELETION_PROTECTION_KEY;
+use crate::api::version::{APPS_GROUP, V1ALPHA1, V1BETA1};
 
 /// HTTP status of a validation denial (OpenKruise answers `admission.Errored(422, …)`).
 pub const UNPROCESSABLE: u16 = 422;
@@ -62,6 +65,66 @@ pub fn decode<T: DeserializeOwned>(value: &Value, kind: &str) -> Result<T, Handl
         kind: kind.into(),
         reason: e.to_string(),
     })
+}
+
+/// A family's defaulting webhook for one kind, served for both versions: it says where and
+/// how it defaults; every `Defaulting` is an [`AdmissionHandler`] that answers CREATE and
+/// UPDATE with [`Defaulting::patch`] (see [`defaults_patch`]) and lets everything else by.
+pub trait Defaulting: Send + Sync + 'static {
+    /// URL path, e.g. `/mutate-apps-kruise-io-cloneset`.
+    const PATH: &'static str;
+    /// Webhook entry name, e.g. `mcloneset.kb.io` (OpenKruise's).
+    const WEBHOOK: &'static str;
+    /// The kind's resource, e.g. `clonesets`.
+    const RESOURCE: &'static str;
+    /// The kind's group.
+    const GROUP: &'static str = APPS_GROUP;
+    /// Seconds the API server waits.
+    const TIMEOUT_SECONDS: i32 = 10;
+    /// The patch that defaults `object`, an object of the kind at `version`.
+    fn patch(&self, version: &str, object: &Value) -> Result<json_patch::Patch, HandlerError>;
+}
+
+impl<D: Defaulting> AdmissionHandler for D {
+    fn path(&self) -> &str {
+        D::PATH
+    }
+
+    fn webhook(&self) -> WebhookSpec {
+        WebhookSpec {
+            timeout_seconds: D::TIMEOUT_SECONDS,
+            ..WebhookSpec::crd(
+                D::WEBHOOK,
+                WebhookKind::Mutating,
+                &["CREATE", "UPDATE"],
+                D::GROUP,
+                &[V1ALPHA1, V1BETA1],
+                &[D::RESOURCE],
+            )
+        }
+    }
+
+    fn handle<'a>(
+        &'a self,
+        request: &'a AdmissionRequest<DynamicObject>,
+    ) -> BoxFuture<'a, Result<AdmissionResponse, HandlerError>> {
+        Box::pin(async move {
+            defaulting_response(request, |version, object| self.patch(version, object))
+        })
+    }
+}
+
+/// The validating webhook entry of a family's kind (both versions of the apps group):
+/// `operations` on `resource`, failing closed.
+pub fn validating_webhook(name: &str, resource: &str, operations: &[&str]) -> WebhookSpec {
+    WebhookSpec::crd(
+        name,
+        WebhookKind::Validating,
+        operations,
+        APPS_GROUP,
+        &[V1ALPHA1, V1BETA1],
+        &[resource],
+    )
 }
 
 /// Answers a defaulting request: CREATE and UPDATE get `patch(version, object)` (the

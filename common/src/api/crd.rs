@@ -53,6 +53,36 @@ pub const AGE_COLUMN: PrinterColumn = PrinterColumn {
 };
 
 impl PrinterColumn {
+    /// An integer column `kubectl get` always shows.
+    pub const fn integer(
+        name: &'static str,
+        json_path: &'static str,
+        description: &'static str,
+    ) -> Self {
+        PrinterColumn {
+            name,
+            type_: "integer",
+            json_path,
+            description,
+            priority: 0,
+        }
+    }
+
+    /// A string column shown only with `-o wide`.
+    pub const fn wide_string(
+        name: &'static str,
+        json_path: &'static str,
+        description: &'static str,
+    ) -> Self {
+        PrinterColumn {
+            name,
+            type_: "string",
+            json_path,
+            description,
+            priority: 1,
+        }
+    }
+
     fn to_definition(self) -> apiext::CustomResourceColumnDefinition {
         apiext::CustomResourceColumnDefinition {
             description: Some(self.description.into()),
@@ -297,6 +327,102 @@ mod tests {
         assert_eq!(serde_json::to_value(&c).unwrap(), json!("Green"));
         assert_eq!(serde_json::to_value(Color::Red).unwrap(), json!("Red"));
         assert_eq!(Color::Blue.to_string(), "Blue");
+    }
+
+    mod alpha {
+        /// A test kind.
+        #[derive(
+            kube::CustomResource,
+            Clone,
+            Debug,
+            serde::Serialize,
+            serde::Deserialize,
+            schemars::JsonSchema,
+        )]
+        #[kube(
+            group = "example.io",
+            version = "v1alpha1",
+            kind = "Widget",
+            namespaced
+        )]
+        pub struct WidgetSpec {
+            /// Replicas.
+            #[serde(default)]
+            pub replicas: i32,
+        }
+    }
+
+    mod beta {
+        /// A test kind.
+        #[derive(
+            kube::CustomResource,
+            Clone,
+            Debug,
+            serde::Serialize,
+            serde::Deserialize,
+            schemars::JsonSchema,
+        )]
+        #[kube(group = "example.io", version = "v1beta1", kind = "Widget", namespaced)]
+        pub struct WidgetSpec {
+            /// Replicas.
+            #[serde(default)]
+            pub replicas: i32,
+            /// Mode.
+            #[serde(default)]
+            pub mode: String,
+        }
+    }
+
+    #[test]
+    fn builder_merges_versions_with_shared_subresources_columns_and_edits() {
+        use kube::CustomResourceExt;
+        let crd = CrdBuilder::new("Widget", "v1beta1")
+            .version(beta::Widget::crd())
+            .version(alpha::Widget::crd())
+            .status_subresource()
+            .scale_subresource(ScaleSubresource {
+                spec_replicas_path: ".spec.replicas",
+                status_replicas_path: ".status.replicas",
+                label_selector_path: ".status.selector",
+            })
+            .printer_columns(&[AGE_COLUMN])
+            .schema_edit("/properties/spec", |spec| {
+                spec.insert("required".into(), json!(["replicas"]));
+            })
+            .version_schema_edit("v1beta1", "/properties/spec/properties/mode", |mode| {
+                mode.insert("default".into(), "Fast".into());
+            })
+            .build()
+            .unwrap();
+        let names: Vec<_> = crd.spec.versions.iter().map(|v| v.name.as_str()).collect();
+        assert_eq!(names, ["v1alpha1", "v1beta1"]);
+        for v in &crd.spec.versions {
+            assert!(v.served);
+            assert_eq!(v.storage, v.name == "v1beta1");
+            let sub = v.subresources.as_ref().unwrap();
+            assert_eq!(sub.status.as_ref().map(|s| &s.0), Some(&json!({})));
+            assert_eq!(
+                sub.scale.as_ref().unwrap().label_selector_path.as_deref(),
+                Some(".status.selector")
+            );
+            let columns: Vec<_> = v
+                .additional_printer_columns
+                .iter()
+                .flatten()
+                .map(|c| c.name.as_str())
+                .collect();
+            assert_eq!(columns, ["AGE"]);
+            let schema =
+                serde_json::to_value(&v.schema.as_ref().unwrap().open_api_v3_schema).unwrap();
+            let spec = &schema["properties"]["spec"];
+            assert_eq!(spec["required"], json!(["replicas"]));
+            // schemars' defaults are gone; only the one asked for is there.
+            assert!(spec["properties"]["replicas"].get("default").is_none());
+            assert_eq!(
+                spec["properties"]["mode"].get("default"),
+                (v.name == "v1beta1").then_some(&json!("Fast"))
+            );
+        }
     }
 
     #[test]
