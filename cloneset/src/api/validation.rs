@@ -56,6 +56,24 @@ struct View<'a> {
     in_place_only: bool,
 }
 
+/// The [`View`] of a CloneSet of either version (the fields it reads are alike in both).
+macro_rules! view {
+    ($cs:expr, $in_place_only:expr) => {{
+        let cs = $cs;
+        View {
+            meta: &cs.metadata,
+            replicas: cs.spec.replicas,
+            selector: cs.spec.selector.as_ref(),
+            template: &cs.spec.template,
+            vct_names: vct_names(&cs.spec.volume_claim_templates),
+            pods_to_delete: &cs.spec.scale_strategy.pods_to_delete,
+            min_ready_seconds: cs.spec.min_ready_seconds,
+            progress_deadline_seconds: cs.spec.progress_deadline_seconds,
+            in_place_only: $in_place_only,
+        }
+    }};
+}
+
 /// Validates a `v1alpha1` CloneSet on create (`old = None`) or update.
 pub fn validate_v1alpha1(
     new: &v1alpha1::CloneSet,
@@ -65,8 +83,8 @@ pub fn validate_v1alpha1(
     use v1alpha1::CloneSetUpdateStrategyType as T;
     let s = &new.spec.update_strategy;
     let in_place_only = s.type_ == Some(T::InPlaceOnly);
-    let view = alpha_view(new, in_place_only);
-    let old_view = old.map(|o| alpha_view(o, false));
+    let view = view!(new, in_place_only);
+    let old_view = old.map(|o| view!(o, false));
     let mut errs = validate_common(&view, old_view.as_ref(), lookup);
     let replicas = new.spec.replicas.unwrap_or(1);
     let path = "spec.updateStrategy";
@@ -108,8 +126,8 @@ pub fn validate_v1beta1(
         .rolling_update
         .as_ref()
         .is_some_and(|r| r.pod_update_policy == Some(P::InPlaceOnly));
-    let view = beta_view(new, in_place_only);
-    let old_view = old.map(|o| beta_view(o, false));
+    let view = view!(new, in_place_only);
+    let old_view = old.map(|o| view!(o, false));
     let mut errs = validate_common(&view, old_view.as_ref(), lookup);
     let replicas = new.spec.replicas.unwrap_or(1);
     let path = "spec.updateStrategy";
@@ -149,34 +167,6 @@ pub fn validate_v1beta1(
         );
     }
     errs
-}
-
-fn alpha_view(cs: &v1alpha1::CloneSet, in_place_only: bool) -> View<'_> {
-    View {
-        meta: &cs.metadata,
-        replicas: cs.spec.replicas,
-        selector: cs.spec.selector.as_ref(),
-        template: &cs.spec.template,
-        vct_names: vct_names(&cs.spec.volume_claim_templates),
-        pods_to_delete: &cs.spec.scale_strategy.pods_to_delete,
-        min_ready_seconds: cs.spec.min_ready_seconds,
-        progress_deadline_seconds: cs.spec.progress_deadline_seconds,
-        in_place_only,
-    }
-}
-
-fn beta_view(cs: &v1beta1::CloneSet, in_place_only: bool) -> View<'_> {
-    View {
-        meta: &cs.metadata,
-        replicas: cs.spec.replicas,
-        selector: cs.spec.selector.as_ref(),
-        template: &cs.spec.template,
-        vct_names: vct_names(&cs.spec.volume_claim_templates),
-        pods_to_delete: &cs.spec.scale_strategy.pods_to_delete,
-        min_ready_seconds: cs.spec.min_ready_seconds,
-        progress_deadline_seconds: cs.spec.progress_deadline_seconds,
-        in_place_only,
-    }
 }
 
 fn vct_names(vcts: &[k8s_openapi::api::core::v1::PersistentVolumeClaim]) -> Vec<String> {
