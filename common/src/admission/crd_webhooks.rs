@@ -1,8 +1,8 @@
 //! The pieces of the webhooks a family serves for its own kinds, so every family's answer
 //! has the same shape:
 //!
-//! * defaulting ([`Defaulting`], [`defaults_patch`]): a JSONPatch of only the
-//!   fields the defaults set, computed against the object as the API server sent it, so a
+//! * defaulting ([`Defaulting`], [`defaults_patch`]): a JSONPatch of only the fields the
+//!   defaults set, computed against the object as the API server sent it, so a
 //!   field the family's types do not know is never touched (never a `remove`);
 //! * validation denials ([`deny_invalid`]): the field error list as kube-apiserver prints
 //!   it, HTTP 422;
@@ -11,13 +11,12 @@
 
 use std::collections::BTreeMap;
 
+use futures::future::BoxFuture;
 use kube::core::DynamicObject;
 use kube::core::admission::{AdmissionRequest, AdmissionResponse, Operation};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
-
-use futures::future::BoxFuture;
 
 use super::{AdmissionHandler, HandlerError, WebhookKind, WebhookSpec};
 use crate::api::field::{FieldError, aggregate};
@@ -25,12 +24,12 @@ use crate::api::keys::DELETION_PROTECTION_KEY;
 use crate::api::version::{APPS_GROUP, V1ALPHA1, V1BETA1};
 
 /// HTTP status of a validation denial (OpenKruise answers `admission.Errored(422, …)`).
-pub const UNPROCESSABLE: u16 = 422;
+const UNPROCESSABLE: u16 = 422;
 /// HTTP status of a deletion-protection denial.
-pub const FORBIDDEN: u16 = 403;
+const FORBIDDEN: u16 = 403;
 
 /// Denies `request` with `message` and HTTP status `code`.
-pub fn deny(
+fn deny(
     request: &AdmissionRequest<DynamicObject>,
     code: u16,
     message: String,
@@ -130,7 +129,7 @@ pub fn validating_webhook(name: &str, resource: &str, operations: &[&str]) -> We
 /// Answers a defaulting request: CREATE and UPDATE get `patch(version, object)` (the
 /// request's `kind.version` and its object as JSON) when it changes anything; everything
 /// else is allowed unchanged.
-pub fn defaulting_response(
+fn defaulting_response(
     request: &AdmissionRequest<DynamicObject>,
     patch: impl FnOnce(&str, &Value) -> Result<json_patch::Patch, HandlerError>,
 ) -> Result<AdmissionResponse, HandlerError> {
