@@ -1,5 +1,5 @@
-//! SidecarSet validation, with Kubernetes-style field paths and reasons, following OpenKruise's
-//! `pkg/webhook/sidecarset/validating`, plus the rollout budget helper.
+//! SidecarSet validation as a list of `common::api::field` errors (Kubernetes-style field
+//! paths and reasons), following OpenKruise's `pkg/webhook/sidecarset/validating`.
 //!
 //! Checked: name (`^[a-zA-Z0-9-]+$`, at most 63); canary annotations (base not itself,
 //! immutable, base exists and is not a canary, canary must be `NotUpdate`); native-sidecar
