@@ -6,26 +6,25 @@
 //! * [`ValidateCloneSet`] at `/validate-apps-kruise-io-cloneset` (`vcloneset.kb.io`): the
 //!   checks of [`crate::api::validation`] on CREATE and UPDATE (with the `podsToDelete` pod
 //!   look-ups when it has a client), and OpenKruise's `ResourcesDeletionProtection` rule on
-//!   DELETE;
+//!   DELETE (`kruise_common::admission::crd_webhooks::deny_protected_deletion`);
 //! * [`crate::conversion::CloneSetConverter`] at `/convert` (see [`routes`]).
 
 use std::collections::BTreeMap;
 
 use futures::future::BoxFuture;
 use k8s_openapi::api::core::v1::Pod;
-use kruise_common::admission::{
-    AdmissionHandler, AdmissionRoutes, HandlerError, WebhookKind, WebhookSpec,
+use kruise_common::admission::crd_webhooks::{
+    Defaulting, decode, defaults_patch, deny_invalid, deny_protected_deletion, object_json,
+    validating_webhook,
 };
-use kruise_common::api::keys::DELETION_PROTECTION_KEY;
+use kruise_common::admission::{AdmissionHandler, AdmissionRoutes, HandlerError, WebhookSpec};
+use kruise_common::api::version::{V1ALPHA1, V1BETA1};
 use kube::core::DynamicObject;
 use kube::core::admission::{AdmissionRequest, AdmissionResponse, Operation};
-use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-use crate::api::validation::{
-    FieldError, PodLookup, to_message, validate_v1alpha1, validate_v1beta1,
-};
-use crate::api::{GROUP, defaults, v1alpha1, v1beta1};
+use crate::api::validation::{PodLookup, validate_v1alpha1, validate_v1beta1};
+use crate::api::{KIND, defaults, v1alpha1, v1beta1};
 use crate::conversion::CloneSetConverter;
 
 /// Path of the defaulting webhook.
@@ -36,12 +35,10 @@ pub const VALIDATE_PATH: &str = "/validate-apps-kruise-io-cloneset";
 pub const MUTATE_WEBHOOK: &str = "mcloneset.kb.io";
 /// OpenKruise's name of the validating webhook entry.
 pub const VALIDATE_WEBHOOK: &str = "vcloneset.kb.io";
-/// The versions both webhooks see.
-const VERSIONS: &[&str] = &["v1alpha1", "v1beta1"];
-/// HTTP status of a validation denial (OpenKruise answers `admission.Errored(422, …)`).
-const UNPROCESSABLE: u16 = 422;
-/// HTTP status of a deletion-protection denial.
-const FORBIDDEN: u16 = 403;
+/// The resource both webhooks see (at both versions).
+const RESOURCE: &str = "clonesets";
+/// Seconds the API server waits for either webhook (OpenKruise's).
+const TIMEOUT_SECONDS: i32 = 30;
 
 /// The routes `kruise-cloneset` serves: defaulting, validation (with pod look-ups through
 /// `client` when given) and conversion.
@@ -59,129 +56,37 @@ enum Version {
     V1beta1,
 }
 
-fn version_of(req: &AdmissionRequest<DynamicObject>) -> Result<Version, HandlerError> {
-    match req.kind.version.as_str() {
-        "v1alpha1" => Ok(Version::V1alpha1),
-        "v1beta1" => Ok(Version::V1beta1),
+fn version_of(version: &str) -> Result<Version, HandlerError> {
+    match version {
+        V1ALPHA1 => Ok(Version::V1alpha1),
+        V1BETA1 => Ok(Version::V1beta1),
         other => Err(HandlerError::Decode {
-            kind: "CloneSet".into(),
+            kind: KIND.into(),
             reason: format!("unsupported version {other:?} (served: v1alpha1, v1beta1)"),
         }),
-    }
-}
-
-fn to_json(obj: &DynamicObject) -> Result<Value, HandlerError> {
-    serde_json::to_value(obj).map_err(|e| HandlerError::Internal(format!("encoding object: {e}")))
-}
-
-fn decode<T: DeserializeOwned>(value: &Value) -> Result<T, HandlerError> {
-    serde_json::from_value(value.clone()).map_err(|e| HandlerError::Decode {
-        kind: "CloneSet".into(),
-        reason: e.to_string(),
-    })
-}
-
-fn encode<T: serde::Serialize>(value: &T) -> Result<Value, HandlerError> {
-    serde_json::to_value(value)
-        .map_err(|e| HandlerError::Internal(format!("encoding CloneSet: {e}")))
-}
-
-/// Applies to `original` only what defaulting changed between `before` (the typed object
-/// re-encoded) and `after` (the same, defaulted): fields the typed encoding merely spells
-/// differently are left alone.
-fn overlay_defaults(original: &mut Value, before: &Value, after: &Value) {
-    let (Some(orig), Some(after)) = (original.as_object_mut(), after.as_object()) else {
-        return;
-    };
-    let empty = serde_json::Map::new();
-    let before = before.as_object().unwrap_or(&empty);
-    for (key, a) in after {
-        let b = before.get(key);
-        if b == Some(a) {
-            continue;
-        }
-        match orig.get_mut(key) {
-            Some(o) if o.is_object() && a.is_object() => {
-                overlay_defaults(o, b.unwrap_or(&Value::Null), a);
-            }
-            _ => {
-                orig.insert(key.clone(), a.clone());
-            }
-        }
     }
 }
 
 /// OpenKruise's `SetDefaultsCloneSet` / `SetDefaultsCloneSetV1beta1` as a JSONPatch.
 pub struct MutateCloneSet;
 
-impl MutateCloneSet {
-    fn patch(req: &AdmissionRequest<DynamicObject>) -> Result<AdmissionResponse, HandlerError> {
-        let allowed = AdmissionResponse::from(req);
-        if !matches!(req.operation, Operation::Create | Operation::Update) {
-            return Ok(allowed);
-        }
-        let Some(obj) = &req.object else {
-            return Ok(allowed);
-        };
-        let original = to_json(obj)?;
-        let spec = original.get("spec").cloned().unwrap_or(Value::Null);
-        let (before, after) = match version_of(req)? {
-            Version::V1alpha1 => {
-                let typed: v1alpha1::CloneSetSpec = decode(&spec)?;
-                let mut defaulted = typed.clone();
-                defaults::default_v1alpha1(&mut defaulted);
-                (encode(&typed)?, encode(&defaulted)?)
-            }
-            Version::V1beta1 => {
-                let typed: v1beta1::CloneSetSpec = decode(&spec)?;
-                let mut defaulted = typed.clone();
-                defaults::default_v1beta1(&mut defaulted);
-                (encode(&typed)?, encode(&defaulted)?)
-            }
-        };
-        let mut patched = original.clone();
-        match patched.get_mut("spec") {
-            Some(s) if s.is_object() => overlay_defaults(s, &before, &after),
-            _ => {
-                if let Some(o) = patched.as_object_mut() {
-                    o.insert("spec".into(), after);
-                }
-            }
-        }
-        let patch = json_patch::diff(&original, &patched);
-        if patch.0.is_empty() {
-            return Ok(allowed);
-        }
-        allowed
-            .with_patch(patch)
-            .map_err(|e| HandlerError::Internal(format!("encoding patch: {e}")))
-    }
-}
+impl Defaulting for MutateCloneSet {
+    const PATH: &'static str = MUTATE_PATH;
+    const WEBHOOK: &'static str = MUTATE_WEBHOOK;
+    const RESOURCE: &'static str = RESOURCE;
+    const TIMEOUT_SECONDS: i32 = TIMEOUT_SECONDS;
 
-impl AdmissionHandler for MutateCloneSet {
-    fn path(&self) -> &str {
-        MUTATE_PATH
-    }
-
-    fn webhook(&self) -> WebhookSpec {
-        WebhookSpec {
-            timeout_seconds: 30,
-            ..WebhookSpec::crd(
-                MUTATE_WEBHOOK,
-                WebhookKind::Mutating,
-                &["CREATE", "UPDATE"],
-                GROUP,
-                VERSIONS,
-                &["clonesets"],
-            )
+    fn patch(&self, version: &str, object: &Value) -> Result<json_patch::Patch, HandlerError> {
+        match version_of(version)? {
+            Version::V1alpha1 => defaults_patch(object, "/spec", KIND, |spec| {
+                defaults::default_v1alpha1(spec);
+                Ok(())
+            }),
+            Version::V1beta1 => defaults_patch(object, "/spec", KIND, |spec| {
+                defaults::default_v1beta1(spec);
+                Ok(())
+            }),
         }
-    }
-
-    fn handle<'a>(
-        &'a self,
-        request: &'a AdmissionRequest<DynamicObject>,
-    ) -> BoxFuture<'a, Result<AdmissionResponse, HandlerError>> {
-        Box::pin(async move { Self::patch(request) })
     }
 }
 
@@ -189,20 +94,6 @@ impl AdmissionHandler for MutateCloneSet {
 pub struct ValidateCloneSet {
     /// Reads pods for the `podsToDelete` check; `None` skips it.
     pub client: Option<kube::Client>,
-}
-
-/// Kubernetes' aggregate error message: one error as is, several in brackets.
-fn denial_message(errors: &[FieldError]) -> String {
-    match errors {
-        [one] => one.to_string(),
-        _ => to_message(errors),
-    }
-}
-
-fn deny(req: &AdmissionRequest<DynamicObject>, code: u16, message: String) -> AdmissionResponse {
-    let mut response = AdmissionResponse::from(req).deny(message);
-    response.result.code = code;
-    response
 }
 
 /// Names added to `podsToDelete` by this request.
@@ -253,15 +144,17 @@ impl ValidateCloneSet {
         &self,
         req: &AdmissionRequest<DynamicObject>,
     ) -> Result<AdmissionResponse, HandlerError> {
+        if let Some(denied) = deny_protected_deletion(req, "/spec/replicas") {
+            return Ok(denied);
+        }
         match req.operation {
-            Operation::Delete => Ok(Self::validate_delete(req)),
             Operation::Create | Operation::Update => {
                 let Some(obj) = &req.object else {
                     return Ok(AdmissionResponse::from(req));
                 };
-                let new = to_json(obj)?;
+                let new = object_json(obj)?;
                 let old = match (&req.operation, &req.old_object) {
-                    (Operation::Update, Some(o)) => Some(to_json(o)?),
+                    (Operation::Update, Some(o)) => Some(object_json(o)?),
                     _ => None,
                 };
                 let owner_uid = obj.metadata.uid.clone().unwrap_or_default();
@@ -281,63 +174,23 @@ impl ValidateCloneSet {
                 let lookup: Option<&dyn Fn(&str) -> PodLookup> = found
                     .as_ref()
                     .map(|_| &lookup_fn as &dyn Fn(&str) -> PodLookup);
-                let errors = match version_of(req)? {
+                let errors = match version_of(&req.kind.version)? {
                     Version::V1alpha1 => {
-                        let new: v1alpha1::CloneSet = decode(&new)?;
+                        let new: v1alpha1::CloneSet = decode(&new, KIND)?;
                         let old: Option<v1alpha1::CloneSet> =
-                            old.as_ref().map(decode).transpose()?;
+                            old.as_ref().map(|o| decode(o, KIND)).transpose()?;
                         validate_v1alpha1(&new, old.as_ref(), lookup)
                     }
                     Version::V1beta1 => {
-                        let new: v1beta1::CloneSet = decode(&new)?;
+                        let new: v1beta1::CloneSet = decode(&new, KIND)?;
                         let old: Option<v1beta1::CloneSet> =
-                            old.as_ref().map(decode).transpose()?;
+                            old.as_ref().map(|o| decode(o, KIND)).transpose()?;
                         validate_v1beta1(&new, old.as_ref(), lookup)
                     }
                 };
-                if errors.is_empty() {
-                    Ok(AdmissionResponse::from(req))
-                } else {
-                    Ok(deny(req, UNPROCESSABLE, denial_message(&errors)))
-                }
+                Ok(deny_invalid(req, &errors))
             }
             _ => Ok(AdmissionResponse::from(req)),
-        }
-    }
-
-    /// OpenKruise's `ValidateWorkloadDeletion`: `policy.kruise.io/delete-protection: Always`
-    /// forbids deleting the CloneSet, `Cascading` forbids it while `spec.replicas > 0`.
-    fn validate_delete(req: &AdmissionRequest<DynamicObject>) -> AdmissionResponse {
-        let Some(old) = &req.old_object else {
-            return AdmissionResponse::from(req);
-        };
-        let protection = old
-            .metadata
-            .labels
-            .as_ref()
-            .and_then(|l| l.get(DELETION_PROTECTION_KEY))
-            .map(String::as_str);
-        let replicas = old
-            .data
-            .pointer("/spec/replicas")
-            .and_then(Value::as_i64)
-            .unwrap_or(1);
-        match protection {
-            Some("Always") => deny(
-                req,
-                FORBIDDEN,
-                format!(
-                    "forbidden by ResourcesDeletionProtection for {DELETION_PROTECTION_KEY}=Always"
-                ),
-            ),
-            Some("Cascading") if replicas > 0 => deny(
-                req,
-                FORBIDDEN,
-                format!(
-                    "forbidden by ResourcesDeletionProtection for {DELETION_PROTECTION_KEY}=Cascading and active replicas {replicas}>0"
-                ),
-            ),
-            _ => AdmissionResponse::from(req),
         }
     }
 }
@@ -349,15 +202,8 @@ impl AdmissionHandler for ValidateCloneSet {
 
     fn webhook(&self) -> WebhookSpec {
         WebhookSpec {
-            timeout_seconds: 30,
-            ..WebhookSpec::crd(
-                VALIDATE_WEBHOOK,
-                WebhookKind::Validating,
-                &["CREATE", "UPDATE", "DELETE"],
-                GROUP,
-                VERSIONS,
-                &["clonesets"],
-            )
+            timeout_seconds: TIMEOUT_SECONDS,
+            ..validating_webhook(VALIDATE_WEBHOOK, RESOURCE, &["CREATE", "UPDATE", "DELETE"])
         }
     }
 

@@ -53,8 +53,9 @@ use serde_json::json;
 
 use crate::api::v1beta1::CloneSet;
 use crate::api::validation::{to_message, validate_v1beta1};
-use crate::api::{CloneSetCondition, CloneSetStatus, KIND, V1BETA1, condition, defaults};
+use crate::api::{CloneSetCondition, CloneSetStatus, KIND, condition, defaults};
 use crate::plan::{self, Action, Plan, PlanGates, PlanInput, RevisionWrite};
+use kruise_common::api::version::APPS_V1BETA1;
 
 /// Controller name (metrics, spans, readiness check `controller/cloneset`, event reporter).
 pub const CONTROLLER_NAME: &str = "cloneset";
@@ -676,7 +677,7 @@ struct EventSink {
 impl EventSink {
     fn new(shared: &Shared, cs: &CloneSet) -> Self {
         let mut reference = cs.object_ref(&());
-        reference.api_version = Some(V1BETA1.into());
+        reference.api_version = Some(APPS_V1BETA1.into());
         reference.kind = Some(KIND.into());
         Self {
             recorder: shared.recorder.clone(),

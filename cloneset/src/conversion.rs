@@ -10,7 +10,8 @@
 //!   `scaleStrategy.excludePreparingDelete` (not converted back: the label stays in metadata);
 //! * the image pre-download annotations <-> `rollingUpdate.inPlaceUpdateStrategy.imagePreDownload*`
 //!   (beta -> alpha writes the annotations; alpha -> beta reads them, keeping them in metadata);
-//! * metadata and status are copied.
+//! * everything else — metadata, status, the template, and fields the types do not know —
+//!   is carried over as it came ([`kruise_common::admission::conversion::VersionMapping`]).
 //!
 //! Lossy cases (all OpenKruise's too; see the `documented_lossy_cases` test): an alpha
 //! `OnDelete` strategy drops partition/maxUnavailable/maxSurge/paused/priority/scatter/
@@ -20,300 +21,234 @@
 //! `excludePreparingDelete: true` without the label is lost; beta -> alpha adds the
 //! pre-download annotations to metadata; a string `imagePreDownloadParallelism` holding a
 //! number comes back as an integer; alpha's own `inPlaceUpdateStrategy.imagePreDownload*`
-//! fields (only the annotations count in alpha) are dropped.
+//! fields (only the annotations count in alpha) are dropped. A field unknown to the types
+//! inside beta's `rollingUpdate` lands in alpha's `updateStrategy` (where alpha keeps the
+//! rolling fields) and stays there on the way back.
 
-use std::collections::BTreeMap;
-
-use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
-use kruise_common::admission::conversion::Converter;
-use kruise_common::api::InPlaceUpdateStrategy;
+use kruise_common::admission::conversion::{ConversionError, VersionMapping, object_field};
 use kruise_common::api::keys::{
     CLONESET_SCALING_EXCLUDE_PREPARING_DELETE_KEY, IMAGE_PREDOWNLOAD_MIN_UPDATED_READY_PODS_KEY,
     IMAGE_PREDOWNLOAD_PARALLELISM_KEY, IMAGE_PREDOWNLOAD_TIMEOUT_SECONDS_KEY,
 };
-use serde_json::Value;
+use serde_json::{Map, Value};
 
-use crate::api::{GROUP, KIND, V1ALPHA1, V1BETA1, v1alpha1, v1beta1};
+use crate::api::KIND;
 
-/// Why an object could not be converted.
-#[derive(Debug, thiserror::Error)]
-pub enum ConversionError {
-    /// The object is not a CloneSet of a known version.
-    #[error("unsupported apiVersion {0:?} for CloneSet conversion")]
-    UnsupportedVersion(String),
-    /// The object does not decode as a CloneSet of its version.
-    #[error("decoding CloneSet {version}: {source}")]
-    Decode {
-        /// The object's apiVersion.
-        version: String,
-        /// The decoder's error.
-        source: serde_json::Error,
-    },
-    /// The converted object does not encode.
-    #[error("encoding CloneSet: {0}")]
-    Encode(serde_json::Error),
-}
+/// The fields alpha keeps in `updateStrategy` and beta in `updateStrategy.rollingUpdate`
+/// (besides `inPlaceUpdateStrategy`, which also changes shape).
+const ROLLING_FIELDS: [&str; 6] = [
+    "partition",
+    "maxUnavailable",
+    "maxSurge",
+    "paused",
+    "priorityStrategy",
+    "scatterStrategy",
+];
 
-/// `v1alpha1` -> `v1beta1` (OpenKruise's `ConvertTo`).
-pub fn to_v1beta1(src: &v1alpha1::CloneSet) -> v1beta1::CloneSet {
-    use v1alpha1::CloneSetUpdateStrategyType as A;
-    use v1beta1::{CloneSetPodUpdatePolicy as P, CloneSetUpdateStrategyType as B};
-    let s = &src.spec;
-    let exclude = src
-        .metadata
-        .labels
-        .as_ref()
-        .and_then(|l| l.get(CLONESET_SCALING_EXCLUDE_PREPARING_DELETE_KEY))
-        .is_some_and(|v| v == "true");
-    let us = &s.update_strategy;
-    let policy = match &us.type_ {
-        Some(A::OnDelete) => None,
-        Some(A::InPlaceIfPossible) => Some(P::InPlaceIfPossible),
-        Some(A::InPlaceOnly) => Some(P::InPlaceOnly),
-        Some(A::ReCreate | A::Unknown(_)) | None => Some(P::ReCreate),
-    };
-    let update_strategy = match policy {
-        None => v1beta1::CloneSetUpdateStrategy {
-            type_: Some(B::OnDelete),
-            rolling_update: None,
-        },
-        Some(policy) => v1beta1::CloneSetUpdateStrategy {
-            type_: Some(B::RollingUpdate),
-            rolling_update: Some(v1beta1::RollingUpdateCloneSetStrategy {
-                partition: us.partition.clone(),
-                max_unavailable: us.max_unavailable.clone(),
-                max_surge: us.max_surge.clone(),
-                pod_update_policy: Some(policy),
-                paused: us.paused,
-                priority_strategy: us.priority_strategy.clone(),
-                scatter_strategy: us.scatter_strategy.clone(),
-                in_place_update_strategy: in_place_to_v1beta1(
-                    us.in_place_update_strategy.as_ref(),
-                    src.metadata.annotations.as_ref(),
-                ),
-            }),
-        },
-    };
-    v1beta1::CloneSet {
-        metadata: src.metadata.clone(),
-        spec: v1beta1::CloneSetSpec {
-            replicas: s.replicas,
-            selector: s.selector.clone(),
-            template: s.template.clone(),
-            volume_claim_templates: s.volume_claim_templates.clone(),
-            scale_strategy: v1beta1::CloneSetScaleStrategy {
-                pods_to_delete: s.scale_strategy.pods_to_delete.clone(),
-                max_unavailable: s.scale_strategy.max_unavailable.clone(),
-                enable_pvc_reuse: !s.scale_strategy.disable_pvc_reuse,
-                exclude_preparing_delete: exclude,
-            },
-            update_strategy,
-            revision_history_limit: s.revision_history_limit,
-            min_ready_seconds: s.min_ready_seconds,
-            lifecycle: s.lifecycle.clone(),
-            progress_deadline_seconds: s.progress_deadline_seconds,
-        },
-        status: src.status.clone(),
-    }
-}
-
-/// `v1beta1` -> `v1alpha1` (OpenKruise's `ConvertFrom`).
-pub fn to_v1alpha1(src: &v1beta1::CloneSet) -> v1alpha1::CloneSet {
-    use v1alpha1::CloneSetUpdateStrategyType as A;
-    use v1beta1::CloneSetPodUpdatePolicy as P;
-    let s = &src.spec;
-    let mut metadata = src.metadata.clone();
-    let ru = s.update_strategy.rolling_update.as_ref();
-    let type_ = if s.update_strategy.is_on_delete() {
-        A::OnDelete
-    } else {
-        match ru.and_then(|r| r.pod_update_policy.as_ref()) {
-            Some(P::InPlaceIfPossible) => A::InPlaceIfPossible,
-            Some(P::InPlaceOnly) => A::InPlaceOnly,
-            Some(P::ReCreate | P::Unknown(_)) | None => A::ReCreate,
-        }
-    };
-    let mut update_strategy = v1alpha1::CloneSetUpdateStrategy {
-        type_: Some(type_),
-        ..Default::default()
-    };
-    if let Some(r) = ru {
-        update_strategy.partition = r.partition.clone();
-        update_strategy.max_unavailable = r.max_unavailable.clone();
-        update_strategy.max_surge = r.max_surge.clone();
-        update_strategy.paused = r.paused;
-        update_strategy.priority_strategy = r.priority_strategy.clone();
-        update_strategy.scatter_strategy = r.scatter_strategy.clone();
-        update_strategy.in_place_update_strategy = in_place_from_v1beta1(
-            r.in_place_update_strategy.as_ref(),
-            &mut metadata.annotations,
-        );
-    }
-    v1alpha1::CloneSet {
-        metadata,
-        spec: v1alpha1::CloneSetSpec {
-            replicas: s.replicas,
-            selector: s.selector.clone(),
-            template: s.template.clone(),
-            volume_claim_templates: s.volume_claim_templates.clone(),
-            scale_strategy: v1alpha1::CloneSetScaleStrategy {
-                pods_to_delete: s.scale_strategy.pods_to_delete.clone(),
-                max_unavailable: s.scale_strategy.max_unavailable.clone(),
-                disable_pvc_reuse: !s.scale_strategy.enable_pvc_reuse,
-            },
-            update_strategy,
-            revision_history_limit: s.revision_history_limit,
-            min_ready_seconds: s.min_ready_seconds,
-            lifecycle: s.lifecycle.clone(),
-            progress_deadline_seconds: s.progress_deadline_seconds,
-        },
-        status: src.status.clone(),
-    }
-}
-
-/// Go's `intstr.Parse`: an integer if the string is one, else the string.
-fn parse_int_or_string(s: &str) -> IntOrString {
-    s.parse::<i32>()
-        .map_or_else(|_| IntOrString::String(s.to_string()), IntOrString::Int)
-}
-
-fn in_place_to_v1beta1(
-    src: Option<&InPlaceUpdateStrategy>,
-    annotations: Option<&BTreeMap<String, String>>,
-) -> Option<InPlaceUpdateStrategy> {
-    let get = |k: &str| {
-        annotations
-            .and_then(|a| a.get(k))
-            .map(String::as_str)
-            .filter(|v| !v.is_empty())
-    };
-    let parallelism = get(IMAGE_PREDOWNLOAD_PARALLELISM_KEY);
-    let timeout = get(IMAGE_PREDOWNLOAD_TIMEOUT_SECONDS_KEY);
-    let min_ready = get(IMAGE_PREDOWNLOAD_MIN_UPDATED_READY_PODS_KEY);
-    let has_annotations = parallelism.is_some() || timeout.is_some() || min_ready.is_some();
-    if src.is_none() && !has_annotations {
-        return None;
-    }
-    Some(InPlaceUpdateStrategy {
-        grace_period_seconds: src.map_or(0, |s| s.grace_period_seconds),
-        image_pre_download_parallelism: parallelism.map(parse_int_or_string),
-        // Unparsable numbers are ignored, as OpenKruise ignores them.
-        image_pre_download_timeout_seconds: timeout.and_then(|v| v.parse().ok()),
-        image_pre_download_min_updated_ready_pods: min_ready.and_then(|v| v.parse().ok()),
-    })
-}
-
-fn in_place_from_v1beta1(
-    src: Option<&InPlaceUpdateStrategy>,
-    annotations: &mut Option<BTreeMap<String, String>>,
-) -> Option<InPlaceUpdateStrategy> {
-    let src = src?;
-    let has_content = src.grace_period_seconds != 0
-        || src.image_pre_download_parallelism.is_some()
-        || src.image_pre_download_timeout_seconds.is_some()
-        || src.image_pre_download_min_updated_ready_pods.is_some();
-    if !has_content {
-        return None;
-    }
-    let annotations = annotations.get_or_insert_with(BTreeMap::new);
-    if let Some(p) = &src.image_pre_download_parallelism {
-        let v = match p {
-            IntOrString::Int(i) => i.to_string(),
-            IntOrString::String(s) => s.clone(),
-        };
-        annotations.insert(IMAGE_PREDOWNLOAD_PARALLELISM_KEY.into(), v);
-    }
-    if let Some(t) = src.image_pre_download_timeout_seconds {
-        annotations.insert(IMAGE_PREDOWNLOAD_TIMEOUT_SECONDS_KEY.into(), t.to_string());
-    }
-    if let Some(m) = src.image_pre_download_min_updated_ready_pods {
-        annotations.insert(
-            IMAGE_PREDOWNLOAD_MIN_UPDATED_READY_PODS_KEY.into(),
-            m.to_string(),
-        );
-    }
-    Some(InPlaceUpdateStrategy {
-        grace_period_seconds: src.grace_period_seconds,
-        ..Default::default()
-    })
-}
-
-/// Converts a CloneSet JSON object to `desired_api_version`.
-///
-/// Decodes through the typed structs (as OpenKruise's Go webhook does, so unknown spec fields
-/// are dropped) but carries `spec.template`, `spec.volumeClaimTemplates` and metadata (other
-/// than annotations, which beta -> alpha may add to) over byte for byte, so the pod template
-/// a revision is hashed from is never reshaped by a conversion.
-pub fn convert_value(object: Value, desired_api_version: &str) -> Result<Value, ConversionError> {
-    let from = object
-        .get("apiVersion")
-        .and_then(Value::as_str)
-        .unwrap_or("")
-        .to_string();
-    if from == desired_api_version {
-        return Ok(object);
-    }
-    let decode_err = |source| ConversionError::Decode {
-        version: from.clone(),
-        source,
-    };
-    let mut converted = match (from.as_str(), desired_api_version) {
-        (V1ALPHA1, V1BETA1) => {
-            let typed: v1alpha1::CloneSet =
-                serde_json::from_value(object.clone()).map_err(decode_err)?;
-            serde_json::to_value(to_v1beta1(&typed)).map_err(ConversionError::Encode)?
-        }
-        (V1BETA1, V1ALPHA1) => {
-            let typed: v1beta1::CloneSet =
-                serde_json::from_value(object.clone()).map_err(decode_err)?;
-            serde_json::to_value(to_v1alpha1(&typed)).map_err(ConversionError::Encode)?
-        }
-        (V1ALPHA1 | V1BETA1, other) => {
-            return Err(ConversionError::UnsupportedVersion(other.to_string()));
-        }
-        (other, _) => return Err(ConversionError::UnsupportedVersion(other.to_string())),
-    };
-    // Keep the original metadata, template and claim templates exactly as they came.
-    if let (Some(out), Some(original_meta)) = (converted.as_object_mut(), object.get("metadata")) {
-        let annotations = out
-            .get("metadata")
-            .and_then(|m| m.get("annotations"))
-            .cloned();
-        let mut meta = original_meta.clone();
-        if let (Some(meta_obj), Some(a)) = (meta.as_object_mut(), annotations) {
-            meta_obj.insert("annotations".into(), a);
-        }
-        out.insert("metadata".into(), meta);
-    }
-    for key in ["template", "volumeClaimTemplates"] {
-        if let Some(original) = object.get("spec").and_then(|s| s.get(key))
-            && let Some(spec) = converted.get_mut("spec").and_then(Value::as_object_mut)
-        {
-            spec.insert(key.into(), original.clone());
-        }
-    }
-    if let Some(out) = converted.as_object_mut() {
-        out.insert(
-            "apiVersion".into(),
-            Value::String(desired_api_version.into()),
-        );
-        out.insert("kind".into(), Value::String(KIND.into()));
-    }
-    Ok(converted)
-}
+/// The pre-download settings: beta field, alpha annotation.
+const PRE_DOWNLOAD: [(&str, &str); 3] = [
+    (
+        "imagePreDownloadParallelism",
+        IMAGE_PREDOWNLOAD_PARALLELISM_KEY,
+    ),
+    (
+        "imagePreDownloadTimeoutSeconds",
+        IMAGE_PREDOWNLOAD_TIMEOUT_SECONDS_KEY,
+    ),
+    (
+        "imagePreDownloadMinUpdatedReadyPods",
+        IMAGE_PREDOWNLOAD_MIN_UPDATED_READY_PODS_KEY,
+    ),
+];
 
 /// The `/convert` webhook's converter for CloneSet (register it with `common::admission`).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct CloneSetConverter;
 
-impl Converter for CloneSetConverter {
-    fn handles(&self, group: &str, kind: &str) -> bool {
-        group == GROUP && kind == KIND
+impl VersionMapping for CloneSetConverter {
+    fn kind(&self) -> &str {
+        KIND
     }
 
-    fn convert(&self, object: Value, desired_api_version: &str) -> Result<Value, String> {
-        convert_value(object, desired_api_version).map_err(|e| e.to_string())
+    /// `v1alpha1` -> `v1beta1` (OpenKruise's `ConvertTo`).
+    fn spoke_to_hub(&self, object: &mut Map<String, Value>) -> Result<(), ConversionError> {
+        let metadata = object.get("metadata");
+        let exclude = string_at(
+            metadata,
+            "labels",
+            CLONESET_SCALING_EXCLUDE_PREPARING_DELETE_KEY,
+        ) == Some("true");
+        let pre_download: Vec<(&str, Value)> = PRE_DOWNLOAD
+            .iter()
+            .filter_map(|(field, key)| {
+                let value = string_at(metadata, "annotations", key).filter(|v| !v.is_empty())?;
+                pre_download_field(field, value).map(|v| (*field, v))
+            })
+            .collect();
+        let spec = object_field(object, "spec", KIND, "spec")?;
+
+        let scale = object_field(spec, "scaleStrategy", KIND, "spec.scaleStrategy")?;
+        let disable_reuse = take_flag(scale, "disablePVCReuse");
+        set_flag(scale, "enablePVCReuse", !disable_reuse);
+        set_flag(scale, "excludePreparingDelete", exclude);
+
+        let strategy = object_field(spec, "updateStrategy", KIND, "spec.updateStrategy")?;
+        let policy = match strategy.get("type").and_then(Value::as_str) {
+            Some("OnDelete") => None,
+            Some(p @ ("InPlaceIfPossible" | "InPlaceOnly")) => Some(p.to_string()),
+            // Empty, unknown or ReCreate.
+            _ => Some("ReCreate".to_string()),
+        };
+        let mut rolling = Map::new();
+        for key in ROLLING_FIELDS {
+            if let Some(v) = strategy.remove(key) {
+                rolling.insert(key.into(), v);
+            }
+        }
+        let in_place = strategy.remove("inPlaceUpdateStrategy");
+        let Some(policy) = policy else {
+            // OnDelete has no rolling fields.
+            strategy.insert("type".into(), "OnDelete".into());
+            return Ok(());
+        };
+        strategy.insert("type".into(), "RollingUpdate".into());
+        rolling.insert("podUpdatePolicy".into(), policy.into());
+        if let Some(in_place) = in_place_to_hub(in_place, pre_download) {
+            rolling.insert("inPlaceUpdateStrategy".into(), Value::Object(in_place));
+        }
+        strategy.insert("rollingUpdate".into(), Value::Object(rolling));
+        Ok(())
     }
+
+    /// `v1beta1` -> `v1alpha1` (OpenKruise's `ConvertFrom`).
+    fn hub_to_spoke(&self, object: &mut Map<String, Value>) -> Result<(), ConversionError> {
+        let spec = object_field(object, "spec", KIND, "spec")?;
+
+        let scale = object_field(spec, "scaleStrategy", KIND, "spec.scaleStrategy")?;
+        let enable_reuse = take_flag(scale, "enablePVCReuse");
+        // Alpha carries it as the label, which stays in metadata.
+        scale.remove("excludePreparingDelete");
+        set_flag(scale, "disablePVCReuse", !enable_reuse);
+
+        let strategy = object_field(spec, "updateStrategy", KIND, "spec.updateStrategy")?;
+        let on_delete =
+            strategy.remove("type").as_ref().and_then(Value::as_str) == Some("OnDelete");
+        let rolling = match strategy.remove("rollingUpdate") {
+            Some(Value::Object(r)) => Some(r),
+            _ => None,
+        };
+        let policy = rolling
+            .as_ref()
+            .and_then(|r| r.get("podUpdatePolicy"))
+            .and_then(Value::as_str);
+        let alpha_type = match (on_delete, policy) {
+            (true, _) => "OnDelete",
+            (false, Some(p @ ("InPlaceIfPossible" | "InPlaceOnly"))) => p,
+            _ => "ReCreate",
+        }
+        .to_string();
+        strategy.insert("type".into(), alpha_type.into());
+        let Some(mut rolling) = rolling else {
+            return Ok(());
+        };
+        rolling.remove("podUpdatePolicy");
+        let in_place = rolling.remove("inPlaceUpdateStrategy");
+        strategy.extend(rolling);
+        let mut annotations = Vec::new();
+        if let Some(in_place) = in_place_from_hub(in_place, &mut annotations) {
+            strategy.insert("inPlaceUpdateStrategy".into(), Value::Object(in_place));
+        }
+        if !annotations.is_empty() {
+            let metadata = object_field(object, "metadata", KIND, "metadata")?;
+            let existing = object_field(metadata, "annotations", KIND, "metadata.annotations")?;
+            for (key, value) in annotations {
+                existing.insert(key.into(), value.into());
+            }
+        }
+        Ok(())
+    }
+}
+
+/// `metadata.<map>[key]` as a string.
+fn string_at<'a>(metadata: Option<&'a Value>, map: &str, key: &str) -> Option<&'a str> {
+    metadata?.get(map)?.get(key)?.as_str()
+}
+
+/// Removes a boolean field, reading absent or not-a-boolean as false.
+fn take_flag(object: &mut Map<String, Value>, key: &str) -> bool {
+    object
+        .remove(key)
+        .and_then(|v| v.as_bool())
+        .unwrap_or(false)
+}
+
+/// Writes `true`, or leaves the field out for false (as both versions' types do).
+fn set_flag(object: &mut Map<String, Value>, key: &str, on: bool) {
+    if on {
+        object.insert(key.into(), true.into());
+    } else {
+        object.remove(key);
+    }
+}
+
+/// A pre-download annotation's value as the beta field holds it: parallelism is an
+/// int-or-string (Go's `intstr.Parse`), the others integers (unparsable ones are ignored, as
+/// OpenKruise ignores them).
+fn pre_download_field(field: &str, annotation: &str) -> Option<Value> {
+    let number = annotation.parse::<i32>().ok();
+    if field == "imagePreDownloadParallelism" {
+        return Some(number.map_or_else(|| annotation.into(), Value::from));
+    }
+    number.map(Value::from)
+}
+
+/// Alpha's `inPlaceUpdateStrategy` with the pre-download settings from the annotations in
+/// place of its own; `None` when there is neither.
+fn in_place_to_hub(
+    alpha: Option<Value>,
+    pre_download: Vec<(&str, Value)>,
+) -> Option<Map<String, Value>> {
+    let alpha = match alpha {
+        Some(Value::Object(m)) => Some(m),
+        _ => None,
+    };
+    if alpha.is_none() && pre_download.is_empty() {
+        return None;
+    }
+    let mut in_place = alpha.unwrap_or_default();
+    for (field, _) in PRE_DOWNLOAD {
+        in_place.remove(field);
+    }
+    for (field, value) in pre_download {
+        in_place.insert(field.into(), value);
+    }
+    Some(in_place)
+}
+
+/// Beta's `inPlaceUpdateStrategy` without the pre-download settings, which move to
+/// `annotations`; `None` when nothing is left and nothing moved.
+fn in_place_from_hub(
+    beta: Option<Value>,
+    annotations: &mut Vec<(&'static str, String)>,
+) -> Option<Map<String, Value>> {
+    let Some(Value::Object(mut in_place)) = beta else {
+        return None;
+    };
+    for (field, key) in PRE_DOWNLOAD {
+        let Some(value) = in_place.remove(field) else {
+            continue;
+        };
+        let text = match value {
+            Value::String(s) => s,
+            Value::Number(n) => n.to_string(),
+            _ => continue,
+        };
+        annotations.push((key, text));
+    }
+    if in_place.get("gracePeriodSeconds").and_then(Value::as_i64) == Some(0) {
+        in_place.remove("gracePeriodSeconds");
+    }
+    (!in_place.is_empty() || !annotations.is_empty()).then_some(in_place)
 }
 
 #[cfg(test)]

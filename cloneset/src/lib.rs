@@ -2,8 +2,8 @@
 //!
 //! * [`api`]: the `apps.kruise.io` `v1alpha1` and `v1beta1` types, the two-version CRD
 //!   (`v1beta1` stored), defaulting and validation (Kubernetes-style field errors);
-//! * [`conversion`]: `v1alpha1` <-> `v1beta1` exactly as OpenKruise maps the fields, on typed
-//!   objects and on JSON for the `/convert` webhook ([`conversion::CloneSetConverter`]);
+//! * [`conversion`]: `v1alpha1` <-> `v1beta1` exactly as OpenKruise maps the fields, on JSON
+//!   for the `/convert` webhook ([`conversion::CloneSetConverter`]), unknown fields kept;
 //! * [`controller`]: the shell — reflectors, planner, API writes, status and events;
 //! * [`admission`]: the defaulting and validating webhooks and `/convert`, served by the
 //!   `kruise-cloneset` binary itself;

@@ -136,6 +136,37 @@ async fn v1beta1_create_gets_openkruise_defaults_and_keeps_unknown_fields() {
 }
 
 #[tokio::test]
+async fn defaulting_leaves_fields_the_types_do_not_know_alone() {
+    for version in ["v1alpha1", "v1beta1"] {
+        let mut spec = minimal_spec();
+        spec["futureSpecField"] = json!({"a": 1});
+        spec["scaleStrategy"] = json!({"futureScaleKnob": true});
+        spec["updateStrategy"] = json!({"futureUpdateKnob": "x"});
+        let mut object = cloneset(version, spec);
+        object["status"] = json!({"futureStatus": 1});
+        let body = review_body(version, "CREATE", Some(object.clone()), None);
+        let response = answer(MUTATE_PATH, &body).await;
+        assert_eq!(response["allowed"], true, "{version}");
+        let patch = decoded_patch(&response);
+        assert!(
+            patch
+                .as_array()
+                .unwrap()
+                .iter()
+                .all(|op| op["op"] != "remove"),
+            "{version}: {patch}"
+        );
+        let patch: json_patch::Patch = serde_json::from_value(patch).unwrap();
+        json_patch::patch(&mut object, &patch).unwrap();
+        assert_eq!(object["spec"]["futureSpecField"], json!({"a": 1}));
+        assert_eq!(object["spec"]["scaleStrategy"]["futureScaleKnob"], true);
+        assert_eq!(object["spec"]["updateStrategy"]["futureUpdateKnob"], "x");
+        assert_eq!(object["status"]["futureStatus"], 1);
+        assert_eq!(object["spec"]["revisionHistoryLimit"], 10, "{version}");
+    }
+}
+
+#[tokio::test]
 async fn a_defaulted_cloneset_gets_no_patch() {
     let mut spec = minimal_spec();
     spec["revisionHistoryLimit"] = json!(10);

@@ -1,7 +1,7 @@
 //! SidecarSet: sidecar injection and in-place sidecar upgrades, as OpenKruise defines them.
 //!
-//! * [`api`]: the `v1alpha1` / `v1beta1` types, the CRD and defaulting;
-//! * [`conversion`]: `v1alpha1` <-> `v1beta1`, typed and for the `/convert` webhook;
+//! * [`api`]: the `v1alpha1` / `v1beta1` types, the CRD, defaulting, validation;
+//! * [`conversion`]: `v1alpha1` <-> `v1beta1` for the `/convert` webhook;
 //! * [`hash`]: the SidecarSet content hashes (OpenKruise's values);
 //! * [`inject`]: the pure injector (pod, namespace labels, SidecarSets) -> injected pod;
 //! * [`plan`]: the pure upgrade planner (which injected pods to upgrade in place now) and status counts;
@@ -10,8 +10,8 @@
 //! * [`controller`]: the controller shell (in-place and hot sidecar upgrades, revisions, status);
 //! * [`binary`]: the `kruise-sidecarset` composition (CRD, webhooks, controller);
 //! * [`live`]: reflector-backed SidecarSet/namespace snapshot for the admission handlers;
-//! * [`admission`]: the `/mutate-pod` handler kruise-webhook borrows, and its webhook scope;
-//! * [`validate`]: SidecarSet validation and the rollout rounding helpers.
+//! * [`admission`]: the SidecarSet webhooks (default, validate) and the pod-chain step
+//!   kruise-webhook borrows.
 
 pub mod admission;
 pub mod api;
@@ -24,4 +24,3 @@ pub mod live;
 pub mod plan;
 pub mod revision;
 pub mod upgrade;
-pub mod validate;

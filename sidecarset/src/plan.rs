@@ -20,8 +20,8 @@ use k8s_openapi::api::core::v1::Pod;
 use kruise_common::pods::order::update_order;
 use kruise_common::pods::selector::{SelectorError, selector_matches};
 
+use crate::api::rollout::{BudgetError, rollout_budget};
 use crate::api::{SidecarSetUpdateStrategy, SidecarSetUpdateStrategyType};
-use crate::validate::{BudgetError, rollout_budget};
 
 /// What the controller knows about one matched pod.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

@@ -1,69 +1,88 @@
 //! The CloneSet `CustomResourceDefinition`: both versions served, `v1beta1` stored.
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+pub use kruise_common::api::crd::CrdError;
+use kruise_common::api::crd::{AGE_COLUMN, CrdBuilder, PrinterColumn, ScaleSubresource};
+use kruise_common::api::version::V1BETA1;
 use kube::CustomResourceExt;
 
-/// Why the CRD could not be built.
-#[derive(Debug, thiserror::Error)]
-pub enum CrdError {
-    /// The two versions' CRDs disagree on names or scope.
-    #[error("merging CloneSet CRD versions: {0}")]
-    Merge(#[from] kube::core::crd::MergeError),
-    /// Serialization failed.
-    #[error("serializing CloneSet CRD: {0}")]
-    Serialize(String),
-}
+use super::KIND;
+
+/// OpenKruise's CloneSet columns.
+const COLUMNS: [PrinterColumn; 10] = [
+    PrinterColumn::integer("DESIRED", ".spec.replicas", "The desired number of pods."),
+    PrinterColumn::integer(
+        "UPDATED",
+        ".status.updatedReplicas",
+        "The number of pods updated.",
+    ),
+    PrinterColumn::integer(
+        "UPDATED_READY",
+        ".status.updatedReadyReplicas",
+        "The number of pods updated and ready.",
+    ),
+    PrinterColumn::integer(
+        "UPDATED_AVAILABLE",
+        ".status.updatedAvailableReplicas",
+        "The number of pods updated and available.",
+    ),
+    PrinterColumn::integer(
+        "READY",
+        ".status.readyReplicas",
+        "The number of pods ready.",
+    ),
+    PrinterColumn::integer(
+        "TOTAL",
+        ".status.replicas",
+        "The number of currently all pods.",
+    ),
+    AGE_COLUMN,
+    PrinterColumn::wide_string(
+        "CONTAINERS",
+        ".spec.template.spec.containers[*].name",
+        "The containers of currently cloneset.",
+    ),
+    PrinterColumn::wide_string(
+        "IMAGES",
+        ".spec.template.spec.containers[*].image",
+        "The images of currently cloneset.",
+    ),
+    PrinterColumn::wide_string(
+        "SELECTOR",
+        ".status.labelSelector",
+        "The selector of currently cloneset.",
+    ),
+];
 
 /// The CRD with `v1alpha1` and `v1beta1` (storage), scale and status subresources and
 /// OpenKruise's printer columns, plus the touches the derive cannot express:
 /// `spec.required = [selector, template]` and `enablePVCReuse` defaulting to `false`
 /// (kubebuilder `+kubebuilder:default=false`).
 pub fn crd() -> Result<CustomResourceDefinition, CrdError> {
-    let mut merged = kruise_common::api::crd::merge_versions(
-        vec![
-            super::v1alpha1::CloneSet::crd(),
-            super::v1beta1::CloneSet::crd(),
-        ],
-        "v1beta1",
-    )?;
-    for version in &mut merged.spec.versions {
-        let Some(schema) = version
-            .schema
-            .as_mut()
-            .and_then(|s| s.open_api_v3_schema.as_mut())
-        else {
-            continue;
-        };
-        // schemars turns `#[serde(default)]` into schema defaults (`scaleStrategy: {}` …);
-        // OpenKruise's CRD has none, and a schema default would make the API server write
-        // fields the user never set.
-        let mut value =
-            serde_json::to_value(&*schema).map_err(|e| CrdError::Serialize(e.to_string()))?;
-        kruise_common::api::crd::strip_schema_defaults(&mut value);
-        if let Some(spec) = value.pointer_mut("/properties/spec")
-            && let Some(obj) = spec.as_object_mut()
-        {
-            obj.insert(
+    CrdBuilder::new(KIND, V1BETA1)
+        .version(super::v1alpha1::CloneSet::crd())
+        .version(super::v1beta1::CloneSet::crd())
+        .status_subresource()
+        .scale_subresource(ScaleSubresource {
+            spec_replicas_path: ".spec.replicas",
+            status_replicas_path: ".status.replicas",
+            label_selector_path: ".status.labelSelector",
+        })
+        .printer_columns(&COLUMNS)
+        .schema_edit("/properties/spec", |spec| {
+            spec.insert(
                 "required".into(),
                 serde_json::json!(["selector", "template"]),
             );
-        }
-        if version.name == "v1beta1"
-            && let Some(reuse) = value
-                .pointer_mut("/properties/spec/properties/scaleStrategy/properties/enablePVCReuse")
-            && let Some(obj) = reuse.as_object_mut()
-        {
-            obj.insert("default".into(), serde_json::Value::Bool(false));
-        }
-        *schema = serde_json::from_value(value).map_err(|e| CrdError::Serialize(e.to_string()))?;
-    }
-    Ok(merged)
-}
-
-/// The CRD as YAML (for `kruise-cloneset crd`).
-pub fn crd_yaml() -> Result<String, CrdError> {
-    let crd = crd()?;
-    serde_saphyr::to_string(&crd).map_err(|e| CrdError::Serialize(e.to_string()))
+        })
+        .version_schema_edit(
+            V1BETA1,
+            "/properties/spec/properties/scaleStrategy/properties/enablePVCReuse",
+            |reuse| {
+                reuse.insert("default".into(), false.into());
+            },
+        )
+        .build()
 }
 
 #[cfg(test)]
@@ -78,13 +97,10 @@ mod tests {
         assert_eq!(crd.spec.names.plural, "clonesets");
         assert_eq!(crd.spec.names.short_names, Some(vec!["clone".to_string()]));
         assert_eq!(crd.spec.scope, "Namespaced");
-        let names: Vec<_> = crd.spec.versions.iter().map(|v| v.name.as_str()).collect();
-        assert_eq!(names, ["v1alpha1", "v1beta1"]);
+        // Versions, storage and the status subresource: the builder's own tests.
+        assert_eq!(crd.spec.versions.len(), 2);
         for v in &crd.spec.versions {
-            assert!(v.served);
-            assert_eq!(v.storage, v.name == "v1beta1");
             let sub = v.subresources.as_ref().unwrap();
-            assert!(sub.status.is_some());
             let scale = sub.scale.as_ref().unwrap();
             assert_eq!(scale.spec_replicas_path, ".spec.replicas");
             assert_eq!(scale.status_replicas_path, ".status.replicas");
@@ -118,7 +134,7 @@ mod tests {
 
     #[test]
     fn crd_yaml_mentions_everything() {
-        let yaml = crd_yaml().unwrap();
+        let yaml = serde_saphyr::to_string(&crd().unwrap()).unwrap();
         let v: serde_json::Value = serde_saphyr::from_str(&yaml).unwrap();
         let versions = v["spec"]["versions"].as_array().unwrap();
         assert_eq!(versions.len(), 2);

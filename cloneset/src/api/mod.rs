@@ -18,13 +18,9 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 /// API group of CloneSet.
-pub const GROUP: &str = "apps.kruise.io";
+pub const GROUP: &str = kruise_common::api::version::APPS_GROUP;
 /// Kind name.
 pub const KIND: &str = "CloneSet";
-/// `apps.kruise.io/v1alpha1`.
-pub const V1ALPHA1: &str = "apps.kruise.io/v1alpha1";
-/// `apps.kruise.io/v1beta1` (storage).
-pub const V1BETA1: &str = "apps.kruise.io/v1beta1";
 /// Default `updateStrategy.maxUnavailable`.
 pub const DEFAULT_MAX_UNAVAILABLE: &str = "20%";
 /// Default `revisionHistoryLimit`.
@@ -121,22 +117,7 @@ pub mod condition {
     pub const REASON_AVAILABLE: &str = "CloneSetAvailable";
 }
 
-pub(crate) fn is_zero_i32(v: &i32) -> bool {
-    *v == 0
-}
-
-pub(crate) fn is_zero_i64(v: &i64) -> bool {
-    *v == 0
-}
-
-pub(crate) fn is_false(v: &bool) -> bool {
-    !*v
-}
-
-/// Schema of OpenKruise's schemaless fields (`template`, `volumeClaimTemplates`): any value,
-/// unknown fields preserved.
-pub(crate) fn preserve_unknown_fields(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
-    schemars::json_schema!({ "x-kubernetes-preserve-unknown-fields": true })
-}
-
+pub(crate) use kruise_common::api::serde_helpers::{
+    is_false, is_zero_i32, is_zero_i64, preserve_unknown_fields,
+};
 pub(crate) use kruise_common::string_enum;

@@ -8,11 +8,15 @@
 //! it and rejects `maxUnavailable: 0, maxSurge: 1`).
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::fmt;
 
 use k8s_openapi::api::core::v1::{PodSpec, PodTemplateSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use kruise_common::api::field::{
+    BadValue, DNS1123_LABEL_MESSAGE, DNS1123_SUBDOMAIN_MESSAGE, is_dns1123_label,
+    is_dns1123_subdomain,
+};
+pub use kruise_common::api::field::{ErrorList, FieldError, bracketed as to_message};
 use kruise_common::api::intstr::scaled_value_from_int_or_percent;
 use kruise_common::api::strategy::validate_scatter;
 use kruise_common::api::{InPlaceUpdateStrategy, UpdatePriorityStrategy, UpdateScatterTerm};
@@ -20,82 +24,6 @@ use kruise_common::inplace::{DiffOpKind, json_diff};
 use kruise_common::pods::selector::selector_matches;
 
 use super::{v1alpha1, v1beta1};
-
-/// Kind of a field error (Kubernetes' `field.ErrorType`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ErrorKind {
-    /// A required field is missing.
-    Required,
-    /// A value is not valid.
-    Invalid,
-    /// A change or value is not allowed.
-    Forbidden,
-    /// A value is not one of the supported values.
-    NotSupported,
-}
-
-/// One validation problem: field path, kind, offending value (rendered) and reason.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct FieldError {
-    /// Dotted path, e.g. `spec.updateStrategy.maxSurge`.
-    pub field: String,
-    /// Kind.
-    pub kind: ErrorKind,
-    /// The offending value as Kubernetes renders it (Invalid / NotSupported).
-    pub value: Option<String>,
-    /// Reason.
-    pub detail: String,
-}
-
-impl fmt::Display for FieldError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let value = self.value.as_deref().unwrap_or("null");
-        match self.kind {
-            ErrorKind::Required if self.detail.is_empty() => {
-                write!(f, "{}: Required value", self.field)
-            }
-            ErrorKind::Required => write!(f, "{}: Required value: {}", self.field, self.detail),
-            ErrorKind::Invalid if self.detail.is_empty() => {
-                write!(f, "{}: Invalid value: {value}", self.field)
-            }
-            ErrorKind::Invalid => {
-                write!(f, "{}: Invalid value: {value}: {}", self.field, self.detail)
-            }
-            ErrorKind::Forbidden => write!(f, "{}: Forbidden: {}", self.field, self.detail),
-            ErrorKind::NotSupported => write!(
-                f,
-                "{}: Unsupported value: {value}: supported values: {}",
-                self.field, self.detail
-            ),
-        }
-    }
-}
-
-impl FieldError {
-    fn new(field: &str, kind: ErrorKind, value: Option<String>, detail: impl Into<String>) -> Self {
-        Self {
-            field: field.to_string(),
-            kind,
-            value,
-            detail: detail.into(),
-        }
-    }
-    fn required(field: &str, detail: impl Into<String>) -> Self {
-        Self::new(field, ErrorKind::Required, None, detail)
-    }
-    fn invalid(field: &str, value: impl fmt::Display, detail: impl Into<String>) -> Self {
-        Self::new(field, ErrorKind::Invalid, Some(value.to_string()), detail)
-    }
-    fn forbidden(field: &str, detail: impl Into<String>) -> Self {
-        Self::new(field, ErrorKind::Forbidden, None, detail)
-    }
-}
-
-/// Joins errors the way an admission denial message lists them.
-pub fn to_message(errors: &[FieldError]) -> String {
-    let parts: Vec<String> = errors.iter().map(ToString::to_string).collect();
-    format!("[{}]", parts.join(", "))
-}
 
 /// What the API says about a pod named in a newly added `podsToDelete` entry.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -128,25 +56,43 @@ struct View<'a> {
     in_place_only: bool,
 }
 
+/// The [`View`] of a CloneSet of either version (the fields it reads are alike in both).
+macro_rules! view {
+    ($cs:expr, $in_place_only:expr) => {{
+        let cs = $cs;
+        View {
+            meta: &cs.metadata,
+            replicas: cs.spec.replicas,
+            selector: cs.spec.selector.as_ref(),
+            template: &cs.spec.template,
+            vct_names: vct_names(&cs.spec.volume_claim_templates),
+            pods_to_delete: &cs.spec.scale_strategy.pods_to_delete,
+            min_ready_seconds: cs.spec.min_ready_seconds,
+            progress_deadline_seconds: cs.spec.progress_deadline_seconds,
+            in_place_only: $in_place_only,
+        }
+    }};
+}
+
 /// Validates a `v1alpha1` CloneSet on create (`old = None`) or update.
 pub fn validate_v1alpha1(
     new: &v1alpha1::CloneSet,
     old: Option<&v1alpha1::CloneSet>,
     lookup: Option<PodLookupFn<'_>>,
-) -> Vec<FieldError> {
+) -> ErrorList {
     use v1alpha1::CloneSetUpdateStrategyType as T;
     let s = &new.spec.update_strategy;
     let in_place_only = s.type_ == Some(T::InPlaceOnly);
-    let view = alpha_view(new, in_place_only);
-    let old_view = old.map(|o| alpha_view(o, false));
+    let view = view!(new, in_place_only);
+    let old_view = old.map(|o| view!(o, false));
     let mut errs = validate_common(&view, old_view.as_ref(), lookup);
     let replicas = new.spec.replicas.unwrap_or(1);
     let path = "spec.updateStrategy";
     match &s.type_ {
         Some(T::ReCreate | T::InPlaceIfPossible | T::InPlaceOnly) => {}
         other => errs.push(FieldError::invalid(
-            &format!("{path}.type"),
-            format!("{:?}", other.as_ref().map_or("", |t| t.as_str())),
+            format!("{path}.type"),
+            other.as_ref().map_or("", |t| t.as_str()),
             "must be 'ReCreate', InPlaceIfPossible or 'InPlaceOnly'",
         )),
     }
@@ -172,7 +118,7 @@ pub fn validate_v1beta1(
     new: &v1beta1::CloneSet,
     old: Option<&v1beta1::CloneSet>,
     lookup: Option<PodLookupFn<'_>>,
-) -> Vec<FieldError> {
+) -> ErrorList {
     use v1beta1::CloneSetPodUpdatePolicy as P;
     use v1beta1::CloneSetUpdateStrategyType as T;
     let s = &new.spec.update_strategy;
@@ -180,8 +126,8 @@ pub fn validate_v1beta1(
         .rolling_update
         .as_ref()
         .is_some_and(|r| r.pod_update_policy == Some(P::InPlaceOnly));
-    let view = beta_view(new, in_place_only);
-    let old_view = old.map(|o| beta_view(o, false));
+    let view = view!(new, in_place_only);
+    let old_view = old.map(|o| view!(o, false));
     let mut errs = validate_common(&view, old_view.as_ref(), lookup);
     let replicas = new.spec.replicas.unwrap_or(1);
     let path = "spec.updateStrategy";
@@ -189,8 +135,8 @@ pub fn validate_v1beta1(
         None | Some(T::RollingUpdate | T::OnDelete) => {}
         Some(T::Unknown(v)) if v.is_empty() => {}
         Some(other) => errs.push(FieldError::invalid(
-            &format!("{path}.type"),
-            format!("{:?}", other.as_str()),
+            format!("{path}.type"),
+            other.as_str(),
             "must be 'RollingUpdate' or 'OnDelete'",
         )),
     }
@@ -200,8 +146,8 @@ pub fn validate_v1beta1(
             None | Some(P::ReCreate | P::InPlaceIfPossible | P::InPlaceOnly) => {}
             Some(P::Unknown(v)) if v.is_empty() => {}
             Some(other) => errs.push(FieldError::invalid(
-                &format!("{rpath}.podUpdatePolicy"),
-                format!("{:?}", other.as_str()),
+                format!("{rpath}.podUpdatePolicy"),
+                other.as_str(),
                 "must be 'ReCreate', 'InPlaceIfPossible' or 'InPlaceOnly'",
             )),
         }
@@ -223,68 +169,17 @@ pub fn validate_v1beta1(
     errs
 }
 
-fn alpha_view(cs: &v1alpha1::CloneSet, in_place_only: bool) -> View<'_> {
-    View {
-        meta: &cs.metadata,
-        replicas: cs.spec.replicas,
-        selector: cs.spec.selector.as_ref(),
-        template: &cs.spec.template,
-        vct_names: vct_names(&cs.spec.volume_claim_templates),
-        pods_to_delete: &cs.spec.scale_strategy.pods_to_delete,
-        min_ready_seconds: cs.spec.min_ready_seconds,
-        progress_deadline_seconds: cs.spec.progress_deadline_seconds,
-        in_place_only,
-    }
-}
-
-fn beta_view(cs: &v1beta1::CloneSet, in_place_only: bool) -> View<'_> {
-    View {
-        meta: &cs.metadata,
-        replicas: cs.spec.replicas,
-        selector: cs.spec.selector.as_ref(),
-        template: &cs.spec.template,
-        vct_names: vct_names(&cs.spec.volume_claim_templates),
-        pods_to_delete: &cs.spec.scale_strategy.pods_to_delete,
-        min_ready_seconds: cs.spec.min_ready_seconds,
-        progress_deadline_seconds: cs.spec.progress_deadline_seconds,
-        in_place_only,
-    }
-}
-
 fn vct_names(vcts: &[k8s_openapi::api::core::v1::PersistentVolumeClaim]) -> Vec<String> {
     vcts.iter()
         .map(|p| p.metadata.name.clone().unwrap_or_default())
         .collect()
 }
 
-fn render<T: serde::Serialize>(v: &T) -> String {
-    // Go prints structs with %v; JSON is the closest stable rendering.
-    serde_json::to_string(v).unwrap_or_default()
-}
-
-/// Kubernetes' DNS-1123 subdomain check.
-fn is_dns_subdomain(name: &str) -> bool {
-    !name.is_empty()
-        && name.len() <= 253
-        && name.split('.').all(|label| {
-            !label.is_empty()
-                && label
-                    .bytes()
-                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-                && !label.starts_with('-')
-                && !label.ends_with('-')
-        })
-}
-
-fn is_dns_label(name: &str) -> bool {
-    name.len() <= 63 && !name.contains('.') && is_dns_subdomain(name)
-}
-
 fn validate_common(
     view: &View<'_>,
     old: Option<&View<'_>>,
     lookup: Option<PodLookupFn<'_>>,
-) -> Vec<FieldError> {
+) -> ErrorList {
     let mut errs = Vec::new();
     // metadata
     match (
@@ -292,11 +187,11 @@ fn validate_common(
         view.meta.generate_name.as_deref(),
     ) {
         (Some(n), _) if !n.is_empty() => {
-            if !is_dns_subdomain(n) {
+            if !is_dns1123_subdomain(n) {
                 errs.push(FieldError::invalid(
                     "metadata.name",
-                    format!("{n:?}"),
-                    "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character",
+                    n,
+                    DNS1123_SUBDOMAIN_MESSAGE,
                 ));
             }
         }
@@ -335,7 +230,7 @@ fn validate_common(
             if empty {
                 errs.push(FieldError::invalid(
                     "spec.selector",
-                    render(sel),
+                    BadValue::json(sel),
                     "empty selector is invalid for cloneset",
                 ));
             }
@@ -348,12 +243,12 @@ fn validate_common(
             match selector_matches(sel, &labels) {
                 Err(e) => errs.push(FieldError::invalid(
                     "spec.selector",
-                    render(sel),
+                    BadValue::json(sel),
                     e.to_string(),
                 )),
                 Ok(false) if !empty => errs.push(FieldError::invalid(
                     "spec.template.metadata.labels",
-                    render(&labels),
+                    BadValue::json(&labels),
                     "`selector` does not match template `labels`",
                 )),
                 Ok(_) => {}
@@ -388,7 +283,7 @@ fn validate_common(
     if !dups.is_empty() {
         errs.push(FieldError::invalid(
             "spec.scaleStrategy.podsToDelete",
-            render(&view.pods_to_delete),
+            BadValue::json(view.pods_to_delete),
             format!("duplicated items {:?}", dups.iter().collect::<Vec<_>>()),
         ));
     } else if let Some(lookup) = lookup {
@@ -410,7 +305,7 @@ fn validate_common(
             };
             errs.push(FieldError::invalid(
                 "spec.scaleStrategy.podsToDelete",
-                format!("{name:?}"),
+                name,
                 detail,
             ));
         }
@@ -432,23 +327,18 @@ fn validate_template(errs: &mut Vec<FieldError>, view: &View<'_>) {
     for (i, c) in spec.containers.iter().enumerate() {
         let path = format!("spec.template.spec.containers[{i}]");
         if c.name.is_empty() {
-            errs.push(FieldError::required(&format!("{path}.name"), ""));
-        } else if !is_dns_label(&c.name) {
+            errs.push(FieldError::required(format!("{path}.name"), ""));
+        } else if !is_dns1123_label(&c.name) {
             errs.push(FieldError::invalid(
-                &format!("{path}.name"),
+                format!("{path}.name"),
                 &c.name,
-                "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character",
+                DNS1123_LABEL_MESSAGE,
             ));
         } else if !names.insert(c.name.as_str()) {
-            errs.push(FieldError::new(
-                &format!("{path}.name"),
-                ErrorKind::Invalid,
-                Some(format!("{:?}", c.name)),
-                "Duplicate value",
-            ));
+            errs.push(FieldError::duplicate(format!("{path}.name"), &c.name));
         }
         if c.image.as_deref().is_none_or(|i| i.trim().is_empty()) {
-            errs.push(FieldError::required(&format!("{path}.image"), ""));
+            errs.push(FieldError::required(format!("{path}.image"), ""));
         }
     }
     let mut volumes: BTreeSet<&str> = BTreeSet::new();
@@ -462,11 +352,9 @@ fn validate_template(errs: &mut Vec<FieldError>, view: &View<'_>) {
         .enumerate()
     {
         if !volumes.insert(name) {
-            errs.push(FieldError::new(
-                &format!("spec.template.spec.volumes[{i}].name"),
-                ErrorKind::Invalid,
-                Some(format!("{name:?}")),
-                "Duplicate value",
+            errs.push(FieldError::duplicate(
+                format!("spec.template.spec.volumes[{i}].name"),
+                name,
             ));
         }
     }
@@ -474,11 +362,10 @@ fn validate_template(errs: &mut Vec<FieldError>, view: &View<'_>) {
         && !policy.is_empty()
         && policy != "Always"
     {
-        errs.push(FieldError::new(
+        errs.push(FieldError::not_supported(
             "spec.template.spec.restartPolicy",
-            ErrorKind::NotSupported,
-            Some(format!("{policy:?}")),
-            "\"Always\"",
+            policy,
+            &["Always"],
         ));
     }
     if spec.active_deadline_seconds.is_some() {
@@ -536,13 +423,12 @@ struct RollingFields<'a> {
 
 /// An int-or-string as Go's `IntOrString.String()` gives it, quoted as Kubernetes quotes
 /// string values in field errors.
-fn render_int_or_string(v: Option<&IntOrString>) -> String {
-    let raw = match v {
-        None => "<nil>".to_string(),
-        Some(IntOrString::Int(i)) => i.to_string(),
-        Some(IntOrString::String(s)) => s.clone(),
-    };
-    format!("{raw:?}")
+fn render_int_or_string(v: Option<&IntOrString>) -> BadValue {
+    match v {
+        None => BadValue::from("<nil>"),
+        Some(IntOrString::Int(i)) => BadValue::from(i.to_string()),
+        Some(IntOrString::String(s)) => BadValue::from(s),
+    }
 }
 
 fn validate_rolling(errs: &mut Vec<FieldError>, path: &str, replicas: i32, f: RollingFields<'_>) {
@@ -551,7 +437,7 @@ fn validate_rolling(errs: &mut Vec<FieldError>, path: &str, replicas: i32, f: Ro
         Ok(p) => p,
         Err(e) => {
             errs.push(FieldError::invalid(
-                &format!("{path}.partition"),
+                format!("{path}.partition"),
                 render_int_or_string(f.partition),
                 format!("failed GetScaledValueFromIntOrPercent for partition: {e}"),
             ));
@@ -560,7 +446,7 @@ fn validate_rolling(errs: &mut Vec<FieldError>, path: &str, replicas: i32, f: Ro
     };
     if partition < 0 {
         errs.push(FieldError::invalid(
-            &format!("{path}.partition"),
+            format!("{path}.partition"),
             partition,
             "must be greater than or equal to 0",
         ));
@@ -569,13 +455,13 @@ fn validate_rolling(errs: &mut Vec<FieldError>, path: &str, replicas: i32, f: Ro
         && let Err(e) = p.validate()
     {
         errs.push(FieldError::required(
-            &format!("{path}.priorityStrategy"),
+            format!("{path}.priorityStrategy"),
             e.to_string(),
         ));
     }
     if let Err(e) = validate_scatter(f.scatter) {
         errs.push(FieldError::required(
-            &format!("{path}.scatterStrategy"),
+            format!("{path}.scatterStrategy"),
             e.to_string(),
         ));
     }
@@ -584,7 +470,7 @@ fn validate_rolling(errs: &mut Vec<FieldError>, path: &str, replicas: i32, f: Ro
         match scaled_value_from_int_or_percent(Some(v), replicas, true) {
             Ok(n) => max_unavailable = n,
             Err(e) => errs.push(FieldError::invalid(
-                &format!("{path}.maxUnavailable"),
+                format!("{path}.maxUnavailable"),
                 render_int_or_string(Some(v)),
                 format!("failed GetScaledValueFromIntOrPercent for maxUnavailable: {e}"),
             )),
@@ -595,14 +481,14 @@ fn validate_rolling(errs: &mut Vec<FieldError>, path: &str, replicas: i32, f: Ro
         match scaled_value_from_int_or_percent(Some(v), replicas, true) {
             Ok(n) => max_surge = n,
             Err(e) => errs.push(FieldError::invalid(
-                &format!("{path}.maxSurge"),
+                format!("{path}.maxSurge"),
                 render_int_or_string(Some(v)),
                 format!("failed GetScaledValueFromIntOrPercent for maxSurge: {e}"),
             )),
         }
         if f.in_place_only && max_surge > 0 {
             errs.push(FieldError::invalid(
-                &format!("{path}.maxSurge"),
+                format!("{path}.maxSurge"),
                 render_int_or_string(Some(v)),
                 "can not use maxSurge with strategy type InPlaceOnly",
             ));
@@ -610,7 +496,7 @@ fn validate_rolling(errs: &mut Vec<FieldError>, path: &str, replicas: i32, f: Ro
     }
     if replicas > 0 && max_unavailable < 1 && max_surge < 1 {
         errs.push(FieldError::invalid(
-            &format!("{path}.maxUnavailable"),
+            format!("{path}.maxUnavailable"),
             render_int_or_string(f.max_unavailable),
             "maxUnavailable and maxSurge should not both be less than 1",
         ));
@@ -619,25 +505,25 @@ fn validate_rolling(errs: &mut Vec<FieldError>, path: &str, replicas: i32, f: Ro
         let ipath = format!("{path}.inPlaceUpdateStrategy");
         match &ip.image_pre_download_parallelism {
             Some(IntOrString::String(s)) if s.ends_with('%') => errs.push(FieldError::invalid(
-                &format!("{ipath}.imagePreDownloadParallelism"),
-                format!("{s:?}"),
+                format!("{ipath}.imagePreDownloadParallelism"),
+                s,
                 "imagePreDownloadParallelism does not support percentage value",
             )),
             Some(IntOrString::String(s)) => match s.parse::<i32>() {
                 Err(e) => errs.push(FieldError::invalid(
-                    &format!("{ipath}.imagePreDownloadParallelism"),
-                    format!("{s:?}"),
+                    format!("{ipath}.imagePreDownloadParallelism"),
+                    s,
                     format!("imagePreDownloadParallelism must be a valid integer: {e}"),
                 )),
                 Ok(n) if n < 0 => errs.push(FieldError::invalid(
-                    &format!("{ipath}.imagePreDownloadParallelism"),
-                    format!("{s:?}"),
+                    format!("{ipath}.imagePreDownloadParallelism"),
+                    s,
                     "imagePreDownloadParallelism must be non-negative",
                 )),
                 Ok(_) => {}
             },
             Some(IntOrString::Int(n)) if *n < 0 => errs.push(FieldError::invalid(
-                &format!("{ipath}.imagePreDownloadParallelism"),
+                format!("{ipath}.imagePreDownloadParallelism"),
                 n,
                 "imagePreDownloadParallelism must be non-negative",
             )),
@@ -657,7 +543,7 @@ fn validate_rolling(errs: &mut Vec<FieldError>, path: &str, replicas: i32, f: Ro
                 && v < 0
             {
                 errs.push(FieldError::invalid(
-                    &format!("{ipath}.{name}"),
+                    format!("{ipath}.{name}"),
                     v,
                     "must be greater than or equal to 0",
                 ));

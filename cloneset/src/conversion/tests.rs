@@ -1,7 +1,14 @@
 use super::*;
-use crate::api::CloneSetStatus;
+use std::collections::BTreeMap;
+
+use crate::api::{CloneSetStatus, v1alpha1, v1beta1};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
-use kruise_common::api::{UpdatePriorityOrderTerm, UpdatePriorityStrategy, UpdateScatterTerm};
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use kruise_common::admission::Converter;
+use kruise_common::api::version::{APPS_V1ALPHA1, APPS_V1BETA1};
+use kruise_common::api::{
+    InPlaceUpdateStrategy, UpdatePriorityOrderTerm, UpdatePriorityStrategy, UpdateScatterTerm,
+};
 use pretty_assertions::assert_eq;
 use proptest::prelude::*;
 use serde_json::json;
@@ -313,29 +320,32 @@ fn beta_object() -> impl Strategy<Value = v1beta1::CloneSet> {
         })
 }
 
+fn convert(object: serde_json::Value, desired_api_version: &str) -> serde_json::Value {
+    CloneSetConverter
+        .convert(object, desired_api_version)
+        .unwrap()
+}
+
 proptest! {
     #[test]
     fn alpha_beta_alpha_is_lossless(a in alpha_object()) {
-        let back = to_v1alpha1(&to_v1beta1(&a));
-        prop_assert_eq!(&back, &a);
-        // The JSON path agrees with the typed one.
         let v = serde_json::to_value(&a).unwrap();
-        let beta_v = convert_value(v.clone(), V1BETA1).unwrap();
+        let beta_v = convert(v.clone(), APPS_V1BETA1);
+        prop_assert_eq!(beta_v["apiVersion"].as_str(), Some(APPS_V1BETA1));
+        // What the converter wrote is a v1beta1 CloneSet, every field where its type has it.
         let typed_beta: v1beta1::CloneSet = serde_json::from_value(beta_v.clone()).unwrap();
-        prop_assert_eq!(&typed_beta, &to_v1beta1(&a));
-        prop_assert_eq!(beta_v["apiVersion"].as_str(), Some(V1BETA1));
-        let alpha_v = convert_value(beta_v, V1ALPHA1).unwrap();
-        prop_assert_eq!(alpha_v, v);
+        prop_assert_eq!(&serde_json::to_value(&typed_beta).unwrap(), &beta_v);
+        prop_assert_eq!(convert(beta_v, APPS_V1ALPHA1), v);
     }
 
     #[test]
     fn beta_alpha_beta_is_lossless(b in beta_object()) {
-        let back = to_v1beta1(&to_v1alpha1(&b));
-        prop_assert_eq!(&back, &b);
         let v = serde_json::to_value(&b).unwrap();
-        let alpha_v = convert_value(v.clone(), V1ALPHA1).unwrap();
-        prop_assert_eq!(alpha_v["apiVersion"].as_str(), Some(V1ALPHA1));
-        prop_assert_eq!(convert_value(alpha_v, V1BETA1).unwrap(), v);
+        let alpha_v = convert(v.clone(), APPS_V1ALPHA1);
+        prop_assert_eq!(alpha_v["apiVersion"].as_str(), Some(APPS_V1ALPHA1));
+        let typed_alpha: v1alpha1::CloneSet = serde_json::from_value(alpha_v.clone()).unwrap();
+        prop_assert_eq!(&serde_json::to_value(&typed_alpha).unwrap(), &alpha_v);
+        prop_assert_eq!(convert(alpha_v, APPS_V1BETA1), v);
     }
 
     #[test]
@@ -343,33 +353,40 @@ proptest! {
         ty in "[A-Za-z]{0,12}", policy in "[A-Za-z]{0,12}", grace in any::<i32>(),
         par in "[0-9a-z%+-]{0,5}",
     ) {
-        let alpha = json!({"apiVersion": V1ALPHA1, "kind": "CloneSet", "metadata": {"name": "x",
+        let alpha = json!({"apiVersion": APPS_V1ALPHA1, "kind": "CloneSet", "metadata": {"name": "x",
             "annotations": {IMAGE_PREDOWNLOAD_PARALLELISM_KEY: par, IMAGE_PREDOWNLOAD_TIMEOUT_SECONDS_KEY: "x"}},
             "spec": {"updateStrategy": {"type": ty, "inPlaceUpdateStrategy": {"gracePeriodSeconds": grace}}}});
-        let _ = convert_value(alpha, V1BETA1);
-        let beta = json!({"apiVersion": V1BETA1, "kind": "CloneSet", "metadata": {"name": "x"},
+        let _ = CloneSetConverter.convert(alpha, APPS_V1BETA1);
+        let beta = json!({"apiVersion": APPS_V1BETA1, "kind": "CloneSet", "metadata": {"name": "x"},
             "spec": {"updateStrategy": {"type": ty, "rollingUpdate": {"podUpdatePolicy": policy}}}});
-        let _ = convert_value(beta, V1ALPHA1);
+        let _ = CloneSetConverter.convert(beta, APPS_V1ALPHA1);
     }
 }
 
+fn convert_result(
+    object: serde_json::Value,
+    desired_api_version: &str,
+) -> Result<serde_json::Value, String> {
+    CloneSetConverter.convert(object, desired_api_version)
+}
+
 fn alpha_json(spec: serde_json::Value) -> serde_json::Value {
-    json!({"apiVersion": V1ALPHA1, "kind": "CloneSet", "metadata": {"name": "demo"}, "spec": spec})
+    json!({"apiVersion": APPS_V1ALPHA1, "kind": "CloneSet", "metadata": {"name": "demo"}, "spec": spec})
 }
 
 fn beta_json(spec: serde_json::Value) -> serde_json::Value {
-    json!({"apiVersion": V1BETA1, "kind": "CloneSet", "metadata": {"name": "demo"}, "spec": spec})
+    json!({"apiVersion": APPS_V1BETA1, "kind": "CloneSet", "metadata": {"name": "demo"}, "spec": spec})
 }
 
 #[test]
 fn field_mapping_table() {
-    let got = convert_value(
+    let got = convert_result(
         alpha_json(json!({
             "scaleStrategy": {"disablePVCReuse": true, "podsToDelete": ["a"]},
             "updateStrategy": {"type": "InPlaceIfPossible", "partition": "50%", "maxSurge": 1,
                                "inPlaceUpdateStrategy": {"gracePeriodSeconds": 10}},
         })),
-        V1BETA1,
+        APPS_V1BETA1,
     )
     .unwrap();
     assert_eq!(
@@ -379,7 +396,7 @@ fn field_mapping_table() {
     );
     assert_eq!(got["spec"]["scaleStrategy"], json!({"podsToDelete": ["a"]}));
     // default alpha (reuse on) -> enablePVCReuse true
-    let got = convert_value(alpha_json(json!({})), V1BETA1).unwrap();
+    let got = convert_result(alpha_json(json!({})), APPS_V1BETA1).unwrap();
     assert_eq!(
         got["spec"]["scaleStrategy"],
         json!({"enablePVCReuse": true})
@@ -389,12 +406,12 @@ fn field_mapping_table() {
         json!({"type": "RollingUpdate", "rollingUpdate": {"podUpdatePolicy": "ReCreate"}})
     );
     // beta -> alpha: fields to annotations, enablePVCReuse false -> disablePVCReuse true
-    let got = convert_value(
+    let got = convert_result(
         beta_json(json!({"updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {
             "podUpdatePolicy": "InPlaceOnly",
             "inPlaceUpdateStrategy": {"imagePreDownloadParallelism": 3, "imagePreDownloadTimeoutSeconds": 60,
                                       "imagePreDownloadMinUpdatedReadyPods": 2}}}})),
-        V1ALPHA1,
+        APPS_V1ALPHA1,
     )
     .unwrap();
     assert_eq!(
@@ -413,7 +430,7 @@ fn field_mapping_table() {
     // exclude-preparing-delete label -> field
     let mut a = alpha_json(json!({}));
     a["metadata"]["labels"] = json!({CLONESET_SCALING_EXCLUDE_PREPARING_DELETE_KEY: "true"});
-    let got = convert_value(a, V1BETA1).unwrap();
+    let got = convert_result(a, APPS_V1BETA1).unwrap();
     assert_eq!(got["spec"]["scaleStrategy"]["excludePreparingDelete"], true);
 }
 
@@ -422,22 +439,22 @@ fn documented_lossy_cases() {
     // alpha OnDelete drops the rolling fields.
     let a =
         alpha_json(json!({"updateStrategy": {"type": "OnDelete", "partition": 2, "paused": true}}));
-    let back = convert_value(convert_value(a, V1BETA1).unwrap(), V1ALPHA1).unwrap();
+    let back = convert_result(convert_result(a, APPS_V1BETA1).unwrap(), APPS_V1ALPHA1).unwrap();
     assert_eq!(back["spec"]["updateStrategy"], json!({"type": "OnDelete"}));
     // an empty alpha type comes back as ReCreate; an empty inPlaceUpdateStrategy disappears.
     let a = alpha_json(json!({"updateStrategy": {"inPlaceUpdateStrategy": {}}}));
-    let back = convert_value(convert_value(a, V1BETA1).unwrap(), V1ALPHA1).unwrap();
+    let back = convert_result(convert_result(a, APPS_V1BETA1).unwrap(), APPS_V1ALPHA1).unwrap();
     assert_eq!(back["spec"]["updateStrategy"], json!({"type": "ReCreate"}));
     // beta without type/rollingUpdate comes back explicit.
     let b = beta_json(json!({}));
-    let back = convert_value(convert_value(b, V1ALPHA1).unwrap(), V1BETA1).unwrap();
+    let back = convert_result(convert_result(b, APPS_V1ALPHA1).unwrap(), APPS_V1BETA1).unwrap();
     assert_eq!(
         back["spec"]["updateStrategy"],
         json!({"type": "RollingUpdate", "rollingUpdate": {"podUpdatePolicy": "ReCreate"}})
     );
     // beta excludePreparingDelete without the label is lost.
     let b = beta_json(json!({"scaleStrategy": {"excludePreparingDelete": true}}));
-    let back = convert_value(convert_value(b, V1ALPHA1).unwrap(), V1BETA1).unwrap();
+    let back = convert_result(convert_result(b, APPS_V1ALPHA1).unwrap(), APPS_V1BETA1).unwrap();
     assert_eq!(
         back["spec"]["scaleStrategy"].get("excludePreparingDelete"),
         None
@@ -446,14 +463,14 @@ fn documented_lossy_cases() {
     let b = beta_json(
         json!({"updateStrategy": {"type": "OnDelete", "rollingUpdate": {"partition": 1}}}),
     );
-    let back = convert_value(convert_value(b, V1ALPHA1).unwrap(), V1BETA1).unwrap();
+    let back = convert_result(convert_result(b, APPS_V1ALPHA1).unwrap(), APPS_V1BETA1).unwrap();
     assert_eq!(back["spec"]["updateStrategy"], json!({"type": "OnDelete"}));
     // numeric string parallelism comes back as an integer; metadata gains the annotations.
     let b = beta_json(
         json!({"updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {
         "podUpdatePolicy": "ReCreate", "inPlaceUpdateStrategy": {"imagePreDownloadParallelism": "4"}}}}),
     );
-    let back = convert_value(convert_value(b, V1ALPHA1).unwrap(), V1BETA1).unwrap();
+    let back = convert_result(convert_result(b, APPS_V1ALPHA1).unwrap(), APPS_V1BETA1).unwrap();
     assert_eq!(
         back["spec"]["updateStrategy"]["rollingUpdate"]["inPlaceUpdateStrategy"],
         json!({"imagePreDownloadParallelism": 4})
@@ -472,7 +489,7 @@ fn template_and_metadata_carried_byte_for_byte() {
         json!({"template": template, "volumeClaimTemplates": [{"metadata": {"name": "data"}, "spec": {"futureField": true}}]}),
     );
     a["metadata"]["managedFields"] = json!([{"manager": "kubectl"}]);
-    let b = convert_value(a.clone(), V1BETA1).unwrap();
+    let b = convert_result(a.clone(), APPS_V1BETA1).unwrap();
     assert_eq!(b["spec"]["template"], a["spec"]["template"]);
     assert_eq!(
         b["spec"]["volumeClaimTemplates"],
@@ -487,12 +504,12 @@ fn converter_serves_reviews() {
     let converters: Vec<std::sync::Arc<dyn Converter>> =
         vec![std::sync::Arc::new(CloneSetConverter)];
     let body = json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "ConversionReview",
-        "request": {"uid": "1", "desiredAPIVersion": V1BETA1,
+        "request": {"uid": "1", "desiredAPIVersion": APPS_V1BETA1,
                     "objects": [alpha_json(json!({"updateStrategy": {"type": "InPlaceOnly"}}))]}});
     let out = review(&converters, &serde_json::to_vec(&body).unwrap()).unwrap();
     assert_eq!(out["response"]["result"]["status"], "Success");
     let obj = &out["response"]["convertedObjects"][0];
-    assert_eq!(obj["apiVersion"], V1BETA1);
+    assert_eq!(obj["apiVersion"], APPS_V1BETA1);
     assert_eq!(
         obj["spec"]["updateStrategy"]["rollingUpdate"]["podUpdatePolicy"],
         "InPlaceOnly"
@@ -504,4 +521,27 @@ fn converter_serves_reviews() {
     assert_eq!(out["response"]["result"]["status"], "Failure");
     assert!(CloneSetConverter.handles("apps.kruise.io", "CloneSet"));
     assert!(!CloneSetConverter.handles("apps.kruise.io", "StatefulSet"));
+}
+
+#[test]
+fn fields_the_types_do_not_know_survive_a_round_trip() {
+    let mut a = alpha_json(json!({
+        "replicas": 2, "futureSpecField": {"x": [1]},
+        "scaleStrategy": {"futureScaleKnob": "on"},
+        "updateStrategy": {"type": "InPlaceOnly", "partition": 1, "futureUpdateKnob": 3,
+                           "inPlaceUpdateStrategy": {"gracePeriodSeconds": 5, "futureInPlace": true}},
+    }));
+    a["status"] = json!({"replicas": 2, "futureStatus": "s"});
+    a["futureTopLevel"] = json!(1);
+    let b = convert_result(a.clone(), APPS_V1BETA1).unwrap();
+    assert_eq!(b["spec"]["futureSpecField"], json!({"x": [1]}));
+    assert_eq!(b["spec"]["scaleStrategy"]["futureScaleKnob"], "on");
+    assert_eq!(b["spec"]["updateStrategy"]["futureUpdateKnob"], 3);
+    assert_eq!(
+        b["spec"]["updateStrategy"]["rollingUpdate"]["inPlaceUpdateStrategy"],
+        json!({"gracePeriodSeconds": 5, "futureInPlace": true})
+    );
+    assert_eq!(b["status"]["futureStatus"], "s");
+    assert_eq!(b["futureTopLevel"], 1);
+    assert_eq!(convert_result(b, APPS_V1ALPHA1).unwrap(), a);
 }

@@ -49,7 +49,7 @@ pub fn pvc_name(vct: &str, cloneset: &str, id: &str) -> String {
 
 fn owner_ref(cs: &CloneSet) -> OwnerReference {
     OwnerReference {
-        api_version: crate::api::V1BETA1.into(),
+        api_version: kruise_common::api::version::APPS_V1BETA1.into(),
         kind: crate::api::KIND.into(),
         name: cs.metadata.name.clone().unwrap_or_default(),
         uid: cs.metadata.uid.clone().unwrap_or_default(),

@@ -12,8 +12,9 @@ use kruise_common::revision::{
 };
 use serde_json::Value;
 
+use crate::api::KIND;
 use crate::api::v1beta1::CloneSet;
-use crate::api::{KIND, V1BETA1};
+use kruise_common::api::version::APPS_V1BETA1;
 
 /// What to write before planning pods.
 #[derive(Debug, Clone, PartialEq)]
@@ -102,7 +103,7 @@ pub fn plan_revisions(cs: &CloneSet, history: &[ControllerRevision]) -> Revision
                 parent_name: name.clone(),
                 namespace: cs.metadata.namespace.clone(),
                 owner: Some(controller_owner_ref(
-                    V1BETA1,
+                    APPS_V1BETA1,
                     KIND,
                     &name,
                     cs.metadata.uid.as_deref().unwrap_or_default(),

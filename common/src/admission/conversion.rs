@@ -1,9 +1,16 @@
 //! CRD version conversion (`apiextensions.k8s.io/v1` ConversionReview at `/convert`).
 //! Each family registers a [`Converter`] for its kinds; the server dispatches every object
 //! of a review by its group and kind.
+//!
+//! A family describes a kind's two versions with a [`VersionMapping`]: two edits of the JSON
+//! object that rewrite only the fields that differ. Every other field — metadata, status,
+//! the pod template, and fields the family's types do not know (a newer CRD's) — is carried
+//! over as it came. Every `VersionMapping` is a [`Converter`].
 
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
+use serde_json::{Map, Value};
+
+use crate::api::version::{APPS_GROUP, V1ALPHA1, V1BETA1, group_of, version_of};
 
 /// Converts objects of some kinds between their served versions.
 pub trait Converter: Send + Sync + 'static {
@@ -13,6 +20,135 @@ pub trait Converter: Send + Sync + 'static {
     /// metadata as it was, apart from `apiVersion`. An `Err` fails the whole review with
     /// its message.
     fn convert(&self, object: Value, desired_api_version: &str) -> Result<Value, String>;
+}
+
+/// What differs between the two served versions of one kind, as edits of the JSON object.
+/// The group and versions default to every kruise kind's: `apps.kruise.io`, `v1alpha1`
+/// served, `v1beta1` stored.
+pub trait VersionMapping: Send + Sync + 'static {
+    /// The kind, e.g. `CloneSet`.
+    fn kind(&self) -> &str;
+    /// The API group.
+    fn group(&self) -> &str {
+        APPS_GROUP
+    }
+    /// The hub (storage) version name.
+    fn hub(&self) -> &str {
+        V1BETA1
+    }
+    /// The other served version name.
+    fn spoke(&self) -> &str {
+        V1ALPHA1
+    }
+    /// Rewrites a spoke object into the hub's shape in place (the converter sets `apiVersion`).
+    fn spoke_to_hub(&self, object: &mut Map<String, Value>) -> Result<(), ConversionError>;
+    /// Rewrites a hub object into the spoke's shape in place.
+    fn hub_to_spoke(&self, object: &mut Map<String, Value>) -> Result<(), ConversionError>;
+}
+
+/// Why an object could not be converted.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ConversionError {
+    /// The object or the desired version is not a served version of the kind.
+    #[error("unsupported apiVersion {api_version:?} for {kind} conversion")]
+    UnsupportedVersion {
+        /// The kind.
+        kind: String,
+        /// The apiVersion asked for or found.
+        api_version: String,
+    },
+    /// A field the mapping rewrites does not have the shape it needs.
+    #[error("converting {kind}: {field} is not an object")]
+    NotAnObject {
+        /// The kind.
+        kind: String,
+        /// The field, e.g. `spec.updateStrategy`.
+        field: String,
+    },
+}
+
+/// Converts one object of `mapping`'s kind to `desired_api_version` (`group/version`).
+pub fn convert_object<M: VersionMapping + ?Sized>(
+    mapping: &M,
+    object: Value,
+    desired_api_version: &str,
+) -> Result<Value, ConversionError> {
+    let from = object
+        .get("apiVersion")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_string();
+    if from == desired_api_version {
+        return Ok(object);
+    }
+    let unsupported = |api_version: &str| ConversionError::UnsupportedVersion {
+        kind: mapping.kind().to_string(),
+        api_version: api_version.to_string(),
+    };
+    let served = |api_version: &str| {
+        group_of(api_version) == mapping.group()
+            && [mapping.hub(), mapping.spoke()].contains(&version_of(api_version))
+    };
+    if !served(&from) {
+        return Err(unsupported(&from));
+    }
+    if !served(desired_api_version) {
+        return Err(unsupported(desired_api_version));
+    }
+    let Value::Object(mut fields) = object else {
+        return Err(ConversionError::NotAnObject {
+            kind: mapping.kind().to_string(),
+            field: "the object".into(),
+        });
+    };
+    // Two served versions: a change is either spoke -> hub or hub -> spoke.
+    if version_of(desired_api_version) == mapping.hub() {
+        mapping.spoke_to_hub(&mut fields)?;
+    } else {
+        mapping.hub_to_spoke(&mut fields)?;
+    }
+    fields.insert("apiVersion".into(), desired_api_version.into());
+    Ok(Value::Object(fields))
+}
+
+impl<M: VersionMapping> Converter for M {
+    fn handles(&self, group: &str, kind: &str) -> bool {
+        group == self.group() && kind == self.kind()
+    }
+
+    fn convert(&self, object: Value, desired_api_version: &str) -> Result<Value, String> {
+        convert_object(self, object, desired_api_version).map_err(|e| e.to_string())
+    }
+}
+
+/// The object at `parent[key]`, created empty when absent, for a mapping to edit; `path`
+/// names the field in the error when it holds something else.
+pub fn object_field<'a>(
+    parent: &'a mut Map<String, Value>,
+    key: &str,
+    kind: &str,
+    path: &str,
+) -> Result<&'a mut Map<String, Value>, ConversionError> {
+    parent
+        .entry(key)
+        .or_insert_with(|| Value::Object(Map::new()))
+        .as_object_mut()
+        .ok_or_else(|| ConversionError::NotAnObject {
+            kind: kind.to_string(),
+            field: path.to_string(),
+        })
+}
+
+/// Removes `parent[key]` when it is an empty object (so an edit that emptied a map does not
+/// leave `{}` behind).
+pub fn remove_if_empty(parent: &mut Map<String, Value>, key: &str) {
+    if parent
+        .get(key)
+        .and_then(Value::as_object)
+        .is_some_and(Map::is_empty)
+    {
+        parent.remove(key);
+    }
 }
 
 /// The ConversionReview envelope (not in k8s-openapi, which carries only REST resources).
@@ -124,4 +260,91 @@ fn convert_all(
             Ok(converted)
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// `v1alpha1` calls it `spec.size`, `v1beta1` calls it `spec.replicas`.
+    struct Renamed;
+
+    impl VersionMapping for Renamed {
+        fn group(&self) -> &str {
+            "example.io"
+        }
+        fn kind(&self) -> &str {
+            "Widget"
+        }
+        fn hub(&self) -> &str {
+            "v1beta1"
+        }
+        fn spoke(&self) -> &str {
+            "v1alpha1"
+        }
+        fn spoke_to_hub(&self, object: &mut Map<String, Value>) -> Result<(), ConversionError> {
+            let spec = object_field(object, "spec", "Widget", "spec")?;
+            if let Some(size) = spec.remove("size") {
+                spec.insert("replicas".into(), size);
+            }
+            Ok(())
+        }
+        fn hub_to_spoke(&self, object: &mut Map<String, Value>) -> Result<(), ConversionError> {
+            let spec = object_field(object, "spec", "Widget", "spec")?;
+            if let Some(replicas) = spec.remove("replicas") {
+                spec.insert("size".into(), replicas);
+            }
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn unknown_fields_survive_a_round_trip() {
+        let alpha = json!({"apiVersion": "example.io/v1alpha1", "kind": "Widget",
+            "metadata": {"name": "w", "futureMeta": 1},
+            "spec": {"size": 3, "futureField": {"a": [1, 2]}},
+            "status": {"ready": 2}, "futureTop": true});
+        let beta = Renamed
+            .convert(alpha.clone(), "example.io/v1beta1")
+            .unwrap();
+        assert_eq!(
+            beta,
+            json!({"apiVersion": "example.io/v1beta1", "kind": "Widget",
+                "metadata": {"name": "w", "futureMeta": 1},
+                "spec": {"replicas": 3, "futureField": {"a": [1, 2]}},
+                "status": {"ready": 2}, "futureTop": true})
+        );
+        assert_eq!(Renamed.convert(beta, "example.io/v1alpha1").unwrap(), alpha);
+    }
+
+    #[test]
+    fn only_served_versions_of_the_kind_convert() {
+        let alpha = json!({"apiVersion": "example.io/v1alpha1", "kind": "Widget", "spec": {}});
+        assert_eq!(
+            Renamed.convert(alpha.clone(), "example.io/v1alpha1"),
+            Ok(alpha.clone())
+        );
+        assert_eq!(
+            Renamed.convert(alpha.clone(), "example.io/v2"),
+            Err("unsupported apiVersion \"example.io/v2\" for Widget conversion".into())
+        );
+        assert!(
+            Renamed
+                .convert(
+                    json!({"apiVersion": "other.io/v1alpha1"}),
+                    "example.io/v1beta1"
+                )
+                .is_err()
+        );
+        assert_eq!(
+            Renamed.convert(
+                json!({"apiVersion": "example.io/v1alpha1", "spec": 5}),
+                "example.io/v1beta1"
+            ),
+            Err("converting Widget: spec is not an object".into())
+        );
+        assert!(Renamed.handles("example.io", "Widget"));
+        assert!(!Renamed.handles("example.io", "Gadget"));
+    }
 }

@@ -12,6 +12,7 @@
 
 pub mod certs;
 pub mod conversion;
+pub mod crd_webhooks;
 pub mod pod_chain;
 pub mod publish;
 pub mod raw_patch;

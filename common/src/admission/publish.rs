@@ -236,15 +236,9 @@ pub async fn publish(
     let crds: Api<apiext::CustomResourceDefinition> = Api::all(client.clone());
     for name in &owned.crds {
         let what = format!("conversion of CustomResourceDefinition {name}");
-        let conversion = apiext::CustomResourceConversion {
-            strategy: "Webhook".into(),
-            webhook: Some(apiext::WebhookConversion {
-                client_config: Some(to_crd_client_config(
-                    endpoint.client_config("/convert", ca_bundle),
-                )),
-                conversion_review_versions: vec!["v1".into()],
-            }),
-        };
+        let conversion = crate::api::crd::webhook_conversion(to_crd_client_config(
+            endpoint.client_config("/convert", ca_bundle),
+        ));
         for attempt in 0..5 {
             let Some(mut crd) = crds.get_opt(name).await.map_err(|source| PublishError {
                 what: what.clone(),

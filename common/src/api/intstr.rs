@@ -4,8 +4,6 @@
 //!   `GetValueFromIntOrPercent` — the percent must be an integer (`"25%"`).
 //! * [`scaled_value_from_int_or_percent`]: Kruise's variant — the percent may be a float (`"12.5%"`).
 //! * [`calculate_partition_replicas`]: Kruise's `CalculatePartitionReplicas`.
-//! * [`rolling_budget`]: `maxSurge` / `maxUnavailable` fenceposts (surge rounds up, unavailable
-//!   rounds down, at least one unavailable when surge is zero).
 
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
@@ -105,68 +103,6 @@ pub fn calculate_partition_replicas(
     Ok(value.min(replicas).max(0))
 }
 
-/// Resolved `maxSurge` / `maxUnavailable` for a rolling update.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct RollingBudget {
-    /// Pods that may exist above `replicas`.
-    pub max_surge: i32,
-    /// Pods that may be unavailable at once.
-    pub max_unavailable: i32,
-}
-
-impl RollingBudget {
-    /// Most pods that may exist at once.
-    pub fn max_total(&self, replicas: i32) -> i32 {
-        replicas.max(0).saturating_add(self.max_surge)
-    }
-
-    /// Fewest available pods the update must keep.
-    pub fn min_available(&self, replicas: i32) -> i32 {
-        (replicas.max(0) - self.max_unavailable).max(0)
-    }
-
-    /// How many pods may be created now, given the current total.
-    pub fn creatable(&self, replicas: i32, current_total: i32) -> i32 {
-        (self.max_total(replicas) - current_total.max(0)).max(0)
-    }
-
-    /// How many more pods may be made unavailable now, given how many already are.
-    pub fn disruptable(&self, current_unavailable: i32) -> i32 {
-        (self.max_unavailable - current_unavailable.max(0)).max(0)
-    }
-}
-
-/// Resolve `maxSurge` (rounded **up**) and `maxUnavailable` (rounded **down**) against
-/// `replicas`; `None` means 0. Negative results are clamped to 0. If both come out 0,
-/// `maxUnavailable` becomes 1 so a rollout can always make progress (Kubernetes'
-/// `ResolveFenceposts`).
-///
-/// Note: CloneSet resolves `maxUnavailable` rounding **up** unless `maxSurge > 0`
-/// (reference §14.2); a family that needs that calls [`scaled_value_from_int_or_percent`] itself.
-pub fn rolling_budget(
-    max_surge: Option<&IntOrString>,
-    max_unavailable: Option<&IntOrString>,
-    replicas: i32,
-) -> Result<RollingBudget, IntOrPercentError> {
-    let surge = match max_surge {
-        Some(v) => scaled_value_from_int_or_percent(Some(v), replicas, true)?,
-        None => 0,
-    };
-    let unavailable = match max_unavailable {
-        Some(v) => scaled_value_from_int_or_percent(Some(v), replicas, false)?,
-        None => 0,
-    };
-    let surge = surge.max(0);
-    let mut unavailable = unavailable.max(0);
-    if surge == 0 && unavailable == 0 {
-        unavailable = 1;
-    }
-    Ok(RollingBudget {
-        max_surge: surge,
-        max_unavailable: unavailable,
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -246,23 +182,6 @@ mod tests {
         assert!(calculate_partition_replicas(Some(&s("x")), Some(3)).is_err());
     }
 
-    #[test]
-    fn rolling_budget_table() {
-        let b = |su: Option<IntOrString>, un: Option<IntOrString>, r| {
-            rolling_budget(su.as_ref(), un.as_ref(), r).map(|b| (b.max_surge, b.max_unavailable))
-        };
-        assert_eq!(b(Some(s("25%")), Some(s("25%")), 10), Ok((3, 2)));
-        assert_eq!(b(Some(s("0%")), Some(s("0%")), 10), Ok((0, 1)));
-        assert_eq!(b(Some(s("0%")), Some(s("10%")), 5), Ok((0, 1)));
-        assert_eq!(
-            b(Some(IntOrString::Int(1)), Some(IntOrString::Int(0)), 5),
-            Ok((1, 0))
-        );
-        assert_eq!(b(None, None, 5), Ok((0, 1)));
-        assert_eq!(b(Some(s("1%")), None, 5), Ok((1, 0)));
-        assert!(b(Some(s("x")), None, 5).is_err());
-    }
-
     fn pct() -> impl Strategy<Value = IntOrString> {
         prop_oneof![
             (0i32..=100).prop_map(|p| IntOrString::String(format!("{p}%"))),
@@ -271,23 +190,6 @@ mod tests {
     }
 
     proptest! {
-        #[test]
-        fn budget_never_exceeds_bounds(
-            surge in pct(), unav in pct(), replicas in 0i32..200,
-            total in 0i32..400, unavailable_now in 0i32..400,
-        ) {
-            let b = rolling_budget(Some(&surge), Some(&unav), replicas).unwrap();
-            prop_assert!(b.max_surge >= 0 && b.max_unavailable >= 0);
-            prop_assert!(b.max_surge > 0 || b.max_unavailable > 0, "a rollout must be able to progress");
-            if let IntOrString::String(_) = surge { prop_assert!(b.max_surge <= replicas); }
-            if let IntOrString::String(_) = unav { prop_assert!(b.max_unavailable <= replicas.max(1)); }
-            // A planner creating `creatable` and disrupting `disruptable` pods stays in bounds.
-            let created = b.creatable(replicas, total);
-            prop_assert!(total + created <= b.max_total(replicas).max(total));
-            let disrupted = b.disruptable(unavailable_now);
-            prop_assert!(unavailable_now + disrupted <= b.max_unavailable.max(unavailable_now));
-        }
-
         #[test]
         fn partition_within_replicas(p in pct(), replicas in 0i32..200) {
             let v = calculate_partition_replicas(Some(&p), Some(replicas)).unwrap();

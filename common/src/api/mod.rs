@@ -3,18 +3,25 @@
 //! * [`keys`]: label / annotation / finalizer / condition-type constants (reference §10.1).
 //! * [`lifecycle`]: `Lifecycle` and `LifecycleHook` (`apps.kruise.io` `pub` package).
 //! * [`strategy`]: `UpdatePriorityStrategy`, `UpdateScatterStrategy`, `InPlaceUpdateStrategy`.
-//! * [`crd`]: merging per-version CRDs, schema-default stripping, the `string_enum!` macro.
+//! * [`version`]: the API groups and versions, one meaning each.
+//! * [`crd`]: the CRD builder (versions, subresources, printer columns, schema edits without
+//!   schemars' defaults), the conversion webhook stanza, the `string_enum!` macro.
+//! * [`field`]: Kubernetes-style field errors, printed as kube-apiserver prints them.
+//! * [`serde_helpers`]: the `skip_serializing_if` / schema helpers every kind's types use.
 //! * [`intstr`]: int-or-percent arithmetic with OpenKruise's rounding rules (reference §0.1).
 
 pub mod crd;
+pub mod field;
 pub mod intstr;
 pub mod keys;
 pub mod lifecycle;
+pub mod serde_helpers;
 pub mod strategy;
+pub mod version;
 
 pub use intstr::{
-    IntOrPercentError, RollingBudget, calculate_partition_replicas, rolling_budget,
-    scaled_value_from_int_or_percent, value_from_int_or_percent,
+    IntOrPercentError, calculate_partition_replicas, scaled_value_from_int_or_percent,
+    value_from_int_or_percent,
 };
 pub use lifecycle::{Lifecycle, LifecycleHook, LifecycleState};
 pub use strategy::{

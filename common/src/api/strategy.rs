@@ -128,7 +128,7 @@ pub fn validate_scatter(strategy: &[UpdateScatterTerm]) -> Result<(), StrategyEr
 #[serde(rename_all = "camelCase")]
 pub struct InPlaceUpdateStrategy {
     /// Seconds between marking the pod not-ready and changing its spec.
-    #[serde(default, skip_serializing_if = "is_zero")]
+    #[serde(default, skip_serializing_if = "super::serde_helpers::is_zero_i32")]
     pub grace_period_seconds: i32,
     /// Parallelism of image pre-download jobs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -139,10 +139,6 @@ pub struct InPlaceUpdateStrategy {
     /// Updated-ready pods needed before pre-download starts.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub image_pre_download_min_updated_ready_pods: Option<i32>,
-}
-
-fn is_zero(v: &i32) -> bool {
-    *v == 0
 }
 
 #[cfg(test)]

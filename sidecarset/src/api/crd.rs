@@ -2,78 +2,75 @@
 //! `v1beta1` stored, status subresource, OpenKruise's printer columns.
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+pub use kruise_common::api::crd::CrdError;
+use kruise_common::api::crd::{AGE_COLUMN, CrdBuilder, PrinterColumn};
+use kruise_common::api::version::V1BETA1;
 use kube::CustomResourceExt;
 
-/// Why the CRD could not be built.
-#[derive(Debug, thiserror::Error)]
-pub enum CrdError {
-    /// The two versions' CRDs disagree on names or scope.
-    #[error("merging SidecarSet CRD versions: {0}")]
-    Merge(#[from] kube::core::crd::MergeError),
-    /// (De)serializing the schema failed.
-    #[error("serializing SidecarSet CRD: {0}")]
-    Serialize(String),
-}
+use super::KIND;
+
+/// OpenKruise's SidecarSet columns.
+const COLUMNS: [PrinterColumn; 4] = [
+    PrinterColumn::integer(
+        "MATCHED",
+        ".status.matchedPods",
+        "The number of pods matched.",
+    ),
+    PrinterColumn::integer(
+        "UPDATED",
+        ".status.updatedPods",
+        "The number of pods matched and updated.",
+    ),
+    PrinterColumn::integer(
+        "READY",
+        ".status.readyPods",
+        "The number of pods matched and ready.",
+    ),
+    AGE_COLUMN,
+];
 
 /// The merged CRD, with the touches the derive cannot express: no schema `default`s other
 /// than OpenKruise's own (`injectionStrategy.revision.policy: Always`,
-/// `resourcesPolicy.targetContainersNameRegex: .*`), and the `Always`/`Partial` enum.
+/// `resourcesPolicy.targetContainersNameRegex: .*`), and the `Always`/`Partial` and
+/// `sum`/`max` enums.
 pub fn crd() -> Result<CustomResourceDefinition, CrdError> {
-    let mut merged = kruise_common::api::crd::merge_versions(
-        vec![
-            super::v1alpha1::SidecarSet::crd(),
-            super::v1beta1::SidecarSet::crd(),
-        ],
-        super::V1BETA1,
-    )?;
-    for version in &mut merged.spec.versions {
-        let Some(schema) = version
-            .schema
-            .as_mut()
-            .and_then(|s| s.open_api_v3_schema.as_mut())
-        else {
-            continue;
-        };
-        let mut value =
-            serde_json::to_value(&*schema).map_err(|e| CrdError::Serialize(e.to_string()))?;
-        // schemars turns `#[serde(default)]` into schema defaults; a schema default would make
-        // the API server write fields the user never set.
-        kruise_common::api::crd::strip_schema_defaults(&mut value);
-        if let Some(policy) = value.pointer_mut(
+    CrdBuilder::new(KIND, V1BETA1)
+        .version(super::v1alpha1::SidecarSet::crd())
+        .version(super::v1beta1::SidecarSet::crd())
+        .status_subresource()
+        .printer_columns(&COLUMNS)
+        .schema_edit(
             "/properties/spec/properties/injectionStrategy/properties/revision/properties/policy",
-        ) && let Some(obj) = policy.as_object_mut()
-        {
-            obj.insert("default".into(), "Always".into());
-            obj.insert("enum".into(), serde_json::json!(["Always", "Partial", ""]));
-        }
-        for list in ["containers", "initContainers"] {
-            let path = format!(
-                "/properties/spec/properties/{list}/items/properties/resourcesPolicy/properties"
-            );
-            if let Some(props) = value.pointer_mut(&path) {
-                if let Some(regex) = props
-                    .get_mut("targetContainersNameRegex")
-                    .and_then(|r| r.as_object_mut())
-                {
-                    regex.insert("default".into(), ".*".into());
-                }
-                if let Some(mode) = props
-                    .get_mut("targetContainersMode")
-                    .and_then(|r| r.as_object_mut())
-                {
-                    mode.insert("enum".into(), serde_json::json!(["sum", "max"]));
-                }
-            }
-        }
-        *schema = serde_json::from_value(value).map_err(|e| CrdError::Serialize(e.to_string()))?;
-    }
-    Ok(merged)
+            |policy| {
+                policy.insert("default".into(), "Always".into());
+                policy.insert("enum".into(), serde_json::json!(["Always", "Partial", ""]));
+            },
+        )
+        .schema_edit(
+            "/properties/spec/properties/containers/items/properties/resourcesPolicy/properties",
+            resources_policy,
+        )
+        .schema_edit(
+            "/properties/spec/properties/initContainers/items/properties/resourcesPolicy/properties",
+            resources_policy,
+        )
+        .build()
 }
 
-/// The CRD as YAML (for `kruise-sidecarset crd` and the chart).
-pub fn crd_yaml() -> Result<String, CrdError> {
-    let crd = crd()?;
-    serde_saphyr::to_string(&crd).map_err(|e| CrdError::Serialize(e.to_string()))
+/// `targetContainersNameRegex` defaults to `.*`; `targetContainersMode` is `sum` or `max`.
+fn resources_policy(properties: &mut serde_json::Map<String, serde_json::Value>) {
+    if let Some(regex) = properties
+        .get_mut("targetContainersNameRegex")
+        .and_then(serde_json::Value::as_object_mut)
+    {
+        regex.insert("default".into(), ".*".into());
+    }
+    if let Some(mode) = properties
+        .get_mut("targetContainersMode")
+        .and_then(serde_json::Value::as_object_mut)
+    {
+        mode.insert("enum".into(), serde_json::json!(["sum", "max"]));
+    }
 }
 
 #[cfg(test)]
@@ -93,13 +90,10 @@ mod tests {
         assert_eq!(crd.spec.names.singular.as_deref(), Some("sidecarset"));
         assert_eq!(crd.spec.names.short_names, None);
         assert_eq!(crd.spec.scope, "Cluster");
-        let names: Vec<_> = crd.spec.versions.iter().map(|v| v.name.as_str()).collect();
-        assert_eq!(names, ["v1alpha1", "v1beta1"]);
+        // Versions, storage and the status subresource: the builder's own tests.
+        assert_eq!(crd.spec.versions.len(), 2);
         for v in &crd.spec.versions {
-            assert!(v.served);
-            assert_eq!(v.storage, v.name == "v1beta1");
             let sub = v.subresources.as_ref().unwrap();
-            assert!(sub.status.is_some());
             assert!(sub.scale.is_none());
             let cols: Vec<_> = v
                 .additional_printer_columns
@@ -152,7 +146,7 @@ mod tests {
 
     #[test]
     fn crd_yaml_round_trips() {
-        let yaml = crd_yaml().unwrap();
+        let yaml = serde_saphyr::to_string(&crd().unwrap()).unwrap();
         let v: serde_json::Value = serde_saphyr::from_str(&yaml).unwrap();
         assert_eq!(v["metadata"]["name"], "sidecarsets.apps.kruise.io");
         assert_eq!(v["spec"]["versions"].as_array().unwrap().len(), 2);

@@ -27,42 +27,37 @@ use super::{
 };
 use crate::hash::{HashError, sidecarset_hash, sidecarset_hash_without_image};
 
+/// Defaults either version's SidecarSet (their specs differ only in fields without
+/// defaults) and sets its hash annotations.
+macro_rules! default_sidecar_set {
+    ($set:expr) => {{
+        let set = $set;
+        let spec = &mut set.spec;
+        default_common(
+            &mut spec.update_strategy,
+            &mut spec.init_containers,
+            &mut spec.containers,
+            &mut spec.volumes,
+            &mut spec.revision_history_limit,
+            &mut spec.patch_pod_metadata,
+            &mut spec.injection_strategy,
+        );
+        set_hash_annotations(
+            set.metadata.annotations.get_or_insert_default(),
+            &set.spec.containers,
+            &set.spec.init_containers,
+        )
+    }};
+}
+
 /// Defaults a `v1beta1` SidecarSet and sets its hash annotations.
 pub fn default_v1beta1(set: &mut v1beta1::SidecarSet) -> Result<(), HashError> {
-    let spec = &mut set.spec;
-    default_common(
-        &mut spec.update_strategy,
-        &mut spec.init_containers,
-        &mut spec.containers,
-        &mut spec.volumes,
-        &mut spec.revision_history_limit,
-        &mut spec.patch_pod_metadata,
-        &mut spec.injection_strategy,
-    );
-    set_hash_annotations(
-        set.metadata.annotations.get_or_insert_default(),
-        &set.spec.containers,
-        &set.spec.init_containers,
-    )
+    default_sidecar_set!(set)
 }
 
 /// Defaults a `v1alpha1` SidecarSet and sets its hash annotations (same rules).
 pub fn default_v1alpha1(set: &mut v1alpha1::SidecarSet) -> Result<(), HashError> {
-    let spec = &mut set.spec;
-    default_common(
-        &mut spec.update_strategy,
-        &mut spec.init_containers,
-        &mut spec.containers,
-        &mut spec.volumes,
-        &mut spec.revision_history_limit,
-        &mut spec.patch_pod_metadata,
-        &mut spec.injection_strategy,
-    );
-    set_hash_annotations(
-        set.metadata.annotations.get_or_insert_default(),
-        &set.spec.containers,
-        &set.spec.init_containers,
-    )
+    default_sidecar_set!(set)
 }
 
 /// Writes both hash annotations.

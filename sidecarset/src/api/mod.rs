@@ -7,12 +7,16 @@
 //! * [`v1alpha1`] / [`v1beta1`]: the two `SidecarSet` kinds (cluster-scoped, status subresource);
 //! * [`crd`]: the merged CRD (`v1beta1` stored, both served);
 //! * [`defaults`]: OpenKruise's defaulting (SidecarSet mutating webhook), including the
-//!   hash annotations.
+//!   hash annotations;
+//! * [`validation`]: the validating webhook's checks, as a list of field errors;
+//! * [`rollout`]: `partition` / `maxUnavailable` resolved against the matched pods.
 
 pub mod crd;
 pub mod defaults;
+pub mod rollout;
 pub mod v1alpha1;
 pub mod v1beta1;
+pub mod validation;
 
 use std::collections::BTreeMap;
 
@@ -24,13 +28,10 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 /// API group.
-pub const GROUP: &str = "apps.kruise.io";
+pub const GROUP: &str = kruise_common::api::version::APPS_GROUP;
 /// Kind.
 pub const KIND: &str = "SidecarSet";
-/// Served, not stored.
-pub const V1ALPHA1: &str = "v1alpha1";
-/// Served and stored.
-pub const V1BETA1: &str = "v1beta1";
+pub use kruise_common::api::version::{V1ALPHA1, V1BETA1};
 
 /// SidecarSet and pod annotation: the SidecarSet content hash (see [`crate::hash`]); on pods a
 /// JSON map SidecarSet name -> [`crate::inject::SidecarSetUpgradeSpec`].
@@ -396,23 +397,6 @@ pub struct SidecarSetStatus {
     pub collision_count: Option<i32>,
 }
 
-pub(crate) fn is_default<T: Default + PartialEq>(v: &T) -> bool {
-    *v == T::default()
-}
-
-pub(crate) fn is_false(v: &bool) -> bool {
-    !*v
-}
-
-pub(crate) fn is_zero_i32(v: &i32) -> bool {
-    *v == 0
-}
-
-pub(crate) fn is_zero_i64(v: &i64) -> bool {
-    *v == 0
-}
-
-/// Schema of OpenKruise's schemaless fields (`volumes`): any value, unknown fields preserved.
-pub(crate) fn preserve_unknown_fields(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
-    schemars::json_schema!({ "x-kubernetes-preserve-unknown-fields": true })
-}
+pub(crate) use kruise_common::api::serde_helpers::{
+    is_default, is_false, is_zero_i32, is_zero_i64, preserve_unknown_fields,
+};

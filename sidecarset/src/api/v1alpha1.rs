@@ -25,11 +25,7 @@ use super::{
     derive = "PartialEq",
     derive = "Default",
     status = "SidecarSetStatus",
-    doc = "SidecarSet is the Schema for the sidecarsets API",
-    printcolumn = r#"{"name":"MATCHED","type":"integer","jsonPath":".status.matchedPods","description":"The number of pods matched."}"#,
-    printcolumn = r#"{"name":"UPDATED","type":"integer","jsonPath":".status.updatedPods","description":"The number of pods matched and updated."}"#,
-    printcolumn = r#"{"name":"READY","type":"integer","jsonPath":".status.readyPods","description":"The number of pods matched and ready."}"#,
-    printcolumn = r#"{"name":"AGE","type":"date","jsonPath":".metadata.creationTimestamp","description":"CreationTimestamp is a timestamp representing the server time when this object was created. It is not guaranteed to be set in happens-before order across separate operations. Clients may not set this value. It is represented in RFC3339 form and is in UTC."}"#
+    doc = "SidecarSet is the Schema for the sidecarsets API"
 )]
 #[serde(rename_all = "camelCase")]
 pub struct SidecarSetSpec {

@@ -1,24 +1,29 @@
 use super::*;
-use crate::api::SidecarSetStatus;
+use crate::api::{SidecarSetStatus, v1alpha1};
+use kruise_common::admission::Converter;
 use proptest::prelude::*;
-use serde_json::json;
 
 fn alpha(v: Value) -> v1alpha1::SidecarSet {
     serde_json::from_value(v).unwrap()
 }
 
+fn convert(object: Value, desired_api_version: &str) -> Value {
+    SidecarSetConverter
+        .convert(object, desired_api_version)
+        .unwrap()
+}
+
 #[test]
 fn namespace_becomes_selector_and_wins() {
-    let a = alpha(json!({
+    let a = json!({
         "apiVersion": "apps.kruise.io/v1alpha1", "kind": "SidecarSet",
         "metadata": {"name": "s", "labels": {"apps.kruise.io/sidecarset-custom-version": "v2", "x": "y"}},
         "spec": {"selector": {"matchLabels": {"app": "nginx"}}, "namespace": "ns1",
                  "namespaceSelector": {"matchLabels": {"env": "prod"}},
                  "containers": [{"name": "c", "image": "i", "podInjectPolicy": "AfterAppContainer"}]},
         "status": {"matchedPods": 3, "updatedPods": 2, "readyPods": 1, "latestRevision": "r"}
-    }));
-    let b = to_v1beta1(&a);
-    let v = serde_json::to_value(&b).unwrap();
+    });
+    let v = convert(a, "apps.kruise.io/v1beta1");
     assert_eq!(v["apiVersion"], "apps.kruise.io/v1beta1");
     assert_eq!(
         v["spec"]["namespaceSelector"],
@@ -31,9 +36,9 @@ fn namespace_becomes_selector_and_wins() {
         "AfterAppContainer"
     );
     assert_eq!(v["status"]["matchedPods"], 3);
-    let back = to_v1alpha1(&b);
-    let bv = serde_json::to_value(&back).unwrap();
+    let bv = convert(v, "apps.kruise.io/v1alpha1");
     assert_eq!(bv["spec"].get("namespace"), None);
+    assert_eq!(bv["spec"].get("customVersion"), None);
     assert_eq!(
         bv["metadata"]["labels"],
         json!({"x": "y", "apps.kruise.io/sidecarset-custom-version": "v2"})
@@ -58,6 +63,25 @@ fn converter_dispatches_by_version() {
         c.convert(json!({"apiVersion": "x/v1"}), "apps.kruise.io/v1beta1")
             .is_err()
     );
+}
+
+#[test]
+fn fields_the_types_do_not_know_survive_a_round_trip() {
+    let a = json!({"apiVersion": "apps.kruise.io/v1alpha1", "kind": "SidecarSet",
+        "metadata": {"name": "s", "labels": {"apps.kruise.io/sidecarset-custom-version": "v2"}},
+        "spec": {"selector": {"matchLabels": {"app": "x"}}, "futureSpecField": [1],
+                 "containers": [{"name": "c", "image": "i", "futureContainerField": true}],
+                 "updateStrategy": {"type": "RollingUpdate", "futureKnob": "k"}},
+        "status": {"matchedPods": 1, "futureStatus": {}}, "futureTopLevel": 2});
+    let b = convert(a.clone(), "apps.kruise.io/v1beta1");
+    assert_eq!(b["spec"]["futureSpecField"], json!([1]));
+    assert_eq!(b["spec"]["containers"][0]["futureContainerField"], true);
+    assert_eq!(b["spec"]["updateStrategy"]["futureKnob"], "k");
+    assert_eq!(b["spec"]["customVersion"], "v2");
+    assert_eq!(b["metadata"].get("labels"), None);
+    assert_eq!(b["status"]["futureStatus"], json!({}));
+    assert_eq!(b["futureTopLevel"], 2);
+    assert_eq!(convert(b, "apps.kruise.io/v1alpha1"), a);
 }
 
 fn arb_name() -> impl Strategy<Value = String> {
@@ -121,13 +145,12 @@ proptest! {
         })).unwrap();
         let mut beta = beta;
         beta.status = Some(SidecarSetStatus { matched_pods: matched, ..Default::default() });
-        let back = to_v1beta1(&to_v1alpha1(&beta));
-        prop_assert_eq!(&back, &beta);
-        // Through the webhook path too.
         let v = serde_json::to_value(&beta).unwrap();
-        let alpha_v = convert_value(v.clone(), "apps.kruise.io/v1alpha1").unwrap();
-        let again = convert_value(alpha_v, "apps.kruise.io/v1beta1").unwrap();
-        prop_assert_eq!(again, v);
+        let alpha_v = convert(v.clone(), "apps.kruise.io/v1alpha1");
+        // What the converter wrote is a v1alpha1 SidecarSet, every field where its type has it.
+        let typed_alpha = alpha(alpha_v.clone());
+        prop_assert_eq!(&serde_json::to_value(&typed_alpha).unwrap(), &alpha_v);
+        prop_assert_eq!(convert(alpha_v, "apps.kruise.io/v1beta1"), v);
     }
 
     #[test]
@@ -136,14 +159,17 @@ proptest! {
         if let Some(c) = custom { metadata["labels"] = json!({"apps.kruise.io/sidecarset-custom-version": c}); }
         let a = alpha(json!({"apiVersion": "apps.kruise.io/v1alpha1", "kind": "SidecarSet",
             "metadata": metadata, "spec": spec}));
-        let back = to_v1alpha1(&to_v1beta1(&a));
-        prop_assert_eq!(back, a);
+        let v = serde_json::to_value(&a).unwrap();
+        let beta_v = convert(v.clone(), "apps.kruise.io/v1beta1");
+        let typed_beta: v1beta1::SidecarSet = serde_json::from_value(beta_v.clone()).unwrap();
+        prop_assert_eq!(&serde_json::to_value(&typed_beta).unwrap(), &beta_v);
+        prop_assert_eq!(convert(beta_v, "apps.kruise.io/v1alpha1"), v);
     }
 
     #[test]
     fn arbitrary_json_never_panics(v in arb_json()) {
-        let _ = convert_value(v.clone(), "apps.kruise.io/v1beta1");
-        let _ = convert_value(v, "apps.kruise.io/v1alpha1");
+        let _ = SidecarSetConverter.convert(v.clone(), "apps.kruise.io/v1beta1");
+        let _ = SidecarSetConverter.convert(v, "apps.kruise.io/v1alpha1");
     }
 }
 

@@ -1,5 +1,5 @@
-//! SidecarSet validation, with Kubernetes-style field paths and reasons, following OpenKruise's
-//! `pkg/webhook/sidecarset/validating`, plus the rollout budget helper.
+//! SidecarSet validation as a list of `common::api::field` errors (Kubernetes-style field
+//! paths and reasons), following OpenKruise's `pkg/webhook/sidecarset/validating`.
 //!
 //! Checked: name (`^[a-zA-Z0-9-]+$`, at most 63); canary annotations (base not itself,
 //! immutable, base exists and is not a canary, canary must be `NotUpdate`); native-sidecar
@@ -24,121 +24,22 @@
 //! container/volume validation of `ValidatePodCreate` (probes, ports, resources …).
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::fmt;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
-use kruise_common::api::intstr::{
-    IntOrPercentError, calculate_partition_replicas, scaled_value_from_int_or_percent,
-};
+use kruise_common::api::field::{BadValue, DNS1123_LABEL_MESSAGE, is_dns1123_label};
+pub use kruise_common::api::field::{ErrorList, FieldError, aggregate};
 use kruise_common::api::strategy::validate_scatter;
 
-use crate::api::v1beta1::SidecarSet;
-use crate::api::{
+use super::v1beta1::SidecarSet;
+use super::{
     PodInjectPolicy, SIDECARSET_BASE_ANNOTATION, ShareVolumePolicyType, SidecarContainer,
     SidecarContainerUpgradeType, SidecarSetInjectRevisionPolicy, SidecarSetPatchPolicy,
     SidecarSetUpdateStrategyType, hot_upgrade_container_names, is_native_sidecar,
 };
 use crate::inject::canary_base;
 
-/// The kind of a field error (Kubernetes' `field.ErrorType`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum FieldErrorKind {
-    /// `Required value`.
-    Required,
-    /// `Invalid value`.
-    Invalid,
-    /// `Duplicate value`.
-    Duplicate,
-    /// `Not found`.
-    NotFound,
-    /// `Unsupported value`.
-    NotSupported,
-    /// `Too long`.
-    TooLong,
-}
-
-impl FieldErrorKind {
-    fn as_str(self) -> &'static str {
-        match self {
-            FieldErrorKind::Required => "Required value",
-            FieldErrorKind::Invalid => "Invalid value",
-            FieldErrorKind::Duplicate => "Duplicate value",
-            FieldErrorKind::NotFound => "Not found",
-            FieldErrorKind::NotSupported => "Unsupported value",
-            FieldErrorKind::TooLong => "Too long",
-        }
-    }
-}
-
-/// One validation error: a field path, a kind, the bad value (if shown) and why.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-pub struct FieldError {
-    /// Kind.
-    pub kind: FieldErrorKind,
-    /// Field path, e.g. `spec.containers[0].name`.
-    pub field: String,
-    /// The offending value, rendered as Kubernetes does (strings quoted).
-    pub value: Option<String>,
-    /// Why.
-    pub detail: String,
-}
-
-impl fmt::Display for FieldError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}: {}", self.field, self.kind.as_str())?;
-        if let Some(v) = &self.value {
-            write!(f, ": {v}")?;
-        }
-        if !self.detail.is_empty() {
-            write!(f, ": {}", self.detail)?;
-        }
-        Ok(())
-    }
-}
-
-fn err(
-    kind: FieldErrorKind,
-    field: impl Into<String>,
-    value: Option<String>,
-    detail: impl Into<String>,
-) -> FieldError {
-    FieldError {
-        kind,
-        field: field.into(),
-        value,
-        detail: detail.into(),
-    }
-}
-
-fn quoted(s: &str) -> Option<String> {
-    Some(format!("{s:?}"))
-}
-
-/// Kubernetes' `ErrorList.ToAggregate().Error()`: one error as is, several in brackets.
-pub fn aggregate(errors: &[FieldError]) -> String {
-    match errors {
-        [one] => one.to_string(),
-        many => format!(
-            "[{}]",
-            many.iter()
-                .map(|e| e.to_string())
-                .collect::<Vec<_>>()
-                .join(", ")
-        ),
-    }
-}
-
 const NAME_MAX_LEN: usize = 63;
-
-fn is_dns1123_label(s: &str) -> bool {
-    !s.is_empty()
-        && s.len() <= 63
-        && s.chars()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
-        && !s.starts_with('-')
-        && !s.ends_with('-')
-}
 
 fn is_label_name(s: &str) -> bool {
     !s.is_empty()
@@ -166,62 +67,56 @@ fn is_label_value(s: &str) -> bool {
 }
 
 /// `ValidateLabelSelector` plus OpenKruise's "empty selector is not valid for sidecarset".
-fn validate_selector(sel: &LabelSelector, path: &str, out: &mut Vec<FieldError>) {
+fn validate_selector(sel: &LabelSelector, path: &str, out: &mut ErrorList) {
     for (k, v) in sel.match_labels.iter().flatten() {
         if !is_qualified_name(k) {
-            out.push(err(FieldErrorKind::Invalid, format!("{path}.matchLabels"), quoted(k), "name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character"));
+            out.push(FieldError::invalid(format!("{path}.matchLabels"), k, "name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character"));
         }
         if !is_label_value(v) {
-            out.push(err(FieldErrorKind::Invalid, format!("{path}.matchLabels"), quoted(v), "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character"));
+            out.push(FieldError::invalid(format!("{path}.matchLabels"), v, "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character"));
         }
     }
     for (i, e) in sel.match_expressions.iter().flatten().enumerate() {
         let p = format!("{path}.matchExpressions[{i}]");
         let values = e.values.as_deref().unwrap_or(&[]);
         match e.operator.as_str() {
-            "In" | "NotIn" if values.is_empty() => out.push(err(
-                FieldErrorKind::Required,
+            "In" | "NotIn" if values.is_empty() => out.push(FieldError::required(
                 format!("{p}.values"),
-                None,
                 "must be specified when `operator` is 'In' or 'NotIn'",
             )),
-            "Exists" | "DoesNotExist" if !values.is_empty() => out.push(err(
-                FieldErrorKind::Invalid,
+            "Exists" | "DoesNotExist" if !values.is_empty() => out.push(FieldError::invalid(
                 format!("{p}.values"),
-                None,
+                BadValue::Omitted,
                 "may not be specified when `operator` is 'Exists' or 'DoesNotExist'",
             )),
             "In" | "NotIn" | "Exists" | "DoesNotExist" => {}
-            other => out.push(err(
-                FieldErrorKind::Invalid,
+            other => out.push(FieldError::invalid(
                 format!("{p}.operator"),
-                quoted(other),
+                other,
                 "not a valid selector operator",
             )),
         }
         if !is_qualified_name(&e.key) {
-            out.push(err(FieldErrorKind::Invalid, format!("{p}.key"), quoted(&e.key), "name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character"));
+            out.push(FieldError::invalid(format!("{p}.key"), &e.key, "name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character"));
         }
     }
     let empty = sel.match_labels.as_ref().is_none_or(|m| m.is_empty())
         && sel.match_expressions.as_ref().is_none_or(|e| e.is_empty());
     if empty {
-        out.push(err(
-            FieldErrorKind::Invalid,
+        out.push(FieldError::invalid(
             path,
-            Some("{}".into()),
+            BadValue::raw("{}"),
             "empty selector is not valid for sidecarset.",
         ));
     }
 }
 
 /// Kubernetes' `ValidatePositiveIntOrPercent`.
-fn validate_positive_int_or_percent(v: &IntOrString, path: &str, out: &mut Vec<FieldError>) {
+fn validate_positive_int_or_percent(v: &IntOrString, path: &str, out: &mut ErrorList) {
     match v {
-        IntOrString::Int(i) if *i < 0 => out.push(err(
-            FieldErrorKind::Invalid,
+        IntOrString::Int(i) if *i < 0 => out.push(FieldError::invalid(
             path,
-            Some(i.to_string()),
+            *i,
             "must be greater than or equal to 0",
         )),
         IntOrString::Int(_) => {}
@@ -230,12 +125,7 @@ fn validate_positive_int_or_percent(v: &IntOrString, path: &str, out: &mut Vec<F
                 .strip_suffix('%')
                 .is_some_and(|n| !n.is_empty() && n.chars().all(|c| c.is_ascii_digit()));
             if !ok {
-                out.push(err(
-                    FieldErrorKind::Invalid,
-                    path,
-                    quoted(s),
-                    "a valid percent string must be a numeric string followed by an ending '%' (e.g. '1%',  or '93%', regex used for validation is '[0-9]+%')",
-                ));
+                out.push(FieldError::invalid(path, s, "a valid percent string must be a numeric string followed by an ending '%' (e.g. '1%',  or '93%', regex used for validation is '[0-9]+%')"));
             }
         }
     }
@@ -302,7 +192,7 @@ fn is_disjoint(a: &LabelSelector, b: &LabelSelector) -> bool {
 
 fn validate_transfer_env_field_ref(
     path: &str,
-    out: &mut Vec<FieldError>,
+    out: &mut ErrorList,
     field_path: &str,
     api_version: Option<&str>,
 ) {
@@ -312,10 +202,9 @@ fn validate_transfer_env_field_ref(
         match inner.split_once("['") {
             Some(("metadata.labels", key)) => {
                 if !is_qualified_name(key) {
-                    out.push(err(
-                        FieldErrorKind::Invalid,
+                    out.push(FieldError::invalid(
                         format!("{path}.fieldPath"),
-                        quoted(field_path),
+                        field_path,
                         "invalid key subscript",
                     ));
                 }
@@ -323,10 +212,9 @@ fn validate_transfer_env_field_ref(
             }
             Some(("metadata.annotations", key)) => {
                 if !is_qualified_name(&key.to_lowercase()) {
-                    out.push(err(
-                        FieldErrorKind::Invalid,
+                    out.push(FieldError::invalid(
                         format!("{path}.fieldPath"),
-                        quoted(field_path),
+                        field_path,
                         "invalid key subscript",
                     ));
                 }
@@ -338,34 +226,36 @@ fn validate_transfer_env_field_ref(
         false
     };
     if !supported {
-        out.push(err(
-            FieldErrorKind::NotSupported,
+        out.push(FieldError::not_supported(
             format!("{path}.fieldPath"),
-            quoted(field_path),
-            "supported values: \"metadata.annotations\", \"metadata.labels\", \"metadata.name\"",
+            field_path,
+            &["metadata.annotations", "metadata.labels", "metadata.name"],
         ));
     }
     if api_version.is_some_and(|v| !v.is_empty() && v != "v1") {
-        out.push(err(
-            FieldErrorKind::Invalid,
+        out.push(FieldError::invalid(
             format!("{path}.apiVersion"),
-            api_version.map(|v| format!("{v:?}")),
+            api_version.unwrap_or_default(),
             "unsupported version",
         ));
     }
 }
 
-fn validate_containers(set: &SidecarSet, out: &mut Vec<FieldError>) {
+fn validate_containers(set: &SidecarSet, out: &mut ErrorList) {
     let spec = &set.spec;
     let volume_names: BTreeSet<&str> = spec.volumes.iter().map(|v| v.name.as_str()).collect();
     let mut seen_volumes = BTreeSet::new();
     for (i, v) in spec.volumes.iter().enumerate() {
         let p = format!("spec.volumes[{i}].name");
         if !is_dns1123_label(&v.name) {
-            out.push(err(FieldErrorKind::Invalid, p.clone(), quoted(&v.name), "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character"));
+            out.push(FieldError::invalid(
+                p.clone(),
+                &v.name,
+                DNS1123_LABEL_MESSAGE,
+            ));
         }
         if !seen_volumes.insert(v.name.as_str()) {
-            out.push(err(FieldErrorKind::Duplicate, p, quoted(&v.name), ""));
+            out.push(FieldError::duplicate(p, &v.name));
         }
     }
     for (i, c) in spec.containers.iter().enumerate() {
@@ -373,15 +263,12 @@ fn validate_containers(set: &SidecarSet, out: &mut Vec<FieldError>) {
             c.pod_inject_policy,
             Some(PodInjectPolicy::BeforeAppContainer | PodInjectPolicy::AfterAppContainer)
         ) {
-            out.push(err(
-                FieldErrorKind::Invalid,
+            out.push(FieldError::invalid(
                 "spec.container.podInjectPolicy",
-                quoted(
-                    c.pod_inject_policy
-                        .as_ref()
-                        .map(|p| p.as_str())
-                        .unwrap_or(""),
-                ),
+                c.pod_inject_policy
+                    .as_ref()
+                    .map(|p| p.as_str())
+                    .unwrap_or(""),
                 "unsupported pod inject policy",
             ));
         }
@@ -389,16 +276,13 @@ fn validate_containers(set: &SidecarSet, out: &mut Vec<FieldError>) {
             c.share_volume_policy.type_,
             Some(ShareVolumePolicyType::Enabled | ShareVolumePolicyType::Disabled)
         ) {
-            out.push(err(
-                FieldErrorKind::Invalid,
+            out.push(FieldError::invalid(
                 "spec.container.shareVolumePolicy",
-                quoted(
-                    c.share_volume_policy
-                        .type_
-                        .as_ref()
-                        .map(|p| p.as_str())
-                        .unwrap_or(""),
-                ),
+                c.share_volume_policy
+                    .type_
+                    .as_ref()
+                    .map(|p| p.as_str())
+                    .unwrap_or(""),
                 "unsupported share volume policy",
             ));
         }
@@ -420,10 +304,9 @@ fn validate_containers(set: &SidecarSet, out: &mut Vec<FieldError>) {
     for (i, c) in spec.init_containers.iter().enumerate() {
         if c.resources_policy.is_some() {
             if !is_native_sidecar(&c.container) {
-                out.push(err(
-                    FieldErrorKind::Invalid,
+                out.push(FieldError::invalid(
                     format!("spec[{i}].resourcesPolicy"),
-                    None,
+                    BadValue::Omitted,
                     "resourcesPolicy is only supported for containers with RestartPolicy Always",
                 ));
             }
@@ -446,9 +329,13 @@ fn validate_containers(set: &SidecarSet, out: &mut Vec<FieldError>) {
             let p = format!("{list}[{i}]");
             let name = c.name();
             if name.is_empty() {
-                out.push(err(FieldErrorKind::Required, format!("{p}.name"), None, ""));
+                out.push(FieldError::required(format!("{p}.name"), ""));
             } else if !is_dns1123_label(name) {
-                out.push(err(FieldErrorKind::Invalid, format!("{p}.name"), quoted(name), "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character"));
+                out.push(FieldError::invalid(
+                    format!("{p}.name"),
+                    name,
+                    DNS1123_LABEL_MESSAGE,
+                ));
             }
             // kruise-rs: a hot-upgrade sidecar occupies `<n>-1` and `<n>-2` in the pod.
             let pod_names = if c.is_hot_upgrade() {
@@ -459,48 +346,26 @@ fn validate_containers(set: &SidecarSet, out: &mut Vec<FieldError>) {
             };
             for n in pod_names {
                 if !name.is_empty() && !names.insert(n.clone()) {
-                    out.push(err(
-                        FieldErrorKind::Duplicate,
-                        format!("{p}.name"),
-                        quoted(&n),
-                        "",
-                    ));
+                    out.push(FieldError::duplicate(format!("{p}.name"), &n));
                 }
             }
             if c.container.image.as_deref().unwrap_or("").trim().is_empty() {
-                out.push(err(
-                    FieldErrorKind::Required,
-                    format!("{p}.image"),
-                    None,
-                    "",
-                ));
+                out.push(FieldError::required(format!("{p}.image"), ""));
             }
             for (j, m) in c.container.volume_mounts.iter().flatten().enumerate() {
                 let mp = format!("{p}.volumeMounts[{j}]");
                 if !volume_names.contains(m.name.as_str()) {
-                    out.push(err(
-                        FieldErrorKind::NotFound,
-                        format!("{mp}.name"),
-                        quoted(&m.name),
-                        "",
-                    ));
+                    out.push(FieldError::not_found(format!("{mp}.name"), &m.name));
                 }
                 if m.mount_path.is_empty() {
-                    out.push(err(
-                        FieldErrorKind::Required,
-                        format!("{mp}.mountPath"),
-                        None,
-                        "",
-                    ));
+                    out.push(FieldError::required(format!("{mp}.mountPath"), ""));
                 }
             }
             for (j, d) in c.container.volume_devices.iter().flatten().enumerate() {
                 if !volume_names.contains(d.name.as_str()) {
-                    out.push(err(
-                        FieldErrorKind::NotFound,
+                    out.push(FieldError::not_found(
                         format!("{p}.volumeDevices[{j}].name"),
-                        quoted(&d.name),
-                        "",
+                        &d.name,
                     ));
                 }
             }
@@ -510,7 +375,7 @@ fn validate_containers(set: &SidecarSet, out: &mut Vec<FieldError>) {
 }
 
 /// OpenKruise's `validateResourcesPolicy`, without the regex and expression syntax checks.
-fn validate_resources_policy(c: &SidecarContainer, path: &str, out: &mut Vec<FieldError>) {
+fn validate_resources_policy(c: &SidecarContainer, path: &str, out: &mut ErrorList) {
     let Some(policy) = c.resources_policy.as_ref() else {
         return;
     };
@@ -520,57 +385,49 @@ fn validate_resources_policy(c: &SidecarContainer, path: &str, out: &mut Vec<Fie
             || r.requests.as_ref().is_some_and(|l| !l.is_empty())
     });
     if has_resources {
-        out.push(err(
-            FieldErrorKind::Invalid,
+        out.push(FieldError::invalid(
             path,
-            None,
+            BadValue::Omitted,
             "resourcesPolicy and resources cannot be configured together",
         ));
         return;
     }
     if policy.target_containers_name_regex.is_empty() {
-        out.push(err(
-            FieldErrorKind::Required,
+        out.push(FieldError::required(
             format!("{path}.targetContainersNameRegex"),
-            None,
             "invalid empty regex",
         ));
     }
     let expr = &policy.resources_expr;
     if expr.limits.is_none() && expr.requests.is_none() {
-        out.push(err(
-            FieldErrorKind::Invalid,
+        out.push(FieldError::invalid(
             format!("{path}.resourcesExpr"),
-            None,
+            BadValue::Omitted,
             "at least one of limits or requests must be configured",
         ));
     }
 }
 
 /// kruise-rs: hot-upgrade fields must make an upgrade possible.
-fn validate_hot_upgrade(c: &SidecarContainer, path: &str, out: &mut Vec<FieldError>) {
+fn validate_hot_upgrade(c: &SidecarContainer, path: &str, out: &mut ErrorList) {
     let us = &c.upgrade_strategy;
     if let Some(SidecarContainerUpgradeType::Unknown(t)) = &us.upgrade_type {
-        out.push(err(
-            FieldErrorKind::NotSupported,
+        out.push(FieldError::not_supported(
             format!("{path}.upgradeStrategy.upgradeType"),
-            quoted(t),
-            "supported values: \"ColdUpgrade\", \"HotUpgrade\"",
+            t,
+            &["ColdUpgrade", "HotUpgrade"],
         ));
     }
     if c.is_hot_upgrade() {
         if us.hot_upgrade_empty_image.is_empty() {
-            out.push(err(
-                FieldErrorKind::Required,
+            out.push(FieldError::required(
                 format!("{path}.upgradeStrategy.hotUpgradeEmptyImage"),
-                None,
                 "hotUpgradeEmptyImage is required for HotUpgrade",
             ));
         } else if c.container.image.as_deref() == Some(us.hot_upgrade_empty_image.as_str()) {
-            out.push(err(
-                FieldErrorKind::Invalid,
+            out.push(FieldError::invalid(
                 format!("{path}.upgradeStrategy.hotUpgradeEmptyImage"),
-                quoted(&us.hot_upgrade_empty_image),
+                &us.hot_upgrade_empty_image,
                 "hotUpgradeEmptyImage must differ from the container image",
             ));
         }
@@ -581,14 +438,13 @@ fn validate_canary(
     set: &SidecarSet,
     old: Option<&SidecarSet>,
     others: &[SidecarSet],
-    out: &mut Vec<FieldError>,
+    out: &mut ErrorList,
 ) {
     let Some(base) = canary_base(set) else { return };
     let name = set.metadata.name.as_deref().unwrap_or("");
-    let shown = || Some(serde_json::to_string(&set.metadata.annotations).unwrap_or_default());
+    let shown = || BadValue::json(&set.metadata.annotations);
     if base == name {
-        out.push(err(
-            FieldErrorKind::Invalid,
+        out.push(FieldError::invalid(
             "metadata",
             shown(),
             "base sidecarSet cannot be itself",
@@ -603,8 +459,7 @@ fn validate_canary(
             .map(String::as_str)
             .unwrap_or("");
         if old_base != base {
-            out.push(err(
-                FieldErrorKind::Invalid,
+            out.push(FieldError::invalid(
                 "metadata",
                 shown(),
                 format!("annotations[{SIDECARSET_BASE_ANNOTATION}] is immutable"),
@@ -612,13 +467,12 @@ fn validate_canary(
         }
     }
     match others.iter().find(|o| o.metadata.name.as_deref() == Some(base)) {
-        None => out.push(err(FieldErrorKind::Invalid, "metadata", shown(), format!("fetch base sidecarSet[{base}] failed: sidecarsets.apps.kruise.io \"{base}\" not found"))),
-        Some(b) if canary_base(b).is_some() => out.push(err(FieldErrorKind::Invalid, "metadata", shown(), "base sidecarSet cannot be canary")),
+        None => out.push(FieldError::invalid("metadata", shown(), format!("fetch base sidecarSet[{base}] failed: sidecarsets.apps.kruise.io \"{base}\" not found"))),
+        Some(b) if canary_base(b).is_some() => out.push(FieldError::invalid("metadata", shown(), "base sidecarSet cannot be canary")),
         Some(_) => {}
     }
     if set.spec.update_strategy.type_ != Some(SidecarSetUpdateStrategyType::NotUpdate) {
-        out.push(err(
-            FieldErrorKind::Invalid,
+        out.push(FieldError::invalid(
             "metadata",
             shown(),
             "RollingUpdate is not supported for canary sidecarSet",
@@ -626,7 +480,7 @@ fn validate_canary(
     }
 }
 
-fn validate_update_conflict(new: &SidecarSet, old: &SidecarSet, out: &mut Vec<FieldError>) {
+fn validate_update_conflict(new: &SidecarSet, old: &SidecarSet, out: &mut ErrorList) {
     let old_types: BTreeMap<&str, Option<&SidecarContainerUpgradeType>> = old
         .spec
         .containers
@@ -635,24 +489,24 @@ fn validate_update_conflict(new: &SidecarSet, old: &SidecarSet, out: &mut Vec<Fi
         .collect();
     for c in &new.spec.containers {
         match old_types.get(c.name()) {
-            Some(Some(t)) if c.upgrade_strategy.upgrade_type.as_ref() != Some(*t) => out.push(err(
-                FieldErrorKind::Invalid,
-                "spec.containers.upgradeStrategy.upgradeType",
-                quoted(c.name()),
-                format!("container {} upgradeType is immutable", c.name()),
-            )),
+            Some(Some(t)) if c.upgrade_strategy.upgrade_type.as_ref() != Some(*t) => {
+                out.push(FieldError::invalid(
+                    "spec.containers.upgradeStrategy.upgradeType",
+                    c.name(),
+                    format!("container {} upgradeType is immutable", c.name()),
+                ))
+            }
             Some(_) => {}
-            None => out.push(err(
-                FieldErrorKind::Invalid,
+            None => out.push(FieldError::invalid(
                 "spec.containers.name",
-                quoted(c.name()),
+                c.name(),
                 format!("container {} is not found", c.name()),
             )),
         }
     }
 }
 
-fn validate_conflicts(set: &SidecarSet, others: &[SidecarSet], out: &mut Vec<FieldError>) {
+fn validate_conflicts(set: &SidecarSet, others: &[SidecarSet], out: &mut ErrorList) {
     let name = set.metadata.name.as_deref().unwrap_or("");
     let base = canary_base(set);
     let Some(selector) = set.spec.selector.as_ref() else {
@@ -704,10 +558,9 @@ fn validate_conflicts(set: &SidecarSet, others: &[SidecarSet], out: &mut Vec<Fie
     ] {
         for c in list.iter() {
             if let Some(other) = in_others.get(c.name()) {
-                out.push(err(
-                    FieldErrorKind::Invalid,
+                out.push(FieldError::invalid(
                     "spec.containers",
-                    quoted(c.name()),
+                    c.name(),
                     format!("container {} already exist in {other}", c.name()),
                 ));
             }
@@ -717,10 +570,9 @@ fn validate_conflicts(set: &SidecarSet, others: &[SidecarSet], out: &mut Vec<Fie
         if let Some(other) = volumes_in_others.get(v.name.as_str())
             && other.spec.volumes.iter().find(|o| o.name == v.name) != Some(v)
         {
-            out.push(err(
-                FieldErrorKind::Invalid,
+            out.push(FieldError::invalid(
                 "spec.volumes",
-                quoted(&v.name),
+                &v.name,
                 format!(
                     "volume {} is in conflict with sidecarset {}",
                     v.name,
@@ -741,10 +593,9 @@ fn validate_conflicts(set: &SidecarSet, others: &[SidecarSet], out: &mut Vec<Fie
                 && (*policy == SidecarSetPatchPolicy::Overwrite
                     || **other_policy == SidecarSetPatchPolicy::Overwrite)
             {
-                out.push(err(
-                    FieldErrorKind::Invalid,
+                out.push(FieldError::invalid(
                     "spec.patchPodMetadata",
-                    quoted(k),
+                    k,
                     format!("annotation {k} is in conflict with sidecarset {other}"),
                 ));
             }
@@ -759,25 +610,22 @@ pub fn validate_sidecar_set(
     set: &SidecarSet,
     old: Option<&SidecarSet>,
     others: &[SidecarSet],
-) -> Vec<FieldError> {
+) -> ErrorList {
     let mut out = Vec::new();
     let name = set.metadata.name.as_deref().unwrap_or("");
     if name.is_empty() {
-        out.push(err(
-            FieldErrorKind::Required,
+        out.push(FieldError::required(
             "metadata.name",
-            None,
             "name or generateName is required",
         ));
     } else {
         if !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-') {
-            out.push(err(FieldErrorKind::Invalid, "metadata.name", quoted(name), "sidecarset name must consist of alphanumeric characters or '-' (e.g. 'example-com', regex used for validation is '^[a-zA-Z0-9\\-]+$')"));
+            out.push(FieldError::invalid("metadata.name", name, "sidecarset name must consist of alphanumeric characters or '-' (e.g. 'example-com', regex used for validation is '^[a-zA-Z0-9\\-]+$')"));
         }
         if name.len() > NAME_MAX_LEN {
-            out.push(err(
-                FieldErrorKind::Invalid,
+            out.push(FieldError::invalid(
                 "metadata.name",
-                quoted(name),
+                name,
                 format!("must be no more than {NAME_MAX_LEN} characters"),
             ));
         }
@@ -787,19 +635,15 @@ pub fn validate_sidecar_set(
     let rolling = spec.update_strategy.type_ == Some(SidecarSetUpdateStrategyType::RollingUpdate);
     for c in &spec.init_containers {
         if is_native_sidecar(&c.container) && rolling {
-            out.push(err(
-                FieldErrorKind::Required,
+            out.push(FieldError::required(
                 "spec.updateStrategy",
-                None,
                 "The initContainer in-place upgrade is not currently supported.",
             ));
         }
     }
     match &spec.selector {
-        None => out.push(err(
-            FieldErrorKind::Required,
+        None => out.push(FieldError::required(
             "spec.selector",
-            None,
             "no selector defined for SidecarSet",
         )),
         Some(sel) => validate_selector(sel, "spec.selector", &mut out),
@@ -809,20 +653,18 @@ pub fn validate_sidecar_set(
     }
     if let Some(r) = &spec.injection_strategy.revision {
         if r.revision_name.is_none() && r.custom_version.is_none() {
-            out.push(err(
-                FieldErrorKind::Invalid,
+            out.push(FieldError::invalid(
                 "revision",
-                None,
+                BadValue::Omitted,
                 "revisionName and customVersion cannot be empty simultaneously",
             ));
         }
         if let Some(SidecarSetInjectRevisionPolicy::Unknown(p)) = &r.policy
             && !p.is_empty()
         {
-            out.push(err(
-                FieldErrorKind::Invalid,
+            out.push(FieldError::invalid(
                 "revision.policy",
-                quoted(p),
+                p,
                 format!("Invalid policy {p}, supported: [Always, Partial]"),
             ));
         }
@@ -835,10 +677,9 @@ pub fn validate_sidecar_set(
             None => false,
         };
         if partition_set && us.selector.is_some() {
-            out.push(err(
-                FieldErrorKind::Invalid,
+            out.push(FieldError::invalid(
                 "updateStrategy",
-                None,
+                BadValue::Omitted,
                 "Partition and Selector cannot be used together",
             ));
         }
@@ -852,27 +693,21 @@ pub fn validate_sidecar_set(
             validate_positive_int_or_percent(m, "spec.updateStrategy.maxUnavailable", &mut out);
         }
         if let Some(Err(e)) = us.priority_strategy.as_ref().map(|p| p.validate()) {
-            out.push(err(
-                FieldErrorKind::Required,
+            out.push(FieldError::required(
                 "spec.updateStrategy.priorityStrategy",
-                None,
                 e.to_string(),
             ));
         }
         if let Err(e) = validate_scatter(&us.scatter_strategy) {
-            out.push(err(
-                FieldErrorKind::Required,
+            out.push(FieldError::required(
                 "spec.updateStrategy.scatterStrategy",
-                None,
                 e.to_string(),
             ));
         }
     }
     if spec.init_containers.is_empty() && spec.containers.is_empty() {
-        out.push(err(
-            FieldErrorKind::Required,
+        out.push(FieldError::required(
             "spec",
-            None,
             "no initContainer or container defined for SidecarSet",
         ));
     } else {
@@ -881,38 +716,31 @@ pub fn validate_sidecar_set(
     let mut keys = BTreeSet::new();
     for p in &spec.patch_pod_metadata {
         if p.annotations.is_empty() {
-            out.push(err(
-                FieldErrorKind::Required,
+            out.push(FieldError::required(
                 "spec.patchPodMetadata",
-                None,
                 "no annotations defined for SidecarSet",
             ));
         }
         for k in p.annotations.keys() {
             if !is_qualified_name(k) {
-                out.push(err(FieldErrorKind::Invalid, "patchPodMetadata.annotations", quoted(k), "name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character"));
+                out.push(FieldError::invalid("patchPodMetadata.annotations", k, "name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character"));
             }
             if !keys.insert(k.as_str()) {
-                out.push(err(
-                    FieldErrorKind::Required,
+                out.push(FieldError::required(
                     "spec.patchPodMetadata",
-                    None,
                     format!("patch annotation[{k}] already exist"),
                 ));
             }
         }
         match &p.patch_policy {
-            None => out.push(err(
-                FieldErrorKind::Required,
+            None => out.push(FieldError::required(
                 "spec.patchPodMetadata",
-                None,
                 "no patchPolicy defined for patchPodMetadata",
             )),
-            Some(SidecarSetPatchPolicy::Unknown(v)) => out.push(err(
-                FieldErrorKind::NotSupported,
+            Some(SidecarSetPatchPolicy::Unknown(v)) => out.push(FieldError::not_supported(
                 "spec.patchPodMetadata.patchPolicy",
-                quoted(v),
-                "supported values: \"Retain\", \"Overwrite\", \"MergePatchJson\"",
+                v,
+                &["Retain", "Overwrite", "MergePatchJson"],
             )),
             Some(_) => {}
         }
@@ -924,45 +752,6 @@ pub fn validate_sidecar_set(
         validate_conflicts(set, others, &mut out);
     }
     out
-}
-
-/// Why a rollout budget could not be computed.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum BudgetError {
-    /// partition or maxUnavailable is not an int or percent.
-    #[error("invalid int-or-percent: {0}")]
-    IntOrPercent(#[from] IntOrPercentError),
-}
-
-/// How many matched pods an in-place sidecar rollout may touch.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct RolloutBudget {
-    /// Pods kept at the old version.
-    pub partition: i32,
-    /// Pods that may be unavailable (upgrading or not ready after an upgrade) at once.
-    pub max_unavailable: i32,
-}
-
-/// Resolves `partition` and `maxUnavailable` against the number of matched pods so that an
-/// update always progresses: percent `maxUnavailable` rounds up and is at least 1 (5% of 5
-/// pods is 1, not 0; a literal 0 would stall the rollout forever, so it counts as 1 too);
-/// percent `partition` rounds up but, below 100%, always leaves at least one pod to update
-/// (Kruise's `CalculatePartitionReplicas`). `None` means partition 0 and maxUnavailable 1.
-pub fn rollout_budget(
-    partition: Option<&IntOrString>,
-    max_unavailable: Option<&IntOrString>,
-    matched_pods: i32,
-) -> Result<RolloutBudget, BudgetError> {
-    let total = matched_pods.max(0);
-    let partition = calculate_partition_replicas(partition, Some(total))?;
-    let max_unavailable = match max_unavailable {
-        None => 1,
-        Some(v) => scaled_value_from_int_or_percent(Some(v), total, true)?,
-    };
-    Ok(RolloutBudget {
-        partition,
-        max_unavailable: max_unavailable.max(1),
-    })
 }
 
 #[cfg(test)]
