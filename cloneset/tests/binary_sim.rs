@@ -4,8 +4,7 @@
 //! controller creates the pods.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-#[path = "../../common/tests/support/mod.rs"]
-mod support;
+use kruise_testkit as support;
 
 use std::process::{Command, Stdio};
 use std::time::Duration;

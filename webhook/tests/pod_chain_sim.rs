@@ -3,8 +3,7 @@
 //! chain's JSONPatch.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-#[path = "../../common/tests/support/mod.rs"]
-mod support;
+use kruise_testkit as support;
 
 use std::time::Duration;
 

@@ -4,8 +4,7 @@
 //! created, and pods one does match are refused rather than started without the sidecar.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-#[path = "../../common/tests/support/mod.rs"]
-mod support;
+use kruise_testkit as support;
 
 use std::time::Duration;
 
