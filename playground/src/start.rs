@@ -232,6 +232,59 @@ mod tests {
         assert!(err.to_string().contains("unknown family \"nope\""), "{err}");
     }
 
+    /// A family with a node agent gets one per simulated node, each given that node's CRI
+    /// socket.
+    #[tokio::test]
+    async fn a_node_agent_runs_once_per_node_with_its_cri_socket() {
+        use kruise_common::family::Agent;
+        use kruise_common::runtime::{Binary, Context};
+        let dir = std::env::temp_dir().join(format!("kruise-playground-{}", std::process::id()));
+        let sim = kruise_sim::Sim::start(kruise_sim::SimConfig {
+            nodes: 2,
+            cri_dir: Some(dir.clone()),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+        let (seen, mut agents) = tokio::sync::mpsc::unbounded_channel();
+        let agent = Agent::new(move |ctx: AgentContext| {
+            let seen = seen.clone();
+            async move {
+                seen.send((ctx.node, ctx.cri_socket))?;
+                ctx.shutdown.cancelled().await;
+                Ok(())
+            }
+        });
+        let binary = Binary::new("kruise-example", "0.0.0").leader(|ctx: Context| async move {
+            ctx.shutdown.cancelled().await;
+            Ok(())
+        });
+        let family = Family::new("example", "kruise-example", binary).agent(agent);
+        let shutdown = CancellationToken::new();
+        let kubeconfig = sim.kubeconfig_path().unwrap();
+        let tasks = start(&sim, &kubeconfig, vec![family], &shutdown)
+            .await
+            .unwrap();
+        let mut nodes = Vec::new();
+        for _ in 0..2 {
+            let (node, socket) =
+                tokio::time::timeout(std::time::Duration::from_secs(20), agents.recv())
+                    .await
+                    .unwrap()
+                    .unwrap();
+            assert_eq!(socket, kruise_sim::cluster::cri::socket_path(&dir, &node));
+            nodes.push(node);
+        }
+        nodes.sort();
+        assert_eq!(nodes, ["sim-node-0", "sim-node-1"]);
+        shutdown.cancel();
+        for task in tasks {
+            task.await.unwrap();
+        }
+        sim.shutdown().await;
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
     #[test]
     fn families_lists_name_binary_crds_and_steps() {
         let lines: Vec<String> = registered().iter().map(describe).collect();

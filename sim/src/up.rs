@@ -113,6 +113,17 @@ impl Up {
     }
 }
 
+/// Logs to stderr, at `info` unless `RUST_LOG` says otherwise.
+pub fn init_logging() {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+}
+
 /// Returns on Ctrl-C or SIGTERM.
 pub async fn wait_for_signal() -> anyhow::Result<()> {
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())

@@ -48,7 +48,12 @@ pub async fn post_tls(
     let mut raw = Vec::new();
     // A peer that closes without close_notify is fine here: the response is complete.
     let _ = tls.read_to_end(&mut raw).await;
-    let text = String::from_utf8_lossy(&raw).to_string();
+    parse_response(&raw)
+}
+
+/// An HTTP/1.1 response's status and (de-chunked) body.
+fn parse_response(raw: &[u8]) -> Result<(u16, String), String> {
+    let text = String::from_utf8_lossy(raw).to_string();
     let status: u16 = text
         .split_whitespace()
         .nth(1)
@@ -120,17 +125,7 @@ pub async fn http_get(addr: SocketAddr, path: &str) -> Result<(u16, String), Str
         .map_err(|e| e.to_string())?;
     let mut raw = Vec::new();
     tcp.read_to_end(&mut raw).await.map_err(|e| e.to_string())?;
-    let text = String::from_utf8_lossy(&raw).to_string();
-    let status = text
-        .split_whitespace()
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .ok_or_else(|| format!("no HTTP status in {text:?}"))?;
-    let body = text
-        .split_once("\r\n\r\n")
-        .map(|(_, b)| b.to_string())
-        .unwrap_or_default();
-    Ok((status, dechunk(&body)))
+    parse_response(&raw)
 }
 
 /// A free loopback port (bound then released), never one this process was given before:
@@ -148,5 +143,19 @@ pub fn free_port() -> u16 {
         if GIVEN.lock().unwrap().insert(port) {
             return port;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_chunked_response_reads_as_its_body() {
+        let raw = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n";
+        assert_eq!(parse_response(raw).unwrap(), (200, "hello world".into()));
+        let plain = b"HTTP/1.1 404 Not Found\r\nContent-Length: 2\r\n\r\nno";
+        assert_eq!(parse_response(plain).unwrap(), (404, "no".into()));
+        assert!(parse_response(b"").is_err());
     }
 }

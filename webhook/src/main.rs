@@ -1,5 +1,5 @@
-//! `kruise-webhook [run|manifests]`: the pod mutating chain composed from the enabled
-//! families' handlers.
+//! `kruise-webhook [run|manifests]`: the pod mutating chain composed from the steps the
+//! families of `kruise_webhook::registry` lend it.
 
 #[global_allocator]
 static ALLOCATOR: kruise_common::runtime::Allocator = kruise_common::runtime::Allocator;
