@@ -42,26 +42,10 @@ pub fn spawn_replica(
 ) -> Replica {
     let health_port = crate::free_port();
     let mut cmd = std::process::Command::new(bin);
-    cmd.args([
-        "--kubeconfig",
-        kubeconfig.to_str().unwrap(),
-        "--leader-elect=false",
-    ])
-    .args([
-        "--metrics-addr",
-        &format!("127.0.0.1:{}", crate::free_port()),
-    ])
-    .args(["--health-addr", &format!("127.0.0.1:{health_port}")])
-    .args([
-        "--webhook-port",
-        &webhook_port.to_string(),
-        "--webhook-host",
-        "127.0.0.1",
-    ])
-    .args(["--webhook-namespace", "default"])
-    .args(extra)
-    .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
-    .stdout(std::process::Stdio::null());
+    cmd.args(replica_args(kubeconfig, webhook_port, health_port))
+        .args(extra)
+        .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
+        .stdout(std::process::Stdio::null());
     // KRUISE_TEST_LOGS=1 shows the child's logs (set RUST_LOG for more detail).
     if std::env::var_os("KRUISE_TEST_LOGS").is_none() {
         cmd.stderr(std::process::Stdio::null());
@@ -73,6 +57,34 @@ pub fn spawn_replica(
         child: cmd.spawn().unwrap(),
         health_port,
     }
+}
+
+/// The flags of a single replica against `kubeconfig` (no leader election), health on
+/// `health_port` and metrics on a free port, its admission server on `webhook_port`, reached
+/// at 127.0.0.1 with certificates in the `default` namespace. With the binary's name
+/// before them, the command line of an in-process run (`Binary::run_argv`).
+pub fn replica_args(
+    kubeconfig: &std::path::Path,
+    webhook_port: u16,
+    health_port: u16,
+) -> Vec<String> {
+    [
+        "--kubeconfig",
+        kubeconfig.to_str().unwrap(),
+        "--leader-elect=false",
+        "--metrics-addr",
+        &format!("127.0.0.1:{}", crate::free_port()),
+        "--health-addr",
+        &format!("127.0.0.1:{health_port}"),
+        "--webhook-port",
+        &webhook_port.to_string(),
+        "--webhook-host",
+        "127.0.0.1",
+        "--webhook-namespace",
+        "default",
+    ]
+    .map(String::from)
+    .to_vec()
 }
 
 /// VmRSS, with its anonymous (heap, stacks) and file-backed (the binary's pages) parts.

@@ -34,25 +34,12 @@ async fn cluster() -> Cluster {
     let binary = kruise_sidecarset::binary::binary().unwrap();
     let (sim, client) = support::sim_with_crds(2, binary.crd_definitions()).await;
     let kubeconfig = sim.kubeconfig_path().unwrap();
-    let argv: Vec<String> = [
-        "kruise-sidecarset",
-        "--kubeconfig",
-        kubeconfig.to_str().unwrap(),
-        "--leader-elect=false",
-        "--webhook-host",
-        "127.0.0.1",
-        "--webhook-port",
-        &support::free_port().to_string(),
-        "--webhook-namespace",
-        "default",
-        "--metrics-addr",
-        &format!("127.0.0.1:{}", support::free_port()),
-        "--health-addr",
-        &format!("127.0.0.1:{}", support::free_port()),
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
+    let mut argv = vec!["kruise-sidecarset".to_string()];
+    argv.extend(support::process::replica_args(
+        &kubeconfig,
+        support::free_port(),
+        support::free_port(),
+    ));
     let sidecarset = CancellationToken::new();
     let stop = sidecarset.clone();
     tokio::spawn(async move { binary.run_argv(argv, stop).await });
