@@ -13,6 +13,21 @@ pub struct Replica {
 }
 
 impl Replica {
+    /// Kills it and waits until nothing answers on `port` (its admission server's), so
+    /// what follows sees it down.
+    pub async fn stop(&mut self, port: u16) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
+        crate::eventually("the replica down", Duration::from_secs(10), || async {
+            tokio::net::TcpStream::connect(addr)
+                .await
+                .is_err()
+                .then_some(())
+        })
+        .await;
+    }
+
     /// Waits until its `/readyz` answers 200 (its caches synced, its webhooks served).
     pub async fn wait_ready(&self, deadline: Duration) {
         let addr = std::net::SocketAddr::from(([127, 0, 0, 1], self.health_port));
