@@ -5,5 +5,5 @@
 static ALLOCATOR: kruise_common::runtime::Allocator = kruise_common::runtime::Allocator;
 
 fn main() -> std::process::ExitCode {
-    kruise_webhook::binary().main()
+    kruise_common::family::main(kruise_webhook::family)
 }
