@@ -1,21 +1,27 @@
-//! The `kruise-cloneset` binary's composition: the CloneSet CRD, its webhooks — defaulting,
-//! validation, `/convert` — on every replica and the controller on the leader. In the
-//! library so that hosts such as `kruise-sim up --controllers` run it in-process.
+//! The CloneSet family's one registration ([`family`]): the `kruise-cloneset` binary — the
+//! CloneSet CRD, its webhooks (defaulting, validation, `/convert`) on every replica and the
+//! controller on the leader. In the library so that hosts such as `kruise-playground up`
+//! run it in-process.
 
 use kruise_common::admission::publish::{self, Owned};
 use kruise_common::admission::runner::{self, AdmissionFlags};
+use kruise_common::family::Family;
 use kruise_common::runtime::{Binary, Context, Flags};
 
 use crate::{admission, api, controller};
 
+/// The family's name (`--controllers`, the crate's directory).
+pub const NAME: &str = "cloneset";
 /// The binary's name (also its Service, Secret and user agent).
 pub const BINARY: &str = "kruise-cloneset";
+const MUTATING: &str = "kruise-cloneset-mutating";
+const VALIDATING: &str = "kruise-cloneset-validating";
 
 /// The webhook configurations and CRD whose caBundle this binary keeps current.
 fn owned() -> Owned {
     Owned {
-        mutating: Some("kruise-cloneset-mutating".into()),
-        validating: Some("kruise-cloneset-validating".into()),
+        mutating: Some(MUTATING.into()),
+        validating: Some(VALIDATING.into()),
         crds: vec!["clonesets.apps.kruise.io".into()],
     }
 }
@@ -27,6 +33,13 @@ fn manifests(_flags: &Flags, args: &AdmissionFlags) -> anyhow::Result<String> {
         &owned(),
         &endpoint,
     )?)
+}
+
+/// The CloneSet family: the `kruise-cloneset` binary, its webhooks and controller.
+pub fn family() -> anyhow::Result<Family> {
+    Ok(Family::new(NAME, BINARY, binary()?)
+        .webhooks([MUTATING, VALIDATING])
+        .controllers([controller::CONTROLLER_NAME]))
 }
 
 /// `kruise-cloneset`, ready for [`Binary::main`] or [`Binary::run_argv`].

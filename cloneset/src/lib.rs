@@ -7,8 +7,8 @@
 //! * [`controller`]: the shell — reflectors, planner, API writes, status and events;
 //! * [`admission`]: the defaulting and validating webhooks and `/convert`, served by the
 //!   `kruise-cloneset` binary itself;
-//! * [`binary`]: the `kruise-cloneset` binary's composition, also run in-process by
-//!   `kruise-sim up`;
+//! * [`binary`]: the family's registration and the `kruise-cloneset` binary's composition,
+//!   also run in-process by `kruise-playground up`;
 //! * [`plan`]: the pure planner — (CloneSet, pods, PVCs, revisions, now, gates, expectations)
 //!   -> actions + status — and revision selection ([`plan::plan_revisions`]).
 //!

@@ -5,11 +5,5 @@
 static ALLOCATOR: kruise_common::runtime::Allocator = kruise_common::runtime::Allocator;
 
 fn main() -> std::process::ExitCode {
-    match kruise_cloneset::binary::binary() {
-        Ok(binary) => binary.main(),
-        Err(e) => {
-            eprintln!("error: {e:#}");
-            std::process::ExitCode::FAILURE
-        }
-    }
+    kruise_common::family::main(kruise_cloneset::binary::family)
 }

@@ -4,10 +4,9 @@
 //! controller creates the pods.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-#[path = "../../common/tests/support/mod.rs"]
-mod support;
+use kruise_testkit as support;
 
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
 
 use k8s_openapi::api::admissionregistration::v1::{
@@ -21,15 +20,6 @@ use kube::api::{Api, ListParams, PostParams};
 use serde_json::json;
 
 const BIN: &str = env!("CARGO_BIN_EXE_kruise-cloneset");
-
-struct Killed(std::process::Child);
-
-impl Drop for Killed {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
 
 fn stdout_of(args: &[&str]) -> String {
     let out = Command::new(BIN).args(args).output().unwrap();
@@ -90,36 +80,7 @@ async fn run_serves_its_webhooks_and_controls_clonesets() {
         .unwrap();
     let kubeconfig = sim.kubeconfig_path().unwrap();
     let port = support::free_port();
-    let _binary = Killed(
-        Command::new(BIN)
-            .args([
-                "--kubeconfig",
-                kubeconfig.to_str().unwrap(),
-                "--leader-elect=false",
-                "--namespace",
-                "default",
-            ])
-            .args([
-                "--metrics-addr",
-                &format!("127.0.0.1:{}", support::free_port()),
-            ])
-            .args([
-                "--health-addr",
-                &format!("127.0.0.1:{}", support::free_port()),
-            ])
-            .args([
-                "--webhook-port",
-                &port.to_string(),
-                "--webhook-host",
-                "127.0.0.1",
-                "--webhook-namespace",
-                "default",
-            ])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
+    let _binary = support::spawn_replica(BIN, &kubeconfig, port, &["--namespace", "default"], &[]);
     let mutating: Api<MutatingWebhookConfiguration> = Api::all(client.clone());
     let validating: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
     support::eventually("published caBundles", Duration::from_secs(30), || async {

@@ -2,42 +2,16 @@
 # The OpenKruise CloneSet walkthrough with a real kubectl: kruise-sim (3 nodes, kubelet)
 # plus the kruise-cloneset binary, its CRD and webhooks registered as a user would.
 #
-#   KRUISE_SIM=.../kruise-sim KRUISE_CLONESET=.../kruise-cloneset cloneset/tests/kubectl-cloneset.sh
+#   KRUISE_BIN_DIR=.../debug cloneset/tests/kubectl-cloneset.sh
 set -euo pipefail
 
-ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
-KUBECTL="${KUBECTL:-kubectl}"
-# shellcheck source=sim/tests/scenario-lib.sh
-source "$ROOT/sim/tests/scenario-lib.sh"
+# shellcheck source=testkit/scenario-lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../../testkit/scenario-lib.sh"
 scenario_init
 
-target="${CARGO_TARGET_DIR:-$ROOT/target}/debug"
-if [[ -z "${KRUISE_SIM:-}" || -z "${KRUISE_CLONESET:-}" ]]; then
-  (cd "$ROOT" && cargo build -q -p kruise-sim -p kruise-cloneset)
-fi
-KRUISE_SIM="${KRUISE_SIM:-$target/kruise-sim}"
-KRUISE_CLONESET="${KRUISE_CLONESET:-$target/kruise-cloneset}"
-
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-
-"$KRUISE_SIM" up --port 0 --nodes 3 --controllers none --kubeconfig "$KUBECONFIG" >"$WORK/sim.log" 2>&1 &
-PIDS+=($!)
-wait_for 30 "kruise-sim" grep -q '^export KUBECONFIG=' "$WORK/sim.log"
-
-"$KRUISE_CLONESET" crd | "$KUBECTL" apply -f - >/dev/null
-health=$(free_port)
-"$KRUISE_CLONESET" --kubeconfig "$KUBECONFIG" --leader-elect=false \
-  --metrics-addr "127.0.0.1:$(free_port)" --health-addr "127.0.0.1:$health" \
-  --webhook-port "$(free_port)" --webhook-host 127.0.0.1 --webhook-namespace default \
-  >"$WORK/cloneset.log" 2>&1 &
-PIDS+=($!)
-wait_for 60 "kruise-cloneset ready" curl -sf "http://127.0.0.1:$health/readyz"
+start_cluster kruise-sim --nodes 3
+start_family cloneset
 pass "kruise-cloneset running against kruise-sim (webhooks registered)"
-
-pods_ready() { # pods_ready N: exactly N pods of the sample, all Ready
-  local out; out=$("$KUBECTL" get pods -l app=sample -o jsonpath='{range .items[*]}{.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}')
-  [[ "$(grep -c True <<<"$out")" == "$1" && "$(wc -l <<<"$out")" == "$1" ]]
-}
 
 cat >"$WORK/cloneset.yaml" <<'YAML'
 apiVersion: apps.kruise.io/v1beta1
@@ -58,7 +32,7 @@ spec:
         image: nginx:alpine
 YAML
 "$KUBECTL" apply -f "$WORK/cloneset.yaml" >/dev/null
-wait_for 60 "3 ready pods" pods_ready 3
+wait_for 60 "3 ready pods" pods_ready app=sample 3
 for p in $("$KUBECTL" get pods -l app=sample -o jsonpath='{.items[*].metadata.name}'); do
   [[ "$p" =~ ^sample-[a-z0-9]{5}$ ]] || fail "pod name $p is not sample-xxxxx"
 done
@@ -77,7 +51,7 @@ pass "kubectl get cloneset shows the printer columns"
   -p '{"spec":{"replicas":5,"minReadySeconds":3,"scaleStrategy":{"maxUnavailable":1}}}' >/dev/null
 max_unready=0
 deadline=$((SECONDS + 90))
-until pods_ready 5; do
+until pods_ready app=sample 5; do
   (( SECONDS < deadline )) || fail "timed out waiting for 5 ready pods"
   unready=$("$KUBECTL" get pods -l app=sample -o jsonpath='{range .items[*]}{.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}' | grep -vc True || true)
   (( unready > max_unready )) && max_unready=$unready
@@ -98,7 +72,7 @@ pass "scale to 5 with scaleStrategy.maxUnavailable 1 and minReadySeconds 3: one 
 victim="$("$KUBECTL" get pods -l app=sample -o jsonpath='{.items[0].metadata.name}')"
 "$KUBECTL" patch cloneset sample --type merge -p "{\"spec\":{\"scaleStrategy\":{\"podsToDelete\":[\"$victim\"]}}}" >/dev/null
 wait_for 60 "$victim deleted" bash -c "! '$KUBECTL' get pod '$victim' >/dev/null 2>&1"
-wait_for 60 "5 ready pods again" pods_ready 5
+wait_for 60 "5 ready pods again" pods_ready app=sample 5
 pass "podsToDelete removes exactly $victim and the CloneSet replaces it"
 
 before="$("$KUBECTL" get pods -l app=sample -o jsonpath='{range .items[*]}{.metadata.name}={.metadata.uid}{"\n"}{end}' | sort)"

@@ -9,6 +9,7 @@
 pub mod admission;
 pub mod api;
 pub mod expectations;
+pub mod family;
 pub mod featuregate;
 pub mod inplace;
 pub mod pods;

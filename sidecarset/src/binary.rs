@@ -1,29 +1,36 @@
-//! The `kruise-sidecarset` binary's composition: the SidecarSet CRD, its webhooks —
-//! defaulting, validation, `/convert` — on every replica and the controller on the leader.
-//! Pod injection is not here: it is a step of kruise-webhook's pod chain. In the library so
-//! that hosts such as `kruise-sim up --controllers` run it in-process.
+//! The SidecarSet family's one registration ([`family`]): the `kruise-sidecarset` binary —
+//! the SidecarSet CRD, its webhooks (defaulting, validation, `/convert`) on every replica
+//! and the controller on the leader — and the injection step it lends kruise-webhook's pod
+//! chain. In the library so that hosts such as `kruise-playground up` run it in-process.
 
 use std::sync::Arc;
 
 use kruise_common::admission::AdmissionRoutes;
+use kruise_common::admission::pod_chain::PodMutator;
 use kruise_common::admission::publish::{self, Owned};
 use kruise_common::admission::runner::{self, AdmissionFlags};
+use kruise_common::family::{Family, PodStep, StepContext};
 use kruise_common::runtime::{Binary, Context, Flags};
 
 use crate::admission::{
-    SidecarSetMutatingHandler, SidecarSetSnapshot, SidecarSetValidatingHandler, StaticSnapshot,
+    SidecarSetInjectionStep, SidecarSetMutatingHandler, SidecarSetSnapshot,
+    SidecarSetValidatingHandler, StaticSnapshot,
 };
 use crate::conversion::SidecarSetConverter;
 use crate::{api, controller, live};
 
+/// The family's name (`--controllers`, kruise-webhook's `--enable`, the crate's directory).
+pub const NAME: &str = "sidecarset";
 /// The binary's name (also its Service, Secret and user agent).
 pub const BINARY: &str = "kruise-sidecarset";
+const MUTATING: &str = "kruise-sidecarset-mutating";
+const VALIDATING: &str = "kruise-sidecarset-validating";
 
 /// The webhook configurations and CRD whose caBundle this binary keeps current.
 fn owned() -> Owned {
     Owned {
-        mutating: Some("kruise-sidecarset-mutating".into()),
-        validating: Some("kruise-sidecarset-validating".into()),
+        mutating: Some(MUTATING.into()),
+        validating: Some(VALIDATING.into()),
         crds: vec!["sidecarsets.apps.kruise.io".into()],
     }
 }
@@ -43,6 +50,32 @@ fn manifests(_flags: &Flags, args: &AdmissionFlags) -> anyhow::Result<String> {
         &owned(),
         &endpoint,
     )?)
+}
+
+/// The SidecarSet family: the `kruise-sidecarset` binary, its webhooks and controller, and
+/// sidecar injection lent to kruise-webhook's pod chain.
+pub fn family() -> anyhow::Result<Family> {
+    Ok(Family::new(NAME, BINARY, binary()?)
+        .webhooks([MUTATING, VALIDATING])
+        .controllers([controller::CONTROLLER_NAME])
+        .pod_step(PodStep {
+            name: NAME,
+            build: injection_step,
+        }))
+}
+
+/// The pod-chain step: injects the sidecars of the SidecarSets kruise-webhook watches
+/// (none without a live cluster, as for `manifests`).
+fn injection_step(ctx: &StepContext) -> Arc<dyn PodMutator> {
+    let snapshot: Arc<dyn SidecarSetSnapshot> = match &ctx.live {
+        Some(live) => Arc::new(live::start(
+            live.client.clone(),
+            live.refresh.clone(),
+            live.shutdown.clone(),
+        )),
+        None => Arc::new(StaticSnapshot::default()),
+    };
+    Arc::new(SidecarSetInjectionStep::new(snapshot))
 }
 
 /// `kruise-sidecarset`, ready for [`Binary::main`] or [`Binary::run_argv`].

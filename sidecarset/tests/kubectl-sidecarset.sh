@@ -1,28 +1,20 @@
 #!/usr/bin/env bash
-# The OpenKruise SidecarSet walkthrough with a real kubectl on `kruise-sim up` (its default
-# `--controllers all`: kruise-sidecarset, kruise-webhook and kruise-cloneset in-process):
+# The OpenKruise SidecarSet walkthrough with a real kubectl on `kruise-playground up` (its
+# default `--controllers all`: kruise-sidecarset, kruise-webhook and kruise-cloneset
+# in-process):
 # the v1alpha1 test-sidecarset manifest applies unchanged, pods of a CloneSet get sidecar1
 # injected, an image change upgrades the sidecar in place (same pods, app untouched), and a
 # canary selector upgrades only the labelled pod.
 #
-#   KRUISE_SIM=.../kruise-sim sidecarset/tests/kubectl-sidecarset.sh
+#   KRUISE_BIN_DIR=.../debug sidecarset/tests/kubectl-sidecarset.sh
 set -euo pipefail
 
-ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
-KUBECTL="${KUBECTL:-kubectl}"
-# shellcheck source=sim/tests/scenario-lib.sh
-source "$ROOT/sim/tests/scenario-lib.sh"
+# shellcheck source=testkit/scenario-lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../../testkit/scenario-lib.sh"
 scenario_init
 
-if [[ -z "${KRUISE_SIM:-}" ]]; then
-  (cd "$ROOT" && cargo build -q -p kruise-sim)
-fi
-KRUISE_SIM="${KRUISE_SIM:-${CARGO_TARGET_DIR:-$ROOT/target}/debug/kruise-sim}"
-
-"$KRUISE_SIM" up --port 0 --kubeconfig "$KUBECONFIG" >"$WORK/sim.log" 2>&1 &
-PIDS+=($!)
-wait_for 60 "kruise-sim up" grep -q '^export KUBECONFIG=' "$WORK/sim.log"
-assert_contains "$(cat "$WORK/sim.log")" "sidecarset, webhook" "up's banner"
+start_cluster kruise-playground
+assert_contains "$(cat "$CLUSTER_LOG")" "sidecarset, webhook" "up's banner"
 
 # OpenKruise's test-sidecarset, as its docs publish it (v1alpha1). The defaulting webhook
 # may still be registering: apply until the stored object carries its hash annotation.

@@ -35,6 +35,7 @@ pub mod server;
 pub mod store;
 pub mod structural;
 pub mod table;
+pub mod up;
 pub mod validate;
 pub mod watch;
 pub mod webhooks;

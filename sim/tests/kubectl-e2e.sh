@@ -3,42 +3,16 @@
 # drives it with a real kubectl, asserting every outcome.
 #
 #   KUBECTL=kubectl.1.27 sim/tests/kubectl-e2e.sh
-#   KRUISE_SIM=/path/to/kruise-sim sim/tests/kubectl-e2e.sh   (skips the cargo build)
+#   KRUISE_BIN_DIR=.../debug sim/tests/kubectl-e2e.sh   (skips the cargo build)
 set -euo pipefail
 
-ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
-KUBECTL="${KUBECTL:-kubectl}"
-WORK="$(mktemp -d)"
-SIM_PID=""
-WATCH_PID=""
+# shellcheck source=testkit/scenario-lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../../testkit/scenario-lib.sh"
+scenario_init
 
-cleanup() {
-  [[ -n "$WATCH_PID" ]] && kill "$WATCH_PID" 2>/dev/null || true
-  [[ -n "$SIM_PID" ]] && kill "$SIM_PID" 2>/dev/null || true
-  [[ -n "$SIM_PID" ]] && wait "$SIM_PID" 2>/dev/null || true
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
-
-# shellcheck source=sim/tests/scenario-lib.sh
-source "$ROOT/sim/tests/scenario-lib.sh"
-
-if [[ -z "${KRUISE_SIM:-}" ]]; then
-  (cd "$ROOT" && cargo build -q -p kruise-sim --bin kruise-sim)
-  KRUISE_SIM="${CARGO_TARGET_DIR:-$ROOT/target}/debug/kruise-sim"
-fi
-[[ -x "$KRUISE_SIM" ]] || fail "kruise-sim binary not found at $KRUISE_SIM"
-command -v "$KUBECTL" >/dev/null || fail "kubectl not found: $KUBECTL"
-
-export KUBECONFIG="$WORK/kubeconfig"
-# kubectl caches discovery per host:port for hours; a previous simulator on the same
-# port may have served other CRDs.
-export KUBECACHEDIR="$WORK/kube-cache"
-"$KRUISE_SIM" up --port 0 --controllers none --kubeconfig "$KUBECONFIG" >"$WORK/sim.log" 2>&1 &
-SIM_PID=$!
-wait_for 30 "kruise-sim to print its kubectl line" grep -q '^export KUBECONFIG=' "$WORK/sim.log"
-assert_contains "$(cat "$WORK/sim.log")" "export KUBECONFIG=$KUBECONFIG; kubectl get ns" "up prints the kubectl command"
-pass "kruise-sim up ($(grep -o 'http://[0-9.:]*' "$WORK/sim.log"))"
+start_cluster kruise-sim
+assert_contains "$(cat "$CLUSTER_LOG")" "export KUBECONFIG=$KUBECONFIG; kubectl get ns" "up prints the kubectl command"
+pass "kruise-sim up ($(grep -o 'http://[0-9.:]*' "$CLUSTER_LOG"))"
 
 out="$("$KUBECTL" get ns)"
 assert_contains "$out" "default" "get ns lists default"
@@ -150,10 +124,11 @@ pass "kubectl apply twice is idempotent"
 # get -w sees a change.
 "$KUBECTL" get clonesets -w >"$WORK/watch.out" 2>&1 &
 WATCH_PID=$!
+PIDS+=("$WATCH_PID")
 wait_for 10 "get -w to print the initial row" grep -q '^demo' "$WORK/watch.out"
 "$KUBECTL" patch cloneset demo --type=merge -p '{"spec":{"replicas":7}}' >/dev/null
 wait_for 10 "get -w to print the change" grep -Eq '^demo +7 ' "$WORK/watch.out"
-kill "$WATCH_PID"; wait "$WATCH_PID" 2>/dev/null || true; WATCH_PID=""
+kill "$WATCH_PID"; wait "$WATCH_PID" 2>/dev/null || true
 pass "get -w sees a change"
 
 # patch: merge, JSON and strategic.

@@ -3,9 +3,12 @@
 //! pods it can act on and with its own failure policy, so a stopped webhook blocks nothing
 //! no enabled family cares about. Each family's own CRD webhooks stay in its binary.
 //!
-//! In the library so that hosts such as `kruise-sim up --controllers` run it in-process.
+//! The families it composes are the ones in [`registry`], the one list of kruise-rs
+//! families (a Cargo feature each). In the library so that hosts such as
+//! `kruise-playground up` run it in-process.
 
 pub mod pod_readiness;
+pub mod registry;
 
 use std::sync::Arc;
 
@@ -14,81 +17,69 @@ use kruise_common::admission::AdmissionRoutes;
 use kruise_common::admission::pod_chain::{KruisePodReadyGate, PodChain, PodMutator};
 use kruise_common::admission::publish::{self, Owned};
 use kruise_common::admission::runner::{self, AdmissionFlags};
+use kruise_common::family::{Family, LiveCluster, PodStep, StepContext};
 use kruise_common::featuregate::FeatureGates;
 use kruise_common::runtime::{Binary, Context, Flags};
 
-/// The handlers compiled into this binary (Cargo features choose; all by default).
-#[cfg(feature = "sidecarset")]
-const AVAILABLE: &str = "workloads,sidecarset";
-#[cfg(not(feature = "sidecarset"))]
-const AVAILABLE: &str = "workloads";
-
+/// The name `--controllers` takes for kruise-webhook.
+pub const NAME: &str = "webhook";
 /// The binary's name (also its Service, Secret and user agent).
 pub const BINARY: &str = "kruise-webhook";
+/// Its own pod-chain step: pods of Kruise workloads get the KruisePodReady gate.
+pub const WORKLOADS: &str = "workloads";
 
 /// kruise-webhook's own flags.
 #[derive(Args, Clone, Debug)]
 pub struct WebhookArgs {
-    /// Families whose admission handlers are active, comma-separated; by default every one
-    /// compiled in (workloads, and sidecarset with the `sidecarset` Cargo feature).
-    #[arg(
-        long,
-        env = "ENABLE",
-        value_delimiter = ',',
-        default_value = AVAILABLE,
-        global = true
-    )]
+    /// Families whose pod-chain steps are active, comma-separated; by default every one
+    /// compiled in (workloads, and each family of the registry that lends a step).
+    #[arg(long, env = "ENABLE", value_delimiter = ',', global = true)]
     pub enable: Vec<String>,
     /// Where the admission server listens and how its certificates are kept.
     #[command(flatten)]
     pub admission: AdmissionFlags,
 }
 
-const MUTATING: &str = "kruise-mutating-webhook-configuration";
-
-/// Live state the steps read; absent in `manifests`, where nothing is watched.
-#[derive(Clone, Default)]
-struct Caches {
-    #[cfg(feature = "sidecarset")]
-    sidecarsets: Option<kruise_sidecarset::live::LiveSnapshot>,
+impl WebhookArgs {
+    /// Whether the step `name` is enabled.
+    fn enables(&self, name: &str) -> bool {
+        self.enable.is_empty() || self.enable.iter().any(|f| f == name)
+    }
 }
 
-/// The pod chain for the enabled families.
-fn pod_chain(enable: &[String], gates: &FeatureGates, caches: &Caches) -> anyhow::Result<PodChain> {
+const MUTATING: &str = "kruise-mutating-webhook-configuration";
+
+/// The workloads step.
+fn readiness_gate_step(ctx: &StepContext) -> Arc<dyn PodMutator> {
+    Arc::new(KruisePodReadyGate {
+        all_pods: ctx.gates.enabled("KruisePodReadinessGate"),
+    })
+}
+
+/// The pod chain of the enabled steps (all compiled in when `enable` is empty).
+fn pod_chain(enable: &[String], ctx: &StepContext) -> anyhow::Result<PodChain> {
+    let lent: Vec<PodStep> = registry::pod_steps()?;
     let mut steps: Vec<Arc<dyn PodMutator>> = Vec::new();
-    for family in enable {
-        match family.as_str() {
-            // Pods of Kruise workloads get the KruisePodReady gate.
-            "workloads" => steps.push(Arc::new(KruisePodReadyGate {
-                all_pods: gates.enabled("KruisePodReadinessGate"),
-            })),
-            #[cfg(feature = "sidecarset")]
-            "sidecarset" => {
-                // Without live caches (manifests) no SidecarSet is known: no entry.
-                let snapshot: Arc<dyn kruise_sidecarset::admission::SidecarSetSnapshot> =
-                    match &caches.sidecarsets {
-                        Some(live) => Arc::new(live.clone()),
-                        None => Arc::new(kruise_sidecarset::admission::StaticSnapshot::default()),
-                    };
-                steps.push(Arc::new(
-                    kruise_sidecarset::admission::SidecarSetInjectionStep::new(snapshot),
-                ));
-            }
-            other => anyhow::bail!("--enable: unknown family {other:?} (compiled in: {AVAILABLE})"),
-        }
+    if enable.is_empty() {
+        steps.extend(lent.iter().map(|step| (step.build)(ctx)));
     }
-    let _ = caches;
+    for name in enable {
+        let Some(step) = lent.iter().find(|step| step.name == name.as_str()) else {
+            let compiled_in: Vec<&str> = lent.iter().map(|step| step.name).collect();
+            anyhow::bail!(
+                "--enable: unknown family {name:?} (compiled in: {})",
+                compiled_in.join(",")
+            );
+        };
+        steps.push((step.build)(ctx));
+    }
     Ok(PodChain::new(steps))
 }
 
-fn routes(
-    args: &WebhookArgs,
-    gates: &FeatureGates,
-    caches: &Caches,
-) -> anyhow::Result<AdmissionRoutes> {
+fn routes(args: &WebhookArgs, ctx: &StepContext) -> anyhow::Result<AdmissionRoutes> {
     let mut routes = AdmissionRoutes::new();
-    if gates.enabled("PodWebhook") {
-        routes = routes.handler(pod_chain(&args.enable, gates, caches)?);
+    if ctx.gates.enabled("PodWebhook") {
+        routes = routes.handler(pod_chain(&args.enable, ctx)?);
     }
     Ok(routes)
 }
@@ -102,10 +93,24 @@ fn owned() -> Owned {
 }
 
 fn manifests(flags: &Flags, args: &WebhookArgs) -> anyhow::Result<String> {
-    let gates = FeatureGates::parse(&flags.feature_gates)?;
-    let routes = routes(args, &gates, &Caches::default())?;
+    let ctx = StepContext {
+        gates: FeatureGates::parse(&flags.feature_gates)?,
+        live: None,
+    };
+    let routes = routes(args, &ctx)?;
     let endpoint = args.admission.endpoint(BINARY);
     Ok(publish::configurations_yaml(&routes, &owned(), &endpoint)?)
+}
+
+/// kruise-webhook's registration: the pod-chain host, lending its own workloads step.
+pub fn family() -> anyhow::Result<Family> {
+    Ok(Family::new(NAME, BINARY, binary())
+        .webhooks([MUTATING])
+        .pod_step(PodStep {
+            name: WORKLOADS,
+            build: readiness_gate_step,
+        })
+        .hosts_pod_chain())
 }
 
 /// `kruise-webhook`, ready for [`Binary::main`] or [`Binary::run_argv`].
@@ -114,17 +119,15 @@ pub fn binary() -> Binary<WebhookArgs> {
         .manifests(manifests)
         .every_replica(|ctx: Context<WebhookArgs>| async move {
             let refresh = Arc::new(tokio::sync::Notify::new());
-            #[allow(unused_mut)]
-            let mut caches = Caches::default();
-            #[cfg(feature = "sidecarset")]
-            if ctx.args.enable.iter().any(|f| f == "sidecarset") {
-                caches.sidecarsets = Some(kruise_sidecarset::live::start(
-                    ctx.client.clone(),
-                    refresh.clone(),
-                    ctx.shutdown.clone(),
-                ));
-            }
-            let routes = routes(&ctx.args, &ctx.gates, &caches)?
+            let steps = StepContext {
+                gates: ctx.gates.clone(),
+                live: Some(LiveCluster {
+                    client: ctx.client.clone(),
+                    refresh: refresh.clone(),
+                    shutdown: ctx.shutdown.clone(),
+                }),
+            };
+            let routes = routes(&ctx.args, &steps)?
                 .with_refresh(refresh)
                 .with_metrics(&ctx.metrics);
             runner::run(
@@ -140,7 +143,7 @@ pub fn binary() -> Binary<WebhookArgs> {
         })
         // Pods the workloads step gates need the condition set once: the leader does it.
         .leader(|ctx: Context<WebhookArgs>| async move {
-            if ctx.args.enable.iter().any(|f| f == "workloads") {
+            if ctx.args.enables(WORKLOADS) {
                 pod_readiness::run(ctx.client.clone(), ctx.shutdown.clone()).await;
             }
             Ok(())

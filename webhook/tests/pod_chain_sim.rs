@@ -3,8 +3,7 @@
 //! chain's JSONPatch, which keeps fields newer than the compiled API where they were.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-#[path = "../../common/tests/support/mod.rs"]
-mod support;
+use kruise_testkit as support;
 
 use std::time::Duration;
 
@@ -81,15 +80,7 @@ async fn cloneset_pods_get_the_kruise_pod_ready_gate() {
 
     // With kruise-webhook stopped, pods are still created: the chain's only entry here
     // is best-effort (failurePolicy Ignore).
-    let _ = webhook.child.kill();
-    let _ = webhook.child.wait();
-    support::eventually("webhook down", Duration::from_secs(10), || async {
-        tokio::net::TcpStream::connect(addr)
-            .await
-            .is_err()
-            .then_some(())
-    })
-    .await;
+    webhook.stop(port).await;
     let mut later = pod("apps.kruise.io/v1beta1");
     later["metadata"]["name"] = json!("web-while-down");
     let created = pods

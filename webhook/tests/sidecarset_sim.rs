@@ -4,8 +4,7 @@
 //! created, and pods one does match are refused rather than started without the sidecar.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-#[path = "../../common/tests/support/mod.rs"]
-mod support;
+use kruise_testkit as support;
 
 use std::time::Duration;
 
@@ -119,16 +118,7 @@ async fn sidecar_injection_through_the_api_server() {
     assert_eq!(other.spec.unwrap().containers.len(), 1);
 
     // kruise-webhook stops.
-    let _ = webhook.child.kill();
-    let _ = webhook.child.wait();
-    let addr: std::net::SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
-    support::eventually("webhook down", Duration::from_secs(10), || async {
-        tokio::net::TcpStream::connect(addr)
-            .await
-            .is_err()
-            .then_some(())
-    })
-    .await;
+    webhook.stop(port).await;
     // A pod no SidecarSet matches is created normally.
     let plain = pods
         .create(&PostParams::default(), &pod("other-2", "other"))

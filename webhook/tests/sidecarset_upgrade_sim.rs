@@ -4,8 +4,7 @@
 //! paused and a canary selector; the simulator's scheduler and kubelet run the pods.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-#[path = "../../common/tests/support/mod.rs"]
-mod support;
+use kruise_testkit as support;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -13,9 +12,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kruise_sidecarset::api::v1beta1::SidecarSet;
-use kruise_sim::{Sim, SimConfig};
+use kruise_sim::Sim;
 use kube::api::{ListParams, Patch, PatchParams, PostParams};
 use kube::{Api, Client, ResourceExt as _};
 use serde_json::json;
@@ -33,38 +31,15 @@ struct Cluster {
 
 /// The simulator with two nodes, kruise-sidecarset in-process, kruise-webhook as a process.
 async fn cluster() -> Cluster {
-    let sim = Sim::start(SimConfig {
-        nodes: 2,
-        ..Default::default()
-    })
-    .await
-    .unwrap();
-    let client = sim.client().unwrap();
     let binary = kruise_sidecarset::binary::binary().unwrap();
-    Api::<CustomResourceDefinition>::all(client.clone())
-        .create(&PostParams::default(), &binary.crd_definitions()[0])
-        .await
-        .unwrap();
+    let (sim, client) = support::sim_with_crds(2, binary.crd_definitions()).await;
     let kubeconfig = sim.kubeconfig_path().unwrap();
-    let argv: Vec<String> = [
-        "kruise-sidecarset",
-        "--kubeconfig",
-        kubeconfig.to_str().unwrap(),
-        "--leader-elect=false",
-        "--webhook-host",
-        "127.0.0.1",
-        "--webhook-port",
-        &support::free_port().to_string(),
-        "--webhook-namespace",
-        "default",
-        "--metrics-addr",
-        &format!("127.0.0.1:{}", support::free_port()),
-        "--health-addr",
-        &format!("127.0.0.1:{}", support::free_port()),
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
+    let mut argv = vec!["kruise-sidecarset".to_string()];
+    argv.extend(support::process::replica_args(
+        &kubeconfig,
+        support::free_port(),
+        support::free_port(),
+    ));
     let sidecarset = CancellationToken::new();
     let stop = sidecarset.clone();
     tokio::spawn(async move { binary.run_argv(argv, stop).await });

@@ -1,64 +1,27 @@
-//! Test fixtures for the CloneSet controller against kruise-sim: a simulator with two nodes
-//! (its scheduler and kubelet run the pods) and the CRD installed, an in-process controller
-//! that can be stopped and restarted, and node cordoning to hold new pods unready.
+//! Test fixtures for the CloneSet controller against kruise-sim (kruise-testkit's, plus the
+//! CloneSet's own): a simulator with two nodes (its scheduler and kubelet run the pods) and
+//! the CRD installed, an in-process controller that can be stopped and restarted, and node
+//! cordoning to hold new pods unready.
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Node, Pod};
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kruise_cloneset::api::v1beta1::CloneSet;
 use kruise_cloneset::controller::{self, Settings};
 use kruise_common::runtime::{Metrics, Readiness, RunOptions};
-use kruise_sim::{Sim, SimConfig};
-use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use kruise_sim::Sim;
+use kube::api::{Api, ListParams, Patch, PatchParams};
 use kube::{Client, ResourceExt as _};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
-/// Polls `check` every 50 ms until it returns Some, or panics after `deadline`.
-pub async fn eventually<T, F, Fut>(what: &str, deadline: Duration, mut check: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Option<T>>,
-{
-    let start = std::time::Instant::now();
-    loop {
-        if let Some(v) = check().await {
-            return v;
-        }
-        assert!(
-            start.elapsed() <= deadline,
-            "timed out after {deadline:?} waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
+pub use kruise_testkit::{WAIT, eventually};
 
-/// The default deadline of a wait.
-pub const WAIT: Duration = Duration::from_secs(20);
-
-/// A simulator with the CloneSet CRD installed.
+/// A simulator with two nodes (its scheduler and kubelet run the pods) and the CloneSet
+/// CRD installed.
 pub async fn sim_with_crd() -> (Sim, Client) {
-    let sim = Sim::start(SimConfig {
-        nodes: 2,
-        ..Default::default()
-    })
-    .await
-    .unwrap();
-    let client = sim.client().unwrap();
-    let crd = kruise_cloneset::api::crd::crd().unwrap();
-    Api::<CustomResourceDefinition>::all(client.clone())
-        .create(&PostParams::default(), &crd)
-        .await
-        .unwrap();
-    let api: Api<CloneSet> = Api::namespaced(client.clone(), "default");
-    eventually("the CloneSet API", WAIT, || {
-        let api = api.clone();
-        async move { api.list(&ListParams::default()).await.ok() }
-    })
-    .await;
-    (sim, client)
+    kruise_testkit::sim_with_crds(2, &[kruise_cloneset::api::crd::crd().unwrap()]).await
 }
 
 /// An in-process controller; [`RunningController::stop`] waits for in-flight reconciles.

@@ -410,7 +410,7 @@ impl<A: Args + Clone + Send + Sync + 'static> Binary<A> {
 
     /// Runs in-process from a command line (`argv[0]` is the binary name), as `main` would
     /// without installing logging or signal handlers: for hosts that run several binaries
-    /// in one process (`kruise-sim up --controllers`). Subcommands other than `run` are an
+    /// in one process (`kruise-playground up`). Subcommands other than `run` are an
     /// error here.
     pub async fn run_argv<I, T>(
         self,

@@ -1,0 +1,351 @@
+//! A family's one registration: what its binary serves and runs, and what it lends the
+//! hosts that compose families — kruise-webhook's pod chain, `kruise-playground up` (every
+//! family in one process) and CI (each family's binary and kubectl scenarios).
+//!
+//! A family crate builds its [`Family`] in `src/binary.rs`; its `main.rs` is
+//! `kruise_common::family::main(kruise_<family>::binary::family)`; and the one list of
+//! families, `kruise_webhook::registry`, names it once. By convention the crate lives in
+//! `<name>/`, and its package and binary are both called `kruise-<name>`.
+//!
+//! ```no_run
+//! use kruise_common::family::Family;
+//! use kruise_common::runtime::{Binary, Context};
+//!
+//! fn family() -> anyhow::Result<Family> {
+//!     let binary = Binary::new("kruise-example", env!("CARGO_PKG_VERSION"))
+//!         .leader(|ctx: Context| async move {
+//!             ctx.shutdown.cancelled().await;
+//!             Ok(())
+//!         });
+//!     Ok(Family::new("example", "kruise-example", binary).controllers(["example"]))
+//! }
+//!
+//! fn main() -> std::process::ExitCode {
+//!     kruise_common::family::main(family)
+//! }
+//! ```
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use clap::Args;
+use futures::future::BoxFuture;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use tokio_util::sync::CancellationToken;
+
+use crate::admission::pod_chain::PodMutator;
+use crate::featuregate::FeatureGates;
+use crate::runtime::{Binary, Outcome};
+
+/// One family: its names, its binary, and what it lends other binaries.
+pub struct Family {
+    name: &'static str,
+    binary_name: &'static str,
+    binary: Box<dyn Launch>,
+    webhooks: Vec<&'static str>,
+    controllers: Vec<&'static str>,
+    pod_steps: Vec<PodStep>,
+    hosts_pod_chain: bool,
+    agent: Option<Agent>,
+}
+
+impl Family {
+    /// The family `name` (`cloneset`: the name `--controllers` and `--enable` take), served
+    /// by `binary`, the [`Binary`] its `main.rs` runs, which is called `binary_name`.
+    pub fn new<A: Args + Clone + Send + Sync + 'static>(
+        name: &'static str,
+        binary_name: &'static str,
+        binary: Binary<A>,
+    ) -> Self {
+        Family {
+            name,
+            binary_name,
+            binary: Box::new(binary),
+            webhooks: Vec::new(),
+            controllers: Vec::new(),
+            pod_steps: Vec::new(),
+            hosts_pod_chain: false,
+            agent: None,
+        }
+    }
+
+    /// The webhook configurations its binary registers and keeps current.
+    pub fn webhooks(mut self, names: impl IntoIterator<Item = &'static str>) -> Self {
+        self.webhooks.extend(names);
+        self
+    }
+
+    /// The controllers its binary runs on the leader.
+    pub fn controllers(mut self, names: impl IntoIterator<Item = &'static str>) -> Self {
+        self.controllers.extend(names);
+        self
+    }
+
+    /// A step it lends kruise-webhook's pod mutating chain.
+    pub fn pod_step(mut self, step: PodStep) -> Self {
+        self.pod_steps.push(step);
+        self
+    }
+
+    /// Its binary serves the pod chain (kruise-webhook): a host that runs it in-process
+    /// passes `--enable` with the pod steps of the families it runs.
+    pub fn hosts_pod_chain(mut self) -> Self {
+        self.hosts_pod_chain = true;
+        self
+    }
+
+    /// Its node agent.
+    pub fn agent(mut self, agent: Agent) -> Self {
+        self.agent = Some(agent);
+        self
+    }
+
+    /// `cloneset`.
+    pub fn name(&self) -> &'static str {
+        self.name
+    }
+
+    /// `kruise-cloneset`: the package, the binary, and its Service, Secret and user agent.
+    pub fn binary_name(&self) -> &'static str {
+        self.binary_name
+    }
+
+    /// The CRDs its binary owns.
+    pub fn crds(&self) -> &[CustomResourceDefinition] {
+        self.binary.crds()
+    }
+
+    /// See [`Family::webhooks`].
+    pub fn webhook_names(&self) -> &[&'static str] {
+        &self.webhooks
+    }
+
+    /// See [`Family::controllers`].
+    pub fn controller_names(&self) -> &[&'static str] {
+        &self.controllers
+    }
+
+    /// The pod-chain steps it lends kruise-webhook.
+    pub fn pod_steps(&self) -> &[PodStep] {
+        &self.pod_steps
+    }
+
+    /// Whether its binary serves the pod chain (see [`Family::hosts_pod_chain`]).
+    pub fn is_pod_chain_host(&self) -> bool {
+        self.hosts_pod_chain
+    }
+
+    /// Its node agent, if it has one.
+    pub fn node_agent(&self) -> Option<&Agent> {
+        self.agent.as_ref()
+    }
+
+    /// The process entry point of its binary (see [`Binary::main`]).
+    pub fn main(self) -> ExitCode {
+        self.binary.main()
+    }
+
+    /// Its binary run in-process from a command line (see [`Binary::run_argv`]).
+    pub fn run_argv(
+        self,
+        argv: Vec<String>,
+        shutdown: CancellationToken,
+    ) -> BoxFuture<'static, anyhow::Result<Outcome>> {
+        self.binary.run_argv(argv, shutdown)
+    }
+}
+
+impl std::fmt::Debug for Family {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let crds: Vec<&str> = self
+            .crds()
+            .iter()
+            .filter_map(|crd| crd.metadata.name.as_deref())
+            .collect();
+        let steps: Vec<&str> = self.pod_steps.iter().map(|step| step.name).collect();
+        f.debug_struct("Family")
+            .field("name", &self.name)
+            .field("binary", &self.binary_name)
+            .field("crds", &crds)
+            .field("webhooks", &self.webhooks)
+            .field("controllers", &self.controllers)
+            .field("pod_steps", &steps)
+            .field("hosts_pod_chain", &self.hosts_pod_chain)
+            .field("agent", &self.agent.is_some())
+            .finish()
+    }
+}
+
+/// A family's `main`: builds it and runs its binary, or prints why it could not be built.
+pub fn main(family: impl FnOnce() -> anyhow::Result<Family>) -> ExitCode {
+    match family() {
+        Ok(family) => family.main(),
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// What a pod-chain step is built from.
+#[derive(Clone)]
+pub struct StepContext {
+    /// kruise-webhook's resolved feature gates.
+    pub gates: FeatureGates,
+    /// The cluster, when the chain serves it; absent for `manifests`, where a step sees no
+    /// live state (and so, for instance, no SidecarSet).
+    pub live: Option<LiveCluster>,
+}
+
+/// The running kruise-webhook a pod-chain step may watch the cluster from.
+#[derive(Clone)]
+pub struct LiveCluster {
+    /// kruise-webhook's client.
+    pub client: kube::Client,
+    /// Notify when the pods the step acts on change, so the webhook re-scopes its entries.
+    pub refresh: Arc<tokio::sync::Notify>,
+    /// Fires when kruise-webhook stops.
+    pub shutdown: CancellationToken,
+}
+
+/// A step a family lends kruise-webhook's pod chain, enabled by its name in `--enable`.
+#[derive(Clone, Copy)]
+pub struct PodStep {
+    /// The name `--enable` takes (`sidecarset`).
+    pub name: &'static str,
+    /// Builds the step (once per process; it may start watches from [`StepContext::live`]).
+    pub build: fn(&StepContext) -> Arc<dyn PodMutator>,
+}
+
+/// A family's node agent (`kruise-<family> agent`, run as a DaemonSet): it acts on one node
+/// through the node's CRI socket. A host running families in-process starts one per node.
+#[derive(Clone)]
+pub struct Agent {
+    run: Arc<dyn Fn(AgentContext) -> BoxFuture<'static, anyhow::Result<()>> + Send + Sync>,
+}
+
+impl Agent {
+    /// An agent that runs `run` for one node until its context's shutdown fires.
+    pub fn new<F, Fut>(run: F) -> Self
+    where
+        F: Fn(AgentContext) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = anyhow::Result<()>> + Send + 'static,
+    {
+        Agent {
+            run: Arc::new(move |ctx| Box::pin(run(ctx))),
+        }
+    }
+
+    /// Runs the agent for the node in `ctx`.
+    pub fn run(&self, ctx: AgentContext) -> BoxFuture<'static, anyhow::Result<()>> {
+        (self.run)(ctx)
+    }
+}
+
+/// Everything an agent gets.
+#[derive(Clone)]
+pub struct AgentContext {
+    /// A client naming the agent.
+    pub client: kube::Client,
+    /// The node the agent acts on.
+    pub node: String,
+    /// The node's CRI runtime socket.
+    pub cri_socket: PathBuf,
+    /// Fires when the agent must stop.
+    pub shutdown: CancellationToken,
+}
+
+/// A [`Binary`] whatever its flags type, so families with different flags share one list.
+trait Launch: Send {
+    fn crds(&self) -> &[CustomResourceDefinition];
+    fn main(self: Box<Self>) -> ExitCode;
+    fn run_argv(
+        self: Box<Self>,
+        argv: Vec<String>,
+        shutdown: CancellationToken,
+    ) -> BoxFuture<'static, anyhow::Result<Outcome>>;
+}
+
+impl<A: Args + Clone + Send + Sync + 'static> Launch for Binary<A> {
+    fn crds(&self) -> &[CustomResourceDefinition] {
+        self.crd_definitions()
+    }
+
+    fn main(self: Box<Self>) -> ExitCode {
+        Binary::main(*self)
+    }
+
+    fn run_argv(
+        self: Box<Self>,
+        argv: Vec<String>,
+        shutdown: CancellationToken,
+    ) -> BoxFuture<'static, anyhow::Result<Outcome>> {
+        Box::pin(Binary::run_argv(*self, argv, shutdown))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::runtime::Context;
+
+    fn example() -> Family {
+        let binary = Binary::new("kruise-example", "0.0.0").leader(|ctx: Context| async move {
+            ctx.shutdown.cancelled().await;
+            Ok(())
+        });
+        Family::new("example", "kruise-example", binary)
+            .webhooks(["kruise-example-mutating"])
+            .controllers(["example"])
+    }
+
+    #[test]
+    fn a_family_describes_its_binary_and_what_it_lends() {
+        let family = example();
+        assert_eq!(family.name(), "example");
+        assert_eq!(family.binary_name(), "kruise-example");
+        assert!(family.crds().is_empty());
+        assert_eq!(family.webhook_names(), ["kruise-example-mutating"]);
+        assert_eq!(family.controller_names(), ["example"]);
+        assert!(family.pod_steps().is_empty());
+        assert!(!family.is_pod_chain_host());
+        assert!(family.node_agent().is_none());
+    }
+
+    #[tokio::test]
+    async fn run_argv_refuses_a_subcommand_other_than_run() {
+        let err = example()
+            .run_argv(
+                vec!["kruise-example".into(), "crd".into()],
+                CancellationToken::new(),
+            )
+            .await
+            .unwrap_err();
+        assert!(err.to_string().contains("only `run`"), "{err}");
+    }
+
+    #[tokio::test]
+    async fn an_agent_runs_once_per_node() {
+        let agent = Agent::new(|ctx: AgentContext| async move {
+            anyhow::ensure!(
+                ctx.node.starts_with("node-"),
+                "unexpected node {}",
+                ctx.node
+            );
+            Ok(())
+        });
+        for node in ["node-0", "node-1"] {
+            let ctx = AgentContext {
+                client: kube::Client::try_from(kube::Config::new(
+                    "http://127.0.0.1:1".parse().unwrap(),
+                ))
+                .unwrap(),
+                node: node.into(),
+                cri_socket: PathBuf::from(format!("/run/{node}.sock")),
+                shutdown: CancellationToken::new(),
+            };
+            agent.run(ctx).await.unwrap();
+        }
+    }
+}

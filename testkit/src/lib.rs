@@ -1,0 +1,47 @@
+//! Test and benchmark support shared by the kruise-rs families (a dev-dependency only):
+//!
+//! - [`sim`]: kruise-sim started with a family's CRDs, served and listable;
+//! - [`eventually`]: a condition polled until a deadline, never a fixed sleep;
+//! - [`http`]: HTTPS posts trusting one caBundle, AdmissionReviews, plain GETs, free ports;
+//! - [`process`]: a binary started as one replica against the simulator, its RSS and CPU;
+//! - [`requests`]: API writes counted by the simulator, per client;
+//! - [`floor`]: the minimal writer, the floor a controller's rollout is compared with.
+//!
+//! The kubectl scenarios' shell library is beside this crate, `testkit/scenario-lib.sh`.
+
+// Support code for tests: a failure panics the test that called it, with what was expected.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+pub mod floor;
+pub mod http;
+pub mod process;
+pub mod requests;
+pub mod sim;
+
+use std::time::Duration;
+
+pub use http::{free_port, http_get, post_tls, review};
+pub use process::{Replica, spawn_replica};
+pub use sim::sim_with_crds;
+
+/// The default deadline of a wait.
+pub const WAIT: Duration = Duration::from_secs(20);
+
+/// Polls `check` every 50 ms until it returns Some, or panics after `deadline` naming `what`.
+pub async fn eventually<T, F, Fut>(what: &str, deadline: Duration, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let start = std::time::Instant::now();
+    loop {
+        if let Some(v) = check().await {
+            return v;
+        }
+        assert!(
+            start.elapsed() <= deadline,
+            "timed out after {deadline:?} waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}

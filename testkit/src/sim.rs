@@ -1,0 +1,57 @@
+//! kruise-sim with a family's CRDs installed.
+
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kruise_sim::{Sim, SimConfig};
+use kube::Client;
+use kube::api::{Api, ApiResource, DynamicObject, ListParams, PostParams};
+
+use crate::{WAIT, eventually};
+
+/// A simulator with `nodes` simulated nodes (scheduler and kubelet when at least one) and
+/// `crds` installed, returned once every one of their kinds can be listed.
+pub async fn sim_with_crds(nodes: usize, crds: &[CustomResourceDefinition]) -> (Sim, Client) {
+    let sim = Sim::start(SimConfig {
+        nodes,
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    let client = sim.client().unwrap();
+    install_crds(&client, crds).await;
+    (sim, client)
+}
+
+/// Creates `crds` and waits until every one of their kinds can be listed.
+pub async fn install_crds(client: &Client, crds: &[CustomResourceDefinition]) {
+    let api = Api::<CustomResourceDefinition>::all(client.clone());
+    for crd in crds {
+        api.create(&PostParams::default(), crd).await.unwrap();
+    }
+    for crd in crds {
+        let kind: Api<DynamicObject> = Api::all_with(client.clone(), &stored_resource(crd));
+        eventually(&format!("the {} API", crd.spec.names.kind), WAIT, || {
+            let kind = kind.clone();
+            async move { kind.list(&ListParams::default()).await.ok() }
+        })
+        .await;
+    }
+}
+
+/// The kind of `crd` at its storage version.
+pub fn stored_resource(crd: &CustomResourceDefinition) -> ApiResource {
+    let version = crd
+        .spec
+        .versions
+        .iter()
+        .find(|v| v.storage)
+        .or(crd.spec.versions.first())
+        .map(|v| v.name.clone())
+        .unwrap_or_default();
+    ApiResource {
+        group: crd.spec.group.clone(),
+        api_version: format!("{}/{version}", crd.spec.group),
+        version,
+        kind: crd.spec.names.kind.clone(),
+        plural: crd.spec.names.plural.clone(),
+    }
+}
