@@ -10,12 +10,13 @@ use kruise_common::admission::runner::{self, AdmissionFlags};
 use kruise_common::admission::{
     AdmissionHandler, AdmissionRoutes, HandlerError, WebhookKind, WebhookSpec, publish::Owned,
 };
-use kruise_common::runtime::{Binary, Context, ReconcileError, run_controller};
-use kube::api::{Api, Patch, PatchParams};
+use kruise_common::runtime::status::{StatusError, write_status_if_changed};
+use kruise_common::runtime::watch::{DecodeGuard, Watch};
+use kruise_common::runtime::{Binary, Context, ReconcileError, is_conflict, run_controller};
+use kube::api::Api;
 use kube::core::DynamicObject;
 use kube::core::admission::{AdmissionRequest, AdmissionResponse};
 use kube::runtime::controller::{Action, Controller};
-use kube::runtime::watcher;
 use kube::{CustomResource, CustomResourceExt, ResourceExt};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -49,19 +50,15 @@ pub struct GreetingStatus {
 }
 
 #[derive(Debug, thiserror::Error)]
-enum Error {
-    #[error("writing status: {0}")]
-    Status(#[source] kube::Error),
-}
+#[error("greeting status: {0}")]
+struct Error(#[source] StatusError);
 
 impl ReconcileError for Error {
     fn category(&self) -> &'static str {
-        "update_status"
+        "status"
     }
     fn is_conflict(&self) -> bool {
-        match self {
-            Error::Status(e) => kruise_common::runtime::is_conflict(e),
-        }
+        self.0.api_error().is_some_and(is_conflict)
     }
 }
 
@@ -70,18 +67,10 @@ async fn reconcile(g: Arc<Greeting>, client: Arc<kube::Client>) -> Result<Action
         echoed: Some(g.spec.message.clone()),
         observed_generation: g.metadata.generation,
     };
-    // Status is written only when it changed.
-    if g.status.as_ref() != Some(&want) {
-        let api: Api<Greeting> =
-            Api::namespaced((*client).clone(), &g.namespace().unwrap_or_default());
-        api.patch_status(
-            &g.name_any(),
-            &PatchParams::default(),
-            &Patch::Merge(serde_json::json!({ "status": want })),
-        )
+    let api = Api::namespaced((*client).clone(), &g.namespace().unwrap_or_default());
+    write_status_if_changed(&api, &*g, g.status.as_ref(), &want)
         .await
-        .map_err(Error::Status)?;
-    }
+        .map_err(Error)?;
     Ok(Action::await_change())
 }
 
@@ -146,8 +135,12 @@ fn main() -> std::process::ExitCode {
             .await
         })
         .leader(|ctx: Context<AdmissionFlags>| async move {
-            let api: Api<Greeting> = ctx.watched_api();
-            let controller = Controller::new(api, watcher::Config::default().page_size(500));
+            let guard = DecodeGuard::new(&ctx.metrics);
+            let (store, greetings) =
+                Watch::<Greeting>::new(ctx.client.clone(), ctx.flags.namespace.as_deref())
+                    .guarded(guard)
+                    .reflect();
+            let controller = Controller::for_stream(greetings, store);
             run_controller(
                 controller,
                 reconcile,
