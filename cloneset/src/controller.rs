@@ -39,21 +39,19 @@ use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kruise_common::api::keys::CLONESET_INSTANCE_ID_KEY;
 use kruise_common::expectations::{
-    PoisonedExpectations, ResourceVersionExpectations, Satisfaction, ScaleAction,
-    ScaleExpectations, SharedExpectations,
+    ResourceVersionExpectations, Satisfaction, ScaleExpectations, SharedExpectations,
 };
 use kruise_common::featuregate::FeatureGates;
 use kruise_common::pods::CachedPod;
+use kruise_common::runtime::errors::ShellError;
 use kruise_common::runtime::events::{EventQueue, EventRecord, Recorder};
-use kruise_common::runtime::status::{StatusError, write_status_if_changed};
+use kruise_common::runtime::status::write_status_if_changed;
 use kruise_common::runtime::watch::{DecodeGuard, Watch};
 use kruise_common::runtime::writes::Written;
-use kruise_common::runtime::{
-    Metrics, ReconcileError, RunOptions, is_conflict, run_controller, warm_until_leading,
-};
+use kruise_common::runtime::{Metrics, RunOptions, run_controller, warm_until_leading};
 use kube::api::Api;
 use kube::runtime::controller::{Action as Requeue, Controller};
-use kube::runtime::reflector::{self, Store};
+use kube::runtime::reflector::Store;
 use kube::{Client, Resource as _, ResourceExt as _};
 use prometheus_client::metrics::counter::Counter;
 
@@ -62,9 +60,13 @@ use crate::api::validation::{to_message, validate_v1beta1};
 use crate::api::{CloneSetCondition, CloneSetStatus, KIND, V1BETA1, condition, defaults};
 use crate::plan::{self, PlanGates, PlanInput};
 
+mod error;
 mod execute;
+mod observe;
 mod revisions;
 
+pub use error::Error;
+use observe::observe;
 use revisions::{RevisionStep, write_revisions};
 
 /// Controller name (metrics, spans, readiness check `controller/cloneset`, event reporter).
@@ -79,111 +81,6 @@ const RESOURCE_VERSION_REQUEUE: Duration = Duration::from_millis(200);
 const NAME_ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
 /// Length of the random instance id (pod name suffix).
 const INSTANCE_ID_LEN: usize = 5;
-
-/// Which step of a reconcile failed. Categories label `controller_runtime_reconcile_errors`.
-#[derive(Debug, thiserror::Error)]
-pub enum Error {
-    /// Observe: the expectations could not be read or recorded.
-    #[error("cloneset expectations: {0}")]
-    Expectations(#[source] PoisonedExpectations),
-    /// Revisions: creating, updating or deleting a ControllerRevision.
-    #[error("writing controller revision {name}: {source}")]
-    Revision {
-        /// Revision name.
-        name: String,
-        /// The API error.
-        #[source]
-        source: kube::Error,
-    },
-    /// Execute: creating a pod or its claims.
-    #[error("creating pod {name}: {source}")]
-    CreatePod {
-        /// Pod (or claim) name.
-        name: String,
-        /// The API error.
-        #[source]
-        source: kube::Error,
-    },
-    /// Execute: deleting a pod or its claims.
-    #[error("deleting {name}: {source}")]
-    DeletePod {
-        /// Pod (or claim) name.
-        name: String,
-        /// The API error.
-        #[source]
-        source: kube::Error,
-    },
-    /// Execute: patching a pod (in-place update, lifecycle, release, specified-delete
-    /// label) or its status.
-    #[error("updating pod {name}: {source}")]
-    UpdatePod {
-        /// Pod name.
-        name: String,
-        /// The API error.
-        #[source]
-        source: kube::Error,
-    },
-    /// Execute: PVC clean-up or re-assignment.
-    #[error("updating claim {name}: {source}")]
-    Pvc {
-        /// Claim name.
-        name: String,
-        /// The API error.
-        #[source]
-        source: kube::Error,
-    },
-    /// Execute: writing the CloneSet's spec (`podsToDelete`).
-    #[error("updating cloneset {name}: {source}")]
-    CloneSet {
-        /// CloneSet name.
-        name: String,
-        /// The API error.
-        #[source]
-        source: kube::Error,
-    },
-    /// Status: writing the CloneSet's status.
-    #[error("updating cloneset {name} status: {source}")]
-    Status {
-        /// CloneSet name.
-        name: String,
-        /// What failed.
-        #[source]
-        source: StatusError,
-    },
-}
-
-impl Error {
-    fn source_error(&self) -> Option<&kube::Error> {
-        match self {
-            Error::Expectations(_) => None,
-            Error::Status { source, .. } => source.api_error(),
-            Error::Revision { source, .. }
-            | Error::CreatePod { source, .. }
-            | Error::DeletePod { source, .. }
-            | Error::UpdatePod { source, .. }
-            | Error::Pvc { source, .. }
-            | Error::CloneSet { source, .. } => Some(source),
-        }
-    }
-}
-
-impl ReconcileError for Error {
-    fn category(&self) -> &'static str {
-        match self {
-            Error::Expectations(_) => "expectations",
-            Error::Revision { .. } => "revision",
-            Error::CreatePod { .. } => "create_pods",
-            Error::DeletePod { .. } => "delete_pods",
-            Error::UpdatePod { .. } => "update_pods",
-            Error::Pvc { .. } => "pvcs",
-            Error::CloneSet { .. } => "update_cloneset",
-            Error::Status { .. } => "update_status",
-        }
-    }
-    fn is_conflict(&self) -> bool {
-        self.source_error().is_some_and(is_conflict)
-    }
-}
 
 /// The planner's feature gates from the process's `--feature-gates`.
 pub fn plan_gates(gates: &FeatureGates) -> PlanGates {
@@ -343,100 +240,12 @@ pub fn random_instance_id() -> String {
     out
 }
 
-/// The cached objects in `namespace`, shared with the cache (not copied).
-fn objects_in<K>(store: &Store<K>, namespace: &str) -> Vec<Arc<K>>
-where
-    K: kube::Resource + Clone + 'static,
-    K::DynamicType: Eq + std::hash::Hash + Clone + Default,
-{
-    store
-        .state()
-        .into_iter()
-        .filter(|o| o.meta().namespace.as_deref() == Some(namespace))
-        .collect()
-}
-
 fn record_pod_version(shared: &Shared, pod: &Written) {
     if let (Some(uid), Some(rv)) = (pod.uid(), pod.resource_version()) {
         // A poisoned lock only loses this record: the write already went out, and the next
         // reconcile stops on the lock before acting again.
         let _ = shared.pod_versions.with(|v| v.expect(uid, rv));
     }
-}
-
-/// What the observe step read: the owned objects and the expectations' verdict.
-struct Observed {
-    pods: Vec<Arc<CachedPod>>,
-    pvcs: Vec<PersistentVolumeClaim>,
-    history: Vec<ControllerRevision>,
-    satisfaction: Satisfaction,
-    /// A pod we just updated in place is still older in the cache than our write.
-    pod_writes_pending: bool,
-}
-
-/// Observe: the CloneSet's pods, claims and revisions from the caches, and whether the
-/// caches show every create, delete and pod write this controller sent. `None` until the
-/// caches have synced.
-async fn observe(
-    shared: &Shared,
-    cs: &CloneSet,
-    key: &str,
-    now: Timestamp,
-) -> Result<Option<Observed>, Error> {
-    let caches = &shared.caches;
-    if caches.pods.wait_until_ready().await.is_err()
-        || caches.pvcs.wait_until_ready().await.is_err()
-        || caches.revisions.wait_until_ready().await.is_err()
-    {
-        return Ok(None);
-    }
-    let namespace = cs.namespace().unwrap_or_default();
-    let pods = objects_in(&caches.pods, &namespace);
-    let pvcs = objects_in(&caches.pvcs, &namespace)
-        .into_iter()
-        .filter(|p| p.metadata.deletion_timestamp.is_none())
-        .map(|p| (*p).clone())
-        .collect();
-    let uid = cs.uid().unwrap_or_default();
-    let history = objects_in(&caches.revisions, &namespace)
-        .into_iter()
-        .filter(|r| kruise_common::pods::is_controlled_by(&r.metadata, &uid))
-        .map(|r| (*r).clone())
-        .collect();
-    let satisfaction = shared
-        .scale_expectations
-        .with(|exp| {
-            // Pending creates/deletes the cache already shows are observed.
-            for (action, names) in exp.pending(key) {
-                for name in names {
-                    let cached = caches
-                        .pods
-                        .get(&reflector::ObjectRef::new(&name).within(&namespace));
-                    let seen = match action {
-                        ScaleAction::Create => cached.is_some(),
-                        ScaleAction::Delete => {
-                            cached.is_none_or(|p| p.meta().deletion_timestamp.is_some())
-                        }
-                    };
-                    if seen {
-                        exp.observe(key, action, &name);
-                    }
-                }
-            }
-            exp.satisfied(key, now)
-        })
-        .map_err(Error::Expectations)?;
-    let pod_writes_pending = !shared
-        .pod_versions
-        .with(|v| v.all_observed(pods.iter().map(|p| &**p), now))
-        .map_err(Error::Expectations)?;
-    Ok(Some(Observed {
-        pods,
-        pvcs,
-        history,
-        satisfaction,
-        pod_writes_pending,
-    }))
 }
 
 /// One reconcile of a CloneSet.
@@ -514,7 +323,7 @@ async fn reconcile(original: Arc<CloneSet>, shared: Arc<Shared>) -> Result<Reque
         shared
             .scale_expectations
             .with(|e| e.delete(&key))
-            .map_err(Error::Expectations)?;
+            .map_err(ShellError::from)?;
     }
     recorder.record_all(plan.events.iter().map(|e| {
         EventRecord::new(
@@ -576,10 +385,7 @@ async fn write_status(
         Api::namespaced(shared.client.clone(), &cs.namespace().unwrap_or_default());
     write_status_if_changed(&api, cs, cs.status.as_ref(), status)
         .await
-        .map_err(|source| Error::Status {
-            name: cs.name_any(),
-            source,
-        })?;
+        .map_err(ShellError::status_of(cs.name_any()))?;
     Ok(())
 }
 
@@ -596,26 +402,6 @@ mod tests {
             assert_eq!(id.len(), INSTANCE_ID_LEN);
             assert!(id.bytes().all(|b| NAME_ALPHABET.contains(&b)), "{id}");
         }
-    }
-
-    #[test]
-    fn conflicts_are_quiet() {
-        let conflict = Error::CloneSet {
-            name: "web".into(),
-            source: kube::Error::Api(Box::new(kube::core::Status {
-                code: 409,
-                reason: "Conflict".into(),
-                ..Default::default()
-            })),
-        };
-        assert!(conflict.is_conflict());
-        assert_eq!(conflict.category(), "update_cloneset");
-        let other = Error::CreatePod {
-            name: "web-abcde".into(),
-            source: kruise_common::runtime::errors::not_found("pod web-abcde"),
-        };
-        assert!(!other.is_conflict());
-        assert_eq!(other.category(), "create_pods");
     }
 
     #[test]

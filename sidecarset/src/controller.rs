@@ -20,43 +20,35 @@
 //!   `InvalidSpec` event says why. One that does not decode at all is skipped by the watch's
 //!   deserialize guard with a Warning `FailedDecode` event; the others keep reconciling.
 
-use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
 use jiff::Timestamp;
 use k8s_openapi::api::apps::v1::ControllerRevision;
 use k8s_openapi::api::core::v1::{Namespace, Pod};
-use kruise_common::expectations::{
-    PoisonedExpectations, ResourceVersionExpectations, SharedExpectations,
-};
+use kruise_common::expectations::{ResourceVersionExpectations, SharedExpectations};
 use kruise_common::inplace::pod_patch;
-use kruise_common::revision::{
-    UpdateRevisionDecision, decide_update_revision, owned_or_orphan, sort_revisions,
-};
+use kruise_common::runtime::errors::{ShellError, WriteError};
 use kruise_common::runtime::events::{EventQueue, EventRecord, Recorder};
 use kruise_common::runtime::execute::{Outcomes, execute};
-use kruise_common::runtime::revisions::{Registered, register_revision};
-use kruise_common::runtime::status::{StatusError, write_status_if_changed};
+use kruise_common::runtime::status::write_status_if_changed;
 use kruise_common::runtime::watch::{DecodeGuard, Watch};
-use kruise_common::runtime::{
-    ReconcileError, RunOptions, is_conflict, is_not_found, run_controller, warm_until_leading,
-};
-use kube::api::{Api, DeleteParams, Patch, PatchParams};
+use kruise_common::runtime::{ReconcileError, RunOptions, run_controller, warm_until_leading};
+use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::controller::{Action as Requeue, Controller};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Client, Resource as _, ResourceExt as _};
 use serde_json::{Value, json};
 
 use crate::api::v1beta1::{SidecarSet, SidecarSetStatus};
-use crate::api::{
-    SIDECARSET_CUSTOM_VERSION_LABEL, SIDECARSET_INJECTED_LIST_ANNOTATION, SIDECARSET_NAME_LABEL,
-    defaults,
-};
+use crate::api::{SIDECARSET_INJECTED_LIST_ANNOTATION, SIDECARSET_NAME_LABEL, defaults};
 use crate::inject::pod_matches_sidecar_set;
 use crate::plan::{Action, PlanInput, plan};
-use crate::revision::{new_revision, revision_data, revisions_to_delete};
 use crate::upgrade::{SetHashes, is_managed};
+
+mod revision;
+
+use revision::{Latest, register_latest};
 
 /// Controller name (metrics, spans, readiness check `controller/sidecarset`).
 pub const CONTROLLER_NAME: &str = "sidecarset";
@@ -70,62 +62,28 @@ const WRITE_CONCURRENCY: usize = 1;
 /// Which step of a reconcile failed.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
+    /// A step every workload controller shares: expectations, revisions, pod patches, status.
+    #[error(transparent)]
+    Shell(#[from] ShellError),
     /// Plan: building hashes, revisions, the plan or a pod write.
     #[error("sidecarset {name}: {reason}")]
     Compute {
-        /// SidecarSet name.
+        /// SidecarSet (or pod) name.
         name: String,
         /// What failed.
         reason: String,
-    },
-    /// Observe: the write expectations could not be read.
-    #[error("sidecarset expectations: {0}")]
-    Expectations(#[source] PoisonedExpectations),
-    /// Revision: writing a ControllerRevision.
-    #[error("writing controller revision {name}: {source}")]
-    Revision {
-        /// Revision name.
-        name: String,
-        /// The API error.
-        #[source]
-        source: kube::Error,
-    },
-    /// Execute: patching a pod or its status.
-    #[error("updating pod {name}: {source}")]
-    UpdatePod {
-        /// `namespace/name`.
-        name: String,
-        /// The API error.
-        #[source]
-        source: kube::Error,
-    },
-    /// Status: writing the SidecarSet's status.
-    #[error("updating sidecarset {name} status: {source}")]
-    Status {
-        /// SidecarSet name.
-        name: String,
-        /// What failed.
-        #[source]
-        source: StatusError,
     },
 }
 
 impl ReconcileError for Error {
     fn category(&self) -> &'static str {
         match self {
+            Error::Shell(e) => e.category(),
             Error::Compute { .. } => "compute",
-            Error::Expectations(_) => "expectations",
-            Error::Revision { .. } => "revision",
-            Error::UpdatePod { .. } => "update_pods",
-            Error::Status { .. } => "update_status",
         }
     }
     fn is_conflict(&self) -> bool {
-        match self {
-            Error::Compute { .. } | Error::Expectations(_) => false,
-            Error::Status { source, .. } => source.api_error().is_some_and(is_conflict),
-            Error::Revision { source, .. } | Error::UpdatePod { source, .. } => is_conflict(source),
-        }
+        matches!(self, Error::Shell(e) if e.is_conflict())
     }
 }
 
@@ -289,7 +247,7 @@ async fn reconcile(original: Arc<SidecarSet>, shared: Arc<Shared>) -> Result<Req
     let writes_observed = shared
         .pod_versions
         .with(|v| v.all_observed(&pods, now))
-        .map_err(Error::Expectations)?;
+        .map_err(ShellError::from)?;
 
     // Revision.
     let (latest_revision, collision_count) = match register_latest(&shared, &set).await? {
@@ -392,9 +350,11 @@ async fn perform(shared: &Shared, pods: &[Pod], action: &Action) -> Result<(), E
                 &Patch::Strategic(body),
             )
             .await
-            .map_err(|source| Error::UpdatePod {
-                name: pod_key(pod),
-                source,
+            .map_err(|source| {
+                ShellError::UpdatePod(WriteError {
+                    name: pod_key(pod),
+                    source,
+                })
             })?;
             Ok(())
         }
@@ -426,9 +386,11 @@ async fn write_pod(shared: &Shared, old: &Pod, new: &Pod) -> Result<(), Error> {
             &Patch::Strategic(patch),
         )
         .await
-        .map_err(|source| Error::UpdatePod {
-            name: pod_key(old),
-            source,
+        .map_err(|source| {
+            ShellError::UpdatePod(WriteError {
+                name: pod_key(old),
+                source,
+            })
         })?;
     if let (Some(uid), Some(rv)) = (written.uid(), written.resource_version()) {
         // A poisoned lock only loses this record: the next reconcile stops on the lock.
@@ -446,131 +408,6 @@ async fn write_status(
     let api: Api<SidecarSet> = Api::all(shared.client.clone());
     write_status_if_changed(&api, set, set.status.as_ref(), status)
         .await
-        .map_err(|source| Error::Status {
-            name: set.name_any(),
-            source,
-        })?;
+        .map_err(ShellError::status_of(set.name_any()))?;
     Ok(())
-}
-
-/// What registering the latest revision found.
-enum Latest {
-    /// The latest revision's name and the collision count it was named with.
-    Registered { name: String, collisions: i32 },
-    /// A true name collision: the collision count must become this value.
-    Collision(i32),
-}
-
-/// Registers the ControllerRevision of the current spec (`registerLatestRevision`): reuse the
-/// newest when equal, renumber an older equal one, or create one; label the custom version;
-/// truncate history.
-async fn register_latest(shared: &Shared, set: &SidecarSet) -> Result<Latest, Error> {
-    let name = set.name_any();
-    let uid = set.uid().unwrap_or_default();
-    let namespace = &shared.settings.revision_namespace;
-    let cached: Vec<ControllerRevision> = shared
-        .revisions
-        .state()
-        .iter()
-        .filter(|r| r.labels().get(SIDECARSET_NAME_LABEL) == Some(&name))
-        .map(|r| (**r).clone())
-        .collect();
-    let mut history: Vec<ControllerRevision> = owned_or_orphan(&cached, &uid)
-        .into_iter()
-        .cloned()
-        .collect();
-    sort_revisions(&mut history);
-    let collisions = set
-        .status
-        .as_ref()
-        .and_then(|s| s.collision_count)
-        .unwrap_or(0);
-    let data = revision_data(set).map_err(|e| compute_error(set, e))?;
-    let api: Api<ControllerRevision> = Api::namespaced(shared.client.clone(), namespace);
-    let revision_error = |name: &str| {
-        let name = name.to_string();
-        move |source| Error::Revision { name, source }
-    };
-    let latest = match decide_update_revision(&history, &data) {
-        UpdateRevisionDecision::ReuseNewest { name } => history
-            .iter()
-            .find(|r| r.metadata.name.as_deref() == Some(name.as_str()))
-            .cloned()
-            .ok_or_else(|| compute_error(set, format!("revision {name} vanished")))?,
-        UpdateRevisionDecision::BumpRevision { name, revision } => {
-            let body = json!({"revision": revision});
-            let stored = api
-                .patch(&name, &PatchParams::default(), &Patch::Merge(body))
-                .await
-                .map_err(revision_error(&name))?;
-            history.retain(|r| r.metadata.name.as_deref() != Some(name.as_str()));
-            history.push(stored.clone());
-            stored
-        }
-        UpdateRevisionDecision::Create { revision } => {
-            let candidate = new_revision(set, namespace, revision, Some(collisions))
-                .map_err(|e| compute_error(set, e))?;
-            match register_revision(&api, &candidate, collisions)
-                .await
-                .map_err(revision_error(&candidate.name_any()))?
-            {
-                Registered::Stored(stored) => {
-                    history.push((*stored).clone());
-                    *stored
-                }
-                Registered::Collision { collision_count } => {
-                    return Ok(Latest::Collision(collision_count));
-                }
-            }
-        }
-    };
-    let latest_name = latest.name_any();
-    let custom = &set.spec.custom_version;
-    if !custom.is_empty() && latest.labels().get(SIDECARSET_CUSTOM_VERSION_LABEL) != Some(custom) {
-        let body = json!({"metadata": {"labels": {SIDECARSET_CUSTOM_VERSION_LABEL: custom}}});
-        api.patch(&latest_name, &PatchParams::default(), &Patch::Merge(body))
-            .await
-            .map_err(revision_error(&latest_name))?;
-    }
-    sort_revisions(&mut history);
-    for stale in revisions_to_delete(set, &history, &shared.pods_revisions(set)) {
-        match api.delete(&stale, &DeleteParams::default()).await {
-            Ok(_) => {}
-            Err(e) if is_not_found(&e) => {}
-            Err(source) => {
-                return Err(Error::Revision {
-                    name: stale,
-                    source,
-                });
-            }
-        }
-    }
-    Ok(Latest::Registered {
-        name: latest_name,
-        collisions,
-    })
-}
-
-impl Shared {
-    /// The revisions the set's pods were injected or upgraded from.
-    fn pods_revisions(&self, set: &SidecarSet) -> BTreeSet<String> {
-        let name = set.name_any();
-        self.pods
-            .state()
-            .iter()
-            .filter_map(|p| {
-                let v = p
-                    .metadata
-                    .annotations
-                    .as_ref()?
-                    .get(crate::api::SIDECARSET_HASH_ANNOTATION)?;
-                let mut m =
-                    crate::inject::parse_hash_annotation(crate::api::SIDECARSET_HASH_ANNOTATION, v)
-                        .ok()?;
-                m.remove(&name)
-                    .map(|s| s.controller_revision)
-                    .filter(|r| !r.is_empty())
-            })
-            .collect()
-    }
 }

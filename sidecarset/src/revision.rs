@@ -230,6 +230,27 @@ impl RevisionHistory for ControllerRevisionHistory {
     }
 }
 
+/// The revisions `pods` were injected or upgraded from by the SidecarSet `set_name`
+/// (their `kruise.io/sidecarset-hash` entries).
+pub fn revisions_in_use<'a>(
+    pods: impl IntoIterator<Item = &'a k8s_openapi::api::core::v1::Pod>,
+    set_name: &str,
+) -> BTreeSet<String> {
+    pods.into_iter()
+        .filter_map(|p| {
+            let v = p
+                .metadata
+                .annotations
+                .as_ref()?
+                .get(SIDECARSET_HASH_ANNOTATION)?;
+            let mut m = crate::inject::parse_hash_annotation(SIDECARSET_HASH_ANNOTATION, v).ok()?;
+            m.remove(set_name)
+                .map(|s| s.controller_revision)
+                .filter(|r| !r.is_empty())
+        })
+        .collect()
+}
+
 /// Default `revisionHistoryLimit`.
 const DEFAULT_HISTORY_LIMIT: i32 = 10;
 

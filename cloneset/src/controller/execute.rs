@@ -11,7 +11,7 @@ use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, PodStatus};
 use kruise_common::api::keys::SPECIFIED_DELETE_KEY;
 use kruise_common::expectations::ScaleAction;
 use kruise_common::pods::{CachedPod, PodView as _};
-use kruise_common::runtime::errors::not_found;
+use kruise_common::runtime::errors::{ShellError, WriteError, not_found};
 use kruise_common::runtime::events::{EventRecord, pod_reference};
 use kruise_common::runtime::execute::{Lane, Outcomes, Scheduled, execute};
 use kruise_common::runtime::writes::{Writer, Written};
@@ -129,7 +129,7 @@ impl Exec<'_> {
         self.shared
             .scale_expectations
             .with(|e| e.expect(self.key, action, name))
-            .map_err(Error::Expectations)
+            .map_err(|e| ShellError::from(e).into())
     }
 
     /// Forgets an expectation whose write failed (a poisoned lock keeps it: the next
@@ -152,10 +152,10 @@ impl Exec<'_> {
                 Ok(_) => {}
                 Err(e) if is_already_exists(&e) => {}
                 Err(source) => {
-                    return Err(Error::CreatePod {
+                    return Err(Error::CreatePod(WriteError {
                         name: pvc.name_any(),
                         source,
-                    });
+                    }));
                 }
             }
         }
@@ -165,7 +165,7 @@ impl Exec<'_> {
             Ok(_) => Ok(()),
             Err(source) => {
                 self.unexpect(ScaleAction::Create, &name);
-                Err(Error::CreatePod { name, source })
+                Err(Error::CreatePod(WriteError { name, source }))
             }
         }
     }
@@ -178,10 +178,10 @@ impl Exec<'_> {
             Err(e) if is_not_found(&e) => {}
             Err(source) => {
                 self.unexpect(ScaleAction::Delete, name);
-                return Err(Error::DeletePod {
+                return Err(Error::DeletePod(WriteError {
                     name: name.to_string(),
                     source,
-                });
+                }));
             }
         }
         for pvc in pvcs {
@@ -189,10 +189,10 @@ impl Exec<'_> {
                 Ok(()) => {}
                 Err(e) if is_not_found(&e) => {}
                 Err(source) => {
-                    return Err(Error::DeletePod {
+                    return Err(Error::DeletePod(WriteError {
                         name: pvc.clone(),
                         source,
-                    });
+                    }));
                 }
             }
         }
@@ -200,10 +200,7 @@ impl Exec<'_> {
     }
 
     fn update_error(name: &str) -> impl FnOnce(kube::Error) -> Error + '_ {
-        move |source| Error::UpdatePod {
-            name: name.to_string(),
-            source,
-        }
+        move |source| Error::update_pod(name, source)
     }
 
     /// Writes `status`'s changed conditions, together with `meta_patch`'s labels and
@@ -216,10 +213,7 @@ impl Exec<'_> {
         meta_patch: &serde_json::Value,
     ) -> Result<(), Error> {
         let Some(cached) = self.cached_pod(name) else {
-            return Err(Error::UpdatePod {
-                name: name.to_string(),
-                source: not_found(&format!("pod {name}")),
-            });
+            return Err(Error::update_pod(name, not_found(&format!("pod {name}"))));
         };
         let Some(body) = kruise_common::pods::status_patch(cached, status, meta_patch) else {
             return Ok(());
@@ -308,10 +302,10 @@ impl Exec<'_> {
                 match self.pvc_api().delete(name, &DeleteParams::default()).await {
                     Ok(()) => Ok(()),
                     Err(e) if is_not_found(&e) => Ok(()),
-                    Err(source) => Err(Error::Pvc {
+                    Err(source) => Err(Error::Pvc(WriteError {
                         name: name.clone(),
                         source,
-                    }),
+                    })),
                 }
             }
             Action::ReassignPvcToPod { pvc, pod } => self.reassign(pvc, pod).await,
@@ -328,9 +322,11 @@ impl Exec<'_> {
                     &Patch::Merge(&patch),
                 )
                 .await
-                .map_err(|source| Error::CloneSet {
-                    name: self.cs.name_any(),
-                    source,
+                .map_err(|source| {
+                    Error::CloneSet(WriteError {
+                        name: self.cs.name_any(),
+                        source,
+                    })
                 })?;
                 Ok(())
             }
@@ -340,10 +336,11 @@ impl Exec<'_> {
                 match api.delete(name, &DeleteParams::default()).await {
                     Ok(_) => Ok(()),
                     Err(e) if is_not_found(&e) => Ok(()),
-                    Err(source) => Err(Error::Revision {
+                    Err(source) => Err(ShellError::Revision(WriteError {
                         name: name.clone(),
                         source,
-                    }),
+                    })
+                    .into()),
                 }
             }
         }
@@ -388,9 +385,11 @@ impl Exec<'_> {
         self.pvc_api()
             .patch(pvc, &PatchParams::default(), &Patch::Merge(&patch))
             .await
-            .map_err(|source| Error::Pvc {
-                name: pvc.to_string(),
-                source,
+            .map_err(|source| {
+                Error::Pvc(WriteError {
+                    name: pvc.to_string(),
+                    source,
+                })
             })?;
         Ok(())
     }
@@ -449,12 +448,12 @@ mod tests {
         let pod: Pod = serde_json::from_value(json!({"metadata": {"name": "web-abcde"}})).unwrap();
         let created = exec.create(&pod, &[]).await;
         assert!(
-            matches!(created, Err(Error::Expectations(_))),
+            matches!(created, Err(Error::Shell(ShellError::Expectations(_)))),
             "{created:?}"
         );
         let deleted = exec.delete("web-abcde", &[]).await;
         assert!(
-            matches!(deleted, Err(Error::Expectations(_))),
+            matches!(deleted, Err(Error::Shell(ShellError::Expectations(_)))),
             "{deleted:?}"
         );
     }

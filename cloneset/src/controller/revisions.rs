@@ -2,6 +2,7 @@
 //! written before the planner runs.
 
 use k8s_openapi::api::apps::v1::ControllerRevision;
+use kruise_common::runtime::errors::{ShellError, WriteError};
 use kruise_common::runtime::revisions::{Registered, register_revision};
 use kube::ResourceExt as _;
 use kube::api::{Api, PostParams};
@@ -40,7 +41,7 @@ pub(super) async fn write_revisions(
     let api: Api<ControllerRevision> = Api::namespaced(shared.client.clone(), namespace);
     let revision_error = |name: &str| {
         let name = name.to_string();
-        move |source| Error::Revision { name, source }
+        move |source| Error::from(ShellError::Revision(WriteError { name, source }))
     };
     let mut all = history;
     let update = match &planned.write {

@@ -17,6 +17,83 @@ pub fn is_conflict(e: &kube::Error) -> bool {
     matches!(e, kube::Error::Api(s) if s.code == 409)
 }
 
+/// A write the API server refused, naming the object written: the payload of a family's
+/// per-step error variants (`CreatePod(WriteError)`, `Revision(WriteError)`, …).
+#[derive(Debug, thiserror::Error)]
+#[error("{name}: {source}")]
+pub struct WriteError {
+    /// The object written (`name`, or `namespace/name` for a cluster-wide controller).
+    pub name: String,
+    /// The API error.
+    #[source]
+    pub source: kube::Error,
+}
+
+impl WriteError {
+    /// A `map_err` adapter naming `name`.
+    pub fn on(name: impl Into<String>) -> impl FnOnce(kube::Error) -> Self {
+        let name = name.into();
+        move |source| Self { name, source }
+    }
+
+    /// True when the write hit an optimistic-concurrency conflict (see [`is_conflict`]).
+    pub fn is_conflict(&self) -> bool {
+        is_conflict(&self.source)
+    }
+}
+
+/// The failures of the steps every workload controller's shell shares, each with its own
+/// low-cardinality category. A family's error type wraps it (`Shell(#[from] ShellError)`)
+/// beside the variants of its own steps.
+#[derive(Debug, thiserror::Error)]
+pub enum ShellError {
+    /// Observe: the expectations could not be read or recorded.
+    #[error(transparent)]
+    Expectations(#[from] crate::expectations::PoisonedExpectations),
+    /// Revision: creating, updating or deleting a ControllerRevision.
+    #[error("writing controller revision {0}")]
+    Revision(#[source] WriteError),
+    /// Execute: patching a pod or its status.
+    #[error("updating pod {0}")]
+    UpdatePod(#[source] WriteError),
+    /// Status: writing the owner's status.
+    #[error("writing the status of {name}: {source}")]
+    Status {
+        /// The owner.
+        name: String,
+        /// What failed.
+        #[source]
+        source: super::status::StatusError,
+    },
+}
+
+impl ShellError {
+    /// The metric and event label of the failed step.
+    pub fn category(&self) -> &'static str {
+        match self {
+            ShellError::Expectations(_) => "expectations",
+            ShellError::Revision(_) => "revision",
+            ShellError::UpdatePod(_) => "update_pods",
+            ShellError::Status { .. } => "update_status",
+        }
+    }
+
+    /// True for an optimistic-concurrency conflict (requeued quietly).
+    pub fn is_conflict(&self) -> bool {
+        match self {
+            ShellError::Expectations(_) => false,
+            ShellError::Revision(e) | ShellError::UpdatePod(e) => e.is_conflict(),
+            ShellError::Status { source, .. } => source.api_error().is_some_and(is_conflict),
+        }
+    }
+
+    /// A `map_err` adapter for a failed status write of `name`.
+    pub fn status_of(name: impl Into<String>) -> impl FnOnce(super::status::StatusError) -> Self {
+        let name = name.into();
+        move |source| ShellError::Status { name, source }
+    }
+}
+
 /// A 404 error for an object a controller expected in its cache but no longer finds there
 /// (deleted meanwhile): reported like the API server's own Not Found.
 pub fn not_found(what: &str) -> kube::Error {
