@@ -10,9 +10,10 @@ use kruise_common::admission::runner::{self, AdmissionFlags};
 use kruise_common::admission::{
     AdmissionHandler, AdmissionRoutes, HandlerError, WebhookKind, WebhookSpec, publish::Owned,
 };
-use kruise_common::runtime::status::{StatusError, write_status_if_changed};
+use kruise_common::runtime::errors::ShellError;
+use kruise_common::runtime::status::write_status_if_changed;
 use kruise_common::runtime::watch::{DecodeGuard, Watch};
-use kruise_common::runtime::{Binary, Context, ReconcileError, is_conflict, run_controller};
+use kruise_common::runtime::{Binary, Context, run_controller, warm_until_leading};
 use kube::api::Api;
 use kube::core::DynamicObject;
 use kube::core::admission::{AdmissionRequest, AdmissionResponse};
@@ -49,20 +50,7 @@ pub struct GreetingStatus {
     pub observed_generation: Option<i64>,
 }
 
-#[derive(Debug, thiserror::Error)]
-#[error("greeting status: {0}")]
-struct Error(#[source] StatusError);
-
-impl ReconcileError for Error {
-    fn category(&self) -> &'static str {
-        "status"
-    }
-    fn is_conflict(&self) -> bool {
-        self.0.api_error().is_some_and(is_conflict)
-    }
-}
-
-async fn reconcile(g: Arc<Greeting>, client: Arc<kube::Client>) -> Result<Action, Error> {
+async fn reconcile(g: Arc<Greeting>, client: Arc<kube::Client>) -> Result<Action, ShellError> {
     let want = GreetingStatus {
         echoed: Some(g.spec.message.clone()),
         observed_generation: g.metadata.generation,
@@ -70,7 +58,7 @@ async fn reconcile(g: Arc<Greeting>, client: Arc<kube::Client>) -> Result<Action
     let api = Api::namespaced((*client).clone(), &g.namespace().unwrap_or_default());
     write_status_if_changed(&api, &*g, g.status.as_ref(), &want)
         .await
-        .map_err(Error)?;
+        .map_err(ShellError::status_of(g.name_any()))?;
     Ok(Action::await_change())
 }
 
@@ -134,20 +122,19 @@ fn main() -> std::process::ExitCode {
             )
             .await
         })
-        .leader(|ctx: Context<AdmissionFlags>| async move {
-            let guard = DecodeGuard::new(&ctx.metrics);
-            let (store, greetings) =
+        // On every replica: the cache is warm when a standby takes over; it reconciles
+        // (writes) only once it leads.
+        .controller(|ctx: Context<AdmissionFlags>| async move {
+            let opts = ctx.controller_options("greeting");
+            let (store, mut greetings) =
                 Watch::<Greeting>::new(ctx.client.clone(), ctx.flags.namespace.as_deref())
-                    .guarded(guard)
+                    .guarded(DecodeGuard::new(&ctx.metrics))
                     .reflect();
-            let controller = Controller::for_stream(greetings, store);
-            run_controller(
-                controller,
-                reconcile,
-                Arc::new(ctx.client.clone()),
-                ctx.controller_options("greeting"),
-            )
-            .await;
+            if warm_until_leading(&opts, &mut [&mut greetings]).await {
+                let controller = Controller::for_stream(greetings, store)
+                    .reconcile_all_on(futures::stream::once(async {}));
+                run_controller(controller, reconcile, Arc::new(ctx.client.clone()), opts).await;
+            }
             Ok(())
         })
         .main()

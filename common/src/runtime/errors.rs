@@ -94,6 +94,16 @@ impl ShellError {
     }
 }
 
+/// A shell with no steps of its own reports the shared ones directly.
+impl super::ReconcileError for ShellError {
+    fn category(&self) -> &'static str {
+        ShellError::category(self)
+    }
+    fn is_conflict(&self) -> bool {
+        ShellError::is_conflict(self)
+    }
+}
+
 /// A 404 error for an object a controller expected in its cache but no longer finds there
 /// (deleted meanwhile): reported like the API server's own Not Found.
 pub fn not_found(what: &str) -> kube::Error {
