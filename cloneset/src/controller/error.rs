@@ -21,6 +21,15 @@ pub enum Error {
     /// Execute: writing the CloneSet's spec (`podsToDelete`).
     #[error("updating cloneset {0}")]
     CloneSet(#[source] WriteError),
+    /// Execute: a pod's planned status did not encode (never written as `null`).
+    #[error("encoding the status of pod {name}: {source}")]
+    Encode {
+        /// Pod name.
+        name: String,
+        /// The encoder's error.
+        #[source]
+        source: serde_json::Error,
+    },
 }
 
 impl Error {
@@ -43,12 +52,14 @@ impl ReconcileError for Error {
             Error::DeletePod(_) => "delete_pods",
             Error::Pvc(_) => "pvcs",
             Error::CloneSet(_) => "update_cloneset",
+            Error::Encode { .. } => "encode",
         }
     }
 
     fn is_conflict(&self) -> bool {
         match self {
             Error::Shell(e) => e.is_conflict(),
+            Error::Encode { .. } => false,
             Error::CreatePod(e) | Error::DeletePod(e) | Error::Pvc(e) | Error::CloneSet(e) => {
                 e.is_conflict()
             }

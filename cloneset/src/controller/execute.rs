@@ -215,7 +215,13 @@ impl Exec<'_> {
         let Some(cached) = self.cached_pod(name) else {
             return Err(Error::update_pod(name, not_found(&format!("pod {name}"))));
         };
-        let Some(body) = kruise_common::pods::status_patch(cached, status, meta_patch) else {
+        let body = kruise_common::pods::status_patch(cached, status, meta_patch).map_err(|e| {
+            Error::Encode {
+                name: name.to_string(),
+                source: e,
+            }
+        })?;
+        let Some(body) = body else {
             return Ok(());
         };
         let written = self
