@@ -46,7 +46,7 @@ use kruise_common::pods::CachedPod;
 use kruise_common::runtime::errors::ShellError;
 use kruise_common::runtime::events::{EventQueue, EventRecord, Recorder};
 use kruise_common::runtime::status::write_status_if_changed;
-use kruise_common::runtime::watch::{DecodeGuard, Watch};
+use kruise_common::runtime::watch::Watch;
 use kruise_common::runtime::writes::Written;
 use kruise_common::runtime::{Metrics, RunOptions, run_controller, warm_until_leading};
 use kube::api::Api;
@@ -177,12 +177,8 @@ fn owned_by_cloneset(rev: &ControllerRevision) -> bool {
 pub async fn run(client: Client, settings: Settings, metrics: &Metrics, opts: RunOptions) {
     let ns = settings.namespace.as_deref();
     let recorder = EventQueue::for_controller(client.clone(), EVENT_REPORTER, metrics);
-    let guard = DecodeGuard::new(metrics).with_events(&recorder, &opts.leadership);
-    // The CloneSet keeps its annotations: revisions copy them.
-    let (clonesets, mut cloneset_stream) = Watch::<CloneSet>::new(client.clone(), ns)
-        .untrimmed()
-        .guarded(guard)
-        .reflect();
+    let (clonesets, mut cloneset_stream) =
+        Watch::<CloneSet>::primary(client.clone(), ns, &opts, &recorder).reflect();
     // Pods are decoded straight into the compact CachedPod (see kruise_common::pods::cached).
     let (pods, mut pod_stream) = Watch::<CachedPod>::new(client.clone(), ns)
         .labels(CLONESET_INSTANCE_ID_KEY)

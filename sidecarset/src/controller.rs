@@ -32,7 +32,7 @@ use kruise_common::runtime::errors::{ShellError, WriteError};
 use kruise_common::runtime::events::{EventQueue, EventRecord, Recorder};
 use kruise_common::runtime::execute::{Outcomes, execute};
 use kruise_common::runtime::status::write_status_if_changed;
-use kruise_common::runtime::watch::{DecodeGuard, Watch};
+use kruise_common::runtime::watch::Watch;
 use kruise_common::runtime::{ReconcileError, RunOptions, run_controller, warm_until_leading};
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::controller::{Action as Requeue, Controller};
@@ -127,11 +127,8 @@ fn injected(pod: &Pod) -> bool {
 /// reconciles once `opts.leadership` says this replica leads.
 pub async fn run(client: Client, settings: Settings, opts: RunOptions) {
     let recorder = EventQueue::for_controller(client.clone(), EVENT_REPORTER, &opts.metrics);
-    let guard = DecodeGuard::new(&opts.metrics).with_events(&recorder, &opts.leadership);
-    let (sets, mut set_stream) = Watch::<SidecarSet>::new(client.clone(), None)
-        .untrimmed()
-        .guarded(guard)
-        .reflect();
+    let (sets, mut set_stream) =
+        Watch::<SidecarSet>::primary(client.clone(), None, &opts, &recorder).reflect();
     let (pods, mut pod_stream) = Watch::<Pod>::new(client.clone(), None)
         .keep_only(injected)
         .reflect();

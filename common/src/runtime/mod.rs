@@ -1,7 +1,10 @@
 //! The harness every kruise-rs binary runs on, so a family's `main.rs` is a few lines and
 //! every binary behaves alike in a cluster: the same flags (each also an env var), a client
 //! naming the binary, leader election on a Lease, `/metrics` `/healthz` `/readyz`, text or
-//! JSON logs with optional OTLP traces, and graceful shutdown.
+//! JSON logs with optional OTLP traces, and graceful shutdown. Controllers start with
+//! [`Binary::controller`] on every replica (warm caches) and write only while leading; the
+//! kit they are built from — watches, status writes, events, revisions, the executor — is
+//! in the submodules (see `docs/common-core.md`).
 //!
 //! ```no_run
 //! use kruise_common::runtime::{Binary, Context};
@@ -253,8 +256,9 @@ pub struct Context<A = NoArgs> {
     pub readiness: Readiness,
     /// Fires on SIGTERM/SIGINT or lost leadership: stop starting work, finish what runs.
     pub shutdown: CancellationToken,
-    /// Whether this replica leads: already for [`Binary::leader`] work; for
-    /// [`Binary::controller`] work, once the lease is acquired.
+    /// Whether this replica leads (always, without `--leader-elect`): already for
+    /// [`Binary::leader`] work; for controllers and every-replica work, once the lease is
+    /// acquired.
     pub leadership: Leadership,
 }
 
@@ -465,6 +469,11 @@ impl<A: Args + Clone + Send + Sync + 'static> Binary<A> {
         let client = build_client(&flags, self.name, self.version).await?;
         let metrics = Metrics::new();
         let readiness = Readiness::default();
+        let leadership = if flags.leader_elect {
+            Leadership::pending()
+        } else {
+            Leadership::default()
+        };
         let ctx = Context {
             binary: self.name,
             client: client.clone(),
@@ -474,7 +483,7 @@ impl<A: Args + Clone + Send + Sync + 'static> Binary<A> {
             metrics: metrics.clone(),
             readiness: readiness.clone(),
             shutdown: shutdown.clone(),
-            leadership: Leadership::default(),
+            leadership: leadership.clone(),
         };
         let servers =
             serve_endpoints(&flags, metrics.clone(), readiness.clone(), shutdown.clone()).await?;
@@ -491,16 +500,10 @@ impl<A: Args + Clone + Send + Sync + 'static> Binary<A> {
         }
         // Leader work stops on shutdown or on lost leadership, whichever comes first.
         let leader_stop = shutdown.child_token();
-        let leadership = if flags.leader_elect {
-            Leadership::pending()
-        } else {
-            Leadership::default()
-        };
         let mut leader_tasks = tokio::task::JoinSet::new();
         for task in self.controllers {
             let mut c = ctx.clone();
             c.shutdown = leader_stop.clone();
-            c.leadership = leadership.clone();
             leader_tasks.spawn(task(c));
         }
         let lease_name = flags

@@ -33,7 +33,7 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Deserializer};
 use tokio_util::sync::CancellationToken;
 
-use super::controller::{Leadership, trim_for_cache};
+use super::controller::{Leadership, RunOptions, trim_for_cache};
 use super::events::{EventQueue, EventRecord, Recorder};
 use super::metrics::{KindLabel, Metrics};
 
@@ -80,6 +80,19 @@ where
             guard: None,
             crd: None,
         }
+    }
+
+    /// The watch of a controller's own kind: untrimmed (revisions copy the owner's
+    /// annotations) and behind [`DecodeGuard::for_controller`].
+    pub fn primary(
+        client: Client,
+        namespace: Option<&str>,
+        opts: &RunOptions,
+        events: &EventQueue,
+    ) -> Self {
+        Self::new(client, namespace)
+            .untrimmed()
+            .guarded(DecodeGuard::for_controller(opts, events))
     }
 
     /// Only objects carrying labels matching `selector` (e.g. just a key: those that have it).
@@ -331,6 +344,12 @@ impl DecodeGuard {
             errors: metrics.watch_decode_errors.clone(),
             events: None,
         }
+    }
+
+    /// The guard of a controller's primary watch: counted in `opts.metrics`, a Warning event
+    /// through `events` while `opts.leadership` says this replica leads.
+    pub fn for_controller(opts: &RunOptions, events: &EventQueue) -> Self {
+        Self::new(&opts.metrics).with_events(events, &opts.leadership)
     }
 
     /// Only logs skipped objects: for a second watch of a kind whose controller in the same
