@@ -481,6 +481,12 @@ fn fold_lifecycle_statuses(actions: &mut Vec<Action>, pods: &[Arc<CachedPod>], n
         }
         _ => true,
     });
+    // The pods whose not-ready key changes, by name (one pass over the pods).
+    let by_name: std::collections::HashMap<&str, &CachedPod> = pods
+        .iter()
+        .map(|p| (p.name(), &**p))
+        .filter(|(n, _)| lifecycle.contains(*n))
+        .collect();
     for action in actions.iter_mut() {
         let Action::SetLifecycleState {
             name,
@@ -493,7 +499,7 @@ fn fold_lifecycle_statuses(actions: &mut Vec<Action>, pods: &[Arc<CachedPod>], n
         };
         let mut merged = planned.remove(name.as_str());
         if let Some(change) = not_ready
-            && let Some(cached) = pods.iter().find(|p| p.name() == name.as_str())
+            && let Some(cached) = by_name.get(name.as_str())
         {
             let mut base = cached.to_pod();
             if let Some(s) = &merged {
