@@ -1,8 +1,8 @@
 //! The CloneSet controller shell. A reconcile reads top to bottom as named steps:
 //! **observe** (the caches and expectations) -> **validate** -> **revisions** (the update
 //! revision must exist before pods carry its name) -> **plan** ([`plan::plan`], time an
-//! input) -> **execute** ([`execute`]) -> **status**. Every decision is the planner's; this
-//! module only observes, executes and records.
+//! input) -> **execute** (the shared executor) -> **status**. Every decision is the
+//! planner's; this module only observes, executes and records.
 //!
 //! * **Cache only what it owns.** CloneSets are watched in the watched namespace(s); pods and
 //!   PVCs only through the `apps.kruise.io/cloneset-instance-id` label (every pod and claim a
