@@ -61,7 +61,7 @@ pub fn binary() -> anyhow::Result<Binary<AdmissionFlags>> {
                 )
                 .await
             })
-            .leader(|ctx: Context<AdmissionFlags>| async move {
+            .controller(|ctx: Context<AdmissionFlags>| async move {
                 let settings = controller::Settings {
                     namespace: ctx.flags.namespace.clone(),
                     gates: controller::plan_gates(&ctx.gates),

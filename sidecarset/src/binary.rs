@@ -102,7 +102,7 @@ pub fn binary() -> anyhow::Result<Binary<AdmissionFlags>> {
                 )
                 .await
             })
-            .leader(|ctx: Context<AdmissionFlags>| async move {
+            .controller(|ctx: Context<AdmissionFlags>| async move {
                 let settings = controller::Settings {
                     revision_namespace: ctx.args.webhook_namespace.clone(),
                     ..controller::Settings::default()

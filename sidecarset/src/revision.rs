@@ -6,6 +6,7 @@
 //!   input does (see [`crate::hash`]);
 //! * [`new_revision`]: the ControllerRevision for the current spec (labels: the SidecarSet's,
 //!   `kruise.io/sidecarset-name`, the custom version; annotations: all of the SidecarSet's);
+//! * [`revisions_to_delete`]: the history truncation;
 //! * [`find_revision`] / [`restore_from_revision`]: what `injectionStrategy.revision` injects;
 //!   [`ControllerRevisionHistory`] serves them to the injector.
 //!
@@ -13,11 +14,14 @@
 //! carries `$patch: replace` on `spec`, the restored spec holds only the five recorded fields
 //! (selector, strategies etc. are empty) — the injector only reads those.
 
+use std::collections::BTreeSet;
+
 use k8s_openapi::api::apps::v1::ControllerRevision;
 use k8s_openapi::apimachinery::pkg::runtime::RawExtension;
 use kruise_common::revision::{
     NewRevision, controller_owner_ref, new_controller_revision, sort_revisions, to_go_json,
 };
+use kube::ResourceExt as _;
 use serde_json::{Map, Value, json};
 
 use crate::api::v1beta1::{SidecarSet, SidecarSetSpec};
@@ -224,6 +228,76 @@ impl RevisionHistory for ControllerRevisionHistory {
             .transpose()
             .map_err(|e| e.to_string())
     }
+}
+
+/// The revisions `pods` were injected or upgraded from by the SidecarSet `set_name`
+/// (their `kruise.io/sidecarset-hash` entries).
+pub fn revisions_in_use<'a>(
+    pods: impl IntoIterator<Item = &'a k8s_openapi::api::core::v1::Pod>,
+    set_name: &str,
+) -> BTreeSet<String> {
+    pods.into_iter()
+        .filter_map(|p| {
+            let v = p
+                .metadata
+                .annotations
+                .as_ref()?
+                .get(SIDECARSET_HASH_ANNOTATION)?;
+            let mut m = crate::inject::parse_hash_annotation(SIDECARSET_HASH_ANNOTATION, v).ok()?;
+            m.remove(set_name)
+                .map(|s| s.controller_revision)
+                .filter(|r| !r.is_empty())
+        })
+        .collect()
+}
+
+/// Default `revisionHistoryLimit`.
+const DEFAULT_HISTORY_LIMIT: i32 = 10;
+
+/// OpenKruise's `truncateHistory`: beyond `revisionHistoryLimit` (default 10, at least 1),
+/// delete the oldest revisions no pod uses and injection does not name; never the newest.
+pub fn revisions_to_delete(
+    set: &SidecarSet,
+    sorted: &[ControllerRevision],
+    used_by_pods: &BTreeSet<String>,
+) -> Vec<String> {
+    let limit = usize::try_from(
+        set.spec
+            .revision_history_limit
+            .unwrap_or(DEFAULT_HISTORY_LIMIT)
+            .max(1),
+    )
+    .unwrap_or(1);
+    if sorted.len() <= limit {
+        return Vec::new();
+    }
+    let mut active = used_by_pods.clone();
+    if let Some(info) = &set.spec.injection_strategy.revision {
+        if let Some(name) = &info.revision_name {
+            active.insert(name.clone());
+        }
+        if let Some(custom) = &info.custom_version
+            && let Some(newest) = sorted
+                .iter()
+                .filter(|r| r.labels().get(SIDECARSET_CUSTOM_VERSION_LABEL) == Some(custom))
+                .max_by_key(|r| r.revision)
+        {
+            active.insert(newest.name_any());
+        }
+    }
+    let mut to_delete = sorted.len() - limit;
+    let mut out = Vec::new();
+    for r in &sorted[..sorted.len() - 1] {
+        if to_delete == 0 {
+            break;
+        }
+        let name = r.name_any();
+        if !active.contains(&name) {
+            out.push(name);
+            to_delete -= 1;
+        }
+    }
+    out
 }
 
 #[cfg(test)]

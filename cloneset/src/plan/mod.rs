@@ -138,6 +138,10 @@ pub enum Action {
         patch: Value,
         /// The not-ready key change, if any.
         not_ready: Option<NotReadyChange>,
+        /// The pod status written with the patch (one write to the status subresource):
+        /// the status planned for the pod, if any, with the not-ready change applied at
+        /// [`PlanInput::now`]. Filled in once the plan is complete.
+        status: Option<Box<PodStatus>>,
     },
     /// Start an in-place update (status write first when present, then the pod patch).
     UpdateInPlace {
@@ -450,5 +454,73 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
     ) {
         out.actions.push(Action::DeleteRevision { name });
     }
+    fold_lifecycle_statuses(&mut out.actions, input.pods, input.now);
     out
+}
+
+/// A status write and a lifecycle-state change planned for the same pod become one write
+/// (the status subresource carries both), with the lifecycle's not-ready key change applied
+/// at `now` on top of the planned conditions.
+fn fold_lifecycle_statuses(actions: &mut Vec<Action>, pods: &[Arc<CachedPod>], now: Timestamp) {
+    let lifecycle: std::collections::BTreeSet<String> = actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::SetLifecycleState { name, .. } => Some(name.clone()),
+            _ => None,
+        })
+        .collect();
+    if lifecycle.is_empty() {
+        return;
+    }
+    let mut planned: std::collections::HashMap<String, Box<PodStatus>> =
+        std::collections::HashMap::new();
+    actions.retain(|a| match a {
+        Action::UpdatePodStatus { name, status } if lifecycle.contains(name) => {
+            planned.insert(name.clone(), status.clone());
+            false
+        }
+        _ => true,
+    });
+    // The pods whose not-ready key changes, by name (one pass over the pods).
+    let by_name: std::collections::HashMap<&str, &CachedPod> = pods
+        .iter()
+        .map(|p| (p.name(), &**p))
+        .filter(|(n, _)| lifecycle.contains(*n))
+        .collect();
+    for action in actions.iter_mut() {
+        let Action::SetLifecycleState {
+            name,
+            not_ready,
+            status,
+            ..
+        } = action
+        else {
+            continue;
+        };
+        let mut merged = planned.remove(name.as_str());
+        if let Some(change) = not_ready
+            && let Some(cached) = by_name.get(name.as_str())
+        {
+            let mut base = cached.to_pod();
+            if let Some(s) = &merged {
+                kruise_common::pods::merge_conditions(
+                    base.status.get_or_insert_with(Default::default),
+                    s,
+                );
+            }
+            let message = change.message();
+            let next = match change {
+                NotReadyChange::Add(_) => {
+                    kruise_common::pods::readiness::add_not_ready_key(&base, &message, now)
+                }
+                NotReadyChange::Remove(_) => {
+                    kruise_common::pods::readiness::remove_not_ready_key(&base, &message, now)
+                }
+            };
+            if let Some(next) = next {
+                merged = Some(Box::new(next));
+            }
+        }
+        *status = merged;
+    }
 }

@@ -79,6 +79,7 @@ pub fn scale(
                 name: name_of(pod).to_string(),
                 patch: state_patch(LifecycleState::PreparingNormal, now, None),
                 not_ready: None,
+                status: None,
             });
             modified = true;
             missing -= 1;
@@ -249,6 +250,7 @@ fn delete_pod(
                 name: name_of(pod).to_string(),
                 patch: state_patch(state, input.now, None),
                 not_ready: decision.not_ready,
+                status: None,
             });
             true
         }

@@ -303,6 +303,7 @@ fn lifecycle_refresh(
         name: name_of(pod).to_string(),
         patch: state_patch(next, input.now, None),
         not_ready: decision.not_ready,
+        status: None,
     })
 }
 
@@ -358,6 +359,7 @@ fn update_pod(
                         },
                     ),
                     not_ready: decision.not_ready,
+                    status: None,
                 }));
             }
             let request = UpdateRequest {

@@ -54,6 +54,7 @@ impl RunningController {
             metrics: metrics.clone(),
             readiness: Readiness::default(),
             shutdown: shutdown.clone(),
+            leadership: Default::default(),
         };
         let client = client.clone();
         let m = metrics.clone();

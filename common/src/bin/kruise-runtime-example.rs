@@ -10,12 +10,14 @@ use kruise_common::admission::runner::{self, AdmissionFlags};
 use kruise_common::admission::{
     AdmissionHandler, AdmissionRoutes, HandlerError, WebhookKind, WebhookSpec, publish::Owned,
 };
-use kruise_common::runtime::{Binary, Context, ReconcileError, run_controller};
-use kube::api::{Api, Patch, PatchParams};
+use kruise_common::runtime::errors::ShellError;
+use kruise_common::runtime::status::write_status_if_changed;
+use kruise_common::runtime::watch::{DecodeGuard, Watch};
+use kruise_common::runtime::{Binary, Context, run_controller, warm_until_leading};
+use kube::api::Api;
 use kube::core::DynamicObject;
 use kube::core::admission::{AdmissionRequest, AdmissionResponse};
 use kube::runtime::controller::{Action, Controller};
-use kube::runtime::watcher;
 use kube::{CustomResource, CustomResourceExt, ResourceExt};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -48,40 +50,15 @@ pub struct GreetingStatus {
     pub observed_generation: Option<i64>,
 }
 
-#[derive(Debug, thiserror::Error)]
-enum Error {
-    #[error("writing status: {0}")]
-    Status(#[source] kube::Error),
-}
-
-impl ReconcileError for Error {
-    fn category(&self) -> &'static str {
-        "update_status"
-    }
-    fn is_conflict(&self) -> bool {
-        match self {
-            Error::Status(e) => kruise_common::runtime::is_conflict(e),
-        }
-    }
-}
-
-async fn reconcile(g: Arc<Greeting>, client: Arc<kube::Client>) -> Result<Action, Error> {
+async fn reconcile(g: Arc<Greeting>, client: Arc<kube::Client>) -> Result<Action, ShellError> {
     let want = GreetingStatus {
         echoed: Some(g.spec.message.clone()),
         observed_generation: g.metadata.generation,
     };
-    // Status is written only when it changed.
-    if g.status.as_ref() != Some(&want) {
-        let api: Api<Greeting> =
-            Api::namespaced((*client).clone(), &g.namespace().unwrap_or_default());
-        api.patch_status(
-            &g.name_any(),
-            &PatchParams::default(),
-            &Patch::Merge(serde_json::json!({ "status": want })),
-        )
+    let api = Api::namespaced((*client).clone(), &g.namespace().unwrap_or_default());
+    write_status_if_changed(&api, &*g, g.status.as_ref(), &want)
         .await
-        .map_err(Error::Status)?;
-    }
+        .map_err(ShellError::status_of(g.name_any()))?;
     Ok(Action::await_change())
 }
 
@@ -145,16 +122,19 @@ fn main() -> std::process::ExitCode {
             )
             .await
         })
-        .leader(|ctx: Context<AdmissionFlags>| async move {
-            let api: Api<Greeting> = ctx.watched_api();
-            let controller = Controller::new(api, watcher::Config::default().page_size(500));
-            run_controller(
-                controller,
-                reconcile,
-                Arc::new(ctx.client.clone()),
-                ctx.controller_options("greeting"),
-            )
-            .await;
+        // On every replica: the cache is warm when a standby takes over; it reconciles
+        // (writes) only once it leads.
+        .controller(|ctx: Context<AdmissionFlags>| async move {
+            let opts = ctx.controller_options("greeting");
+            let (store, mut greetings) =
+                Watch::<Greeting>::new(ctx.client.clone(), ctx.flags.namespace.as_deref())
+                    .guarded(DecodeGuard::new(&ctx.metrics))
+                    .reflect();
+            if warm_until_leading(&opts, &mut [&mut greetings]).await {
+                let controller = Controller::for_stream(greetings, store)
+                    .reconcile_all_on(futures::stream::once(async {}));
+                run_controller(controller, reconcile, Arc::new(ctx.client.clone()), opts).await;
+            }
             Ok(())
         })
         .main()

@@ -1,7 +1,8 @@
 //! Expectations: what a controller has asked the API server to do but not yet seen through its
 //! watch, so a stale cache never causes a double create or delete.
 //!
-//! Plain synchronous structs — the caller wraps them in a `Mutex`. Time comes in as `now`.
+//! Plain synchronous structs — the caller shares them in a [`SharedExpectations`], whose lock
+//! never fails open. Time comes in as `now`.
 //! An unsatisfied expectation reports how long it has been unsatisfied; after the timeout
 //! (default 5 minutes, Kruise's `--expectation-timeout`) the query reports
 //! [`Satisfaction::Expired`] so the caller can emit a metric / event and decide to drop it.
@@ -249,81 +250,33 @@ impl ResourceVersionExpectations {
     }
 }
 
-#[derive(Debug, Clone, Default)]
-struct OwnerUpdates {
-    revision: String,
-    pods: BTreeSet<String>,
-    first_unsatisfied: Option<Timestamp>,
+/// Expectations shared by a controller's concurrent reconciles, behind a lock that never
+/// fails open: once a reconcile panicked while holding it, every access is an error, so a
+/// caller can neither skip recording a create or delete nor read "satisfied" from state
+/// that may be half-updated. (The process's reconciles then fail until it restarts; the
+/// caller reports the error like any other.)
+#[derive(Debug, Default)]
+pub struct SharedExpectations<T> {
+    inner: std::sync::Mutex<T>,
 }
 
-/// Update expectations (Advanced StatefulSet, SidecarSet): per owner, the revision being
-/// rolled out and the pods we updated in place that do not yet show it.
-#[derive(Debug, Clone)]
-pub struct UpdateExpectations {
-    owners: BTreeMap<String, OwnerUpdates>,
-    timeout: SignedDuration,
-}
+/// A reconcile panicked while holding the expectations lock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("the expectations lock is poisoned (a reconcile panicked while holding it)")]
+pub struct PoisonedExpectations;
 
-impl Default for UpdateExpectations {
-    fn default() -> Self {
-        Self::new(DEFAULT_EXPECTATION_TIMEOUT)
-    }
-}
-
-impl UpdateExpectations {
-    /// New, with the given timeout.
-    pub fn new(timeout: SignedDuration) -> Self {
+impl<T> SharedExpectations<T> {
+    /// Shares `expectations`.
+    pub fn new(expectations: T) -> Self {
         Self {
-            owners: BTreeMap::new(),
-            timeout,
+            inner: std::sync::Mutex::new(expectations),
         }
     }
 
-    /// Record that `pod` was updated to `revision`; a different revision resets the set.
-    pub fn expect_updated(&mut self, owner: &str, revision: &str, pod: &str) {
-        let o = self.owners.entry(owner.to_string()).or_default();
-        if o.revision != revision {
-            *o = OwnerUpdates {
-                revision: revision.to_string(),
-                ..Default::default()
-            };
-        }
-        o.pods.insert(pod.to_string());
-    }
-
-    /// Record an observed pod and its revision label; drops it once it shows the revision.
-    pub fn observe_updated(&mut self, owner: &str, revision: &str, pod: &str, pod_revision: &str) {
-        let Some(o) = self.owners.get_mut(owner) else {
-            return;
-        };
-        if o.revision != revision {
-            self.owners.remove(owner);
-            return;
-        }
-        if crate::revision::equal_to_revision_hash(pod_revision, revision) {
-            o.pods.remove(pod);
-        }
-        if o.pods.is_empty() {
-            self.owners.remove(owner);
-        }
-    }
-
-    /// Whether the owner's updates for `revision` are all observed at `now`.
-    pub fn satisfied(&mut self, owner: &str, revision: &str, now: Timestamp) -> Satisfaction {
-        let timeout = self.timeout;
-        let Some(o) = self.owners.get_mut(owner) else {
-            return Satisfaction::Satisfied;
-        };
-        if o.revision != revision || o.pods.is_empty() {
-            self.owners.remove(owner);
-            return Satisfaction::Satisfied;
-        }
-        judge(&mut o.first_unsatisfied, now, timeout)
-    }
-
-    /// Forget an owner.
-    pub fn delete(&mut self, owner: &str) {
-        self.owners.remove(owner);
+    /// Runs `f` on the expectations; an error, and `f` not run, when the lock is poisoned.
+    pub fn with<R>(&self, f: impl FnOnce(&mut T) -> R) -> Result<R, PoisonedExpectations> {
+        let mut guard = self.inner.lock().map_err(|_| PoisonedExpectations)?;
+        Ok(f(&mut guard))
     }
 }
 
@@ -392,20 +345,26 @@ mod tests {
     }
 
     #[test]
-    fn update_expectations() {
-        let mut e = UpdateExpectations::default();
-        e.expect_updated("o", "sts-r2", "p0");
-        e.expect_updated("o", "sts-r2", "p1");
-        assert!(!e.satisfied("o", "sts-r2", t(0)).is_satisfied());
-        e.observe_updated("o", "sts-r2", "p0", "sts-r2");
-        e.observe_updated("o", "sts-r2", "p1", "sts-r1");
-        assert!(!e.satisfied("o", "sts-r2", t(1)).is_satisfied());
-        e.observe_updated("o", "sts-r2", "p1", "r2");
-        assert!(e.satisfied("o", "sts-r2", t(2)).is_satisfied());
-        e.expect_updated("o", "sts-r3", "p0");
-        assert!(
-            e.satisfied("o", "sts-r4", t(0)).is_satisfied(),
-            "a different revision resets"
+    fn a_poisoned_lock_is_an_error_and_runs_nothing() {
+        let shared = std::sync::Arc::new(SharedExpectations::new(ScaleExpectations::default()));
+        let held = shared.clone();
+        let panicked = std::thread::spawn(move || {
+            let _ = held.with(|_| panic!("a reconcile panics while holding the lock"));
+        })
+        .join();
+        assert!(panicked.is_err());
+        let mut ran = false;
+        assert_eq!(
+            shared.with(|e| {
+                ran = true;
+                e.expect("o", ScaleAction::Create, "p")
+            }),
+            Err(PoisonedExpectations)
+        );
+        assert!(!ran);
+        assert_eq!(
+            shared.with(|e| e.satisfied("o", t(0))),
+            Err(PoisonedExpectations)
         );
     }
 

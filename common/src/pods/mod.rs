@@ -321,12 +321,13 @@ pub fn changed_conditions<'a, P: PodView + ?Sized>(
 /// into `meta_patch` (a `{"metadata": ...}` patch, or `Value::Null`) so that labels,
 /// annotations and conditions change in one request — the pod status strategy keeps
 /// metadata other than ownerReferences and deletionTimestamp. Without a resourceVersion the
-/// patch never conflicts with the kubelet's own status writes. `None` when nothing changes.
+/// patch never conflicts with the kubelet's own status writes. `None` when nothing changes;
+/// an error when a condition does not encode (never sent as `null`).
 pub fn status_patch<P: PodView + ?Sized>(
     pod: &P,
     new: &PodStatus,
     meta_patch: &serde_json::Value,
-) -> Option<serde_json::Value> {
+) -> Result<Option<serde_json::Value>, serde_json::Error> {
     let changed: Vec<&PodCondition> = changed_conditions(pod, new).collect();
     let mut patch = match meta_patch {
         serde_json::Value::Object(m) => serde_json::Value::Object(m.clone()),
@@ -335,21 +336,19 @@ pub fn status_patch<P: PodView + ?Sized>(
     if !changed.is_empty() {
         // A strategic merge keeps fields the patch leaves out: an unset reason or message
         // is sent as null so the old one (e.g. StartInPlaceUpdate) does not survive.
-        let conditions: Vec<serde_json::Value> = changed
-            .iter()
-            .map(|c| {
-                let mut v = serde_json::to_value(c).unwrap_or_default();
-                if let Some(m) = v.as_object_mut() {
-                    for key in ["reason", "message"] {
-                        m.entry(key).or_insert(serde_json::Value::Null);
-                    }
+        let mut conditions = Vec::with_capacity(changed.len());
+        for c in changed {
+            let mut v = serde_json::to_value(c)?;
+            if let Some(m) = v.as_object_mut() {
+                for key in ["reason", "message"] {
+                    m.entry(key).or_insert(serde_json::Value::Null);
                 }
-                v
-            })
-            .collect();
+            }
+            conditions.push(v);
+        }
         patch["status"] = serde_json::json!({ "conditions": conditions });
     }
-    (patch.as_object().is_some_and(|m| !m.is_empty())).then_some(patch)
+    Ok((patch.as_object().is_some_and(|m| !m.is_empty())).then_some(patch))
 }
 
 #[cfg(test)]

@@ -115,7 +115,7 @@ fn status_patch_carries_only_changed_conditions_and_metadata() {
     let mut status = pod.status.clone().unwrap();
     status.conditions.as_mut().unwrap()[1].status = "False".into();
     let meta = serde_json::json!({"metadata": {"labels": {"a": "b"}}});
-    let patch = status_patch(&pod, &status, &meta).unwrap();
+    let patch = status_patch(&pod, &status, &meta).unwrap().unwrap();
     assert_eq!(patch["metadata"]["labels"]["a"], "b");
     let conds = patch["status"]["conditions"].as_array().unwrap();
     assert_eq!(conds.len(), 1);
@@ -125,7 +125,7 @@ fn status_patch_carries_only_changed_conditions_and_metadata() {
     assert!(conds[0].as_object().unwrap().contains_key("reason"));
     // Unchanged status and no metadata: nothing to write.
     assert_eq!(
-        status_patch(&pod, pod.status.as_ref().unwrap(), &serde_json::Value::Null),
+        status_patch(&pod, pod.status.as_ref().unwrap(), &serde_json::Value::Null).unwrap(),
         None
     );
 }

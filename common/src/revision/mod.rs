@@ -243,7 +243,7 @@ pub fn sort_revisions(revisions: &mut [ControllerRevision]) {
 }
 
 /// Highest `.revision` + 1, or 1 for an empty history.
-pub fn next_revision_number(revisions: &[ControllerRevision]) -> i64 {
+fn next_revision_number(revisions: &[ControllerRevision]) -> i64 {
     revisions
         .iter()
         .map(|r| r.revision)
@@ -283,7 +283,7 @@ pub struct NewRevision {
     pub annotations: BTreeMap<String, String>,
     /// Revision data (see [`template_revision_data`]).
     pub data: Value,
-    /// `.revision` number (see [`next_revision_number`]).
+    /// `.revision` number (see [`decide_update_revision`]).
     pub revision: i64,
     /// The workload's `status.collisionCount` (controllers always pass one; 0 at first).
     pub collision_count: Option<i32>,

@@ -44,11 +44,6 @@ pub fn trim_for_cache<K: Resource>(obj: &mut K) {
     }
 }
 
-/// True when a kube error is a 409 Conflict from the API server.
-pub fn is_conflict(e: &kube::Error) -> bool {
-    matches!(e, kube::Error::Api(s) if s.code == 409)
-}
-
 /// Backoff after the n-th consecutive failure of one object: controller-runtime's default
 /// item limiter (5 ms doubling, capped at 1000 s).
 pub fn error_backoff(failures: u32) -> Duration {
@@ -60,8 +55,78 @@ pub fn error_backoff(failures: u32) -> Duration {
 /// The delay before retrying after a conflict: short, the newer object is on its way.
 pub const CONFLICT_REQUEUE: Duration = Duration::from_millis(100);
 
+/// Whether this replica holds the leader lease yet. A controller started with
+/// [`super::Binary::controller`] runs on every replica: it fills its caches at once and
+/// keeps them warm (see [`warm_until_leading`]), and writes only once this says it leads.
+/// Cheap to clone; every clone sees the same state.
+#[derive(Clone, Debug)]
+pub struct Leadership {
+    acquired: CancellationToken,
+}
+
+impl Default for Leadership {
+    /// Leading already: for controllers run without leader election (tests, one replica).
+    fn default() -> Self {
+        let acquired = CancellationToken::new();
+        acquired.cancel();
+        Self { acquired }
+    }
+}
+
+impl Leadership {
+    /// Not leading until [`Leadership::acquire`].
+    pub fn pending() -> Self {
+        Self {
+            acquired: CancellationToken::new(),
+        }
+    }
+
+    /// Marks the lease as held.
+    pub fn acquire(&self) {
+        self.acquired.cancel();
+    }
+
+    /// Whether this replica leads.
+    pub fn is_leading(&self) -> bool {
+        self.acquired.is_cancelled()
+    }
+
+    /// Resolves once this replica leads.
+    pub async fn acquired(&self) {
+        self.acquired.cancelled().await;
+    }
+}
+
+/// A watch stream a standby replica keeps polling, so its store stays current.
+pub trait WarmStream: Send {
+    /// Polls the stream to its end, discarding what it yields.
+    fn drain(&mut self) -> futures::future::BoxFuture<'_, ()>;
+}
+
+impl<S: futures::Stream + Unpin + Send> WarmStream for S {
+    fn drain(&mut self) -> futures::future::BoxFuture<'_, ()> {
+        Box::pin(async move { while self.next().await.is_some() {} })
+    }
+}
+
+/// Keeps `streams` polled (their reflectors' stores filling and current) until this replica
+/// leads; then they are handed to the `Controller`, which goes on from where they are, so a
+/// standby that takes over never lists again. False when `opts.shutdown` fired first.
+pub async fn warm_until_leading(opts: &RunOptions, streams: &mut [&mut dyn WarmStream]) -> bool {
+    if opts.leadership.is_leading() {
+        return !opts.shutdown.is_cancelled();
+    }
+    let drains = futures::future::join_all(streams.iter_mut().map(|s| s.drain()));
+    tokio::select! {
+        _ = opts.leadership.acquired() => !opts.shutdown.is_cancelled(),
+        _ = opts.shutdown.cancelled() => false,
+        // A watch stream ends only when the store's writer is gone: nothing left to warm.
+        _ = async { drains.await; std::future::pending::<()>().await } => false,
+    }
+}
+
 /// Options of [`run_controller`].
-#[derive(Clone)]
+#[derive(Clone, Default)]
 pub struct RunOptions {
     /// Controller name, used in metrics, spans and the readiness check.
     pub name: String,
@@ -73,6 +138,8 @@ pub struct RunOptions {
     pub readiness: Readiness,
     /// Stops the controller: no new reconciles, in-flight ones finish.
     pub shutdown: CancellationToken,
+    /// Whether this replica leads (the default: it does).
+    pub leadership: Leadership,
 }
 
 type FailureCounts<K> = Arc<Mutex<HashMap<ObjectRef<K>, u32>>>;

@@ -278,6 +278,111 @@ impl EventQueue {
     }
 }
 
+/// One event a controller records: what the planner or the executor decided to say.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EventRecord {
+    /// Normal or Warning.
+    pub type_: EventType,
+    /// OpenKruise's reason, e.g. `SuccessfulCreate`.
+    pub reason: String,
+    /// OpenKruise's message.
+    pub message: String,
+    /// The object it also concerns (a pod), if any.
+    pub related: Option<ObjectReference>,
+}
+
+impl EventRecord {
+    /// A Normal event.
+    pub fn normal(reason: impl Into<String>, message: impl Into<String>) -> Self {
+        Self::new(EventType::Normal, reason, message)
+    }
+
+    /// A Warning event.
+    pub fn warning(reason: impl Into<String>, message: impl Into<String>) -> Self {
+        Self::new(EventType::Warning, reason, message)
+    }
+
+    /// An event of `type_`.
+    pub fn new(type_: EventType, reason: impl Into<String>, message: impl Into<String>) -> Self {
+        Self {
+            type_,
+            reason: reason.into(),
+            message: message.into(),
+            related: None,
+        }
+    }
+
+    /// The same event, also about `related`.
+    pub fn related_to(mut self, related: Option<ObjectReference>) -> Self {
+        self.related = related;
+        self
+    }
+
+    /// `Warning` when `type_` says so (the planners' spelling), else `Normal`.
+    pub fn type_named(type_: &str) -> EventType {
+        if type_ == "Warning" {
+            EventType::Warning
+        } else {
+            EventType::Normal
+        }
+    }
+}
+
+/// A reference to the pod `name` in `namespace`, as an event's related object.
+pub fn pod_reference(namespace: Option<&str>, name: &str) -> ObjectReference {
+    ObjectReference {
+        api_version: Some("v1".into()),
+        kind: Some("Pod".into()),
+        name: Some(name.into()),
+        namespace: namespace.map(str::to_string),
+        ..Default::default()
+    }
+}
+
+/// Records events about one object through the controller's [`EventQueue`]: the one event
+/// recorder every controller uses.
+#[derive(Clone)]
+pub struct Recorder {
+    queue: EventQueue,
+    regarding: ObjectReference,
+}
+
+impl Recorder {
+    /// Events regarding `regarding`.
+    pub fn new(queue: &EventQueue, regarding: ObjectReference) -> Self {
+        Self {
+            queue: queue.clone(),
+            regarding,
+        }
+    }
+
+    /// The object these events regard.
+    pub fn regarding(&self) -> &ObjectReference {
+        &self.regarding
+    }
+
+    /// Queues one event (published in the background, in order).
+    pub fn record(&self, record: EventRecord) {
+        // The related object keeps one event per pod: events.k8s.io aggregates events
+        // that differ only in their note.
+        let event = Event {
+            type_: record.type_,
+            reason: record.reason.clone(),
+            note: Some(record.message),
+            action: record.reason,
+            secondary: record.related,
+        };
+        self.queue.send(event, self.regarding.clone());
+    }
+
+    /// Queues the events in order.
+    pub fn record_all(&self, records: impl IntoIterator<Item = EventRecord>) {
+        for record in records {
+            self.record(record);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -36,6 +36,12 @@ pub struct ErrorLabel {
 }
 
 /// Label set of the leader-election gauge (client-go's `leader_election_master_status`).
+/// The kind of object a watch decodes.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct KindLabel {
+    pub kind: String,
+}
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct LeaseLabel {
     /// Lease name.
@@ -59,6 +65,8 @@ pub struct Metrics {
     pub queue_depth: Family<ControllerLabel, Gauge>,
     /// `leader_election_master_status{name}`: 1 while this process holds the lease.
     pub leader: Family<LeaseLabel, Gauge>,
+    /// Objects a guarded watch skipped because they did not decode, per kind.
+    pub watch_decode_errors: Family<KindLabel, Counter>,
 }
 
 impl Default for Metrics {
@@ -78,6 +86,7 @@ impl Metrics {
         let active_workers = Family::<ControllerLabel, Gauge>::default();
         let queue_depth = Family::<ControllerLabel, Gauge>::default();
         let leader = Family::<LeaseLabel, Gauge>::default();
+        let watch_decode_errors = Family::<KindLabel, Counter>::default();
         registry.register(
             "controller_runtime_reconcile",
             "Total number of reconciliations per controller",
@@ -108,6 +117,11 @@ impl Metrics {
             "1 while this process is the leader of the named lease, 0 otherwise",
             leader.clone(),
         );
+        registry.register(
+            "kruise_watch_decode_errors",
+            "Objects a watch skipped because they did not decode, per kind",
+            watch_decode_errors.clone(),
+        );
         Metrics {
             registry: Arc::new(Mutex::new(registry)),
             reconcile_total,
@@ -116,6 +130,7 @@ impl Metrics {
             active_workers,
             queue_depth,
             leader,
+            watch_decode_errors,
         }
     }
 

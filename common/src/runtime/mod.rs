@@ -1,7 +1,10 @@
 //! The harness every kruise-rs binary runs on, so a family's `main.rs` is a few lines and
 //! every binary behaves alike in a cluster: the same flags (each also an env var), a client
 //! naming the binary, leader election on a Lease, `/metrics` `/healthz` `/readyz`, text or
-//! JSON logs with optional OTLP traces, and graceful shutdown.
+//! JSON logs with optional OTLP traces, and graceful shutdown. Controllers start with
+//! [`Binary::controller`] on every replica (warm caches) and write only while leading; the
+//! kit they are built from — watches, status writes, events, revisions, the executor — is
+//! in the submodules (see `docs/common-core.md`).
 //!
 //! ```no_run
 //! use kruise_common::runtime::{Binary, Context};
@@ -17,7 +20,9 @@
 //! ```
 
 pub mod controller;
+pub mod errors;
 pub mod events;
+pub mod execute;
 
 /// The allocator every kruise-rs binary declares (`#[global_allocator] static ALLOCATOR:
 /// Allocator = Allocator;` in its `main.rs`): jemalloc, with two arenas and freed pages
@@ -31,7 +36,10 @@ pub use tikv_jemallocator::Jemalloc as Allocator;
 
 pub mod leader;
 pub mod metrics;
+pub mod revisions;
+pub mod status;
 pub mod telemetry;
+pub mod watch;
 pub mod writes;
 
 use std::collections::BTreeMap;
@@ -53,7 +61,11 @@ use kube::Client;
 use tokio_util::sync::CancellationToken;
 
 use crate::featuregate::FeatureGates;
-pub use controller::{ReconcileError, RunOptions, is_conflict, run_controller, trim_for_cache};
+pub use controller::{
+    Leadership, ReconcileError, RunOptions, WarmStream, run_controller, trim_for_cache,
+    warm_until_leading,
+};
+pub use errors::{is_already_exists, is_conflict, is_not_found};
 pub use leader::{LeaderElector, LeaderTimings};
 pub use metrics::Metrics;
 pub use telemetry::LogFormat;
@@ -244,6 +256,10 @@ pub struct Context<A = NoArgs> {
     pub readiness: Readiness,
     /// Fires on SIGTERM/SIGINT or lost leadership: stop starting work, finish what runs.
     pub shutdown: CancellationToken,
+    /// Whether this replica leads (always, without `--leader-elect`): already for
+    /// [`Binary::leader`] work; for controllers and every-replica work, once the lease is
+    /// acquired.
+    pub leadership: Leadership,
 }
 
 impl<A> Context<A> {
@@ -255,18 +271,7 @@ impl<A> Context<A> {
             metrics: self.metrics.clone(),
             readiness: self.readiness.clone(),
             shutdown: self.shutdown.clone(),
-        }
-    }
-
-    /// An `Api` for a namespaced kind in the watched namespace (or all namespaces).
-    pub fn watched_api<K>(&self) -> kube::Api<K>
-    where
-        K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope>,
-        K::DynamicType: Default,
-    {
-        match &self.flags.namespace {
-            Some(ns) => kube::Api::namespaced(self.client.clone(), ns),
-            None => kube::Api::all(self.client.clone()),
+            leadership: self.leadership.clone(),
         }
     }
 }
@@ -282,6 +287,7 @@ pub struct Binary<A: Args + Clone + Send + Sync + 'static = NoArgs> {
     crds: Vec<CustomResourceDefinition>,
     manifests: Option<ManifestsFn<A>>,
     every_replica: Vec<Task<A>>,
+    controllers: Vec<Task<A>>,
     leader: Vec<Task<A>>,
 }
 
@@ -303,6 +309,7 @@ impl<A: Args + Clone + Send + Sync + 'static> Binary<A> {
             crds: Vec::new(),
             manifests: None,
             every_replica: Vec::new(),
+            controllers: Vec::new(),
             leader: Vec::new(),
         }
     }
@@ -332,7 +339,20 @@ impl<A: Args + Clone + Send + Sync + 'static> Binary<A> {
         self
     }
 
-    /// Work that runs only while this replica leads (controllers). It must return once
+    /// A controller: it starts on every replica, so a standby's caches are warm when it takes
+    /// over, and writes only once `ctx.leadership` says this replica leads (see
+    /// [`warm_until_leading`]; `ctx.controller_options` carries it). Its `ctx.shutdown`
+    /// fires on shutdown or lost leadership, like leader work's.
+    pub fn controller<F, Fut>(mut self, f: F) -> Self
+    where
+        F: FnOnce(Context<A>) -> Fut + Send + 'static,
+        Fut: Future<Output = anyhow::Result<()>> + Send + 'static,
+    {
+        self.controllers.push(Box::new(move |c| Box::pin(f(c))));
+        self
+    }
+
+    /// Work that runs only while this replica leads. It must return once
     /// `ctx.shutdown` fires and its in-flight work has finished.
     pub fn leader<F, Fut>(mut self, f: F) -> Self
     where
@@ -449,6 +469,11 @@ impl<A: Args + Clone + Send + Sync + 'static> Binary<A> {
         let client = build_client(&flags, self.name, self.version).await?;
         let metrics = Metrics::new();
         let readiness = Readiness::default();
+        let leadership = if flags.leader_elect {
+            Leadership::pending()
+        } else {
+            Leadership::default()
+        };
         let ctx = Context {
             binary: self.name,
             client: client.clone(),
@@ -458,6 +483,7 @@ impl<A: Args + Clone + Send + Sync + 'static> Binary<A> {
             metrics: metrics.clone(),
             readiness: readiness.clone(),
             shutdown: shutdown.clone(),
+            leadership: leadership.clone(),
         };
         let servers =
             serve_endpoints(&flags, metrics.clone(), readiness.clone(), shutdown.clone()).await?;
@@ -471,6 +497,14 @@ impl<A: Args + Clone + Send + Sync + 'static> Binary<A> {
         let mut replica_tasks = tokio::task::JoinSet::new();
         for task in self.every_replica {
             replica_tasks.spawn(task(ctx.clone()));
+        }
+        // Leader work stops on shutdown or on lost leadership, whichever comes first.
+        let leader_stop = shutdown.child_token();
+        let mut leader_tasks = tokio::task::JoinSet::new();
+        for task in self.controllers {
+            let mut c = ctx.clone();
+            c.shutdown = leader_stop.clone();
+            leader_tasks.spawn(task(c));
         }
         let lease_name = flags
             .leader_elect_id
@@ -492,8 +526,11 @@ impl<A: Args + Clone + Send + Sync + 'static> Binary<A> {
             let acquired = tokio::select! {
                 acquired = e.acquire(&shutdown) => acquired,
                 failed = first_failure(&mut replica_tasks) => return Err(failed),
+                failed = first_failure(&mut leader_tasks) => return Err(failed),
             };
             if !acquired {
+                leader_stop.cancel();
+                finish(&mut leader_tasks, flags.shutdown_timeout).await;
                 finish(&mut replica_tasks, flags.shutdown_timeout).await;
                 return Ok(Outcome::Stopped);
             }
@@ -503,9 +540,7 @@ impl<A: Args + Clone + Send + Sync + 'static> Binary<A> {
         } else {
             None
         };
-        // Leader work stops on shutdown or on lost leadership, whichever comes first.
-        let leader_stop = shutdown.child_token();
-        let mut leader_tasks = tokio::task::JoinSet::new();
+        leadership.acquire();
         for task in self.leader {
             let mut c = ctx.clone();
             c.shutdown = leader_stop.clone();

@@ -297,3 +297,56 @@ fn upgradable_condition_aggregates_every_sidecarset() {
     assert_eq!(c.status, "True");
     assert_eq!(c.reason.as_deref(), Some(REASON_ALL_UPGRADABLE));
 }
+
+#[test]
+fn the_plan_upgrades_in_place_with_the_condition_and_waits_for_unseen_writes() {
+    use crate::plan::{Action, IN_FLIGHT_REQUEUE, PlanInput, plan};
+    let old = sidecar_set("busybox:1.34", false);
+    let pods = vec![injected(&old)];
+    let new = sidecar_set("busybox:1.35", false);
+    let hashes = SetHashes::of(&new).unwrap();
+    let input = PlanInput {
+        set: &new,
+        hashes: &hashes,
+        pods: &pods,
+        latest_revision: "test-sidecarset-new",
+        collision_count: 0,
+        writes_observed: true,
+        now: now(),
+    };
+    let planned = plan(&input).unwrap();
+    assert_eq!(planned.status.matched_pods, 1);
+    assert_eq!(planned.status.updated_pods, 0);
+    assert_eq!(planned.status.latest_revision, "test-sidecarset-new");
+    assert_eq!(planned.requeue_after, None);
+    let [
+        Action::Upgrade { pod: 0, key, to },
+        Action::SetUpgradable { condition, .. },
+    ] = planned.actions.as_slice()
+    else {
+        panic!("{:?}", planned.actions);
+    };
+    assert_eq!(key, "default/pod-1");
+    assert_eq!(image_of(to, "sidecar"), "busybox:1.35");
+    // The pod names the latest revision the plan registers, at the plan's time.
+    let hash: serde_json::Value =
+        serde_json::from_str(ann(to, SIDECARSET_HASH_ANNOTATION)).unwrap();
+    assert_eq!(
+        hash["test-sidecarset"]["controllerRevision"],
+        "test-sidecarset-new"
+    );
+    assert_eq!(
+        condition.last_transition_time.as_ref().map(|t| t.0),
+        Some(now())
+    );
+
+    // Our last write is not in the cache yet: the status, and nothing else until it is.
+    let waiting = plan(&PlanInput {
+        writes_observed: false,
+        ..input
+    })
+    .unwrap();
+    assert!(waiting.actions.is_empty());
+    assert_eq!(waiting.requeue_after, Some(IN_FLIGHT_REQUEUE));
+    assert_eq!(waiting.status, planned.status);
+}

@@ -211,6 +211,12 @@ impl World {
         self.cs.status = Some(plan.status.clone());
         self.current = plan.status.current_revision.clone();
         for a in &plan.actions {
+            self.apply_action(a);
+        }
+    }
+
+    fn apply_action(&mut self, a: &Action) {
+        {
             match a {
                 Action::CreatePod { pod, pvcs } => {
                     let mut pod = (**pod).clone();
@@ -230,6 +236,25 @@ impl World {
                         .retain(|p| p.metadata.name.as_deref() != Some(name));
                     self.pvcs
                         .retain(|p| !pvcs.contains(p.metadata.name.as_ref().unwrap()));
+                }
+                Action::SetLifecycleState {
+                    name,
+                    patch,
+                    status: Some(status),
+                    ..
+                } => {
+                    // As the API server merges the status patch: conditions by type; the
+                    // labels and annotations travel with it.
+                    if let Some(p) = self.pod_mut(name) {
+                        kruise_common::pods::merge_conditions(
+                            p.status.get_or_insert_with(Default::default),
+                            status,
+                        );
+                    }
+                    self.apply_action(&Action::PatchPod {
+                        name: name.clone(),
+                        patch: patch.clone(),
+                    });
                 }
                 Action::SetLifecycleState { name, patch, .. }
                 | Action::PatchPod { name, patch } => {

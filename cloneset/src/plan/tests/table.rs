@@ -1018,3 +1018,56 @@ fn terminating_pods_are_not_deleted_again() {
     let p = w.plan();
     assert_eq!(deletes(&p), Vec::<String>::new());
 }
+
+#[test]
+fn a_mark_pod_not_ready_hook_plans_the_kruise_pod_ready_change_at_the_plan_time() {
+    let mut w = World::with_ready(cloneset(
+        "nginx:1",
+        json!({"lifecycle": {"preDelete": {
+            "markPodNotReady": true, "labelsHandler": {"hold": "true"}}}}),
+    ));
+    let names = w.names();
+    for n in &names {
+        let pod = w.pod_mut(n).unwrap();
+        pod.metadata
+            .labels
+            .as_mut()
+            .unwrap()
+            .insert("hold".into(), "true".into());
+        // The gate kruise-webhook adds to every CloneSet pod.
+        pod.spec
+            .as_mut()
+            .unwrap()
+            .readiness_gates
+            .get_or_insert_with(Vec::new)
+            .push(k8s_openapi::api::core::v1::PodReadinessGate {
+                condition_type: "KruisePodReady".into(),
+            });
+    }
+    w.cs.spec.scale_strategy.pods_to_delete = vec![names[0].clone()];
+    let p = w.plan();
+    // One write: the lifecycle labels with the status, computed at the plan's time.
+    let status = p
+        .actions
+        .iter()
+        .find_map(|a| match a {
+            Action::SetLifecycleState { name, status, .. } if *name == names[0] => status.clone(),
+            _ => None,
+        })
+        .expect("the lifecycle write carries the status");
+    let condition = status
+        .conditions
+        .unwrap()
+        .into_iter()
+        .find(|c| c.type_ == "KruisePodReady")
+        .unwrap();
+    assert_eq!(condition.status, "False");
+    assert_eq!(condition.last_transition_time.map(|t| t.0), Some(w.now));
+    assert!(
+        !p.actions
+            .iter()
+            .any(|a| matches!(a, Action::UpdatePodStatus { name, .. } if *name == names[0])),
+        "{:?}",
+        p.actions
+    );
+}

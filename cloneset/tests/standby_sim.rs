@@ -1,0 +1,148 @@
+//! Two `kruise-cloneset` replicas in-process against kruise-sim: the standby fills its caches
+//! at once and keeps them warm, so when the leader steps down it takes over without listing
+//! anything again — it only acquires the lease and goes on from its watches.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use std::time::Duration;
+
+use kruise_cloneset::api::v1beta1::CloneSet;
+use kruise_sim::Sim;
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use serde_json::json;
+use support::{WAIT, cloneset, eventually, pods_of, sim_with_crd};
+use tokio_util::sync::CancellationToken;
+
+/// What the controller watches.
+const WATCHED: &[&str] = &[
+    "clonesets",
+    "pods",
+    "persistentvolumeclaims",
+    "controllerrevisions",
+];
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// Starts a replica with a short lease; cancel the token to stop it (it releases the lease).
+fn start_replica(sim: &Sim) -> (CancellationToken, tokio::task::JoinHandle<()>) {
+    let kubeconfig = sim.kubeconfig_path().unwrap();
+    let argv: Vec<String> = [
+        "kruise-cloneset",
+        "--kubeconfig",
+        kubeconfig.to_str().unwrap(),
+        "--namespace",
+        "default",
+        "--leader-elect-namespace",
+        "default",
+        "--leader-elect-lease-duration",
+        "2s",
+        "--leader-elect-renew-deadline",
+        "1s",
+        "--leader-elect-retry-period",
+        "200ms",
+        "--webhook-host",
+        "127.0.0.1",
+        "--webhook-port",
+        &free_port().to_string(),
+        "--webhook-namespace",
+        "default",
+        "--metrics-addr",
+        "127.0.0.1:0",
+        "--health-addr",
+        "127.0.0.1:0",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let stop = CancellationToken::new();
+    let token = stop.clone();
+    let binary = kruise_cloneset::binary::binary().unwrap();
+    let task = tokio::spawn(async move {
+        binary.run_argv(argv, token).await.unwrap();
+    });
+    (stop, task)
+}
+
+/// The controller replicas' list requests per watched kind (the test's own not counted).
+fn lists(sim: &Sim) -> Vec<(String, u64)> {
+    let snapshot = sim.counters().snapshot();
+    WATCHED
+        .iter()
+        .map(|resource| {
+            let n = snapshot
+                .iter()
+                .filter(|(k, _)| {
+                    k.verb == "list"
+                        && k.resource == *resource
+                        && k.user_agent.starts_with("kruise-cloneset/")
+                })
+                .map(|(_, n)| n)
+                .sum();
+            (resource.to_string(), n)
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn a_standby_takes_over_without_listing_again() {
+    let (sim, client) = sim_with_crd().await;
+    let clonesets: Api<CloneSet> = Api::namespaced(client.clone(), "default");
+    clonesets
+        .create(
+            &PostParams::default(),
+            &cloneset("web", 2, "nginx:1", json!({})),
+        )
+        .await
+        .unwrap();
+    let (leader, leader_task) = start_replica(&sim);
+    eventually("the leader's pods", WAIT, || async {
+        (pods_of(&client, "web").await.len() == 2).then_some(())
+    })
+    .await;
+    let (standby, standby_task) = start_replica(&sim);
+    // Both replicas listed every watched kind once: the standby's caches are warm.
+    eventually("the standby's first lists", WAIT, || async {
+        lists(&sim).iter().all(|(_, n)| *n >= 2).then_some(())
+    })
+    .await;
+    let before = lists(&sim);
+    assert!(before.iter().all(|(_, n)| *n == 2), "{before:?}");
+
+    leader.cancel();
+    tokio::time::timeout(Duration::from_secs(30), leader_task)
+        .await
+        .unwrap()
+        .unwrap();
+    clonesets
+        .patch(
+            "web",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"replicas": 3}})),
+        )
+        .await
+        .unwrap();
+    eventually("the new leader scaling up", WAIT, || async {
+        (pods_of(&client, "web").await.len() == 3).then_some(())
+    })
+    .await;
+    eventually("the status the new leader wrote", WAIT, || async {
+        let cs = clonesets.get("web").await.ok()?;
+        (cs.status?.replicas == 3).then_some(())
+    })
+    .await;
+    assert_eq!(lists(&sim), before, "the new leader listed again");
+
+    standby.cancel();
+    tokio::time::timeout(Duration::from_secs(30), standby_task)
+        .await
+        .unwrap()
+        .unwrap();
+    sim.shutdown().await;
+}
