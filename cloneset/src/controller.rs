@@ -58,8 +58,8 @@ use prometheus_client::metrics::counter::Counter;
 use crate::api::v1beta1::CloneSet;
 use crate::api::validation::{to_message, validate_v1beta1};
 use crate::api::{CloneSetCondition, CloneSetStatus, KIND, condition, defaults};
-use kruise_common::api::version::APPS_V1BETA1;
 use crate::plan::{self, PlanGates, PlanInput};
+use kruise_common::api::version::APPS_V1BETA1;
 
 mod error;
 mod execute;

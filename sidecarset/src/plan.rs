@@ -28,13 +28,13 @@ use kruise_common::pods::selector::{SelectorError, selector_matches};
 use kruise_common::runtime::events::EventRecord;
 use kruise_common::runtime::execute::{Lane, Scheduled};
 
+use crate::api::rollout::{BudgetError, rollout_budget};
 use crate::api::v1beta1::{SidecarSet, SidecarSetStatus};
 use crate::api::{SidecarSetUpdateStrategy, SidecarSetUpdateStrategyType};
 use crate::upgrade::{
     SetHashes, UpgradeError, hot_upgrade_reset_due, pod_facts, reset_hot_upgrade,
     upgradable_condition, upgrade_pod,
 };
-use crate::api::rollout::{BudgetError, rollout_budget};
 
 /// Requeue while a pod write is not yet in the cache (OpenKruise: 1s).
 pub const IN_FLIGHT_REQUEUE: Duration = Duration::from_secs(1);
