@@ -1,0 +1,213 @@
+#!/usr/bin/env bash
+# Smoke test of a control plane started by up.sh: the API server answers,
+# the controller manager's controllers act on what is created, the scheduler
+# looks at pods, and CRDs serve custom objects. Uses kubectl from PATH and
+# KUBECONFIG from the environment. With no nodes yet, pods stay Pending; that
+# is expected here. Prints one line per check, then `N passed, M failed`, and
+# exits non-zero if any check failed.
+set -uo pipefail
+
+: "${KUBECONFIG:?set KUBECONFIG, e.g. eval \"\$(up.sh start DIR)\"}"
+timeout_seconds="${SMOKE_TIMEOUT:-60}"
+namespace="smoke-$(date +%s)-$$"
+group="smoke.kruise-rs.test"
+passed=0
+failed=0
+
+pass() {
+	passed=$((passed + 1))
+	echo "ok   $1"
+}
+
+fail() {
+	failed=$((failed + 1))
+	echo "FAIL $1"
+	[[ -n ${2:-} ]] && printf '     %s\n' "$2"
+}
+
+# eventually DESCRIPTION COMMAND...: passes once COMMAND succeeds, fails after
+# the timeout with COMMAND's last output.
+eventually() {
+	local description=$1
+	shift
+	local deadline=$((SECONDS + timeout_seconds)) output
+	while true; do
+		if output=$("$@" 2>&1); then
+			pass "$description"
+			return 0
+		fi
+		if ((SECONDS >= deadline)); then
+			fail "$description" "$output"
+			return 1
+		fi
+		sleep 0.5
+	done
+}
+
+# equals EXPECTED COMMAND...: succeeds when COMMAND prints exactly EXPECTED.
+equals() {
+	local expected=$1 actual
+	shift
+	actual=$("$@") || return 1
+	if [[ $actual != "$expected" ]]; then
+		echo "expected '$expected', got '$actual'"
+		return 1
+	fi
+}
+
+k() { kubectl --request-timeout=10s "$@"; }
+
+pods_owned_by_replicaset_of() {
+	local deployment=$1 replicaset owner
+	replicaset=$(k -n "$namespace" get replicasets -l "app=$deployment" \
+		-o jsonpath='{.items[0].metadata.name}') || return 1
+	[[ -n $replicaset ]] || return 1
+	owner=$(k -n "$namespace" get pods -l "app=$deployment" \
+		-o jsonpath='{range .items[*]}{.metadata.ownerReferences[0].kind}/{.metadata.ownerReferences[0].name}{"\n"}{end}' |
+		sort -u) || return 1
+	equals "ReplicaSet/$replicaset" echo "$owner"
+}
+
+pod_count() {
+	k -n "$namespace" get pods -l "app=$1" -o name | wc -l | tr -d ' '
+}
+
+cleanup() {
+	k delete namespace "$namespace" --wait=false >/dev/null 2>&1
+	k delete crd "widgets.$group" --wait=false >/dev/null 2>&1
+}
+trap cleanup EXIT
+
+# --- API server and namespaces ---------------------------------------------
+eventually "kubectl get ns lists default and kube-system" \
+	bash -c 'kubectl get ns -o name | grep -qx namespace/default && kubectl get ns -o name | grep -qx namespace/kube-system'
+if k create namespace "$namespace" >/dev/null; then
+	pass "namespace $namespace created"
+else
+	fail "namespace $namespace created"
+fi
+eventually "service account controller adds the default service account" \
+	k -n "$namespace" get serviceaccount default
+eventually "root CA publisher adds kube-root-ca.crt" \
+	k -n "$namespace" get configmap kube-root-ca.crt
+
+# --- Deployment -> ReplicaSet -> Pods (Pending: no nodes) ------------------
+k -n "$namespace" apply -f - >/dev/null <<'EOF'
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: web
+spec:
+  replicas: 3
+  selector:
+    matchLabels: {app: web}
+  template:
+    metadata:
+      labels: {app: web}
+    spec:
+      containers:
+      - name: main
+        image: registry.k8s.io/pause:3.10
+EOF
+eventually "deployment controller creates a ReplicaSet owned by the Deployment" \
+	equals "Deployment/web" k -n "$namespace" get replicasets -l app=web \
+	-o jsonpath='{.items[0].metadata.ownerReferences[0].kind}/{.items[0].metadata.ownerReferences[0].name}'
+eventually "replicaset controller creates 3 pods" equals 3 pod_count web
+eventually "every pod is owned by that ReplicaSet" pods_owned_by_replicaset_of web
+eventually "scheduler marks the pods unschedulable (no nodes yet)" \
+	bash -c "kubectl -n $namespace get pods -l app=web \
+		-o jsonpath='{range .items[*]}{.status.conditions[?(@.type==\"PodScheduled\")].reason}{\"\n\"}{end}' |
+		sort -u | grep -qx Unschedulable"
+eventually "deployment status counts 3 replicas" \
+	equals 3 k -n "$namespace" get deployment web -o jsonpath='{.status.replicas}'
+k -n "$namespace" scale deployment web --replicas=1 >/dev/null
+eventually "scaling the Deployment to 1 leaves 1 pod" equals 1 pod_count web
+
+# --- StatefulSet and Job ---------------------------------------------------
+k -n "$namespace" apply -f - >/dev/null <<'EOF'
+apiVersion: apps/v1
+kind: StatefulSet
+metadata:
+  name: db
+spec:
+  replicas: 2
+  serviceName: db
+  selector:
+    matchLabels: {app: db}
+  template:
+    metadata:
+      labels: {app: db}
+    spec:
+      containers:
+      - name: main
+        image: registry.k8s.io/pause:3.10
+---
+apiVersion: batch/v1
+kind: Job
+metadata:
+  name: once
+spec:
+  template:
+    metadata:
+      labels: {app: once}
+    spec:
+      restartPolicy: Never
+      containers:
+      - name: main
+        image: registry.k8s.io/pause:3.10
+EOF
+# OrderedReady: db-1 waits for db-0 to become Ready, which needs a node.
+eventually "statefulset controller creates db-0 and only db-0" equals "pod/db-0" \
+	k -n "$namespace" get pods -l app=db -o name
+eventually "job controller creates the Job's pod" equals 1 pod_count once
+
+# --- CustomResourceDefinition and a custom object --------------------------
+k apply -f - >/dev/null <<EOF
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: widgets.$group
+spec:
+  group: $group
+  scope: Namespaced
+  names: {plural: widgets, singular: widget, kind: Widget}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec:
+            type: object
+            properties:
+              size: {type: integer}
+EOF
+eventually "CRD becomes Established" \
+	k wait --for=condition=Established --timeout=5s "crd/widgets.$group"
+widget_file=$(mktemp)
+cat >"$widget_file" <<EOF
+apiVersion: $group/v1
+kind: Widget
+metadata:
+  name: first
+spec:
+  size: 3
+EOF
+# Retried: kubectl's discovery may not know the new group for a moment.
+eventually "custom object is created" k -n "$namespace" apply -f "$widget_file"
+rm -f "$widget_file"
+eventually "custom object reads back with its spec" \
+	equals 3 k -n "$namespace" get "widgets.$group" first -o jsonpath='{.spec.size}'
+
+# --- Garbage collection and namespace deletion ----------------------------
+k -n "$namespace" delete deployment web --wait=false >/dev/null
+eventually "garbage collector removes the Deployment's ReplicaSet and pods" \
+	bash -c "[[ -z \$(kubectl -n $namespace get replicasets,pods -l app=web -o name) ]]"
+k delete namespace "$namespace" --wait=false >/dev/null
+eventually "namespace controller empties and removes the namespace" \
+	bash -c "! kubectl get namespace $namespace -o name >/dev/null 2>&1"
+
+echo "$passed passed, $failed failed"
+((failed == 0))
