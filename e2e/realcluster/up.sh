@@ -135,6 +135,13 @@ start() {
 		--etcd-servers="http://127.0.0.1:$etcd_port" \
 		--tls-cert-file="$pki/apiserver.crt" --tls-private-key-file="$pki/apiserver.key" \
 		--client-ca-file="$pki/ca.crt" \
+		--requestheader-client-ca-file="$pki/front-proxy-ca.crt" \
+		--requestheader-allowed-names=front-proxy-client \
+		--requestheader-username-headers=X-Remote-User \
+		--requestheader-group-headers=X-Remote-Group \
+		--requestheader-extra-headers-prefix=X-Remote-Extra- \
+		--proxy-client-cert-file="$pki/front-proxy-client.crt" \
+		--proxy-client-key-file="$pki/front-proxy-client.key" \
 		--service-account-issuer=https://kubernetes.default.svc.cluster.local \
 		--service-account-key-file="$pki/sa.pub" --service-account-signing-key-file="$pki/sa.key" \
 		--service-cluster-ip-range=10.0.0.0/24 \

@@ -1,7 +1,8 @@
 // Command certs writes the key material and kubeconfigs one test control
 // plane run needs into a directory: a CA, the API server's serving
 // certificate (valid for loopback and the in-cluster service names), the
-// service-account signing key pair, and a client certificate plus kubeconfig
+// service-account signing key pair, the front-proxy CA and client
+// certificate for API aggregation, and a client certificate plus kubeconfig
 // for the admin, the controller manager and the scheduler.
 package main
 
@@ -57,7 +58,7 @@ func writeAll(dir, server string, serviceIP net.IP) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("creating %s: %w", dir, err)
 	}
-	ca, err := newCA()
+	ca, err := newCA("realcluster-ca")
 	if err != nil {
 		return err
 	}
@@ -79,6 +80,24 @@ func writeAll(dir, server string, serviceIP net.IP) error {
 	}
 
 	if err := writeServiceAccountKeys(dir); err != nil {
+		return err
+	}
+
+	// The API server proves itself to aggregated API servers with this client
+	// certificate, and the controller manager and scheduler read its CA from
+	// kube-system/extension-apiserver-authentication to trust such requests.
+	frontProxyCA, err := newCA("realcluster-front-proxy-ca")
+	if err != nil {
+		return err
+	}
+	if err := frontProxyCA.write(dir, "front-proxy-ca"); err != nil {
+		return err
+	}
+	frontProxyClient := &x509.Certificate{
+		Subject:     pkix.Name{CommonName: "front-proxy-client"},
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+	}
+	if err := frontProxyCA.issue(dir, "front-proxy-client", frontProxyClient); err != nil {
 		return err
 	}
 
@@ -108,13 +127,13 @@ type authority struct {
 	key     crypto.Signer
 }
 
-func newCA() (*authority, error) {
+func newCA(name string) (*authority, error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
-		return nil, fmt.Errorf("generating the CA key: %w", err)
+		return nil, fmt.Errorf("generating the %s key: %w", name, err)
 	}
 	template := &x509.Certificate{
-		Subject:               pkix.Name{CommonName: "realcluster-ca"},
+		Subject:               pkix.Name{CommonName: name},
 		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment,
 		BasicConstraintsValid: true,
 		IsCA:                  true,
@@ -124,11 +143,11 @@ func newCA() (*authority, error) {
 	}
 	der, err := x509.CreateCertificate(rand.Reader, template, template, key.Public(), key)
 	if err != nil {
-		return nil, fmt.Errorf("self-signing the CA: %w", err)
+		return nil, fmt.Errorf("self-signing %s: %w", name, err)
 	}
 	cert, err := x509.ParseCertificate(der)
 	if err != nil {
-		return nil, fmt.Errorf("parsing the CA certificate: %w", err)
+		return nil, fmt.Errorf("parsing the %s certificate: %w", name, err)
 	}
 	return &authority{cert: cert, certPEM: pemBlock("CERTIFICATE", der), key: key}, nil
 }
