@@ -33,8 +33,6 @@ default_controllers+=",namespace-controller,serviceaccount-controller,serviceacc
 default_controllers+=",root-ca-certificate-publisher-controller,clusterrole-aggregation-controller"
 default_controllers+=",disruption-controller,endpointslice-controller,pod-garbage-collector-controller"
 controllers="${REALCLUSTER_CONTROLLERS:-$default_controllers}"
-# Started in this order, stopped in the reverse one.
-components=(etcd kube-apiserver kube-controller-manager kube-scheduler)
 ready_timeout_seconds="${REALCLUSTER_READY_TIMEOUT:-120}"
 
 usage() {
@@ -181,28 +179,34 @@ start() {
 	echo "export KUBECONFIG=$dir/kubeconfig"
 }
 
-# stop_all sends SIGTERM to each recorded process (newest first), waits up to
-# 20 s for it to exit, then sends SIGKILL.
-stop_all() {
-	local index name pid_file pid deadline
-	for ((index = ${#components[@]} - 1; index >= 0; index--)); do
-		name=${components[index]}
-		pid_file="$dir/pids/$name.pid"
-		[[ -f $pid_file ]] || continue
-		pid=$(cat "$pid_file")
-		if kill -0 "$pid" 2>/dev/null; then
-			kill -TERM "$pid" 2>/dev/null || true
-			deadline=$((SECONDS + 20))
-			while kill -0 "$pid" 2>/dev/null && ((SECONDS < deadline)); do
-				sleep 0.2
-			done
-			if kill -0 "$pid" 2>/dev/null; then
-				echo "$name (pid $pid) ignored SIGTERM for 20s; killing it" >&2
-				kill -KILL "$pid" 2>/dev/null || true
-			fi
-		fi
-		rm -f "$pid_file"
+# terminate NAME...: sends SIGTERM to each recorded process at once, waits up
+# to 20 s for all of them to exit, then sends SIGKILL to any left.
+terminate() {
+	local name pid deadline
+	local -a pids=()
+	for name in "$@"; do
+		[[ -f $dir/pids/$name.pid ]] || continue
+		pid=$(cat "$dir/pids/$name.pid")
+		rm -f "$dir/pids/$name.pid"
+		kill -TERM "$pid" 2>/dev/null && pids+=("$pid")
 	done
+	deadline=$((SECONDS + 20))
+	for pid in "${pids[@]}"; do
+		while kill -0 "$pid" 2>/dev/null && ((SECONDS < deadline)); do
+			sleep 0.1
+		done
+		if kill -0 "$pid" 2>/dev/null; then
+			echo "pid $pid ignored SIGTERM for 20s; killing it" >&2
+			kill -KILL "$pid" 2>/dev/null || true
+		fi
+	done
+}
+
+# The three Kubernetes components shut down in parallel; etcd goes last so
+# none of them loses its storage mid-shutdown.
+stop_all() {
+	terminate kube-scheduler kube-controller-manager kube-apiserver
+	terminate etcd
 }
 
 [[ $# -eq 2 ]] || usage
