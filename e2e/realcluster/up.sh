@@ -123,11 +123,10 @@ start() {
 	local pki="$dir/pki"
 	# The admission plugins upstream enables by default include
 	# MutatingAdmissionWebhook and ValidatingAdmissionWebhook; CRD conversion
-	# webhooks need no flag. Aggregator routing makes the API server call
-	# webhook services at their endpoints rather than through a cluster IP,
-	# which nothing here routes. The endpoint reconciler would publish the
-	# loopback address as the kubernetes service's endpoint, which endpoint
-	# validation rejects, so it is off.
+	# webhooks need no flag. Webhooks are reached by URL (127.0.0.1): endpoint
+	# validation rejects loopback addresses, so a Service could not point at
+	# them. For the same reason the endpoint reconciler, which would publish
+	# 127.0.0.1 as the kubernetes service's endpoint, is off.
 	launch kube-apiserver \
 		--bind-address=127.0.0.1 --advertise-address=127.0.0.1 --secure-port="$apiserver_port" \
 		--etcd-servers="http://127.0.0.1:$etcd_port" \
@@ -145,7 +144,6 @@ start() {
 		--service-cluster-ip-range=10.0.0.0/24 \
 		--authorization-mode=Node,RBAC \
 		--enable-admission-plugins=MutatingAdmissionWebhook,ValidatingAdmissionWebhook \
-		--enable-aggregator-routing=true \
 		--endpoint-reconciler-type=none \
 		--allow-privileged=true \
 		--profiling=false

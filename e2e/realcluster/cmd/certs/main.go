@@ -134,7 +134,7 @@ func newCA(name string) (*authority, error) {
 	}
 	template := &x509.Certificate{
 		Subject:               pkix.Name{CommonName: name},
-		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment,
+		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
 		BasicConstraintsValid: true,
 		IsCA:                  true,
 	}
@@ -182,7 +182,8 @@ func (ca *authority) issue(dir, name string, template *x509.Certificate) error {
 	if err := stamp(template); err != nil {
 		return err
 	}
-	template.KeyUsage = x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment
+	// ECDSA keys sign (TLS handshakes); they never encipher keys.
+	template.KeyUsage = x509.KeyUsageDigitalSignature
 	template.BasicConstraintsValid = true
 	der, err := x509.CreateCertificate(rand.Reader, template, ca.cert, key.Public(), ca.key)
 	if err != nil {
