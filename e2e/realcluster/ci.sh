@@ -14,8 +14,9 @@ dir=$1
 shift
 
 trap '"$script_dir/up.sh" stop "$dir"' EXIT
-eval "$("$script_dir/up.sh" start "$dir")"
-export KUBECONFIG
+# Captured first: `eval "$(...)"` would hide up.sh's exit status.
+exports=$("$script_dir/up.sh" start "$dir")
+eval "$exports"
 "$script_dir/smoke.sh"
 if [[ $# -gt 0 ]]; then
 	"$@"
