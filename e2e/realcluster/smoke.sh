@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Smoke test of a control plane started by up.sh: the API server answers,
 # the controller manager's controllers act on what is created, the scheduler
-# looks at pods, and CRDs serve custom objects. Uses kubectl from PATH and
+# looks at pods and binds one to a Node object, CRDs serve custom objects,
+# and admission and conversion webhooks are called. Uses kubectl from PATH and
 # KUBECONFIG from the environment. With no nodes yet, pods stay Pending; that
 # is expected here. Prints one line per check, then `N passed, M failed`, and
 # exits non-zero if any check failed.
@@ -76,6 +77,7 @@ cleanup() {
 	k delete namespace "$namespace" --wait=false >/dev/null 2>&1
 	k delete crd "widgets.$group" "gadgets.$group" --wait=false >/dev/null 2>&1
 	k delete validatingwebhookconfiguration "$namespace" >/dev/null 2>&1
+	k delete node "$namespace" --wait=false >/dev/null 2>&1
 }
 trap cleanup EXIT
 
@@ -123,6 +125,45 @@ eventually "deployment status counts 3 replicas" \
 	equals 3 k -n "$namespace" get deployment web -o jsonpath='{.status.replicas}'
 k -n "$namespace" scale deployment web --replicas=1 >/dev/null
 eventually "scaling the Deployment to 1 leaves 1 pod" equals 1 pod_count web
+
+# --- The scheduler binds a pod to a Node object (no kubelet behind it) ------
+# The node is tainted so only the pod made for it goes there; everything else
+# stays Pending. TaintNodesByCondition adds not-ready on creation; with no
+# node lifecycle controller nothing else would take it off.
+node="$namespace"
+k apply -f - >/dev/null <<EOF
+apiVersion: v1
+kind: Node
+metadata:
+  name: $node
+  labels: {kubernetes.io/hostname: $node}
+spec:
+  taints:
+  - {key: $group/only, value: "true", effect: NoSchedule}
+status:
+  capacity: {cpu: "4", memory: 8Gi, pods: "110"}
+  allocatable: {cpu: "4", memory: 8Gi, pods: "110"}
+  conditions:
+  - {type: Ready, status: "True", reason: KubeletReady, message: "no kubelet: smoke.sh"}
+EOF
+k taint node "$node" node.kubernetes.io/not-ready:NoSchedule- >/dev/null 2>&1
+k -n "$namespace" apply -f - >/dev/null <<EOF
+apiVersion: v1
+kind: Pod
+metadata:
+  name: placed
+spec:
+  tolerations:
+  - {key: $group/only, operator: Exists, effect: NoSchedule}
+  containers:
+  - name: main
+    image: registry.k8s.io/pause:3.10
+EOF
+eventually "scheduler binds a pod to a Ready, schedulable Node" \
+	equals "$node" k -n "$namespace" get pod placed -o jsonpath='{.spec.nodeName}'
+# No kubelet would confirm a graceful deletion, so the bound pod goes at once.
+k -n "$namespace" delete pod placed --grace-period=0 --force >/dev/null 2>&1
+k delete node "$node" >/dev/null
 
 # --- StatefulSet and Job ---------------------------------------------------
 k -n "$namespace" apply -f - >/dev/null <<'EOF'
