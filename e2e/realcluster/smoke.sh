@@ -3,7 +3,7 @@
 # the controller manager's controllers act on what is created, the scheduler
 # looks at pods and binds one to a Node object, CRDs serve custom objects,
 # and admission and conversion webhooks are called. Uses kubectl from PATH and
-# KUBECONFIG from the environment. With no nodes yet, pods stay Pending; that
+# KUBECONFIG from the environment. With no kubelets, pods never run; that
 # is expected here. Prints one line per check, then `N passed, M failed`, and
 # exits non-zero if any check failed.
 set -uo pipefail
