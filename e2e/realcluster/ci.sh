@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# One step for CI: start the real control plane in DIR, run smoke.sh against
+# it, and stop it again whatever happened. Exits with smoke.sh's status (or
+# up.sh's, if the control plane did not come up). Extra arguments after DIR
+# form a command run after smoke.sh with KUBECONFIG set, e.g. further suites.
+set -euo pipefail
+
+script_dir="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+[[ $# -ge 1 ]] || {
+	echo "usage: $0 DIR [COMMAND...]" >&2
+	exit 2
+}
+dir=$1
+shift
+
+trap '"$script_dir/up.sh" stop "$dir"' EXIT
+# Captured first: `eval "$(...)"` would hide up.sh's exit status.
+exports=$("$script_dir/up.sh" start "$dir")
+eval "$exports"
+"$script_dir/smoke.sh"
+if [[ $# -gt 0 ]]; then
+	"$@"
+fi

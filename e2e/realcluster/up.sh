@@ -1,0 +1,218 @@
+#!/usr/bin/env bash
+# Starts or stops a real Kubernetes control plane for tests: embedded etcd,
+# kube-apiserver, kube-controller-manager and kube-scheduler, all built from
+# Kubernetes' own Go modules (see go.mod) and all listening on 127.0.0.1 only.
+#
+#   up.sh start DIR   build (cached), write certificates and kubeconfigs into
+#                     DIR, start the four processes, wait for /readyz, print
+#                     `export KUBECONFIG=DIR/kubeconfig`
+#   up.sh stop DIR    stop the processes started for DIR
+#
+# DIR holds everything of one run: pki/, etcd/, logs/, pids/, kubeconfig.
+# Ports (all on 127.0.0.1) can be moved with REALCLUSTER_APISERVER_PORT
+# (6443), REALCLUSTER_ETCD_PORT (2379; its peer listener takes the next port),
+# REALCLUSTER_CONTROLLER_MANAGER_PORT (10257), REALCLUSTER_SCHEDULER_PORT
+# (10259). REALCLUSTER_CONTROLLERS replaces the controller manager's list.
+# Binaries go to REALCLUSTER_BIN (default: bin/ next to this script); the Go
+# module and build caches stay where `go env` puts them, outside the clone.
+set -Eeuo pipefail
+
+script_dir="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+bin="${REALCLUSTER_BIN:-$script_dir/bin}"
+apiserver_port="${REALCLUSTER_APISERVER_PORT:-6443}"
+etcd_port="${REALCLUSTER_ETCD_PORT:-2379}"
+etcd_peer_port=$((etcd_port + 1))
+controller_manager_port="${REALCLUSTER_CONTROLLER_MANAGER_PORT:-10257}"
+scheduler_port="${REALCLUSTER_SCHEDULER_PORT:-10259}"
+# The controllers the kruise-rs families and their tests rely on: owners and
+# garbage collection, the built-in workloads, namespaces, and what a pod needs
+# before it is admitted (default service account, its token, kube-root-ca.crt).
+default_controllers="garbage-collector-controller,deployment-controller,replicaset-controller"
+default_controllers+=",statefulset-controller,job-controller,ttl-after-finished-controller"
+default_controllers+=",namespace-controller,serviceaccount-controller,serviceaccount-token-controller"
+default_controllers+=",root-ca-certificate-publisher-controller,clusterrole-aggregation-controller"
+default_controllers+=",disruption-controller,endpointslice-controller,pod-garbage-collector-controller"
+controllers="${REALCLUSTER_CONTROLLERS:-$default_controllers}"
+ready_timeout_seconds="${REALCLUSTER_READY_TIMEOUT:-120}"
+
+usage() {
+	echo "usage: $0 start|stop DIR" >&2
+	exit 2
+}
+
+now_ms() { date +%s%3N; }
+
+build() {
+	local started
+	started=$(now_ms)
+	(cd "$script_dir" && go build -o "$bin/" ./cmd/...)
+	echo "built in $(($(now_ms) - started)) ms: $bin" >&2
+}
+
+port_in_use() {
+	(exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
+}
+
+# launch NAME ARGS...: runs $bin/NAME in the background, logging to
+# logs/NAME.log and recording its pid in pids/NAME.pid.
+launch() {
+	local name=$1
+	shift
+	"$bin/$name" "$@" </dev/null >"$dir/logs/$name.log" 2>&1 &
+	echo $! >"$dir/pids/$name.pid"
+}
+
+alive() {
+	local pid_file="$dir/pids/$1.pid"
+	[[ -f $pid_file ]] && kill -0 "$(cat "$pid_file")" 2>/dev/null
+}
+
+# wait_until NAME CHECK...: polls CHECK until it succeeds; fails the start if
+# NAME exits or the deadline passes.
+wait_until() {
+	local name=$1
+	shift
+	local deadline=$((SECONDS + ready_timeout_seconds))
+	until "$@" >/dev/null 2>&1; do
+		if ! alive "$name"; then
+			echo "$name exited while starting; last lines of $dir/logs/$name.log:" >&2
+			tail -n 30 "$dir/logs/$name.log" >&2
+			return 1
+		fi
+		if ((SECONDS >= deadline)); then
+			echo "$name not ready within ${ready_timeout_seconds}s; see $dir/logs/$name.log" >&2
+			return 1
+		fi
+		sleep 0.2
+	done
+}
+
+https_ok() {
+	curl --silent --fail --max-time 5 --cacert "$dir/pki/ca.crt" \
+		--cert "$dir/pki/admin.crt" --key "$dir/pki/admin.key" "$1"
+}
+
+# The controller manager and scheduler serve /healthz with a self-signed
+# certificate of their own; only liveness is read from it.
+https_insecure_ok() {
+	curl --silent --fail --max-time 5 --insecure "$1"
+}
+
+start() {
+	for port in "$apiserver_port" "$etcd_port" "$etcd_peer_port" "$controller_manager_port" "$scheduler_port"; do
+		if port_in_use "$port"; then
+			echo "port 127.0.0.1:$port is already in use (another run? try: $0 stop DIR)" >&2
+			exit 1
+		fi
+	done
+	build
+	local started
+	started=$(now_ms)
+	mkdir -p "$dir/logs" "$dir/pids" "$dir/etcd"
+	chmod 700 "$dir/etcd"
+	local server="https://127.0.0.1:$apiserver_port"
+	"$bin/certs" --dir "$dir/pki" --server "$server" --service-ip 10.0.0.1
+	cp "$dir/pki/admin.kubeconfig" "$dir/kubeconfig"
+
+	# Any failure from here on stops what was already started.
+	trap 'stop_all; exit 1' ERR
+
+	launch etcd --data-dir "$dir/etcd" --client-port "$etcd_port" --peer-port "$etcd_peer_port"
+	wait_until etcd curl --silent --fail --max-time 5 "http://127.0.0.1:$etcd_port/health"
+
+	local pki="$dir/pki"
+	# The admission plugins upstream enables by default include
+	# MutatingAdmissionWebhook and ValidatingAdmissionWebhook; CRD conversion
+	# webhooks need no flag. Webhooks are reached by URL (127.0.0.1): endpoint
+	# validation rejects loopback addresses, so a Service could not point at
+	# them. For the same reason the endpoint reconciler, which would publish
+	# 127.0.0.1 as the kubernetes service's endpoint, is off.
+	launch kube-apiserver \
+		--bind-address=127.0.0.1 --advertise-address=127.0.0.1 --secure-port="$apiserver_port" \
+		--etcd-servers="http://127.0.0.1:$etcd_port" \
+		--tls-cert-file="$pki/apiserver.crt" --tls-private-key-file="$pki/apiserver.key" \
+		--client-ca-file="$pki/ca.crt" \
+		--requestheader-client-ca-file="$pki/front-proxy-ca.crt" \
+		--requestheader-allowed-names=front-proxy-client \
+		--requestheader-username-headers=X-Remote-User \
+		--requestheader-group-headers=X-Remote-Group \
+		--requestheader-extra-headers-prefix=X-Remote-Extra- \
+		--proxy-client-cert-file="$pki/front-proxy-client.crt" \
+		--proxy-client-key-file="$pki/front-proxy-client.key" \
+		--service-account-issuer=https://kubernetes.default.svc.cluster.local \
+		--service-account-key-file="$pki/sa.pub" --service-account-signing-key-file="$pki/sa.key" \
+		--service-cluster-ip-range=10.0.0.0/24 \
+		--authorization-mode=Node,RBAC \
+		--enable-admission-plugins=MutatingAdmissionWebhook,ValidatingAdmissionWebhook \
+		--endpoint-reconciler-type=none \
+		--allow-privileged=true \
+		--profiling=false
+	wait_until kube-apiserver https_ok "$server/readyz"
+
+	launch kube-controller-manager \
+		--bind-address=127.0.0.1 --secure-port="$controller_manager_port" \
+		--kubeconfig="$pki/controller-manager.kubeconfig" \
+		--authentication-kubeconfig="$pki/controller-manager.kubeconfig" \
+		--authorization-kubeconfig="$pki/controller-manager.kubeconfig" \
+		--leader-elect=false \
+		--use-service-account-credentials=true \
+		--service-account-private-key-file="$pki/sa.key" \
+		--root-ca-file="$pki/ca.crt" \
+		--controllers="$controllers" \
+		--profiling=false
+
+	launch kube-scheduler \
+		--bind-address=127.0.0.1 --secure-port="$scheduler_port" \
+		--kubeconfig="$pki/scheduler.kubeconfig" \
+		--authentication-kubeconfig="$pki/scheduler.kubeconfig" \
+		--authorization-kubeconfig="$pki/scheduler.kubeconfig" \
+		--leader-elect=false \
+		--profiling=false
+
+	wait_until kube-controller-manager https_insecure_ok "https://127.0.0.1:$controller_manager_port/healthz"
+	wait_until kube-scheduler https_insecure_ok "https://127.0.0.1:$scheduler_port/healthz"
+	trap - ERR
+
+	echo "control plane ready in $(($(now_ms) - started)) ms (logs in $dir/logs)" >&2
+	echo "export KUBECONFIG=$dir/kubeconfig"
+}
+
+# terminate NAME...: sends SIGTERM to each recorded process at once, waits up
+# to 20 s for all of them to exit, then sends SIGKILL to any left.
+terminate() {
+	local name pid deadline
+	local -a pids=()
+	for name in "$@"; do
+		[[ -f $dir/pids/$name.pid ]] || continue
+		pid=$(cat "$dir/pids/$name.pid")
+		rm -f "$dir/pids/$name.pid"
+		kill -TERM "$pid" 2>/dev/null && pids+=("$pid")
+	done
+	deadline=$((SECONDS + 20))
+	for pid in "${pids[@]}"; do
+		while kill -0 "$pid" 2>/dev/null && ((SECONDS < deadline)); do
+			sleep 0.1
+		done
+		if kill -0 "$pid" 2>/dev/null; then
+			echo "pid $pid ignored SIGTERM for 20s; killing it" >&2
+			kill -KILL "$pid" 2>/dev/null || true
+		fi
+	done
+}
+
+# The three Kubernetes components shut down in parallel; etcd goes last so
+# none of them loses its storage mid-shutdown.
+stop_all() {
+	terminate kube-scheduler kube-controller-manager kube-apiserver
+	terminate etcd
+}
+
+[[ $# -eq 2 ]] || usage
+command=$1
+mkdir -p "$2"
+dir="$(cd "$2" && pwd)"
+case $command in
+start) start ;;
+stop) stop_all ;;
+*) usage ;;
+esac
