@@ -3,10 +3,9 @@
 //! controller on the leader. In the library so that hosts such as `kruise-playground up`
 //! run it in-process.
 
-use kruise_common::admission::publish::{self, Owned};
-use kruise_common::admission::runner::{self, AdmissionFlags};
+use kruise_common::admission::runner::{AdmissionFlags, CrdWebhooks};
 use kruise_common::family::Family;
-use kruise_common::runtime::{Binary, Context, Flags};
+use kruise_common::runtime::{Binary, Context};
 
 use crate::{admission, api, controller};
 
@@ -14,31 +13,17 @@ use crate::{admission, api, controller};
 pub const NAME: &str = "cloneset";
 /// The binary's name (also its Service, Secret and user agent).
 pub const BINARY: &str = "kruise-cloneset";
-const MUTATING: &str = "kruise-cloneset-mutating";
-const VALIDATING: &str = "kruise-cloneset-validating";
-
 /// The webhook configurations and CRD whose caBundle this binary keeps current.
-fn owned() -> Owned {
-    Owned {
-        mutating: Some(MUTATING.into()),
-        validating: Some(VALIDATING.into()),
-        crds: vec!["clonesets.apps.kruise.io".into()],
-    }
-}
-
-fn manifests(_flags: &Flags, args: &AdmissionFlags) -> anyhow::Result<String> {
-    let endpoint = args.endpoint(BINARY);
-    Ok(publish::configurations_yaml(
-        &admission::routes(None),
-        &owned(),
-        &endpoint,
-    )?)
-}
+const WEBHOOKS: CrdWebhooks = CrdWebhooks {
+    mutating: "kruise-cloneset-mutating",
+    validating: "kruise-cloneset-validating",
+    crds: &["clonesets.apps.kruise.io"],
+};
 
 /// The CloneSet family: the `kruise-cloneset` binary, its webhooks and controller.
 pub fn family() -> anyhow::Result<Family> {
     Ok(Family::new(NAME, BINARY, binary()?)
-        .webhooks([MUTATING, VALIDATING])
+        .webhooks(WEBHOOKS.names())
         .controllers([controller::CONTROLLER_NAME]))
 }
 
@@ -48,18 +33,8 @@ pub fn binary() -> anyhow::Result<Binary<AdmissionFlags>> {
     Ok(
         Binary::<AdmissionFlags>::new(BINARY, env!("CARGO_PKG_VERSION"))
             .crds(vec![crd])
-            .manifests(manifests)
-            .every_replica(|ctx: Context<AdmissionFlags>| async move {
-                runner::run(
-                    ctx.client.clone(),
-                    ctx.binary,
-                    ctx.args.clone(),
-                    admission::routes(Some(ctx.client.clone())).with_metrics(&ctx.metrics),
-                    owned(),
-                    ctx.readiness.clone(),
-                    ctx.shutdown.clone(),
-                )
-                .await
+            .crd_webhooks(WEBHOOKS, |ctx: Option<&Context<AdmissionFlags>>| {
+                admission::routes(ctx.map(|ctx| ctx.client.clone()))
             })
             .controller(|ctx: Context<AdmissionFlags>| async move {
                 let settings = controller::Settings {

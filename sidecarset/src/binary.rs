@@ -7,10 +7,9 @@ use std::sync::Arc;
 
 use kruise_common::admission::AdmissionRoutes;
 use kruise_common::admission::pod_chain::PodMutator;
-use kruise_common::admission::publish::{self, Owned};
-use kruise_common::admission::runner::{self, AdmissionFlags};
+use kruise_common::admission::runner::{AdmissionFlags, CrdWebhooks};
 use kruise_common::family::{Family, PodStep, StepContext};
-use kruise_common::runtime::{Binary, Context, Flags};
+use kruise_common::runtime::{Binary, Context};
 
 use crate::admission::{
     SidecarSetInjectionStep, SidecarSetMutatingHandler, SidecarSetSnapshot,
@@ -23,17 +22,12 @@ use crate::{api, controller, live};
 pub const NAME: &str = "sidecarset";
 /// The binary's name (also its Service, Secret and user agent).
 pub const BINARY: &str = "kruise-sidecarset";
-const MUTATING: &str = "kruise-sidecarset-mutating";
-const VALIDATING: &str = "kruise-sidecarset-validating";
-
 /// The webhook configurations and CRD whose caBundle this binary keeps current.
-fn owned() -> Owned {
-    Owned {
-        mutating: Some(MUTATING.into()),
-        validating: Some(VALIDATING.into()),
-        crds: vec!["sidecarsets.apps.kruise.io".into()],
-    }
-}
+const WEBHOOKS: CrdWebhooks = CrdWebhooks {
+    mutating: "kruise-sidecarset-mutating",
+    validating: "kruise-sidecarset-validating",
+    crds: &["sidecarsets.apps.kruise.io"],
+};
 
 /// The routes `kruise-sidecarset` serves; validation checks conflicts against `snapshot`.
 pub fn routes(snapshot: Arc<dyn SidecarSetSnapshot>) -> AdmissionRoutes {
@@ -43,20 +37,11 @@ pub fn routes(snapshot: Arc<dyn SidecarSetSnapshot>) -> AdmissionRoutes {
         .converter(SidecarSetConverter)
 }
 
-fn manifests(_flags: &Flags, args: &AdmissionFlags) -> anyhow::Result<String> {
-    let endpoint = args.endpoint(BINARY);
-    Ok(publish::configurations_yaml(
-        &routes(Arc::new(StaticSnapshot::default())),
-        &owned(),
-        &endpoint,
-    )?)
-}
-
 /// The SidecarSet family: the `kruise-sidecarset` binary, its webhooks and controller, and
 /// sidecar injection lent to kruise-webhook's pod chain.
 pub fn family() -> anyhow::Result<Family> {
     Ok(Family::new(NAME, BINARY, binary()?)
-        .webhooks([MUTATING, VALIDATING])
+        .webhooks(WEBHOOKS.names())
         .controllers([controller::CONTROLLER_NAME])
         .pod_step(PodStep {
             name: NAME,
@@ -84,23 +69,17 @@ pub fn binary() -> anyhow::Result<Binary<AdmissionFlags>> {
     Ok(
         Binary::<AdmissionFlags>::new(BINARY, env!("CARGO_PKG_VERSION"))
             .crds(vec![crd])
-            .manifests(manifests)
-            .every_replica(|ctx: Context<AdmissionFlags>| async move {
-                let snapshot = live::start(
-                    ctx.client.clone(),
-                    Arc::new(tokio::sync::Notify::new()),
-                    ctx.shutdown.clone(),
-                );
-                runner::run(
-                    ctx.client.clone(),
-                    ctx.binary,
-                    ctx.args.clone(),
-                    routes(Arc::new(snapshot)).with_metrics(&ctx.metrics),
-                    owned(),
-                    ctx.readiness.clone(),
-                    ctx.shutdown.clone(),
-                )
-                .await
+            // Validation checks conflicts against the live SidecarSets (none for `manifests`).
+            .crd_webhooks(WEBHOOKS, |ctx: Option<&Context<AdmissionFlags>>| {
+                let snapshot: Arc<dyn SidecarSetSnapshot> = match ctx {
+                    Some(ctx) => Arc::new(live::start(
+                        ctx.client.clone(),
+                        Arc::new(tokio::sync::Notify::new()),
+                        ctx.shutdown.clone(),
+                    )),
+                    None => Arc::new(StaticSnapshot::default()),
+                };
+                routes(snapshot)
             })
             .controller(|ctx: Context<AdmissionFlags>| async move {
                 let settings = controller::Settings {

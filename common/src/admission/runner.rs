@@ -182,3 +182,69 @@ async fn publish_logged(
         }
     }
 }
+
+/// The webhooks a family binary serves for its own kinds: the configurations it registers
+/// (one mutating, one validating) and the CRDs whose conversion it serves at `/convert`.
+#[derive(Clone, Copy, Debug)]
+pub struct CrdWebhooks {
+    /// MutatingWebhookConfiguration name (`kruise-<family>-mutating`).
+    pub mutating: &'static str,
+    /// ValidatingWebhookConfiguration name (`kruise-<family>-validating`).
+    pub validating: &'static str,
+    /// CRD names (`clonesets.apps.kruise.io`).
+    pub crds: &'static [&'static str],
+}
+
+impl CrdWebhooks {
+    /// The configuration names, for [`crate::family::Family::webhooks`].
+    pub fn names(&self) -> [&'static str; 2] {
+        [self.mutating, self.validating]
+    }
+
+    /// What the binary keeps current: both configurations and the CRDs' caBundle.
+    pub fn owned(&self) -> Owned {
+        Owned {
+            mutating: Some(self.mutating.into()),
+            validating: Some(self.validating.into()),
+            crds: self.crds.iter().map(|crd| crd.to_string()).collect(),
+        }
+    }
+}
+
+impl crate::runtime::Binary<AdmissionFlags> {
+    /// Serves `webhooks` on every replica, with the routes `routes` builds from the live
+    /// context (once, at start), and prints them for `manifests` from `routes(None)`: the
+    /// whole admission side of a family binary for its own kinds.
+    pub fn crd_webhooks<R>(self, webhooks: CrdWebhooks, routes: R) -> Self
+    where
+        R: Fn(Option<&crate::runtime::Context<AdmissionFlags>>) -> AdmissionRoutes
+            + Clone
+            + Send
+            + Sync
+            + 'static,
+    {
+        let manifest_routes = routes.clone();
+        let binary = self.name();
+        self.manifests(move |_flags, args| {
+            let endpoint = args.endpoint(binary);
+            Ok(publish::configurations_yaml(
+                &manifest_routes(None),
+                &webhooks.owned(),
+                &endpoint,
+            )?)
+        })
+        .every_replica(move |ctx| async move {
+            let routes = routes(Some(&ctx)).with_metrics(&ctx.metrics);
+            run(
+                ctx.client.clone(),
+                ctx.binary,
+                ctx.args.clone(),
+                routes,
+                webhooks.owned(),
+                ctx.readiness.clone(),
+                ctx.shutdown.clone(),
+            )
+            .await
+        })
+    }
+}

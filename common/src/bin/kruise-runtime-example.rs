@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use futures::future::BoxFuture;
-use kruise_common::admission::runner::{self, AdmissionFlags};
+use kruise_common::admission::runner::{AdmissionFlags, CrdWebhooks};
 use kruise_common::admission::{
     AdmissionHandler, AdmissionRoutes, HandlerError, WebhookKind, WebhookSpec, publish::Owned,
 };
@@ -102,26 +102,18 @@ impl AdmissionHandler for ValidateGreeting {
     }
 }
 
+/// The validating webhook this binary registers for its kind (no mutating handler, and one
+/// version, so nothing to convert).
+const WEBHOOKS: CrdWebhooks = CrdWebhooks {
+    mutating: "kruise-runtime-example-mutating",
+    validating: "kruise-runtime-example-validating",
+    crds: &[],
+};
+
 fn main() -> std::process::ExitCode {
     Binary::<AdmissionFlags>::new("kruise-runtime-example", env!("CARGO_PKG_VERSION"))
         .crds(vec![Greeting::crd()])
-        .every_replica(|ctx: Context<AdmissionFlags>| async move {
-            let routes = AdmissionRoutes::new().handler(ValidateGreeting);
-            let owned = Owned {
-                validating: Some("kruise-runtime-example-validating".into()),
-                ..Owned::default()
-            };
-            runner::run(
-                ctx.client.clone(),
-                ctx.binary,
-                ctx.args.clone(),
-                routes,
-                owned,
-                ctx.readiness.clone(),
-                ctx.shutdown.clone(),
-            )
-            .await
-        })
+        .crd_webhooks(WEBHOOKS, |_| AdmissionRoutes::new().handler(ValidateGreeting))
         // On every replica: the cache is warm when a standby takes over; it reconciles
         // (writes) only once it leads.
         .controller(|ctx: Context<AdmissionFlags>| async move {

@@ -323,6 +323,11 @@ impl<A: Args + Clone + Send + Sync + 'static> Binary<A> {
         self
     }
 
+    /// The binary's name (`kruise-cloneset`).
+    pub fn name(&self) -> &'static str {
+        self.name
+    }
+
     /// The CRDs this binary owns (printed by `crd`).
     pub fn crds(mut self, crds: Vec<CustomResourceDefinition>) -> Self {
         self.crds = crds;
