@@ -78,3 +78,38 @@ pub fn assert_requests(sim: &Sim, verb: &str, resource: &str, expected: u64) {
         "{verb} {resource}: {counted} requests, expected {expected}"
     );
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::core::v1::ConfigMap;
+    use kube::api::{Api, PostParams};
+
+    #[tokio::test]
+    async fn a_clients_writes_are_counted_apart_from_its_reads() {
+        let sim = Sim::start(kruise_sim::SimConfig::default()).await.unwrap();
+        let client = sim.client().unwrap();
+        let before = Writes::of(&sim, "");
+        let maps: Api<ConfigMap> = Api::namespaced(client, "default");
+        let map: ConfigMap =
+            serde_json::from_value(serde_json::json!({"metadata": {"name": "settings"}})).unwrap();
+        maps.create(&PostParams::default(), &map).await.unwrap();
+        maps.get("settings").await.unwrap();
+        let writes = Writes::of(&sim, "").since(before);
+        assert_eq!(
+            writes,
+            Writes {
+                pods: 0,
+                events: 0,
+                other: 1
+            }
+        );
+        assert_requests(&sim, "create", "configmaps", 1);
+        assert_requests(&sim, "get", "configmaps", 1);
+        assert_eq!(
+            writes.per_pod("create", 1),
+            "create: 0.00 pod writes per pod (events 0.00, other 1 writes)"
+        );
+        sim.shutdown().await;
+    }
+}
