@@ -8,7 +8,7 @@ use std::sync::Arc;
 use futures::future::BoxFuture;
 use kruise_common::admission::runner::{AdmissionFlags, CrdWebhooks};
 use kruise_common::admission::{
-    AdmissionHandler, AdmissionRoutes, HandlerError, WebhookKind, WebhookSpec, publish::Owned,
+    AdmissionHandler, AdmissionRoutes, HandlerError, WebhookKind, WebhookSpec,
 };
 use kruise_common::runtime::errors::ShellError;
 use kruise_common::runtime::status::write_status_if_changed;
@@ -113,7 +113,9 @@ const WEBHOOKS: CrdWebhooks = CrdWebhooks {
 fn main() -> std::process::ExitCode {
     Binary::<AdmissionFlags>::new("kruise-runtime-example", env!("CARGO_PKG_VERSION"))
         .crds(vec![Greeting::crd()])
-        .crd_webhooks(WEBHOOKS, |_| AdmissionRoutes::new().handler(ValidateGreeting))
+        .crd_webhooks(WEBHOOKS, |_| {
+            AdmissionRoutes::new().handler(ValidateGreeting)
+        })
         // On every replica: the cache is warm when a standby takes over; it reconciles
         // (writes) only once it leads.
         .controller(|ctx: Context<AdmissionFlags>| async move {
