@@ -5,7 +5,7 @@
 
 mod support;
 
-use k8s_openapi::api::core::v1::{Event, Pod};
+use k8s_openapi::api::core::v1::Pod;
 use kruise_cloneset::api::v1beta1::CloneSet;
 use kruise_common::api::keys::{
     CLONESET_INSTANCE_ID_KEY, CONTROLLER_REVISION_HASH_KEY, INPLACE_UPDATE_READY,
@@ -57,13 +57,9 @@ async fn patch_spec(client: &Client, name: &str, spec: serde_json::Value) {
 }
 
 async fn event_reasons(client: &Client, name: &str) -> Vec<String> {
-    let api: Api<Event> = Api::namespaced(client.clone(), "default");
-    api.list(&ListParams::default())
+    kruise_testkit::events_about(client, "default", name)
         .await
-        .unwrap()
-        .items
         .into_iter()
-        .filter(|e| e.involved_object.name.as_deref() == Some(name))
         .filter_map(|e| e.reason)
         .collect()
 }

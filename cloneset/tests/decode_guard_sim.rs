@@ -4,26 +4,12 @@
 
 mod support;
 
-use k8s_openapi::api::core::v1::Event;
 use kruise_cloneset::api::v1beta1::CloneSet;
-use kube::api::{Api, ApiResource, DynamicObject, ListParams, PostParams};
-use kube::{Client, ResourceExt as _};
+use kruise_testkit::warnings_about;
+use kube::ResourceExt as _;
+use kube::api::{Api, ApiResource, DynamicObject, PostParams};
 use serde_json::json;
 use support::{RunningController, WAIT, cloneset, eventually, pods_of, sim_with_crd};
-
-/// Warning events about `name` in `default`, as (reason, message).
-async fn warnings_about(client: &Client, name: &str) -> Vec<(String, String)> {
-    let api: Api<Event> = Api::namespaced(client.clone(), "default");
-    api.list(&ListParams::default())
-        .await
-        .unwrap()
-        .items
-        .into_iter()
-        .filter(|e| e.involved_object.name.as_deref() == Some(name))
-        .filter(|e| e.type_.as_deref() == Some("Warning"))
-        .map(|e| (e.reason.unwrap_or_default(), e.message.unwrap_or_default()))
-        .collect()
-}
 
 #[tokio::test]
 async fn a_cloneset_that_does_not_decode_gets_a_warning_and_the_others_reconcile() {
@@ -52,7 +38,7 @@ async fn a_cloneset_that_does_not_decode_gets_a_warning_and_the_others_reconcile
     // Started after both exist: the bad one is in the controller's first list.
     let controller = RunningController::start(&client);
     let warning = eventually("a FailedDecode warning", WAIT, || async {
-        warnings_about(&client, "undecodable")
+        warnings_about(&client, "default", "undecodable")
             .await
             .into_iter()
             .find(|(reason, _)| reason == "FailedDecode")

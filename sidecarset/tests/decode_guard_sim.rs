@@ -2,35 +2,13 @@
 //! with a Warning event, and every other SidecarSet keeps reconciling.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::time::Duration;
-
-use k8s_openapi::api::core::v1::Event;
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kruise_common::runtime::{Metrics, RunOptions};
 use kruise_sidecarset::api::v1beta1::SidecarSet;
 use kruise_sidecarset::controller::{self, Settings};
-use kruise_sim::{Sim, SimConfig};
-use kube::Client;
-use kube::api::{Api, ApiResource, DynamicObject, ListParams, PostParams};
+use kruise_testkit::{WAIT, eventually, sim_with_crds, warnings_about};
+use kube::api::{Api, ApiResource, DynamicObject, PostParams};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
-
-const WAIT: Duration = Duration::from_secs(30);
-
-/// Polls `check` every 50 ms until it returns Some, or panics after `WAIT`.
-async fn eventually<T, Fut: std::future::Future<Output = Option<T>>>(
-    what: &str,
-    mut check: impl FnMut() -> Fut,
-) -> T {
-    let start = std::time::Instant::now();
-    loop {
-        if let Some(v) = check().await {
-            return v;
-        }
-        assert!(start.elapsed() <= WAIT, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
 
 fn sidecar_set(name: &str, image: serde_json::Value) -> serde_json::Value {
     json!({
@@ -44,38 +22,11 @@ fn sidecar_set(name: &str, image: serde_json::Value) -> serde_json::Value {
     })
 }
 
-/// Warning events about `name` (cluster-scoped objects' events go to `default`).
-async fn warnings_about(client: &Client, name: &str) -> Vec<(String, String)> {
-    let api: Api<Event> = Api::namespaced(client.clone(), "default");
-    api.list(&ListParams::default())
-        .await
-        .unwrap()
-        .items
-        .into_iter()
-        .filter(|e| e.involved_object.name.as_deref() == Some(name))
-        .filter(|e| e.type_.as_deref() == Some("Warning"))
-        .map(|e| (e.reason.unwrap_or_default(), e.message.unwrap_or_default()))
-        .collect()
-}
-
 #[tokio::test]
 async fn a_sidecarset_that_does_not_decode_gets_a_warning_and_the_others_reconcile() {
-    let sim = Sim::start(SimConfig::default()).await.unwrap();
-    let client = sim.client().unwrap();
-    Api::<CustomResourceDefinition>::all(client.clone())
-        .create(
-            &PostParams::default(),
-            &kruise_sidecarset::api::crd::crd().unwrap(),
-        )
-        .await
-        .unwrap();
+    let (sim, client) = sim_with_crds(0, &[kruise_sidecarset::api::crd::crd().unwrap()]).await;
     let resource = ApiResource::erase::<SidecarSet>(&());
     let raw: Api<DynamicObject> = Api::all_with(client.clone(), &resource);
-    eventually("the SidecarSet API", || {
-        let raw = raw.clone();
-        async move { raw.list(&ListParams::default()).await.ok() }
-    })
-    .await;
     // The container fields are schemaless: the API server stores an image that is a number.
     for (name, image) in [("undecodable", json!(5)), ("before", json!("sidecar:1"))] {
         raw.create(
@@ -101,8 +52,8 @@ async fn a_sidecarset_that_does_not_decode_gets_a_warning_and_the_others_reconci
     };
     let task = tokio::spawn(controller::run(client.clone(), settings, opts));
 
-    let warning = eventually("a FailedDecode warning", || async {
-        warnings_about(&client, "undecodable")
+    let warning = eventually("a FailedDecode warning", WAIT, || async {
+        warnings_about(&client, "default", "undecodable")
             .await
             .into_iter()
             .find(|(reason, _)| reason == "FailedDecode")
@@ -117,7 +68,7 @@ async fn a_sidecarset_that_does_not_decode_gets_a_warning_and_the_others_reconci
             (!status.latest_revision.is_empty()).then_some(())
         }
     };
-    eventually("the SidecarSet listed with it reconciled", || {
+    eventually("the SidecarSet listed with it reconciled", WAIT, || {
         reconciled("before")
     })
     .await;
@@ -127,7 +78,7 @@ async fn a_sidecarset_that_does_not_decode_gets_a_warning_and_the_others_reconci
     )
     .await
     .unwrap();
-    eventually("a SidecarSet created later reconciled", || {
+    eventually("a SidecarSet created later reconciled", WAIT, || {
         reconciled("after")
     })
     .await;

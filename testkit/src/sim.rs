@@ -1,5 +1,6 @@
 //! kruise-sim with a family's CRDs installed.
 
+use k8s_openapi::api::core::v1::Event;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kruise_sim::{Sim, SimConfig};
 use kube::Client;
@@ -54,4 +55,27 @@ pub fn stored_resource(crd: &CustomResourceDefinition) -> ApiResource {
         kind: crd.spec.names.kind.clone(),
         plural: crd.spec.names.plural.clone(),
     }
+}
+
+/// Warning events about the object `name` in `namespace`, as (reason, message).
+/// (Events about cluster-scoped objects are recorded in `default`.)
+pub async fn warnings_about(client: &Client, namespace: &str, name: &str) -> Vec<(String, String)> {
+    events_about(client, namespace, name)
+        .await
+        .into_iter()
+        .filter(|e| e.type_.as_deref() == Some("Warning"))
+        .map(|e| (e.reason.unwrap_or_default(), e.message.unwrap_or_default()))
+        .collect()
+}
+
+/// Every event about the object `name` in `namespace`.
+pub async fn events_about(client: &Client, namespace: &str, name: &str) -> Vec<Event> {
+    let api: Api<Event> = Api::namespaced(client.clone(), namespace);
+    api.list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|e| e.involved_object.name.as_deref() == Some(name))
+        .collect()
 }
