@@ -5,7 +5,7 @@
 mod support;
 
 use kruise_cloneset::api::v1beta1::CloneSet;
-use kruise_testkit::warnings_about;
+use kruise_testkit::wait_for_warning;
 use kube::ResourceExt as _;
 use kube::api::{Api, ApiResource, DynamicObject, PostParams};
 use serde_json::json;
@@ -37,14 +37,8 @@ async fn a_cloneset_that_does_not_decode_gets_a_warning_and_the_others_reconcile
 
     // Started after both exist: the bad one is in the controller's first list.
     let controller = RunningController::start(&client);
-    let warning = eventually("a FailedDecode warning", WAIT, || async {
-        warnings_about(&client, "default", "undecodable")
-            .await
-            .into_iter()
-            .find(|(reason, _)| reason == "FailedDecode")
-    })
-    .await;
-    assert!(warning.1.contains("undecodable"), "{warning:?}");
+    let warning = wait_for_warning(&client, "default", "undecodable", "FailedDecode").await;
+    assert!(warning.contains("undecodable"), "{warning}");
     eventually("the CloneSet listed with it reconciled", WAIT, || async {
         (pods_of(&client, "before").await.len() == 2).then_some(())
     })

@@ -5,7 +5,7 @@
 use kruise_common::runtime::{Metrics, RunOptions};
 use kruise_sidecarset::api::v1beta1::SidecarSet;
 use kruise_sidecarset::controller::{self, Settings};
-use kruise_testkit::{WAIT, eventually, sim_with_crds, warnings_about};
+use kruise_testkit::{WAIT, eventually, sim_with_crds, wait_for_warning};
 use kube::api::{Api, ApiResource, DynamicObject, PostParams};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
@@ -52,14 +52,8 @@ async fn a_sidecarset_that_does_not_decode_gets_a_warning_and_the_others_reconci
     };
     let task = tokio::spawn(controller::run(client.clone(), settings, opts));
 
-    let warning = eventually("a FailedDecode warning", WAIT, || async {
-        warnings_about(&client, "default", "undecodable")
-            .await
-            .into_iter()
-            .find(|(reason, _)| reason == "FailedDecode")
-    })
-    .await;
-    assert!(warning.1.contains("undecodable"), "{warning:?}");
+    let warning = wait_for_warning(&client, "default", "undecodable", "FailedDecode").await;
+    assert!(warning.contains("undecodable"), "{warning}");
     let sets: Api<SidecarSet> = Api::all(client.clone());
     let reconciled = |name: &'static str| {
         let sets = sets.clone();

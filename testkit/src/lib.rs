@@ -22,7 +22,7 @@ use std::time::Duration;
 
 pub use http::{free_port, http_get, post_tls, review};
 pub use process::{Replica, spawn_replica};
-pub use sim::{events_about, sim_with_crds, warnings_about};
+pub use sim::{events_about, sim_with_crds, wait_for_warning, warnings_about};
 
 /// The default deadline of a wait.
 pub const WAIT: Duration = Duration::from_secs(20);

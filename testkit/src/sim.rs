@@ -79,3 +79,22 @@ pub async fn events_about(client: &Client, namespace: &str, name: &str) -> Vec<E
         .filter(|e| e.involved_object.name.as_deref() == Some(name))
         .collect()
 }
+
+/// Waits (up to [`WAIT`]) for a Warning event with `reason` about `name` in `namespace`;
+/// its message.
+pub async fn wait_for_warning(
+    client: &Client,
+    namespace: &str,
+    name: &str,
+    reason: &str,
+) -> String {
+    let what = format!("a {reason} warning about {name}");
+    eventually(&what, WAIT, || async {
+        warnings_about(client, namespace, name)
+            .await
+            .into_iter()
+            .find(|(r, _)| r == reason)
+            .map(|(_, message)| message)
+    })
+    .await
+}
