@@ -333,6 +333,38 @@ async fn conversion_reviews() {
     assert_eq!(code, 400);
 }
 
+/// The API server converts a LIST in one review: a page of objects well over one object's
+/// size limit is converted, not refused with 413.
+#[tokio::test]
+async fn a_conversion_review_of_many_objects_is_answered() {
+    let s = start().await;
+    let objects: Vec<Value> = (0..8)
+        .map(|i| {
+            json!({"apiVersion": "example.kruise.io/v1alpha1", "kind": "Greeting",
+                "metadata": {"name": format!("g{i}"), "namespace": "default", "uid": format!("u{i}")},
+                "spec": {"message": "x".repeat(1024 * 1024)}})
+        })
+        .collect();
+    let body = serde_json::to_vec(&json!({
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "ConversionReview",
+        "request": {"uid": "list", "desiredAPIVersion": "example.kruise.io/v1beta1",
+            "objects": objects}
+    }))
+    .unwrap();
+    assert!(body.len() > admission::MAX_ADMISSION_REVIEW_BYTES);
+    let (code, text) = support::post_tls(s.addr, "localhost", &s.bundle, "/convert", &body)
+        .await
+        .unwrap();
+    assert_eq!(code, 200, "{}", &text[..text.len().min(300)]);
+    let v: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(v["response"]["result"]["status"], "Success");
+    assert_eq!(
+        v["response"]["convertedObjects"].as_array().unwrap().len(),
+        8
+    );
+    s.stop.cancel();
+}
+
 fn base64_decode(s: &str) -> Vec<u8> {
     use base64::Engine as _;
     base64::engine::general_purpose::STANDARD.decode(s).unwrap()
