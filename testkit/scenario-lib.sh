@@ -98,7 +98,7 @@ start_family() {
   health=$(free_port)
   "$bin" --kubeconfig "$KUBECONFIG" --leader-elect=false \
     --metrics-addr "127.0.0.1:$(free_port)" --health-addr "127.0.0.1:$health" \
-    --webhook-port "$(free_port)" --webhook-host 127.0.0.1 --webhook-namespace default "$@" \
+    --webhook-port "$(free_port)" --webhook-host 127.0.0.1 --webhook-bind-address 127.0.0.1 --webhook-namespace default "$@" \
     >"$WORK/kruise-$name.log" 2>&1 &
   PIDS+=($!)
   wait_for 60 "kruise-$name ready" curl -sf "http://127.0.0.1:$health/readyz"

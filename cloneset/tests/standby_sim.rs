@@ -49,6 +49,8 @@ fn start_replica(sim: &Sim) -> (CancellationToken, tokio::task::JoinHandle<()>) 
         "200ms",
         "--webhook-host",
         "127.0.0.1",
+        "--webhook-bind-address",
+        "127.0.0.1",
         "--webhook-port",
         &free_port().to_string(),
         "--webhook-namespace",

@@ -100,6 +100,7 @@ async fn file_certificates_are_reloaded_and_the_ca_bundle_follows() {
     let port = support::free_port();
     let flags = AdmissionFlags {
         webhook_port: port,
+        webhook_bind_address: "127.0.0.1".parse().unwrap(),
         webhook_cert_dir: Some(dir.clone()),
         webhook_secret: None,
         webhook_service: None,

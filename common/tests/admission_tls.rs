@@ -18,7 +18,8 @@ use kube::core::admission::{AdmissionRequest, AdmissionResponse};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
-/// Adds a label; denies objects named `forbidden`; fails on `broken`; panics on `panic`.
+/// Adds a label; denies objects named `forbidden` (no code: a policy denial) and `invalid`
+/// (422); fails on `broken`, cannot decode `undecodable`; panics on `panic`.
 struct LabelPods;
 
 impl AdmissionHandler for LabelPods {
@@ -43,7 +44,16 @@ impl AdmissionHandler for LabelPods {
         Box::pin(async move {
             match req.name.as_str() {
                 "forbidden" => Ok(AdmissionResponse::from(req).deny("name is forbidden")),
+                "invalid" => Ok(admission::denied(
+                    req,
+                    422,
+                    "metadata.name: Invalid value: \"invalid\"",
+                )),
                 "broken" => Err(HandlerError::Internal("cannot read the pod's owner".into())),
+                "undecodable" => Err(HandlerError::Decode {
+                    kind: "Pod".into(),
+                    reason: "invalid type: string, expected i32".into(),
+                }),
                 "panic" => panic!("handler bug"),
                 _ => {
                     let patch: json_patch::Patch = serde_json::from_value(json!([
@@ -154,22 +164,52 @@ async fn a_different_ca_is_refused() {
     assert!(err.to_lowercase().contains("certificate"), "{err}");
 }
 
+/// Each denial carries the code and reason the API server hands to the client (kubectl
+/// prints `Error from server (<reason>): …`), as controller-runtime's helpers answer for
+/// OpenKruise: a policy denial 403 Forbidden, an undecodable object 400 BadRequest, a
+/// handler failure 500 InternalError; a handler's own code is kept (422 without a reason,
+/// as OpenKruise's `admission.Errored(422, …)`).
 #[tokio::test]
 async fn denials_errors_and_panics_become_responses() {
     let s = start().await;
-    for (name, message) in [
-        ("forbidden", "name is forbidden"),
-        ("broken", "cannot read the pod's owner"),
-        ("panic", "internal error in admission handler"),
+    for (name, code, reason, message) in [
+        ("forbidden", 403, "Forbidden", "name is forbidden"),
+        (
+            "invalid",
+            422,
+            "",
+            "metadata.name: Invalid value: \"invalid\"",
+        ),
+        (
+            "undecodable",
+            400,
+            "BadRequest",
+            "cannot decode Pod: invalid type: string, expected i32",
+        ),
+        (
+            "broken",
+            500,
+            "InternalError",
+            "cannot read the pod's owner",
+        ),
+        (
+            "panic",
+            500,
+            "InternalError",
+            "internal error in admission handler",
+        ),
     ] {
         let body = support::review("", "v1", "Pod", "pods", pod(name));
-        let (code, text) = support::post_tls(s.addr, "localhost", &s.bundle, "/mutate-pod", &body)
+        let (http, text) = support::post_tls(s.addr, "localhost", &s.bundle, "/mutate-pod", &body)
             .await
             .unwrap();
-        assert_eq!(code, 200, "{name}: {text}");
+        assert_eq!(http, 200, "{name}: {text}");
         let review: Value = serde_json::from_str(&text).unwrap();
+        let status = &review["response"]["status"];
         assert_eq!(review["response"]["allowed"], false, "{name}");
-        assert_eq!(review["response"]["status"]["message"], message, "{name}");
+        assert_eq!(status["message"], message, "{name}");
+        assert_eq!(status["code"], code, "{name}");
+        assert_eq!(status["reason"].as_str().unwrap_or(""), reason, "{name}");
     }
     // The server survived the panic.
     let body = support::review("", "v1", "Pod", "pods", pod("after-panic"));
@@ -177,6 +217,50 @@ async fn denials_errors_and_panics_become_responses() {
         .await
         .unwrap();
     assert_eq!(code, 200);
+}
+
+/// An UPDATE review carries the object and its old version: for an object of 1.5 MiB (a
+/// large annotation) that is over 3 MiB, more than axum's default body limit (2 MB).
+#[tokio::test]
+async fn an_update_review_of_a_large_object_is_answered() {
+    let s = start().await;
+    let mut large = pod("large");
+    large["metadata"]["annotations"] = json!({"example.com/blob": "x".repeat(1536 * 1024)});
+    let body = serde_json::to_vec(&json!({
+        "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+        "request": {"uid": "u-large",
+            "kind": {"group": "", "version": "v1", "kind": "Pod"},
+            "resource": {"group": "", "version": "v1", "resource": "pods"},
+            "name": "large", "namespace": "default", "operation": "UPDATE",
+            "userInfo": {"username": "admin"},
+            "object": large, "oldObject": large}
+    }))
+    .unwrap();
+    assert!(body.len() > 3 * 1024 * 1024, "{}", body.len());
+    let (code, text) = support::post_tls(s.addr, "localhost", &s.bundle, "/mutate-pod", &body)
+        .await
+        .unwrap();
+    assert_eq!(code, 200, "{}", &text[..text.len().min(300)]);
+    let review: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(review["response"]["uid"], "u-large");
+    assert_eq!(review["response"]["allowed"], true);
+
+    // Beyond what the API server can send (two objects at its 3 MiB limit and the
+    // request around them), the body is refused unread.
+    let too_large = vec![b' '; admission::MAX_ADMISSION_REVIEW_BYTES + 1];
+    let outcome =
+        support::post_tls(s.addr, "localhost", &s.bundle, "/mutate-pod", &too_large).await;
+    // The server may answer 413 before the whole body is sent, or close the connection.
+    if let Ok((code, text)) = outcome {
+        assert_eq!(code, 413, "{text}");
+    }
+    // And it still serves.
+    let body = support::review("", "v1", "Pod", "pods", pod("after-large"));
+    let (code, _) = support::post_tls(s.addr, "localhost", &s.bundle, "/mutate-pod", &body)
+        .await
+        .unwrap();
+    assert_eq!(code, 200);
+    s.stop.cancel();
 }
 
 #[tokio::test]
@@ -247,6 +331,38 @@ async fn conversion_reviews() {
         .await
         .unwrap();
     assert_eq!(code, 400);
+}
+
+/// The API server converts a LIST in one review: a page of objects well over one object's
+/// size limit is converted, not refused with 413.
+#[tokio::test]
+async fn a_conversion_review_of_many_objects_is_answered() {
+    let s = start().await;
+    let objects: Vec<Value> = (0..8)
+        .map(|i| {
+            json!({"apiVersion": "example.kruise.io/v1alpha1", "kind": "Greeting",
+                "metadata": {"name": format!("g{i}"), "namespace": "default", "uid": format!("u{i}")},
+                "spec": {"message": "x".repeat(1024 * 1024)}})
+        })
+        .collect();
+    let body = serde_json::to_vec(&json!({
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "ConversionReview",
+        "request": {"uid": "list", "desiredAPIVersion": "example.kruise.io/v1beta1",
+            "objects": objects}
+    }))
+    .unwrap();
+    assert!(body.len() > admission::MAX_ADMISSION_REVIEW_BYTES);
+    let (code, text) = support::post_tls(s.addr, "localhost", &s.bundle, "/convert", &body)
+        .await
+        .unwrap();
+    assert_eq!(code, 200, "{}", &text[..text.len().min(300)]);
+    let v: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(v["response"]["result"]["status"], "Success");
+    assert_eq!(
+        v["response"]["convertedObjects"].as_array().unwrap().len(),
+        8
+    );
+    s.stop.cancel();
 }
 
 fn base64_decode(s: &str) -> Vec<u8> {

@@ -164,6 +164,8 @@ fn spawn_replica(kubeconfig: &std::path::Path, lease: &str, renew: &str) -> Repl
             &webhook.to_string(),
             "--webhook-host",
             "127.0.0.1",
+            "--webhook-bind-address",
+            "127.0.0.1",
             "--webhook-cert-check-interval",
             "1s",
             "--webhook-namespace",

@@ -1,12 +1,15 @@
 //! `kruise-playground up`: the simulated cluster of `kruise-sim up` with the registered
 //! kruise-rs families (`kruise_webhook::registry`) running in-process, each as its own
-//! binary would: CRDs installed, webhooks served over HTTPS on loopback and registered by
-//! URL, controllers without leader election. `kruise-playground families` lists them.
+//! binary would: CRDs installed, webhooks served over HTTPS on loopback only
+//! (`--webhook-bind-address 127.0.0.1`) and registered by URL, controllers without leader
+//! election. `kruise-playground families` lists them.
 
 use clap::{Parser, Subcommand};
 use kruise_sim::up::{self, UpFlags};
 
 mod start;
+#[cfg(test)]
+mod webhook_tests;
 
 /// The families' allocator, which also spends a third less CPU than glibc's on the
 /// simulator's churn of JSON values (`cargo bench -p kruise-cloneset`).

@@ -83,7 +83,8 @@ impl Ports {
 }
 
 /// The command line a family's binary gets: the simulator's kubeconfig, no leader
-/// election, webhooks on a loopback URL, metrics and health on free ports.
+/// election, webhooks served on loopback only and registered by a loopback URL, metrics and
+/// health on free loopback ports.
 fn argv(binary: &str, kubeconfig: &Path, ports: &mut Ports) -> anyhow::Result<Vec<String>> {
     Ok(vec![
         binary.to_string(),
@@ -91,6 +92,8 @@ fn argv(binary: &str, kubeconfig: &Path, ports: &mut Ports) -> anyhow::Result<Ve
         kubeconfig.display().to_string(),
         "--leader-elect=false".into(),
         "--webhook-host".into(),
+        "127.0.0.1".into(),
+        "--webhook-bind-address".into(),
         "127.0.0.1".into(),
         "--webhook-port".into(),
         ports.take()?.to_string(),

@@ -95,6 +95,8 @@ pub fn replica_args(
         &webhook_port.to_string(),
         "--webhook-host",
         "127.0.0.1",
+        "--webhook-bind-address",
+        "127.0.0.1",
         "--webhook-namespace",
         "default",
     ]

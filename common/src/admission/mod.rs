@@ -4,7 +4,9 @@
 //! A handler declares its path and the webhook it needs ([`WebhookSpec`]: rules,
 //! failurePolicy, selectors); the server routes `admission.k8s.io/v1` AdmissionReviews to it.
 //! A malformed review gets HTTP 400 with the reason; a handler error or panic becomes a
-//! response that denies with a message, never a crashed server. Certificates come from
+//! response that denies with a message, never a crashed server. Every denial carries the
+//! code and reason controller-runtime's helpers give it ([`complete_denial`]), and a review
+//! as large as the API server may send is read ([`MAX_ADMISSION_REVIEW_BYTES`]). Certificates come from
 //! files (cert-manager style, reloaded when they change) or are self-managed in a Secret
 //! ([`certs`]), and the caBundle is written into the configurations this binary owns
 //! ([`publish`]). A mutating handler that changes a decoded copy answers with a patch built
@@ -25,6 +27,7 @@ use std::time::Duration;
 
 use axum::Router;
 use axum::body::Bytes;
+use axum::extract::DefaultBodyLimit;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
@@ -39,6 +42,21 @@ use tokio_util::sync::CancellationToken;
 pub use conversion::{ConversionReview, Converter};
 
 use crate::runtime::metrics::{AdmissionMetrics, WebhookCodeLabel, WebhookLabel};
+
+/// kube-apiserver's limit on a request body (the generic API server's `MaxRequestBodyBytes`,
+/// 3 MiB): no object it admits is larger.
+pub const API_SERVER_MAX_REQUEST_BYTES: usize = 3 * 1024 * 1024;
+
+/// The largest AdmissionReview the server reads. An UPDATE review carries `object` and
+/// `oldObject`, each up to [`API_SERVER_MAX_REQUEST_BYTES`], and the rest of the request
+/// (kinds, user info, options) stays well under 1 MiB: 7 MiB, as controller-runtime sizes
+/// OpenKruise's webhooks. Below that, updates of large objects fail with 413.
+pub const MAX_ADMISSION_REVIEW_BYTES: usize = 2 * API_SERVER_MAX_REQUEST_BYTES + 1024 * 1024;
+
+/// The largest ConversionReview the server reads. The API server converts a LIST in one
+/// review carrying every object of the page, so this is sized for thousands of objects, not
+/// one; it still bounds what a caller can make the server hold.
+pub const MAX_CONVERSION_REVIEW_BYTES: usize = 64 * 1024 * 1024;
 
 /// Whether a webhook may change the object or only judge it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
@@ -155,6 +173,55 @@ pub enum HandlerError {
     /// Anything else, with context.
     #[error("{0}")]
     Internal(String),
+}
+
+impl HandlerError {
+    /// The HTTP code of the denial it becomes, as OpenKruise answers: 400 for an object that
+    /// does not decode (a malformed request), 500 for a failure of the handler itself.
+    pub fn code(&self) -> u16 {
+        match self {
+            HandlerError::Decode { .. } => 400,
+            HandlerError::Internal(_) => 500,
+        }
+    }
+}
+
+/// Gives a denial the code and reason kube-apiserver passes on to the client, as
+/// controller-runtime's helpers do: a denial without a code is a policy decision
+/// (`admission.Denied`: 403 `Forbidden`); a code without a reason gets the reason
+/// kube-apiserver pairs with it (400 `BadRequest`, 403 `Forbidden`, 500 `InternalError`),
+/// so kubectl prints `Error from server (Forbidden): …`. 422 keeps OpenKruise's empty reason
+/// (its `admission.Errored(422, …)`), so an invalid object reads as it does with OpenKruise.
+/// An allowed response is left as it is.
+pub fn complete_denial(response: &mut AdmissionResponse) {
+    if response.allowed {
+        return;
+    }
+    let status = &mut response.result;
+    if status.code == 0 {
+        status.code = 403;
+    }
+    if status.reason.is_empty() {
+        let reason = match status.code {
+            400 => "BadRequest",
+            403 => "Forbidden",
+            500 => "InternalError",
+            _ => "",
+        };
+        status.reason = reason.to_string();
+    }
+}
+
+/// Denies `request` with `message` and HTTP `code` (reason as [`complete_denial`] gives it).
+pub fn denied(
+    request: &AdmissionRequest<DynamicObject>,
+    code: u16,
+    message: impl ToString,
+) -> AdmissionResponse {
+    let mut response = AdmissionResponse::from(request).deny(message);
+    response.result.code = code;
+    complete_denial(&mut response);
+    response
 }
 
 /// One admission handler, served at [`AdmissionHandler::path`].
@@ -312,31 +379,40 @@ impl AdmissionRoutes {
             span,
         )
         .await;
-        let response = match outcome {
+        let mut response = match outcome {
             Ok(Ok(resp)) => resp,
             Ok(Err(e)) => {
                 tracing::warn!(path, uid = %request.uid, error = %e, "admission handler error");
-                AdmissionResponse::from(&request).deny(e.to_string())
+                denied(&request, e.code(), e)
             }
             Err(_) => {
                 tracing::error!(path, uid = %request.uid, "admission handler panicked");
-                AdmissionResponse::from(&request).deny("internal error in admission handler")
+                denied(&request, 500, "internal error in admission handler")
             }
         };
+        complete_denial(&mut response);
         let mut out = serde_json::to_value(response.into_review())
             .map_err(|e| (500, format!("encoding AdmissionReview: {e}")))?;
         base64_patch(&mut out);
         Ok(out)
     }
 
-    /// The axum router: every handler path, `/convert`, and `/healthz`.
+    /// The axum router: every handler path, `/convert`, and `/healthz`. Bodies beyond
+    /// [`MAX_ADMISSION_REVIEW_BYTES`] (reviews) or [`MAX_CONVERSION_REVIEW_BYTES`]
+    /// (`/convert`) get 413.
     pub fn router(self) -> Router {
         let shared = Arc::new(self);
         let mut router = Router::new()
             .route("/healthz", get(|| async { "ok" }))
-            .route("/convert", post(convert_route));
+            .route(
+                "/convert",
+                post(convert_route).layer(DefaultBodyLimit::max(MAX_CONVERSION_REVIEW_BYTES)),
+            );
         for path in shared.handlers.keys() {
-            router = router.route(path, post(review_route));
+            router = router.route(
+                path,
+                post(review_route).layer(DefaultBodyLimit::max(MAX_ADMISSION_REVIEW_BYTES)),
+            );
         }
         router.with_state(shared)
     }

@@ -2,7 +2,7 @@
 //! files or a self-managed Secret, caBundle publishing, and rotation checks — as one task
 //! for [`crate::runtime::Binary::every_replica`].
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -21,6 +21,10 @@ pub struct AdmissionFlags {
     /// Port of the HTTPS admission server.
     #[arg(long, env = "WEBHOOK_PORT", default_value_t = 9876, global = true)]
     pub webhook_port: u16,
+    /// Address the HTTPS admission server listens on: all interfaces by default, as a pod
+    /// needs; `127.0.0.1` when the API server runs on the same machine (`--webhook-host`).
+    #[arg(long, env = "WEBHOOK_BIND_ADDRESS", default_value_t = IpAddr::V4(Ipv4Addr::UNSPECIFIED), global = true)]
+    pub webhook_bind_address: IpAddr,
     /// Directory with `tls.crt`/`tls.key`/`ca.crt` managed by someone else (e.g. cert-manager).
     /// When it holds no certificate, certificates are self-managed in a Secret.
     #[arg(long, env = "WEBHOOK_CERT_DIR", global = true)]
@@ -112,7 +116,7 @@ pub async fn run(
     )
     .await
     .context("loading the serving certificate into TLS")?;
-    let addr = SocketAddr::from(([0, 0, 0, 0], flags.webhook_port));
+    let addr = SocketAddr::new(flags.webhook_bind_address, flags.webhook_port);
     let server = serve(addr, routes.clone(), tls.clone(), shutdown.clone())
         .await
         .with_context(|| format!("binding the admission server on {addr}"))?;

@@ -94,8 +94,8 @@ impl AdmissionHandler for ValidateGreeting {
                     }
                 })?;
             if spec.message.trim().is_empty() {
-                return Ok(AdmissionResponse::from(req)
-                    .deny("spec.message: Required value: must not be empty"));
+                let message = "spec.message: Required value: must not be empty";
+                return Ok(kruise_common::admission::denied(req, 422, message));
             }
             Ok(AdmissionResponse::from(req))
         })

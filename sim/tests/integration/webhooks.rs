@@ -211,7 +211,7 @@ async fn webhooks_mutate_deny_and_honour_selectors() {
     let kube::Error::Api(status) = err else {
         panic!("{err:?}")
     };
-    assert_eq!(status.code, 400);
+    assert_eq!((status.code, status.reason.as_str()), (403, "Forbidden"));
     assert_eq!(
         status.message,
         "admission webhook \"vpod.test.kruise.io\" denied the request: this pod is not allowed"
@@ -229,7 +229,7 @@ async fn webhooks_mutate_deny_and_honour_selectors() {
         .await
         .unwrap_err();
     assert!(
-        matches!(err, kube::Error::Api(ref s) if s.code == 400),
+        matches!(err, kube::Error::Api(ref s) if s.code == 403),
         "{err:?}"
     );
     assert!(pods.get_opt("undeletable").await.unwrap().is_some());
