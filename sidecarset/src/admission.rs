@@ -40,6 +40,11 @@ pub trait SidecarSetSnapshot: Send + Sync + 'static {
     fn sort_sidecar_containers_by_name(&self) -> bool {
         false
     }
+    /// The cluster, when the snapshot is live: the validating webhook then makes sure a
+    /// SidecarSet it admits is enforced at pod creation ([`ensure_pod_entry`]).
+    fn cluster(&self) -> Option<kube::Client> {
+        None
+    }
 }
 
 /// A fixed snapshot (tests, benchmarks, or a caller that swaps whole snapshots).
@@ -83,6 +88,10 @@ impl<S: SidecarSetSnapshot + ?Sized> SidecarSetSnapshot for Arc<S> {
 
     fn sort_sidecar_containers_by_name(&self) -> bool {
         (**self).sort_sidecar_containers_by_name()
+    }
+
+    fn cluster(&self) -> Option<kube::Client> {
+        (**self).cluster()
     }
 }
 
@@ -185,7 +194,22 @@ impl<S: SidecarSetSnapshot> AdmissionHandler for SidecarSetValidatingHandler<S> 
         &'a self,
         request: &'a AdmissionRequest<DynamicObject>,
     ) -> BoxFuture<'a, Result<AdmissionResponse, HandlerError>> {
-        Box::pin(async move { Ok(deny_invalid(request, &self.errors(request)?)) })
+        Box::pin(async move {
+            let errors = self.errors(request)?;
+            if errors.is_empty()
+                && !request.dry_run
+                && let Some(client) = self.snapshot.cluster()
+                && let Some(scope) = admitted_scope(request)?
+                && let Err(reason) = ensure_pod_entry(&client, &scope).await
+            {
+                // Fail closed: a SidecarSet stored without its entry would let the pods it
+                // selects start without the sidecar while kruise-webhook is down.
+                return Ok(AdmissionResponse::from(request).deny(format!(
+                    "cannot make sure the pods this SidecarSet selects get its sidecar: {reason}"
+                )));
+            }
+            Ok(deny_invalid(request, &errors))
+        })
     }
 }
 
@@ -283,4 +307,171 @@ impl<S: SidecarSetSnapshot> kruise_common::admission::pod_chain::PodMutator
             Ok(())
         })
     }
+}
+
+/// kruise-webhook's pod configuration (OpenKruise's name), holding the pod chain's entries.
+pub const POD_WEBHOOK_CONFIGURATION: &str = "kruise-mutating-webhook-configuration";
+
+/// The pod scope of the SidecarSet a CREATE or UPDATE would store (`None` for other
+/// operations and for a SidecarSet that injects nothing).
+fn admitted_scope(
+    request: &AdmissionRequest<DynamicObject>,
+) -> Result<Option<kruise_common::admission::pod_chain::PodScope>, HandlerError> {
+    if !matches!(request.operation, Operation::Create | Operation::Update) {
+        return Ok(None);
+    }
+    let Some(object) = request.object.as_ref() else {
+        return Ok(None);
+    };
+    let set = crate::conversion::decode_as_v1beta1(&object_json(object)?).map_err(|reason| {
+        HandlerError::Decode {
+            kind: KIND.into(),
+            reason,
+        }
+    })?;
+    Ok(sidecar_set_scope(&set))
+}
+
+/// A pod-chain step that only declares a scope, to have the chain build that scope's entry.
+struct ScopeOnly(kruise_common::admission::pod_chain::PodScope);
+
+impl kruise_common::admission::pod_chain::PodMutator for ScopeOnly {
+    fn name(&self) -> &'static str {
+        "sidecarset"
+    }
+    fn order(&self) -> u32 {
+        30
+    }
+    fn scopes(&self) -> Vec<kruise_common::admission::pod_chain::PodScope> {
+        vec![self.0.clone()]
+    }
+    fn failure_policy(&self) -> FailurePolicy {
+        FailurePolicy::Fail
+    }
+    fn mutate<'a>(
+        &'a self,
+        _request: &'a kruise_common::admission::pod_chain::PodRequest,
+        _pod: &'a mut Pod,
+    ) -> BoxFuture<'a, Result<(), HandlerError>> {
+        Box::pin(async { Ok(()) })
+    }
+}
+
+/// FNV-1a of the entry's selectors: the same scope gets the same entry name from every
+/// replica.
+fn scope_hash(spec: &WebhookSpec) -> String {
+    let key = serde_json::to_string(&(&spec.namespace_selector, &spec.object_selector))
+        .unwrap_or_default();
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for byte in key.bytes() {
+        hash ^= u64::from(byte);
+        hash = hash.wrapping_mul(0x0100_0000_01b3);
+    }
+    format!("{hash:016x}")
+}
+
+fn calls_pod_chain(
+    config: &k8s_openapi::api::admissionregistration::v1::WebhookClientConfig,
+) -> bool {
+    let path = kruise_common::admission::pod_chain::MUTATE_POD_PATH;
+    config.url.as_deref().is_some_and(|u| u.ends_with(path))
+        || config
+            .service
+            .as_ref()
+            .is_some_and(|s| s.path.as_deref() == Some(path))
+}
+
+/// Makes sure kruise-webhook's pod configuration holds a `Fail` entry for `scope` before a
+/// SidecarSet with that scope is admitted, so a pod it selects is refused rather than
+/// created without the sidecar while kruise-webhook is down (kruise-webhook adds its own
+/// entry once it sees the SidecarSet, and removes this one). The entry calls kruise-webhook
+/// with the clientConfig of the configuration's existing pod entries. Without that
+/// configuration (no kruise-webhook installed) there is nothing to call and nothing is
+/// written.
+pub async fn ensure_pod_entry(
+    client: &kube::Client,
+    scope: &kruise_common::admission::pod_chain::PodScope,
+) -> Result<(), String> {
+    use k8s_openapi::api::admissionregistration::v1::{
+        MutatingWebhook, MutatingWebhookConfiguration, RuleWithOperations,
+    };
+    let chain = kruise_common::admission::pod_chain::PodChain::new(vec![Arc::new(ScopeOnly(
+        scope.clone(),
+    ))]);
+    let Some(want) = chain.webhook_specs().into_iter().next() else {
+        return Ok(());
+    };
+    let api: kube::Api<MutatingWebhookConfiguration> = kube::Api::all(client.clone());
+    for _ in 0..5 {
+        let Some(mut config) = api
+            .get_opt(POD_WEBHOOK_CONFIGURATION)
+            .await
+            .map_err(|e| format!("reading {POD_WEBHOOK_CONFIGURATION}: {e}"))?
+        else {
+            return Ok(());
+        };
+        let entries = config.webhooks.get_or_insert_default();
+        let Some(client_config) = entries
+            .iter()
+            .find(|w| calls_pod_chain(&w.client_config))
+            .map(|w| w.client_config.clone())
+        else {
+            return Ok(());
+        };
+        let covered = entries.iter().any(|w| {
+            calls_pod_chain(&w.client_config)
+                && w.failure_policy.as_deref() == Some("Fail")
+                && w.namespace_selector == want.namespace_selector
+                && w.object_selector == want.object_selector
+        });
+        if covered {
+            return Ok(());
+        }
+        entries.push(MutatingWebhook {
+            name: format!("mpod-{}.kb.io", scope_hash(&want)),
+            client_config,
+            rules: Some(
+                want.rules
+                    .iter()
+                    .map(|r| RuleWithOperations {
+                        operations: Some(r.operations.clone()),
+                        api_groups: Some(r.api_groups.clone()),
+                        api_versions: Some(r.api_versions.clone()),
+                        resources: Some(r.resources.clone()),
+                        scope: r.scope.clone(),
+                    })
+                    .collect(),
+            ),
+            failure_policy: Some(FailurePolicy::Fail.as_str().into()),
+            namespace_selector: want.namespace_selector.clone(),
+            object_selector: want.object_selector.clone(),
+            timeout_seconds: Some(want.timeout_seconds),
+            side_effects: "None".into(),
+            admission_review_versions: vec!["v1".into()],
+            match_policy: Some("Equivalent".into()),
+            reinvocation_policy: Some("Never".into()),
+            ..MutatingWebhook::default()
+        });
+        match api
+            .replace(
+                POD_WEBHOOK_CONFIGURATION,
+                &kube::api::PostParams::default(),
+                &config,
+            )
+            .await
+        {
+            Ok(_) => {
+                tracing::info!(
+                    configuration = POD_WEBHOOK_CONFIGURATION,
+                    "added a fail-closed pod entry for a SidecarSet's scope"
+                );
+                return Ok(());
+            }
+            Err(kube::Error::Api(status)) if status.code == 409 => continue,
+            Err(e) => return Err(format!("writing {POD_WEBHOOK_CONFIGURATION}: {e}")),
+        }
+    }
+    Err(format!(
+        "{POD_WEBHOOK_CONFIGURATION} kept changing while adding the entry"
+    ))
 }

@@ -25,6 +25,7 @@ const CRD: &str = "sidecarsets.apps.kruise.io";
 pub struct LiveSnapshot {
     sets: Store<SidecarSet>,
     namespaces: Store<Namespace>,
+    client: kube::Client,
 }
 
 impl SidecarSetSnapshot for LiveSnapshot {
@@ -37,6 +38,10 @@ impl SidecarSetSnapshot for LiveSnapshot {
             .get(&ObjectRef::new(namespace))
             .map(|ns| ns.metadata.labels.clone().unwrap_or_default())
     }
+
+    fn cluster(&self) -> Option<kube::Client> {
+        Some(self.client.clone())
+    }
 }
 
 /// Starts the reflectors; `changed` is notified whenever the SidecarSets' scopes change.
@@ -48,7 +53,7 @@ pub fn start(
     let (namespaces, ns_stream) = Watch::<Namespace>::new(client.clone(), None).reflect();
     // A SidecarSet that does not decode is skipped (logged); the controller of the same
     // binary counts it and records the event.
-    let (sets, set_events) = Watch::<SidecarSet>::new(client, None)
+    let (sets, set_events) = Watch::<SidecarSet>::new(client.clone(), None)
         .untrimmed()
         .guarded(DecodeGuard::logging_only())
         .after_crd(CRD, shutdown.clone())
@@ -90,5 +95,9 @@ pub fn start(
             }
         }
     });
-    LiveSnapshot { sets, namespaces }
+    LiveSnapshot {
+        sets,
+        namespaces,
+        client,
+    }
 }

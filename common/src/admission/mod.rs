@@ -18,6 +18,7 @@ pub mod crd_webhooks;
 pub mod pod_chain;
 pub mod publish;
 pub mod raw_patch;
+pub mod repair;
 pub mod runner;
 
 use std::collections::HashMap;

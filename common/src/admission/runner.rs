@@ -106,6 +106,7 @@ pub async fn run(
 ) -> anyhow::Result<()> {
     readiness.register("admission");
     let source = flags.source(binary);
+    let _repair = super::repair::watch(&client, &owned, &source, routes.refresh(), &shutdown);
     let endpoint = flags.endpoint(binary);
     let mut current = certs::load(&source, &client, jiff::Timestamp::now())
         .await

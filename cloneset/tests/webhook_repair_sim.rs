@@ -1,0 +1,268 @@
+//! A running `kruise-cloneset` puts back what it publishes when someone else changes it
+//! (issue 26, item 4): a caBundle removed from its ValidatingWebhookConfiguration, the
+//! configuration deleted, its CRD's conversion caBundle replaced, its certificate Secret
+//! deleted. Only its own parts are
+//! restored: an entry another party added to its configuration stays, and once repaired
+//! it writes nothing more.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use kruise_testkit as support;
+
+use std::process::Command;
+use std::time::Duration;
+
+use k8s_openapi::ByteString;
+use k8s_openapi::api::admissionregistration::v1::{
+    ValidatingWebhook, ValidatingWebhookConfiguration,
+};
+use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kruise_cloneset::api::v1beta1::CloneSet;
+use kruise_sim::{Sim, SimConfig};
+use kube::api::{Api, DeleteParams, PostParams};
+use serde_json::json;
+
+const BIN: &str = env!("CARGO_BIN_EXE_kruise-cloneset");
+const VALIDATING: &str = "kruise-cloneset-validating";
+const CRD: &str = "clonesets.apps.kruise.io";
+/// "Within seconds": the watch sees the change at once; this leaves room for a slow CI.
+const REPAIR_DEADLINE: Duration = Duration::from_secs(10);
+
+fn clone_set(name: &str, replicas: i32) -> CloneSet {
+    serde_json::from_value(json!({
+        "apiVersion": "apps.kruise.io/v1beta1",
+        "kind": "CloneSet",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": {"app": name}},
+            "template": {
+                "metadata": {"labels": {"app": name}},
+                "spec": {"containers": [{"name": "main", "image": "nginx:1"}]}
+            }
+        }
+    }))
+    .unwrap()
+}
+
+fn validating_ca(config: &ValidatingWebhookConfiguration) -> Option<Vec<u8>> {
+    let hook = config
+        .webhooks
+        .as_ref()?
+        .iter()
+        .find(|w| w.name == "vcloneset.kb.io")?;
+    hook.client_config
+        .ca_bundle
+        .clone()
+        .map(|b| b.0)
+        .filter(|b| !b.is_empty())
+}
+
+fn conversion_ca(crd: &CustomResourceDefinition) -> Option<Vec<u8>> {
+    crd.spec
+        .conversion
+        .as_ref()?
+        .webhook
+        .as_ref()?
+        .client_config
+        .as_ref()?
+        .ca_bundle
+        .clone()
+        .map(|b| b.0)
+}
+
+/// Another party's entry in our configuration: never called (it matches no resource).
+fn foreign_entry() -> ValidatingWebhook {
+    serde_json::from_value(json!({
+        "name": "audit.example.com",
+        "clientConfig": {"url": "https://audit.example.com/check"},
+        "rules": [{"operations": ["CREATE"], "apiGroups": ["example.com"],
+                   "apiVersions": ["v1"], "resources": ["audits"]}],
+        "failurePolicy": "Ignore",
+        "sideEffects": "None",
+        "admissionReviewVersions": ["v1"]
+    }))
+    .unwrap()
+}
+
+#[tokio::test]
+async fn tampered_webhook_configuration_and_conversion_are_restored() {
+    let sim = Sim::start(SimConfig::default()).await.unwrap();
+    let client = sim.client().unwrap();
+    let out = Command::new(BIN).arg("crd").output().unwrap();
+    assert!(out.status.success());
+    let crd: CustomResourceDefinition = serde_saphyr::from_str(
+        String::from_utf8(out.stdout)
+            .unwrap()
+            .trim_start_matches("---\n"),
+    )
+    .unwrap();
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    crds.create(&PostParams::default(), &crd).await.unwrap();
+    let kubeconfig = sim.kubeconfig_path().unwrap();
+    let port = support::free_port();
+    let _binary = support::spawn_replica(BIN, &kubeconfig, port, &["--namespace", "default"], &[]);
+    let validating: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
+    let clonesets: Api<CloneSet> = Api::namespaced(client.clone(), "default");
+    let published = support::eventually("published caBundles", Duration::from_secs(30), || async {
+        let config = validating.get_opt(VALIDATING).await.ok()??;
+        let crd = crds.get(CRD).await.ok()?;
+        let ca = validating_ca(&config)?;
+        (conversion_ca(&crd)? == ca).then_some(ca)
+    })
+    .await;
+
+    // (a) caBundle removed (and another party's entry added in the same write): every
+    // CloneSet create would fail the TLS check. It is put back; the other entry stays.
+    let mut config = validating.get(VALIDATING).await.unwrap();
+    for hook in config.webhooks.iter_mut().flatten() {
+        hook.client_config.ca_bundle = None;
+    }
+    config
+        .webhooks
+        .get_or_insert_default()
+        .push(foreign_entry());
+    validating
+        .replace(VALIDATING, &PostParams::default(), &config)
+        .await
+        .unwrap();
+    let repaired = support::eventually("caBundle restored", REPAIR_DEADLINE, || async {
+        let config = validating.get(VALIDATING).await.ok()?;
+        (validating_ca(&config)? == published).then_some(config)
+    })
+    .await;
+    let names: Vec<&str> = repaired
+        .webhooks
+        .iter()
+        .flatten()
+        .map(|w| w.name.as_str())
+        .collect();
+    assert_eq!(names, ["vcloneset.kb.io", "audit.example.com"]);
+    clonesets
+        .create(&PostParams::default(), &clone_set("after-ca-removed", 1))
+        .await
+        .unwrap();
+
+    // (b) The configuration deleted: an invalid CloneSet would be accepted. It is created
+    // again, and the invalid CloneSet is refused by the webhook.
+    validating
+        .delete(VALIDATING, &DeleteParams::default())
+        .await
+        .unwrap();
+    support::eventually("configuration recreated", REPAIR_DEADLINE, || async {
+        let config = validating.get_opt(VALIDATING).await.ok()??;
+        (validating_ca(&config)? == published).then_some(())
+    })
+    .await;
+    let err = clonesets
+        .create(&PostParams::default(), &clone_set("negative", -1))
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("vcloneset.kb.io") && err.contains("spec.replicas"),
+        "{err}"
+    );
+
+    // (c) The CRD's conversion caBundle replaced with another CA: put back.
+    let other_ca = kruise_common::admission::certs::generate_ca(
+        "someone-else",
+        jiff::Timestamp::now(),
+        Duration::from_secs(3600),
+    )
+    .unwrap();
+    let mut tampered = crds.get(CRD).await.unwrap();
+    if let Some(config) = tampered
+        .spec
+        .conversion
+        .as_mut()
+        .and_then(|c| c.webhook.as_mut())
+        .and_then(|w| w.client_config.as_mut())
+    {
+        config.ca_bundle = Some(ByteString(other_ca.cert_pem.into_bytes()));
+    }
+    crds.replace(CRD, &PostParams::default(), &tampered)
+        .await
+        .unwrap();
+    support::eventually("conversion caBundle restored", REPAIR_DEADLINE, || async {
+        let crd = crds.get(CRD).await.ok()?;
+        (conversion_ca(&crd)? == published).then_some(())
+    })
+    .await;
+
+    // (d) The certificate Secret deleted: new certificates are issued into it, served, and
+    // their caBundle published; CloneSets are admitted again.
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), "default");
+    secrets
+        .delete("kruise-cloneset-certs", &DeleteParams::default())
+        .await
+        .unwrap();
+    let reissued: Vec<u8> =
+        support::eventually("certificates re-issued", REPAIR_DEADLINE, || async {
+            let secret = secrets.get_opt("kruise-cloneset-certs").await.ok()??;
+            let ca = secret.data?.get("ca.crt")?.0.clone();
+            (ca != published).then_some(ca)
+        })
+        .await;
+    support::eventually("new caBundle published", REPAIR_DEADLINE, || async {
+        let config = validating.get(VALIDATING).await.ok()?;
+        let crd = crds.get(CRD).await.ok()?;
+        (validating_ca(&config)? == reissued && conversion_ca(&crd)? == reissued).then_some(())
+    })
+    .await;
+    support::eventually("a CloneSet admitted", REPAIR_DEADLINE, || async {
+        clonesets
+            .create(
+                &PostParams::default(),
+                &clone_set("after-secret-deleted", 1),
+            )
+            .await
+            .ok()
+    })
+    .await;
+
+    // Repaired, it writes nothing more: a change to a part it does not own (a label) is
+    // checked (it reads the configuration again) and left alone.
+    let updates = sim
+        .counters()
+        .count("update", "validatingwebhookconfigurations");
+    let creates = sim
+        .counters()
+        .count("create", "validatingwebhookconfigurations");
+    let crd_reads = sim.counters().count("get", "customresourcedefinitions");
+    let mut config = validating.get(VALIDATING).await.unwrap();
+    config
+        .metadata
+        .labels
+        .get_or_insert_default()
+        .insert("team".into(), "platform".into());
+    validating
+        .replace(VALIDATING, &PostParams::default(), &config)
+        .await
+        .unwrap();
+    // The CRD is read after the configurations: once it is, any write would have happened.
+    support::eventually("the change checked", REPAIR_DEADLINE, || async {
+        (sim.counters().count("get", "customresourcedefinitions") > crd_reads).then_some(())
+    })
+    .await;
+    assert_eq!(
+        sim.counters()
+            .count("update", "validatingwebhookconfigurations"),
+        updates + 1,
+        "only the test's own label change"
+    );
+    assert_eq!(
+        sim.counters()
+            .count("create", "validatingwebhookconfigurations"),
+        creates
+    );
+    let labels = validating
+        .get(VALIDATING)
+        .await
+        .unwrap()
+        .metadata
+        .labels
+        .unwrap_or_default();
+    assert_eq!(labels.get("team").map(String::as_str), Some("platform"));
+    sim.shutdown().await;
+}

@@ -1,0 +1,112 @@
+//! A SidecarSet created while kruise-webhook is down is still enforced (issue 26, item 3):
+//! kruise-sidecarset (in-process) admits it only after kruise-webhook's pod configuration
+//! holds a fail-closed entry for its scope, so a pod it selects is refused rather than
+//! created without the sidecar, while other pods are still created; with kruise-webhook
+//! back, the pod gets its sidecar. With kruise-sidecarset down instead, no SidecarSet can be
+//! created, so none is left unenforced.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use kruise_testkit as support;
+
+use std::time::Duration;
+
+use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
+use k8s_openapi::api::core::v1::Pod;
+use kruise_sidecarset::api::v1beta1::SidecarSet;
+use kube::Api;
+use kube::api::PostParams;
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+
+const BIN: &str = env!("CARGO_BIN_EXE_kruise-webhook");
+const WAIT: Duration = Duration::from_secs(30);
+
+fn pod(name: &str, app: &str) -> Pod {
+    serde_json::from_value(json!({"apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "labels": {"app": app}},
+        "spec": {"containers": [{"name": "main", "image": "nginx:1.25"}]}}))
+    .unwrap()
+}
+
+#[tokio::test]
+async fn a_sidecar_set_created_while_kruise_webhook_is_down_is_enforced() {
+    let binary = kruise_sidecarset::binary::binary().unwrap();
+    let (sim, client) = support::sim_with_crds(1, binary.crd_definitions()).await;
+    let kubeconfig = sim.kubeconfig_path().unwrap();
+    let mut argv = vec!["kruise-sidecarset".to_string()];
+    let sidecarset_port = support::free_port();
+    argv.extend(support::process::replica_args(
+        &kubeconfig,
+        sidecarset_port,
+        support::free_port(),
+    ));
+    let sidecarset = CancellationToken::new();
+    let stop = sidecarset.clone();
+    tokio::spawn(async move { binary.run_argv(argv, stop).await });
+    let webhook_port = support::free_port();
+    let mut webhook = support::spawn_replica(BIN, &kubeconfig, webhook_port, &[], &[]);
+    let configs: Api<MutatingWebhookConfiguration> = Api::all(client.clone());
+    support::eventually("both binaries published", WAIT, || async {
+        let pod_chain = configs
+            .get_opt("kruise-mutating-webhook-configuration")
+            .await
+            .ok()??;
+        let own = configs.get_opt("kruise-sidecarset-mutating").await.ok()??;
+        let has_ca = |c: &MutatingWebhookConfiguration| {
+            c.webhooks.iter().flatten().all(|w| {
+                w.client_config
+                    .ca_bundle
+                    .as_ref()
+                    .is_some_and(|b| !b.0.is_empty())
+            })
+        };
+        (has_ca(&pod_chain) && has_ca(&own)).then_some(())
+    })
+    .await;
+
+    webhook.stop(webhook_port).await;
+    let sets: Api<SidecarSet> = Api::all(client.clone());
+    let set: SidecarSet = serde_json::from_value(json!({
+        "apiVersion": "apps.kruise.io/v1beta1", "kind": "SidecarSet",
+        "metadata": {"name": "for-x"},
+        "spec": {"selector": {"matchLabels": {"app": "x"}},
+                 "containers": [{"name": "sidecar1", "image": "centos:6.7",
+                                 "command": ["sleep", "999d"]}]}
+    }))
+    .unwrap();
+    sets.create(&PostParams::default(), &set).await.unwrap();
+
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let err = pods
+        .create(&PostParams::default(), &pod("x-1", "x"))
+        .await
+        .expect_err("a pod the SidecarSet selects must not start without its sidecar")
+        .to_string();
+    assert!(err.contains("failed calling webhook"), "{err}");
+    // A pod no SidecarSet selects is created (K#634).
+    pods.create(&PostParams::default(), &pod("y-1", "y"))
+        .await
+        .unwrap();
+
+    // kruise-webhook back: the pod is created with its sidecar.
+    let _webhook = support::spawn_replica(BIN, &kubeconfig, webhook_port, &[], &[]);
+    let created = support::eventually("the pod created with its sidecar", WAIT, || async {
+        pods.create(&PostParams::default(), &pod("x-2", "x"))
+            .await
+            .ok()
+    })
+    .await;
+    let containers: Vec<String> = created
+        .spec
+        .unwrap()
+        .containers
+        .into_iter()
+        .map(|c| c.name)
+        .collect();
+    assert!(
+        containers.contains(&"sidecar1".to_string()),
+        "{containers:?}"
+    );
+    sidecarset.cancel();
+    sim.shutdown().await;
+}
