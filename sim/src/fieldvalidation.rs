@@ -110,8 +110,13 @@ fn drop_unknown_fields(def: &ResourceDef, version: &str, obj: &mut Value) -> Vec
     let mut unknown = Vec::new();
     if def.builtin {
         if let Some(typed) = typed_round_trip(&def.group, &def.kind, obj) {
+            let newer: Vec<&str> = NEWER_FIELDS
+                .iter()
+                .filter(|(group, kind, _)| *group == def.group && *kind == def.kind)
+                .map(|(_, _, path)| *path)
+                .collect();
             let mut path = String::new();
-            remove_dropped(obj, &typed, &mut path, &mut unknown);
+            remove_dropped(obj, &typed, &newer, &mut path, &mut unknown);
         }
         unknown.sort();
         return unknown;
@@ -121,7 +126,7 @@ fn drop_unknown_fields(def: &ResourceDef, version: &str, obj: &mut Value) -> Vec
             round_trip::<k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta>(meta)
     {
         let mut path = String::from("metadata");
-        remove_dropped(meta, &typed, &mut path, &mut unknown);
+        remove_dropped(meta, &typed, &[], &mut path, &mut unknown);
     }
     if let Some(schema) = def
         .versions
@@ -187,8 +192,46 @@ fn typed_round_trip(group: &str, kind: &str, obj: &Value) -> Option<Value> {
     }
 }
 
-/// Removes from `sent` the non-null fields `kept` lacks, appending their paths to `out`.
-fn remove_dropped(sent: &mut Value, kept: &Value, path: &mut String, out: &mut Vec<String>) {
+/// Fields of built-in kinds newer than the k8s-openapi types the simulator is built with
+/// that it declares nonetheless, as a newer API server would, so tests can show that a
+/// client compiled against older types keeps them: (group, kind, path with `[*]` for
+/// any list index).
+const NEWER_FIELDS: &[(&str, &str, &str)] = &[
+    // Kubernetes 1.34 (container restart rules).
+    ("", "Pod", "spec.containers[*].restartPolicyRules"),
+    ("", "Pod", "spec.initContainers[*].restartPolicyRules"),
+];
+
+/// `path` with every list index replaced by `*`.
+fn any_index(path: &str) -> String {
+    let mut out = String::with_capacity(path.len());
+    let mut in_index = false;
+    for c in path.chars() {
+        match c {
+            '[' => {
+                in_index = true;
+                out.push_str("[*");
+            }
+            ']' => {
+                in_index = false;
+                out.push(']');
+            }
+            _ if in_index => {}
+            _ => out.push(c),
+        }
+    }
+    out
+}
+
+/// Removes from `sent` the non-null fields `kept` lacks (unless `newer` declares them),
+/// appending their paths to `out`.
+fn remove_dropped(
+    sent: &mut Value,
+    kept: &Value,
+    newer: &[&str],
+    path: &mut String,
+    out: &mut Vec<String>,
+) {
     match (sent, kept) {
         (Value::Object(sent), Value::Object(kept)) => {
             let mut gone = Vec::new();
@@ -202,11 +245,12 @@ fn remove_dropped(sent: &mut Value, kept: &Value, path: &mut String, out: &mut V
                 }
                 path.push_str(key);
                 match kept.get(key) {
+                    None if newer.contains(&any_index(path).as_str()) => {}
                     None => {
                         out.push(path.clone());
                         gone.push(key.clone());
                     }
-                    Some(kept_value) => remove_dropped(value, kept_value, path, out),
+                    Some(kept_value) => remove_dropped(value, kept_value, newer, path, out),
                 }
                 path.truncate(len);
             }
@@ -218,7 +262,7 @@ fn remove_dropped(sent: &mut Value, kept: &Value, path: &mut String, out: &mut V
             for (i, (s, k)) in sent.iter_mut().zip(kept).enumerate() {
                 let len = path.len();
                 path.push_str(&format!("[{i}]"));
-                remove_dropped(s, k, path, out);
+                remove_dropped(s, k, newer, path, out);
                 path.truncate(len);
             }
         }
@@ -252,6 +296,18 @@ mod tests {
                 "spec.containers[0].imagePullPolicyy",
                 "spec.foo"
             ]
+        );
+    }
+
+    #[test]
+    fn fields_of_a_newer_api_the_simulator_declares_are_kept() {
+        let rules = json!([{"action": "Restart", "exitCodes": {"operator": "In", "values": [42]}}]);
+        let pod = json!({"metadata": {"name": "p"}, "spec": {"containers": [
+            {"name": "a", "image": "i"}, {"name": "b", "image": "i", "restartPolicyRules": rules}]}});
+        assert!(unknown_fields(&pod_def(), "v1", &pod).is_empty());
+        assert_eq!(
+            any_index("spec.containers[12].x[3]"),
+            "spec.containers[*].x[*]"
         );
     }
 
