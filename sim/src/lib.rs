@@ -22,6 +22,7 @@ pub mod discovery;
 pub mod error;
 pub mod events;
 pub mod faults;
+pub mod fieldvalidation;
 pub mod managed;
 pub mod meta;
 pub mod metrics;
@@ -81,6 +82,9 @@ pub struct SimConfig {
     /// Serve a fake CRI runtime for each simulated node on `<dir>/<node>.sock`
     /// (RuntimeService and ImageService subsets, answered from the kubelet's state).
     pub cri_dir: Option<PathBuf>,
+    /// How long an Event lives after its last write (kube-apiserver's `--event-ttl`,
+    /// default 1 h); then it is deleted, with a DELETED watch event.
+    pub event_ttl: Duration,
 }
 
 impl Default for SimConfig {
@@ -95,6 +99,7 @@ impl Default for SimConfig {
             nodes: 0,
             kubelet: KubeletTimings::default(),
             cri_dir: None,
+            event_ttl: Duration::from_secs(3600),
         }
     }
 }
@@ -115,7 +120,9 @@ pub struct AdmissionAttributes {
     pub user_agent: String,
 }
 
-/// Called before a write is persisted: may mutate the object or reject the write.
+/// Called before a write is persisted, in kube-apiserver's order: every hook's `admit`
+/// (mutating admission: may change the object or reject the write), then the object's
+/// validation, then every hook's `validate` (validating admission: may only reject).
 /// The stored admission webhook configurations are called over HTTPS through this hook
 /// ([`webhooks::WebhookDispatcher`]); [`Sim::add_admission_hook`] adds others.
 pub trait AdmissionHook: Send + Sync {
@@ -124,6 +131,15 @@ pub trait AdmissionHook: Send + Sync {
         attrs: &'a AdmissionAttributes,
         object: &'a mut Value,
     ) -> BoxFuture<'a, ApiResult<()>>;
+
+    /// Validating admission: sees the object as it will be stored. By default admits.
+    fn validate<'a>(
+        &'a self,
+        _attrs: &'a AdmissionAttributes,
+        _object: &'a Value,
+    ) -> BoxFuture<'a, ApiResult<()>> {
+        Box::pin(async { Ok(()) })
+    }
 }
 
 /// State shared by the HTTP server, the garbage collector and the library API.
@@ -183,6 +199,11 @@ impl Sim {
                 .push(Arc::new(dispatcher));
         }
         let mut background = Vec::new();
+        shared.store.set_ttl(
+            &registry::GroupResource::new("", "events"),
+            config.event_ttl,
+        );
+        background.push(tokio::spawn(expire_events(shared.clone())));
         if config.garbage_collector {
             background.push(tokio::spawn(cluster::gc::run(shared.clone())));
         }
@@ -388,6 +409,24 @@ users:
   user: {{}}
 "
     )
+}
+
+/// Deletes Events whose TTL ran out, checking a few times per TTL (at most once a
+/// second, so a 1 h TTL costs one cheap check a second).
+async fn expire_events(shared: Arc<SimShared>) {
+    let period =
+        (shared.config.event_ttl / 4).clamp(Duration::from_millis(10), Duration::from_secs(1));
+    let mut ticks = tokio::time::interval(period);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut shutdown = shared.shutdown_signal();
+    loop {
+        tokio::select! {
+            _ = ticks.tick() => {
+                shared.store.expire(std::time::Instant::now());
+            }
+            _ = shutdown.wait_for(|stopped| *stopped) => return,
+        }
+    }
 }
 
 /// Objects a fresh cluster has.

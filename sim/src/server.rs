@@ -310,7 +310,23 @@ fn write_options(q: &Query, ua: &str) -> ApiResult<WriteOptions> {
         force: is_true(q, "force"),
         user_agent: ua.to_string(),
         internal: false,
+        field_validation: Some(crate::fieldvalidation::FieldValidation::parse(
+            q.get("fieldValidation").map(String::as_str),
+        )?),
+        warnings: Default::default(),
     })
+}
+
+/// Adds a `Warning: 299 - "<text>"` header per warning the write recorded, as
+/// kube-apiserver returns them (kubectl prints each as `Warning: <text>`).
+fn with_warnings(mut resp: Response, warnings: &crate::ops::Warnings) -> Response {
+    for text in warnings.take() {
+        let escaped = text.replace('\\', "\\\\").replace('"', "\\\"");
+        if let Ok(value) = HeaderValue::from_str(&format!("299 - \"{escaped}\"")) {
+            resp.headers_mut().append(header::WARNING, value);
+        }
+    }
+    resp
 }
 
 fn list_query(q: &Query) -> ApiResult<ListQuery> {
@@ -605,7 +621,10 @@ async fn serve_resource(
             }
             let created = sh.create(&def, &version, &ns, obj, &opts).await?;
             let created = sh.convert_one(&def, &created, &version).await?;
-            Ok(object_response(201, &def, &version, &created, repr))
+            Ok(with_warnings(
+                object_response(201, &def, &version, &created, repr),
+                &opts.warnings,
+            ))
         }
         (Method::POST, Some(name), Some("binding")) => {
             let opts = write_options(q, ua)?;
@@ -640,7 +659,10 @@ async fn serve_resource(
                 .update(&def, &version, &ns, &name, obj, sr, &opts)
                 .await?;
             let updated = sh.convert_one(&def, &updated, &version).await?;
-            Ok(object_response(200, &def, &version, &updated, repr))
+            Ok(with_warnings(
+                object_response(200, &def, &version, &updated, repr),
+                &opts.warnings,
+            ))
         }
         (Method::PUT, Some(name), Some("scale")) => {
             let opts = write_options(q, ua)?;
@@ -667,7 +689,10 @@ async fn serve_resource(
             } else {
                 200
             };
-            Ok(object_response(code, &def, &version, &patched, repr))
+            Ok(with_warnings(
+                object_response(code, &def, &version, &patched, repr),
+                &opts.warnings,
+            ))
         }
         (Method::PATCH, Some(name), Some("scale")) => {
             let opts = write_options(q, ua)?;

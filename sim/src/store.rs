@@ -9,6 +9,7 @@
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
+use std::time::{Duration, Instant};
 
 use serde_json::Value;
 use tokio::sync::broadcast;
@@ -56,6 +57,18 @@ pub struct StoreState {
     history_limit: usize,
     /// Every event with rv <= compacted_rv has been dropped from history.
     compacted_rv: u64,
+    /// Resources whose objects expire a fixed time after their last write.
+    expiring: HashMap<GroupResource, Expiring>,
+}
+
+/// The objects of one resource that expire `ttl` after their last write, as etcd's
+/// leases expire Events for kube-apiserver (`--event-ttl`).
+struct Expiring {
+    ttl: Duration,
+    /// One entry per write, oldest first (a fixed TTL keeps deadlines in write order):
+    /// (deadline, object, resourceVersion written). An entry whose object has been
+    /// written since is stale and skipped.
+    deadlines: VecDeque<(Instant, ObjectKey, u64)>,
 }
 
 pub struct Store {
@@ -84,6 +97,7 @@ impl Store {
                 history: VecDeque::new(),
                 history_limit: history_limit.max(1),
                 compacted_rv: 1,
+                expiring: HashMap::new(),
             }),
             registry: RwLock::new(Registry::with_builtins()),
             events_tx,
@@ -226,6 +240,67 @@ impl Store {
         st.compacted_rv = st.rv;
     }
 
+    /// Makes objects of `gr` expire `ttl` after their last write (creates and updates
+    /// restart the clock), as kube-apiserver stores Events with `--event-ttl`. Objects
+    /// already stored count from now.
+    pub fn set_ttl(&self, gr: &GroupResource, ttl: Duration) {
+        let mut st = self.lock();
+        let deadline = Instant::now() + ttl;
+        let deadlines = st
+            .objects
+            .get(gr)
+            .into_iter()
+            .flatten()
+            .map(|(key, obj)| (deadline, key.clone(), resource_version(obj)))
+            .collect();
+        st.expiring.insert(gr.clone(), Expiring { ttl, deadlines });
+    }
+
+    /// Deletes the objects whose TTL ran out by `now` (a DELETED event each, as an etcd
+    /// lease expiry gives watchers); returns how many.
+    pub fn expire(&self, now: Instant) -> usize {
+        let mut st = self.lock();
+        let mut due: Vec<(GroupResource, ObjectKey, u64)> = Vec::new();
+        for (gr, expiring) in st.expiring.iter_mut() {
+            while let Some((deadline, _, _)) = expiring.deadlines.front()
+                && *deadline <= now
+            {
+                if let Some((_, key, rv)) = expiring.deadlines.pop_front() {
+                    due.push((gr.clone(), key, rv));
+                }
+            }
+        }
+        let mut expired = 0;
+        for (gr, key, written_rv) in due {
+            let Some(current) = st.objects.get(&gr).and_then(|m| m.get(&key)).cloned() else {
+                continue;
+            };
+            if resource_version(&current) != written_rv {
+                continue;
+            }
+            if let Some(m) = st.objects.get_mut(&gr) {
+                m.remove(&key);
+            }
+            st.rv += 1;
+            let mut last = (*current).clone();
+            if let Some(m) = crate::meta::metadata_mut(&mut last) {
+                m.insert("resourceVersion".into(), Value::String(st.rv.to_string()));
+            }
+            let (ns, name) = key;
+            self.record(
+                &mut st,
+                &gr,
+                &ns,
+                &name,
+                EventType::Deleted,
+                Arc::new(last),
+                Some(current),
+            );
+            expired += 1;
+        }
+        expired
+    }
+
     /// Commits a change under the lock. `f` sees the current object (if any) and
     /// returns the new object (None: delete). The store assigns resourceVersion.
     pub fn commit<F>(
@@ -251,6 +326,10 @@ impl Store {
                     m.insert("resourceVersion".into(), Value::String(rv.to_string()));
                 }
                 let obj = Arc::new(obj);
+                if let Some(expiring) = st.expiring.get_mut(gr) {
+                    let deadline = Instant::now() + expiring.ttl;
+                    expiring.deadlines.push_back((deadline, key.clone(), rv));
+                }
                 st.objects
                     .entry(gr.clone())
                     .or_default()
@@ -332,5 +411,55 @@ impl StoreState {
         self.objects
             .get(gr)
             .and_then(|m| m.get(&(ns.to_string(), name.to_string())))
+    }
+}
+
+/// The resourceVersion the store wrote into `obj` (0 if none).
+fn resource_version(obj: &Value) -> u64 {
+    crate::meta::meta_str(obj, "resourceVersion")
+        .parse()
+        .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn put(store: &Store, gr: &GroupResource, name: &str, message: &str) {
+        let obj = json!({"metadata": {"name": name, "namespace": "ns"}, "message": message});
+        store
+            .commit(gr, "ns", name, |_, _| Ok(Commit::Put(obj)))
+            .unwrap();
+    }
+
+    #[test]
+    fn an_update_restarts_the_ttl() {
+        let store = Store::new(100, 16);
+        let events = GroupResource::new("", "events");
+        let ttl = Duration::from_secs(60);
+        store.set_ttl(&events, ttl);
+        put(&store, &events, "e", "first");
+        let after_first_write = Instant::now();
+        put(&store, &events, "e", "second");
+        // The first write's deadline has passed, the second's has not.
+        assert_eq!(store.expire(after_first_write + ttl), 0);
+        assert!(store.get(&events, "ns", "e").is_some());
+        assert_eq!(store.expire(Instant::now() + ttl), 1);
+        assert!(store.get(&events, "ns", "e").is_none());
+        // Nothing is left to expire twice.
+        assert_eq!(store.expire(Instant::now() + ttl * 2), 0);
+    }
+
+    #[test]
+    fn only_the_resource_with_a_ttl_expires() {
+        let store = Store::new(100, 16);
+        let events = GroupResource::new("", "events");
+        let config_maps = GroupResource::new("", "configmaps");
+        store.set_ttl(&events, Duration::from_secs(1));
+        put(&store, &events, "e", "m");
+        put(&store, &config_maps, "c", "m");
+        assert_eq!(store.expire(Instant::now() + Duration::from_secs(2)), 1);
+        assert!(store.get(&config_maps, "ns", "c").is_some());
     }
 }

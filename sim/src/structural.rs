@@ -84,6 +84,60 @@ fn walk_object(map: &mut Map<String, Value>, schema: &Value, keeps_type_meta: bo
     }
 }
 
+/// The fields of `obj` (a whole custom resource) pruning would drop, as dotted paths
+/// (`spec.foo`, `spec.items[0].bar`); `obj` is not changed.
+pub fn unknown_fields(obj: &Value, schema: &Value) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut path = String::new();
+    find_unknown(obj, schema, true, &mut path, &mut out);
+    out
+}
+
+fn find_unknown(v: &Value, schema: &Value, root: bool, path: &mut String, out: &mut Vec<String>) {
+    match v {
+        Value::Object(map) => {
+            let keeps_type_meta = root || embedded(schema);
+            let props = schema.get("properties").and_then(Value::as_object);
+            let additional = schema.get("additionalProperties");
+            let preserve = preserves_unknown(schema);
+            for (key, child) in map {
+                if keeps_type_meta && matches!(key.as_str(), "apiVersion" | "kind" | "metadata") {
+                    continue;
+                }
+                let child_schema = props.and_then(|p| p.get(key)).or_else(|| match additional {
+                    Some(a) if a.is_object() => Some(a),
+                    _ => None,
+                });
+                let len = path.len();
+                if !path.is_empty() {
+                    path.push('.');
+                }
+                path.push_str(key);
+                match child_schema {
+                    Some(cs) => find_unknown(child, cs, false, path, out),
+                    None => {
+                        if !(preserve || additional.and_then(Value::as_bool) == Some(true)) {
+                            out.push(path.clone());
+                        }
+                    }
+                }
+                path.truncate(len);
+            }
+        }
+        Value::Array(items) => {
+            if let Some(item_schema) = schema.get("items") {
+                for (i, item) in items.iter().enumerate() {
+                    let len = path.len();
+                    path.push_str(&format!("[{i}]"));
+                    find_unknown(item, item_schema, false, path, out);
+                    path.truncate(len);
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -122,6 +176,24 @@ mod tests {
                 "status": {"ready": 1}
             })
         );
+    }
+
+    #[test]
+    fn unknown_fields_are_what_pruning_drops() {
+        let schema = json!({"type": "object", "properties": {
+            "spec": {"type": "object", "properties": {
+                "replicas": {"type": "integer"},
+                "template": {"type": "object", "x-kubernetes-preserve-unknown-fields": true},
+                "items": {"type": "array", "items": {"type": "object", "properties": {"name": {"type": "string"}}}}
+            }}
+        }});
+        let obj = json!({"apiVersion": "x/v1", "kind": "X", "metadata": {"name": "a"},
+            "spec": {"replicas": 1, "replicaz": 2, "template": {"anything": 1},
+                     "items": [{"name": "n"}, {"name": "m", "extra": 2}]},
+            "top": 3});
+        let mut unknown = unknown_fields(&obj, &schema);
+        unknown.sort();
+        assert_eq!(unknown, ["spec.items[1].extra", "spec.replicaz", "top"]);
     }
 
     #[test]

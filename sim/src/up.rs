@@ -42,6 +42,9 @@ pub struct UpFlags {
     /// for each node on `<DIR>/<node>.sock`, for node agents.
     #[arg(long)]
     pub cri_dir: Option<PathBuf>,
+    /// How long an Event lives after its last write (kube-apiserver's --event-ttl).
+    #[arg(long, default_value = "1h", value_parser = duration)]
+    pub event_ttl: Duration,
 }
 
 fn duration(s: &str) -> Result<Duration, String> {
@@ -70,6 +73,7 @@ impl UpFlags {
                 ready_delay: self.ready_delay,
             },
             cri_dir: self.cri_dir.clone(),
+            event_ttl: self.event_ttl,
             ..Default::default()
         }
     }

@@ -414,11 +414,41 @@ impl AdmissionHook for WebhookDispatcher {
         attrs: &'a AdmissionAttributes,
         object: &'a mut Value,
     ) -> BoxFuture<'a, ApiResult<()>> {
+        self.call_phase(true, attrs, object)
+    }
+
+    fn validate<'a>(
+        &'a self,
+        attrs: &'a AdmissionAttributes,
+        object: &'a Value,
+    ) -> BoxFuture<'a, ApiResult<()>> {
         Box::pin(async move {
             let Some(shared) = self.shared.upgrade() else {
                 return Ok(());
             };
-            for mutating in [true, false] {
+            if entries(&shared, false).is_empty() {
+                return Ok(());
+            }
+            // Validating webhooks never patch; the copy only satisfies the shared loop.
+            let mut copy = object.clone();
+            self.call_phase(false, attrs, &mut copy).await
+        })
+    }
+}
+
+impl WebhookDispatcher {
+    /// Calls the mutating (`mutating`) or the validating webhooks matching the write.
+    fn call_phase<'a>(
+        &'a self,
+        mutating: bool,
+        attrs: &'a AdmissionAttributes,
+        object: &'a mut Value,
+    ) -> BoxFuture<'a, ApiResult<()>> {
+        Box::pin(async move {
+            let Some(shared) = self.shared.upgrade() else {
+                return Ok(());
+            };
+            {
                 for entry in entries(&shared, mutating) {
                     let name = entry
                         .hook

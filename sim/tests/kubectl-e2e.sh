@@ -152,6 +152,25 @@ envs="$("$KUBECTL" get deployment web -o jsonpath='{.spec.template.spec.containe
 assert_eq "$envs" "A B" "strategic merge of env by name"
 pass "patch: merge, json and strategic"
 
+# Server-side field validation: kubectl sends fieldValidation=Strict by default, so a
+# typo'd field is refused; --validate=warn stores the object and prints a warning.
+cat >"$WORK/typo.yaml" <<'YAML'
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: typo
+dataa:
+  mode: fast
+YAML
+if out="$("$KUBECTL" apply -f "$WORK/typo.yaml" 2>&1)"; then
+  fail "apply of a manifest with an unknown field must fail, got: $out"
+fi
+assert_contains "$out" 'strict decoding error: unknown field "dataa"' "strict field validation"
+out="$("$KUBECTL" apply --validate=warn -f "$WORK/typo.yaml" 2>&1)"
+assert_contains "$out" 'Warning: unknown field "dataa"' "warn field validation"
+assert_contains "$out" "configmap/typo created" "warned apply stores the object"
+pass "kubectl apply: unknown fields refused (strict) or warned about"
+
 # scale through the CRD's scale subresource.
 out="$("$KUBECTL" scale cloneset demo --replicas=6)"
 assert_contains "$out" "cloneset.apps.kruise.io/demo scaled" "kubectl scale"

@@ -4,8 +4,7 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 
-use super::crds::validate_crd;
-use super::{WriteOptions, apply_schema, check_type_meta, kind_for, ns_key};
+use super::{WriteOptions, apply_schema, check_type_meta, kind_for, ns_key, validate_object};
 use crate::SimShared;
 use crate::error::{ApiError, ApiResult};
 use crate::managed;
@@ -38,6 +37,14 @@ impl SimShared {
         managed_fields: Option<Value>,
     ) -> ApiResult<Arc<Value>> {
         let mut obj = body;
+        crate::fieldvalidation::enforce(
+            def,
+            version,
+            &mut obj,
+            None,
+            opts,
+            crate::fieldvalidation::Decoded::Body,
+        )?;
         check_type_meta(def, version, &mut obj)?;
         let ns = ns_key(def, ns);
         let Some(m) = metadata_mut(&mut obj) else {
@@ -115,19 +122,6 @@ impl SimShared {
         }
         crate::defaults::on_create(def, &mut obj, &uid);
         apply_schema(def, version, &mut obj);
-        crate::validate::object_meta(def, &obj)?;
-        crate::validate::builtin_spec(def, &obj)?;
-        let crd_def =
-            if def.group == "apiextensions.k8s.io" && def.plural == "customresourcedefinitions" {
-                let d = validate_crd(&obj, &name)?;
-                let status = crate::registry::crd_status(&obj, &d);
-                if let Some(map) = obj.as_object_mut() {
-                    map.insert("status".into(), status);
-                }
-                Some(d)
-            } else {
-                None
-            };
         let manager = opts.manager();
         match managed_fields {
             Some(mf) => {
@@ -147,6 +141,9 @@ impl SimShared {
             }
         }
         self.admit("CREATE", def, "", &mut obj, None, opts).await?;
+        let crd_def = validate_object(def, None, &mut obj, opts)?;
+        self.admit_validating("CREATE", def, "", &obj, None, opts)
+            .await?;
         let obj = self.to_storage(def, obj).await?;
         let gr = def.gr();
         let ns_gr = GroupResource::new("", "namespaces");

@@ -97,6 +97,8 @@ impl SimShared {
         let mut old_for_admit = (*current).clone();
         self.admit("DELETE", def, "", &mut old_for_admit, Some(&current), wopts)
             .await?;
+        self.admit_validating("DELETE", def, "", &old_for_admit, Some(&current), wopts)
+            .await?;
         let now = jiff::Timestamp::now();
         let is_pod = def.group.is_empty() && def.plural == "pods";
         let is_namespace = def.group.is_empty() && def.plural == "namespaces";

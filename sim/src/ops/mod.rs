@@ -54,6 +54,32 @@ pub struct WriteOptions {
     /// Set by registry-internal writers (pods/binding) that may change fields a
     /// client update may not.
     pub internal: bool,
+    /// What to do with fields the object's type does not declare (`?fieldValidation=`);
+    /// None (in-process writers) checks nothing.
+    pub field_validation: Option<crate::fieldvalidation::FieldValidation>,
+    /// Where the write puts the warnings it returns to the client.
+    pub warnings: Warnings,
+}
+
+/// The warnings one request returns (as `Warning` headers), each once; the clones of
+/// one request's options share them.
+#[derive(Debug, Clone, Default)]
+pub struct Warnings(Arc<std::sync::Mutex<Vec<String>>>);
+
+impl Warnings {
+    pub fn add(&self, messages: impl IntoIterator<Item = String>) {
+        let mut held = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        for m in messages {
+            if !held.contains(&m) {
+                held.push(m);
+            }
+        }
+    }
+
+    /// Takes the warnings recorded so far.
+    pub fn take(&self) -> Vec<String> {
+        std::mem::take(&mut *self.0.lock().unwrap_or_else(|e| e.into_inner()))
+    }
 }
 
 impl WriteOptions {
@@ -166,6 +192,7 @@ impl SimShared {
             .ok_or_else(|| ApiError::not_found(&def.group, &def.plural, name))
     }
 
+    /// Mutating admission: each hook may change `obj` or reject the write.
     async fn admit(
         &self,
         operation: &str,
@@ -175,24 +202,88 @@ impl SimShared {
         old: Option<&Arc<Value>>,
         opts: &WriteOptions,
     ) -> ApiResult<()> {
-        let hooks = self.hooks();
-        for hook in hooks {
-            let attrs = crate::AdmissionAttributes {
-                operation: operation.to_string(),
-                group: def.group.clone(),
-                resource: def.plural.clone(),
-                kind: def.kind.clone(),
-                subresource: sub.to_string(),
-                namespace: meta::meta_str(obj, "namespace").to_string(),
-                name: meta::name_of(obj).to_string(),
-                old_object: old.cloned(),
-                dry_run: opts.dry_run,
-                user_agent: opts.user_agent.clone(),
-            };
+        for hook in self.hooks() {
+            let attrs = admission_attributes(operation, def, sub, obj, old, opts);
             hook.admit(&attrs, obj).await?;
         }
         Ok(())
     }
+
+    /// Validating admission, after the object's own validation (kube-apiserver's
+    /// order): each hook sees the object as it will be stored and may only reject.
+    async fn admit_validating(
+        &self,
+        operation: &str,
+        def: &ResourceDef,
+        sub: &str,
+        obj: &Value,
+        old: Option<&Arc<Value>>,
+        opts: &WriteOptions,
+    ) -> ApiResult<()> {
+        let hooks = self.hooks();
+        if hooks.is_empty() {
+            return Ok(());
+        }
+        let attrs = admission_attributes(operation, def, sub, obj, old, opts);
+        for hook in hooks {
+            hook.validate(&attrs, obj).await?;
+        }
+        Ok(())
+    }
+}
+
+fn admission_attributes(
+    operation: &str,
+    def: &ResourceDef,
+    sub: &str,
+    obj: &Value,
+    old: Option<&Arc<Value>>,
+    opts: &WriteOptions,
+) -> crate::AdmissionAttributes {
+    crate::AdmissionAttributes {
+        operation: operation.to_string(),
+        group: def.group.clone(),
+        resource: def.plural.clone(),
+        kind: def.kind.clone(),
+        subresource: sub.to_string(),
+        namespace: meta::meta_str(obj, "namespace").to_string(),
+        name: meta::name_of(obj).to_string(),
+        old_object: old.cloned(),
+        dry_run: opts.dry_run,
+        user_agent: opts.user_agent.clone(),
+    }
+}
+
+/// Object validation (the registry strategy's `Validate`/`ValidateUpdate`), run between
+/// mutating and validating admission as kube-apiserver runs it, so what a mutating
+/// webhook adds is validated too. A CRD's status is computed here; its parsed definition
+/// is returned.
+fn validate_object(
+    def: &ResourceDef,
+    old: Option<&Value>,
+    obj: &mut Value,
+    opts: &WriteOptions,
+) -> ApiResult<Option<crate::registry::ResourceDef>> {
+    crate::validate::object_meta(def, obj)?;
+    crate::validate::builtin_spec(def, obj)?;
+    if let Some(old) = old
+        && def.builtin
+        && def.group.is_empty()
+        && def.plural == "pods"
+        && !opts.internal
+    {
+        crate::validate::pod_update(old, obj)?;
+    }
+    if def.group == "apiextensions.k8s.io" && def.plural == "customresourcedefinitions" {
+        let name = meta::name_of(obj).to_string();
+        let d = crds::validate_crd(obj, &name)?;
+        let status = crate::registry::crd_status(obj, &d);
+        if let Some(map) = obj.as_object_mut() {
+            map.insert("status".into(), status);
+        }
+        return Ok(Some(d));
+    }
+    Ok(None)
 }
 
 /// Prunes unknown fields and applies schema defaults of custom resources.

@@ -76,6 +76,16 @@ impl SimShared {
             if !patched.is_object() {
                 return Err(ApiError::bad_request("patched object is not a JSON object"));
             }
+            // Fields the patch adds that the type does not declare: dropped, and refused
+            // or warned about as the request's fieldValidation says.
+            crate::fieldvalidation::enforce(
+                def,
+                version,
+                &mut patched,
+                Some(&**current),
+                opts,
+                crate::fieldvalidation::Decoded::Patch,
+            )?;
             // Without an explicit precondition the patch applies to whatever is current.
             if patch_rv.is_none()
                 && let Some(m) = metadata_mut(&mut patched)
@@ -106,7 +116,7 @@ impl SimShared {
                 "PatchOptions.meta.k8s.io \"\" is invalid: fieldManager: Required value: is required for apply patch",
             ));
         };
-        let config = parse_yaml_or_json(body)?;
+        let mut config = parse_yaml_or_json(body)?;
         if !config.is_object() {
             return Err(ApiError::bad_request(
                 "apply patch must be a JSON/YAML object",
@@ -132,6 +142,14 @@ impl SimShared {
                 def.kind
             )));
         }
+        crate::fieldvalidation::enforce(
+            def,
+            version,
+            &mut config,
+            None,
+            opts,
+            crate::fieldvalidation::Decoded::Patch,
+        )?;
         let cfg_name = meta::name_of(&config);
         if !cfg_name.is_empty() && cfg_name != name {
             return Err(ApiError::bad_request(format!(

@@ -4,9 +4,11 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value, json};
 
-use super::crds::validate_crd;
 use super::delete::is_graceful_pending;
-use super::{Subresource, WriteOptions, apply_schema, check_type_meta, kind_for, ns_key, rv_of};
+use super::{
+    Subresource, WriteOptions, apply_schema, check_type_meta, kind_for, ns_key, rv_of,
+    validate_object,
+};
 use crate::SimShared;
 use crate::error::{ApiError, ApiResult};
 use crate::managed;
@@ -181,23 +183,6 @@ impl SimShared {
             }
         };
         apply_schema(def, version, &mut result);
-        if def.group == "apiextensions.k8s.io"
-            && def.plural == "customresourcedefinitions"
-            && sub == Subresource::Main
-        {
-            let d = validate_crd(&result, &name)?;
-            let status = crate::registry::crd_status(&result, &d);
-            if let Some(map) = result.as_object_mut() {
-                map.insert("status".into(), status);
-            }
-        }
-        if sub == Subresource::Main {
-            crate::validate::object_meta(def, &result)?;
-            crate::validate::builtin_spec(def, &result)?;
-            if def.builtin && def.group.is_empty() && def.plural == "pods" && !opts.internal {
-                crate::validate::pod_update(old, &result)?;
-            }
-        }
         let old_finalizers = meta::finalizers_of(old);
         let new_finalizers = meta::finalizers_of(&result);
         let terminating = meta::is_terminating(old);
@@ -298,6 +283,11 @@ impl SimShared {
             };
             self.admit("UPDATE", def, sub.as_str(), &mut obj, Some(&current), opts)
                 .await?;
+            if sub == Subresource::Main {
+                validate_object(def, Some(&*current), &mut obj, opts)?;
+            }
+            self.admit_validating("UPDATE", def, sub.as_str(), &obj, Some(&current), opts)
+                .await?;
             if opts.dry_run {
                 return Ok(Arc::new(obj));
             }
@@ -370,6 +360,19 @@ impl SimShared {
             return Err(ApiError::bad_request(
                 "the body of the request must be a JSON object",
             ));
+        }
+        let mut body = body;
+        if opts.field_validation.is_some() {
+            let existing = self.store.get(&def.gr(), &ns_key(def, ns), name);
+            let existing = existing.map(|e| Self::present(def, version, &e));
+            crate::fieldvalidation::enforce(
+                def,
+                version,
+                &mut body,
+                existing.as_deref(),
+                opts,
+                crate::fieldvalidation::Decoded::Body,
+            )?;
         }
         let client_rv = metadata(&body)
             .and_then(|m| m.get("resourceVersion"))

@@ -307,3 +307,160 @@ async fn a_webhook_that_is_down_fails_or_is_skipped_by_failure_policy() {
     }
     sim.shutdown().await;
 }
+
+/// Adds a 300 KiB annotation to pods labelled `bloat=yes`, on create and update: more
+/// than the 256 KiB all annotations of an object may hold.
+struct BloatPods;
+
+impl AdmissionHandler for BloatPods {
+    fn path(&self) -> &str {
+        "/bloat-pod"
+    }
+    fn webhook(&self) -> WebhookSpec {
+        WebhookSpec {
+            name: "bloat.test.kruise.io".into(),
+            kind: WebhookKind::Mutating,
+            rules: vec![Rule::new(&["CREATE", "UPDATE"], "", &["v1"], &["pods"])],
+            failure_policy: FailurePolicy::Fail,
+            namespace_selector: None,
+            object_selector: Some(
+                serde_json::from_value(json!({"matchLabels": {"bloat": "yes"}})).unwrap(),
+            ),
+            timeout_seconds: 5,
+        }
+    }
+    fn handle<'a>(
+        &'a self,
+        req: &'a AdmissionRequest<DynamicObject>,
+    ) -> BoxFuture<'a, Result<AdmissionResponse, HandlerError>> {
+        Box::pin(async move {
+            let has_annotations = req
+                .object
+                .as_ref()
+                .and_then(|o| o.metadata.annotations.as_ref())
+                .is_some();
+            let mut ops = Vec::new();
+            if !has_annotations {
+                ops.push(json!({"op": "add", "path": "/metadata/annotations", "value": {}}));
+            }
+            ops.push(json!({"op": "add", "path": "/metadata/annotations/bloat",
+                "value": "x".repeat(300 * 1024)}));
+            let patch: json_patch::Patch = serde_json::from_value(json!(ops)).unwrap();
+            Ok(AdmissionResponse::from(req).with_patch(patch).unwrap())
+        })
+    }
+}
+
+/// Counts the pod writes validating admission sees.
+struct CountValidations(std::sync::Arc<std::sync::atomic::AtomicUsize>);
+
+impl AdmissionHandler for CountValidations {
+    fn path(&self) -> &str {
+        "/count-pod"
+    }
+    fn webhook(&self) -> WebhookSpec {
+        WebhookSpec {
+            name: "count.test.kruise.io".into(),
+            kind: WebhookKind::Validating,
+            rules: vec![Rule::new(&["CREATE", "UPDATE"], "", &["v1"], &["pods"])],
+            failure_policy: FailurePolicy::Fail,
+            namespace_selector: None,
+            object_selector: None,
+            timeout_seconds: 5,
+        }
+    }
+    fn handle<'a>(
+        &'a self,
+        req: &'a AdmissionRequest<DynamicObject>,
+    ) -> BoxFuture<'a, Result<AdmissionResponse, HandlerError>> {
+        Box::pin(async move {
+            self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            Ok(AdmissionResponse::from(req))
+        })
+    }
+}
+
+fn assert_annotations_too_long(result: Result<Pod, kube::Error>) {
+    let err = result.unwrap_err();
+    let kube::Error::Api(status) = err else {
+        panic!("{err:?}")
+    };
+    assert_eq!((status.code, status.reason.as_str()), (422, "Invalid"));
+    let causes = status.details.unwrap().causes;
+    assert_eq!(causes[0].field, "metadata.annotations", "{causes:?}");
+    assert_eq!(causes[0].reason, "FieldValueTooLong");
+}
+
+#[tokio::test]
+async fn what_a_mutating_webhook_adds_is_validated_before_validating_webhooks_run() {
+    let sim = crate::common::sim().await;
+    let client = sim.client().unwrap();
+    let validations = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let server = serve(
+        AdmissionRoutes::new()
+            .handler(BloatPods)
+            .handler(CountValidations(validations.clone())),
+    )
+    .await;
+    let owned = Owned {
+        mutating: Some("bloat-mutating".into()),
+        validating: Some("count-validating".into()),
+        crds: vec![],
+    };
+    publish::publish(
+        &client,
+        &server.routes,
+        &owned,
+        &server.endpoint,
+        &server.ca.cert_pem,
+    )
+    .await
+    .unwrap();
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let mut bloated = pod("bloated", "web");
+    bloated
+        .metadata
+        .labels
+        .get_or_insert_default()
+        .insert("bloat".into(), "yes".into());
+
+    // create: refused as kube-apiserver refuses it, and nothing is stored.
+    assert_annotations_too_long(pods.create(&PostParams::default(), &bloated).await);
+    assert!(pods.get_opt("bloated").await.unwrap().is_none());
+    // Validation failed before validating admission: the validating webhook never saw it.
+    assert_eq!(validations.load(std::sync::atomic::Ordering::SeqCst), 0);
+
+    // update and patch of a pod the webhook starts to match are refused the same way.
+    let slim = pods
+        .create(&PostParams::default(), &pod("slim", "web"))
+        .await
+        .unwrap();
+    assert_eq!(validations.load(std::sync::atomic::Ordering::SeqCst), 1);
+    let mut relabelled = slim.clone();
+    relabelled
+        .metadata
+        .labels
+        .get_or_insert_default()
+        .insert("bloat".into(), "yes".into());
+    assert_annotations_too_long(
+        pods.replace("slim", &PostParams::default(), &relabelled)
+            .await,
+    );
+    assert_annotations_too_long(
+        pods.patch(
+            "slim",
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(json!({"metadata": {"labels": {"bloat": "yes"}}})),
+        )
+        .await,
+    );
+    let stored = pods.get("slim").await.unwrap();
+    assert_eq!(
+        stored.metadata.resource_version,
+        slim.metadata.resource_version
+    );
+    assert!(stored.metadata.annotations.is_none());
+    assert_eq!(validations.load(std::sync::atomic::Ordering::SeqCst), 1);
+    server.stop.cancel();
+    sim.shutdown().await;
+}
