@@ -9,17 +9,12 @@ use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 
 use clap::Parser;
-use futures::future::BoxFuture;
+use kruise_common::admission::AdmissionRoutes;
 use kruise_common::admission::certs::{self, CertificateAuthority};
 use kruise_common::admission::publish::Owned;
 use kruise_common::admission::runner::{self, AdmissionFlags};
-use kruise_common::admission::{
-    AdmissionHandler, AdmissionRoutes, FailurePolicy, HandlerError, Rule, WebhookKind, WebhookSpec,
-};
 use kruise_common::runtime::Readiness;
 use kruise_sim::{Sim, SimConfig};
-use kube::core::DynamicObject;
-use kube::core::admission::{AdmissionRequest, AdmissionResponse};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
@@ -51,31 +46,6 @@ fn bind_address_flag_defaults_to_every_interface() {
         .err()
         .unwrap();
     assert!(err.to_string().contains("webhook-bind-address"), "{err}");
-}
-
-struct AllowAll;
-
-impl AdmissionHandler for AllowAll {
-    fn path(&self) -> &str {
-        "/mutate-pod"
-    }
-    fn webhook(&self) -> WebhookSpec {
-        WebhookSpec {
-            name: "mpod.bind.test.kruise.io".into(),
-            kind: WebhookKind::Mutating,
-            rules: vec![Rule::new(&["CREATE"], "", &["v1"], &["pods"])],
-            failure_policy: FailurePolicy::Ignore,
-            namespace_selector: None,
-            object_selector: None,
-            timeout_seconds: 5,
-        }
-    }
-    fn handle<'a>(
-        &'a self,
-        req: &'a AdmissionRequest<DynamicObject>,
-    ) -> BoxFuture<'a, Result<AdmissionResponse, HandlerError>> {
-        Box::pin(async move { Ok(AdmissionResponse::from(req)) })
-    }
 }
 
 /// A non-loopback IPv4 address of this machine (`hostname -I`), if it has one.
@@ -136,7 +106,7 @@ async fn run(client: &kube::Client, dir: &std::path::Path, bind: Option<&str>) -
         client.clone(),
         "kruise-bind-test",
         flags,
-        AdmissionRoutes::new().handler(AllowAll),
+        AdmissionRoutes::new().handler(support::AllowAll("mpod.bind.test.kruise.io")),
         Owned {
             mutating: Some(format!("bind-test-{port}")),
             validating: None,

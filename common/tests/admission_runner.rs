@@ -7,48 +7,18 @@ mod support;
 
 use std::time::Duration;
 
-use futures::future::BoxFuture;
 use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kruise_common::admission::AdmissionRoutes;
 use kruise_common::admission::certs::{self, CertificateAuthority};
 use kruise_common::admission::publish::Owned;
 use kruise_common::admission::runner::{self, AdmissionFlags};
-use kruise_common::admission::{
-    AdmissionHandler, AdmissionRoutes, FailurePolicy, HandlerError, Rule, WebhookKind, WebhookSpec,
-};
 use kruise_common::runtime::Readiness;
 use kruise_sim::{Sim, SimConfig};
 use kube::Api;
 use kube::api::PostParams;
-use kube::core::DynamicObject;
-use kube::core::admission::{AdmissionRequest, AdmissionResponse};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
-
-struct AllowAll;
-
-impl AdmissionHandler for AllowAll {
-    fn path(&self) -> &str {
-        "/mutate-pod"
-    }
-    fn webhook(&self) -> WebhookSpec {
-        WebhookSpec {
-            name: "mpod.test.kruise.io".into(),
-            kind: WebhookKind::Mutating,
-            rules: vec![Rule::new(&["CREATE"], "", &["v1"], &["pods"])],
-            failure_policy: FailurePolicy::Ignore,
-            namespace_selector: None,
-            object_selector: None,
-            timeout_seconds: 5,
-        }
-    }
-    fn handle<'a>(
-        &'a self,
-        req: &'a AdmissionRequest<DynamicObject>,
-    ) -> BoxFuture<'a, Result<AdmissionResponse, HandlerError>> {
-        Box::pin(async move { Ok(AdmissionResponse::from(req)) })
-    }
-}
 
 fn write_certs(dir: &std::path::Path, name: &str) -> CertificateAuthority {
     let now = jiff::Timestamp::now();
@@ -120,7 +90,7 @@ async fn file_certificates_are_reloaded_and_the_ca_bundle_follows() {
         client.clone(),
         "kruise-test",
         flags,
-        AdmissionRoutes::new().handler(AllowAll),
+        AdmissionRoutes::new().handler(support::AllowAll("mpod.test.kruise.io")),
         owned,
         readiness.clone(),
         stop.clone(),

@@ -32,3 +32,34 @@ pub async fn install_greetings(
     };
     kube::Api::namespaced_with(client.clone(), "default", &resource)
 }
+
+/// A mutating pod handler at `/mutate-pod` that admits everything unchanged, registered as
+/// the webhook `name` (fails open).
+pub struct AllowAll(pub &'static str);
+
+impl kruise_common::admission::AdmissionHandler for AllowAll {
+    fn path(&self) -> &str {
+        "/mutate-pod"
+    }
+    fn webhook(&self) -> kruise_common::admission::WebhookSpec {
+        use kruise_common::admission::{FailurePolicy, Rule, WebhookKind, WebhookSpec};
+        WebhookSpec {
+            name: self.0.into(),
+            kind: WebhookKind::Mutating,
+            rules: vec![Rule::new(&["CREATE"], "", &["v1"], &["pods"])],
+            failure_policy: FailurePolicy::Ignore,
+            namespace_selector: None,
+            object_selector: None,
+            timeout_seconds: 5,
+        }
+    }
+    fn handle<'a>(
+        &'a self,
+        req: &'a kube::core::admission::AdmissionRequest<kube::api::DynamicObject>,
+    ) -> futures::future::BoxFuture<
+        'a,
+        Result<kube::core::admission::AdmissionResponse, kruise_common::admission::HandlerError>,
+    > {
+        Box::pin(async move { Ok(kube::core::admission::AdmissionResponse::from(req)) })
+    }
+}
