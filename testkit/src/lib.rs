@@ -45,3 +45,11 @@ where
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
+
+/// A pod `name` labelled `app=<app>`, with one `main` container (nginx).
+pub fn app_pod(name: &str, app: &str) -> k8s_openapi::api::core::v1::Pod {
+    serde_json::from_value(serde_json::json!({"apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "labels": {"app": app}},
+        "spec": {"containers": [{"name": "main", "image": "nginx:1.25"}]}}))
+    .unwrap()
+}

@@ -18,13 +18,6 @@ use serde_json::json;
 
 const BIN: &str = env!("CARGO_BIN_EXE_kruise-webhook");
 
-fn pod(name: &str, app: &str) -> Pod {
-    serde_json::from_value(json!({"apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": name, "labels": {"app": app}},
-        "spec": {"containers": [{"name": "main", "image": "nginx:1.25"}]}}))
-    .unwrap()
-}
-
 #[tokio::test]
 async fn sidecar_injection_through_the_api_server() {
     let sim = Sim::start(SimConfig::default()).await.unwrap();
@@ -100,7 +93,10 @@ async fn sidecar_injection_through_the_api_server() {
 
     let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
     let created = pods
-        .create(&PostParams::default(), &pod("nginx-1", "nginx"))
+        .create(
+            &PostParams::default(),
+            &kruise_testkit::app_pod("nginx-1", "nginx"),
+        )
         .await
         .unwrap();
     let spec = created.spec.unwrap();
@@ -112,7 +108,10 @@ async fn sidecar_injection_through_the_api_server() {
         "{annotations:?}"
     );
     let other = pods
-        .create(&PostParams::default(), &pod("other-1", "other"))
+        .create(
+            &PostParams::default(),
+            &kruise_testkit::app_pod("other-1", "other"),
+        )
         .await
         .unwrap();
     assert_eq!(other.spec.unwrap().containers.len(), 1);
@@ -121,13 +120,19 @@ async fn sidecar_injection_through_the_api_server() {
     webhook.stop(port).await;
     // A pod no SidecarSet matches is created normally.
     let plain = pods
-        .create(&PostParams::default(), &pod("other-2", "other"))
+        .create(
+            &PostParams::default(),
+            &kruise_testkit::app_pod("other-2", "other"),
+        )
         .await
         .unwrap();
     assert_eq!(plain.spec.unwrap().containers.len(), 1);
     // A pod the SidecarSet matches is refused, not started without its sidecar.
     let err = pods
-        .create(&PostParams::default(), &pod("nginx-2", "nginx"))
+        .create(
+            &PostParams::default(),
+            &kruise_testkit::app_pod("nginx-2", "nginx"),
+        )
         .await
         .unwrap_err();
     assert!(

@@ -21,13 +21,6 @@ use tokio_util::sync::CancellationToken;
 const BIN: &str = env!("CARGO_BIN_EXE_kruise-webhook");
 const WAIT: Duration = Duration::from_secs(30);
 
-fn pod(name: &str, app: &str) -> Pod {
-    serde_json::from_value(json!({"apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": name, "labels": {"app": app}},
-        "spec": {"containers": [{"name": "main", "image": "nginx:1.25"}]}}))
-    .unwrap()
-}
-
 #[tokio::test]
 async fn a_sidecar_set_created_while_kruise_webhook_is_down_is_enforced() {
     let binary = kruise_sidecarset::binary::binary().unwrap();
@@ -78,20 +71,20 @@ async fn a_sidecar_set_created_while_kruise_webhook_is_down_is_enforced() {
 
     let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
     let err = pods
-        .create(&PostParams::default(), &pod("x-1", "x"))
+        .create(&PostParams::default(), &kruise_testkit::app_pod("x-1", "x"))
         .await
         .expect_err("a pod the SidecarSet selects must not start without its sidecar")
         .to_string();
     assert!(err.contains("failed calling webhook"), "{err}");
     // A pod no SidecarSet selects is created (K#634).
-    pods.create(&PostParams::default(), &pod("y-1", "y"))
+    pods.create(&PostParams::default(), &kruise_testkit::app_pod("y-1", "y"))
         .await
         .unwrap();
 
     // kruise-webhook back: the pod is created with its sidecar.
     let _webhook = support::spawn_replica(BIN, &kubeconfig, webhook_port, &[], &[]);
     let created = support::eventually("the pod created with its sidecar", WAIT, || async {
-        pods.create(&PostParams::default(), &pod("x-2", "x"))
+        pods.create(&PostParams::default(), &kruise_testkit::app_pod("x-2", "x"))
             .await
             .ok()
     })
