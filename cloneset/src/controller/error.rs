@@ -1,6 +1,7 @@
 //! The reconcile's errors, one variant per step (and per kind of write in the execute step).
 
 use kruise_common::runtime::ReconcileError;
+use kruise_common::runtime::controller::is_invalid;
 use kruise_common::runtime::errors::{ShellError, WriteError};
 
 /// Which step of a reconcile failed. Categories label `controller_runtime_reconcile_errors`.
@@ -41,6 +42,17 @@ impl Error {
             source,
         })
         .into()
+    }
+}
+
+impl Error {
+    /// True when the error is a pod write (create or patch) the API server refused as
+    /// invalid (422): the same write fails the same way until the CloneSet changes.
+    pub(super) fn is_invalid_pod_write(&self) -> bool {
+        match self {
+            Error::Shell(ShellError::UpdatePod(e)) | Error::CreatePod(e) => is_invalid(&e.source),
+            _ => false,
+        }
     }
 }
 

@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use k8s_openapi::api::apps::v1::ControllerRevision;
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, PodStatus};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kruise_common::api::keys::SPECIFIED_DELETE_KEY;
 use kruise_common::expectations::ScaleAction;
 use kruise_common::pods::{CachedPod, PodView as _};
@@ -46,6 +47,7 @@ pub(super) async fn execute_plan(
     key: &str,
     pods: Vec<Arc<CachedPod>>,
     plan: &Plan,
+    probe_patches: bool,
 ) -> (Vec<EventRecord>, Result<(), Error>) {
     let namespace = cs.namespace().unwrap_or_default();
     // Keep only the pods the plan acts on: the writes take a while, and a snapshot of all
@@ -61,6 +63,7 @@ pub(super) async fn execute_plan(
         key,
         namespace: &namespace,
         pods: pods.iter().map(|p| (p.name(), &**p)).collect(),
+        probe_patches,
     };
     let outcomes = execute(&plan.actions, WRITE_CONCURRENCY, |action| {
         tracing::debug!(cloneset = key, ?action, "performing");
@@ -90,6 +93,11 @@ fn events_and_first_error(
                         ("FailedCreate", format!("failed to create pod: {e}"))
                     }
                     Action::DeletePod { .. } => ("FailedDelete", e.to_string()),
+                    // OpenKruise's reason for a failed in-place update.
+                    Action::UpdateInPlace { .. } => (
+                        "FailedUpdatePodInPlace",
+                        format!("failed to update pod in-place: {e}"),
+                    ),
                     _ => ("FailedUpdate", e.to_string()),
                 };
                 events.push(EventRecord::warning(reason, message).related_to(related));
@@ -108,6 +116,10 @@ struct Exec<'a> {
     namespace: &'a str,
     /// The cached pods by name.
     pods: HashMap<&'a str, &'a CachedPod>,
+    /// Whether an in-place patch is tried as a dry run before the pod is made unready: set
+    /// while this CloneSet's pod writes are being refused as invalid, so a retry that is
+    /// refused again costs the pod no readiness flip.
+    probe_patches: bool,
 }
 
 impl Exec<'_> {
@@ -238,6 +250,46 @@ impl Exec<'_> {
         Ok(())
     }
 
+    /// Writes back the cached (pre-update) value of each condition `unready` changed.
+    /// Best effort: a failure is logged, the caller returns the patch's own error.
+    async fn restore_conditions(&self, name: &str, unready: &PodStatus) {
+        let Some(cached) = self.cached_pod(name) else {
+            return;
+        };
+        let conditions: Vec<serde_json::Value> = unready
+            .conditions
+            .iter()
+            .flatten()
+            .filter_map(|c| cached.condition(&c.type_))
+            .map(|c| {
+                json!({
+                    "type": c.type_,
+                    "status": c.status,
+                    "reason": c.reason,
+                    "message": c.message,
+                    "lastTransitionTime": c.last_transition_time.map(Time),
+                })
+            })
+            .collect();
+        if conditions.is_empty() {
+            return;
+        }
+        let body = json!({"status": {"conditions": conditions}});
+        match self
+            .pod_api()
+            .patch_subresource(
+                "status",
+                name,
+                &PatchParams::default(),
+                &Patch::Strategic(body),
+            )
+            .await
+        {
+            Ok(written) => self.record_version(&written),
+            Err(e) => tracing::warn!(pod = name, error = %e, "restoring readiness conditions"),
+        }
+    }
+
     async fn patch_pod(&self, name: &str, patch: &serde_json::Value) -> Result<Written, Error> {
         self.pod_api()
             .patch(name, &PatchParams::default(), &Patch::Strategic(patch))
@@ -263,6 +315,19 @@ impl Exec<'_> {
                 }
             },
             Action::UpdateInPlace { name, update, .. } => {
+                if self.probe_patches
+                    && update.unready_conditions.is_some()
+                    && let Some(patch) = &update.patch
+                {
+                    self.pod_api()
+                        .patch(
+                            name,
+                            &PatchParams::default().dry_run(),
+                            &Patch::Strategic(patch),
+                        )
+                        .await
+                        .map_err(Self::update_error(name))?;
+                }
                 if let Some(status) = &update.unready_conditions {
                     self.patch_pod_status(name, status, &serde_json::Value::Null)
                         .await?;
@@ -272,8 +337,17 @@ impl Exec<'_> {
                     // its own, and a precondition would turn that into a conflict every
                     // time. The cache is as new as this controller's last write
                     // (expectations), and the patch touches only what the plan computed.
-                    let patched = self.patch_pod(name, patch).await?;
-                    self.record_version(&patched);
+                    match self.patch_pod(name, patch).await {
+                        Ok(patched) => self.record_version(&patched),
+                        Err(e) => {
+                            // The update did not happen: put back the readiness conditions
+                            // written for it, so a refused patch never leaves the pod unready.
+                            if let Some(unready) = &update.unready_conditions {
+                                self.restore_conditions(name, unready).await;
+                            }
+                            return Err(e);
+                        }
+                    }
                 }
                 if let Some(resize) = &update.resize_patch {
                     let resized = self
@@ -450,6 +524,7 @@ mod tests {
             key: "default/web",
             namespace: "default",
             pods: HashMap::new(),
+            probe_patches: false,
         };
         let pod: Pod = serde_json::from_value(json!({"metadata": {"name": "web-abcde"}})).unwrap();
         let created = exec.create(&pod, &[]).await;

@@ -52,6 +52,20 @@ pub fn error_backoff(failures: u32) -> Duration {
     Duration::from_millis(ms).min(Duration::from_secs(1000))
 }
 
+/// True when the API server refused a write as invalid (422): retrying the same write can
+/// only fail the same way until the object that produced it changes.
+pub fn is_invalid(e: &kube::Error) -> bool {
+    matches!(e, kube::Error::Api(s) if s.code == 422)
+}
+
+/// Backoff after the n-th consecutive write of one object refused as invalid (422): 1 s
+/// doubling, capped at 5 minutes. Longer than [`error_backoff`]: a 422 never heals by itself,
+/// and each attempt may cost the object's pods a readiness flip.
+pub fn invalid_write_backoff(failures: u32) -> Duration {
+    let exp = failures.saturating_sub(1).min(30);
+    Duration::from_secs(1u64 << exp).min(Duration::from_secs(300))
+}
+
 /// The delay before retrying after a conflict: short, the newer object is on its way.
 pub const CONFLICT_REQUEUE: Duration = Duration::from_millis(100);
 
@@ -351,5 +365,27 @@ mod tests {
         assert_eq!(error_backoff(2), Duration::from_millis(10));
         assert_eq!(error_backoff(5), Duration::from_millis(80));
         assert_eq!(error_backoff(100), Duration::from_secs(1000));
+    }
+
+    #[test]
+    fn invalid_write_backoff_doubles_from_1s_and_caps_at_5_minutes() {
+        assert_eq!(invalid_write_backoff(1), Duration::from_secs(1));
+        assert_eq!(invalid_write_backoff(2), Duration::from_secs(2));
+        assert_eq!(invalid_write_backoff(9), Duration::from_secs(256));
+        assert_eq!(invalid_write_backoff(10), Duration::from_secs(300));
+        assert_eq!(invalid_write_backoff(u32::MAX), Duration::from_secs(300));
+    }
+
+    #[test]
+    fn only_422_is_invalid() {
+        let status = |code| {
+            kube::Error::Api(Box::new(kube::core::Status {
+                code,
+                ..Default::default()
+            }))
+        };
+        assert!(is_invalid(&status(422)));
+        assert!(!is_invalid(&status(409)));
+        assert!(!is_invalid(&status(500)));
     }
 }

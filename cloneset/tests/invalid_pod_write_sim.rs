@@ -1,0 +1,187 @@
+//! A pod write the API server refuses as invalid (422) is never retried hot (issue 26, item
+//! 1): a CloneSet template with an annotation key kube-apiserver refuses (written past the
+//! webhook: this test runs the controller without one) costs a bounded number of pod
+//! patches, a Warning event and a `FailedUpdate` condition, and the pods stay ready.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use futures::StreamExt as _;
+use k8s_openapi::api::core::v1::Pod;
+use kruise_cloneset::api::v1beta1::CloneSet;
+use kruise_cloneset::controller::REASON_FAILED_UPDATE_IN_PLACE;
+use kruise_common::api::keys::INPLACE_UPDATE_READY;
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::runtime::watcher;
+use kube::{Client, ResourceExt as _};
+use serde_json::json;
+use support::{RunningController, WAIT, cloneset, eventually, pods_of, sim_with_crd};
+
+fn condition_status<'a>(pod: &'a Pod, type_: &str) -> Option<&'a str> {
+    pod.status
+        .as_ref()?
+        .conditions
+        .as_ref()?
+        .iter()
+        .find(|c| c.type_ == type_)
+        .map(|c| c.status.as_str())
+}
+
+/// Every spec or status patch sent for a pod, accepted or refused.
+fn pod_patches(sim: &kruise_sim::Sim) -> u64 {
+    sim.counters().count("patch", "pods")
+}
+
+/// Counts, per pod of `app`, the times its Ready condition was seen going True -> False.
+fn count_ready_flips(client: &Client, app: &str) -> Arc<Mutex<HashMap<String, u32>>> {
+    let flips: Arc<Mutex<HashMap<String, u32>>> = Arc::default();
+    let api: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let config = watcher::Config::default().labels(&format!("app={app}"));
+    let seen = flips.clone();
+    tokio::spawn(async move {
+        let mut last: HashMap<String, String> = HashMap::new();
+        let mut events = watcher::watcher(api, config).boxed();
+        while let Some(Ok(event)) = events.next().await {
+            let pods = match event {
+                watcher::Event::Apply(p) | watcher::Event::InitApply(p) => vec![p],
+                _ => continue,
+            };
+            for pod in pods {
+                let now = condition_status(&pod, "Ready").unwrap_or("").to_string();
+                let before = last.insert(pod.name_any(), now.clone());
+                if before.as_deref() == Some("True") && now != "True" {
+                    *seen.lock().unwrap().entry(pod.name_any()).or_default() += 1;
+                }
+            }
+        }
+    });
+    flips
+}
+
+#[tokio::test]
+async fn an_invalid_template_annotation_is_not_retried_hot_and_pods_stay_ready() {
+    let (sim, client) = sim_with_crd().await;
+    let controller = RunningController::start(&client);
+    let clonesets: Api<CloneSet> = Api::namespaced(client.clone(), "default");
+    clonesets
+        .create(
+            &PostParams::default(),
+            &cloneset(
+                "web",
+                2,
+                "nginx:1",
+                json!({"updateStrategy": {"rollingUpdate": {"podUpdatePolicy": "InPlaceOnly", "maxUnavailable": 2}}}),
+            ),
+        )
+        .await
+        .unwrap();
+    eventually("2 ready pods", WAIT, || async {
+        let s = clonesets.get("web").await.unwrap().status?;
+        (s.ready_replicas == 2 && s.updated_ready_replicas == 2).then_some(())
+    })
+    .await;
+    let flips = count_ready_flips(&client, "web");
+    let patches_before = pod_patches(&sim);
+
+    // kube-apiserver (and kruise-sim) refuse `bad key!` as an annotation key with 422.
+    clonesets
+        .patch(
+            "web",
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"spec": {"template": {"metadata": {
+                "annotations": {"bad key!": "v"}}}}})),
+        )
+        .await
+        .unwrap();
+    let patched_at = Instant::now();
+
+    eventually("a FailedUpdatePodInPlace Warning event", WAIT, || async {
+        kruise_testkit::events_about(&client, "default", "web")
+            .await
+            .into_iter()
+            .any(|e| {
+                e.type_.as_deref() == Some("Warning")
+                    && e.reason.as_deref() == Some(REASON_FAILED_UPDATE_IN_PLACE)
+            })
+            .then_some(())
+    })
+    .await;
+    eventually("a FailedUpdate condition", WAIT, || async {
+        let s = clonesets.get("web").await.unwrap().status?;
+        s.conditions
+            .iter()
+            .any(|c| {
+                c.type_ == "FailedUpdate"
+                    && c.status == "True"
+                    && c.reason == REASON_FAILED_UPDATE_IN_PLACE
+            })
+            .then_some(())
+    })
+    .await;
+
+    // The rate is the outcome: observe the ten seconds after the bad patch.
+    if let Some(rest) = Duration::from_secs(10).checked_sub(patched_at.elapsed()) {
+        tokio::time::sleep(rest).await;
+    }
+    // Per pod: the first attempt's three (unready, the refused patch, the restore), then
+    // one dry run per retry at 1, 3 and 7 s (backoff 1, 2, 4 s): a handful, not thousands.
+    let patches = pod_patches(&sim) - patches_before;
+    assert!(patches <= 2 * 6, "{patches} pod patches in 10 s");
+
+    let pods = pods_of(&client, "web").await;
+    assert_eq!(pods.len(), 2);
+    for pod in &pods {
+        assert_eq!(
+            condition_status(pod, "Ready"),
+            Some("True"),
+            "{}",
+            pod.name_any()
+        );
+        assert_eq!(
+            condition_status(pod, INPLACE_UPDATE_READY),
+            Some("True"),
+            "{}",
+            pod.name_any()
+        );
+        assert!(!pod.annotations().contains_key("bad key!"));
+    }
+    // Only the first, refused attempt may have made a pod unready (for one round trip,
+    // until its conditions were restored); the retries try the patch as a dry run first.
+    let flips = flips.lock().unwrap().clone();
+    assert!(
+        flips.values().all(|n| *n <= 1),
+        "Ready went False more than once: {flips:?}"
+    );
+
+    // Fixing the template ends the backoff at once and the update goes through.
+    clonesets
+        .patch(
+            "web",
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"spec": {"template": {"metadata": {
+                "annotations": {"bad key!": null}}}}})),
+        )
+        .await
+        .unwrap();
+    eventually(
+        "the fixed template rolled out, condition cleared",
+        WAIT,
+        || async {
+            let cs = clonesets.get("web").await.unwrap();
+            let s = cs.status?;
+            (s.updated_ready_replicas == 2
+                && s.observed_generation == cs.metadata.generation.unwrap_or_default()
+                && !s
+                    .conditions
+                    .iter()
+                    .any(|c| c.reason == REASON_FAILED_UPDATE_IN_PLACE))
+            .then_some(())
+        },
+    )
+    .await;
+    controller.stop().await;
+}
