@@ -1,7 +1,8 @@
 //! A pod write the API server refuses as invalid (422) is never retried hot (issue 26, item
-//! 1): a CloneSet template with an annotation key kube-apiserver refuses (written past the
-//! webhook: this test runs the controller without one) costs a bounded number of pod
-//! patches, a Warning event and a `FailedUpdate` condition, and the pods stay ready.
+//! 1): a CloneSet template whose annotations fit kube-apiserver's 256 KiB limit on their
+//! own but not together with the annotations the in-place update adds to the pod (a refusal
+//! no template check can foresee) costs a bounded number of pod patches, a Warning event
+//! and a `FailedUpdate` condition, and the pods end up ready.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod support;
@@ -15,6 +16,7 @@ use k8s_openapi::api::core::v1::Pod;
 use kruise_cloneset::api::v1beta1::CloneSet;
 use kruise_cloneset::controller::REASON_FAILED_UPDATE_IN_PLACE;
 use kruise_common::api::keys::INPLACE_UPDATE_READY;
+use kruise_common::api::podtemplate::MAX_ANNOTATIONS_BYTES;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::runtime::watcher;
 use kube::{Client, ResourceExt as _};
@@ -87,13 +89,15 @@ async fn an_invalid_template_annotation_is_not_retried_hot_and_pods_stay_ready()
     let flips = count_ready_flips(&client, "web");
     let patches_before = pod_patches(&sim);
 
-    // kube-apiserver (and kruise-sim) refuse `bad key!` as an annotation key with 422.
+    // 40 bytes under the limit in the template; the in-place state annotation the update
+    // adds takes the pod over it, and kube-apiserver (and kruise-sim) refuse it with 422.
+    let big = "x".repeat(MAX_ANNOTATIONS_BYTES - "big".len() - 40);
     clonesets
         .patch(
             "web",
             &PatchParams::default(),
             &Patch::Merge(&json!({"spec": {"template": {"metadata": {
-                "annotations": {"bad key!": "v"}}}}})),
+                "annotations": {"big": big}}}}})),
         )
         .await
         .unwrap();
@@ -147,7 +151,7 @@ async fn an_invalid_template_annotation_is_not_retried_hot_and_pods_stay_ready()
             "{}",
             pod.name_any()
         );
-        assert!(!pod.annotations().contains_key("bad key!"));
+        assert!(!pod.annotations().contains_key("big"));
     }
     // Only the first, refused attempt may have made a pod unready (for one round trip,
     // until its conditions were restored); the retries try the patch as a dry run first.
@@ -163,7 +167,7 @@ async fn an_invalid_template_annotation_is_not_retried_hot_and_pods_stay_ready()
             "web",
             &PatchParams::default(),
             &Patch::Merge(&json!({"spec": {"template": {"metadata": {
-                "annotations": {"bad key!": null}}}}})),
+                "annotations": {"big": null}}}}})),
         )
         .await
         .unwrap();

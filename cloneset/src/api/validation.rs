@@ -13,11 +13,12 @@ use k8s_openapi::api::core::v1::{PodSpec, PodTemplateSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kruise_common::api::field::{
-    BadValue, DNS1123_LABEL_MESSAGE, DNS1123_SUBDOMAIN_MESSAGE, is_dns1123_label,
+    BadValue, DNS1123_LABEL_MESSAGE, DNS1123_SUBDOMAIN_MESSAGE, Path, is_dns1123_label,
     is_dns1123_subdomain,
 };
 pub use kruise_common::api::field::{ErrorList, FieldError, bracketed as to_message};
 use kruise_common::api::intstr::scaled_value_from_int_or_percent;
+use kruise_common::api::podtemplate::validate_template_metadata;
 use kruise_common::api::strategy::validate_scatter;
 use kruise_common::api::{InPlaceUpdateStrategy, UpdatePriorityStrategy, UpdateScatterTerm};
 use kruise_common::inplace::{DiffOpKind, json_diff};
@@ -314,8 +315,17 @@ fn validate_common(
 }
 
 /// The part of core `ValidatePodTemplateSpec` a CloneSet most often trips over, plus
-/// CloneSet's own template rules (restartPolicy, activeDeadlineSeconds).
+/// The template's metadata as kube-apiserver checks it, and CloneSet's own template rules
+/// (containers, volumes, restartPolicy, activeDeadlineSeconds).
 fn validate_template(errs: &mut Vec<FieldError>, view: &View<'_>) {
+    // kube-apiserver's metadata checks, so a template it would refuse in every pod is refused
+    // here (the containers are checked below, with CloneSet's own rules).
+    if let Some(meta) = view.template.metadata.as_ref() {
+        errs.extend(validate_template_metadata(
+            meta,
+            &Path::new("spec").child("template").child("metadata"),
+        ));
+    }
     let Some(spec) = view.template.spec.as_ref() else {
         errs.push(FieldError::required("spec.template.spec.containers", ""));
         return;

@@ -15,6 +15,7 @@ pub mod field;
 pub mod intstr;
 pub mod keys;
 pub mod lifecycle;
+pub mod podtemplate;
 pub mod serde_helpers;
 pub mod strategy;
 pub mod version;

@@ -299,6 +299,23 @@ fn template_checks() {
     assert!(validate_v1alpha1(&cs, None, None)[0].field == "metadata.name");
 }
 
+#[test]
+fn template_metadata_is_checked_as_kube_apiserver_checks_a_pod() {
+    let cs = beta(with(
+        base(),
+        "/template/metadata/annotations",
+        json!({"bad key!": "v"}),
+    ));
+    let got = messages(&validate_v1beta1(&cs, None, None));
+    assert_eq!(got.len(), 1, "{got:?}");
+    assert!(
+        got[0].starts_with(
+            "spec.template.metadata.annotations: Invalid value: \"bad key!\": name part must consist of"
+        ),
+        "{got:?}"
+    );
+}
+
 mod fuzz {
     use super::*;
     use proptest::prelude::*;
