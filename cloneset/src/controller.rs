@@ -35,9 +35,8 @@
 //!   `FailedUpdate`/`FailedScale` condition, and the readiness conditions written for an
 //!   in-place update whose patch was refused are restored.
 
-use std::collections::HashMap;
 use std::hash::{BuildHasher as _, Hasher as _};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use jiff::Timestamp;
@@ -50,7 +49,6 @@ use kruise_common::expectations::{
 };
 use kruise_common::featuregate::FeatureGates;
 use kruise_common::pods::CachedPod;
-use kruise_common::runtime::controller::invalid_write_backoff;
 use kruise_common::runtime::errors::ShellError;
 use kruise_common::runtime::events::{EventQueue, EventRecord, Recorder};
 use kruise_common::runtime::status::write_status_if_changed;
@@ -72,10 +70,12 @@ use kruise_common::api::version::APPS_V1BETA1;
 mod error;
 mod execute;
 mod observe;
+mod refused;
 mod revisions;
 
 pub use error::Error;
 use observe::observe;
+use refused::RefusedPodWrites;
 use revisions::{RevisionStep, write_revisions};
 
 /// Controller name (metrics, spans, readiness check `controller/cloneset`, event reporter).
@@ -148,21 +148,7 @@ struct Shared {
     recorder: EventQueue,
     expectations_expired: Counter,
     /// Per CloneSet (`namespace/name`): its pod writes the API server refused as invalid.
-    refused_writes: Mutex<HashMap<String, RefusedWrites>>,
-}
-
-/// A CloneSet whose pod writes the API server refused as invalid (422), consecutively.
-#[derive(Debug, Clone)]
-struct RefusedWrites {
-    /// `metadata.generation` of the CloneSet the refused writes came from: a spec change
-    /// may fix them, so it ends the backoff.
-    generation: Option<i64>,
-    /// Consecutive refusals.
-    failures: u32,
-    /// No pod writes before this.
-    retry_at: Timestamp,
-    /// The condition type set for the refusal, cleared once a write succeeds.
-    condition: &'static str,
+    refused_writes: RefusedPodWrites,
 }
 
 impl Shared {
@@ -191,77 +177,8 @@ impl Shared {
             gates: settings.gates,
             recorder,
             expectations_expired,
-            refused_writes: Mutex::new(HashMap::new()),
+            refused_writes: RefusedPodWrites::default(),
         }
-    }
-
-    /// How long the CloneSet `key` must still wait before writing pods again, after its
-    /// pod writes were refused as invalid; `None` when it may write (no refusal, the spec
-    /// changed since, or the backoff is over).
-    fn refused_write_wait(
-        &self,
-        key: &str,
-        generation: Option<i64>,
-        now: Timestamp,
-    ) -> Option<Duration> {
-        let refused = self.refused_writes.lock().ok()?;
-        let entry = refused.get(key)?;
-        // The entry stays until a write succeeds: its condition is cleared then.
-        if entry.generation != generation {
-            return None;
-        }
-        let wait = now.duration_until(entry.retry_at);
-        (wait.is_positive()).then(|| wait.unsigned_abs())
-    }
-
-    /// Whether `key`'s last pod writes were refused as invalid (its backoff may be over).
-    fn has_refused_writes(&self, key: &str) -> bool {
-        self.refused_writes
-            .lock()
-            .map(|r| r.contains_key(key))
-            .unwrap_or(false)
-    }
-
-    /// Records one more refused write of `key`; the backoff before the next attempt.
-    fn record_refused_write(
-        &self,
-        key: &str,
-        generation: Option<i64>,
-        condition: &'static str,
-        now: Timestamp,
-    ) -> Duration {
-        let Ok(mut refused) = self.refused_writes.lock() else {
-            return invalid_write_backoff(u32::MAX);
-        };
-        let failures = match refused.get(key) {
-            Some(e) if e.generation == generation => e.failures.saturating_add(1),
-            _ => 1,
-        };
-        let wait = invalid_write_backoff(failures);
-        let retry_at = jiff::SignedDuration::try_from(wait)
-            .ok()
-            .and_then(|d| now.checked_add(d).ok())
-            .unwrap_or(now);
-        refused.insert(
-            key.to_string(),
-            RefusedWrites {
-                generation,
-                failures,
-                retry_at,
-                condition,
-            },
-        );
-        wait
-    }
-
-    /// Forgets `key`'s refused writes after a reconcile whose writes all succeeded; the
-    /// condition type that was set for them, if any.
-    fn clear_refused_writes(&self, key: &str) -> Option<&'static str> {
-        self.refused_writes
-            .lock()
-            .ok()
-            .and_then(|mut r| r.remove(key))
-            .map(|e| e.condition)
     }
 }
 
@@ -385,7 +302,7 @@ async fn reconcile(original: Arc<CloneSet>, shared: Arc<Shared>) -> Result<Reque
     // Pod writes refused as invalid wait out their backoff: the condition and event went
     // out with the refusal, and pod events (the kubelet's status) must not retry them hot.
     let generation = original.metadata.generation;
-    if let Some(wait) = shared.refused_write_wait(&key, generation, now) {
+    if let Some(wait) = shared.refused_writes.wait(&key, generation, now) {
         return Ok(Requeue::requeue(wait));
     }
 
@@ -437,7 +354,7 @@ async fn reconcile(original: Arc<CloneSet>, shared: Arc<Shared>) -> Result<Reque
     }));
 
     // Execute.
-    let probe_patches = shared.has_refused_writes(&key);
+    let probe_patches = shared.refused_writes.any(&key);
     let (events, executed) =
         execute::execute_plan(&shared, &cs, &key, observed.pods, &plan, probe_patches).await;
     recorder.record_all(events);
@@ -450,7 +367,9 @@ async fn reconcile(original: Arc<CloneSet>, shared: Arc<Shared>) -> Result<Reque
                 Error::CreatePod(_) => (condition::FAILED_SCALE, REASON_FAILED_CREATE),
                 _ => (condition::FAILED_UPDATE, REASON_FAILED_UPDATE_IN_PLACE),
             };
-            let wait = shared.record_refused_write(&key, generation, condition, now);
+            let wait = shared
+                .refused_writes
+                .record(&key, generation, condition, now);
             let message = format!(
                 "{e}; pod writes of this CloneSet retry in {}s or when its spec changes",
                 wait.as_secs()
@@ -461,7 +380,7 @@ async fn reconcile(original: Arc<CloneSet>, shared: Arc<Shared>) -> Result<Reque
             return Ok(Requeue::requeue(wait));
         }
         Ok(()) => {
-            if let Some(condition) = shared.clear_refused_writes(&key) {
+            if let Some(condition) = shared.refused_writes.clear(&key) {
                 status.conditions.retain(|c| {
                     c.type_ != condition
                         || (c.reason != REASON_FAILED_CREATE
