@@ -237,7 +237,20 @@ impl Exec<'_> {
             return Ok(());
         };
         let written = self
-            .pod_api()
+            .send_status_patch(name, body)
+            .await
+            .map_err(Self::update_error(name))?;
+        self.record_version(&written);
+        Ok(())
+    }
+
+    /// One strategic-merge patch of the pod's status subresource.
+    async fn send_status_patch(
+        &self,
+        name: &str,
+        body: serde_json::Value,
+    ) -> Result<Written, kube::Error> {
+        self.pod_api()
             .patch_subresource(
                 "status",
                 name,
@@ -245,9 +258,6 @@ impl Exec<'_> {
                 &Patch::Strategic(body),
             )
             .await
-            .map_err(Self::update_error(name))?;
-        self.record_version(&written);
-        Ok(())
     }
 
     /// Writes back the cached (pre-update) value of each condition `unready` changed.
@@ -275,16 +285,7 @@ impl Exec<'_> {
             return;
         }
         let body = json!({"status": {"conditions": conditions}});
-        match self
-            .pod_api()
-            .patch_subresource(
-                "status",
-                name,
-                &PatchParams::default(),
-                &Patch::Strategic(body),
-            )
-            .await
-        {
+        match self.send_status_patch(name, body).await {
             Ok(written) => self.record_version(&written),
             Err(e) => tracing::warn!(pod = name, error = %e, "restoring readiness conditions"),
         }
