@@ -4,7 +4,10 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 
-use super::{WriteOptions, apply_schema, check_type_meta, kind_for, ns_key, validate_object};
+use super::{
+    WriteOptions, apply_schema, check_type_meta, kind_for, ns_key, set_request_namespace,
+    validate_object,
+};
 use crate::SimShared;
 use crate::error::{ApiError, ApiResult};
 use crate::managed;
@@ -50,20 +53,7 @@ impl SimShared {
         let Some(m) = metadata_mut(&mut obj) else {
             return Err(ApiError::bad_request("object must be a JSON object"));
         };
-        if def.namespaced {
-            match m.get("namespace").and_then(Value::as_str) {
-                Some(n) if !n.is_empty() && n != ns => {
-                    return Err(ApiError::bad_request(
-                        "the namespace of the provided object does not match the namespace sent on the request",
-                    ));
-                }
-                _ => {
-                    m.insert("namespace".into(), Value::String(ns.clone()));
-                }
-            }
-        } else {
-            m.remove("namespace");
-        }
+        set_request_namespace(def, m, &ns)?;
         let mut name = m
             .get("name")
             .and_then(Value::as_str)

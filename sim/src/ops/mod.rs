@@ -114,6 +114,28 @@ fn ns_key(def: &ResourceDef, ns: &str) -> String {
     }
 }
 
+/// Sets a written object's `metadata.namespace` to the request's (`ns`), refusing one that
+/// names another; cluster-scoped objects carry none.
+fn set_request_namespace(
+    def: &ResourceDef,
+    m: &mut serde_json::Map<String, Value>,
+    ns: &str,
+) -> ApiResult<()> {
+    if !def.namespaced {
+        m.remove("namespace");
+        return Ok(());
+    }
+    match m.get("namespace").and_then(Value::as_str) {
+        Some(n) if !n.is_empty() && n != ns => Err(ApiError::bad_request(
+            "the namespace of the provided object does not match the namespace sent on the request",
+        )),
+        _ => {
+            m.insert("namespace".into(), Value::String(ns.to_string()));
+            Ok(())
+        }
+    }
+}
+
 /// Checks and sets apiVersion/kind of an incoming object.
 fn check_type_meta(def: &ResourceDef, version: &str, obj: &mut Value) -> ApiResult<()> {
     let Some(map) = obj.as_object_mut() else {

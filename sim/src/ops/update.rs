@@ -7,7 +7,7 @@ use serde_json::{Map, Value, json};
 use super::delete::is_graceful_pending;
 use super::{
     Subresource, WriteOptions, apply_schema, check_type_meta, kind_for, ns_key, rv_of,
-    validate_object,
+    set_request_namespace, validate_object,
 };
 use crate::SimShared;
 use crate::error::{ApiError, ApiResult};
@@ -55,20 +55,7 @@ impl SimShared {
                     m.insert("name".into(), Value::String(name.clone()));
                 }
             }
-            if def.namespaced {
-                match m.get("namespace").and_then(Value::as_str) {
-                    Some(n) if !n.is_empty() && n != ns => {
-                        return Err(ApiError::bad_request(
-                            "the namespace of the provided object does not match the namespace sent on the request",
-                        ));
-                    }
-                    _ => {
-                        m.insert("namespace".into(), Value::String(ns.clone()));
-                    }
-                }
-            } else {
-                m.remove("namespace");
-            }
+            set_request_namespace(def, m, &ns)?;
             let new_rv = m
                 .get("resourceVersion")
                 .and_then(Value::as_str)
