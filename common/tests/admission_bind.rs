@@ -10,7 +10,6 @@ use std::time::Duration;
 
 use clap::Parser;
 use kruise_common::admission::AdmissionRoutes;
-use kruise_common::admission::certs::{self, CertificateAuthority};
 use kruise_common::admission::publish::Owned;
 use kruise_common::admission::runner::{self, AdmissionFlags};
 use kruise_common::runtime::Readiness;
@@ -61,22 +60,6 @@ fn other_local_address() -> Option<IpAddr> {
 }
 
 /// Certificates for `127.0.0.1` in a cert-manager style directory.
-fn write_certs(dir: &std::path::Path) -> CertificateAuthority {
-    let now = jiff::Timestamp::now();
-    let ca = certs::generate_ca("bind-test", now, Duration::from_secs(86400)).unwrap();
-    let (cert, key) = certs::issue_serving(
-        &ca,
-        &["127.0.0.1".to_string()],
-        now,
-        Duration::from_secs(86400),
-    )
-    .unwrap();
-    std::fs::write(dir.join("tls.key"), key).unwrap();
-    std::fs::write(dir.join("tls.crt"), cert).unwrap();
-    std::fs::write(dir.join("ca.crt"), &ca.cert_pem).unwrap();
-    ca
-}
-
 struct Running {
     port: u16,
     stop: CancellationToken,
@@ -131,7 +114,7 @@ async fn a_loopback_bind_is_not_reachable_on_other_addresses() {
     let client = sim.client().unwrap();
     let dir = std::env::temp_dir().join(format!("kruise-bind-certs-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    let ca = write_certs(&dir);
+    let ca = support::write_certs(&dir, "bind-test");
     let review = support::review("", "v1", "Pod", "pods", json!({"metadata": {"name": "p"}}));
     let other = other_local_address();
 
@@ -139,16 +122,11 @@ async fn a_loopback_bind_is_not_reachable_on_other_addresses() {
     // other address (so the refusal below is the bind address at work, not a firewall).
     let everywhere = run(&client, &dir, None).await;
     let loopback: SocketAddr = ([127, 0, 0, 1], everywhere.port).into();
-    support::eventually(
+    support::wait_serving(
         "the default bind serving on loopback",
-        Duration::from_secs(20),
-        || async {
-            let (code, _) =
-                support::post_tls(loopback, "127.0.0.1", &ca.cert_pem, "/mutate-pod", &review)
-                    .await
-                    .ok()?;
-            (code == 200).then_some(())
-        },
+        loopback,
+        &ca.cert_pem,
+        &review,
     )
     .await;
     if let Some(ip) = other {
@@ -162,16 +140,11 @@ async fn a_loopback_bind_is_not_reachable_on_other_addresses() {
 
     let local = run(&client, &dir, Some("127.0.0.1")).await;
     let loopback: SocketAddr = ([127, 0, 0, 1], local.port).into();
-    support::eventually(
+    support::wait_serving(
         "the loopback bind serving on 127.0.0.1",
-        Duration::from_secs(20),
-        || async {
-            let (code, _) =
-                support::post_tls(loopback, "127.0.0.1", &ca.cert_pem, "/mutate-pod", &review)
-                    .await
-                    .ok()?;
-            (code == 200).then_some(())
-        },
+        loopback,
+        &ca.cert_pem,
+        &review,
     )
     .await;
     match other {

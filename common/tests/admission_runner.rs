@@ -10,7 +10,6 @@ use std::time::Duration;
 use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kruise_common::admission::AdmissionRoutes;
-use kruise_common::admission::certs::{self, CertificateAuthority};
 use kruise_common::admission::publish::Owned;
 use kruise_common::admission::runner::{self, AdmissionFlags};
 use kruise_common::runtime::Readiness;
@@ -19,29 +18,6 @@ use kube::Api;
 use kube::api::PostParams;
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
-
-fn write_certs(dir: &std::path::Path, name: &str) -> CertificateAuthority {
-    let now = jiff::Timestamp::now();
-    let ca = certs::generate_ca(name, now, Duration::from_secs(86400)).unwrap();
-    let (cert, key) = certs::issue_serving(
-        &ca,
-        &["127.0.0.1".to_string()],
-        now,
-        Duration::from_secs(86400),
-    )
-    .unwrap();
-    // Write beside, then rename: readers never see half a file (as kubelet's ..data swap).
-    for (file, body) in [
-        ("tls.key", key),
-        ("tls.crt", cert),
-        ("ca.crt", ca.cert_pem.clone()),
-    ] {
-        let tmp = dir.join(format!(".{file}.tmp"));
-        std::fs::write(&tmp, body).unwrap();
-        std::fs::rename(&tmp, dir.join(file)).unwrap();
-    }
-    ca
-}
 
 fn crd() -> CustomResourceDefinition {
     serde_json::from_value(json!({
@@ -66,7 +42,7 @@ async fn file_certificates_are_reloaded_and_the_ca_bundle_follows() {
     crds.create(&PostParams::default(), &crd()).await.unwrap();
     let dir = std::env::temp_dir().join(format!("kruise-certs-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    let first = write_certs(&dir, "first-ca");
+    let first = support::write_certs(&dir, "first-ca");
     let port = support::free_port();
     let flags = AdmissionFlags {
         webhook_port: port,
@@ -127,19 +103,8 @@ async fn file_certificates_are_reloaded_and_the_ca_bundle_follows() {
     assert_eq!(code, 200);
 
     // cert-manager rotates the certificate and CA: served and published without a restart.
-    let second = write_certs(&dir, "second-ca");
-    support::eventually(
-        "new certificate served",
-        Duration::from_secs(20),
-        || async {
-            let (code, _) =
-                support::post_tls(addr, "127.0.0.1", &second.cert_pem, "/mutate-pod", &review)
-                    .await
-                    .ok()?;
-            (code == 200).then_some(())
-        },
-    )
-    .await;
+    let second = support::write_certs(&dir, "second-ca");
+    support::wait_serving("new certificate served", addr, &second.cert_pem, &review).await;
     support::eventually("second caBundle published", Duration::from_secs(20), || {
         published(second.cert_pem.clone())
     })

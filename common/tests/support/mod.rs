@@ -63,3 +63,45 @@ impl kruise_common::admission::AdmissionHandler for AllowAll {
         Box::pin(async move { Ok(kube::core::admission::AdmissionResponse::from(req)) })
     }
 }
+
+/// Writes a new CA `name` and a serving certificate for 127.0.0.1 into `dir`, cert-manager
+/// style (`tls.key`, `tls.crt`, `ca.crt`); the CA.
+pub fn write_certs(
+    dir: &std::path::Path,
+    name: &str,
+) -> kruise_common::admission::certs::CertificateAuthority {
+    use kruise_common::admission::certs;
+    use std::time::Duration;
+    let now = jiff::Timestamp::now();
+    let ca = certs::generate_ca(name, now, Duration::from_secs(86400)).unwrap();
+    let (cert, key) = certs::issue_serving(
+        &ca,
+        &["127.0.0.1".to_string()],
+        now,
+        Duration::from_secs(86400),
+    )
+    .unwrap();
+    // Write beside, then rename: readers never see half a file (as kubelet's ..data swap).
+    for (file, body) in [
+        ("tls.key", key),
+        ("tls.crt", cert),
+        ("ca.crt", ca.cert_pem.clone()),
+    ] {
+        let tmp = dir.join(format!(".{file}.tmp"));
+        std::fs::write(&tmp, body).unwrap();
+        std::fs::rename(&tmp, dir.join(file)).unwrap();
+    }
+    ca
+}
+
+/// Waits (20 s at most) until the admission server at `addr`, trusted through `ca_pem`,
+/// answers `review` at `/mutate-pod` with 200.
+pub async fn wait_serving(what: &str, addr: std::net::SocketAddr, ca_pem: &str, review: &[u8]) {
+    eventually(what, std::time::Duration::from_secs(20), || async {
+        let (code, _) = post_tls(addr, "127.0.0.1", ca_pem, "/mutate-pod", review)
+            .await
+            .ok()?;
+        (code == 200).then_some(())
+    })
+    .await;
+}
