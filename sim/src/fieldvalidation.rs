@@ -156,6 +156,9 @@ fn typed_round_trip(group: &str, kind: &str, obj: &Value) -> Option<Value> {
     use k8s_openapi::api::core::v1 as core_v1;
     use k8s_openapi::api::events::v1 as events_v1;
     use k8s_openapi::api::policy::v1 as policy_v1;
+    use k8s_openapi::api::rbac::v1 as rbac_v1;
+    use k8s_openapi::api::scheduling::v1 as scheduling_v1;
+    use k8s_openapi::api::storage::v1 as storage_v1;
     use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1 as apiextensions_v1;
     match (group, kind) {
         ("", "Namespace") => round_trip::<core_v1::Namespace>(obj),
@@ -179,6 +182,14 @@ fn typed_round_trip(group: &str, kind: &str, obj: &Value) -> Option<Value> {
         ("coordination.k8s.io", "Lease") => round_trip::<coordination_v1::Lease>(obj),
         ("events.k8s.io", "Event") => round_trip::<events_v1::Event>(obj),
         ("policy", "PodDisruptionBudget") => round_trip::<policy_v1::PodDisruptionBudget>(obj),
+        ("rbac.authorization.k8s.io", "Role") => round_trip::<rbac_v1::Role>(obj),
+        ("rbac.authorization.k8s.io", "RoleBinding") => round_trip::<rbac_v1::RoleBinding>(obj),
+        ("rbac.authorization.k8s.io", "ClusterRole") => round_trip::<rbac_v1::ClusterRole>(obj),
+        ("rbac.authorization.k8s.io", "ClusterRoleBinding") => {
+            round_trip::<rbac_v1::ClusterRoleBinding>(obj)
+        }
+        ("scheduling.k8s.io", "PriorityClass") => round_trip::<scheduling_v1::PriorityClass>(obj),
+        ("storage.k8s.io", "StorageClass") => round_trip::<storage_v1::StorageClass>(obj),
         ("apiextensions.k8s.io", "CustomResourceDefinition") => {
             round_trip::<apiextensions_v1::CustomResourceDefinition>(obj)
         }

@@ -828,11 +828,40 @@ pub fn apply(
         }
     }
 
+    // As kube-apiserver's field manager does, the applier's timestamp moves only when the
+    // apply changed the object, so re-applying the same configuration is a no-op (same
+    // resourceVersion, no watch event), which `helm upgrade` of an untouched chart relies on.
+    let object_changed = live.is_none_or(|l| !same_ignoring_managed_fields(l, &merged));
+    let previous_time = entries
+        .iter()
+        .find(|e| e.manager == manager && e.operation == "Apply" && e.subresource == subresource)
+        .map(|e| e.time.clone());
     let mine = entry_mut(&mut entries, manager, "Apply", subresource, api_version);
+    if let Some(time) = previous_time.filter(|_| !object_changed) {
+        mine.time = time;
+    }
     mine.fields = config_fields;
     entries.retain(|e| !e.fields.is_empty());
     write_entries(&mut merged, &entries);
     Ok(merged)
+}
+
+/// Whether `a` and `b` are the same object apart from their managedFields.
+fn same_ignoring_managed_fields(a: &Value, b: &Value) -> bool {
+    let (Some(ao), Some(bo)) = (a.as_object(), b.as_object()) else {
+        return a == b;
+    };
+    let metadata_same = match (ao.get("metadata"), bo.get("metadata")) {
+        (Some(Value::Object(am)), Some(Value::Object(bm))) => equal_except(am, bm, "managedFields"),
+        (am, bm) => am == bm,
+    };
+    metadata_same && equal_except(ao, bo, "metadata")
+}
+
+/// Whether two maps hold the same entries, `skip` aside.
+fn equal_except(a: &Map<String, Value>, b: &Map<String, Value>, skip: &str) -> bool {
+    let len = |m: &Map<String, Value>| m.len() - usize::from(m.contains_key(skip));
+    len(a) == len(b) && a.iter().all(|(k, v)| k == skip || b.get(k) == Some(v))
 }
 
 #[cfg(test)]
@@ -859,6 +888,41 @@ mod tests {
         let mut back = FieldSet::new();
         from_fields_v1(&v1, &mut Vec::new(), &mut back);
         assert_eq!(back, leaves);
+    }
+
+    #[test]
+    fn reapplying_the_same_configuration_changes_nothing() {
+        let apply_as_helm = |live: Option<&Value>, config: &Value| {
+            apply(
+                Some("ConfigMap"),
+                live,
+                config,
+                "helm",
+                true,
+                "v1",
+                "",
+                "",
+                "configmaps",
+                "c",
+            )
+            .unwrap()
+        };
+        let config = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}, "data": {"k": "a"}});
+        let mut live = apply_as_helm(None, &config);
+        live["metadata"]["managedFields"][0]["time"] = json!("2020-01-01T00:00:00Z");
+        assert_eq!(
+            apply_as_helm(Some(&live), &config),
+            live,
+            "a no-op apply keeps the object, timestamps included"
+        );
+
+        let changed = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}, "data": {"k": "b"}});
+        let after = apply_as_helm(Some(&live), &changed);
+        assert_eq!(after["data"]["k"], json!("b"));
+        assert_ne!(
+            after["metadata"]["managedFields"][0]["time"],
+            json!("2020-01-01T00:00:00Z")
+        );
     }
 
     #[test]

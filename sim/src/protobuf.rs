@@ -1,6 +1,7 @@
 //! Decoding of the Kubernetes protobuf envelope for the few kinds kubectl >= 1.32
 //! sends as protobuf from its typed clients (`kubectl create namespace|configmap|
-//! secret|serviceaccount`). Other kinds get 415 UnsupportedMediaType.
+//! secret|serviceaccount`), and the DeleteOptions client-go's typed clients (helm's release
+//! storage) send with a delete. Other kinds get 415 UnsupportedMediaType.
 //!
 //! Field numbers follow `k8s.io/api/*/generated.proto` and
 //! `k8s.io/apimachinery/pkg/apis/meta/v1/generated.proto`.
@@ -80,6 +81,15 @@ const SERVICE_ACCOUNT: &[Field] = &[
         Kind::RepeatedMsg(LOCAL_OBJECT_REFERENCE),
     ),
     (4, "automountServiceAccountToken", Kind::Bool),
+];
+
+const PRECONDITIONS: &[Field] = &[(1, "uid", Kind::Str), (2, "resourceVersion", Kind::Str)];
+const DELETE_OPTIONS: &[Field] = &[
+    (1, "gracePeriodSeconds", Kind::Int),
+    (2, "preconditions", Kind::Msg(PRECONDITIONS)),
+    (3, "orphanDependents", Kind::Bool),
+    (4, "propagationPolicy", Kind::Str),
+    (5, "dryRun", Kind::RepeatedStr),
 ];
 
 struct Reader<'a> {
@@ -243,9 +253,10 @@ pub fn decode(body: &[u8]) -> ApiResult<Value> {
         ("v1", "Secret") => SECRET,
         ("v1", "Namespace") => NAMESPACE,
         ("v1", "ServiceAccount") => SERVICE_ACCOUNT,
+        ("v1" | "meta.k8s.io/v1", "DeleteOptions") => DELETE_OPTIONS,
         _ => {
             return Err(ApiError::unsupported_media_type(format!(
-                "the body of the request was in an unknown format - accepted media types include: application/json, application/yaml (protobuf is decoded only for v1 ConfigMap, Secret, Namespace and ServiceAccount; got {api_version} {kind})"
+                "the body of the request was in an unknown format - accepted media types include: application/json, application/yaml (protobuf is decoded only for v1 ConfigMap, Secret, Namespace, ServiceAccount and DeleteOptions; got {api_version} {kind})"
             )));
         }
     };
@@ -283,6 +294,31 @@ mod tests {
             v.as_ref().and_then(|v| v.get("kind")),
             Some(&json!("ConfigMap"))
         );
+    }
+
+    /// A length-delimited field: tag, length, bytes.
+    fn field(number: u8, bytes: &[u8]) -> Vec<u8> {
+        let mut out = vec![(number << 3) | 2, u8::try_from(bytes.len()).unwrap()];
+        out.extend_from_slice(bytes);
+        out
+    }
+
+    #[test]
+    fn decodes_client_go_delete_options() {
+        // The shape client-go sends with a typed client's Delete (helm uninstall purging
+        // its release Secret): grace period, a uid precondition, the propagation policy.
+        let type_meta = [field(1, b"v1"), field(2, b"DeleteOptions")].concat();
+        let options = [
+            vec![0x08, 30],
+            field(2, &field(1, b"u1")),
+            field(4, b"Background"),
+        ]
+        .concat();
+        let body = [b"k8s\0".to_vec(), field(1, &type_meta), field(2, &options)].concat();
+        let v = decode(&body).unwrap();
+        assert_eq!(v["gracePeriodSeconds"], json!(30));
+        assert_eq!(v["preconditions"]["uid"], json!("u1"));
+        assert_eq!(v["propagationPolicy"], json!("Background"));
     }
 
     #[test]

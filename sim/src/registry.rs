@@ -468,6 +468,74 @@ fn builtin_table() -> Vec<Builtin> {
                 false,
             )
         },
+        // What a chart installs besides the families' own kinds. kube-apiserver checks
+        // RBAC object names as path segments (`ValidateRBACName`).
+        Builtin {
+            name_rule: NameRule::PathSegment,
+            ..b(
+                "rbac.authorization.k8s.io",
+                "v1",
+                "roles",
+                "role",
+                "Role",
+                true,
+            )
+        },
+        Builtin {
+            name_rule: NameRule::PathSegment,
+            ..b(
+                "rbac.authorization.k8s.io",
+                "v1",
+                "rolebindings",
+                "rolebinding",
+                "RoleBinding",
+                true,
+            )
+        },
+        Builtin {
+            name_rule: NameRule::PathSegment,
+            ..b(
+                "rbac.authorization.k8s.io",
+                "v1",
+                "clusterroles",
+                "clusterrole",
+                "ClusterRole",
+                false,
+            )
+        },
+        Builtin {
+            name_rule: NameRule::PathSegment,
+            ..b(
+                "rbac.authorization.k8s.io",
+                "v1",
+                "clusterrolebindings",
+                "clusterrolebinding",
+                "ClusterRoleBinding",
+                false,
+            )
+        },
+        Builtin {
+            short_names: &["pc"],
+            ..b(
+                "scheduling.k8s.io",
+                "v1",
+                "priorityclasses",
+                "priorityclass",
+                "PriorityClass",
+                false,
+            )
+        },
+        Builtin {
+            short_names: &["sc"],
+            ..b(
+                "storage.k8s.io",
+                "v1",
+                "storageclasses",
+                "storageclass",
+                "StorageClass",
+                false,
+            )
+        },
     ]
 }
 

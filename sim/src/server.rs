@@ -718,7 +718,7 @@ async fn serve_resource(
         }
         (Method::DELETE, Some(name), None) => {
             let wopts = write_options(q, ua)?;
-            let dopts = delete_options(q, &body)?;
+            let dopts = delete_options(q, headers, &body)?;
             let outcome = sh.delete(&def, &ns, &name, &dopts, &wopts).await?;
             let is_pod = def.group.is_empty() && def.plural == "pods";
             if outcome.removed && !is_pod {
@@ -733,7 +733,7 @@ async fn serve_resource(
         }
         (Method::DELETE, None, None) => {
             let wopts = write_options(q, ua)?;
-            let dopts = delete_options(q, &body)?;
+            let dopts = delete_options(q, headers, &body)?;
             let lq = list_query(q)?;
             let deleted = sh
                 .delete_collection(&def, &version, r.namespace.as_deref(), &lq, &dopts, &wopts)
@@ -797,9 +797,17 @@ fn patch_type(headers: &HeaderMap) -> ApiResult<PatchType> {
     })
 }
 
-fn delete_options(q: &Query, body: &[u8]) -> ApiResult<DeleteOptions> {
+fn delete_options(q: &Query, headers: &HeaderMap, body: &[u8]) -> ApiResult<DeleteOptions> {
+    let protobuf = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|ct| ct.starts_with("application/vnd.kubernetes.protobuf"));
     let mut opts = if body.iter().all(u8::is_ascii_whitespace) {
         DeleteOptions::default()
+    } else if protobuf {
+        // client-go's typed clients (helm's release storage among them) send their
+        // DeleteOptions as protobuf.
+        DeleteOptions::from_json(&crate::protobuf::decode(body)?)?
     } else {
         let v: Value = serde_json::from_slice(body)
             .map_err(|e| ApiError::bad_request(format!("error decoding DeleteOptions: {e}")))?;
