@@ -15,6 +15,7 @@
 // cold error path, so boxing it would add noise without a measurable benefit.
 #![allow(clippy::result_large_err)]
 
+pub mod authz;
 pub mod cluster;
 pub mod conversion;
 pub mod defaults;
@@ -85,6 +86,9 @@ pub struct SimConfig {
     /// How long an Event lives after its last write (kube-apiserver's `--event-ttl`,
     /// default 1 h); then it is deleted, with a DELETED watch event.
     pub event_ttl: Duration,
+    /// Authorize requests that carry a bearer token by the stored RBAC objects (the
+    /// token names the user; see [`authz`]); requests without one stay allowed.
+    pub authorize: bool,
 }
 
 impl Default for SimConfig {
@@ -100,6 +104,7 @@ impl Default for SimConfig {
             kubelet: KubeletTimings::default(),
             cri_dir: None,
             event_ttl: Duration::from_secs(3600),
+            authorize: false,
         }
     }
 }

@@ -264,6 +264,13 @@ fn record(sh: &SimShared, verb: &str, group: &str, resource: &str, sub: &str, ua
     });
 }
 
+/// The user a request's bearer token names, if it has one.
+fn bearer_user(headers: &HeaderMap) -> Option<crate::authz::User> {
+    let value = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
+    let token = value.strip_prefix("Bearer ")?.trim();
+    (!token.is_empty()).then(|| crate::authz::User::from_token(token))
+}
+
 fn is_true(q: &Query, key: &str) -> bool {
     q.get(key).is_some_and(|v| v == "true" || v == "1")
 }
@@ -512,7 +519,23 @@ async fn serve(
                 .map(|d| json_response(200, &d))
                 .ok_or_else(ApiError::path_not_found)
         }
-        Route::Resource(r) => serve_resource(sh, r, method, headers, q, body, ua).await,
+        Route::Resource(r) => {
+            if sh.config.authorize
+                && let Some(user) = bearer_user(headers)
+            {
+                let verb = verb_of(method, &r, q);
+                let attrs = crate::authz::Attributes {
+                    verb: &verb,
+                    group: &r.def.group,
+                    resource: &r.def.plural,
+                    subresource: r.subresource.as_deref().unwrap_or(""),
+                    namespace: r.namespace.as_deref().unwrap_or(""),
+                    name: r.name.as_deref().unwrap_or(""),
+                };
+                crate::authz::authorize(sh, &user, &attrs)?;
+            }
+            serve_resource(sh, r, method, headers, q, body, ua).await
+        }
     }
 }
 

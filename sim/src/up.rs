@@ -45,6 +45,12 @@ pub struct UpFlags {
     /// How long an Event lives after its last write (kube-apiserver's --event-ttl).
     #[arg(long, default_value = "1h", value_parser = duration)]
     pub event_ttl: Duration,
+    /// Authorize requests with a bearer token by the stored Roles, ClusterRoles and
+    /// bindings, answering 403 as kube-apiserver does; the token is the user's name
+    /// (`system:serviceaccount:<ns>:<name>` for a ServiceAccount). Requests without a
+    /// token (the written kubeconfig's) are allowed.
+    #[arg(long)]
+    pub authorize: bool,
 }
 
 fn duration(s: &str) -> Result<Duration, String> {
@@ -74,6 +80,7 @@ impl UpFlags {
             },
             cri_dir: self.cri_dir.clone(),
             event_ttl: self.event_ttl,
+            authorize: self.authorize,
             ..Default::default()
         }
     }
