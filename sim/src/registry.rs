@@ -210,6 +210,27 @@ const fn b(
     }
 }
 
+/// An `rbac.authorization.k8s.io/v1` kind; kube-apiserver checks RBAC object names as path
+/// segments (`ValidateRBACName`).
+const fn rbac(
+    plural: &'static str,
+    singular: &'static str,
+    kind: &'static str,
+    namespaced: bool,
+) -> Builtin {
+    Builtin {
+        name_rule: NameRule::PathSegment,
+        ..b(
+            "rbac.authorization.k8s.io",
+            "v1",
+            plural,
+            singular,
+            kind,
+            namespaced,
+        )
+    }
+}
+
 fn builtin_table() -> Vec<Builtin> {
     let workload_cats: &'static [&'static str] = &["all"];
     vec![
@@ -468,52 +489,16 @@ fn builtin_table() -> Vec<Builtin> {
                 false,
             )
         },
-        // What a chart installs besides the families' own kinds. kube-apiserver checks
-        // RBAC object names as path segments (`ValidateRBACName`).
-        Builtin {
-            name_rule: NameRule::PathSegment,
-            ..b(
-                "rbac.authorization.k8s.io",
-                "v1",
-                "roles",
-                "role",
-                "Role",
-                true,
-            )
-        },
-        Builtin {
-            name_rule: NameRule::PathSegment,
-            ..b(
-                "rbac.authorization.k8s.io",
-                "v1",
-                "rolebindings",
-                "rolebinding",
-                "RoleBinding",
-                true,
-            )
-        },
-        Builtin {
-            name_rule: NameRule::PathSegment,
-            ..b(
-                "rbac.authorization.k8s.io",
-                "v1",
-                "clusterroles",
-                "clusterrole",
-                "ClusterRole",
-                false,
-            )
-        },
-        Builtin {
-            name_rule: NameRule::PathSegment,
-            ..b(
-                "rbac.authorization.k8s.io",
-                "v1",
-                "clusterrolebindings",
-                "clusterrolebinding",
-                "ClusterRoleBinding",
-                false,
-            )
-        },
+        // What a chart installs besides the families' own kinds.
+        rbac("roles", "role", "Role", true),
+        rbac("rolebindings", "rolebinding", "RoleBinding", true),
+        rbac("clusterroles", "clusterrole", "ClusterRole", false),
+        rbac(
+            "clusterrolebindings",
+            "clusterrolebinding",
+            "ClusterRoleBinding",
+            false,
+        ),
         Builtin {
             short_names: &["pc"],
             ..b(
