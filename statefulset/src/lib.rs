@@ -1,8 +1,10 @@
 //! Advanced StatefulSet: OpenKruise's `statefulsets.apps.kruise.io`, field for field.
 //!
+//! * [`admission`]: the defaulting and validating webhooks and `/convert`;
 //! * [`api`]: the `v1beta1` (stored) and `v1alpha1` (served) types, the CRD, defaulting,
 //!   validation and ordinal arithmetic;
 //! * [`conversion`]: `v1alpha1` <-> `v1beta1` for `/convert`, losing nothing.
 
+pub mod admission;
 pub mod api;
 pub mod conversion;

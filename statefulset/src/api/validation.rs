@@ -158,9 +158,10 @@ fn validate_retention(policy: Option<&RetentionPolicyType>, path: &str) -> Optio
     }
 }
 
+/// An int-or-string as kube-apiserver prints it: a bare number, or a quoted string.
 fn render(v: &IntOrString) -> BadValue {
     match v {
-        IntOrString::Int(i) => BadValue::from(i.to_string()),
+        IntOrString::Int(i) => BadValue::raw(i.to_string()),
         IntOrString::String(s) => BadValue::from(s),
     }
 }
