@@ -3,8 +3,11 @@
 //! * [`admission`]: the defaulting and validating webhooks and `/convert`;
 //! * [`api`]: the `v1beta1` (stored) and `v1alpha1` (served) types, the CRD, defaulting,
 //!   validation and ordinal arithmetic;
-//! * [`conversion`]: `v1alpha1` <-> `v1beta1` for `/convert`, losing nothing.
+//! * [`conversion`]: `v1alpha1` <-> `v1beta1` for `/convert`, losing nothing;
+//! * [`plan`]: the pure planner — (set, pods, revisions, now, gates, expectations) -> writes
+//!   and status — and revision selection.
 
 pub mod admission;
 pub mod api;
 pub mod conversion;
+pub mod plan;

@@ -269,20 +269,20 @@ macro_rules! statefulset_spec {
             CustomResource, Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema,
         )]
         #[kube(
-                            group = "apps.kruise.io",
-                            version = $version,
-                            kind = "StatefulSet",
-                            plural = "statefulsets",
-                            singular = "statefulset",
-                            shortname = "sts",
-                            shortname = "asts",
-                            namespaced,
-                            derive = "PartialEq",
-                            status = "StatefulSetStatus",
-                            storage = $storage,
-                            served = true,
-                            doc = "StatefulSet is the Schema for the statefulsets API"
-                        )]
+                                    group = "apps.kruise.io",
+                                    version = $version,
+                                    kind = "StatefulSet",
+                                    plural = "statefulsets",
+                                    singular = "statefulset",
+                                    shortname = "sts",
+                                    shortname = "asts",
+                                    namespaced,
+                                    derive = "PartialEq",
+                                    status = "StatefulSetStatus",
+                                    storage = $storage,
+                                    served = true,
+                                    doc = "StatefulSet is the Schema for the statefulsets API"
+                                )]
         #[serde(rename_all = "camelCase")]
         pub struct StatefulSetSpec {
             /// Number of ordinals to run (default 1); reserved ordinals are skipped.
