@@ -175,3 +175,53 @@ async fn deletion_protection_refuses_delete_of_a_protected_set() {
     let body = review_body("v1beta1", "DELETE", None, Some(old));
     assert_eq!(answer(VALIDATE_PATH, &body).await["allowed"], true);
 }
+
+fn arbitrary_json() -> impl proptest::strategy::Strategy<Value = Value> {
+    use proptest::prelude::*;
+    let leaf = prop_oneof![
+        Just(Value::Null),
+        any::<bool>().prop_map(Value::from),
+        any::<i64>().prop_map(Value::from),
+        "[a-zA-Z0-9%-]{0,6}".prop_map(Value::from),
+    ];
+    leaf.prop_recursive(4, 32, 6, |inner| {
+        prop_oneof![
+            proptest::collection::vec(inner.clone(), 0..4).prop_map(Value::Array),
+            proptest::collection::btree_map(
+                prop_oneof![
+                    Just("replicas".to_string()),
+                    Just("reserveOrdinals".to_string()),
+                    Just("updateStrategy".to_string()),
+                    Just("rollingUpdate".to_string()),
+                    Just("maxUnavailable".to_string()),
+                    Just("template".to_string()),
+                    Just("selector".to_string()),
+                    "[a-z]{1,8}",
+                ],
+                inner,
+                0..4
+            )
+            .prop_map(|m| Value::Object(m.into_iter().collect())),
+        ]
+    })
+}
+
+proptest::proptest! {
+    /// Any JSON as a spec, old spec or version never panics a handler: it is answered.
+    #[test]
+    fn arbitrary_objects_are_answered(spec in arbitrary_json(), old in arbitrary_json(), beta in proptest::bool::ANY) {
+        let version = if beta { "v1beta1" } else { "v1alpha1" };
+        let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
+        for (path, operation, old) in [
+            (MUTATE_PATH, "CREATE", None),
+            (VALIDATE_PATH, "CREATE", None),
+            (VALIDATE_PATH, "UPDATE", Some(statefulset(version, old.clone()))),
+            (VALIDATE_PATH, "DELETE", Some(statefulset(version, old.clone()))),
+        ] {
+            let object = (operation != "DELETE").then(|| statefulset(version, spec.clone()));
+            let body = review_body(version, operation, object, old);
+            let out = runtime.block_on(routes(DefaultingGates::default()).review(path, &body));
+            proptest::prop_assert!(out.is_ok(), "{out:?}");
+        }
+    }
+}

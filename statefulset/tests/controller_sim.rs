@@ -374,3 +374,122 @@ async fn a_controller_restart_mid_rollout_creates_no_pod_twice() {
     assert_eq!(pod_creates(&sim), 6, "three pods, each recreated once");
     controller.stop().await;
 }
+
+#[tokio::test]
+async fn injected_errors_conflicts_and_watch_drops_break_no_bound() {
+    use kruise_sim::faults::FaultRule;
+    let (sim, client) = sim().await;
+    let controller = RunningController::start(&client);
+    let set = statefulset(
+        "ft",
+        "nginx:1",
+        json!({"replicas": 5, "podManagementPolicy": "Parallel",
+               "updateStrategy": {"rollingUpdate": {"maxUnavailable": 2}}}),
+    );
+    sets(&client)
+        .create(&PostParams::default(), &set)
+        .await
+        .unwrap();
+    let old = wait_rolled_out(&client, "ft", 5)
+        .await
+        .status
+        .unwrap()
+        .update_revision;
+    let creates_before = pod_creates(&sim);
+    assert_eq!(creates_before, 5);
+    set_image(&client, "ft", "nginx:2", json!({})).await;
+    sim.faults().add(
+        FaultRule::new()
+            .verb("create")
+            .resource("pods")
+            .error(500, 1.0)
+            .times(2),
+    );
+    sim.faults().add(
+        FaultRule::new()
+            .verb("delete")
+            .resource("pods")
+            .error(500, 1.0)
+            .times(2),
+    );
+    sim.faults().add(
+        FaultRule::new()
+            .verb("patch")
+            .resource("statefulsets")
+            .error(500, 1.0)
+            .times(2),
+    );
+    sim.faults().force_conflicts("statefulsets", 2);
+    // Watch the rollout: never more than 2 of the 5 ordinals unready (or missing).
+    let mut most_unready = 0;
+    let deadline = tokio::time::Instant::now() + WAIT;
+    let mut drops = 0;
+    loop {
+        let pods = pods_of(&client, "ft").await;
+        let ready = pods
+            .iter()
+            .filter(|p| p.metadata.deletion_timestamp.is_none())
+            .filter(|p| {
+                p.status
+                    .as_ref()
+                    .and_then(|s| s.conditions.as_ref())
+                    .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+            })
+            .count();
+        most_unready = most_unready.max(5 - ready);
+        let set = sets(&client).get("ft").await.unwrap();
+        let s = set.status.clone().unwrap_or_default();
+        if s.update_revision != old
+            && set.metadata.generation == Some(s.observed_generation)
+            && s.updated_replicas == 5
+            && s.ready_replicas == 5
+            && s.current_revision == s.update_revision
+        {
+            break;
+        }
+        if drops < 3 {
+            sim.faults().drop_watches();
+            drops += 1;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "rollout did not finish: {s:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(
+        most_unready <= 2,
+        "{most_unready} ordinals unready at once (maxUnavailable 2)"
+    );
+    let failed: u64 = sim
+        .counters()
+        .snapshot()
+        .into_iter()
+        .filter(|(k, _)| k.resource == "pods" && k.code == 500)
+        .map(|(_, n)| n)
+        .sum();
+    assert_eq!(
+        failed, 4,
+        "the injected pod create and delete errors were served"
+    );
+    let reasons: Vec<String> = kruise_testkit::events_about(&client, "default", "ft")
+        .await
+        .into_iter()
+        .filter_map(|e| e.reason)
+        .collect();
+    for reason in ["FailedCreate", "FailedDelete"] {
+        assert!(
+            reasons.iter().any(|r| r == reason),
+            "no {reason} event: {reasons:?}"
+        );
+    }
+    // The failure conditions went once the writes succeeded again.
+    let status = sets(&client).get("ft").await.unwrap().status.unwrap();
+    assert!(status.conditions.is_empty(), "{:?}", status.conditions);
+    assert_eq!(
+        pod_creates(&sim) - creates_before,
+        5,
+        "each pod recreated exactly once"
+    );
+    controller.stop().await;
+}

@@ -102,4 +102,17 @@ names="$("$KUBECTL" get pods -l app=reserved -o jsonpath='{range .items[*]}{.met
 assert_eq "$names" "reserved-0 reserved-2 reserved-3 " "reserveOrdinals [1] with replicas 3"
 pass "reserveOrdinals: [1] with replicas 3 -> pods 0, 2, 3"
 
+# K#2102: read and written back through v1alpha1 (as a UI preferring it would), the set
+# keeps reserveOrdinals.
+assert_eq "$("$KUBECTL" get statefulsets.v1alpha1.apps.kruise.io reserved -o jsonpath='{.apiVersion} {.spec.reserveOrdinals}')" \
+  "apps.kruise.io/v1alpha1 [1]" "the v1alpha1 view shows reserveOrdinals"
+"$KUBECTL" get statefulsets.v1alpha1.apps.kruise.io reserved -o json \
+  | python3 -c 'import json,sys; o=json.load(sys.stdin); o["spec"]["replicas"]=4; json.dump(o,sys.stdout)' \
+  | "$KUBECTL" replace -f - >/dev/null
+assert_eq "$("$KUBECTL" get statefulsets.v1beta1.apps.kruise.io reserved -o jsonpath='{.spec.reserveOrdinals}')" "[1]" "kept in storage"
+wait_for 60 "4 ready reserved pods" pods_ready app=reserved 4
+names="$("$KUBECTL" get pods -l app=reserved -o jsonpath='{range .items[*]}{.metadata.name}{"\n"}{end}' | sort | tr '\n' ' ')"
+assert_eq "$names" "reserved-0 reserved-2 reserved-3 reserved-4 " "scaled to 4 past the reserved ordinal"
+pass "an edit through v1alpha1 keeps reserveOrdinals (K#2102)"
+
 echo "kubectl statefulset walkthrough: all checks passed ($("$KUBECTL" version --client 2>/dev/null | sed -n 1p))"
