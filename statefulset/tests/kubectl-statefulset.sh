@@ -115,4 +115,9 @@ names="$("$KUBECTL" get pods -l app=reserved -o jsonpath='{range .items[*]}{.met
 assert_eq "$names" "reserved-0 reserved-2 reserved-3 reserved-4 " "scaled to 4 past the reserved ordinal"
 pass "an edit through v1alpha1 keeps reserveOrdinals (K#2102)"
 
+"$KUBECTL" scale asts reserved --replicas 2 >/dev/null
+wait_for 60 "reserved scaled to 2" bash -c "[[ \$('$KUBECTL' get pods -l app=reserved -o jsonpath='{.items[*].metadata.name}') == 'reserved-0 reserved-2' ]]"
+assert_eq "$("$KUBECTL" get asts reserved -o jsonpath='{.spec.replicas}')" "2" "the scale subresource set spec.replicas"
+pass "kubectl scale asts (scale subresource): reserved-3 and reserved-4 removed"
+
 echo "kubectl statefulset walkthrough: all checks passed ($("$KUBECTL" version --client 2>/dev/null | sed -n 1p))"

@@ -12,8 +12,8 @@ use super::{
 };
 
 impl Planner<'_> {
-    /// Whether new pods of the `index`-th window position get the current revision
-    /// (`isCurrentRevisionNeeded`).
+    /// Whether a new pod at window `position` (0-based, reserved ordinals skipped) gets the
+    /// current revision (`isCurrentRevisionNeeded`).
     fn current_revision_needed(&self, position: usize, ordinal: i64) -> bool {
         let set = self.input.set;
         if set.spec.is_on_delete() {

@@ -445,3 +445,52 @@ fn scale_expectations_pending_write_nothing_and_history_is_truncated() {
     }
     assert_eq!(w.revisions.len(), 2, "the update revision and one more");
 }
+
+#[test]
+fn a_rollback_reuses_the_old_revision_and_restores_every_pod() {
+    let mut w = World::ready(statefulset("nginx:1", json!({})));
+    let v1 = w.update_revision();
+    w.set_image("nginx:2");
+    for _ in 0..2 {
+        w.step();
+    }
+    assert!(
+        w.names().iter().any(|n| w.revision_of(n) != v1),
+        "the rollout started"
+    );
+    w.set_image("nginx:1");
+    assert_eq!(
+        w.update_revision(),
+        v1,
+        "the equal old revision is reused (bumped)"
+    );
+    w.settle(40);
+    assert!(w.names().iter().all(|n| w.revision_of(n) == v1));
+    assert_eq!(
+        w.revisions
+            .iter()
+            .filter(|r| r.metadata.name.as_deref() == Some(v1.as_str()))
+            .count(),
+        1
+    );
+}
+
+#[test]
+fn changing_ordinals_start_moves_the_window() {
+    let mut w = World::ready(statefulset(
+        "nginx:1",
+        json!({"podManagementPolicy": "Parallel"}),
+    ));
+    w.gates.start_ordinal = true;
+    w.set.spec.ordinals = Some(crate::api::StatefulSetOrdinals { start: 2 });
+    let p = w.step();
+    assert_eq!(creates(&p), strings(&["demo-3", "demo-4"]));
+    let mut gone: Vec<String> = deletes(&p).into_iter().map(|d| d.0).collect();
+    gone.sort();
+    assert_eq!(gone, strings(&["demo-0", "demo-1"]));
+    w.settle(10);
+    assert_eq!(w.names(), strings(&["demo-2", "demo-3", "demo-4"]));
+    w.set.spec.ordinals = None;
+    w.settle(10);
+    assert_eq!(w.names(), strings(&["demo-0", "demo-1", "demo-2"]));
+}
