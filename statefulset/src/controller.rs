@@ -213,7 +213,10 @@ async fn observe(
         .state()
         .into_iter()
         .filter(|p| {
-            p.namespace() == namespace && kruise_common::pods::is_controlled_by(p.meta(), &uid)
+            // Ours, and orphans the planner may adopt.
+            p.namespace() == namespace
+                && (kruise_common::pods::is_controlled_by(p.meta(), &uid)
+                    || kruise_common::pods::controller_ref(p.meta()).is_none())
         })
         .collect();
     let history = shared

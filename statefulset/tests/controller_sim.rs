@@ -493,3 +493,51 @@ async fn injected_errors_conflicts_and_watch_drops_break_no_bound() {
     );
     controller.stop().await;
 }
+
+#[tokio::test]
+async fn an_orphan_at_the_current_revision_is_adopted_without_a_restart() {
+    use kruise_statefulset::plan::{IdentityGates, new_pod, plan_revisions};
+    let (sim, client) = sim().await;
+    let controller = RunningController::start(&client);
+    let set = statefulset(
+        "ad",
+        "nginx:1",
+        json!({"replicas": 2, "podManagementPolicy": "Parallel"}),
+    );
+    // ad-1 as OpenKruise would have left it after its set was deleted with --cascade=orphan:
+    // same name, labels and revision, no owner.
+    let revision = plan_revisions(&set, &[]).update.metadata.name.unwrap();
+    let gates = IdentityGates {
+        pod_index_label: true,
+    };
+    let mut orphan = new_pod(
+        &set,
+        &set.spec.template,
+        &revision,
+        1,
+        gates,
+        jiff::Timestamp::now(),
+    );
+    orphan.metadata.owner_references = None;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let orphan = pods.create(&PostParams::default(), &orphan).await.unwrap();
+    let created = sets(&client)
+        .create(&PostParams::default(), &set)
+        .await
+        .unwrap();
+    wait_rolled_out(&client, "ad", 2).await;
+    let adopted = pods.get("ad-1").await.unwrap();
+    assert_eq!(adopted.uid(), orphan.uid(), "adopted, not recreated");
+    let owner = adopted
+        .owner_references()
+        .iter()
+        .find(|o| o.controller == Some(true))
+        .cloned()
+        .unwrap();
+    assert_eq!(owner.uid, created.uid().unwrap());
+    let restarts = adopted.status.unwrap().container_statuses.unwrap()[0].restart_count;
+    assert_eq!(restarts, 0);
+    assert_eq!(names(&pods_of(&client, "ad").await), ["ad-0", "ad-1"]);
+    assert_eq!(pod_creates(&sim), 2, "the orphan and ad-0");
+    controller.stop().await;
+}

@@ -251,6 +251,23 @@ impl Exec<'_> {
                 }
                 Ok(())
             }
+            Action::SetPodOwners {
+                name,
+                owner_references,
+                resource_version,
+            } => {
+                let patch = serde_json::json!({"metadata": {
+                    "resourceVersion": resource_version,
+                    "ownerReferences": owner_references,
+                }});
+                let written = self
+                    .pod_api()
+                    .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+                    .await
+                    .map_err(|e| Error::update_pod(name, e))?;
+                self.record_version(&written);
+                Ok(())
+            }
             Action::DeleteRevision { name } => {
                 let api: Api<ControllerRevision> =
                     Api::namespaced(self.shared.client.clone(), self.namespace);

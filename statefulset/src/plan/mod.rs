@@ -6,6 +6,8 @@
 //! 1. **Ordinals.** The window starts at `ordinals.start` (gate `StatefulSetStartOrdinal`)
 //!    and holds `replicas` ordinals that are not reserved (`reserveOrdinals`); owned pods
 //!    outside it are condemned.
+//!    Pods named `<set>-<ordinal>` are claimed as OpenKruise's `ClaimPods` does: an orphan
+//!    matching the selector is adopted, a pod that stopped matching it is released.
 //! 2. **Refresh** every pod's in-place update (grace end, next batch,
 //!    `InPlaceUpdateReady=True`) and its lifecycle state (`Updating` -> `Normal`).
 //! 3. **Replicas**, ascending: a missing ordinal is created (its claims first) at the
@@ -39,9 +41,10 @@ use std::sync::Arc;
 use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::api::apps::v1::ControllerRevision;
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, PodStatus};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kruise_common::expectations::Satisfaction;
 use kruise_common::inplace::{CompletionCheck, InPlaceGates, InPlaceWrites};
-use kruise_common::pods::{CachedPod, PodView as _};
+use kruise_common::pods::{CachedPod, LabelsAndFinalizers as _, PodView as _};
 
 use crate::api::ordinals::ReservedOrdinals;
 use crate::api::v1beta1::StatefulSet;
@@ -155,6 +158,17 @@ pub enum Action {
         /// The conditions that change.
         status: Box<PodStatus>,
     },
+    /// Set a pod's owner references: adopt an orphan that matches the selector (the set's
+    /// controller reference added) or release a pod that stopped matching it (removed).
+    /// Sent with the cached resourceVersion, so a pod changed meanwhile is a conflict.
+    SetPodOwners {
+        /// Pod name.
+        name: String,
+        /// The owner references to write.
+        owner_references: Vec<OwnerReference>,
+        /// The cached resourceVersion.
+        resource_version: Option<String>,
+    },
     /// Delete an old ControllerRevision (history limit).
     DeleteRevision {
         /// Revision name.
@@ -170,7 +184,8 @@ impl Action {
             Action::DeletePod { name, .. }
             | Action::UpdateInPlace { name, .. }
             | Action::PatchPod { name, .. }
-            | Action::UpdatePodStatus { name, .. } => Some(name),
+            | Action::UpdatePodStatus { name, .. }
+            | Action::SetPodOwners { name, .. } => Some(name),
             Action::DeleteRevision { .. } => None,
         }
     }
@@ -230,7 +245,24 @@ struct Planner<'a> {
     min_ready: i32,
     /// Pods written by this plan (one write per pod).
     written: BTreeSet<String>,
+    /// Every cached pod name in the namespace: a name another pod holds (released, or
+    /// someone else's) is never created over.
+    occupied: BTreeSet<&'a str>,
     plan: Plan,
+}
+
+/// Whether a selector selects nothing in particular (never claims anything).
+fn selector_is_empty(
+    selector: &k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector,
+) -> bool {
+    selector
+        .match_labels
+        .as_ref()
+        .is_none_or(BTreeMap::is_empty)
+        && selector
+            .match_expressions
+            .as_ref()
+            .is_none_or(Vec::is_empty)
 }
 
 /// Plans one reconcile.
@@ -253,6 +285,8 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
     }
     if let Satisfaction::Pending { remaining, .. } = input.scale_expectations {
         push_requeue(&mut planner.plan.requeue_after, *remaining);
+        // Nothing is written, adoptions and releases included, until the cache caught up.
+        planner.plan.actions.clear();
         return planner.plan;
     }
     let lifecycle_changed = planner.refresh();
@@ -281,12 +315,45 @@ impl<'a> Planner<'a> {
         let ordinals = reserved.replica_ordinals(start, replicas);
         let min_ready = set.spec.min_ready_seconds();
         let now = input.now;
+        let deleting = set.metadata.deletion_timestamp.is_some();
+        let selector = set.spec.selector.clone().unwrap_or_default();
+        let mut ownership = Vec::new();
         let by_ordinal = input
             .pods
             .iter()
-            .filter(|p| kruise_common::pods::is_controlled_by(p.meta(), &uid))
             .filter_map(|p| {
                 let ordinal = ordinal_of(&set_name, p.name())?;
+                let matches = !selector_is_empty(&selector)
+                    && kruise_common::pods::selector::selector_matches_by(&selector, |k| {
+                        p.label(k)
+                    })
+                    .unwrap_or(false);
+                let owners = p.meta().owner_references.clone().unwrap_or_default();
+                let controlled = kruise_common::pods::is_controlled_by(p.meta(), &uid);
+                if controlled && !matches && !deleting {
+                    // Release: no longer ours (ClaimPods).
+                    ownership.push(Action::SetPodOwners {
+                        name: p.name().to_string(),
+                        owner_references: owners.into_iter().filter(|o| o.uid != uid).collect(),
+                        resource_version: p.meta().resource_version.clone(),
+                    });
+                    return None;
+                }
+                if !controlled {
+                    let orphan = kruise_common::pods::controller_ref(p.meta()).is_none();
+                    if !orphan || !matches || deleting || kruise_common::pods::is_terminating(&**p)
+                    {
+                        return None;
+                    }
+                    // Adopt: an orphan with our name and labels (ClaimPods).
+                    let mut owner_references = owners;
+                    owner_references.push(owner_ref(set));
+                    ownership.push(Action::SetPodOwners {
+                        name: p.name().to_string(),
+                        owner_references,
+                        resource_version: p.meta().resource_version.clone(),
+                    });
+                }
                 let terminating = kruise_common::pods::is_terminating(&**p);
                 let phase = p.phase();
                 let running_ready = phase == "Running" && kruise_common::pods::is_pod_ready(&**p);
@@ -308,7 +375,7 @@ impl<'a> Planner<'a> {
                 ))
             })
             .collect();
-        Self {
+        let mut planner = Self {
             input,
             set_name,
             start,
@@ -316,8 +383,14 @@ impl<'a> Planner<'a> {
             by_ordinal,
             min_ready,
             written: BTreeSet::new(),
+            occupied: input.pods.iter().map(|p| p.name()).collect(),
             plan: Plan::default(),
+        };
+        // Adopted pods are members from now on; their one write this round is the adoption.
+        for action in ownership {
+            planner.push(action);
         }
+        planner
     }
 
     fn owned_pods(&self) -> Vec<&'a CachedPod> {

@@ -7,8 +7,8 @@ use kruise_common::api::intstr::value_from_int_or_percent;
 use kruise_common::pods::PodView as _;
 
 use super::{
-    Action, DeleteReason, IdentityGates, PlannedEvent, Planner, new_claims, new_pod, push_requeue,
-    revision_name, template_for,
+    Action, DeleteReason, IdentityGates, PlannedEvent, Planner, new_claims, new_pod, pod_name,
+    push_requeue, revision_name, template_for,
 };
 
 impl Planner<'_> {
@@ -103,6 +103,16 @@ impl Planner<'_> {
             });
         for (position, ordinal) in self.ordinals.clone().into_iter().enumerate() {
             let Some(facts) = self.by_ordinal.get(&ordinal) else {
+                if self
+                    .occupied
+                    .contains(pod_name(&self.set_name, ordinal).as_str())
+                {
+                    // Held by a pod that is not ours (released): wait for it to go.
+                    if !parallel {
+                        return false;
+                    }
+                    continue;
+                }
                 if budget.is_some_and(|b| b <= 0) {
                     continue;
                 }

@@ -205,6 +205,15 @@ impl World {
                     );
                 }
             }
+            Action::SetPodOwners {
+                name,
+                owner_references,
+                ..
+            } => {
+                if let Some(p) = self.pods.get_mut(name) {
+                    p.metadata.owner_references = Some(owner_references.clone());
+                }
+            }
             Action::DeleteRevision { name } => {
                 self.revisions
                     .retain(|r| r.metadata.name.as_deref() != Some(name));

@@ -494,3 +494,52 @@ fn changing_ordinals_start_moves_the_window() {
     w.settle(10);
     assert_eq!(w.names(), strings(&["demo-0", "demo-1", "demo-2"]));
 }
+
+#[test]
+fn orphans_are_adopted_and_pods_that_stop_matching_are_released() {
+    let mut w = World::ready(statefulset("nginx:1", json!({})));
+    // demo-1 orphaned (its owner reference removed), demo-2 relabelled away.
+    w.pods.get_mut("demo-1").unwrap().metadata.owner_references = None;
+    w.pods
+        .get_mut("demo-2")
+        .unwrap()
+        .metadata
+        .labels
+        .as_mut()
+        .unwrap()
+        .insert("app".into(), "other".into());
+    let p = w.plan();
+    let owners: BTreeMap<String, Vec<String>> = p
+        .actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::SetPodOwners {
+                name,
+                owner_references,
+                ..
+            } => Some((
+                name.clone(),
+                owner_references.iter().map(|o| o.uid.clone()).collect(),
+            )),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        owners,
+        BTreeMap::from([
+            ("demo-1".to_string(), vec!["sts-uid".to_string()]),
+            ("demo-2".to_string(), vec![]),
+        ])
+    );
+    assert!(
+        creates(&p).is_empty(),
+        "the adopted demo-1 is a member at once"
+    );
+    // An orphan of another set's name, or one that does not match, is left alone.
+    let mut w = World::ready(statefulset("nginx:1", json!({"replicas": 1})));
+    let mut stranger = w.pods["demo-0"].clone();
+    stranger.metadata.name = Some("other-1".into());
+    stranger.metadata.owner_references = None;
+    w.pods.insert("other-1".into(), stranger);
+    assert!(w.plan().actions.is_empty());
+}
