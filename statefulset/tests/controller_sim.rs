@@ -161,6 +161,16 @@ async fn set_image(client: &Client, name: &str, image: &str, rolling: serde_json
         .unwrap();
 }
 
+/// Successful pod patches (the pod and its status) the simulator served.
+fn pod_writes(sim: &kruise_sim::Sim) -> u64 {
+    sim.counters()
+        .snapshot()
+        .into_iter()
+        .filter(|(k, _)| k.verb == "patch" && k.resource == "pods" && (200..300).contains(&k.code))
+        .map(|(_, n)| n)
+        .sum()
+}
+
 /// Successful pod creates the simulator served.
 fn pod_creates(sim: &kruise_sim::Sim) -> u64 {
     sim.counters()
@@ -178,7 +188,7 @@ fn pod_creates(sim: &kruise_sim::Sim) -> u64 {
 
 #[tokio::test]
 async fn ordered_ready_scales_to_three_in_order_with_identity_and_claims() {
-    let (_sim, client) = sim().await;
+    let (sim, client) = sim().await;
     let controller = RunningController::start(&client);
     sets(&client)
         .create(
@@ -241,12 +251,28 @@ async fn ordered_ready_scales_to_three_in_order_with_identity_and_claims() {
         assert_eq!(pvc.labels()["app"], "web");
     }
     assert_eq!(status.label_selector, "app=web");
+    // Per pod: its claim, the pod, and the InPlaceUpdateReady=True its readiness gate needs.
+    let claim_creates: u64 = sim
+        .counters()
+        .snapshot()
+        .into_iter()
+        .filter(|(k, _)| {
+            k.verb == "create"
+                && k.resource == "persistentvolumeclaims"
+                && (200..300).contains(&k.code)
+        })
+        .map(|(_, n)| n)
+        .sum();
+    assert_eq!(
+        (claim_creates, pod_creates(&sim), pod_writes(&sim)),
+        (3, 3, 3)
+    );
     controller.stop().await;
 }
 
 #[tokio::test]
 async fn in_place_update_keeps_each_pod_and_goes_descending() {
-    let (_sim, client) = sim().await;
+    let (sim, client) = sim().await;
     let controller = RunningController::start(&client);
     let set = statefulset(
         "db",
@@ -259,6 +285,7 @@ async fn in_place_update_keeps_each_pod_and_goes_descending() {
         .unwrap();
     wait_rolled_out(&client, "db", 3).await;
     let before = pods_of(&client, "db").await;
+    let writes_before = pod_writes(&sim);
     set_image(&client, "db", "nginx:2", json!({})).await;
     eventually("db rolled to nginx:2", WAIT, || async {
         let set = sets(&client).get("db").await.unwrap();
@@ -293,6 +320,13 @@ async fn in_place_update_keeps_each_pod_and_goes_descending() {
     assert_eq!(
         pods_in_events(&client, "db", "SuccessfulUpdatePodInPlace").await,
         ["db-2", "db-1", "db-0"]
+    );
+    // Per pod: InPlaceUpdateReady=False, the patch, InPlaceUpdateReady=True with the
+    // lifecycle state back to Normal.
+    assert_eq!(
+        pod_writes(&sim) - writes_before,
+        9,
+        "3 writes per in-place update"
     );
     controller.stop().await;
 }

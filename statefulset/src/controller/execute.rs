@@ -177,14 +177,21 @@ impl Exec<'_> {
 
     /// Writes `status`'s changed conditions as one strategic-merge patch of the status
     /// subresource; nothing when nothing changes.
-    async fn patch_pod_status(&self, name: &str, status: &PodStatus) -> Result<(), Error> {
+    async fn patch_pod_status(
+        &self,
+        name: &str,
+        status: &PodStatus,
+        metadata: &serde_json::Value,
+    ) -> Result<(), Error> {
         let Some(cached) = self.pods.get(name) else {
             return Err(Error::update_pod(name, not_found(&format!("pod {name}"))));
         };
-        let body = kruise_common::pods::status_patch(*cached, status, &serde_json::Value::Null)
-            .map_err(|source| Error::Encode {
-                name: name.to_string(),
-                source,
+        let body =
+            kruise_common::pods::status_patch(*cached, status, metadata).map_err(|source| {
+                Error::Encode {
+                    name: name.to_string(),
+                    source,
+                }
             })?;
         let Some(body) = body else {
             return Ok(());
@@ -218,14 +225,22 @@ impl Exec<'_> {
             Action::CreatePod { pod, claims } => self.create(pod, claims).await,
             Action::DeletePod { name, .. } => self.delete(name).await,
             Action::PatchPod { name, patch } => self.patch_pod(name, patch).await,
-            Action::UpdatePodStatus { name, status } => self.patch_pod_status(name, status).await,
+            Action::UpdatePodStatus {
+                name,
+                status,
+                metadata,
+            } => {
+                let metadata = metadata.clone().unwrap_or_default();
+                self.patch_pod_status(name, status, &metadata).await
+            }
             Action::UpdateInPlace {
                 name,
                 revision,
                 update,
             } => {
                 if let Some(status) = &update.unready_conditions {
-                    self.patch_pod_status(name, status).await?;
+                    self.patch_pod_status(name, status, &serde_json::Value::Null)
+                        .await?;
                 }
                 if let Some(patch) = &update.patch {
                     self.patch_pod(name, patch).await?;

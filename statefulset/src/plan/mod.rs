@@ -151,12 +151,16 @@ pub enum Action {
         /// The patch.
         patch: serde_json::Value,
     },
-    /// Write a pod's status (`InPlaceUpdateReady=True`).
+    /// Write a pod's status (`InPlaceUpdateReady=True`), with a lifecycle state change in
+    /// the same request when there is one.
     UpdatePodStatus {
         /// Pod name.
         name: String,
         /// The conditions that change.
         status: Box<PodStatus>,
+        /// A `{"metadata": ...}` strategic-merge patch sent with it (the pod status
+        /// strategy keeps metadata changes).
+        metadata: Option<serde_json::Value>,
     },
     /// Set a pod's owner references: adopt an orphan that matches the selector (the set's
     /// controller reference added) or release a pod that stopped matching it (removed).

@@ -28,6 +28,10 @@ impl Planner<'_> {
         for facts in self.by_ordinal.values() {
             let pod = facts.pod;
             let name = pod.name().to_string();
+            if self.written.contains(&name) {
+                // Adopted this round: that is its one write.
+                continue;
+            }
             match refresh(pod, now, &check) {
                 RefreshAction::Nothing | RefreshAction::Invalid(_) => {}
                 RefreshAction::WaitGrace { requeue_after } => {
@@ -43,12 +47,17 @@ impl Planner<'_> {
                     let conditions = kruise_common::pods::changed_conditions(pod, &status)
                         .cloned()
                         .collect();
+                    // The lifecycle change the completed update allows (Updating -> Normal)
+                    // travels in the same status write: an in-place update costs 3 writes.
+                    let metadata = self.lifecycle_refresh(pod, &check);
+                    lifecycle_changed |= metadata.is_some();
                     actions.push(Action::UpdatePodStatus {
                         name,
                         status: Box::new(PodStatus {
                             conditions: Some(conditions),
                             ..Default::default()
                         }),
+                        metadata,
                     });
                     continue;
                 }

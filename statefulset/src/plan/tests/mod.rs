@@ -197,12 +197,19 @@ impl World {
                 self.update_expectations
                     .insert(name.clone(), revision.clone());
             }
-            Action::UpdatePodStatus { name, status } => {
+            Action::UpdatePodStatus {
+                name,
+                status,
+                metadata,
+            } => {
                 if let Some(p) = self.pods.get_mut(name) {
                     kruise_common::pods::merge_conditions(
                         p.status.get_or_insert_with(Default::default),
                         status,
                     );
+                }
+                if let Some(patch) = metadata {
+                    self.patch(name, patch);
                 }
             }
             Action::SetPodOwners {
