@@ -1,5 +1,5 @@
 //! Property tests: random specs, template and replica changes, crashing pods, pods stuck
-//! Terminating and reserved ordinals, driven through many reconciles; every plan is checked
+//! Terminating, orphaned pods (adopted again) and reserved ordinals, driven through many reconciles; every plan is checked
 //! against the bounds on the state it saw.
 
 use super::*;
@@ -15,6 +15,7 @@ enum Event {
     Stick(u8),
     Reserve(Vec<i32>),
     Partition(i32),
+    Orphan(u8),
 }
 
 fn event() -> impl Strategy<Value = Event> {
@@ -26,6 +27,7 @@ fn event() -> impl Strategy<Value = Event> {
         (0u8..6).prop_map(Event::Stick),
         proptest::collection::vec(0i32..6, 0..3).prop_map(Event::Reserve),
         (0i32..4).prop_map(Event::Partition),
+        (0u8..6).prop_map(Event::Orphan),
     ]
 }
 
@@ -156,6 +158,11 @@ proptest! {
                     Event::Stick(o) => { w.stuck.insert(pod_name("demo", i64::from(*o))); }
                     Event::Reserve(r) => w.set.spec.reserve_ordinals = r.iter().map(|o| IntOrString::Int(*o)).collect(),
                     Event::Partition(p) => w.set.spec.update_strategy.rolling_update.as_mut().unwrap().partition = Some(*p),
+                    Event::Orphan(o) => {
+                        if let Some(p) = w.pods.get_mut(&pod_name("demo", i64::from(*o))) {
+                            p.metadata.owner_references = None;
+                        }
+                    }
                 }
             }
             // A stuck pod finishes terminating after a while.
