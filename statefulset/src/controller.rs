@@ -5,7 +5,8 @@
 //!
 //! * **Cache only what it owns.** StatefulSets in the watched namespace(s); pods only
 //!   through the `statefulset.kubernetes.io/pod-name` label every pod of a StatefulSet
-//!   carries (no other pod is cached); ControllerRevisions only those an `apps.kruise.io`
+//!   carries (no other pod is cached) — a pod wakes its controlling set, an orphan the set
+//!   its name names (to be adopted); ControllerRevisions only those an `apps.kruise.io`
 //!   StatefulSet controls.
 //! * **Minimum writes.** One create per pod (its claims first), one delete; an in-place
 //!   update is the `InPlaceUpdateReady=False` status write and one patch. Status is written
@@ -35,7 +36,7 @@ use kruise_common::expectations::{
     ResourceVersionExpectations, Satisfaction, ScaleAction, ScaleExpectations, SharedExpectations,
 };
 use kruise_common::featuregate::FeatureGates;
-use kruise_common::pods::{CachedPod, PodView as _};
+use kruise_common::pods::{CachedPod, PodView};
 use kruise_common::runtime::errors::ShellError;
 use kruise_common::runtime::events::{EventQueue, EventRecord, Recorder};
 use kruise_common::runtime::status::write_status_if_changed;
@@ -172,9 +173,29 @@ pub async fn run(client: Client, settings: Settings, metrics: &Metrics, opts: Ru
     });
     let controller = Controller::for_stream(set_stream, sets)
         .reconcile_all_on(futures::stream::once(async {}))
-        .owns_stream(pod_stream)
+        .watches_stream(pod_stream, |pod: CachedPod| set_of_pod(&pod))
         .owns_stream(revision_stream);
     run_controller(controller, reconcile, shared, opts).await;
+}
+
+/// The set a pod event wakes: its controller when that is an `apps.kruise.io`
+/// StatefulSet; for an orphan, the set its name `<set>-<ordinal>` names (to adopt it).
+fn set_of_pod(pod: &CachedPod) -> Option<reflector::ObjectRef<StatefulSet>> {
+    let namespace = PodView::namespace(pod);
+    let name = match kruise_common::pods::controller_ref(PodView::meta(pod)) {
+        Some(owner) if kruise_common::pods::owner_ref_matches(owner, crate::api::GROUP, KIND) => {
+            owner.name.clone()
+        }
+        Some(_) => return None,
+        None => {
+            let (parent, ordinal) = PodView::name(pod).rsplit_once('-')?;
+            if ordinal.is_empty() || !ordinal.bytes().all(|b| b.is_ascii_digit()) {
+                return None;
+            }
+            parent.to_string()
+        }
+    };
+    Some(reflector::ObjectRef::new(&name).within(namespace))
 }
 
 fn record_pod_version(shared: &Shared, pod: &Written) {
@@ -438,6 +459,49 @@ mod tests {
         assert!(g.start_ordinal && !g.pod_index_label && g.env_from_metadata);
         let d = defaulting_gates(&FeatureGates::default());
         assert!(d.auto_delete_pvc && !d.auto_resize_pvc);
+    }
+
+    #[test]
+    fn pod_events_wake_their_set_or_the_set_an_orphan_is_named_after() {
+        let pod = |name: &str, owner: Option<(&str, &str, &str)>| {
+            CachedPod::from_pod(k8s_openapi::api::core::v1::Pod {
+                metadata: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+                    name: Some(name.into()),
+                    namespace: Some("ns".into()),
+                    owner_references: owner.map(|(api_version, kind, name)| {
+                        vec![
+                            k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference {
+                                api_version: api_version.into(),
+                                kind: kind.into(),
+                                name: name.into(),
+                                controller: Some(true),
+                                ..Default::default()
+                            },
+                        ]
+                    }),
+                    ..Default::default()
+                },
+                ..Default::default()
+            })
+        };
+        let woken = |p: &CachedPod| set_of_pod(p).map(|r| (r.name, r.namespace));
+        let web = Some(("web".to_string(), Some("ns".to_string())));
+        assert_eq!(
+            woken(&pod(
+                "web-0",
+                Some(("apps.kruise.io/v1beta1", "StatefulSet", "web"))
+            )),
+            web
+        );
+        assert_eq!(
+            woken(&pod("my-web-12", None)),
+            Some(("my-web".to_string(), Some("ns".to_string())))
+        );
+        assert_eq!(
+            woken(&pod("web-0", Some(("apps/v1", "StatefulSet", "web")))),
+            None
+        );
+        assert_eq!(woken(&pod("web-abc", None)), None);
     }
 
     #[test]

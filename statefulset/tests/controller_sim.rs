@@ -573,5 +573,26 @@ async fn an_orphan_at_the_current_revision_is_adopted_without_a_restart() {
     assert_eq!(restarts, 0);
     assert_eq!(names(&pods_of(&client, "ad").await), ["ad-0", "ad-1"]);
     assert_eq!(pod_creates(&sim), 2, "the orphan and ad-0");
+    // An orphan appearing later wakes the set its name names: ad-5 is adopted, and being
+    // outside the window, scaled in.
+    let mut late = new_pod(
+        &set,
+        &set.spec.template,
+        &revision,
+        5,
+        gates,
+        jiff::Timestamp::now(),
+    );
+    late.metadata.owner_references = None;
+    pods.create(&PostParams::default(), &late).await.unwrap();
+    eventually("ad-5 adopted and deleted", WAIT, || async {
+        pods.get_opt("ad-5").await.unwrap().is_none().then_some(())
+    })
+    .await;
+    assert!(
+        pods_in_events(&client, "ad", "SuccessfulDelete")
+            .await
+            .contains(&"ad-5".to_string())
+    );
     controller.stop().await;
 }
