@@ -406,6 +406,14 @@ async fn a_controller_restart_mid_rollout_creates_no_pod_twice() {
             .all(|p| p.labels()[CONTROLLER_REVISION_HASH_KEY] == update)
     );
     assert_eq!(pod_creates(&sim), 6, "three pods, each recreated once");
+    let deletes: u64 = sim
+        .counters()
+        .snapshot()
+        .into_iter()
+        .filter(|(k, _)| k.verb == "delete" && k.resource == "pods" && (200..300).contains(&k.code))
+        .map(|(_, n)| n)
+        .sum();
+    assert_eq!(deletes, 3, "each old pod deleted once");
     controller.stop().await;
 }
 
