@@ -219,7 +219,7 @@ mod tests {
     fn controllers_flag() {
         assert_eq!(
             names(&choose(registered(), "all").unwrap()),
-            ["cloneset", "sidecarset", "webhook"]
+            ["cloneset", "sidecarset", "statefulset", "webhook"]
         );
         assert!(choose(registered(), "none").unwrap().is_empty());
         assert_eq!(
@@ -296,6 +296,7 @@ mod tests {
             [
                 "cloneset\tkruise-cloneset\tclonesets.apps.kruise.io\t-",
                 "sidecarset\tkruise-sidecarset\tsidecarsets.apps.kruise.io\tsidecarset",
+                "statefulset\tkruise-statefulset\tstatefulsets.apps.kruise.io\t-",
                 "webhook\tkruise-webhook\t-\tworkloads",
             ]
         );

@@ -53,6 +53,34 @@ pub fn selector_matches_by<'l>(
     Ok(ok)
 }
 
+/// `metav1.FormatLabelSelector`: the selector as a string (`app=web,tier in (a,b)`), the form
+/// a workload's `status.labelSelector` carries for the scale subresource. Requirements are
+/// sorted by key, set values sorted and deduplicated, as Kubernetes prints them.
+pub fn format_label_selector(selector: &LabelSelector) -> String {
+    let mut reqs: Vec<(String, String)> = Vec::new();
+    for (k, v) in selector.match_labels.iter().flatten() {
+        reqs.push((k.clone(), format!("{k}={v}")));
+    }
+    for e in selector.match_expressions.iter().flatten() {
+        let mut values = e.values.clone().unwrap_or_default();
+        values.sort();
+        values.dedup();
+        let s = match e.operator.as_str() {
+            "In" => format!("{} in ({})", e.key, values.join(",")),
+            "NotIn" => format!("{} notin ({})", e.key, values.join(",")),
+            "Exists" => e.key.clone(),
+            "DoesNotExist" => format!("!{}", e.key),
+            _ => continue,
+        };
+        reqs.push((e.key.clone(), s));
+    }
+    reqs.sort_by(|a, b| a.0.cmp(&b.0));
+    reqs.into_iter()
+        .map(|(_, s)| s)
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -111,5 +139,18 @@ mod tests {
         );
         assert!(selector_matches(&sel(&[], vec![req("x", "Gt", &["1"])]), &labels).is_err());
         assert!(selector_matches(&sel(&[], vec![req("x", "In", &[])]), &labels).is_err());
+    }
+
+    #[test]
+    fn formats_like_kubernetes() {
+        let sel = LabelSelector {
+            match_labels: Some(BTreeMap::from([("zone".to_string(), "z1".to_string())])),
+            match_expressions: Some(vec![
+                req("app", "In", &["b", "a", "b"]),
+                req("gone", "DoesNotExist", &[]),
+            ]),
+        };
+        assert_eq!(format_label_selector(&sel), "app in (a,b),!gone,zone=z1");
+        assert_eq!(format_label_selector(&LabelSelector::default()), "");
     }
 }

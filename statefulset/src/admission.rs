@@ -1,0 +1,140 @@
+//! StatefulSet's own webhooks, served by `kruise-statefulset` through `common::admission`:
+//!
+//! * [`MutateStatefulSet`] at `/mutate-apps-kruise-io-statefulset` (`mstatefulset.kb.io`):
+//!   OpenKruise's defaulting of either version ([`crate::api::defaults`]), answered with a
+//!   JSONPatch of only the defaulted fields;
+//! * [`ValidateStatefulSet`] at `/validate-apps-kruise-io-statefulset`
+//!   (`vstatefulset.kb.io`): [`crate::api::validation`] on CREATE and UPDATE, and
+//!   OpenKruise's deletion protection (`policy.kruise.io/delete-protection`) on DELETE;
+//! * [`crate::conversion::StatefulSetConverter`] at `/convert`.
+//!
+//! Both versions carry the same spec, so a `v1alpha1` request is decoded, defaulted and
+//! validated exactly as a `v1beta1` one (OpenKruise converts it first, to the same effect).
+
+use futures::future::BoxFuture;
+use kruise_common::admission::crd_webhooks::{
+    Defaulting, decode, defaults_patch, deny_invalid, deny_protected_deletion, object_json,
+    validating_webhook,
+};
+use kruise_common::admission::{AdmissionHandler, AdmissionRoutes, HandlerError, WebhookSpec};
+use kruise_common::api::version::{APPS_V1BETA1, V1ALPHA1, V1BETA1};
+use kube::core::DynamicObject;
+use kube::core::admission::{AdmissionRequest, AdmissionResponse, Operation};
+use serde_json::Value;
+
+use crate::api::defaults::{DefaultingGates, default_spec};
+use crate::api::validation::validate;
+use crate::api::{KIND, PLURAL, v1beta1};
+use crate::conversion::StatefulSetConverter;
+
+/// Path of the defaulting webhook.
+pub const MUTATE_PATH: &str = "/mutate-apps-kruise-io-statefulset";
+/// Path of the validating webhook.
+pub const VALIDATE_PATH: &str = "/validate-apps-kruise-io-statefulset";
+/// OpenKruise's name of the defaulting webhook entry.
+pub const MUTATE_WEBHOOK: &str = "mstatefulset.kb.io";
+/// OpenKruise's name of the validating webhook entry.
+pub const VALIDATE_WEBHOOK: &str = "vstatefulset.kb.io";
+/// Seconds the API server waits for either webhook (OpenKruise's).
+const TIMEOUT_SECONDS: i32 = 30;
+
+/// The routes `kruise-statefulset` serves: defaulting (with the gates it depends on),
+/// validation and conversion.
+pub fn routes(gates: DefaultingGates) -> AdmissionRoutes {
+    AdmissionRoutes::new()
+        .handler(MutateStatefulSet { gates })
+        .handler(ValidateStatefulSet)
+        .converter(StatefulSetConverter)
+}
+
+fn check_version(version: &str) -> Result<(), HandlerError> {
+    match version {
+        V1ALPHA1 | V1BETA1 => Ok(()),
+        other => Err(HandlerError::Decode {
+            kind: KIND.into(),
+            reason: format!("unsupported version {other:?} (served: v1alpha1, v1beta1)"),
+        }),
+    }
+}
+
+/// OpenKruise's `SetDefaultsStatefulSet` as a JSONPatch.
+pub struct MutateStatefulSet {
+    /// The gates the defaults depend on.
+    pub gates: DefaultingGates,
+}
+
+impl Defaulting for MutateStatefulSet {
+    const PATH: &'static str = MUTATE_PATH;
+    const WEBHOOK: &'static str = MUTATE_WEBHOOK;
+    const RESOURCE: &'static str = PLURAL;
+    const TIMEOUT_SECONDS: i32 = TIMEOUT_SECONDS;
+
+    fn patch(&self, version: &str, object: &Value) -> Result<json_patch::Patch, HandlerError> {
+        check_version(version)?;
+        defaults_patch(
+            object,
+            "/spec",
+            KIND,
+            |spec: &mut v1beta1::StatefulSetSpec| {
+                default_spec(spec, self.gates);
+                Ok(())
+            },
+        )
+    }
+}
+
+/// OpenKruise's StatefulSet validation on CREATE/UPDATE, deletion protection on DELETE.
+pub struct ValidateStatefulSet;
+
+/// `object` (of either served version) as the storage version's type.
+fn as_v1beta1(object: &DynamicObject) -> Result<v1beta1::StatefulSet, HandlerError> {
+    let mut json = object_json(object)?;
+    if let Some(map) = json.as_object_mut() {
+        map.insert("apiVersion".into(), APPS_V1BETA1.into());
+    }
+    decode(&json, KIND)
+}
+
+impl ValidateStatefulSet {
+    fn validate(
+        &self,
+        req: &AdmissionRequest<DynamicObject>,
+    ) -> Result<AdmissionResponse, HandlerError> {
+        if let Some(denied) = deny_protected_deletion(req, "/spec/replicas") {
+            return Ok(denied);
+        }
+        let (Operation::Create | Operation::Update) = req.operation else {
+            return Ok(AdmissionResponse::from(req));
+        };
+        let Some(object) = &req.object else {
+            return Ok(AdmissionResponse::from(req));
+        };
+        check_version(&req.kind.version)?;
+        let new = as_v1beta1(object)?;
+        let old = match (&req.operation, &req.old_object) {
+            (Operation::Update, Some(old)) => Some(as_v1beta1(old)?),
+            _ => None,
+        };
+        Ok(deny_invalid(req, &validate(&new, old.as_ref())))
+    }
+}
+
+impl AdmissionHandler for ValidateStatefulSet {
+    fn path(&self) -> &str {
+        VALIDATE_PATH
+    }
+
+    fn webhook(&self) -> WebhookSpec {
+        WebhookSpec {
+            timeout_seconds: TIMEOUT_SECONDS,
+            ..validating_webhook(VALIDATE_WEBHOOK, PLURAL, &["CREATE", "UPDATE", "DELETE"])
+        }
+    }
+
+    fn handle<'a>(
+        &'a self,
+        request: &'a AdmissionRequest<DynamicObject>,
+    ) -> BoxFuture<'a, Result<AdmissionResponse, HandlerError>> {
+        Box::pin(async move { self.validate(request) })
+    }
+}

@@ -1,0 +1,428 @@
+//! OpenKruise's StatefulSet validation (`pkg/webhook/statefulset/validating`), as field
+//! errors with Kubernetes' paths and messages. The webhook runs it on CREATE and UPDATE of
+//! either version (both decode to the same spec); the controller re-runs it and reports an
+//! invalid set instead of acting on it.
+//!
+//! Checked: metadata name; podManagementPolicy; reserveOrdinals; scaleStrategy and
+//! rollingUpdate maxUnavailable (positive, at least 1, anything but int 1 only with
+//! Parallel); updateStrategy (type, OnDelete without rollingUpdate, partition,
+//! minReadySeconds 0..300, podUpdatePolicy with the `InPlaceUpdateReady` readiness gate for
+//! the in-place policies, unorderedUpdate only with Parallel and a valid priority strategy);
+//! the retention policy; replicas; selector (required, non-empty, matching the template);
+//! the template (`common::api::podtemplate`), restartPolicy `Always`, no
+//! activeDeadlineSeconds; on UPDATE the immutable fields and `InPlaceOnly`'s image-only rule.
+//! Not yet: the volumeClaimTemplates resize rules of `StatefulSetAutoResizePVCGate`.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::PodSpec;
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use kruise_common::api::field::{BadValue, DNS1123_SUBDOMAIN_MESSAGE, Path, is_dns1123_subdomain};
+pub use kruise_common::api::field::{ErrorList, FieldError, bracketed as to_message};
+use kruise_common::api::intstr::value_from_int_or_percent;
+use kruise_common::api::keys::INPLACE_UPDATE_READY;
+use kruise_common::api::podtemplate::validate_pod_template;
+use kruise_common::inplace::{DiffOpKind, json_diff};
+use kruise_common::pods::selector::selector_matches;
+
+use super::MAX_MIN_READY_SECONDS;
+use super::ordinals::ReservedOrdinals;
+use super::v1beta1::{
+    PodManagementPolicy, PodUpdatePolicy, RetentionPolicyType, StatefulSet, StatefulSetSpec,
+    UpdateStrategyType,
+};
+
+/// OpenKruise's message for a change to an immutable field.
+pub const IMMUTABLE_FIELDS_MESSAGE: &str = "updates to statefulset spec for fields other than 'replicas', 'ordinals', 'template', 'reserveOrdinals', 'lifecycle', 'revisionHistoryLimit', 'persistentVolumeClaimRetentionPolicy', `volumeClaimTemplates`, `VolumeClaimUpdateStrategy` and 'updateStrategy' are forbidden";
+
+/// Validates `set` (and, on UPDATE, its change from `old`).
+pub fn validate(set: &StatefulSet, old: Option<&StatefulSet>) -> ErrorList {
+    let mut errs = validate_name(set);
+    errs.extend(validate_spec(&set.spec));
+    if let Some(old) = old {
+        errs.extend(validate_update(&set.spec, &old.spec));
+    }
+    errs
+}
+
+fn validate_name(set: &StatefulSet) -> ErrorList {
+    let meta = &set.metadata;
+    match (meta.name.as_deref(), meta.generate_name.as_deref()) {
+        (Some(n), _) if !n.is_empty() => {
+            if is_dns1123_subdomain(n) {
+                vec![]
+            } else {
+                vec![FieldError::invalid(
+                    "metadata.name",
+                    n,
+                    DNS1123_SUBDOMAIN_MESSAGE,
+                )]
+            }
+        }
+        (_, Some(g)) if !g.is_empty() => vec![],
+        _ => vec![FieldError::required(
+            "metadata.name",
+            "name or generateName is required",
+        )],
+    }
+}
+
+/// The spec checks shared by CREATE and UPDATE.
+pub fn validate_spec(spec: &StatefulSetSpec) -> ErrorList {
+    let mut errs = Vec::new();
+    match &spec.pod_management_policy {
+        None => errs.push(FieldError::required("spec.podManagementPolicy", "")),
+        Some(PodManagementPolicy::OrderedReady | PodManagementPolicy::Parallel) => {}
+        Some(PodManagementPolicy::Unknown(s)) if s.is_empty() => {
+            errs.push(FieldError::required("spec.podManagementPolicy", ""));
+        }
+        Some(other) => errs.push(FieldError::invalid(
+            "spec.podManagementPolicy",
+            other.as_str(),
+            "must be 'OrderedReady' or 'Parallel'",
+        )),
+    }
+    for (i, entry) in spec.reserve_ordinals.iter().enumerate() {
+        if let Err(e) = ReservedOrdinals::parse(std::slice::from_ref(entry)) {
+            errs.push(FieldError::invalid(
+                "spec",
+                BadValue::json(&spec.reserve_ordinals),
+                format!("{i} th reserve ordinal is invalid: {}", e.reason),
+            ));
+        }
+    }
+    if let Some(max) = spec
+        .scale_strategy
+        .as_ref()
+        .and_then(|s| s.max_unavailable.as_ref())
+    {
+        errs.extend(validate_max_unavailable(
+            max,
+            spec,
+            "spec.scaleStrategy.maxUnavailable",
+        ));
+    }
+    validate_update_strategy(&mut errs, spec);
+    if let Some(policy) = &spec.persistent_volume_claim_retention_policy {
+        errs.extend(validate_retention(
+            policy.when_deleted.as_ref(),
+            "spec.persistentVolumeClaimRetentionPolicy.whenDeleted",
+        ));
+        errs.extend(validate_retention(
+            policy.when_scaled.as_ref(),
+            "spec.persistentVolumeClaimRetentionPolicy.whenScaled",
+        ));
+    }
+    let replicas = spec.replicas.unwrap_or(1);
+    if replicas < 0 {
+        errs.push(FieldError::invalid(
+            "spec.replicas",
+            replicas,
+            "must be greater than or equal to 0",
+        ));
+    }
+    validate_selector(&mut errs, spec);
+    errs.extend(validate_pod_template(
+        &spec.template,
+        &Path::new("spec").child("template"),
+    ));
+    if let Some(pod) = &spec.template.spec {
+        if let Some(policy) = pod.restart_policy.as_deref()
+            && !policy.is_empty()
+            && policy != "Always"
+        {
+            errs.push(FieldError::not_supported(
+                "spec.template.spec.restartPolicy",
+                policy,
+                &["Always"],
+            ));
+        }
+        if pod.active_deadline_seconds.is_some() {
+            errs.push(FieldError::forbidden(
+                "spec.template.spec.activeDeadlineSeconds",
+                "activeDeadlineSeconds in StatefulSet is not Supported",
+            ));
+        }
+    }
+    errs
+}
+
+fn validate_retention(policy: Option<&RetentionPolicyType>, path: &str) -> Option<FieldError> {
+    match policy {
+        Some(RetentionPolicyType::Retain | RetentionPolicyType::Delete) => None,
+        other => Some(FieldError::not_supported(
+            path,
+            other.map_or("", RetentionPolicyType::as_str),
+            &["Retain", "Delete"],
+        )),
+    }
+}
+
+/// An int-or-string as kube-apiserver prints it: a bare number, or a quoted string.
+fn render(v: &IntOrString) -> BadValue {
+    match v {
+        IntOrString::Int(i) => BadValue::raw(i.to_string()),
+        IntOrString::String(s) => BadValue::from(s),
+    }
+}
+
+/// `validateMaxUnavailableField`: a non-negative int or an integer percentage, at least 1
+/// once scaled against 1 (rounding up), and only int 1 unless Parallel.
+fn validate_max_unavailable(max: &IntOrString, spec: &StatefulSetSpec, path: &str) -> ErrorList {
+    let mut errs = Vec::new();
+    match max {
+        IntOrString::Int(i) if *i < 0 => errs.push(FieldError::invalid(
+            path,
+            render(max),
+            "must be greater than or equal to 0",
+        )),
+        IntOrString::String(s) if value_from_int_or_percent(max, 100, true).is_err() => {
+            errs.push(FieldError::invalid(
+                path,
+                s.as_str(),
+                "must be an integer or percentage (e.g '5%')",
+            ));
+        }
+        _ => {}
+    }
+    match value_from_int_or_percent(max, 1, true) {
+        Err(e) => errs.push(FieldError::invalid(
+            path,
+            render(max),
+            format!("getValueFromIntOrPercent error: {e}"),
+        )),
+        Ok(v) if v < 1 => errs.push(FieldError::invalid(
+            path,
+            render(max),
+            "should not be less than 1",
+        )),
+        Ok(_) => {}
+    }
+    if !spec.is_parallel() && *max != IntOrString::Int(1) {
+        errs.push(FieldError::invalid(
+            path,
+            render(max),
+            "can only work with Parallel PodManagementPolicyType",
+        ));
+    }
+    errs
+}
+
+fn validate_update_strategy(errs: &mut ErrorList, spec: &StatefulSetSpec) {
+    let strategy = &spec.update_strategy;
+    match &strategy.type_ {
+        None => errs.push(FieldError::required("spec.updateStrategy", "")),
+        Some(UpdateStrategyType::Unknown(s)) if s.is_empty() => {
+            errs.push(FieldError::required("spec.updateStrategy", ""));
+        }
+        Some(UpdateStrategyType::OnDelete) => {
+            if let Some(rolling) = &strategy.rolling_update {
+                errs.push(FieldError::invalid(
+                    "spec.updateStrategy.rollingUpdate",
+                    BadValue::json(rolling),
+                    "only allowed for updateStrategy 'RollingUpdate'",
+                ));
+            }
+        }
+        Some(UpdateStrategyType::RollingUpdate) => {
+            let Some(rolling) = &strategy.rolling_update else {
+                return;
+            };
+            let at = "spec.updateStrategy.rollingUpdate";
+            if let Some(p) = rolling.partition
+                && p < 0
+            {
+                errs.push(FieldError::invalid(
+                    format!("{at}.partition"),
+                    p,
+                    "must be greater than or equal to 0",
+                ));
+            }
+            if let Some(m) = rolling.min_ready_seconds {
+                if m < 0 {
+                    errs.push(FieldError::invalid(
+                        format!("{at}.minReadySeconds"),
+                        m,
+                        "must be greater than or equal to 0",
+                    ));
+                } else if m > MAX_MIN_READY_SECONDS {
+                    errs.push(FieldError::invalid(
+                        format!("{at}.minReadySeconds"),
+                        m,
+                        "must be no more than 300 seconds",
+                    ));
+                }
+            }
+            match &rolling.max_unavailable {
+                None => errs.push(FieldError::required(format!("{at}.maxUnavailable"), "")),
+                Some(max) => errs.extend(validate_max_unavailable(
+                    max,
+                    spec,
+                    &format!("{at}.maxUnavailable"),
+                )),
+            }
+            match &rolling.pod_update_policy {
+                None => errs.push(FieldError::required(format!("{at}.podUpdatePolicy"), "")),
+                Some(PodUpdatePolicy::Unknown(s)) if s.is_empty() => {
+                    errs.push(FieldError::required(format!("{at}.podUpdatePolicy"), ""));
+                }
+                Some(PodUpdatePolicy::ReCreate) => {}
+                Some(p @ (PodUpdatePolicy::InPlaceIfPossible | PodUpdatePolicy::InPlaceOnly)) => {
+                    let gates = spec
+                        .template
+                        .spec
+                        .as_ref()
+                        .and_then(|s| s.readiness_gates.as_ref());
+                    let has_gate = gates
+                        .into_iter()
+                        .flatten()
+                        .any(|g| g.condition_type == INPLACE_UPDATE_READY);
+                    if !has_gate {
+                        errs.push(FieldError::invalid(
+                            "spec.template.spec.readinessGates",
+                            BadValue::json(&gates),
+                            format!(
+                                "must contains {INPLACE_UPDATE_READY} when podUpdatePolicy is {p}"
+                            ),
+                        ));
+                    }
+                }
+                Some(other) => errs.push(FieldError::invalid(
+                    format!("{at}.podUpdatePolicy"),
+                    other.as_str(),
+                    "must be 'ReCreate', InPlaceIfPossible or 'InPlaceOnly'",
+                )),
+            }
+            if let Some(unordered) = &rolling.unordered_update {
+                let path = format!("{at}.unorderedUpdate");
+                if !spec.is_parallel() {
+                    errs.push(FieldError::required(
+                        path.clone(),
+                        "unorderedUpdate can only work with Parallel PodManagementPolicyType",
+                    ));
+                }
+                let valid = unordered
+                    .priority_strategy
+                    .as_ref()
+                    .map_or(Ok(()), |p| p.validate());
+                if let Err(e) = valid {
+                    errs.push(FieldError::required(
+                        format!("{path}.priorityStrategy"),
+                        e.to_string(),
+                    ));
+                }
+            }
+        }
+        Some(other) => errs.push(FieldError::invalid(
+            "spec.updateStrategy",
+            BadValue::json(other.as_str()),
+            "must be 'RollingUpdate' or 'OnDelete'",
+        )),
+    }
+}
+
+fn validate_selector(errs: &mut ErrorList, spec: &StatefulSetSpec) {
+    let Some(selector) = &spec.selector else {
+        errs.push(FieldError::required("spec.selector", ""));
+        return;
+    };
+    let empty = selector
+        .match_labels
+        .as_ref()
+        .is_none_or(BTreeMap::is_empty)
+        && selector
+            .match_expressions
+            .as_ref()
+            .is_none_or(Vec::is_empty);
+    if empty {
+        errs.push(FieldError::invalid(
+            "spec.selector",
+            BadValue::json(selector),
+            "empty selector is invalid for statefulset",
+        ));
+    }
+    let labels = spec
+        .template
+        .metadata
+        .as_ref()
+        .and_then(|m| m.labels.clone())
+        .unwrap_or_default();
+    match selector_matches(selector, &labels) {
+        Err(e) => errs.push(FieldError::invalid(
+            "spec.selector",
+            BadValue::json(selector),
+            e.to_string(),
+        )),
+        Ok(false) if !empty => errs.push(FieldError::invalid(
+            "spec.template.metadata.labels",
+            BadValue::json(&labels),
+            "`selector` does not match template `labels`",
+        )),
+        Ok(_) => {}
+    }
+}
+
+/// `ValidateStatefulSetUpdate`: only the mutable fields may change; `InPlaceOnly` allows
+/// only image changes in the template's spec.
+fn validate_update(new: &StatefulSetSpec, old: &StatefulSetSpec) -> ErrorList {
+    let mut errs = Vec::new();
+    let mut frozen = new.clone();
+    frozen.replicas = old.replicas;
+    frozen.template = old.template.clone();
+    frozen.update_strategy = old.update_strategy.clone();
+    frozen.persistent_volume_claim_retention_policy =
+        old.persistent_volume_claim_retention_policy.clone();
+    frozen.scale_strategy = old.scale_strategy.clone();
+    frozen.volume_claim_templates = old.volume_claim_templates.clone();
+    frozen.volume_claim_update_strategy = old.volume_claim_update_strategy.clone();
+    frozen.reserve_ordinals = old.reserve_ordinals.clone();
+    frozen.lifecycle = old.lifecycle.clone();
+    frozen.revision_history_limit = old.revision_history_limit;
+    frozen.ordinals = old.ordinals.clone();
+    if frozen != *old {
+        errs.push(FieldError::forbidden("spec", IMMUTABLE_FIELDS_MESSAGE));
+    }
+    let in_place_only = new
+        .update_strategy
+        .rolling_update
+        .as_ref()
+        .is_some_and(|r| r.policy() == PodUpdatePolicy::InPlaceOnly);
+    if in_place_only
+        && let Some(e) = in_place_only_check(old.template.spec.as_ref(), new.template.spec.as_ref())
+    {
+        errs.push(e);
+    }
+    errs
+}
+
+/// `InPlaceOnly` allows only `replace /containers/<i>/image` in `template.spec`.
+fn in_place_only_check(old: Option<&PodSpec>, new: Option<&PodSpec>) -> Option<FieldError> {
+    let old = serde_json::to_value(old).unwrap_or_default();
+    let new = serde_json::to_value(new).unwrap_or_default();
+    json_diff(&old, &new).into_iter().find_map(|op| {
+        let parts: Vec<&str> = op.path.split('/').collect();
+        let is_image = op.op == DiffOpKind::Replace
+            && parts.len() == 4
+            && parts[1] == "containers"
+            && !parts[2].is_empty()
+            && parts[2].bytes().all(|b| b.is_ascii_digit())
+            && parts[3] == "image";
+        let kind = match op.op {
+            DiffOpKind::Add => "add",
+            DiffOpKind::Remove => "remove",
+            DiffOpKind::Replace => "replace",
+        };
+        (!is_image).then(|| {
+            FieldError::forbidden(
+                "spec.template",
+                format!(
+                    "InPlaceOnly update strategy can only update image, but found {kind} {}",
+                    op.path
+                ),
+            )
+        })
+    })
+}
+
+#[cfg(test)]
+mod tests;

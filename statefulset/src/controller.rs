@@ -1,0 +1,537 @@
+//! The Advanced StatefulSet controller shell. A reconcile reads top to bottom as named
+//! steps: **observe** (the caches and expectations) -> **validate** -> **revisions** ->
+//! **plan** ([`plan::plan`], time an input) -> **execute** (the shared executor) ->
+//! **status**. Every decision is the planner's.
+//!
+//! * **Cache only what it owns.** StatefulSets in the watched namespace(s); pods only
+//!   through the `statefulset.kubernetes.io/pod-name` label every pod of a StatefulSet
+//!   carries (no other pod is cached) — a pod wakes its controlling set, an orphan the set
+//!   its name names (to be adopted); ControllerRevisions only those an `apps.kruise.io`
+//!   StatefulSet controls.
+//! * **Minimum writes.** One create per pod (its claims first), one delete; an in-place
+//!   update is the `InPlaceUpdateReady=False` status write and one patch. Status is written
+//!   only when it changed.
+//! * **No double creates or deletes.** Creates and deletes are recorded as scale
+//!   expectations before they are sent and satisfied from the pod cache; while any is
+//!   pending the planner writes nothing. Pod writes are recorded by resourceVersion and an
+//!   in-place update by the revision it moves the pod to (K#844): the next plan waits until
+//!   the cache shows them. Pod names are deterministic, so even a restarted controller with
+//!   no expectations cannot create a pod twice.
+//! * **Invalid objects** (the validating webhook was bypassed) are not acted on: an
+//!   `InvalidSpec` Warning event, and no pod is touched.
+//! * **Failed writes** set the `FailedCreatePod` / `FailedUpdatePod` condition (reason
+//!   empty, the error as message, as OpenKruise does) with a Warning event; the condition
+//!   is removed once such writes succeed again.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use jiff::Timestamp;
+use k8s_openapi::api::apps::v1::{ControllerRevision, StatefulSetCondition};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kruise_common::api::keys::STATEFULSET_POD_NAME_KEY;
+use kruise_common::api::version::APPS_V1BETA1;
+use kruise_common::expectations::{
+    ResourceVersionExpectations, Satisfaction, ScaleAction, ScaleExpectations, SharedExpectations,
+};
+use kruise_common::featuregate::FeatureGates;
+use kruise_common::pods::{CachedPod, PodView};
+use kruise_common::runtime::errors::ShellError;
+use kruise_common::runtime::events::{EventQueue, EventRecord, Recorder};
+use kruise_common::runtime::status::write_status_if_changed;
+use kruise_common::runtime::watch::Watch;
+use kruise_common::runtime::writes::Written;
+use kruise_common::runtime::{Metrics, RunOptions, run_controller, warm_until_leading};
+use kube::api::Api;
+use kube::runtime::controller::{Action as Requeue, Controller};
+use kube::runtime::reflector::{self, Store};
+use kube::{Client, Resource as _, ResourceExt as _};
+
+use crate::api::defaults::{DefaultingGates, default_spec};
+use crate::api::v1beta1::StatefulSet;
+use crate::api::validation::{to_message, validate};
+use crate::api::{KIND, StatefulSetStatus};
+use crate::plan::{self, Action, PlanGates, PlanInput};
+
+mod error;
+mod execute;
+mod revisions;
+
+pub use error::Error;
+use revisions::{RevisionStep, write_revisions};
+
+/// Controller name (metrics, spans, readiness check `controller/statefulset`).
+pub const CONTROLLER_NAME: &str = "statefulset";
+/// The event reporter, as OpenKruise's recorder names it.
+pub const EVENT_REPORTER: &str = "statefulset-controller";
+/// Warning event reason for an invalid StatefulSet.
+pub const REASON_INVALID_SPEC: &str = "InvalidSpec";
+/// How long after a pod write the cache may lag before the pod is trusted again.
+const POD_WRITE_REQUEUE: Duration = Duration::from_millis(200);
+
+/// The planner's feature gates from `--feature-gates`.
+pub fn plan_gates(gates: &FeatureGates) -> PlanGates {
+    PlanGates {
+        start_ordinal: gates.enabled("StatefulSetStartOrdinal"),
+        pod_index_label: gates.enabled("PodIndexLabel"),
+        env_from_metadata: gates.enabled("InPlaceUpdateEnvFromMetadata"),
+        vertical_scaling: gates.enabled("InPlaceWorkloadVerticalScaling"),
+    }
+}
+
+/// The defaulting gates from `--feature-gates`.
+pub fn defaulting_gates(gates: &FeatureGates) -> DefaultingGates {
+    DefaultingGates {
+        auto_delete_pvc: gates.enabled("StatefulSetAutoDeletePVC"),
+        auto_resize_pvc: gates.enabled("StatefulSetAutoResizePVCGate"),
+    }
+}
+
+/// Settings of one controller instance.
+#[derive(Clone, Debug)]
+pub struct Settings {
+    /// Watch only this namespace (all when `None`).
+    pub namespace: Option<String>,
+    /// The planner's gates.
+    pub gates: PlanGates,
+    /// The defaults the controller applies before planning (as the webhook does).
+    pub defaulting: DefaultingGates,
+    /// How long an expectation may stay unsatisfied.
+    pub expectation_timeout: jiff::SignedDuration,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Self {
+            namespace: None,
+            gates: PlanGates::default(),
+            defaulting: DefaultingGates::default(),
+            expectation_timeout: kruise_common::expectations::DEFAULT_EXPECTATION_TIMEOUT,
+        }
+    }
+}
+
+/// In-place updates sent, per set (`namespace/name`): pod name -> revision.
+type UpdateExpectations = BTreeMap<String, BTreeMap<String, String>>;
+
+/// What every reconcile shares.
+struct Shared {
+    client: Client,
+    pods: Store<CachedPod>,
+    revisions: Store<ControllerRevision>,
+    scale_expectations: SharedExpectations<ScaleExpectations>,
+    pod_versions: SharedExpectations<ResourceVersionExpectations>,
+    update_expectations: SharedExpectations<UpdateExpectations>,
+    settings: Settings,
+    recorder: EventQueue,
+}
+
+/// True when a ControllerRevision is controlled by an `apps.kruise.io` StatefulSet (not by
+/// a built-in `apps/v1` one).
+fn owned_by_statefulset(rev: &ControllerRevision) -> bool {
+    rev.owner_references().iter().any(|o| {
+        o.controller == Some(true)
+            && o.kind == KIND
+            && kruise_common::pods::api_group(&o.api_version) == crate::api::GROUP
+    })
+}
+
+/// Runs the controller until `opts.shutdown` fires: its watches at once, its reconciles
+/// once this replica leads.
+pub async fn run(client: Client, settings: Settings, metrics: &Metrics, opts: RunOptions) {
+    let ns = settings.namespace.clone();
+    let ns = ns.as_deref();
+    let recorder = EventQueue::for_controller(client.clone(), EVENT_REPORTER, metrics);
+    let (sets, mut set_stream) =
+        Watch::<StatefulSet>::primary(client.clone(), ns, &opts, &recorder).reflect();
+    let (pods, mut pod_stream) = Watch::<CachedPod>::new(client.clone(), ns)
+        .labels(STATEFULSET_POD_NAME_KEY)
+        .untrimmed()
+        .reflect();
+    let (revisions, mut revision_stream) = Watch::<ControllerRevision>::new(client.clone(), ns)
+        .keep_only(owned_by_statefulset)
+        .reflect();
+    if !warm_until_leading(
+        &opts,
+        &mut [&mut set_stream, &mut pod_stream, &mut revision_stream],
+    )
+    .await
+    {
+        return;
+    }
+    let timeout = settings.expectation_timeout;
+    let shared = Arc::new(Shared {
+        client,
+        pods,
+        revisions,
+        scale_expectations: SharedExpectations::new(ScaleExpectations::new(timeout)),
+        pod_versions: SharedExpectations::new(ResourceVersionExpectations::new(timeout)),
+        update_expectations: SharedExpectations::new(BTreeMap::new()),
+        settings,
+        recorder,
+    });
+    let controller = Controller::for_stream(set_stream, sets)
+        .reconcile_all_on(futures::stream::once(async {}))
+        .watches_stream(pod_stream, |pod: CachedPod| set_of_pod(&pod))
+        .owns_stream(revision_stream);
+    run_controller(controller, reconcile, shared, opts).await;
+}
+
+/// The set a pod event wakes: its controller when that is an `apps.kruise.io`
+/// StatefulSet; for an orphan, the set its name `<set>-<ordinal>` names (to adopt it).
+fn set_of_pod(pod: &CachedPod) -> Option<reflector::ObjectRef<StatefulSet>> {
+    let namespace = PodView::namespace(pod);
+    let name = match kruise_common::pods::controller_ref(PodView::meta(pod)) {
+        Some(owner) if kruise_common::pods::owner_ref_matches(owner, crate::api::GROUP, KIND) => {
+            owner.name.clone()
+        }
+        Some(_) => return None,
+        None => {
+            let (parent, ordinal) = PodView::name(pod).rsplit_once('-')?;
+            if ordinal.is_empty() || !ordinal.bytes().all(|b| b.is_ascii_digit()) {
+                return None;
+            }
+            parent.to_string()
+        }
+    };
+    Some(reflector::ObjectRef::new(&name).within(namespace))
+}
+
+fn record_pod_version(shared: &Shared, pod: &Written) {
+    if let (Some(uid), Some(rv)) = (pod.uid(), pod.resource_version()) {
+        // A poisoned lock only loses this record: the next reconcile stops on the lock.
+        let _ = shared.pod_versions.with(|v| v.expect(uid, rv));
+    }
+}
+
+/// What the observe step read.
+struct Observed {
+    pods: Vec<Arc<CachedPod>>,
+    history: Vec<ControllerRevision>,
+    satisfaction: Satisfaction,
+    pod_writes_pending: bool,
+    update_expectations: BTreeMap<String, String>,
+}
+
+/// Observe: the set's pods and revisions from the caches, and whether they show every
+/// create, delete, pod write and in-place update this controller sent.
+async fn observe(
+    shared: &Shared,
+    set: &StatefulSet,
+    key: &str,
+    now: Timestamp,
+) -> Result<Option<Observed>, Error> {
+    if shared.pods.wait_until_ready().await.is_err()
+        || shared.revisions.wait_until_ready().await.is_err()
+    {
+        return Ok(None);
+    }
+    let namespace = set.namespace().unwrap_or_default();
+    let uid = set.uid().unwrap_or_default();
+    let pods: Vec<Arc<CachedPod>> = shared
+        .pods
+        .state()
+        .into_iter()
+        .filter(|p| {
+            // Ours, and orphans the planner may adopt.
+            p.namespace() == namespace
+                && (kruise_common::pods::is_controlled_by(p.meta(), &uid)
+                    || kruise_common::pods::controller_ref(p.meta()).is_none())
+        })
+        .collect();
+    let history = shared
+        .revisions
+        .state()
+        .into_iter()
+        .filter(|r| r.metadata.namespace.as_deref() == Some(namespace.as_str()))
+        .filter(|r| kruise_common::pods::is_controlled_by(&r.metadata, &uid))
+        .map(|r| (*r).clone())
+        .collect();
+    let satisfaction = shared
+        .scale_expectations
+        .with(|exp| {
+            for (action, names) in exp.pending(key) {
+                for name in names {
+                    let cached = shared
+                        .pods
+                        .get(&reflector::ObjectRef::new(&name).within(&namespace));
+                    let seen = match action {
+                        ScaleAction::Create => cached.is_some(),
+                        ScaleAction::Delete => {
+                            cached.is_none_or(|p| p.meta().deletion_timestamp.is_some())
+                        }
+                    };
+                    if seen {
+                        exp.observe(key, action, &name);
+                    }
+                }
+            }
+            exp.satisfied(key, now)
+        })
+        .map_err(ShellError::from)?;
+    if let Satisfaction::Expired { .. } = satisfaction {
+        // Acting on what the cache shows is safe: pod names are deterministic.
+        shared
+            .scale_expectations
+            .with(|e| e.delete(key))
+            .map_err(ShellError::from)?;
+    }
+    let pod_writes_pending = !shared
+        .pod_versions
+        .with(|v| v.all_observed(pods.iter().map(|p| &**p), now))
+        .map_err(ShellError::from)?;
+    // Drop the in-place expectations the cache shows (or whose pod is gone).
+    let update_expectations = shared
+        .update_expectations
+        .with(|all| {
+            let Some(mine) = all.get_mut(key) else {
+                return BTreeMap::new();
+            };
+            mine.retain(|name, revision| {
+                pods.iter().any(|p| {
+                    p.name() == name
+                        && kruise_common::pods::pod_revision(&**p) != Some(revision.as_str())
+                })
+            });
+            let left = mine.clone();
+            if mine.is_empty() {
+                all.remove(key);
+            }
+            left
+        })
+        .map_err(ShellError::from)?;
+    Ok(Some(Observed {
+        pods,
+        history,
+        satisfaction,
+        pod_writes_pending,
+        update_expectations,
+    }))
+}
+
+/// One reconcile of a StatefulSet.
+async fn reconcile(original: Arc<StatefulSet>, shared: Arc<Shared>) -> Result<Requeue, Error> {
+    let namespace = original.namespace().unwrap_or_default();
+    let name = original.name_any();
+    let key = format!("{namespace}/{name}");
+    // The one clock read: everything below takes time as an input.
+    let now = Timestamp::now();
+    let mut reference = original.object_ref(&());
+    reference.api_version = Some(APPS_V1BETA1.into());
+    reference.kind = Some(KIND.into());
+    let recorder = Recorder::new(&shared.recorder, reference);
+
+    let Some(observed) = observe(&shared, &original, &key, now).await? else {
+        return Ok(Requeue::requeue(Duration::from_secs(1)));
+    };
+
+    // Validate (defaulting again is idempotent and covers objects that bypassed it).
+    let mut set = (*original).clone();
+    default_spec(&mut set.spec, shared.settings.defaulting);
+    let errors = validate(&set, None);
+    if !errors.is_empty() {
+        recorder.record(EventRecord::warning(
+            REASON_INVALID_SPEC,
+            to_message(&errors),
+        ));
+        return Ok(Requeue::await_change());
+    }
+    if observed.pod_writes_pending {
+        return Ok(Requeue::requeue(POD_WRITE_REQUEUE));
+    }
+
+    // Revisions.
+    let revisions = match write_revisions(&shared, &set, &namespace, observed.history).await? {
+        RevisionStep::Ready(revisions) => revisions,
+        RevisionStep::Collision(collision_count) => {
+            let mut status = original.status.clone().unwrap_or_default();
+            status.collision_count = Some(collision_count);
+            write_status(&shared, &original, &status).await?;
+            return Ok(Requeue::requeue(Duration::from_millis(100)));
+        }
+    };
+
+    // Plan.
+    let plan = plan::plan(&PlanInput {
+        set: &set,
+        pods: &observed.pods,
+        current_revision: &revisions.current,
+        update_revision: &revisions.update,
+        revisions: &revisions.all,
+        now,
+        gates: shared.settings.gates,
+        scale_expectations: &observed.satisfaction,
+        update_expectations: &observed.update_expectations,
+    });
+    recorder.record_all(plan.events.iter().map(|e| {
+        EventRecord::new(
+            EventRecord::type_named(e.type_),
+            e.reason,
+            e.message.clone(),
+        )
+    }));
+
+    // Execute.
+    let exec = execute::Exec {
+        shared: &shared,
+        key: &key,
+        set_name: &name,
+        namespace: &namespace,
+        pods: observed.pods.iter().map(|p| (p.name(), &**p)).collect(),
+    };
+    let (events, executed) = execute::execute_plan(&exec, &plan).await;
+    recorder.record_all(events);
+
+    // Status, after the writes.
+    let mut status = plan.status.clone();
+    match &executed {
+        Err(e) => {
+            if let Some(condition) = e.condition() {
+                set_condition(&mut status, condition, &e.to_string(), now);
+            }
+        }
+        Ok(()) => {
+            let created = plan
+                .actions
+                .iter()
+                .any(|a| matches!(a, Action::CreatePod { .. }));
+            let updated = plan
+                .actions
+                .iter()
+                .any(|a| matches!(a, Action::DeletePod { .. } | Action::UpdateInPlace { .. }));
+            status.conditions.retain(|c| {
+                !(created && c.type_ == crate::api::condition::FAILED_CREATE_POD
+                    || updated && c.type_ == crate::api::condition::FAILED_UPDATE_POD)
+            });
+        }
+    }
+    write_status(&shared, &original, &status).await?;
+    executed?;
+    Ok(match (&observed.satisfaction, plan.requeue_after) {
+        (Satisfaction::Pending { remaining, .. }, _) => {
+            Requeue::requeue(remaining.unsigned_abs().min(Duration::from_secs(1)))
+        }
+        (_, Some(d)) => Requeue::requeue(d.unsigned_abs()),
+        (_, None) => Requeue::await_change(),
+    })
+}
+
+/// Sets (or refreshes) a True condition of `type_` (reason empty, as OpenKruise's).
+fn set_condition(status: &mut StatefulSetStatus, type_: &str, message: &str, now: Timestamp) {
+    let fresh = StatefulSetCondition {
+        type_: type_.into(),
+        status: "True".into(),
+        last_transition_time: Some(Time(now)),
+        message: Some(message.into()),
+        reason: None,
+    };
+    match status.conditions.iter_mut().find(|c| c.type_ == type_) {
+        Some(c) if c.status == "True" && c.message.as_deref() == Some(message) => {}
+        Some(c) => *c = fresh,
+        None => status.conditions.push(fresh),
+    }
+}
+
+/// Writes the status when it differs from the cached one.
+async fn write_status(
+    shared: &Shared,
+    set: &StatefulSet,
+    status: &StatefulSetStatus,
+) -> Result<(), Error> {
+    let api: Api<StatefulSet> =
+        Api::namespaced(shared.client.clone(), &set.namespace().unwrap_or_default());
+    write_status_if_changed(&api, set, set.status.as_ref(), status)
+        .await
+        .map_err(ShellError::status_of(set.name_any()))?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gates_follow_the_feature_gates() {
+        let gates = FeatureGates::parse("StatefulSetStartOrdinal=true,PodIndexLabel=false")
+            .unwrap_or_else(|e| panic!("{e}"));
+        let g = plan_gates(&gates);
+        assert!(g.start_ordinal && !g.pod_index_label && g.env_from_metadata);
+        let d = defaulting_gates(&FeatureGates::default());
+        assert!(d.auto_delete_pvc && !d.auto_resize_pvc);
+    }
+
+    #[test]
+    fn pod_events_wake_their_set_or_the_set_an_orphan_is_named_after() {
+        let pod = |name: &str, owner: Option<(&str, &str, &str)>| {
+            CachedPod::from_pod(k8s_openapi::api::core::v1::Pod {
+                metadata: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+                    name: Some(name.into()),
+                    namespace: Some("ns".into()),
+                    owner_references: owner.map(|(api_version, kind, name)| {
+                        vec![
+                            k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference {
+                                api_version: api_version.into(),
+                                kind: kind.into(),
+                                name: name.into(),
+                                controller: Some(true),
+                                ..Default::default()
+                            },
+                        ]
+                    }),
+                    ..Default::default()
+                },
+                ..Default::default()
+            })
+        };
+        let woken = |p: &CachedPod| set_of_pod(p).map(|r| (r.name, r.namespace));
+        let web = Some(("web".to_string(), Some("ns".to_string())));
+        assert_eq!(
+            woken(&pod(
+                "web-0",
+                Some(("apps.kruise.io/v1beta1", "StatefulSet", "web"))
+            )),
+            web
+        );
+        assert_eq!(
+            woken(&pod("my-web-12", None)),
+            Some(("my-web".to_string(), Some("ns".to_string())))
+        );
+        assert_eq!(
+            woken(&pod("web-0", Some(("apps/v1", "StatefulSet", "web")))),
+            None
+        );
+        assert_eq!(woken(&pod("web-abc", None)), None);
+    }
+
+    #[test]
+    fn only_kruise_statefulset_revisions_are_cached() {
+        let rev = |api_version: &str, kind: &str| ControllerRevision {
+            metadata: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+                owner_references: Some(vec![
+                    k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference {
+                        api_version: api_version.into(),
+                        kind: kind.into(),
+                        controller: Some(true),
+                        ..Default::default()
+                    },
+                ]),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        assert!(owned_by_statefulset(&rev(
+            "apps.kruise.io/v1beta1",
+            "StatefulSet"
+        )));
+        assert!(owned_by_statefulset(&rev(
+            "apps.kruise.io/v1alpha1",
+            "StatefulSet"
+        )));
+        assert!(!owned_by_statefulset(&rev("apps/v1", "StatefulSet")));
+        assert!(!owned_by_statefulset(&rev(
+            "apps.kruise.io/v1beta1",
+            "CloneSet"
+        )));
+    }
+}

@@ -1,0 +1,301 @@
+//! The execute step: each planned [`Action`] as its API writes, run by the shared executor
+//! (`kruise_common::runtime::execute`: slow-start creations, per-pod write groups, bounded
+//! concurrency, first-error stop). Nothing is decided here and no clock is read.
+
+use std::collections::HashMap;
+
+use k8s_openapi::api::apps::v1::ControllerRevision;
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, PodStatus};
+use kruise_common::expectations::ScaleAction;
+use kruise_common::pods::CachedPod;
+use kruise_common::runtime::errors::{ShellError, WriteError, not_found};
+use kruise_common::runtime::events::{EventRecord, pod_reference};
+use kruise_common::runtime::execute::{Lane, Outcomes, Scheduled, execute};
+use kruise_common::runtime::writes::{Writer, Written};
+use kruise_common::runtime::{is_already_exists, is_not_found};
+use kube::ResourceExt as _;
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+
+use super::{Error, Shared};
+use crate::plan::{Action, Plan};
+
+/// Pod writes in flight at once.
+pub const WRITE_CONCURRENCY: usize = 32;
+
+impl Scheduled for Action {
+    fn lane(&self) -> Lane<'_> {
+        match self {
+            Action::CreatePod { .. } => Lane::SlowStart,
+            other => other.pod_name().map_or(Lane::Alone, Lane::Group),
+        }
+    }
+}
+
+/// What executing one plan needs.
+pub(super) struct Exec<'a> {
+    pub shared: &'a Shared,
+    /// `namespace/name` of the set (expectations key).
+    pub key: &'a str,
+    pub set_name: &'a str,
+    pub namespace: &'a str,
+    /// The cached pods the plan acts on, by name.
+    pub pods: HashMap<&'a str, &'a CachedPod>,
+}
+
+/// OpenKruise's events for what ran (`SuccessfulCreate` …), and the first error.
+pub(super) async fn execute_plan(
+    exec: &Exec<'_>,
+    plan: &Plan,
+) -> (Vec<EventRecord>, Result<(), Error>) {
+    let outcomes = execute(&plan.actions, WRITE_CONCURRENCY, |action| {
+        tracing::debug!(statefulset = exec.key, ?action, "performing");
+        exec.perform(action)
+    })
+    .await;
+    events_and_first_error(exec, outcomes)
+}
+
+fn events_and_first_error(
+    exec: &Exec<'_>,
+    outcomes: Outcomes<'_, Action, Error>,
+) -> (Vec<EventRecord>, Result<(), Error>) {
+    let set = exec.set_name;
+    let mut events = Vec::new();
+    let mut first_error = None;
+    for (action, result) in outcomes {
+        let related = action
+            .pod_name()
+            .map(|n| pod_reference(Some(exec.namespace), n));
+        let pod = action.pod_name().unwrap_or_default();
+        let record = match (action, &result) {
+            (Action::CreatePod { .. }, Ok(())) => Some(EventRecord::normal(
+                "SuccessfulCreate",
+                format!("create Pod {pod} in StatefulSet {set} successful"),
+            )),
+            (Action::CreatePod { .. }, Err(e)) => Some(EventRecord::warning(
+                "FailedCreate",
+                format!("create Pod {pod} in StatefulSet {set} failed error: {e}"),
+            )),
+            (Action::DeletePod { .. }, Ok(())) => Some(EventRecord::normal(
+                "SuccessfulDelete",
+                format!("delete Pod {pod} in StatefulSet {set} successful"),
+            )),
+            (Action::DeletePod { .. }, Err(e)) => Some(EventRecord::warning(
+                "FailedDelete",
+                format!("failed to delete pod {pod}: {e}"),
+            )),
+            (Action::UpdateInPlace { revision, .. }, Ok(())) => Some(EventRecord::normal(
+                "SuccessfulUpdatePodInPlace",
+                format!("successfully update pod {pod} in-place(revision {revision})"),
+            )),
+            (Action::UpdateInPlace { revision, .. }, Err(e)) => Some(EventRecord::warning(
+                "FailedUpdatePodInPlace",
+                format!("failed to update pod {pod} in-place(revision {revision}): {e}"),
+            )),
+            (_, Err(e)) => Some(EventRecord::warning(
+                "FailedUpdate",
+                format!("update Pod {pod} in StatefulSet {set} failed error: {e}"),
+            )),
+            (_, Ok(())) => None,
+        };
+        events.extend(record.map(|r| r.related_to(related)));
+        if let Err(e) = result {
+            first_error.get_or_insert(e);
+        }
+    }
+    (events, first_error.map_or(Ok(()), Err))
+}
+
+impl Exec<'_> {
+    fn pod_api(&self) -> Writer<Pod> {
+        Writer::namespaced(self.shared.client.clone(), self.namespace)
+    }
+
+    fn expect(&self, action: ScaleAction, name: &str) -> Result<(), Error> {
+        self.shared
+            .scale_expectations
+            .with(|e| e.expect(self.key, action, name))
+            .map_err(|e| ShellError::from(e).into())
+    }
+
+    fn unexpect(&self, action: ScaleAction, name: &str) {
+        // A poisoned lock keeps it: the next reconcile fails on the lock anyway.
+        let _ = self
+            .shared
+            .scale_expectations
+            .with(|e| e.observe(self.key, action, name));
+    }
+
+    fn record_version(&self, written: &Written) {
+        super::record_pod_version(self.shared, written);
+    }
+
+    /// Creates the claims (one that exists is kept), then the pod.
+    async fn create(&self, pod: &Pod, claims: &[PersistentVolumeClaim]) -> Result<(), Error> {
+        let claim_api: Writer<PersistentVolumeClaim> =
+            Writer::namespaced(self.shared.client.clone(), self.namespace);
+        for claim in claims {
+            match claim_api.create(&PostParams::default(), claim).await {
+                Ok(_) => {}
+                Err(e) if is_already_exists(&e) => {}
+                Err(source) => {
+                    return Err(Error::CreatePod(WriteError {
+                        name: format!("claim {}", claim.name_any()),
+                        source,
+                    }));
+                }
+            }
+        }
+        let name = pod.name_any();
+        self.expect(ScaleAction::Create, &name)?;
+        match self.pod_api().create(&PostParams::default(), pod).await {
+            Ok(_) => Ok(()),
+            Err(source) => {
+                self.unexpect(ScaleAction::Create, &name);
+                Err(Error::CreatePod(WriteError {
+                    name: format!("pod {name}"),
+                    source,
+                }))
+            }
+        }
+    }
+
+    async fn delete(&self, name: &str) -> Result<(), Error> {
+        self.expect(ScaleAction::Delete, name)?;
+        match self.pod_api().delete(name, &DeleteParams::default()).await {
+            Ok(()) => Ok(()),
+            Err(e) if is_not_found(&e) => Ok(()),
+            Err(source) => {
+                self.unexpect(ScaleAction::Delete, name);
+                Err(Error::DeletePod(WriteError {
+                    name: name.to_string(),
+                    source,
+                }))
+            }
+        }
+    }
+
+    /// Writes `status`'s changed conditions as one strategic-merge patch of the status
+    /// subresource; nothing when nothing changes.
+    async fn patch_pod_status(
+        &self,
+        name: &str,
+        status: &PodStatus,
+        metadata: &serde_json::Value,
+    ) -> Result<(), Error> {
+        let Some(cached) = self.pods.get(name) else {
+            return Err(Error::update_pod(name, not_found(&format!("pod {name}"))));
+        };
+        let body =
+            kruise_common::pods::status_patch(*cached, status, metadata).map_err(|source| {
+                Error::Encode {
+                    name: name.to_string(),
+                    source,
+                }
+            })?;
+        let Some(body) = body else {
+            return Ok(());
+        };
+        let written = self
+            .pod_api()
+            .patch_subresource(
+                "status",
+                name,
+                &PatchParams::default(),
+                &Patch::Strategic(body),
+            )
+            .await
+            .map_err(|e| Error::update_pod(name, e))?;
+        self.record_version(&written);
+        Ok(())
+    }
+
+    async fn patch_pod(&self, name: &str, patch: &serde_json::Value) -> Result<(), Error> {
+        let written = self
+            .pod_api()
+            .patch(name, &PatchParams::default(), &Patch::Strategic(patch))
+            .await
+            .map_err(|e| Error::update_pod(name, e))?;
+        self.record_version(&written);
+        Ok(())
+    }
+
+    async fn perform(&self, action: &Action) -> Result<(), Error> {
+        match action {
+            Action::CreatePod { pod, claims } => self.create(pod, claims).await,
+            Action::DeletePod { name, .. } => self.delete(name).await,
+            Action::PatchPod { name, patch } => self.patch_pod(name, patch).await,
+            Action::UpdatePodStatus {
+                name,
+                status,
+                metadata,
+            } => {
+                let metadata = metadata.clone().unwrap_or_default();
+                self.patch_pod_status(name, status, &metadata).await
+            }
+            Action::UpdateInPlace {
+                name,
+                revision,
+                update,
+            } => {
+                if let Some(status) = &update.unready_conditions {
+                    self.patch_pod_status(name, status, &serde_json::Value::Null)
+                        .await?;
+                }
+                if let Some(patch) = &update.patch {
+                    self.patch_pod(name, patch).await?;
+                    // The rolling update waits until the cache shows this revision (K#844).
+                    let _ = self.shared.update_expectations.with(|e| {
+                        e.entry(self.key.to_string())
+                            .or_default()
+                            .insert(name.clone(), revision.clone())
+                    });
+                }
+                if let Some(resize) = &update.resize_patch {
+                    let written = self
+                        .pod_api()
+                        .patch_subresource(
+                            "resize",
+                            name,
+                            &PatchParams::default(),
+                            &Patch::Strategic(resize),
+                        )
+                        .await
+                        .map_err(|e| Error::update_pod(name, e))?;
+                    self.record_version(&written);
+                }
+                Ok(())
+            }
+            Action::SetPodOwners {
+                name,
+                owner_references,
+                resource_version,
+            } => {
+                let patch = serde_json::json!({"metadata": {
+                    "resourceVersion": resource_version,
+                    "ownerReferences": owner_references,
+                }});
+                let written = self
+                    .pod_api()
+                    .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+                    .await
+                    .map_err(|e| Error::update_pod(name, e))?;
+                self.record_version(&written);
+                Ok(())
+            }
+            Action::DeleteRevision { name } => {
+                let api: Api<ControllerRevision> =
+                    Api::namespaced(self.shared.client.clone(), self.namespace);
+                match api.delete(name, &DeleteParams::default()).await {
+                    Ok(_) => Ok(()),
+                    Err(e) if is_not_found(&e) => Ok(()),
+                    Err(source) => Err(ShellError::Revision(WriteError {
+                        name: name.clone(),
+                        source,
+                    })
+                    .into()),
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,110 @@
+//! Revision selection for a reconcile, as OpenKruise's `getStatefulSetRevisions`: reuse the
+//! newest equal revision, bump an older equal one (a rollback), or create a new one; the
+//! current revision is the one `status.currentRevision` names if it still exists, else the
+//! update revision. The data is the template's (`common::revision`), byte for byte as
+//! OpenKruise writes it, so revisions OpenKruise created are reused and no pod is rolled on
+//! takeover.
+
+use k8s_openapi::api::apps::v1::ControllerRevision;
+use kruise_common::api::version::APPS_V1BETA1;
+use kruise_common::revision::{
+    NewRevision, UpdateRevisionDecision, controller_owner_ref, decide_update_revision,
+    new_controller_revision, sort_revisions, template_revision_data,
+};
+use serde_json::Value;
+
+use crate::api::KIND;
+use crate::api::v1beta1::StatefulSet;
+
+/// What to write before planning pods.
+#[derive(Debug, Clone, PartialEq)]
+pub enum RevisionWrite {
+    /// Nothing: the newest revision already matches the template.
+    None,
+    /// Replace this existing revision (`.revision` bumped).
+    Update(Box<ControllerRevision>),
+    /// Create this revision.
+    Create(Box<ControllerRevision>),
+}
+
+/// The revisions of one reconcile.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RevisionPlan {
+    /// The update revision as it will be after [`RevisionPlan::write`].
+    pub update: ControllerRevision,
+    /// The current revision.
+    pub current: ControllerRevision,
+    /// The write to perform first.
+    pub write: RevisionWrite,
+}
+
+fn named<'a>(revisions: &'a [ControllerRevision], name: &str) -> Option<&'a ControllerRevision> {
+    revisions
+        .iter()
+        .find(|r| r.metadata.name.as_deref() == Some(name))
+}
+
+/// Chooses the update and current revisions from the set's history.
+pub fn plan_revisions(set: &StatefulSet, history: &[ControllerRevision]) -> RevisionPlan {
+    let mut sorted = history.to_vec();
+    sort_revisions(&mut sorted);
+    let template = serde_json::to_value(&set.spec.template).unwrap_or(Value::Null);
+    let data = template_revision_data(&template);
+    let (update, write) = match decide_update_revision(&sorted, &data) {
+        UpdateRevisionDecision::ReuseNewest { name } => (
+            named(&sorted, &name).cloned().unwrap_or_default(),
+            RevisionWrite::None,
+        ),
+        UpdateRevisionDecision::BumpRevision { name, revision } => {
+            let mut found = named(&sorted, &name).cloned().unwrap_or_default();
+            found.revision = revision;
+            (found.clone(), RevisionWrite::Update(Box::new(found)))
+        }
+        UpdateRevisionDecision::Create { revision } => {
+            let name = set.metadata.name.clone().unwrap_or_default();
+            let created = new_controller_revision(&NewRevision {
+                parent_name: name.clone(),
+                namespace: set.metadata.namespace.clone(),
+                owner: Some(controller_owner_ref(
+                    APPS_V1BETA1,
+                    KIND,
+                    &name,
+                    set.metadata.uid.as_deref().unwrap_or_default(),
+                )),
+                labels: set
+                    .spec
+                    .template
+                    .metadata
+                    .as_ref()
+                    .and_then(|m| m.labels.clone())
+                    .unwrap_or_default(),
+                annotations: set.metadata.annotations.clone().unwrap_or_default(),
+                data,
+                revision,
+                collision_count: Some(
+                    set.status
+                        .as_ref()
+                        .and_then(|s| s.collision_count)
+                        .unwrap_or(0),
+                ),
+                hash_override: None,
+                hash_label: None,
+            });
+            (created.clone(), RevisionWrite::Create(Box::new(created)))
+        }
+    };
+    let current_name = set
+        .status
+        .as_ref()
+        .map(|s| s.current_revision.as_str())
+        .unwrap_or_default();
+    let current = named(&sorted, current_name)
+        .filter(|_| !current_name.is_empty())
+        .cloned()
+        .unwrap_or_else(|| update.clone());
+    RevisionPlan {
+        update,
+        current,
+        write,
+    }
+}

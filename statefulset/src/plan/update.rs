@@ -1,0 +1,340 @@
+//! Steps 2 and 5: refreshing in-place updates and lifecycle states, then the rolling
+//! update within maxUnavailable down to the partition.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use k8s_openapi::api::core::v1::PodStatus;
+use kruise_common::api::LifecycleState;
+use kruise_common::api::intstr::value_from_int_or_percent;
+use kruise_common::api::keys::{LIFECYCLE_STATE_KEY, LIFECYCLE_TIMESTAMP_KEY};
+use kruise_common::inplace::{
+    CompletionCheck, RefreshAction, UpdateRequest, begin_update,
+    calculate_update_spec_for_revisions, check_update_completed, refresh,
+};
+use kruise_common::pods::lifecycle::{Intent, PodHookView, decide, state_patch};
+use kruise_common::pods::{CachedPod, PodView as _};
+
+use super::{Action, DeleteReason, PlannedEvent, Planner, push_requeue, revision_name};
+use crate::api::v1beta1::{PodUpdatePolicy, RollingUpdateStatefulSetStrategy};
+
+impl Planner<'_> {
+    /// Step 2: in-place refresh and lifecycle; true when a lifecycle state changed (the
+    /// rolling update then waits a round, as OpenKruise's does).
+    pub(super) fn refresh(&mut self) -> bool {
+        let now = self.input.now;
+        let check = self.check();
+        let mut lifecycle_changed = false;
+        let mut actions = Vec::new();
+        for facts in self.by_ordinal.values() {
+            let pod = facts.pod;
+            let name = pod.name().to_string();
+            if self.written.contains(&name) {
+                // Adopted this round: that is its one write.
+                continue;
+            }
+            match refresh(pod, now, &check) {
+                RefreshAction::Nothing | RefreshAction::Invalid(_) => {}
+                RefreshAction::WaitGrace { requeue_after } => {
+                    push_requeue(&mut self.plan.requeue_after, requeue_after);
+                }
+                RefreshAction::Write(write) => {
+                    if let Some(patch) = write.patch {
+                        actions.push(Action::PatchPod { name, patch });
+                        continue;
+                    }
+                }
+                RefreshAction::SetReady(status) => {
+                    let conditions = kruise_common::pods::changed_conditions(pod, &status)
+                        .cloned()
+                        .collect();
+                    // The lifecycle change the completed update allows (Updating -> Normal)
+                    // travels in the same status write: an in-place update costs 3 writes.
+                    let metadata = self.lifecycle_refresh(pod, &check);
+                    lifecycle_changed |= metadata.is_some();
+                    actions.push(Action::UpdatePodStatus {
+                        name,
+                        status: Box::new(PodStatus {
+                            conditions: Some(conditions),
+                            ..Default::default()
+                        }),
+                        metadata,
+                    });
+                    continue;
+                }
+            }
+            if let Some(patch) = self.lifecycle_refresh(pod, &check) {
+                actions.push(Action::PatchPod {
+                    name: pod.name().to_string(),
+                    patch,
+                });
+                lifecycle_changed = true;
+            }
+        }
+        for action in actions {
+            self.push(action);
+        }
+        lifecycle_changed
+    }
+
+    /// The lifecycle part of `refreshPodState`: e.g. `Updating` -> `Normal` once the
+    /// in-place update completed.
+    fn lifecycle_refresh(
+        &self,
+        pod: &CachedPod,
+        check: &CompletionCheck<'_>,
+    ) -> Option<serde_json::Value> {
+        let state = kruise_common::pods::lifecycle_state(pod)?;
+        let view: PodHookView<'_> = pod;
+        let intent = Intent::Refresh {
+            // OpenKruise's StatefulSet moves PreparingNormal on without a scheduling check.
+            scheduled: true,
+            at_update_revision: kruise_common::pods::pod_revision(pod)
+                == Some(self.update_revision_name()),
+            update_completed: state == LifecycleState::Updating
+                && check_update_completed(pod, check).is_ok(),
+        };
+        let decision = decide(
+            Some(state),
+            self.input.set.spec.lifecycle.as_ref(),
+            view,
+            intent,
+        )
+        .ok()?;
+        let next = decision.next.filter(|n| *n != state)?;
+        Some(state_patch(next, self.input.now, None))
+    }
+
+    /// Whether an in-place update of the update revision is sent but not yet in the cache.
+    fn update_expectations_pending(&self) -> bool {
+        let update = self.update_revision_name();
+        self.input
+            .update_expectations
+            .iter()
+            .filter(|(_, revision)| revision.as_str() == update)
+            .any(|(name, revision)| {
+                self.by_ordinal.values().any(|f| {
+                    f.pod.name() == name
+                        && kruise_common::pods::pod_revision(f.pod) != Some(revision.as_str())
+                })
+            })
+    }
+
+    /// Step 5.
+    pub(super) fn rolling_update(&mut self) {
+        let set = self.input.set;
+        if set.spec.is_on_delete() || self.update_expectations_pending() {
+            return;
+        }
+        let default_rolling = RollingUpdateStatefulSetStrategy::default();
+        let rolling = set
+            .spec
+            .update_strategy
+            .rolling_update
+            .as_ref()
+            .unwrap_or(&default_rolling);
+        if rolling.paused {
+            return;
+        }
+        let replicas = i32::try_from(self.ordinals.len()).unwrap_or(i32::MAX);
+        let max_unavailable = rolling
+            .max_unavailable
+            .as_ref()
+            .map_or(Ok(1), |m| value_from_int_or_percent(m, replicas, false))
+            .unwrap_or(1)
+            .max(1);
+        let max_unavailable = usize::try_from(max_unavailable).unwrap_or(usize::MAX);
+        let check = self.check();
+        // Every pod of the window that is not available for any reason (K#1480), pods
+        // written by this plan, and ordinals still being created.
+        let mut unavailable: BTreeSet<String> = BTreeSet::new();
+        let mut missing = 0usize;
+        for ordinal in &self.ordinals {
+            match self.by_ordinal.get(ordinal) {
+                None => missing += 1,
+                Some(f) => {
+                    let name = f.pod.name();
+                    if !f.available
+                        || self.written.contains(name)
+                        || check_update_completed(f.pod, &check).is_err()
+                    {
+                        unavailable.insert(name.to_string());
+                    }
+                }
+            }
+        }
+        let update = self.update_revision_name().to_string();
+        let budget_left = |unavailable: &BTreeSet<String>, name: &str| {
+            unavailable.len() + missing < max_unavailable || unavailable.contains(name)
+        };
+        // Specified-delete pods first, descending, each within the budget.
+        for ordinal in self.ordinals.clone().into_iter().rev() {
+            let Some(facts) = self.by_ordinal.get(&ordinal) else {
+                continue;
+            };
+            let name = facts.pod.name().to_string();
+            if facts.terminating
+                || self.written.contains(&name)
+                || !kruise_common::pods::is_specified_delete(facts.pod, &BTreeSet::new())
+                || !budget_left(&unavailable, &name)
+            {
+                continue;
+            }
+            self.push(Action::DeletePod {
+                name: name.clone(),
+                reason: DeleteReason::SpecifiedDelete,
+            });
+            unavailable.insert(name);
+        }
+        let policy = rolling.policy();
+        let grace = rolling
+            .in_place_update_strategy
+            .as_ref()
+            .map_or(0, |s| s.grace_period_seconds);
+        for ordinal in self.update_order(rolling, &update) {
+            let Some(facts) = self.by_ordinal.get(&ordinal) else {
+                continue;
+            };
+            let pod = facts.pod;
+            let name = pod.name().to_string();
+            if kruise_common::pods::pod_revision(pod) == Some(update.as_str()) {
+                continue;
+            }
+            if !budget_left(&unavailable, &name) {
+                return;
+            }
+            if facts.terminating || self.written.contains(&name) {
+                unavailable.insert(name);
+                continue;
+            }
+            match self.update_pod(pod, &policy, grace) {
+                Ok(Some(action)) => self.push(action),
+                Ok(None) => {}
+                Err(event) => {
+                    self.plan.events.push(event);
+                    return;
+                }
+            }
+            unavailable.insert(name);
+        }
+    }
+
+    /// The ordinals to update, in order (`sortPodsToUpdate`): ordered, from the highest
+    /// window position down to `partition`; unordered, updated and terminating pods first,
+    /// then the rest descending; at most `replicas - partition`.
+    fn update_order(&self, rolling: &RollingUpdateStatefulSetStrategy, update: &str) -> Vec<i64> {
+        let partition = usize::try_from(rolling.partition.unwrap_or(0).max(0)).unwrap_or(0);
+        let max_update = self.ordinals.len().saturating_sub(partition);
+        if rolling.unordered_update.is_none() {
+            return self
+                .ordinals
+                .iter()
+                .rev()
+                .filter(|o| usize::try_from(**o - self.start).unwrap_or(0) >= partition)
+                .take(max_update)
+                .copied()
+                .collect();
+        }
+        let (first, rest): (Vec<i64>, Vec<i64>) = self.ordinals.iter().rev().partition(|o| {
+            self.by_ordinal.get(o).is_some_and(|f| {
+                f.terminating || kruise_common::pods::pod_revision(f.pod) == Some(update)
+            })
+        });
+        first.into_iter().chain(rest).take(max_update).collect()
+    }
+
+    /// `inPlaceUpdatePod`, else a delete for recreation; `None` while the inPlaceUpdate hook
+    /// holds the pod; `InPlaceOnly` that cannot update in place is an event and stops the
+    /// update.
+    fn update_pod(
+        &self,
+        pod: &CachedPod,
+        policy: &PodUpdatePolicy,
+        grace: i32,
+    ) -> Result<Option<Action>, PlannedEvent> {
+        let input = self.input;
+        let name = pod.name().to_string();
+        let target = input.update_revision;
+        let target_name = revision_name(target).to_string();
+        if matches!(
+            policy,
+            PodUpdatePolicy::InPlaceIfPossible | PodUpdatePolicy::InPlaceOnly
+        ) {
+            let old = input
+                .revisions
+                .iter()
+                .chain([input.current_revision, input.update_revision])
+                .find(|r| kruise_common::pods::pod_revision(pod) == Some(revision_name(r)));
+            let gates = self.in_place_gates();
+            let possible =
+                calculate_update_spec_for_revisions(old, Some(target), gates, grace, false);
+            let lifecycle = input.set.spec.lifecycle.as_ref();
+            let state = kruise_common::pods::lifecycle_state(pod);
+            let view: PodHookView<'_> = pod;
+            let allowed = decide(state, lifecycle, view, Intent::InPlaceUpdate);
+            if let (Ok(_), Some(old), Ok(decision)) = (possible, old, &allowed) {
+                if !decision.proceed {
+                    // The inPlaceUpdate hook is not through yet: move the state on, or wait.
+                    let readd = decision
+                        .readd_in_place_update_hooks
+                        .then(|| lifecycle.and_then(|l| l.in_place_update.as_ref()))
+                        .flatten();
+                    return Ok(decision.next.map(|next| Action::PatchPod {
+                        name,
+                        patch: state_patch(next, input.now, readd),
+                    }));
+                }
+                let mut extra_labels = BTreeMap::new();
+                let mut extra_annotations = BTreeMap::new();
+                // `Updating` only for a pod that has a lifecycle state (as OpenKruise).
+                if state.is_some() {
+                    extra_labels.insert(
+                        LIFECYCLE_STATE_KEY.to_string(),
+                        LifecycleState::Updating.as_str().to_string(),
+                    );
+                    extra_annotations.insert(
+                        LIFECYCLE_TIMESTAMP_KEY.to_string(),
+                        jiff::fmt::strtime::format("%Y-%m-%dT%H:%M:%SZ", input.now)
+                            .unwrap_or_default(),
+                    );
+                }
+                let request = UpdateRequest {
+                    old_revision_data: old.data.as_ref().map(|d| d.0.clone()).unwrap_or_default(),
+                    new_revision_data: target
+                        .data
+                        .as_ref()
+                        .map(|d| d.0.clone())
+                        .unwrap_or_default(),
+                    revision: target_name.clone(),
+                    gates,
+                    grace_period_seconds: grace,
+                    revision_labels: BTreeMap::from([(
+                        kruise_common::api::keys::CONTROLLER_REVISION_HASH_KEY.to_string(),
+                        target_name.clone(),
+                    )]),
+                    extra_labels,
+                    extra_annotations,
+                };
+                if let Ok(update) = begin_update(pod, &request, input.now) {
+                    return Ok(Some(Action::UpdateInPlace {
+                        name,
+                        revision: target_name,
+                        update: Box::new(update.into_writes(pod)),
+                    }));
+                }
+            }
+            if *policy == PodUpdatePolicy::InPlaceOnly {
+                return Err(PlannedEvent {
+                    type_: "Warning",
+                    reason: "FailedUpdatePodInPlace",
+                    message: format!(
+                        "failed to update pod {name} in-place(revision {target_name}): update strategy is InPlaceOnly but the change can not be made in place"
+                    ),
+                });
+            }
+        }
+        Ok(Some(Action::DeletePod {
+            name,
+            reason: DeleteReason::Update,
+        }))
+    }
+}

@@ -1,0 +1,227 @@
+//! The StatefulSet webhooks as the API server sees them: AdmissionReview JSON in, response
+//! out (the exact JSONPatch of the defaults, denials with field paths, deletion protection),
+//! for both served versions.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use base64::Engine as _;
+use kruise_statefulset::admission::{MUTATE_PATH, VALIDATE_PATH, routes};
+use kruise_statefulset::api::defaults::DefaultingGates;
+use pretty_assertions::assert_eq;
+use serde_json::{Value, json};
+
+fn review_body(
+    version: &str,
+    operation: &str,
+    object: Option<Value>,
+    old: Option<Value>,
+) -> Vec<u8> {
+    serde_json::to_vec(&json!({
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": {
+            "uid": "705ab4f5-6393-11e8-b7cc-42010a800002",
+            "kind": {"group": "apps.kruise.io", "version": version, "kind": "StatefulSet"},
+            "resource": {"group": "apps.kruise.io", "version": version, "resource": "statefulsets"},
+            "name": "web",
+            "namespace": "default",
+            "operation": operation,
+            "userInfo": {"username": "admin"},
+            "object": object,
+            "oldObject": old,
+            "dryRun": false
+        }
+    }))
+    .unwrap()
+}
+
+fn statefulset(version: &str, spec: Value) -> Value {
+    json!({
+        "apiVersion": format!("apps.kruise.io/{version}"),
+        "kind": "StatefulSet",
+        "metadata": {"name": "web", "namespace": "default", "uid": "sts-uid"},
+        "spec": spec,
+    })
+}
+
+fn minimal_spec() -> Value {
+    json!({
+        "replicas": 3,
+        "serviceName": "web",
+        "selector": {"matchLabels": {"app": "web"}},
+        "template": {
+            "metadata": {"labels": {"app": "web"}},
+            "spec": {"containers": [{"name": "main", "image": "nginx:1", "x-unknown": "kept"}]}
+        }
+    })
+}
+
+async fn answer(path: &str, body: &[u8]) -> Value {
+    let out = routes(DefaultingGates::default())
+        .review(path, body)
+        .await
+        .unwrap();
+    assert_eq!(
+        out["response"]["uid"],
+        "705ab4f5-6393-11e8-b7cc-42010a800002"
+    );
+    out["response"].clone()
+}
+
+fn decoded_patch(response: &Value) -> Value {
+    assert_eq!(response["patchType"], "JSONPatch");
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(response["patch"].as_str().unwrap())
+        .unwrap();
+    serde_json::from_slice(&bytes).unwrap()
+}
+
+#[tokio::test]
+async fn create_of_either_version_gets_openkruise_defaults_as_a_patch() {
+    for version in ["v1alpha1", "v1beta1"] {
+        let body = review_body(
+            version,
+            "CREATE",
+            Some(statefulset(version, minimal_spec())),
+            None,
+        );
+        let response = answer(MUTATE_PATH, &body).await;
+        assert_eq!(response["allowed"], true);
+        assert_eq!(
+            decoded_patch(&response),
+            json!([
+                {"op": "add", "path": "/spec/persistentVolumeClaimRetentionPolicy",
+                 "value": {"whenDeleted": "Retain", "whenScaled": "Retain"}},
+                {"op": "add", "path": "/spec/podManagementPolicy", "value": "OrderedReady"},
+                {"op": "add", "path": "/spec/revisionHistoryLimit", "value": 10},
+                {"op": "add", "path": "/spec/updateStrategy", "value": {
+                    "type": "RollingUpdate", "rollingUpdate": {"partition": 0, "maxUnavailable": 1,
+                    "podUpdatePolicy": "ReCreate", "minReadySeconds": 0}}}
+            ]),
+            "{version}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn defaulted_sample_is_admitted_and_an_invalid_one_denied_with_paths() {
+    let mut spec = minimal_spec();
+    spec["podManagementPolicy"] = json!("OrderedReady");
+    spec["updateStrategy"] = json!({"type": "RollingUpdate", "rollingUpdate": {
+        "partition": 0, "maxUnavailable": 1, "podUpdatePolicy": "ReCreate", "minReadySeconds": 0}});
+    for version in ["v1alpha1", "v1beta1"] {
+        let body = review_body(
+            version,
+            "CREATE",
+            Some(statefulset(version, spec.clone())),
+            None,
+        );
+        assert_eq!(
+            answer(VALIDATE_PATH, &body).await["allowed"],
+            true,
+            "{version}"
+        );
+    }
+    let mut bad = spec.clone();
+    bad["reserveOrdinals"] = json!(["3-1"]);
+    bad["updateStrategy"]["rollingUpdate"]["maxUnavailable"] = json!(2);
+    bad["updateStrategy"]["rollingUpdate"]["podUpdatePolicy"] = json!("InPlaceIfPossible");
+    let body = review_body(
+        "v1alpha1",
+        "CREATE",
+        Some(statefulset("v1alpha1", bad)),
+        None,
+    );
+    let response = answer(VALIDATE_PATH, &body).await;
+    assert_eq!(response["allowed"], false);
+    assert_eq!(response["status"]["code"], 422);
+    let message = response["status"]["message"].as_str().unwrap();
+    for part in [
+        "spec: Invalid value",
+        "0 th reserve ordinal is invalid",
+        "spec.updateStrategy.rollingUpdate.maxUnavailable: Invalid value: 2: can only work with Parallel PodManagementPolicyType",
+        "spec.template.spec.readinessGates: Invalid value: null: must contains InPlaceUpdateReady when podUpdatePolicy is InPlaceIfPossible",
+    ] {
+        assert!(message.contains(part), "{part:?} not in {message}");
+    }
+    // An update of an immutable field.
+    let old = statefulset("v1beta1", spec.clone());
+    let mut changed = spec;
+    changed["serviceName"] = json!("other");
+    let body = review_body(
+        "v1beta1",
+        "UPDATE",
+        Some(statefulset("v1beta1", changed)),
+        Some(old),
+    );
+    let response = answer(VALIDATE_PATH, &body).await;
+    assert_eq!(response["allowed"], false);
+    assert!(
+        response["status"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("spec: Forbidden: updates to statefulset spec")
+    );
+}
+
+#[tokio::test]
+async fn deletion_protection_refuses_delete_of_a_protected_set() {
+    let mut old = statefulset("v1beta1", minimal_spec());
+    old["metadata"]["labels"] = json!({"policy.kruise.io/delete-protection": "Cascading"});
+    let body = review_body("v1beta1", "DELETE", None, Some(old.clone()));
+    let response = answer(VALIDATE_PATH, &body).await;
+    assert_eq!(response["allowed"], false);
+    assert_eq!(response["status"]["code"], 403);
+    old["spec"]["replicas"] = json!(0);
+    let body = review_body("v1beta1", "DELETE", None, Some(old));
+    assert_eq!(answer(VALIDATE_PATH, &body).await["allowed"], true);
+}
+
+fn arbitrary_json() -> impl proptest::strategy::Strategy<Value = Value> {
+    use proptest::prelude::*;
+    let leaf = prop_oneof![
+        Just(Value::Null),
+        any::<bool>().prop_map(Value::from),
+        any::<i64>().prop_map(Value::from),
+        "[a-zA-Z0-9%-]{0,6}".prop_map(Value::from),
+    ];
+    leaf.prop_recursive(4, 32, 6, |inner| {
+        prop_oneof![
+            proptest::collection::vec(inner.clone(), 0..4).prop_map(Value::Array),
+            proptest::collection::btree_map(
+                prop_oneof![
+                    Just("replicas".to_string()),
+                    Just("reserveOrdinals".to_string()),
+                    Just("updateStrategy".to_string()),
+                    Just("rollingUpdate".to_string()),
+                    Just("maxUnavailable".to_string()),
+                    Just("template".to_string()),
+                    Just("selector".to_string()),
+                    "[a-z]{1,8}",
+                ],
+                inner,
+                0..4
+            )
+            .prop_map(|m| Value::Object(m.into_iter().collect())),
+        ]
+    })
+}
+
+proptest::proptest! {
+    /// Any JSON as a spec, old spec or version never panics a handler: it is answered.
+    #[test]
+    fn arbitrary_objects_are_answered(spec in arbitrary_json(), old in arbitrary_json(), beta in proptest::bool::ANY) {
+        let version = if beta { "v1beta1" } else { "v1alpha1" };
+        let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
+        for (path, operation, old) in [
+            (MUTATE_PATH, "CREATE", None),
+            (VALIDATE_PATH, "CREATE", None),
+            (VALIDATE_PATH, "UPDATE", Some(statefulset(version, old.clone()))),
+            (VALIDATE_PATH, "DELETE", Some(statefulset(version, old.clone()))),
+        ] {
+            let object = (operation != "DELETE").then(|| statefulset(version, spec.clone()));
+            let body = review_body(version, operation, object, old);
+            let out = runtime.block_on(routes(DefaultingGates::default()).review(path, &body));
+            proptest::prop_assert!(out.is_ok(), "{out:?}");
+        }
+    }
+}

@@ -1,0 +1,606 @@
+//! The Advanced StatefulSet controller against kruise-sim, in-process: OrderedReady scale-up
+//! in order with identity and claims, an in-place image update that keeps each pod (name,
+//! uid, node, IP, claim; restartCount 1) in descending order, partition, reserveOrdinals,
+//! and a controller restart mid-rollout without a double create.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
+use kruise_common::api::keys::{
+    CONTROLLER_REVISION_HASH_KEY, POD_INDEX_KEY, STATEFULSET_POD_NAME_KEY,
+};
+use kruise_common::runtime::{Metrics, Readiness, RunOptions};
+use kruise_statefulset::api::v1beta1::StatefulSet;
+use kruise_statefulset::controller::{self, Settings};
+use kruise_testkit::{WAIT, eventually};
+use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use kube::{Client, ResourceExt as _};
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+
+/// An in-process controller for `default`.
+struct RunningController {
+    shutdown: CancellationToken,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl RunningController {
+    fn start(client: &Client) -> Self {
+        let shutdown = CancellationToken::new();
+        let metrics = Metrics::new();
+        let opts = RunOptions {
+            name: controller::CONTROLLER_NAME.into(),
+            concurrency: 3,
+            metrics: metrics.clone(),
+            readiness: Readiness::default(),
+            shutdown: shutdown.clone(),
+            leadership: Default::default(),
+        };
+        let settings = Settings {
+            namespace: Some("default".into()),
+            ..Settings::default()
+        };
+        let client = client.clone();
+        let task =
+            tokio::spawn(async move { controller::run(client, settings, &metrics, opts).await });
+        Self { shutdown, task }
+    }
+
+    async fn stop(self) {
+        self.shutdown.cancel();
+        tokio::time::timeout(Duration::from_secs(30), self.task)
+            .await
+            .unwrap()
+            .unwrap();
+    }
+}
+
+async fn sim() -> (kruise_sim::Sim, Client) {
+    kruise_testkit::sim_with_crds(2, &[kruise_statefulset::api::crd::crd().unwrap()]).await
+}
+
+/// A set `name` (defaulted as the webhook would) with 3 replicas of `image` and a claim
+/// template `data`.
+fn statefulset(name: &str, image: &str, extra_spec: serde_json::Value) -> StatefulSet {
+    let mut spec = json!({
+        "replicas": 3,
+        "serviceName": name,
+        "selector": {"matchLabels": {"app": name}},
+        "template": {
+            "metadata": {"labels": {"app": name}},
+            "spec": {
+                "readinessGates": [{"conditionType": "InPlaceUpdateReady"}],
+                "containers": [{"name": "main", "image": image}]
+            }
+        },
+        "volumeClaimTemplates": [{"metadata": {"name": "data"},
+            "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}}]
+    });
+    json_patch::merge(&mut spec, &extra_spec);
+    let mut set: StatefulSet = serde_json::from_value(json!({
+        "apiVersion": "apps.kruise.io/v1beta1", "kind": "StatefulSet",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": spec,
+    }))
+    .unwrap();
+    kruise_statefulset::api::defaults::default_spec(&mut set.spec, Default::default());
+    set
+}
+
+fn sets(client: &Client) -> Api<StatefulSet> {
+    Api::namespaced(client.clone(), "default")
+}
+
+async fn pods_of(client: &Client, name: &str) -> Vec<Pod> {
+    let api: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let mut pods: Vec<Pod> = api
+        .list(&ListParams::default().labels(&format!("app={name}")))
+        .await
+        .unwrap()
+        .items;
+    pods.sort_by_key(|p| p.name_any());
+    pods
+}
+
+fn names(pods: &[Pod]) -> Vec<String> {
+    pods.iter().map(|p| p.name_any()).collect()
+}
+
+/// Waits until the set reports `total` updated, ready pods for its current generation.
+async fn wait_rolled_out(client: &Client, name: &str, total: i32) -> StatefulSet {
+    eventually(
+        &format!("{name}: {total} updated ready pods"),
+        WAIT,
+        || async {
+            let set = sets(client).get(name).await.unwrap();
+            let s = set.status.clone()?;
+            (s.replicas == total
+                && s.ready_replicas == total
+                && s.updated_replicas == total
+                && s.current_revision == s.update_revision
+                && s.observed_generation == set.metadata.generation.unwrap_or_default())
+            .then_some(set)
+        },
+    )
+    .await
+}
+
+/// The pods named in the set's events with `reason`, in the order they happened.
+async fn pods_in_events(client: &Client, name: &str, reason: &str) -> Vec<String> {
+    let mut events = kruise_testkit::events_about(client, "default", name).await;
+    // The simulator's resourceVersions increase with every write.
+    events.sort_by_key(|e| {
+        e.metadata
+            .resource_version
+            .as_deref()
+            .and_then(|v| v.parse::<u64>().ok())
+    });
+    events
+        .into_iter()
+        .filter(|e| e.reason.as_deref() == Some(reason))
+        .filter_map(|e| {
+            let note = e.message.unwrap_or_default();
+            note.split_whitespace()
+                .find(|w| w.starts_with(&format!("{name}-")))
+                .map(|w| {
+                    w.trim_end_matches(|c: char| !c.is_ascii_alphanumeric())
+                        .to_string()
+                })
+        })
+        .collect()
+}
+
+async fn set_image(client: &Client, name: &str, image: &str, rolling: serde_json::Value) {
+    let patch = json!({"spec": {
+        "template": {"spec": {"containers": [{"name": "main", "image": image}]}},
+        "updateStrategy": {"rollingUpdate": rolling}}});
+    sets(client)
+        .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .unwrap();
+}
+
+/// Successful pod patches (the pod and its status) the simulator served.
+fn pod_writes(sim: &kruise_sim::Sim) -> u64 {
+    sim.counters()
+        .snapshot()
+        .into_iter()
+        .filter(|(k, _)| k.verb == "patch" && k.resource == "pods" && (200..300).contains(&k.code))
+        .map(|(_, n)| n)
+        .sum()
+}
+
+/// Successful pod creates the simulator served.
+fn pod_creates(sim: &kruise_sim::Sim) -> u64 {
+    sim.counters()
+        .snapshot()
+        .into_iter()
+        .filter(|(k, _)| {
+            k.verb == "create"
+                && k.resource == "pods"
+                && k.subresource.is_empty()
+                && (200..300).contains(&k.code)
+        })
+        .map(|(_, n)| n)
+        .sum()
+}
+
+#[tokio::test]
+async fn ordered_ready_scales_to_three_in_order_with_identity_and_claims() {
+    let (sim, client) = sim().await;
+    let controller = RunningController::start(&client);
+    sets(&client)
+        .create(
+            &PostParams::default(),
+            &statefulset("web", "nginx:1", json!({})),
+        )
+        .await
+        .unwrap();
+    let set = wait_rolled_out(&client, "web", 3).await;
+    let pods = pods_of(&client, "web").await;
+    assert_eq!(names(&pods), ["web-0", "web-1", "web-2"]);
+    assert_eq!(
+        pods_in_events(&client, "web", "SuccessfulCreate").await,
+        ["web-0", "web-1", "web-2"]
+    );
+    // Each pod was created only once its predecessor was ready.
+    for pair in pods.windows(2) {
+        let ready_at = pair[0]
+            .status
+            .as_ref()
+            .unwrap()
+            .conditions
+            .as_ref()
+            .unwrap()
+            .iter()
+            .find(|c| c.type_ == "Ready")
+            .unwrap()
+            .last_transition_time
+            .clone()
+            .unwrap()
+            .0;
+        let created = pair[1].metadata.creation_timestamp.clone().unwrap().0;
+        assert!(
+            created >= ready_at,
+            "{} created before {} was ready",
+            pair[1].name_any(),
+            pair[0].name_any()
+        );
+    }
+    let status = set.status.unwrap();
+    for (i, pod) in pods.iter().enumerate() {
+        let name = pod.name_any();
+        assert_eq!(pod.labels()[STATEFULSET_POD_NAME_KEY], name);
+        assert_eq!(pod.labels()[POD_INDEX_KEY], i.to_string());
+        assert_eq!(
+            pod.labels()[CONTROLLER_REVISION_HASH_KEY],
+            status.update_revision
+        );
+        let spec = pod.spec.as_ref().unwrap();
+        assert_eq!(spec.hostname.as_deref(), Some(name.as_str()));
+        assert_eq!(spec.subdomain.as_deref(), Some("web"));
+        let claim = format!("data-web-{i}");
+        assert!(spec.volumes.iter().flatten().any(|v| {
+            v.persistent_volume_claim
+                .as_ref()
+                .is_some_and(|c| c.claim_name == claim)
+        }));
+        let claims: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), "default");
+        let pvc = claims.get(&claim).await.unwrap();
+        assert_eq!(pvc.labels()["app"], "web");
+    }
+    assert_eq!(status.label_selector, "app=web");
+    // Per pod: its claim, the pod, and the InPlaceUpdateReady=True its readiness gate needs.
+    let claim_creates: u64 = sim
+        .counters()
+        .snapshot()
+        .into_iter()
+        .filter(|(k, _)| {
+            k.verb == "create"
+                && k.resource == "persistentvolumeclaims"
+                && (200..300).contains(&k.code)
+        })
+        .map(|(_, n)| n)
+        .sum();
+    assert_eq!(
+        (claim_creates, pod_creates(&sim), pod_writes(&sim)),
+        (3, 3, 3)
+    );
+    controller.stop().await;
+}
+
+#[tokio::test]
+async fn in_place_update_keeps_each_pod_and_goes_descending() {
+    let (sim, client) = sim().await;
+    let controller = RunningController::start(&client);
+    let set = statefulset(
+        "db",
+        "nginx:1",
+        json!({"updateStrategy": {"rollingUpdate": {"podUpdatePolicy": "InPlaceIfPossible"}}}),
+    );
+    sets(&client)
+        .create(&PostParams::default(), &set)
+        .await
+        .unwrap();
+    wait_rolled_out(&client, "db", 3).await;
+    let before = pods_of(&client, "db").await;
+    let writes_before = pod_writes(&sim);
+    set_image(&client, "db", "nginx:2", json!({})).await;
+    eventually("db rolled to nginx:2", WAIT, || async {
+        let set = sets(&client).get("db").await.unwrap();
+        let s = set.status.clone()?;
+        let pods = pods_of(&client, "db").await;
+        (s.updated_replicas == 3
+            && s.ready_replicas == 3
+            && set.metadata.generation == Some(s.observed_generation)
+            && pods.iter().all(|p| {
+                p.spec.as_ref().unwrap().containers[0].image.as_deref() == Some("nginx:2")
+            }))
+        .then_some(())
+    })
+    .await;
+    let after = pods_of(&client, "db").await;
+    for (old, new) in before.iter().zip(&after) {
+        assert_eq!(old.name_any(), new.name_any());
+        assert_eq!(old.uid(), new.uid(), "{} was recreated", old.name_any());
+        let (os, ns) = (old.status.as_ref().unwrap(), new.status.as_ref().unwrap());
+        assert_eq!(
+            old.spec.as_ref().unwrap().node_name,
+            new.spec.as_ref().unwrap().node_name
+        );
+        assert_eq!(os.pod_ip, ns.pod_ip);
+        assert_eq!(ns.container_statuses.as_ref().unwrap()[0].restart_count, 1);
+        assert_eq!(
+            old.spec.as_ref().unwrap().volumes,
+            new.spec.as_ref().unwrap().volumes,
+            "same claim"
+        );
+    }
+    assert_eq!(
+        pods_in_events(&client, "db", "SuccessfulUpdatePodInPlace").await,
+        ["db-2", "db-1", "db-0"]
+    );
+    // Per pod: InPlaceUpdateReady=False, the patch, InPlaceUpdateReady=True with the
+    // lifecycle state back to Normal.
+    assert_eq!(
+        pod_writes(&sim) - writes_before,
+        9,
+        "3 writes per in-place update"
+    );
+    controller.stop().await;
+}
+
+#[tokio::test]
+async fn partition_and_reserved_ordinals() {
+    let (_sim, client) = sim().await;
+    let controller = RunningController::start(&client);
+    let set = statefulset("pt", "nginx:1", json!({"podManagementPolicy": "Parallel"}));
+    sets(&client)
+        .create(&PostParams::default(), &set)
+        .await
+        .unwrap();
+    let old = wait_rolled_out(&client, "pt", 3)
+        .await
+        .status
+        .unwrap()
+        .update_revision;
+    set_image(&client, "pt", "nginx:2", json!({"partition": 2})).await;
+    let update = eventually("pt-2 updated", WAIT, || async {
+        let s = sets(&client).get("pt").await.unwrap().status?;
+        (s.updated_replicas == 1 && s.ready_replicas == 3 && s.update_revision != old)
+            .then_some(s.update_revision)
+    })
+    .await;
+    let pods = pods_of(&client, "pt").await;
+    let revisions: Vec<String> = pods
+        .iter()
+        .map(|p| p.labels()[CONTROLLER_REVISION_HASH_KEY].clone())
+        .collect();
+    assert_eq!(revisions, [old.clone(), old, update]);
+
+    let reserved = statefulset(
+        "rs",
+        "nginx:1",
+        json!({"reserveOrdinals": [1], "podManagementPolicy": "Parallel"}),
+    );
+    sets(&client)
+        .create(&PostParams::default(), &reserved)
+        .await
+        .unwrap();
+    wait_rolled_out(&client, "rs", 3).await;
+    assert_eq!(
+        names(&pods_of(&client, "rs").await),
+        ["rs-0", "rs-2", "rs-3"]
+    );
+    controller.stop().await;
+}
+
+#[tokio::test]
+async fn a_controller_restart_mid_rollout_creates_no_pod_twice() {
+    let (sim, client) = sim().await;
+    let controller = RunningController::start(&client);
+    sets(&client)
+        .create(
+            &PostParams::default(),
+            &statefulset("rr", "nginx:1", json!({})),
+        )
+        .await
+        .unwrap();
+    wait_rolled_out(&client, "rr", 3).await;
+    assert_eq!(pod_creates(&sim), 3);
+    set_image(&client, "rr", "nginx:2", json!({})).await;
+    // Stop as soon as the first pod was recreated at the new revision.
+    eventually("rr-2 recreated", WAIT, || async {
+        let s = sets(&client).get("rr").await.unwrap().status?;
+        (s.updated_replicas >= 1).then_some(())
+    })
+    .await;
+    controller.stop().await;
+    let controller = RunningController::start(&client);
+    let set = wait_rolled_out(&client, "rr", 3).await;
+    let update = set.status.unwrap().update_revision;
+    let pods = pods_of(&client, "rr").await;
+    assert!(
+        pods.iter()
+            .all(|p| p.labels()[CONTROLLER_REVISION_HASH_KEY] == update)
+    );
+    assert_eq!(pod_creates(&sim), 6, "three pods, each recreated once");
+    let deletes: u64 = sim
+        .counters()
+        .snapshot()
+        .into_iter()
+        .filter(|(k, _)| k.verb == "delete" && k.resource == "pods" && (200..300).contains(&k.code))
+        .map(|(_, n)| n)
+        .sum();
+    assert_eq!(deletes, 3, "each old pod deleted once");
+    controller.stop().await;
+}
+
+#[tokio::test]
+async fn injected_errors_conflicts_and_watch_drops_break_no_bound() {
+    use kruise_sim::faults::FaultRule;
+    let (sim, client) = sim().await;
+    let controller = RunningController::start(&client);
+    let set = statefulset(
+        "ft",
+        "nginx:1",
+        json!({"replicas": 5, "podManagementPolicy": "Parallel",
+               "updateStrategy": {"rollingUpdate": {"maxUnavailable": 2}}}),
+    );
+    sets(&client)
+        .create(&PostParams::default(), &set)
+        .await
+        .unwrap();
+    let old = wait_rolled_out(&client, "ft", 5)
+        .await
+        .status
+        .unwrap()
+        .update_revision;
+    let creates_before = pod_creates(&sim);
+    assert_eq!(creates_before, 5);
+    set_image(&client, "ft", "nginx:2", json!({})).await;
+    sim.faults().add(
+        FaultRule::new()
+            .verb("create")
+            .resource("pods")
+            .error(500, 1.0)
+            .times(2),
+    );
+    sim.faults().add(
+        FaultRule::new()
+            .verb("delete")
+            .resource("pods")
+            .error(500, 1.0)
+            .times(2),
+    );
+    sim.faults().add(
+        FaultRule::new()
+            .verb("patch")
+            .resource("statefulsets")
+            .error(500, 1.0)
+            .times(2),
+    );
+    sim.faults().force_conflicts("statefulsets", 2);
+    // Watch the rollout: never more than 2 of the 5 ordinals unready (or missing).
+    let mut most_unready = 0;
+    let deadline = tokio::time::Instant::now() + WAIT;
+    let mut drops = 0;
+    loop {
+        let pods = pods_of(&client, "ft").await;
+        let ready = pods
+            .iter()
+            .filter(|p| p.metadata.deletion_timestamp.is_none())
+            .filter(|p| {
+                p.status
+                    .as_ref()
+                    .and_then(|s| s.conditions.as_ref())
+                    .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+            })
+            .count();
+        most_unready = most_unready.max(5 - ready);
+        let set = sets(&client).get("ft").await.unwrap();
+        let s = set.status.clone().unwrap_or_default();
+        if s.update_revision != old
+            && set.metadata.generation == Some(s.observed_generation)
+            && s.updated_replicas == 5
+            && s.ready_replicas == 5
+            && s.current_revision == s.update_revision
+        {
+            break;
+        }
+        if drops < 3 {
+            sim.faults().drop_watches();
+            drops += 1;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "rollout did not finish: {s:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(
+        most_unready <= 2,
+        "{most_unready} ordinals unready at once (maxUnavailable 2)"
+    );
+    let failed: u64 = sim
+        .counters()
+        .snapshot()
+        .into_iter()
+        .filter(|(k, _)| k.resource == "pods" && k.code == 500)
+        .map(|(_, n)| n)
+        .sum();
+    assert_eq!(
+        failed, 4,
+        "the injected pod create and delete errors were served"
+    );
+    let reasons: Vec<String> = kruise_testkit::events_about(&client, "default", "ft")
+        .await
+        .into_iter()
+        .filter_map(|e| e.reason)
+        .collect();
+    for reason in ["FailedCreate", "FailedDelete"] {
+        assert!(
+            reasons.iter().any(|r| r == reason),
+            "no {reason} event: {reasons:?}"
+        );
+    }
+    // The failure conditions went once the writes succeeded again.
+    let status = sets(&client).get("ft").await.unwrap().status.unwrap();
+    assert!(status.conditions.is_empty(), "{:?}", status.conditions);
+    assert_eq!(
+        pod_creates(&sim) - creates_before,
+        5,
+        "each pod recreated exactly once"
+    );
+    controller.stop().await;
+}
+
+#[tokio::test]
+async fn an_orphan_at_the_current_revision_is_adopted_without_a_restart() {
+    use kruise_statefulset::plan::{IdentityGates, new_pod, plan_revisions};
+    let (sim, client) = sim().await;
+    let controller = RunningController::start(&client);
+    let set = statefulset(
+        "ad",
+        "nginx:1",
+        json!({"replicas": 2, "podManagementPolicy": "Parallel"}),
+    );
+    // ad-1 as OpenKruise would have left it after its set was deleted with --cascade=orphan:
+    // same name, labels and revision, no owner.
+    let revision = plan_revisions(&set, &[]).update.metadata.name.unwrap();
+    let gates = IdentityGates {
+        pod_index_label: true,
+    };
+    let mut orphan = new_pod(
+        &set,
+        &set.spec.template,
+        &revision,
+        1,
+        gates,
+        jiff::Timestamp::now(),
+    );
+    orphan.metadata.owner_references = None;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let orphan = pods.create(&PostParams::default(), &orphan).await.unwrap();
+    let created = sets(&client)
+        .create(&PostParams::default(), &set)
+        .await
+        .unwrap();
+    wait_rolled_out(&client, "ad", 2).await;
+    let adopted = pods.get("ad-1").await.unwrap();
+    assert_eq!(adopted.uid(), orphan.uid(), "adopted, not recreated");
+    let owner = adopted
+        .owner_references()
+        .iter()
+        .find(|o| o.controller == Some(true))
+        .cloned()
+        .unwrap();
+    assert_eq!(owner.uid, created.uid().unwrap());
+    let restarts = adopted.status.unwrap().container_statuses.unwrap()[0].restart_count;
+    assert_eq!(restarts, 0);
+    assert_eq!(names(&pods_of(&client, "ad").await), ["ad-0", "ad-1"]);
+    assert_eq!(pod_creates(&sim), 2, "the orphan and ad-0");
+    // An orphan appearing later wakes the set its name names: ad-5 is adopted, and being
+    // outside the window, scaled in.
+    let mut late = new_pod(
+        &set,
+        &set.spec.template,
+        &revision,
+        5,
+        gates,
+        jiff::Timestamp::now(),
+    );
+    late.metadata.owner_references = None;
+    pods.create(&PostParams::default(), &late).await.unwrap();
+    eventually("ad-5 adopted and deleted", WAIT, || async {
+        pods.get_opt("ad-5").await.unwrap().is_none().then_some(())
+    })
+    .await;
+    assert!(
+        pods_in_events(&client, "ad", "SuccessfulDelete")
+            .await
+            .contains(&"ad-5".to_string())
+    );
+    controller.stop().await;
+}
