@@ -4,6 +4,7 @@
 //! version OpenKruise builds with).
 
 use k8s_openapi::api::apps::v1::ControllerRevision;
+use kruise_common::api::keys::CLONESET_VCT_HASH_KEY;
 use serde_json::{Value, json};
 
 use super::MutateCloneSet;
@@ -134,4 +135,19 @@ fn every_template_default_as_openkruise_stores_it() {
     assert_eq!(stored["spec"]["template"], expected);
     let revision = created_revision(&serde_json::from_value(stored).unwrap());
     assert_eq!(revision.metadata.name.as_deref(), Some("rich-8748d46f6"));
+}
+
+#[test]
+fn vct_hash_of_the_defaulted_sample_is_openkruises() {
+    let stored = defaulted(
+        MutateCloneSet::default(),
+        "v1alpha1",
+        &sample(sample_template()),
+        true,
+    );
+    let revision = created_revision(&as_v1beta1(&stored));
+    assert_eq!(
+        revision.metadata.annotations.unwrap()[CLONESET_VCT_HASH_KEY],
+        "1129974074"
+    );
 }
