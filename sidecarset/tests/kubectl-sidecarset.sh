@@ -92,6 +92,16 @@ assert_contains "$("$KUBECTL" get pods -l app=nginx -o jsonpath='{.items[0].spec
 assert_contains "$("$KUBECTL" get sidecarset)" "MATCHED" "printer columns"
 pass "every pod of the CloneSet got sidecar1 injected; kubectl get sidecarset shows 3 3 3"
 
+# Its revisions live in the kruise namespace (POD_NAMESPACE, unset here: kruise-system), not
+# in the namespace `up` names for the webhook Service (default).
+revisions_in() {
+  "$KUBECTL" get controllerrevisions -n "$1" -l kruise.io/sidecarset-name=test-sidecarset -o name
+}
+has_revision() { [[ -n "$(revisions_in kruise-system)" ]]; }
+wait_for 30 "a test-sidecarset revision in kruise-system" has_revision
+assert_eq "$(revisions_in default)" "" "no SidecarSet revision in the webhook's namespace"
+pass "SidecarSet revisions are kept in kruise-system"
+
 before=$("$KUBECTL" get pods -l app=nginx -o jsonpath='{range .items[*]}{.metadata.name}={.metadata.uid}{"\n"}{end}' | sort)
 
 # The image patch: only the image changes, so the sidecar is upgraded in place.
