@@ -6,6 +6,7 @@
 //! * [`version`]: the API groups and versions, one meaning each.
 //! * [`crd`]: the CRD builder (versions, subresources, printer columns, schema edits without
 //!   schemars' defaults), the conversion webhook stanza, the `string_enum!` macro.
+//! * [`crd_fields`]: a CRD schema as a flat field list, to compare with OpenKruise's.
 //! * [`field`]: Kubernetes-style field errors, printed as kube-apiserver prints them.
 //! * [`serde_helpers`]: the `skip_serializing_if` / schema helpers every kind's types use.
 //! * [`intstr`]: int-or-percent arithmetic with OpenKruise's rounding rules (reference §0.1).
@@ -13,6 +14,7 @@
 //!   webhooks inject (Kubernetes' `SetDefaults_*`), with [`quantity`]'s canonical quantities.
 
 pub mod crd;
+pub mod crd_fields;
 pub mod field;
 pub mod intstr;
 pub mod keys;
