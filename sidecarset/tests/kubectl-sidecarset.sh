@@ -16,6 +16,15 @@ scenario_init
 start_cluster kruise-playground
 assert_contains "$(cat "$CLUSTER_LOG")" "sidecarset, webhook" "up's banner"
 
+# OpenKruise's config/samples SidecarSet, applied unchanged: its resourcesPolicy spells two
+# fields the published CRD does not have (targetContainerMode, resourceExpr), so kubectl's
+# default strict field validation refuses it as kube-apiserver refuses it with OpenKruise's
+# CRD installed.
+sample_out=$("$KUBECTL" apply -f "$(dirname "${BASH_SOURCE[0]}")/fixtures/openkruise/apps_v1alpha1_sidecarset.yaml" 2>&1 || true)
+assert_contains "$sample_out" 'strict decoding error: unknown field "spec.containers[1].resourcesPolicy.resourceExpr", unknown field "spec.containers[1].resourcesPolicy.targetContainerMode"' \
+  "the config/samples SidecarSet is refused for its unknown fields"
+pass "OpenKruise's config/samples SidecarSet applies unchanged and is refused as OpenKruise's CRD refuses it"
+
 # OpenKruise's test-sidecarset, as its docs publish it (v1alpha1). The defaulting webhook
 # may still be registering: apply until the stored object carries its hash annotation.
 sidecarset_yaml() {
