@@ -137,6 +137,22 @@ fn every_template_default_as_openkruise_stores_it() {
     assert_eq!(revision.metadata.name.as_deref(), Some("rich-8748d46f6"));
 }
 
+/// Pod-level resources and an ephemeral volume's claim template, re-encoded as Go does,
+/// give OpenKruise's revision name.
+#[test]
+fn re_encoded_quantities_and_claims_give_openkruises_revision_name() {
+    let mut object = sample(json!({"spec": {
+        "resources": {"limits": {"cpu": "0.0001", "memory": "1024Mi"}},
+        "containers": [{"name": "a", "image": "b"}],
+        "volumes": [{"name": "e", "ephemeral": {"volumeClaimTemplate": {"spec": {
+            "accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1024Mi"}}}}}}]
+    }}));
+    object["metadata"]["name"] = json!("p");
+    let stored = defaulted(MutateCloneSet::default(), "v1alpha1", &object, true);
+    let revision = created_revision(&as_v1beta1(&stored));
+    assert_eq!(revision.metadata.name.as_deref(), Some("p-6969f5c944"));
+}
+
 #[test]
 fn vct_hash_of_the_defaulted_sample_is_openkruises() {
     let stored = defaulted(

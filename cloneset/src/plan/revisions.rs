@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::apps::v1::ControllerRevision;
 use kruise_common::api::keys::CLONESET_VCT_HASH_KEY;
+use kruise_common::api::pod_defaults::go_encoded_pod_template;
 use kruise_common::api::quantity::canonical_quantity;
 use kruise_common::revision::{
     NewRevision, UpdateRevisionDecision, controller_owner_ref, decide_update_revision, fnv1a_32,
@@ -225,7 +226,8 @@ pub fn plan_revisions(cs: &CloneSet, history: &[ControllerRevision]) -> Revision
     let mut sorted = history.to_vec();
     sort_revisions(&mut sorted);
     let template = serde_json::to_value(&cs.spec.template).unwrap_or(Value::Null);
-    let data = template_revision_data(&template);
+    // OpenKruise's revision data is the template as Go encodes it.
+    let data = template_revision_data(&go_encoded_pod_template(&template));
     let vct = vct_hash(cs);
     let (update, write) = match decide_update_revision(&sorted, &data) {
         UpdateRevisionDecision::ReuseNewest { name } => {

@@ -107,17 +107,14 @@ pub fn default_pod_spec(spec: &mut Map<String, Value>, options: PodDefaultsOptio
         default_container_parts(container);
     }
     default_resource_list(spec.get_mut("overhead"));
-    if let Some(Value::Object(resources)) = spec.get_mut("resources") {
-        default_resource_list(resources.get_mut("limits"));
-        default_resource_list(resources.get_mut("requests"));
-    }
 }
 
 /// The template as Go's `json.Marshal` writes it back after decoding, which is how
 /// OpenKruise's webhook stores it: [`crate::revision::with_go_artefacts`]
 /// (`metadata.creationTimestamp: null`, `resources: {}` on every container), a
-/// `resourceFieldRef`'s `divisor` (a Go `Quantity` value, `"0"` when unset) and the
-/// canonical form of the quantities no default touches (`emptyDir.sizeLimit`, divisors).
+/// `resourceFieldRef`'s `divisor` (a Go `Quantity` value, `"0"` when unset), an ephemeral
+/// volume's claim template as Go writes it, and the canonical form of the quantities no
+/// default touches (pod-level `resources`, `emptyDir.sizeLimit`, divisors, claim templates).
 pub fn go_encoded_pod_template(template: &Value) -> Value {
     let mut encoded = crate::revision::with_go_artefacts(template);
     let Some(Value::Object(spec)) = encoded.get_mut("spec") else {
@@ -135,12 +132,23 @@ pub fn go_encoded_pod_template(template: &Value) -> Value {
             }
         }
     }
+    // The pod-level resources are not defaulted, only written back canonical.
+    if let Some(Value::Object(resources)) = spec.get_mut("resources") {
+        canonicalize_list(resources.get_mut("limits"), canonical_quantity);
+        canonicalize_list(resources.get_mut("requests"), canonical_quantity);
+    }
     for volume in objects_mut(spec, "volumes") {
         if let Some(size) = volume
             .get_mut("emptyDir")
             .and_then(|e| e.get_mut("sizeLimit"))
         {
             canonicalize(size, canonical_quantity);
+        }
+        if let Some(Value::Object(claim)) = volume
+            .get_mut("ephemeral")
+            .and_then(|e| e.get_mut("volumeClaimTemplate"))
+        {
+            encode_claim_template(claim);
         }
         if let Some(Value::Object(downward)) = volume.get_mut("downwardAPI") {
             encode_item_divisors(downward);
@@ -154,6 +162,30 @@ pub fn go_encoded_pod_template(template: &Value) -> Value {
         }
     }
     encoded
+}
+
+/// An ephemeral volume's claim template as Go writes it: `metadata.creationTimestamp`,
+/// `spec.resources` always there, quantities canonical.
+fn encode_claim_template(claim: &mut Map<String, Value>) {
+    for key in ["metadata", "spec"] {
+        let part = claim.entry(key).or_insert_with(|| json!({}));
+        if part.is_null() {
+            *part = json!({});
+        }
+    }
+    if let Some(Value::Object(metadata)) = claim.get_mut("metadata") {
+        metadata.entry("creationTimestamp").or_insert(Value::Null);
+    }
+    if let Some(Value::Object(spec)) = claim.get_mut("spec") {
+        let resources = spec.entry("resources").or_insert_with(|| json!({}));
+        if resources.is_null() {
+            *resources = json!({});
+        }
+        if let Value::Object(resources) = resources {
+            canonicalize_list(resources.get_mut("limits"), canonical_quantity);
+            canonicalize_list(resources.get_mut("requests"), canonical_quantity);
+        }
+    }
 }
 
 fn encode_item_divisors(downward: &mut Map<String, Value>) {
@@ -322,6 +354,15 @@ fn default_resource_list(list: Option<&mut Value>) {
     };
     for value in list.values_mut() {
         canonicalize(value, canonical_milli_quantity);
+    }
+}
+
+/// Every quantity of a resource list in `canonical` form.
+fn canonicalize_list(list: Option<&mut Value>, canonical: fn(&str) -> Option<String>) {
+    if let Some(Value::Object(list)) = list {
+        for value in list.values_mut() {
+            canonicalize(value, canonical);
+        }
     }
 }
 

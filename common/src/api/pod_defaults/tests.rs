@@ -52,6 +52,28 @@ fn rich_template_gets_openkruises_defaults() {
     assert_eq!(ours, expected);
 }
 
+/// Pod-level resources are only re-encoded (no milli round-up), and an ephemeral volume's
+/// claim template is written as Go writes it; expected: Go's output (see above).
+#[test]
+fn pod_resources_and_ephemeral_claims_as_go_encodes_them() {
+    let template = json!({"spec": {
+        "resources": {"limits": {"cpu": "0.0001", "memory": "1024Mi"}},
+        "containers": [{"name": "a", "image": "b"}],
+        "volumes": [{"name": "e", "ephemeral": {"volumeClaimTemplate": {"spec": {
+            "accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1024Mi"}}}}}}]
+    }});
+    let spec = go_encoded_pod_template(&defaulted(template))["spec"].clone();
+    assert_eq!(
+        spec["resources"],
+        json!({"limits": {"cpu": "100u", "memory": "1Gi"}})
+    );
+    assert_eq!(
+        spec["volumes"][0]["ephemeral"]["volumeClaimTemplate"],
+        json!({"metadata": {"creationTimestamp": null}, "spec": {
+            "accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}})
+    );
+}
+
 #[test]
 fn defaulting_twice_changes_nothing() {
     let template: Value = serde_json::from_str(include_str!("rich_template.json")).unwrap();
