@@ -187,3 +187,123 @@ fn pull_policy_by_tag_as_parse_image_name_reads_it() {
         assert_eq!(image_tag_is_latest(image), latest, "image {image:?}");
     }
 }
+
+mod properties {
+    use proptest::prelude::*;
+    use serde_json::{Map, Value, json};
+
+    use super::super::{
+        PodDefaultsOptions, default_pod_template, default_volume_claim_template,
+        go_encoded_pod_template,
+    };
+    use crate::api::quantity::{canonical_milli_quantity, canonical_quantity};
+
+    /// JSON shaped like a pod template: the field names the defaults look at, with values
+    /// of any type (a field of the wrong type must be left alone, never panic).
+    fn arb_template() -> impl Strategy<Value = Value> {
+        let keys = prop::sample::select(vec![
+            "spec",
+            "containers",
+            "initContainers",
+            "ephemeralContainers",
+            "volumes",
+            "ports",
+            "env",
+            "valueFrom",
+            "fieldRef",
+            "resourceFieldRef",
+            "resources",
+            "limits",
+            "requests",
+            "livenessProbe",
+            "httpGet",
+            "lifecycle",
+            "preStop",
+            "image",
+            "imagePullPolicy",
+            "hostNetwork",
+            "hostPort",
+            "containerPort",
+            "secret",
+            "projected",
+            "sources",
+            "serviceAccountToken",
+            "downwardAPI",
+            "items",
+            "hostPath",
+            "emptyDir",
+            "sizeLimit",
+            "ephemeral",
+            "volumeClaimTemplate",
+            "metadata",
+            "name",
+            "overhead",
+            "cpu",
+            "future",
+        ]);
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::Bool),
+            (0i64..5000).prop_map(|i| json!(i)),
+            "[0-9]{1,4}(\\.[0-9]{1,3})?(m|Ki|Mi|Gi|k|e3|u)?".prop_map(Value::String),
+            "[a-z:@./]{0,12}".prop_map(Value::String),
+        ];
+        leaf.prop_recursive(5, 64, 6, move |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..3).prop_map(Value::Array),
+                prop::collection::vec((keys.clone(), inner), 0..6).prop_map(|kv| {
+                    Value::Object(kv.into_iter().map(|(k, v)| (k.to_string(), v)).collect())
+                }),
+            ]
+        })
+    }
+
+    fn keys(v: &Value, at: &str, out: &mut Vec<String>) {
+        match v {
+            Value::Object(m) => m.iter().for_each(|(k, c)| {
+                out.push(format!("{at}/{k}"));
+                keys(c, &format!("{at}/{k}"), out);
+            }),
+            Value::Array(a) => a
+                .iter()
+                .enumerate()
+                .for_each(|(i, c)| keys(c, &format!("{at}/{i}"), out)),
+            _ => {}
+        }
+    }
+
+    proptest! {
+        /// Defaulting and encoding are idempotent and never remove a field.
+        #[test]
+        fn defaults_are_idempotent_and_keep_every_field(template in arb_template(), gate in any::<bool>()) {
+            let options = PodDefaultsOptions { host_network_host_ports: gate };
+            let mut once = template.clone();
+            default_pod_template(&mut once, options);
+            let encoded = go_encoded_pod_template(&once);
+            let mut twice = encoded.clone();
+            default_pod_template(&mut twice, options);
+            prop_assert_eq!(go_encoded_pod_template(&twice), encoded.clone());
+            let (mut before, mut after) = (Vec::new(), Vec::new());
+            keys(&template, "", &mut before);
+            keys(&encoded, "", &mut after);
+            for key in before {
+                prop_assert!(after.contains(&key), "{} removed", key);
+            }
+            let mut claim = Value::Object(Map::from_iter([("spec".to_string(), template)]));
+            default_volume_claim_template(&mut claim);
+            let mut again = claim.clone();
+            default_volume_claim_template(&mut again);
+            prop_assert_eq!(again, claim);
+        }
+
+        /// A canonical quantity is its own canonical form.
+        #[test]
+        fn canonical_quantities_are_fixed_points(q in "[+-]?[0-9]{1,6}(\\.[0-9]{1,9})?(n|u|m|k|M|G|T|Ki|Mi|Gi|Ti|e[0-9]|E-[0-9])?") {
+            for canonical in [canonical_milli_quantity, canonical_quantity] {
+                if let Some(c) = canonical(&q) {
+                    prop_assert_eq!(canonical(&c), Some(c.clone()), "{} -> {}", q, c);
+                }
+            }
+        }
+    }
+}
