@@ -1,7 +1,7 @@
 //! The template defaults against OpenKruise's own results. Expected values were printed by a
 //! Go program running OpenKruise's `SetDefaultsCloneSet` template steps, Kubernetes'
 //! `HashControllerRevision` and OpenKruise's VCT hasher on k8s.io/kubernetes v1.32.10 (the
-//! version OpenKruise builds with).
+//! version OpenKruise builds with): `cloneset/tests/fixtures/openkruise/expected-values`.
 
 use k8s_openapi::api::apps::v1::ControllerRevision;
 use kruise_common::api::keys::CLONESET_VCT_HASH_KEY;

@@ -230,7 +230,8 @@ mod tests {
     use super::canonical_milli_quantity;
 
     // Expected values from Go: `resource.MustParse(in)`, `SetDefaults_ResourceList`, then
-    // `json.Marshal` (k8s.io/apimachinery v0.32.10, the version OpenKruise builds with).
+    // `json.Marshal` (k8s.io/apimachinery v0.32.10, the version OpenKruise builds with;
+    // `cloneset/tests/fixtures/openkruise/expected-values/quantities` prints them).
     #[test]
     fn canonical_forms_match_go() {
         for (input, want) in [
