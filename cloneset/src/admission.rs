@@ -1,8 +1,9 @@
 //! CloneSet's own webhooks, served by `kruise-cloneset` through `common::admission`:
 //!
 //! * [`MutateCloneSet`] at `/mutate-apps-kruise-io-cloneset` (`mcloneset.kb.io`): OpenKruise's
-//!   defaulting of either version, answered with a JSONPatch that only touches the fields the
-//!   defaults set (unknown fields of the request stay as they were);
+//!   defaulting of either version, the pod and claim template defaults included, answered
+//!   with a JSONPatch that only touches the fields the defaults set (unknown fields of the
+//!   request stay as they were);
 //! * [`ValidateCloneSet`] at `/validate-apps-kruise-io-cloneset` (`vcloneset.kb.io`): the
 //!   checks of [`crate::api::validation`] on CREATE and UPDATE (with the `podsToDelete` pod
 //!   look-ups when it has a client), and OpenKruise's `ResourcesDeletionProtection` rule on
@@ -14,14 +15,20 @@ use std::collections::BTreeMap;
 use futures::future::BoxFuture;
 use k8s_openapi::api::core::v1::Pod;
 use kruise_common::admission::crd_webhooks::{
-    Defaulting, decode, defaults_patch, deny_invalid, deny_protected_deletion, object_json,
-    validating_webhook,
+    decode, defaults_patch, deny_invalid, deny_protected_deletion, object_json, validating_webhook,
 };
-use kruise_common::admission::{AdmissionHandler, AdmissionRoutes, HandlerError, WebhookSpec};
-use kruise_common::api::version::{V1ALPHA1, V1BETA1};
+use kruise_common::admission::{
+    AdmissionHandler, AdmissionRoutes, HandlerError, WebhookKind, WebhookSpec,
+};
+use kruise_common::api::pod_defaults::{
+    PodDefaultsOptions, default_pod_template, default_volume_claim_template,
+    go_encoded_pod_template,
+};
+use kruise_common::api::version::{APPS_GROUP, V1ALPHA1, V1BETA1};
+use kruise_common::featuregate::FeatureGates;
 use kube::core::DynamicObject;
 use kube::core::admission::{AdmissionRequest, AdmissionResponse, Operation};
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use crate::api::validation::{PodLookup, validate_v1alpha1, validate_v1beta1};
 use crate::api::{KIND, defaults, v1alpha1, v1beta1};
@@ -40,11 +47,16 @@ const RESOURCE: &str = "clonesets";
 /// Seconds the API server waits for either webhook (OpenKruise's).
 const TIMEOUT_SECONDS: i32 = 30;
 
-/// The routes `kruise-cloneset` serves: defaulting, validation (with pod look-ups through
-/// `client` when given) and conversion.
+/// The routes `kruise-cloneset` serves with the default feature gates (see [`routes_for`]).
 pub fn routes(client: Option<kube::Client>) -> AdmissionRoutes {
+    routes_for(client, &FeatureGates::default())
+}
+
+/// The routes `kruise-cloneset` serves: defaulting (as `gates` ask), validation (with pod
+/// look-ups through `client` when given) and conversion.
+pub fn routes_for(client: Option<kube::Client>, gates: &FeatureGates) -> AdmissionRoutes {
     AdmissionRoutes::new()
-        .handler(MutateCloneSet)
+        .handler(MutateCloneSet::from_gates(gates))
         .handler(ValidateCloneSet { client })
         .converter(CloneSetConverter)
 }
@@ -67,26 +79,155 @@ fn version_of(version: &str) -> Result<Version, HandlerError> {
     }
 }
 
-/// OpenKruise's `SetDefaultsCloneSet` / `SetDefaultsCloneSetV1beta1` as a JSONPatch.
-pub struct MutateCloneSet;
+/// OpenKruise's `SetDefaultsCloneSet` / `SetDefaultsCloneSetV1beta1` as a JSONPatch: the
+/// spec's defaults and, on CREATE and on an UPDATE that changes `spec.template`, the pod and
+/// claim template defaults ([`kruise_common::api::pod_defaults`]) unless `TemplateNoDefaults`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MutateCloneSet {
+    /// Inject the template defaults (`TemplateNoDefaults` off, OpenKruise's default).
+    pub template_defaults: bool,
+    /// `DefaultHostNetworkHostPortsInPodTemplates`.
+    pub pod_defaults: PodDefaultsOptions,
+}
 
-impl Defaulting for MutateCloneSet {
-    const PATH: &'static str = MUTATE_PATH;
-    const WEBHOOK: &'static str = MUTATE_WEBHOOK;
-    const RESOURCE: &'static str = RESOURCE;
-    const TIMEOUT_SECONDS: i32 = TIMEOUT_SECONDS;
+impl Default for MutateCloneSet {
+    fn default() -> Self {
+        Self::from_gates(&FeatureGates::default())
+    }
+}
 
-    fn patch(&self, version: &str, object: &Value) -> Result<json_patch::Patch, HandlerError> {
-        match version_of(version)? {
+impl MutateCloneSet {
+    /// The defaulting the binary's `--feature-gates` ask for.
+    pub fn from_gates(gates: &FeatureGates) -> Self {
+        MutateCloneSet {
+            template_defaults: !gates.enabled("TemplateNoDefaults"),
+            pod_defaults: PodDefaultsOptions {
+                host_network_host_ports: gates.enabled("DefaultHostNetworkHostPortsInPodTemplates"),
+            },
+        }
+    }
+
+    /// The patch that defaults `object` at `version`; `inject_template` adds the template
+    /// defaults.
+    pub fn patch(
+        &self,
+        version: &str,
+        object: &Value,
+        inject_template: bool,
+    ) -> Result<json_patch::Patch, HandlerError> {
+        let spec_patch = match version_of(version)? {
             Version::V1alpha1 => defaults_patch(object, "/spec", KIND, |spec| {
                 defaults::default_v1alpha1(spec);
                 Ok(())
-            }),
+            })?,
             Version::V1beta1 => defaults_patch(object, "/spec", KIND, |spec| {
                 defaults::default_v1beta1(spec);
                 Ok(())
-            }),
+            })?,
+        };
+        let mut defaulted = object.clone();
+        json_patch::patch(&mut defaulted, &spec_patch)
+            .map_err(|e| HandlerError::Internal(format!("applying the spec defaults: {e}")))?;
+        if inject_template {
+            if let Some(template) = defaulted.pointer_mut("/spec/template")
+                && template.is_object()
+            {
+                default_pod_template(template, self.pod_defaults);
+                // OpenKruise's webhook writes the template as Go encodes it.
+                *template = go_encoded_pod_template(template);
+            }
+            if let Some(Value::Array(claims)) = defaulted.pointer_mut("/spec/volumeClaimTemplates")
+            {
+                for claim in claims.iter_mut().filter(|c| c.is_object()) {
+                    default_volume_claim_template(claim);
+                    with_claim_go_artefacts(claim);
+                }
+            }
         }
+        Ok(json_patch::diff(object, &defaulted))
+    }
+
+    fn respond(
+        &self,
+        req: &AdmissionRequest<DynamicObject>,
+    ) -> Result<AdmissionResponse, HandlerError> {
+        let allowed = AdmissionResponse::from(req);
+        if !matches!(req.operation, Operation::Create | Operation::Update) {
+            return Ok(allowed);
+        }
+        let Some(object) = &req.object else {
+            return Ok(allowed);
+        };
+        let object = object_json(object)?;
+        let inject_template = self.template_defaults
+            && match (&req.operation, &req.old_object) {
+                (Operation::Update, Some(old)) => {
+                    let old = object_json(old)?;
+                    old.pointer("/spec/template") != object.pointer("/spec/template")
+                }
+                _ => true,
+            };
+        let patch = self.patch(&req.kind.version, &object, inject_template)?;
+        if patch.0.is_empty() {
+            return Ok(allowed);
+        }
+        allowed
+            .with_patch(patch)
+            .map_err(|e| HandlerError::Internal(format!("encoding patch: {e}")))
+    }
+}
+
+/// What Go's encoding of a `PersistentVolumeClaim` always writes: `metadata.creationTimestamp`
+/// (`null`), `spec.resources` and `status` (`{}` when empty).
+fn with_claim_go_artefacts(claim: &mut Value) {
+    let Value::Object(claim) = claim else {
+        return;
+    };
+    for (key, empty) in [
+        ("metadata", json!({})),
+        ("spec", json!({})),
+        ("status", json!({})),
+    ] {
+        let part = claim.entry(key).or_insert(empty.clone());
+        if part.is_null() {
+            *part = empty;
+        }
+    }
+    if let Some(Value::Object(metadata)) = claim.get_mut("metadata") {
+        metadata.entry("creationTimestamp").or_insert(Value::Null);
+    }
+    if let Some(Value::Object(spec)) = claim.get_mut("spec") {
+        let resources = spec.entry("resources").or_insert(json!({}));
+        if resources.is_null() {
+            *resources = json!({});
+        }
+    }
+}
+
+impl AdmissionHandler for MutateCloneSet {
+    fn path(&self) -> &str {
+        MUTATE_PATH
+    }
+
+    fn webhook(&self) -> WebhookSpec {
+        WebhookSpec {
+            timeout_seconds: TIMEOUT_SECONDS,
+            ..WebhookSpec::crd(
+                MUTATE_WEBHOOK,
+                WebhookKind::Mutating,
+                &["CREATE", "UPDATE"],
+                APPS_GROUP,
+                &[V1ALPHA1, V1BETA1],
+                &[RESOURCE],
+            )
+        }
+    }
+
+    fn handle<'a>(
+        &'a self,
+        request: &'a AdmissionRequest<DynamicObject>,
+    ) -> BoxFuture<'a, Result<AdmissionResponse, HandlerError>> {
+        Box::pin(async move { self.respond(request) })
     }
 }
 
@@ -214,3 +355,6 @@ impl AdmissionHandler for ValidateCloneSet {
         Box::pin(self.validate(request))
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -33,9 +33,13 @@ pub fn binary() -> anyhow::Result<Binary<AdmissionFlags>> {
     Ok(
         Binary::<AdmissionFlags>::new(BINARY, env!("CARGO_PKG_VERSION"))
             .crds(vec![crd])
-            .crd_webhooks(WEBHOOKS, |ctx: Option<&Context<AdmissionFlags>>| {
-                admission::routes(ctx.map(|ctx| ctx.client.clone()))
-            })
+            .crd_webhooks(
+                WEBHOOKS,
+                |ctx: Option<&Context<AdmissionFlags>>| match ctx {
+                    Some(ctx) => admission::routes_for(Some(ctx.client.clone()), &ctx.gates),
+                    None => admission::routes(None),
+                },
+            )
             .controller(|ctx: Context<AdmissionFlags>| async move {
                 let settings = controller::Settings {
                     namespace: ctx.flags.namespace.clone(),

@@ -15,9 +15,7 @@
 //! Deliberate differences from OpenKruise are documented where they are made: validation of
 //! `v1beta1` requests is as strict as of `v1alpha1` ([`api::validation`]); the ready-pod
 //! deletion budget also counts unavailable pods that are themselves to be deleted, and
-//! expired scale expectations are reported instead of blocking forever ([`plan`]); the
-//! volumeClaimTemplates hash is FNV-1a over JSON, not Go's `spew` dump
-//! ([`plan::vct_hash`]).
+//! expired scale expectations are reported instead of blocking forever ([`plan`]).
 
 pub mod admission;
 pub mod api;

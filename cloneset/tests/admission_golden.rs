@@ -5,7 +5,7 @@
 
 use base64::Engine as _;
 use kruise_cloneset::admission::{
-    MUTATE_PATH, MutateCloneSet, VALIDATE_PATH, ValidateCloneSet, routes,
+    MUTATE_PATH, MutateCloneSet, VALIDATE_PATH, ValidateCloneSet, routes, routes_for,
 };
 use kruise_common::admission::AdmissionHandler as _;
 use kube::core::DynamicObject;
@@ -87,6 +87,35 @@ async fn answer(path: &str, body: &[u8]) -> Value {
     out["response"].clone()
 }
 
+/// The pod-template defaults a CREATE of [`minimal_spec`] gets (OpenKruise's
+/// `SetDefaultPodSpec`, written as Go encodes the template).
+fn template_default_ops() -> Vec<Value> {
+    let add = |path: &str, value: Value| json!({"op": "add", "path": format!("/spec/template{path}"), "value": value});
+    vec![
+        add("/metadata/creationTimestamp", Value::Null),
+        add("/spec/containers/0/imagePullPolicy", json!("Always")),
+        add("/spec/containers/0/resources", json!({})),
+        add(
+            "/spec/containers/0/terminationMessagePath",
+            json!("/dev/termination-log"),
+        ),
+        add("/spec/containers/0/terminationMessagePolicy", json!("File")),
+        add("/spec/dnsPolicy", json!("ClusterFirst")),
+        add("/spec/restartPolicy", json!("Always")),
+        add("/spec/schedulerName", json!("default-scheduler")),
+        add("/spec/securityContext", json!({})),
+        add("/spec/terminationGracePeriodSeconds", json!(30)),
+    ]
+}
+
+/// `first`, the template defaults, then `rest`: the order of the patch's paths.
+fn with_template_defaults(first: Value, rest: Vec<Value>) -> Value {
+    let mut ops = vec![first];
+    ops.extend(template_default_ops());
+    ops.extend(rest);
+    Value::Array(ops)
+}
+
 fn decoded_patch(response: &Value) -> Value {
     assert_eq!(response["patchType"], "JSONPatch");
     let bytes = base64::engine::general_purpose::STANDARD
@@ -107,11 +136,13 @@ async fn v1alpha1_create_gets_openkruise_defaults_as_a_patch() {
     assert_eq!(response["allowed"], true);
     assert_eq!(
         decoded_patch(&response),
-        json!([
-            {"op": "add", "path": "/spec/revisionHistoryLimit", "value": 10},
-            {"op": "add", "path": "/spec/updateStrategy", "value": {
-                "type": "ReCreate", "partition": 0, "maxUnavailable": "20%", "maxSurge": 0}}
-        ])
+        with_template_defaults(
+            json!({"op": "add", "path": "/spec/revisionHistoryLimit", "value": 10}),
+            vec![
+                json!({"op": "add", "path": "/spec/updateStrategy", "value": {
+                "type": "ReCreate", "partition": 0, "maxUnavailable": "20%", "maxSurge": 0}})
+            ]
+        )
     );
 }
 
@@ -124,14 +155,16 @@ async fn v1beta1_create_gets_openkruise_defaults_and_keeps_unknown_fields() {
     assert_eq!(response["allowed"], true);
     assert_eq!(
         decoded_patch(&response),
-        json!([
-            {"op": "add", "path": "/spec/revisionHistoryLimit", "value": 10},
-            {"op": "add", "path": "/spec/updateStrategy/rollingUpdate/inPlaceUpdateStrategy", "value": {}},
-            {"op": "add", "path": "/spec/updateStrategy/rollingUpdate/maxSurge", "value": 0},
-            {"op": "add", "path": "/spec/updateStrategy/rollingUpdate/maxUnavailable", "value": "20%"},
-            {"op": "add", "path": "/spec/updateStrategy/rollingUpdate/partition", "value": 0},
-            {"op": "add", "path": "/spec/updateStrategy/type", "value": "RollingUpdate"}
-        ])
+        with_template_defaults(
+            json!({"op": "add", "path": "/spec/revisionHistoryLimit", "value": 10}),
+            vec![
+                json!({"op": "add", "path": "/spec/updateStrategy/rollingUpdate/inPlaceUpdateStrategy", "value": {}}),
+                json!({"op": "add", "path": "/spec/updateStrategy/rollingUpdate/maxSurge", "value": 0}),
+                json!({"op": "add", "path": "/spec/updateStrategy/rollingUpdate/maxUnavailable", "value": "20%"}),
+                json!({"op": "add", "path": "/spec/updateStrategy/rollingUpdate/partition", "value": 0}),
+                json!({"op": "add", "path": "/spec/updateStrategy/type", "value": "RollingUpdate"}),
+            ]
+        )
     );
 }
 
@@ -181,6 +214,54 @@ async fn a_defaulted_cloneset_gets_no_patch() {
     let response = answer(MUTATE_PATH, &body).await;
     assert_eq!(response["allowed"], true);
     assert!(response.get("patch").is_none(), "{response}");
+}
+
+/// OpenKruise injects the template defaults on UPDATE only when the template changed.
+#[tokio::test]
+async fn an_update_that_changes_the_template_gets_the_template_defaults() {
+    let mut old = minimal_spec();
+    old["revisionHistoryLimit"] = json!(10);
+    old["updateStrategy"] =
+        json!({"type": "ReCreate", "partition": 0, "maxUnavailable": "20%", "maxSurge": 0});
+    let mut new = old.clone();
+    new["template"]["spec"]["containers"][0]["image"] = json!("nginx:2");
+    let body = review_body(
+        "v1alpha1",
+        "UPDATE",
+        Some(cloneset("v1alpha1", new)),
+        Some(cloneset("v1alpha1", old)),
+    );
+    let response = answer(MUTATE_PATH, &body).await;
+    assert_eq!(response["allowed"], true);
+    assert_eq!(
+        decoded_patch(&response),
+        Value::Array(template_default_ops())
+    );
+}
+
+/// With `TemplateNoDefaults` only the CloneSet's own fields are defaulted.
+#[tokio::test]
+async fn template_no_defaults_keeps_the_template_as_sent() {
+    let gates = kruise_common::featuregate::FeatureGates::parse("TemplateNoDefaults=true").unwrap();
+    let body = review_body(
+        "v1alpha1",
+        "CREATE",
+        Some(cloneset("v1alpha1", minimal_spec())),
+        None,
+    );
+    let out = routes_for(None, &gates)
+        .review(MUTATE_PATH, &body)
+        .await
+        .unwrap();
+    let patch = decoded_patch(&out["response"]);
+    assert!(
+        patch
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|op| !op["path"].as_str().unwrap().starts_with("/spec/template")),
+        "{patch}"
+    );
 }
 
 #[tokio::test]
@@ -430,7 +511,7 @@ proptest! {
         let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
         rt.block_on(async {
             // A panic fails the property; errors and denials are fine.
-            let _ = MutateCloneSet.handle(&req).await;
+            let _ = MutateCloneSet::default().handle(&req).await;
             let _ = ValidateCloneSet { client: None }.handle(&req).await;
         });
     }

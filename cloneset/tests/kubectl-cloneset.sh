@@ -99,4 +99,19 @@ wait_for 120 "3 updated, 2 kept by partition" partitioned
 wait_for 30 "status updatedReplicas 3" bash -c "[[ \$('$KUBECTL' get cloneset sample -o jsonpath='{.status.updatedReplicas}') == 3 ]]"
 pass "partition: 2 leaves exactly 2 pods on the old revision"
 
+# OpenKruise's own config/samples CloneSet (v1alpha1), applied unchanged in a namespace of
+# its own: stored with OpenKruise's template defaults and named revision as OpenKruise names
+# it (sample-744d4796cc, computed by OpenKruise's code in Go for this manifest).
+"$KUBECTL" create namespace samples >/dev/null
+"$KUBECTL" apply -n samples -f "$(dirname "${BASH_SOURCE[0]}")/fixtures/openkruise/apps_v1alpha1_cloneset.yaml" >/dev/null
+wait_for 60 "5 ready sample pods" bash -c "[[ \$('$KUBECTL' get cloneset -n samples sample -o jsonpath='{.status.readyReplicas}') == 5 ]]"
+stored=$("$KUBECTL" get cloneset -n samples sample -o jsonpath='{.spec.template.spec.containers[0].imagePullPolicy} {.spec.template.spec.containers[0].terminationMessagePath} {.spec.template.spec.dnsPolicy} {.spec.template.spec.restartPolicy} {.spec.template.spec.schedulerName} {.spec.template.spec.terminationGracePeriodSeconds}')
+assert_eq "$stored" "Always /dev/termination-log ClusterFirst Always default-scheduler 30" "the sample's template defaults"
+assert_eq "$("$KUBECTL" get cloneset -n samples sample -o jsonpath='{.status.updateRevision}')" \
+  "sample-744d4796cc" "the sample's revision name (OpenKruise's)"
+wide=$("$KUBECTL" get cloneset -n samples sample -o wide --no-headers)
+assert_contains "$wide" " main " "-o wide CONTAINERS shows the first container"
+assert_contains "$wide" " nginx:alpine" "-o wide IMAGES shows the first image"
+pass "OpenKruise's config/samples CloneSet applies unchanged: defaulted template, revision sample-744d4796cc, -o wide columns"
+
 echo "kubectl cloneset walkthrough: all checks passed ($("$KUBECTL" version --client 2>/dev/null | sed -n 1p))"

@@ -82,10 +82,10 @@ pub fn binary() -> anyhow::Result<Binary<AdmissionFlags>> {
                 routes(snapshot)
             })
             .controller(|ctx: Context<AdmissionFlags>| async move {
-                let settings = controller::Settings {
-                    revision_namespace: ctx.args.webhook_namespace.clone(),
-                    ..controller::Settings::default()
-                };
+                // The namespace the binary runs in, not `--webhook-namespace`'s: revisions
+                // stay where OpenKruise keeps them when the webhook is served elsewhere.
+                let pod_namespace = std::env::var(controller::POD_NAMESPACE_ENV).ok();
+                let settings = controller::Settings::in_namespace(pod_namespace.as_deref());
                 controller::run(
                     ctx.client.clone(),
                     settings,

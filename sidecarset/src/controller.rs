@@ -7,7 +7,8 @@
 //! * **Cache only what it manages.** Every pod event is read, but only pods carrying
 //!   `kruise.io/sidecarset-injected-list` are stored, and a pod wakes exactly the
 //!   SidecarSets that list names. Namespaces (for `namespaceSelector`) and the SidecarSet
-//!   revisions (label `kruise.io/sidecarset-name`, in the kruise namespace) are cached too.
+//!   revisions (label `kruise.io/sidecarset-name`, in the kruise namespace: `POD_NAMESPACE`,
+//!   else `kruise-system`) are cached too.
 //! * **Warm caches on every replica.** The watches start on every replica; only the leader
 //!   reconciles and writes, and one that takes over does not list again.
 //! * **One write per upgraded pod**, a strategic-merge patch of the changed images and
@@ -90,16 +91,35 @@ impl ReconcileError for Error {
 /// Settings of one controller instance.
 #[derive(Clone, Debug)]
 pub struct Settings {
-    /// Where SidecarSet ControllerRevisions live (OpenKruise: the kruise namespace).
+    /// Where SidecarSet ControllerRevisions live (OpenKruise: the kruise namespace,
+    /// [`Settings::in_namespace`]).
     pub revision_namespace: String,
     /// How long a pod write may stay unseen in the cache before the pod is trusted again.
     pub expectation_timeout: jiff::SignedDuration,
 }
 
+/// The variable naming the namespace the binary runs in (the downward API's
+/// `metadata.namespace` in OpenKruise's and our charts).
+pub const POD_NAMESPACE_ENV: &str = "POD_NAMESPACE";
+/// The kruise namespace when `POD_NAMESPACE` is unset or empty (OpenKruise's default).
+pub const DEFAULT_KRUISE_NAMESPACE: &str = "kruise-system";
+
 impl Default for Settings {
     fn default() -> Self {
+        Self::in_namespace(None)
+    }
+}
+
+impl Settings {
+    /// Settings of a binary running in `pod_namespace` (the value of `POD_NAMESPACE`):
+    /// revisions live there, in `kruise-system` when it is unset or empty, as OpenKruise's
+    /// `GetKruiseNamespace` decides — whatever namespace the webhook flags name.
+    pub fn in_namespace(pod_namespace: Option<&str>) -> Self {
+        let namespace = pod_namespace
+            .filter(|ns| !ns.is_empty())
+            .unwrap_or(DEFAULT_KRUISE_NAMESPACE);
         Self {
-            revision_namespace: "kruise-system".into(),
+            revision_namespace: namespace.to_string(),
             expectation_timeout: kruise_common::expectations::DEFAULT_EXPECTATION_TIMEOUT,
         }
     }
@@ -407,4 +427,24 @@ async fn write_status(
         .await
         .map_err(ShellError::status_of(set.name_any()))?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Settings;
+
+    #[test]
+    fn revisions_live_in_the_pod_namespace_else_kruise_system() {
+        for (pod_namespace, expected) in [
+            (None, "kruise-system"),
+            (Some(""), "kruise-system"),
+            (Some("kruise"), "kruise"),
+        ] {
+            assert_eq!(
+                Settings::in_namespace(pod_namespace).revision_namespace,
+                expected,
+                "{pod_namespace:?}"
+            );
+        }
+    }
 }

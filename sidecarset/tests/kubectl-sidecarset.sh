@@ -16,6 +16,15 @@ scenario_init
 start_cluster kruise-playground
 assert_contains "$(cat "$CLUSTER_LOG")" "sidecarset, webhook" "up's banner"
 
+# OpenKruise's config/samples SidecarSet, applied unchanged: its resourcesPolicy spells two
+# fields the published CRD does not have (targetContainerMode, resourceExpr), so kubectl's
+# default strict field validation refuses it as kube-apiserver refuses it with OpenKruise's
+# CRD installed.
+sample_out=$("$KUBECTL" apply -f "$(dirname "${BASH_SOURCE[0]}")/fixtures/openkruise/apps_v1alpha1_sidecarset.yaml" 2>&1 || true)
+assert_contains "$sample_out" 'strict decoding error: unknown field "spec.containers[1].resourcesPolicy.resourceExpr", unknown field "spec.containers[1].resourcesPolicy.targetContainerMode"' \
+  "the config/samples SidecarSet is refused for its unknown fields"
+pass "OpenKruise's config/samples SidecarSet applies unchanged and is refused as OpenKruise's CRD refuses it"
+
 # OpenKruise's test-sidecarset, as its docs publish it (v1alpha1). The defaulting webhook
 # may still be registering: apply until the stored object carries its hash annotation.
 sidecarset_yaml() {
@@ -91,6 +100,16 @@ assert_contains "$("$KUBECTL" get pods -l app=nginx -o jsonpath='{.items[0].spec
   '"name":"IS_INJECTED","value":"true"' "IS_INJECTED env"
 assert_contains "$("$KUBECTL" get sidecarset)" "MATCHED" "printer columns"
 pass "every pod of the CloneSet got sidecar1 injected; kubectl get sidecarset shows 3 3 3"
+
+# Its revisions live in the kruise namespace (POD_NAMESPACE, unset here: kruise-system), not
+# in the namespace `up` names for the webhook Service (default).
+revisions_in() {
+  "$KUBECTL" get controllerrevisions -n "$1" -l kruise.io/sidecarset-name=test-sidecarset -o name
+}
+has_revision() { [[ -n "$(revisions_in kruise-system)" ]]; }
+wait_for 30 "a test-sidecarset revision in kruise-system" has_revision
+assert_eq "$(revisions_in default)" "" "no SidecarSet revision in the webhook's namespace"
+pass "SidecarSet revisions are kept in kruise-system"
 
 before=$("$KUBECTL" get pods -l app=nginx -o jsonpath='{range .items[*]}{.metadata.name}={.metadata.uid}{"\n"}{end}' | sort)
 

@@ -443,7 +443,15 @@ async fn bootstrap(shared: &Arc<SimShared>) -> anyhow::Result<()> {
         user_agent: "kube-apiserver".into(),
         ..Default::default()
     };
-    for ns in ["default", "kube-system", "kube-public", "kube-node-lease"] {
+    // `kruise-system` as an install of the charts leaves it: families keep objects there
+    // (SidecarSet ControllerRevisions) whatever namespace their webhook flags name.
+    for ns in [
+        "default",
+        "kube-system",
+        "kube-public",
+        "kube-node-lease",
+        "kruise-system",
+    ] {
         let body =
             serde_json::json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}});
         shared

@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 
-use crate::meta::{self, age, get_path};
+use crate::meta::{self, PathSeg, age, get_path, split_path};
 use crate::registry::ResourceDef;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -553,6 +553,33 @@ fn age_or_unknown(ts: &str) -> String {
     }
 }
 
+/// The value a CRD printer column shows: the first result of its JSONPath, as
+/// kube-apiserver's table convertor takes `results[0][0]` — so `[*]` (CloneSet's CONTAINERS
+/// and IMAGES) shows the first element, and nothing when the list is empty.
+fn first_match<'a>(obj: &'a Value, json_path: &str) -> Option<&'a Value> {
+    fn walk<'a>(cur: &'a Value, segs: &[PathSeg]) -> Option<&'a Value> {
+        let Some((seg, rest)) = segs.split_first() else {
+            return Some(cur);
+        };
+        match seg {
+            PathSeg::Key(k) if k == "*" => match cur {
+                Value::Array(items) => items.iter().find_map(|item| walk(item, rest)),
+                // Go walks a map's values in no fixed order; key order is one of them.
+                Value::Object(map) => {
+                    let mut keys: Vec<&String> = map.keys().collect();
+                    keys.sort();
+                    keys.into_iter()
+                        .find_map(|k| map.get(k).and_then(|v| walk(v, rest)))
+                }
+                _ => None,
+            },
+            PathSeg::Key(k) => walk(cur.get(k.as_str())?, rest),
+            PathSeg::Index(i) => walk(cur.get(i)?, rest),
+        }
+    }
+    walk(obj, &split_path(json_path))
+}
+
 /// Cell for a CRD printer column (apiextensions `cellForJSONValue`).
 fn crd_cell(type_: &str, v: Option<&Value>) -> Value {
     let Some(v) = v else { return Value::Null };
@@ -632,7 +659,7 @@ fn row(def: &ResourceDef, version: &str, obj: &Value, include: IncludeObject) ->
         let mut cells = vec![json!(meta::name_of(obj))];
         if let Some(v) = def.versions.iter().find(|v| v.name == version) {
             for c in &v.printer_columns {
-                cells.push(crd_cell(&c.type_, get_path(obj, &c.json_path)));
+                cells.push(crd_cell(&c.type_, first_match(obj, &c.json_path)));
             }
         }
         cells
@@ -682,4 +709,84 @@ pub fn table(
         "columnDefinitions": cols,
         "rows": rows,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use serde_json::{Value, json};
+
+    use super::{IncludeObject, table};
+    use crate::registry::def_from_crd;
+
+    /// A CloneSet-like CRD with OpenKruise's `-o wide` columns CONTAINERS and IMAGES.
+    fn crd() -> Value {
+        json!({
+            "apiVersion": "apiextensions.k8s.io/v1",
+            "kind": "CustomResourceDefinition",
+            "metadata": {"name": "clonesets.apps.kruise.io"},
+            "spec": {
+                "group": "apps.kruise.io",
+                "names": {"kind": "CloneSet", "listKind": "CloneSetList", "plural": "clonesets", "singular": "cloneset"},
+                "scope": "Namespaced",
+                "versions": [{
+                    "name": "v1beta1", "served": true, "storage": true,
+                    "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}},
+                    "additionalPrinterColumns": [
+                        {"name": "CONTAINERS", "type": "string", "priority": 1, "jsonPath": ".spec.template.spec.containers[*].name"},
+                        {"name": "IMAGES", "type": "string", "priority": 1, "jsonPath": ".spec.template.spec.containers[*].image"},
+                        {"name": "PORT", "type": "integer", "jsonPath": ".spec.template.spec.containers[*].ports[*].containerPort"}
+                    ]
+                }]
+            }
+        })
+    }
+
+    fn cells(containers: Value) -> Vec<Value> {
+        let def = def_from_crd(&crd()).unwrap();
+        let obj = Arc::new(json!({
+            "apiVersion": "apps.kruise.io/v1beta1", "kind": "CloneSet",
+            "metadata": {"name": "sample", "namespace": "default"},
+            "spec": {"template": {"spec": {"containers": containers}}}
+        }));
+        let t = table(
+            &def,
+            "v1beta1",
+            &[obj],
+            IncludeObject::None,
+            true,
+            None,
+            None,
+            None,
+        );
+        t["rows"][0]["cells"].as_array().unwrap().clone()
+    }
+
+    /// kube-apiserver's table convertor shows the first JSONPath result.
+    #[test]
+    fn a_wildcard_column_shows_the_first_match() {
+        let cells = cells(json!([
+            {"name": "main", "image": "nginx:alpine"},
+            {"name": "sidecar", "image": "busybox", "ports": [{"containerPort": 8080}, {"containerPort": 9090}]}
+        ]));
+        assert_eq!(
+            cells,
+            [
+                json!("sample"),
+                json!("main"),
+                json!("nginx:alpine"),
+                json!(8080)
+            ]
+        );
+    }
+
+    #[test]
+    fn a_wildcard_over_nothing_is_an_empty_cell() {
+        let cells = cells(json!([]));
+        assert_eq!(
+            cells,
+            [json!("sample"), Value::Null, Value::Null, Value::Null]
+        );
+    }
 }

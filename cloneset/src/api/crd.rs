@@ -3,6 +3,7 @@
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 pub use kruise_common::api::crd::CrdError;
 use kruise_common::api::crd::{AGE_COLUMN, CrdBuilder, PrinterColumn, ScaleSubresource};
+use kruise_common::api::crd_fields;
 use kruise_common::api::version::V1BETA1;
 use kube::CustomResourceExt;
 
@@ -56,8 +57,9 @@ const COLUMNS: [PrinterColumn; 10] = [
 
 /// The CRD with `v1alpha1` and `v1beta1` (storage), scale and status subresources and
 /// OpenKruise's printer columns, plus the touches the derive cannot express:
-/// `spec.required = [selector, template]` and `enablePVCReuse` defaulting to `false`
-/// (kubebuilder `+kubebuilder:default=false`).
+/// `spec.required = [selector, template]`, `enablePVCReuse` defaulting to `false`
+/// (kubebuilder `+kubebuilder:default=false`), and the rest of OpenKruise's published schema
+/// (held to it by `schema_matches_openkruises_published_fields`).
 pub fn crd() -> Result<CustomResourceDefinition, CrdError> {
     CrdBuilder::new(KIND, V1BETA1)
         .version(super::v1alpha1::CloneSet::crd())
@@ -75,6 +77,24 @@ pub fn crd() -> Result<CustomResourceDefinition, CrdError> {
                 serde_json::json!(["selector", "template"]),
             );
         })
+        // What OpenKruise's schema says and the derive cannot: `spec` optional, selector
+        // lists atomic, the replica counts always present.
+        .schema_edit("", |root| {
+            crd_fields::unrequire(root, "spec");
+            crd_fields::atomic_label_selector_lists(root);
+        })
+        .schema_edit("/properties/status", |status| {
+            crd_fields::require(
+                status,
+                &[
+                    "availableReplicas",
+                    "readyReplicas",
+                    "replicas",
+                    "updatedReadyReplicas",
+                    "updatedReplicas",
+                ],
+            );
+        })
         .version_schema_edit(
             V1BETA1,
             "/properties/spec/properties/scaleStrategy/properties/enablePVCReuse",
@@ -84,6 +104,10 @@ pub fn crd() -> Result<CustomResourceDefinition, CrdError> {
         )
         .build()
 }
+
+/// Where the generated schema deliberately validates differently from OpenKruise's
+/// published CRD (`<version> <path>` of `kruise_common::api::crd_fields`).
+pub const DELIBERATE_SCHEMA_DIFFERENCES: &[&str] = &[];
 
 #[cfg(test)]
 mod tests {
@@ -170,5 +194,27 @@ mod tests {
                 .is_object()
         );
         assert!(yaml.contains("UPDATED_READY"));
+    }
+
+    /// The generated schema validates as OpenKruise's published CRD does (types, required
+    /// fields, list types, enums, defaults), except where [`DELIBERATE_SCHEMA_DIFFERENCES`]
+    /// says otherwise.
+    #[test]
+    fn schema_matches_openkruises_published_fields() {
+        let ours = serde_json::to_value(crd().unwrap()).unwrap();
+        let theirs: Vec<String> = include_str!("../../tests/fixtures/openkruise/clonesets.fields")
+            .lines()
+            .map(str::to_string)
+            .collect();
+        let diffs = kruise_common::api::crd_fields::differences(
+            &kruise_common::api::crd_fields::field_list(&ours),
+            &theirs,
+            DELIBERATE_SCHEMA_DIFFERENCES,
+        );
+        assert!(
+            diffs.is_empty(),
+            "ours | OpenKruise's:\n{}",
+            diffs.join("\n")
+        );
     }
 }

@@ -1,9 +1,10 @@
 //! Defaulting, as OpenKruise's mutating webhook does it (`SetDefaultsCloneSet` for
 //! `v1alpha1`, `SetDefaultsCloneSetV1beta1` for `v1beta1`).
 //!
-//! Not done here: OpenKruise also injects Kubernetes' pod defaults into the template (and PVC
-//! defaults into volumeClaimTemplates) unless `TemplateNoDefaults`; that needs the full core
-//! defaulting tables and is left to the admission layer.
+//! The pod and claim template defaults OpenKruise's webhook also injects (unless
+//! `TemplateNoDefaults`) depend on the request (CREATE, or an UPDATE changing the template)
+//! and are applied by [`crate::admission::MutateCloneSet`] with
+//! `kruise_common::api::pod_defaults`.
 
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kruise_common::api::InPlaceUpdateStrategy;

@@ -6,6 +6,8 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::apps::v1::ControllerRevision;
 use kruise_common::api::keys::CLONESET_VCT_HASH_KEY;
+use kruise_common::api::pod_defaults::go_encoded_pod_template;
+use kruise_common::api::quantity::canonical_quantity;
 use kruise_common::revision::{
     NewRevision, UpdateRevisionDecision, controller_owner_ref, decide_update_revision, fnv1a_32,
     new_controller_revision, sort_revisions, template_revision_data, to_go_json,
@@ -38,30 +40,184 @@ pub struct RevisionPlan {
     pub write: RevisionWrite,
 }
 
-/// `kruise.io/cloneset-volumeclaimtemplate-hash`: `""` without claim templates, else the
-/// decimal FNV-1a of the Go-style JSON of the templates reduced to `{name, spec}` and sorted by
-/// name. (OpenKruise hashes a Go `spew` dump instead, which cannot be reproduced outside Go;
-/// the values therefore differ from OpenKruise's, see the crate report.)
+/// `kruise.io/cloneset-volumeclaimtemplate-hash`, equal to OpenKruise's: `""` without claim
+/// templates, else the decimal FNV-1a (32 bit) of Kubernetes' `DeepHashObject` of the Go JSON
+/// of the templates reduced to `{metadata: {name}, spec}` and sorted by name. `DeepHashObject`
+/// prints the JSON bytes with `spew` (`%#v` of a `[]byte`: `([]uint8)[91 123 …]`, the bytes
+/// in decimal), and Go's JSON writes struct fields in declaration order, so both are
+/// reproduced here field by field.
 pub fn vct_hash(cs: &CloneSet) -> String {
     if cs.spec.volume_claim_templates.is_empty() {
         return String::new();
     }
-    let mut reduced: Vec<(String, Value)> = cs
+    let mut claims: Vec<(String, Value)> = cs
         .spec
         .volume_claim_templates
         .iter()
         .map(|v| {
             let name = v.metadata.name.clone().unwrap_or_default();
             let spec = serde_json::to_value(&v.spec).unwrap_or(Value::Null);
-            (
-                name.clone(),
-                serde_json::json!({"name": name, "spec": spec}),
-            )
+            (name, spec)
         })
         .collect();
-    reduced.sort_by(|a, b| a.0.cmp(&b.0));
-    let list = Value::Array(reduced.into_iter().map(|(_, v)| v).collect());
-    fnv1a_32(to_go_json(&list).as_bytes()).to_string()
+    // Go's sort.SliceStable by name.
+    claims.sort_by(|a, b| a.0.cmp(&b.0));
+    fnv1a_32(spew_bytes(go_claims_json(&claims).as_bytes()).as_bytes()).to_string()
+}
+
+/// `spew`'s `%#v` of a `[]byte`, the form `DeepHashObject` hashes.
+fn spew_bytes(bytes: &[u8]) -> String {
+    let decimal: Vec<String> = bytes.iter().map(u8::to_string).collect();
+    format!("([]uint8)[{}]", decimal.join(" "))
+}
+
+/// Go's `json.Marshal` of `[]v1.PersistentVolumeClaim{{ObjectMeta{Name}, Spec}}`.
+fn go_claims_json(claims: &[(String, Value)]) -> String {
+    let items: Vec<String> = claims
+        .iter()
+        .map(|(name, spec)| {
+            let name = (!name.is_empty()).then(|| to_go_json(&Value::String(name.clone())));
+            let metadata = go_struct(&[("name", name), ("creationTimestamp", Some("null".into()))]);
+            go_struct(&[
+                ("metadata", Some(metadata)),
+                ("spec", Some(go_claim_spec(spec))),
+                ("status", Some("{}".into())),
+            ])
+        })
+        .collect();
+    format!("[{}]", items.join(","))
+}
+
+/// `PersistentVolumeClaimSpec` in declaration order: `omitempty` slices, maps and strings are
+/// left out when empty, pointers only when `null`, and `resources` (a struct) is always there.
+fn go_claim_spec(spec: &Value) -> String {
+    let field = |key: &str| spec.get(key).filter(|v| !v.is_null());
+    let non_empty = |key: &str| {
+        field(key)
+            .filter(|v| match v {
+                Value::Array(a) => !a.is_empty(),
+                Value::Object(o) => !o.is_empty(),
+                Value::String(s) => !s.is_empty(),
+                _ => true,
+            })
+            .map(to_go_json)
+    };
+    let pointer = |key: &str| field(key).map(to_go_json);
+    let resources = spec.get("resources").unwrap_or(&Value::Null);
+    let quantities = |key: &str| {
+        resources
+            .get(key)
+            .and_then(Value::as_object)
+            .filter(|m| !m.is_empty())
+            .map(|m| {
+                let canonical: serde_json::Map<String, Value> = m
+                    .iter()
+                    .map(|(k, v)| {
+                        let text = match v {
+                            Value::String(s) => s.clone(),
+                            other => other.to_string(),
+                        };
+                        let text = canonical_quantity(&text).unwrap_or(text);
+                        (k.clone(), Value::String(text))
+                    })
+                    .collect();
+                to_go_json(&Value::Object(canonical))
+            })
+    };
+    go_struct(&[
+        ("accessModes", non_empty("accessModes")),
+        ("selector", field("selector").map(go_label_selector)),
+        (
+            "resources",
+            Some(go_struct(&[
+                ("limits", quantities("limits")),
+                ("requests", quantities("requests")),
+            ])),
+        ),
+        ("volumeName", non_empty("volumeName")),
+        ("storageClassName", pointer("storageClassName")),
+        ("volumeMode", pointer("volumeMode")),
+        (
+            "dataSource",
+            field("dataSource").map(|r| go_object_ref(r, false)),
+        ),
+        (
+            "dataSourceRef",
+            field("dataSourceRef").map(|r| go_object_ref(r, true)),
+        ),
+        (
+            "volumeAttributesClassName",
+            pointer("volumeAttributesClassName"),
+        ),
+    ])
+}
+
+/// `metav1.LabelSelector`: `matchLabels`, then `matchExpressions` of `{key, operator, values}`.
+fn go_label_selector(selector: &Value) -> String {
+    let labels = selector
+        .get("matchLabels")
+        .filter(|m| m.as_object().is_some_and(|m| !m.is_empty()))
+        .map(to_go_json);
+    let expressions = selector
+        .get("matchExpressions")
+        .and_then(Value::as_array)
+        .filter(|a| !a.is_empty())
+        .map(|a| {
+            let items: Vec<String> = a
+                .iter()
+                .map(|e| {
+                    let text = |key: &str| {
+                        to_go_json(
+                            e.get(key)
+                                .filter(|v| !v.is_null())
+                                .unwrap_or(&Value::String(String::new())),
+                        )
+                    };
+                    let values = e
+                        .get("values")
+                        .filter(|v| v.as_array().is_some_and(|a| !a.is_empty()))
+                        .map(to_go_json);
+                    go_struct(&[
+                        ("key", Some(text("key"))),
+                        ("operator", Some(text("operator"))),
+                        ("values", values),
+                    ])
+                })
+                .collect();
+            format!("[{}]", items.join(","))
+        });
+    go_struct(&[("matchLabels", labels), ("matchExpressions", expressions)])
+}
+
+/// `TypedLocalObjectReference` / `TypedObjectReference` (`with_namespace`).
+fn go_object_ref(reference: &Value, with_namespace: bool) -> String {
+    let pointer = |key: &str| reference.get(key).filter(|v| !v.is_null()).map(to_go_json);
+    let text = |key: &str| {
+        Some(to_go_json(
+            reference
+                .get(key)
+                .filter(|v| !v.is_null())
+                .unwrap_or(&Value::String(String::new())),
+        ))
+    };
+    let mut fields = vec![
+        ("apiGroup", pointer("apiGroup")),
+        ("kind", text("kind")),
+        ("name", text("name")),
+    ];
+    if with_namespace {
+        fields.push(("namespace", pointer("namespace")));
+    }
+    go_struct(&fields)
+}
+
+/// A Go struct's JSON: the present fields, in the order given.
+fn go_struct(fields: &[(&str, Option<String>)]) -> String {
+    let members: Vec<String> = fields
+        .iter()
+        .filter_map(|(key, value)| value.as_ref().map(|v| format!("\"{key}\":{v}")))
+        .collect();
+    format!("{{{}}}", members.join(","))
 }
 
 /// Chooses the update and current revisions from the CloneSet's history (owned or orphaned
@@ -70,7 +226,8 @@ pub fn plan_revisions(cs: &CloneSet, history: &[ControllerRevision]) -> Revision
     let mut sorted = history.to_vec();
     sort_revisions(&mut sorted);
     let template = serde_json::to_value(&cs.spec.template).unwrap_or(Value::Null);
-    let data = template_revision_data(&template);
+    // OpenKruise's revision data is the template as Go encodes it.
+    let data = template_revision_data(&go_encoded_pod_template(&template));
     let vct = vct_hash(cs);
     let (update, write) = match decide_update_revision(&sorted, &data) {
         UpdateRevisionDecision::ReuseNewest { name } => {
@@ -212,5 +369,62 @@ mod tests {
         );
         assert_eq!(vct_hash(&a), vct_hash(&b));
         assert!(!vct_hash(&a).is_empty());
+    }
+
+    /// OpenKruise's own vectors (`pkg/util/volumeclaimtemplate/volume_templates_hash_test.go`).
+    #[test]
+    fn vct_hash_equals_openkruises_test_vectors() {
+        let pvc = |name: &str, request: &str, limit: &str| {
+            json!({"metadata": {"name": name}, "spec": {"accessModes": ["ReadWriteOnce"], "resources": {
+                "requests": {"storage": request}, "limits": {"storage": limit}}}})
+        };
+        let hash =
+            |claims: Value| vct_hash(&cloneset("x", json!({"volumeClaimTemplates": claims})));
+        assert_eq!(hash(json!([pvc("pvc-1", "1Gi", "2Gi")])), "1129974074");
+        let multi = hash(json!([
+            pvc("pvc-1", "1Gi", "2Gi"),
+            pvc("pvc-2", "2Gi", "4Gi")
+        ]));
+        assert_eq!(multi, "510584408");
+        let reversed = hash(json!([
+            pvc("pvc-2", "2Gi", "4Gi"),
+            pvc("pvc-1", "1Gi", "2Gi")
+        ]));
+        assert_eq!(reversed, "510584408");
+        let mut labelled = pvc("pvc-1", "1Gi", "2Gi");
+        labelled["metadata"]["labels"] = json!({"app": "test", "env": "prod"});
+        labelled["metadata"]["annotations"] = json!({"description": "test pvc"});
+        assert_eq!(hash(json!([labelled])), "1129974074");
+        assert_eq!(hash(json!([])), "");
+    }
+
+    /// `DeepHashObject` of `json.Marshal(nil)`: OpenKruise's vector for no claims.
+    #[test]
+    fn spew_of_null_bytes_is_openkruises_empty_vector() {
+        assert_eq!(fnv1a_32(spew_bytes(b"null").as_bytes()), 86995377);
+    }
+
+    /// Every field of a claim spec, in Go's field order with its `omitempty` rules, and
+    /// quantities in canonical form; the expected value was printed by OpenKruise's hasher in
+    /// Go (k8s.io/api v0.32.10).
+    #[test]
+    fn vct_hash_covers_every_claim_spec_field() {
+        let claims = json!([
+            {"metadata": {"name": "data", "labels": {"ignored": "yes"}}, "spec": {
+                "accessModes": ["ReadWriteOnce", "ReadOnlyMany"],
+                "selector": {"matchLabels": {"tier": "db", "app": "x"}, "matchExpressions": [
+                    {"key": "zone", "operator": "In", "values": ["a", "b"]},
+                    {"key": "ssd", "operator": "Exists"}]},
+                "resources": {"requests": {"storage": "1024Mi"}, "limits": {"storage": "0.5Ti"}},
+                "storageClassName": "", "volumeMode": "Block", "volumeName": "pv-1",
+                "dataSource": {"kind": "VolumeSnapshot", "name": "snap", "apiGroup": "snapshot.storage.k8s.io"},
+                "dataSourceRef": {"kind": "VolumeSnapshot", "name": "snap", "apiGroup": "snapshot.storage.k8s.io", "namespace": "other"},
+                "volumeAttributesClassName": "gold"}},
+            {"metadata": {"name": "a-logs"}, "spec": {"accessModes": ["ReadWriteOnce"],
+                "resources": {"requests": {"storage": "1.5Gi"}}, "storageClassName": "fast <&> \u{2028}"}},
+            {"metadata": {}, "spec": {}}
+        ]);
+        let cs = cloneset("x", json!({"volumeClaimTemplates": claims}));
+        assert_eq!(vct_hash(&cs), "5808079");
     }
 }

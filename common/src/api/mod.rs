@@ -6,16 +6,22 @@
 //! * [`version`]: the API groups and versions, one meaning each.
 //! * [`crd`]: the CRD builder (versions, subresources, printer columns, schema edits without
 //!   schemars' defaults), the conversion webhook stanza, the `string_enum!` macro.
+//! * [`crd_fields`]: a CRD schema as a flat field list, to compare with OpenKruise's.
 //! * [`field`]: Kubernetes-style field errors, printed as kube-apiserver prints them.
 //! * [`serde_helpers`]: the `skip_serializing_if` / schema helpers every kind's types use.
 //! * [`intstr`]: int-or-percent arithmetic with OpenKruise's rounding rules (reference §0.1).
+//! * [`pod_defaults`]: the pod-template and claim-template defaults OpenKruise's workload
+//!   webhooks inject (Kubernetes' `SetDefaults_*`), with [`quantity`]'s canonical quantities.
 
 pub mod crd;
+pub mod crd_fields;
 pub mod field;
 pub mod intstr;
 pub mod keys;
 pub mod lifecycle;
+pub mod pod_defaults;
 pub mod podtemplate;
+pub mod quantity;
 pub mod serde_helpers;
 pub mod strategy;
 pub mod version;

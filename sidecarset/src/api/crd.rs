@@ -4,6 +4,7 @@
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 pub use kruise_common::api::crd::CrdError;
 use kruise_common::api::crd::{AGE_COLUMN, CrdBuilder, PrinterColumn};
+use kruise_common::api::crd_fields;
 use kruise_common::api::version::V1BETA1;
 use kube::CustomResourceExt;
 
@@ -43,22 +44,47 @@ pub fn crd() -> Result<CustomResourceDefinition, CrdError> {
             "/properties/spec/properties/injectionStrategy/properties/revision/properties/policy",
             |policy| {
                 policy.insert("default".into(), "Always".into());
-                policy.insert("enum".into(), serde_json::json!(["Always", "Partial", ""]));
+                policy.insert("enum".into(), serde_json::json!(["Always", "Partial"]));
             },
         )
         .schema_edit(
-            "/properties/spec/properties/containers/items/properties/resourcesPolicy/properties",
+            "/properties/spec/properties/containers/items/properties/resourcesPolicy",
             resources_policy,
         )
         .schema_edit(
-            "/properties/spec/properties/initContainers/items/properties/resourcesPolicy/properties",
+            "/properties/spec/properties/initContainers/items/properties/resourcesPolicy",
             resources_policy,
+        )
+        // What OpenKruise's schema says and the derive cannot: `spec` optional, selector
+        // lists atomic, the counts always present, a pull secret's name optional ("").
+        .schema_edit("", |root| {
+            crd_fields::unrequire(root, "spec");
+            crd_fields::atomic_label_selector_lists(root);
+        })
+        .schema_edit("/properties/status", |status| {
+            crd_fields::require(status, &["matchedPods", "readyPods", "updatedPods"]);
+        })
+        .schema_edit(
+            "/properties/spec/properties/imagePullSecrets/items",
+            |secret| {
+                crd_fields::unrequire(secret, "name");
+                if let Some(serde_json::Value::Object(name)) =
+                    secret.get_mut("properties").and_then(|p| p.get_mut("name"))
+                {
+                    name.insert("default".into(), "".into());
+                }
+            },
         )
         .build()
 }
 
-/// `targetContainersNameRegex` defaults to `.*`; `targetContainersMode` is `sum` or `max`.
-fn resources_policy(properties: &mut serde_json::Map<String, serde_json::Value>) {
+/// `resourcesExpr` is required, `targetContainersNameRegex` defaults to `.*`,
+/// `targetContainersMode` is `sum` or `max`.
+fn resources_policy(policy: &mut serde_json::Map<String, serde_json::Value>) {
+    crd_fields::require(policy, &["resourcesExpr"]);
+    let Some(serde_json::Value::Object(properties)) = policy.get_mut("properties") else {
+        return;
+    };
     if let Some(regex) = properties
         .get_mut("targetContainersNameRegex")
         .and_then(serde_json::Value::as_object_mut)
@@ -72,6 +98,10 @@ fn resources_policy(properties: &mut serde_json::Map<String, serde_json::Value>)
         mode.insert("enum".into(), serde_json::json!(["sum", "max"]));
     }
 }
+
+/// Where the generated schema deliberately validates differently from OpenKruise's
+/// published CRD (`<version> <path>` of `kruise_common::api::crd_fields`).
+pub const DELIBERATE_SCHEMA_DIFFERENCES: &[&str] = &[];
 
 #[cfg(test)]
 mod tests {
@@ -151,5 +181,28 @@ mod tests {
         assert_eq!(v["metadata"]["name"], "sidecarsets.apps.kruise.io");
         assert_eq!(v["spec"]["versions"].as_array().unwrap().len(), 2);
         assert!(yaml.contains("MATCHED"));
+    }
+
+    /// The generated schema validates as OpenKruise's published CRD does (types, required
+    /// fields, list types, enums, defaults), except where [`DELIBERATE_SCHEMA_DIFFERENCES`]
+    /// says otherwise.
+    #[test]
+    fn schema_matches_openkruises_published_fields() {
+        let ours = serde_json::to_value(crd().unwrap()).unwrap();
+        let theirs: Vec<String> =
+            include_str!("../../tests/fixtures/openkruise/sidecarsets.fields")
+                .lines()
+                .map(str::to_string)
+                .collect();
+        let diffs = kruise_common::api::crd_fields::differences(
+            &kruise_common::api::crd_fields::field_list(&ours),
+            &theirs,
+            DELIBERATE_SCHEMA_DIFFERENCES,
+        );
+        assert!(
+            diffs.is_empty(),
+            "ours | OpenKruise's:\n{}",
+            diffs.join("\n")
+        );
     }
 }

@@ -78,7 +78,9 @@ pub fn revision_for(cs: &CloneSet, number: i64) -> ControllerRevision {
     new_controller_revision(&NewRevision {
         parent_name: "demo".into(),
         namespace: Some("default".into()),
-        data: template_revision_data(&tpl),
+        data: template_revision_data(&kruise_common::api::pod_defaults::go_encoded_pod_template(
+            &tpl,
+        )),
         revision: number,
         collision_count: Some(0),
         ..Default::default()
