@@ -4,7 +4,8 @@
 # the chart installed with helm (its ServiceAccounts, roles and bindings), and each
 # family's binary run as its ServiceAccount (leader election, certificates, webhook
 # publishing, caches, controllers). A CloneSet is created, updated in place and scaled
-# down, a SidecarSet injects into a new pod; no request of any family may be forbidden.
+# down, an Advanced StatefulSet with a claim template likewise, a SidecarSet injects into
+# new pods; no request of any family may be forbidden.
 set -euo pipefail
 # shellcheck source=testkit/scenario-lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/../../testkit/scenario-lib.sh"
@@ -34,9 +35,9 @@ start_as() {
   PIDS+=($!)
   wait_for 60 "kruise-$family ready as its ServiceAccount" curl -sf "http://127.0.0.1:$health/readyz"
 }
-for family in cloneset sidecarset webhook; do start_as "$family"; done
+for family in cloneset statefulset sidecarset webhook; do start_as "$family"; done
 lease_holder() { "$KUBECTL" get lease "kruise-$1" -n "$NS" -o jsonpath='{.spec.holderIdentity}' 2>/dev/null; }
-for family in cloneset sidecarset webhook; do
+for family in cloneset statefulset sidecarset webhook; do
   wait_for 30 "kruise-$family holding its lease" test -n "$(lease_holder "$family")"
 done
 pass "every family starts as its ServiceAccount: lease, certificates, webhooks, caches"
@@ -75,12 +76,49 @@ updated() {
 wait_for 60 "an in-place update of both pods" updated
 "$KUBECTL" scale clone demo --replicas=1 >/dev/null
 wait_for 60 "1 pod after scaling down" pods_ready app=demo 1
-pass "CloneSet create, in-place update and scale-down, SidecarSet injection, all as the ServiceAccounts"
+"$KUBECTL" apply -f - >/dev/null <<'YAML'
+apiVersion: apps.kruise.io/v1beta1
+kind: StatefulSet
+metadata: {name: web, namespace: default}
+spec:
+  replicas: 2
+  serviceName: web
+  selector: {matchLabels: {app: web}}
+  podManagementPolicy: Parallel
+  updateStrategy:
+    type: RollingUpdate
+    rollingUpdate: {podUpdatePolicy: InPlaceIfPossible, maxUnavailable: 2}
+  template:
+    metadata: {labels: {app: web}}
+    spec:
+      readinessGates: [{conditionType: InPlaceUpdateReady}]
+      containers:
+      - name: main
+        image: busybox:1.36
+        volumeMounts: [{name: data, mountPath: /data}]
+  volumeClaimTemplates:
+  - metadata: {name: data}
+    spec:
+      accessModes: [ReadWriteOnce]
+      resources: {requests: {storage: 1Gi}}
+YAML
+wait_for 60 "2 ready StatefulSet pods" pods_ready app=web 2
+"$KUBECTL" get pvc data-web-0 data-web-1 -o name >/dev/null || fail "the StatefulSet's claims"
+web_uids=$("$KUBECTL" get pods -l app=web -o jsonpath='{.items[*].metadata.uid}')
+"$KUBECTL" patch asts web --type merge -p '{"spec":{"template":{"spec":{"containers":[{"name":"main","image":"busybox:1.37"}]}}}}' >/dev/null
+web_updated() {
+  [[ "$("$KUBECTL" get pods -l app=web -o jsonpath='{.items[*].metadata.uid}')" == "$web_uids" ]] &&
+  [[ "$("$KUBECTL" get asts web -o jsonpath='{.status.updatedReadyReplicas}')" == 2 ]]
+}
+wait_for 60 "an in-place update of both StatefulSet pods" web_updated
+"$KUBECTL" scale asts web --replicas=1 >/dev/null
+wait_for 60 "1 StatefulSet pod after scaling down" pods_ready app=web 1
+pass "CloneSet and Advanced StatefulSet create, in-place update and scale-down, SidecarSet injection, all as the ServiceAccounts"
 
 forbidden=$(grep -h "forbidden by RBAC" "$CLUSTER_LOG" || true)
 [[ -z "$forbidden" ]] || fail "requests the chart's roles do not allow:
 $forbidden"
-for family in cloneset sidecarset webhook; do
+for family in cloneset statefulset sidecarset webhook; do
   ! grep -qi "forbidden" "$WORK/kruise-$family.log" || fail "kruise-$family logged a forbidden request: $(grep -i forbidden "$WORK/kruise-$family.log" | head -3)"
 done
 pass "no request of any family was forbidden by the chart's RBAC"
