@@ -367,5 +367,65 @@ pub fn new_broadcastjob(
     })
 }
 
+/// A batch/v1 Job as a child: finished by its True `Complete` or `Failed` condition.
+pub fn job_child(job: &Job) -> Child {
+    let status = job.status.as_ref();
+    let finished = |type_: &str| {
+        status
+            .and_then(|s| s.conditions.as_ref())
+            .is_some_and(|cs| cs.iter().any(|c| c.type_ == type_ && c.status == "True"))
+    };
+    let outcome = if finished("Complete") {
+        Outcome::Succeeded
+    } else if finished("Failed") {
+        Outcome::Failed
+    } else {
+        Outcome::Active
+    };
+    Child {
+        reference: reference("batch/v1", "Job", &job.metadata),
+        outcome,
+        scheduled_at: scheduled_at(&job.metadata),
+        start_time: status.and_then(|s| s.start_time.as_ref()).map(|t| t.0),
+    }
+}
+
+/// A BroadcastJob as a child: finished by its True `Complete` or `Failed` condition.
+pub fn broadcastjob_child(job: &BroadcastJob) -> Child {
+    let status = job.status.as_ref();
+    let outcome = match status {
+        Some(s) if s.condition(crate::api::condition::COMPLETE).is_some() => Outcome::Succeeded,
+        Some(s) if s.condition(crate::api::condition::FAILED).is_some() => Outcome::Failed,
+        _ => Outcome::Active,
+    };
+    Child {
+        reference: reference(APPS_V1BETA1, crate::api::BROADCASTJOB_KIND, &job.metadata),
+        outcome,
+        scheduled_at: scheduled_at(&job.metadata),
+        start_time: status.and_then(|s| s.start_time.as_ref()).map(|t| t.0),
+    }
+}
+
+fn reference(api_version: &str, kind: &str, meta: &ObjectMeta) -> ObjectReference {
+    ObjectReference {
+        api_version: Some(api_version.into()),
+        kind: Some(kind.into()),
+        name: meta.name.clone(),
+        namespace: meta.namespace.clone(),
+        uid: meta.uid.clone(),
+        // No resourceVersion: the status would change, and be written, on every child update.
+        ..ObjectReference::default()
+    }
+}
+
+/// The `apps.kruise.io/scheduled-at` annotation (RFC 3339); `None` when absent or unreadable.
+fn scheduled_at(meta: &ObjectMeta) -> Option<Timestamp> {
+    meta.annotations
+        .as_ref()?
+        .get(SCHEDULED_AT_ANNOTATION)?
+        .parse()
+        .ok()
+}
+
 #[cfg(test)]
 mod tests;

@@ -447,3 +447,46 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn children_are_classified_by_their_conditions_and_annotation() {
+    let job: Job = serde_json::from_value(json!({
+        "metadata": {"name": "acj-1", "namespace": "default", "uid": "u1", "resourceVersion": "7",
+                     "annotations": {"apps.kruise.io/scheduled-at": "2026-11-25T12:01:00Z"}},
+        "status": {"startTime": "2026-11-25T12:01:01Z",
+                   "conditions": [{"type": "Complete", "status": "True"}]},
+    }))
+    .unwrap();
+    let c = job_child(&job);
+    assert_eq!(c.outcome, Outcome::Succeeded);
+    assert_eq!(c.scheduled_at, Some(ts("2026-11-25T12:01:00Z")));
+    assert_eq!(c.start_time, Some(ts("2026-11-25T12:01:01Z")));
+    assert_eq!(c.reference.kind.as_deref(), Some("Job"));
+    assert_eq!(
+        c.reference.resource_version, None,
+        "no status write per child update"
+    );
+
+    let failed: Job = serde_json::from_value(json!({"metadata": {"name": "acj-2"},
+        "status": {"conditions": [{"type": "Failed", "status": "True"}, {"type": "Complete", "status": "False"}]}}))
+    .unwrap();
+    assert_eq!(job_child(&failed).outcome, Outcome::Failed);
+    let running: Job = serde_json::from_value(json!({"metadata": {"name": "acj-3",
+        "annotations": {"apps.kruise.io/scheduled-at": "not a time"}}}))
+    .unwrap();
+    assert_eq!(job_child(&running).outcome, Outcome::Active);
+    assert_eq!(job_child(&running).scheduled_at, None);
+
+    let bcj: BroadcastJob = serde_json::from_value(json!({
+        "apiVersion": "apps.kruise.io/v1beta1", "kind": "BroadcastJob",
+        "metadata": {"name": "acj-4"}, "spec": {"template": {}},
+        "status": {"phase": "failed", "conditions": [{"type": "Failed", "status": "True"}]},
+    }))
+    .unwrap();
+    let c = broadcastjob_child(&bcj);
+    assert_eq!(c.outcome, Outcome::Failed);
+    assert_eq!(
+        c.reference.api_version.as_deref(),
+        Some("apps.kruise.io/v1beta1")
+    );
+}

@@ -1,0 +1,216 @@
+//! The BroadcastJob controller against kruise-sim: its scheduler binds the pods by their
+//! node affinity and its kubelet runs them to their exit.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Pod;
+use kruise_broadcastjob::api::v1beta1::BroadcastJob;
+use kube::ResourceExt as _;
+use kube::api::{Api, PostParams};
+use serde_json::json;
+use support::*;
+
+async fn create(client: &kube::Client, job: &BroadcastJob) {
+    Api::<BroadcastJob>::namespaced(client.clone(), "default")
+        .create(&PostParams::default(), job)
+        .await
+        .unwrap();
+}
+
+fn is_active(p: &Pod) -> bool {
+    let phase = p
+        .status
+        .as_ref()
+        .and_then(|s| s.phase.as_deref())
+        .unwrap_or("Pending");
+    p.metadata.deletion_timestamp.is_none() && phase != "Succeeded" && phase != "Failed"
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_on_four_nodes_completes_with_four_succeeded_then_its_ttl_deletes_it() {
+    let (_sim, client) = sim_with_crds(4).await;
+    let controllers = Controllers::start(&client);
+    create(
+        &client,
+        &broadcastjob(
+            "everywhere",
+            json!({"template": job_template("300ms", 0), "completionPolicy": {"ttlSecondsAfterFinished": 2}}),
+        ),
+    )
+    .await;
+    let done = eventually("the job completes", WAIT, || {
+        let client = client.clone();
+        async move {
+            get_job(&client, "everywhere")
+                .await
+                .filter(|j| j.status.as_ref().is_some_and(|s| s.phase == "completed"))
+        }
+    })
+    .await;
+    let status = done.status.unwrap();
+    assert_eq!(
+        (
+            status.desired,
+            status.succeeded,
+            status.failed,
+            status.active
+        ),
+        (4, 4, 0, 0)
+    );
+    assert_eq!(status.conditions[0].type_, "Complete");
+    let pods = pods_of(&client, "everywhere").await;
+    let nodes: BTreeSet<String> = pods
+        .iter()
+        .filter_map(|p| p.spec.as_ref().and_then(|s| s.node_name.clone()))
+        .collect();
+    assert_eq!(pods.len(), 4, "one pod per node");
+    assert_eq!(nodes.len(), 4, "{nodes:?}");
+    eventually("the TTL deletes the job", WAIT, || {
+        let client = client.clone();
+        async move { get_job(&client, "everywhere").await.is_none().then_some(()) }
+    })
+    .await;
+    controllers.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn parallelism_one_runs_one_node_at_a_time() {
+    let (_sim, client) = sim_with_crds(3).await;
+    let controllers = Controllers::start(&client);
+    create(
+        &client,
+        &broadcastjob(
+            "serial",
+            json!({"template": job_template("200ms", 0), "parallelism": 1}),
+        ),
+    )
+    .await;
+    let mut most_active = 0;
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        let pods = pods_of(&client, "serial").await;
+        most_active = most_active.max(pods.iter().filter(|p| is_active(p)).count());
+        let job = get_job(&client, "serial").await.unwrap();
+        if job.status.as_ref().is_some_and(|s| s.phase == "completed") {
+            assert_eq!(job.status.unwrap().succeeded, 3);
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "not completed: {:?}",
+            job.status
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(most_active, 1);
+    controllers.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fail_fast_fails_the_job_on_a_failing_container_and_leaves_no_pod_running() {
+    let (_sim, client) = sim_with_crds(3).await;
+    let controllers = Controllers::start(&client);
+    create(
+        &client,
+        &broadcastjob("failing", json!({"template": job_template("200ms", 3)})),
+    )
+    .await;
+    let failed = eventually("the job fails", WAIT, || {
+        let client = client.clone();
+        async move {
+            get_job(&client, "failing")
+                .await
+                .filter(|j| j.status.as_ref().is_some_and(|s| s.phase == "failed"))
+        }
+    })
+    .await;
+    let status = failed.status.unwrap();
+    assert!(status.failed >= 1, "{status:?}");
+    assert_eq!(status.conditions[0].type_, "Failed");
+    assert_eq!(status.conditions[0].reason, "failed pod is found");
+    eventually("no pod of the job runs", WAIT, || {
+        let client = client.clone();
+        async move {
+            let pods = pods_of(&client, "failing").await;
+            (!pods.iter().any(is_active)).then_some(())
+        }
+    })
+    .await;
+    let warnings = kruise_testkit::warnings_about(&client, "default", "failing").await;
+    assert!(
+        warnings
+            .iter()
+            .any(|(reason, _)| reason == "failed pod is found"),
+        "{warnings:?}"
+    );
+    controllers.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_never_job_runs_on_a_node_whose_taint_is_removed() {
+    // K#1199 and node churn: a node that becomes fit gets its pod, a Never job stays running.
+    let (_sim, client) = sim_with_crds(2).await;
+    let nodes: Api<k8s_openapi::api::core::v1::Node> = Api::all(client.clone());
+    let patch =
+        |taints: serde_json::Value| kube::api::Patch::Merge(json!({"spec": {"taints": taints}}));
+    nodes
+        .patch(
+            "sim-node-1",
+            &kube::api::PatchParams::default(),
+            &patch(json!([{"key": "maintenance", "value": "x", "effect": "NoSchedule"}])),
+        )
+        .await
+        .unwrap();
+    let controllers = Controllers::start(&client);
+    create(
+        &client,
+        &broadcastjob(
+            "daemonish",
+            json!({"template": job_template("100ms", 0), "completionPolicy": {"type": "Never"}}),
+        ),
+    )
+    .await;
+    eventually("node 0 ran its pod", WAIT, || {
+        let client = client.clone();
+        async move {
+            get_job(&client, "daemonish").await.filter(|j| {
+                j.status
+                    .as_ref()
+                    .is_some_and(|s| s.succeeded == 1 && s.desired == 1)
+            })
+        }
+    })
+    .await;
+    nodes
+        .patch(
+            "sim-node-1",
+            &kube::api::PatchParams::default(),
+            &patch(json!(null)),
+        )
+        .await
+        .unwrap();
+    let job = eventually("node 1 ran its pod once untainted", WAIT, || {
+        let client = client.clone();
+        async move {
+            get_job(&client, "daemonish").await.filter(|j| {
+                j.status
+                    .as_ref()
+                    .is_some_and(|s| s.succeeded == 2 && s.desired == 2)
+            })
+        }
+    })
+    .await;
+    assert_eq!(job.status.unwrap().phase, "running");
+    let pods = pods_of(&client, "daemonish").await;
+    assert_eq!(
+        pods.len(),
+        2,
+        "{:?}",
+        pods.iter().map(|p| p.name_any()).collect::<Vec<_>>()
+    );
+    controllers.stop().await;
+}
