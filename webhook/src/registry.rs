@@ -16,6 +16,8 @@ pub const FAMILIES: &[fn() -> anyhow::Result<Family>] = &[
     kruise_cloneset::binary::family,
     #[cfg(feature = "sidecarset")]
     kruise_sidecarset::binary::family,
+    #[cfg(feature = "broadcastjob")]
+    kruise_broadcastjob::binary::family,
     crate::family,
 ];
 
@@ -65,11 +67,11 @@ mod tests {
         assert_eq!(hosts, [crate::NAME]);
     }
 
-    #[cfg(all(feature = "cloneset", feature = "sidecarset"))]
+    #[cfg(all(feature = "cloneset", feature = "sidecarset", feature = "broadcastjob"))]
     #[test]
-    fn the_default_build_registers_both_families_and_their_steps() {
+    fn the_default_build_registers_every_family_and_their_steps() {
         let names: Vec<&str> = families().unwrap().iter().map(Family::name).collect();
-        assert_eq!(names, ["cloneset", "sidecarset", "webhook"]);
+        assert_eq!(names, ["cloneset", "sidecarset", "broadcastjob", "webhook"]);
         let steps: Vec<&str> = pod_steps().unwrap().iter().map(|s| s.name).collect();
         assert_eq!(steps, ["sidecarset", crate::WORKLOADS]);
     }
