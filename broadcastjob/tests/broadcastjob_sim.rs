@@ -214,3 +214,56 @@ async fn a_never_job_runs_on_a_node_whose_taint_is_removed() {
     );
     controllers.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_deadline_holds_across_a_controller_restart() {
+    // K#1409: the restarted controller fails the job at its deadline with no other event.
+    let (_sim, client) = sim_with_crds(2).await;
+    let controllers = Controllers::start(&client);
+    create(
+        &client,
+        &broadcastjob(
+            "slow",
+            json!({"template": job_template("10m", 0), "completionPolicy": {"activeDeadlineSeconds": 3}}),
+        ),
+    )
+    .await;
+    eventually("both pods running", WAIT, || {
+        let client = client.clone();
+        async move {
+            let pods = pods_of(&client, "slow").await;
+            let running = pods
+                .iter()
+                .filter(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running"))
+                .count();
+            (running == 2).then_some(())
+        }
+    })
+    .await;
+    controllers.stop().await;
+    let controllers = Controllers::start(&client);
+    let failed = eventually("the job fails at its deadline", WAIT, || {
+        let client = client.clone();
+        async move {
+            get_job(&client, "slow")
+                .await
+                .filter(|j| j.status.as_ref().is_some_and(|s| s.phase == "failed"))
+        }
+    })
+    .await;
+    let status = failed.status.unwrap();
+    assert_eq!(status.conditions[0].reason, "DeadlineExceeded");
+    let started = status.start_time.unwrap().0;
+    let finished = status.completion_time.unwrap().0;
+    assert!(
+        finished.duration_since(started) >= jiff::SignedDuration::from_secs(3),
+        "failed {} after its start",
+        finished.duration_since(started)
+    );
+    eventually("its pods are deleted", WAIT, || {
+        let client = client.clone();
+        async move { (!pods_of(&client, "slow").await.iter().any(is_active)).then_some(()) }
+    })
+    .await;
+    controllers.stop().await;
+}

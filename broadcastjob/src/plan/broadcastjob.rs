@@ -4,7 +4,7 @@
 //! Differences from OpenKruise, each deliberate:
 //! * the job completes when every desired node has a finished pod **before** the deadline
 //!   is looked at, so a job whose pods all finished is never failed by its deadline
-//!   afterwards (K#580, K#1704);
+//!   afterwards (K#580, K#1704); a failed pod under `FailFast` still fails it first;
 //! * only running pods that no longer fit their node are deleted (OpenKruise deletes
 //!   finished ones too, losing their result), and deleted pods are not counted as failed;
 //! * the `Pause` failure policy keeps the job `paused` while a failed pod exists, with one
@@ -374,10 +374,17 @@ pub fn plan(input: &Input) -> Plan {
     }
     plan.status.active = active - i32::try_from(misfits.len()).unwrap_or(i32::MAX);
 
-    // Finished? Completion first (K#580, K#1704), then failures, then the deadline.
+    // Finished? A failed pod under FailFast first (as OpenKruise), then completion, and
+    // the deadline only for a job not complete (K#580, K#1704).
     let namespace = job.metadata.namespace.as_deref().unwrap_or("");
     let job_name = job.metadata.name.as_deref().unwrap_or("");
-    if !never && complete && desired > 0 {
+    let fail_fast = (failed > 0 && policy == FailurePolicyType::FailFast).then(|| {
+        (
+            reason::FAILED_POD,
+            "failure policy is FailurePolicyTypeFailFast and failed pod is found".to_string(),
+        )
+    });
+    if fail_fast.is_none() && !never && complete && desired > 0 {
         let message = format!("Job completed, {succeeded} pods succeeded, {failed} pods failed");
         finish(&mut plan, job, condition::COMPLETE, "", &message, now);
         plan.status.phase = BroadcastJobPhase::Completed.as_str().into();
@@ -387,19 +394,14 @@ pub fn plan(input: &Input) -> Plan {
         ));
         return plan;
     }
-    let failure = if failed > 0 && policy == FailurePolicyType::FailFast {
-        Some((
-            reason::FAILED_POD,
-            "failure policy is FailurePolicyTypeFailFast and failed pod is found".to_string(),
-        ))
-    } else if deadline.is_some_and(|d| d <= now) {
-        Some((
-            reason::DEADLINE_EXCEEDED,
-            format!("Job {namespace}/{job_name} was active longer than specified deadline"),
-        ))
-    } else {
-        None
-    };
+    let failure = fail_fast.or_else(|| {
+        deadline.filter(|d| *d <= now).map(|_| {
+            (
+                reason::DEADLINE_EXCEEDED,
+                format!("Job {namespace}/{job_name} was active longer than specified deadline"),
+            )
+        })
+    });
     if let Some((why, message)) = failure {
         let misfit = |pod: &Pod| misfits.iter().any(|(m, _)| std::ptr::eq(*m, pod));
         for (pod, node) in active_pods.iter().filter(|(pod, _)| !misfit(pod)) {

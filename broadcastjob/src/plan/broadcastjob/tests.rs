@@ -297,6 +297,18 @@ fn fail_fast_fails_the_job_on_a_failed_pod() {
 }
 
 #[test]
+fn fail_fast_fails_a_job_whose_pods_all_finished_with_a_failure() {
+    // Every node finished, one failed: FailFast decides before completion.
+    let j = job(json!({}), json!({"phase": "running"}));
+    let pods = [pod(&j, "node-0", "Failed"), pod(&j, "node-1", "Succeeded")];
+    let p = run(&j, &pods, &nodes(2));
+    assert_eq!(p.status.phase, "failed");
+    assert_eq!(p.status.conditions.len(), 1);
+    assert_eq!(p.status.conditions[0].type_, "Failed");
+    assert!(p.actions.is_empty());
+}
+
+#[test]
 fn continue_ignores_failed_pods() {
     let j = job(
         json!({"failurePolicy": {"type": "Continue"}}),
