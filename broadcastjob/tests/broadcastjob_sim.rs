@@ -267,3 +267,24 @@ async fn the_deadline_holds_across_a_controller_restart() {
     .await;
     controllers.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_invalid_job_that_bypassed_the_webhook_is_reported_not_run() {
+    let (_sim, client) = sim_with_crds(2).await;
+    let controllers = Controllers::start(&client);
+    let mut template = job_template("100ms", 0);
+    template["spec"]["restartPolicy"] = json!("Always");
+    create(
+        &client,
+        &broadcastjob("invalid", json!({"template": template})),
+    )
+    .await;
+    let message =
+        kruise_testkit::wait_for_warning(&client, "default", "invalid", "InvalidSpec").await;
+    assert!(
+        message.contains("spec.template.spec.restartPolicy: Invalid value: \"Always\""),
+        "{message}"
+    );
+    assert!(pods_of(&client, "invalid").await.is_empty());
+    controllers.stop().await;
+}

@@ -204,3 +204,101 @@ async fn a_broadcastjob_template_runs_without_the_job_controller_and_the_child_c
     assert_eq!(status.type_.unwrap().as_str(), "BroadcastJob");
     controllers.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn paused_runs_nothing_and_resuming_runs_only_the_latest_missed_run() {
+    // OpenKruise's e2e: pause -> the count stays; resume -> more jobs.
+    let (_sim, client) = sim_with_crds(1).await;
+    let cron = create_cron(
+        &client,
+        &advancedcronjob(
+            "pausable",
+            json!({"schedule": "*/1 * * * *", "paused": true,
+            "template": {"jobTemplate": {"spec": {"template": job_template("100ms", 0)}}}}),
+        ),
+    )
+    .await;
+    let created = cron.metadata.creation_timestamp.clone().unwrap().0;
+    let clock = TestClock::at(created);
+    let controllers = Controllers::start_with(&client, Some(&clock));
+    let api = Api::<AdvancedCronJob>::namespaced(client.clone(), "default");
+    eventually("the paused cron job's status", WAIT, || {
+        let api = api.clone();
+        async move {
+            api.get("pausable")
+                .await
+                .unwrap()
+                .status
+                .filter(|s| s.type_.is_some())
+        }
+    })
+    .await;
+    // Five runs pass while paused: none starts.
+    let fifth = next_minute(created)
+        .checked_add(SignedDuration::from_mins(4))
+        .unwrap();
+    clock.set(fifth.checked_add(SignedDuration::from_secs(10)).unwrap());
+    let before = controllers.cron_reconciles();
+    eventually(
+        "the controller looked at the moved clock twice",
+        WAIT,
+        || {
+            let done = controllers.cron_reconciles() >= before + 2;
+            async move { done.then_some(()) }
+        },
+    )
+    .await;
+    let paused = api.get("pausable").await.unwrap();
+    assert!(paused.status.unwrap().last_schedule_time.is_none());
+    assert!(job_names(&client).await.is_empty());
+    api.patch(
+        "pausable",
+        &kube::api::PatchParams::default(),
+        &kube::api::Patch::Merge(json!({"spec": {"paused": false}})),
+    )
+    .await
+    .unwrap();
+    let want = vec![format!("pausable-{}", fifth.as_second())];
+    eventually("only the latest missed run starts", WAIT, || {
+        let client = client.clone();
+        let want = want.clone();
+        async move { (job_names(&client).await == want).then_some(()) }
+    })
+    .await;
+    controllers.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replace_deletes_the_running_child_for_the_next_run() {
+    let (_sim, client) = sim_with_crds(1).await;
+    let cron = create_cron(
+        &client,
+        &advancedcronjob(
+            "replacing",
+            json!({"schedule": "*/1 * * * *", "concurrencyPolicy": "Replace",
+            "template": {"jobTemplate": {"spec": {"template": job_template("10m", 0)}}}}),
+        ),
+    )
+    .await;
+    let created = cron.metadata.creation_timestamp.clone().unwrap().0;
+    let first = next_minute(created);
+    let clock = TestClock::at(first.checked_add(SignedDuration::from_secs(1)).unwrap());
+    let controllers = Controllers::start_with(&client, Some(&clock));
+    let first_name = format!("replacing-{}", first.as_second());
+    eventually("the first run's job", WAIT, || {
+        let client = client.clone();
+        let want = vec![first_name.clone()];
+        async move { (job_names(&client).await == want).then_some(()) }
+    })
+    .await;
+    let second = first.checked_add(SignedDuration::from_mins(1)).unwrap();
+    clock.set(second.checked_add(SignedDuration::from_secs(1)).unwrap());
+    let want = vec![format!("replacing-{}", second.as_second())];
+    eventually("the second run replaced the first", WAIT, || {
+        let client = client.clone();
+        let want = want.clone();
+        async move { (job_names(&client).await == want).then_some(()) }
+    })
+    .await;
+    controllers.stop().await;
+}

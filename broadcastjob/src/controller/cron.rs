@@ -189,10 +189,12 @@ async fn reconcile(original: Arc<AdvancedCronJob>, shared: Arc<Shared>) -> Resul
     write_status_if_changed(&api, &original, original.status.as_ref(), &status)
         .await
         .map_err(ShellError::status_of(original.name_any()))?;
-    Ok(match plan.requeue_after {
-        Some(d) => Requeue::requeue(requeue_in(d, shared.settings.max_requeue)),
-        None => Requeue::await_change(),
-    })
+    // At the next run, and at least every `max_requeue` (also when paused or stuck on
+    // missed runs), so a clock that moved is caught up with.
+    let max = shared.settings.max_requeue;
+    Ok(Requeue::requeue(
+        plan.requeue_after.map_or(max, |d| requeue_in(d, max)),
+    ))
 }
 
 async fn delete_child(

@@ -49,6 +49,8 @@ impl TestClock {
 pub struct Controllers {
     shutdown: CancellationToken,
     tasks: Vec<tokio::task::JoinHandle<()>>,
+    /// Their metrics registry.
+    pub metrics: Metrics,
 }
 
 impl Controllers {
@@ -94,7 +96,19 @@ impl Controllers {
         Self {
             shutdown,
             tasks: vec![bcj, acj],
+            metrics,
         }
+    }
+
+    /// Reconciles of AdvancedCronJobs so far (successful ones).
+    pub fn cron_reconciles(&self) -> u64 {
+        self.metrics
+            .reconcile_total
+            .get_or_create(&kruise_common::runtime::metrics::ResultLabel {
+                controller: controller::ADVANCEDCRONJOB_CONTROLLER.into(),
+                result: "success".into(),
+            })
+            .get()
     }
 
     /// Stops both and waits until they have.

@@ -423,6 +423,29 @@ fn nodes_the_pod_does_not_fit_are_not_desired() {
 }
 
 #[test]
+fn e2e_a_tainted_node_with_a_tolerating_job_and_parallelism_below_the_nodes() {
+    // OpenKruise's e2e: a fake tainted node, a job tolerating it with parallelism nodes-1.
+    let template = json!({"spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "busybox"}],
+        "tolerations": [{"key": "fake", "operator": "Equal", "value": "x", "effect": "NoSchedule"}]}});
+    let j = job(json!({"template": template, "parallelism": 3}), json!({}));
+    let mut ns = nodes(3);
+    ns.push(tainted(node("fake-node"), "fake", "NoSchedule"));
+    let p = run(&j, &[], &ns);
+    assert_eq!(p.status.desired, 4);
+    assert_eq!(created_on(&p), ["node-0", "node-1", "node-2"]);
+    let j = job(
+        json!({"template": j.spec.template.clone(), "parallelism": 3}),
+        json!({"phase": "running"}),
+    );
+    let pods: Vec<Pod> = ["fake-node", "node-0", "node-1", "node-2"]
+        .iter()
+        .map(|n| pod(&j, n, "Succeeded"))
+        .collect();
+    let p = run(&j, &pods, &ns);
+    assert_eq!(counts(&p), (4, 0, 4, 0, "completed"));
+}
+
+#[test]
 fn removing_a_taint_creates_the_pod_on_that_node() {
     // K#1199.
     let j = job(json!({}), json!({"phase": "running"}));
