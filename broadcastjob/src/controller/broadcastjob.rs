@@ -1,9 +1,9 @@
 //! The BroadcastJob controller shell (see [`crate::plan::broadcastjob`] for every decision).
 //!
 //! * **Cache only what it reads.** Pods through the `broadcastjob-controller-uid` label;
-//!   nodes whole (the fit check reads labels, taints, unschedulable and allocatable), but a
-//!   node change wakes the unfinished jobs only when one of those changed, not on every
-//!   status heartbeat.
+//!   nodes reduced to what the fit check reads (labels, taints, unschedulable,
+//!   allocatable: [`crate::plan::fit::fit_view`]), and a node change wakes the unfinished
+//!   jobs only when one of those changed, not on every status heartbeat.
 //! * **No double creates.** A scale expectation per node is recorded before its pod is
 //!   created and satisfied once a pod of the job for that node is in the cache (a pod bound
 //!   by affinity counts before the scheduler binds it); while one is pending the planner
@@ -40,6 +40,7 @@ use crate::api::v1beta1::BroadcastJob;
 use crate::api::validation::{to_message, validate_broadcastjob};
 use crate::api::{BROADCASTJOB_KIND, BROADCASTJOB_UID_LABEL, defaults};
 use crate::plan::broadcastjob::{Action, Input, assigned_node, is_finished, plan, reason};
+use crate::plan::fit::fit_view;
 use crate::plan::{EventType, PlanEvent};
 
 /// The event reporter, as OpenKruise names it.
@@ -65,7 +66,9 @@ pub async fn run(client: Client, settings: Settings, opts: RunOptions) {
     let (pods, mut pod_stream) = Watch::<Pod>::new(client.clone(), ns)
         .labels(BROADCASTJOB_UID_LABEL)
         .reflect();
-    let (nodes, mut node_stream) = Watch::<Node>::new(client.clone(), None).reflect();
+    let (nodes, mut node_stream) = Watch::<Node>::new(client.clone(), None)
+        .shrink(fit_view)
+        .reflect();
     if !warm_until_leading(
         &opts,
         &mut [&mut job_stream, &mut pod_stream, &mut node_stream],

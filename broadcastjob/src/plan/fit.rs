@@ -41,6 +41,30 @@ impl std::fmt::Display for Misfit {
     }
 }
 
+/// Keeps of `node` only what [`fits`] reads (and what a cache needs to key it): name, uid,
+/// resourceVersion, labels and deletion timestamp; taints and unschedulable; allocatable.
+/// A node's image list, conditions, addresses and annotations are dropped.
+pub fn fit_view(node: &mut Node) {
+    let meta = &mut node.metadata;
+    meta.annotations = None;
+    meta.managed_fields = None;
+    meta.owner_references = None;
+    meta.finalizers = None;
+    if let Some(spec) = node.spec.as_mut() {
+        spec.pod_cidr = None;
+        spec.pod_cidrs = None;
+        spec.provider_id = None;
+        spec.config_source = None;
+        spec.external_id = None;
+    }
+    if let Some(status) = node.status.as_mut() {
+        *status = k8s_openapi::api::core::v1::NodeStatus {
+            allocatable: status.allocatable.take(),
+            ..Default::default()
+        };
+    }
+}
+
 /// Checks `spec` against `node`.
 pub fn fits(spec: &PodSpec, node: &Node) -> Result<(), Misfit> {
     let name = node.metadata.name.as_deref().unwrap_or("");
@@ -208,4 +232,56 @@ fn requested(spec: &PodSpec, resource: &str) -> Nanos {
         .max()
         .unwrap_or(0);
     containers.max(init)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn the_fit_view_keeps_what_fits_reads_and_nothing_heavy() {
+        let node: Node = serde_json::from_value(json!({
+            "metadata": {"name": "n", "uid": "u", "resourceVersion": "9", "labels": {"zone": "a"},
+                         "annotations": {"big": "x"}},
+            "spec": {"taints": [{"key": "k", "value": "v", "effect": "NoSchedule"}], "unschedulable": true,
+                     "podCIDR": "10.0.0.0/24"},
+            "status": {"allocatable": {"cpu": "1", "memory": "1Gi", "pods": "10"},
+                       "capacity": {"cpu": "1"},
+                       "images": [{"names": ["nginx:1"], "sizeBytes": 1}],
+                       "conditions": [{"type": "Ready", "status": "True"}]},
+        }))
+        .unwrap();
+        let mut small = node.clone();
+        fit_view(&mut small);
+        let v = serde_json::to_value(&small).unwrap();
+        assert_eq!(
+            v,
+            json!({
+                "apiVersion": "v1", "kind": "Node",
+                "metadata": {"name": "n", "uid": "u", "resourceVersion": "9", "labels": {"zone": "a"}},
+                "spec": {"taints": [{"key": "k", "value": "v", "effect": "NoSchedule"}], "unschedulable": true},
+                "status": {"allocatable": {"cpu": "1", "memory": "1Gi", "pods": "10"}},
+            })
+        );
+        let pods: Vec<PodSpec> = vec![
+            serde_json::from_value(json!({"containers": []})).unwrap(),
+            serde_json::from_value(json!({"containers": [], "nodeSelector": {"zone": "a"},
+                "tolerations": [{"operator": "Exists"}]}))
+            .unwrap(),
+            serde_json::from_value(
+                json!({"containers": [{"name": "c", "resources": {"requests": {"cpu": "2"}}}],
+                "tolerations": [{"operator": "Exists"}]}),
+            )
+            .unwrap(),
+        ];
+        for pod in &pods {
+            assert_eq!(fits(pod, &small), fits(pod, &node));
+        }
+        assert_eq!(fits(&pods[1], &small), Ok(()));
+        assert_eq!(
+            fits(&pods[2], &small),
+            Err(Misfit::Insufficient("cpu".into()))
+        );
+    }
 }
