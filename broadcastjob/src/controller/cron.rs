@@ -166,10 +166,11 @@ async fn reconcile(original: Arc<AdvancedCronJob>, shared: Arc<Shared>) -> Resul
             }
             Action::CreateChild { name, scheduled } => {
                 match create_child(&shared, &cron, &namespace, name, *scheduled).await {
-                    Ok(()) => recorder.record(EventRecord::normal(
+                    Ok(true) => recorder.record(EventRecord::normal(
                         reason::SUCCESSFUL_CREATE,
                         format!("Created job {name}"),
                     )),
+                    Ok(false) => {}
                     Err(e) => {
                         recorder.record(EventRecord::warning(
                             reason::FAILED_CREATE,
@@ -224,13 +225,14 @@ async fn delete_child(
     }
 }
 
+/// Creates the run's child; false when it exists already.
 async fn create_child(
     shared: &Shared,
     cron: &AdvancedCronJob,
     namespace: &str,
     name: &str,
     scheduled: jiff::Timestamp,
-) -> Result<(), Error> {
+) -> Result<bool, Error> {
     let params = PostParams::default();
     let result = if let Some(job) = new_job(cron, name, scheduled) {
         Api::<Job>::namespaced(shared.client.clone(), namespace)
@@ -243,12 +245,12 @@ async fn create_child(
             .await
             .map(|_| ())
     } else {
-        return Ok(());
+        return Ok(false);
     };
     match result {
-        Ok(()) => Ok(()),
+        Ok(()) => Ok(true),
         // Created before (a restart between the create and the status write).
-        Err(e) if is_already_exists(&e) => Ok(()),
+        Err(e) if is_already_exists(&e) => Ok(false),
         Err(e) => Err(Error::Create(WriteError {
             name: name.to_string(),
             source: e,
