@@ -14,6 +14,8 @@ use std::time::Duration;
 use jiff::Timestamp;
 use jiff::tz::TimeZone;
 
+use crate::plan::broadcastjob::PodBinding;
+
 pub mod broadcastjob;
 pub mod cron;
 mod error;
@@ -44,6 +46,8 @@ pub struct Settings {
     /// The longest a reconcile waits for its next one: a cron job looks at its schedule at
     /// least this often, so a clock that jumps is caught up with.
     pub max_requeue: Duration,
+    /// How BroadcastJob pods are bound to their nodes (`--assign-bcj-pods-by-scheduler`).
+    pub pod_binding: PodBinding,
 }
 
 impl Default for Settings {
@@ -54,6 +58,7 @@ impl Default for Settings {
             clock: Arc::new(Timestamp::now),
             default_zone: TimeZone::UTC,
             max_requeue: Duration::from_secs(300),
+            pod_binding: PodBinding::Scheduler,
         }
     }
 }
@@ -65,6 +70,7 @@ impl std::fmt::Debug for Settings {
             .field("expectation_timeout", &self.expectation_timeout)
             .field("default_zone", &self.default_zone.iana_name())
             .field("max_requeue", &self.max_requeue)
+            .field("pod_binding", &self.pod_binding)
             .finish_non_exhaustive()
     }
 }

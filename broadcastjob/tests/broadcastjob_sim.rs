@@ -288,3 +288,36 @@ async fn an_invalid_job_that_bypassed_the_webhook_is_reported_not_run() {
     assert!(pods_of(&client, "invalid").await.is_empty());
     controllers.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_the_scheduler_pods_are_bound_by_node_name() {
+    // `--assign-bcj-pods-by-scheduler=false`.
+    let (_sim, client) = sim_with_crds(2).await;
+    let controllers = Controllers::start_binding(
+        &client,
+        None,
+        kruise_broadcastjob::plan::broadcastjob::PodBinding::NodeName,
+    );
+    create(
+        &client,
+        &broadcastjob("named", json!({"template": job_template("100ms", 0)})),
+    )
+    .await;
+    eventually("the job completes", WAIT, || {
+        let client = client.clone();
+        async move {
+            get_job(&client, "named").await.filter(|j| {
+                j.status
+                    .as_ref()
+                    .is_some_and(|s| s.phase == "completed" && s.succeeded == 2)
+            })
+        }
+    })
+    .await;
+    for pod in pods_of(&client, "named").await {
+        let spec = pod.spec.unwrap();
+        assert!(spec.affinity.is_none(), "bound by nodeName, not affinity");
+        assert!(spec.node_name.is_some());
+    }
+    controllers.stop().await;
+}

@@ -249,6 +249,7 @@ async fn reconcile(original: Arc<BroadcastJob>, shared: Arc<Shared>) -> Result<R
         pods: &pods,
         nodes: &nodes,
         now,
+        binding: shared.settings.pod_binding,
     });
     recorder.record_all(plan.events.iter().map(event_record));
 

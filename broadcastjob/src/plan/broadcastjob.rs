@@ -54,6 +54,17 @@ pub mod reason {
     pub const SUCCESSFUL_DELETE: &str = "SuccessfulDelete";
 }
 
+/// How a new pod is bound to its node.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum PodBinding {
+    /// Required node affinity `metadata.name In [node]`, placed by the scheduler (OpenKruise's
+    /// default, `--assign-bcj-pods-by-scheduler=true`).
+    #[default]
+    Scheduler,
+    /// `spec.nodeName` set by the controller (`--assign-bcj-pods-by-scheduler=false`).
+    NodeName,
+}
+
 /// What the planner reads.
 #[derive(Debug, Clone, Copy)]
 pub struct Input<'a> {
@@ -65,6 +76,8 @@ pub struct Input<'a> {
     pub nodes: &'a [Node],
     /// The time.
     pub now: Timestamp,
+    /// How new pods are bound to their nodes.
+    pub binding: PodBinding,
 }
 
 /// A write the shell carries out.
@@ -180,8 +193,9 @@ pub fn is_finished(job: &BroadcastJob) -> bool {
 
 /// The pod the job runs on `node`: the template with the job's two labels, controlled by
 /// the job, bound to the node through required node affinity (`metadata.name In [node]`,
-/// added to every term of the template's own) for the scheduler to place.
-pub fn new_pod(job: &BroadcastJob, node: &str) -> Pod {
+/// added to every term of the template's own) for the scheduler to place, or by
+/// `spec.nodeName`.
+pub fn new_pod(job: &BroadcastJob, node: &str, binding: PodBinding) -> Pod {
     let template = &job.spec.template;
     let name = job.metadata.name.clone().unwrap_or_default();
     let mut metadata: ObjectMeta = template.metadata.clone().unwrap_or_default();
@@ -203,6 +217,15 @@ pub fn new_pod(job: &BroadcastJob, node: &str) -> Pod {
         block_owner_deletion: Some(true),
     }]);
     let mut spec = template.spec.clone().unwrap_or_default();
+    if binding == PodBinding::NodeName {
+        spec.node_name = Some(node.to_string());
+        return Pod {
+            metadata,
+            spec: Some(spec),
+            status: None,
+        };
+    }
+    spec.node_name = None;
     let field = NodeSelectorRequirement {
         key: "metadata.name".into(),
         operator: "In".into(),
@@ -443,7 +466,7 @@ pub fn plan(input: &Input) -> Plan {
         for node in rest.into_iter().take(room) {
             plan.actions.push(Action::CreatePod {
                 node: node.to_string(),
-                pod: Box::new(new_pod(job, node)),
+                pod: Box::new(new_pod(job, node, input.binding)),
             });
         }
     }

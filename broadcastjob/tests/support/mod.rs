@@ -10,6 +10,7 @@ use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Pod;
 use kruise_broadcastjob::api::v1beta1::{AdvancedCronJob, BroadcastJob};
 use kruise_broadcastjob::controller::{self, Settings};
+use kruise_broadcastjob::plan::broadcastjob::PodBinding;
 use kruise_common::runtime::{Metrics, Readiness, RunOptions};
 use kruise_sim::Sim;
 use kube::Client;
@@ -62,8 +63,14 @@ impl Controllers {
     /// Both controllers for `default`, on `clock` when given (then looking at their
     /// schedules every 100 ms, so a moved clock is seen at once).
     pub fn start_with(client: &Client, clock: Option<&TestClock>) -> Self {
+        Self::start_binding(client, clock, PodBinding::Scheduler)
+    }
+
+    /// Both controllers for `default`, binding BroadcastJob pods by `binding`.
+    pub fn start_binding(client: &Client, clock: Option<&TestClock>, binding: PodBinding) -> Self {
         let mut settings = Settings {
             namespace: Some("default".into()),
+            pod_binding: binding,
             ..Settings::default()
         };
         if let Some(clock) = clock {

@@ -64,7 +64,7 @@ fn tainted(mut node: Node, key: &str, effect: &str) -> Node {
 
 /// A pod of the job on `node` (bound by nodeName) in `phase`.
 fn pod(j: &BroadcastJob, node: &str, phase: &str) -> Pod {
-    let mut p = new_pod(j, node);
+    let mut p = new_pod(j, node, PodBinding::Scheduler);
     p.metadata.name = Some(format!("bcj-{node}"));
     if let Some(spec) = p.spec.as_mut() {
         spec.node_name = Some(node.into());
@@ -82,6 +82,7 @@ fn run(job: &BroadcastJob, pods: &[Pod], nodes: &[Node]) -> Plan {
         pods,
         nodes,
         now: now(),
+        binding: PodBinding::Scheduler,
     })
 }
 
@@ -134,7 +135,7 @@ fn new_pods_carry_the_labels_owner_and_node_affinity() {
                      "nodeSelectorTerms": [{"matchExpressions": [{"key": "kubernetes.io/hostname", "operator": "Exists"}]}]}}}}}}),
         json!({}),
     );
-    let pod = new_pod(&j, "node-2");
+    let pod = new_pod(&j, "node-2", PodBinding::Scheduler);
     let v = serde_json::to_value(&pod).unwrap();
     assert_eq!(
         v["metadata"]["labels"],
@@ -150,6 +151,41 @@ fn new_pods_carry_the_labels_owner_and_node_affinity() {
     );
     assert_eq!(v["spec"].get("nodeName"), None);
     assert_eq!(assigned_node(&pod).as_deref(), Some("node-2"));
+}
+
+#[test]
+fn without_the_scheduler_new_pods_carry_the_node_name() {
+    let j = job(json!({}), json!({}));
+    let pod = new_pod(&j, "node-3", PodBinding::NodeName);
+    let spec = pod.spec.as_ref().unwrap();
+    assert_eq!(spec.node_name.as_deref(), Some("node-3"));
+    assert!(spec.affinity.is_none());
+    assert_eq!(assigned_node(&pod).as_deref(), Some("node-3"));
+    let p = plan(&Input {
+        job: &j,
+        pods: &[],
+        nodes: &nodes(2),
+        now: now(),
+        binding: PodBinding::NodeName,
+    });
+    let named: Vec<_> = p
+        .actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::CreatePod { node, pod } => Some((
+                node.clone(),
+                pod.spec.as_ref().unwrap().node_name.clone().unwrap(),
+            )),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        named,
+        [
+            ("node-0".to_string(), "node-0".to_string()),
+            ("node-1".to_string(), "node-1".to_string())
+        ]
+    );
 }
 
 #[test]
@@ -357,7 +393,7 @@ fn paused_creates_nothing_and_resuming_continues() {
 fn a_pod_bound_by_affinity_without_node_name_counts_for_its_node() {
     // K#584: the scheduler has not bound it yet; no second pod for node-1.
     let j = job(json!({}), json!({"phase": "running"}));
-    let mut pending = new_pod(&j, "node-1");
+    let mut pending = new_pod(&j, "node-1", PodBinding::Scheduler);
     pending.metadata.name = Some("bcj-pending".into());
     let p = run(&j, &[pending], &nodes(3));
     assert_eq!(created_on(&p), ["node-0", "node-2"]);
