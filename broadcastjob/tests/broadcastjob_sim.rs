@@ -321,3 +321,81 @@ async fn without_the_scheduler_pods_are_bound_by_node_name() {
     }
     controllers.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_never_job_follows_nodes_that_join_and_leave() {
+    let (_sim, client) = sim_with_crds(2).await;
+    let controllers = Controllers::start(&client);
+    create(
+        &client,
+        &broadcastjob(
+            "follow",
+            json!({"template": job_template("100ms", 0), "completionPolicy": {"type": "Never"}}),
+        ),
+    )
+    .await;
+    let status_is = |desired: i32, succeeded: i32| {
+        let client = client.clone();
+        move || {
+            let client = client.clone();
+            async move {
+                get_job(&client, "follow").await.filter(|j| {
+                    j.status
+                        .as_ref()
+                        .is_some_and(|s| s.desired == desired && s.succeeded == succeeded)
+                })
+            }
+        }
+    };
+    eventually("both nodes ran their pod", WAIT, status_is(2, 2)).await;
+    // A node joins (a kubelet-less Node object: its pod is bound, never run).
+    let nodes: Api<k8s_openapi::api::core::v1::Node> = Api::all(client.clone());
+    let joined: k8s_openapi::api::core::v1::Node = serde_json::from_value(json!({
+        "metadata": {"name": "joined", "labels": {"kubernetes.io/hostname": "joined"}},
+        "status": {"allocatable": {"cpu": "4", "memory": "8Gi", "pods": "110"}},
+    }))
+    .unwrap();
+    nodes.create(&PostParams::default(), &joined).await.unwrap();
+    eventually("a pod for the node that joined", WAIT, || {
+        let client = client.clone();
+        async move {
+            let pods = pods_of(&client, "follow").await;
+            pods.iter()
+                .any(|p| {
+                    kruise_broadcastjob::plan::broadcastjob::assigned_node(p).as_deref()
+                        == Some("joined")
+                })
+                .then_some(())
+        }
+    })
+    .await;
+    eventually("desired counts the new node", WAIT, || {
+        let client = client.clone();
+        async move {
+            get_job(&client, "follow").await.filter(|j| {
+                j.status
+                    .as_ref()
+                    .is_some_and(|s| s.desired == 3 && s.active == 1)
+            })
+        }
+    })
+    .await;
+    // It leaves again: no longer desired.
+    nodes.delete("joined", &Default::default()).await.unwrap();
+    let job = eventually("desired drops with the node", WAIT, || {
+        let client = client.clone();
+        async move {
+            get_job(&client, "follow")
+                .await
+                .filter(|j| j.status.as_ref().is_some_and(|s| s.desired == 2))
+        }
+    })
+    .await;
+    assert_eq!(job.status.unwrap().phase, "running");
+    assert_eq!(
+        pods_of(&client, "follow").await.len(),
+        3,
+        "no pod made twice"
+    );
+    controllers.stop().await;
+}

@@ -85,7 +85,7 @@ pub async fn run(client: Client, settings: Settings, opts: RunOptions) {
         recorder,
         settings,
     });
-    let fit_changes = only_fit_changes(node_stream);
+    let fit_changes = only_fit_changes(node_stream, shared.nodes.clone());
     let all_jobs = jobs.clone();
     let controller = Controller::for_stream(job_stream, jobs)
         .reconcile_all_on(futures::stream::once(async {}))
@@ -101,19 +101,25 @@ pub async fn run(client: Client, settings: Settings, opts: RunOptions) {
     run_controller(controller, reconcile, shared, opts).await;
 }
 
-/// The node events whose fit-relevant fields changed (and every first sight of a node).
+/// The node events whose fit-relevant fields changed, every first sight of a node, and every
+/// deletion (the reflector has dropped the node from `store` by the time its event passes).
 fn only_fit_changes(
     nodes: kruise_common::runtime::watch::TouchedStream<Node>,
+    store: Store<Node>,
 ) -> kruise_common::runtime::watch::TouchedStream<Node> {
     let seen: Arc<Mutex<HashMap<String, u64>>> = Arc::default();
     nodes
         .filter(move |event| {
             let pass = match event {
                 Ok(node) => {
-                    let print = fit_fingerprint(node);
                     let name = node.name_any();
+                    let gone = store.get(&ObjectRef::new(&name)).is_none();
                     match seen.lock() {
-                        Ok(mut seen) => seen.insert(name, print) != Some(print),
+                        Ok(mut seen) if gone => seen.remove(&name).is_some(),
+                        Ok(mut seen) => {
+                            let print = fit_fingerprint(node);
+                            seen.insert(name, print) != Some(print)
+                        }
                         Err(_) => true,
                     }
                 }
@@ -124,8 +130,7 @@ fn only_fit_changes(
         .boxed()
 }
 
-/// A hash of what the fit check reads of a node (a deleted node hashes differently: it is
-/// gone from the store and wakes the jobs too).
+/// A hash of what the fit check reads of a node.
 fn fit_fingerprint(node: &Node) -> u64 {
     let mut h = DefaultHasher::new();
     node.metadata.labels.hash(&mut h);
