@@ -244,8 +244,16 @@ async fn reconcile(original: Arc<BroadcastJob>, shared: Arc<Shared>) -> Result<R
         }
         Satisfaction::Satisfied => {}
     }
-    let pods: Vec<Pod> = pods.iter().map(|p| (**p).clone()).collect();
-    let mut nodes: Vec<Node> = shared.nodes.state().iter().map(|n| (**n).clone()).collect();
+    // A finished job only waits for its TTL: its pods and the nodes are not read.
+    let finished = is_finished(&job);
+    let pods: Vec<Pod> = match finished {
+        true => Vec::new(),
+        false => pods.iter().map(|p| (**p).clone()).collect(),
+    };
+    let mut nodes: Vec<Node> = match finished {
+        true => Vec::new(),
+        false => shared.nodes.state().iter().map(|n| (**n).clone()).collect(),
+    };
     nodes.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
 
     // Plan.
