@@ -302,3 +302,82 @@ async fn replace_deletes_the_running_child_for_the_next_run() {
     .await;
     controllers.stop().await;
 }
+
+/// A stand-in for the ImageListPullJob CRD (another family's): any spec, a status subresource.
+fn image_list_pull_job_crd()
+-> k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition {
+    serde_json::from_value(json!({
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": "imagelistpulljobs.apps.kruise.io"},
+        "spec": {"group": "apps.kruise.io", "scope": "Namespaced",
+            "names": {"kind": "ImageListPullJob", "plural": "imagelistpulljobs", "singular": "imagelistpulljob", "listKind": "ImageListPullJobList"},
+            "versions": [{"name": "v1beta1", "served": true, "storage": true, "subresources": {"status": {}},
+                "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}]},
+    }))
+    .unwrap()
+}
+
+fn pull_cron() -> AdvancedCronJob {
+    advancedcronjob(
+        "pull",
+        json!({"schedule": "@hourly", "concurrencyPolicy": "Replace",
+        "template": {"imageListPullJobTemplate": {"spec": {"images": ["nginx:1.25"]}}}}),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_image_list_pull_job_template_creates_its_child_once_the_kind_is_installed() {
+    use kruise_broadcastjob::api::imagelistpulljob::ImageListPullJob;
+    let (_sim, client) = sim_with_crds(1).await;
+    let cron = create_cron(&client, &pull_cron()).await;
+    let created = cron.metadata.creation_timestamp.clone().unwrap().0;
+    let s = created.as_second();
+    let hour = Timestamp::from_second(s - s.rem_euclid(3600) + 3600).unwrap();
+    let clock = TestClock::at(hour.checked_add(SignedDuration::from_secs(2)).unwrap());
+    let controllers = Controllers::start_with(&client, Some(&clock));
+    let message = kruise_testkit::wait_for_warning(&client, "default", "pull", "MissingKind").await;
+    assert!(
+        message.contains("imagelistpulljobs.apps.kruise.io is not installed"),
+        "{message}"
+    );
+
+    kruise_testkit::sim::install_crds(&client, &[image_list_pull_job_crd()]).await;
+    let api = Api::<ImageListPullJob>::namespaced(client.clone(), "default");
+    let name = format!("pull-{}", hour.as_second());
+    let child = eventually(
+        "the ImageListPullJob of the run",
+        std::time::Duration::from_secs(40),
+        || {
+            let api = api.clone();
+            let name = name.clone();
+            async move { api.get_opt(&name).await.unwrap() }
+        },
+    )
+    .await;
+    assert_eq!(
+        child.spec.fields.get("images"),
+        Some(&json!(["nginx:1.25"]))
+    );
+    api.patch_status(
+        &name,
+        &kube::api::PatchParams::default(),
+        &kube::api::Patch::Merge(json!({"status": {"desired": 1, "succeeded": 1,
+            "startTime": "2026-01-01T00:00:00Z", "completionTime": "2026-01-01T00:01:00Z"}})),
+    )
+    .await
+    .unwrap();
+    let status = eventually("the finished child is not active", WAIT, || {
+        let client = client.clone();
+        async move {
+            Api::<AdvancedCronJob>::namespaced(client, "default")
+                .get("pull")
+                .await
+                .unwrap()
+                .status
+                .filter(|s| s.active.is_empty() && s.last_schedule_time.is_some())
+        }
+    })
+    .await;
+    assert_eq!(status.type_.unwrap().as_str(), "ImageListPullJob");
+    controllers.stop().await;
+}

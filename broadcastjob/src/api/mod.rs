@@ -6,12 +6,15 @@
 //!   fields, except that an AdvancedCronJob has no `imageListPullJobTemplate`;
 //! * [`crd`]: both `CustomResourceDefinition`s for the `crd` subcommand;
 //! * [`defaults`]: OpenKruise's `SetDefaultsBroadcastJob` / `SetDefaultsAdvancedCronJob`;
-//! * [`validation`]: the validating webhooks' checks, as a list of field errors.
+//! * [`validation`]: the validating webhooks' checks, as a list of field errors;
+//! * [`imagelistpulljob`]: what the cron controller reads and writes of the ImageListPullJobs
+//!   it creates (another family's kind).
 //!
 //! The types both versions share (policies, status, conditions) live here.
 
 pub mod crd;
 pub mod defaults;
+pub mod imagelistpulljob;
 pub mod v1alpha1;
 pub mod v1beta1;
 pub mod validation;

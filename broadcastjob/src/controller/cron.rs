@@ -1,7 +1,8 @@
 //! The AdvancedCronJob controller shell (see [`crate::plan::cron`] for every decision).
 //!
-//! * **Cache only what it owns.** Jobs and BroadcastJobs are cached only when an
-//!   AdvancedCronJob controls them (no label marks them, as in OpenKruise).
+//! * **Cache only what it owns.** Jobs, BroadcastJobs and ImageListPullJobs are cached only
+//!   when an AdvancedCronJob controls them (no label marks them, as in OpenKruise);
+//!   ImageListPullJobs once their CRD is installed (another family's kind).
 //! * **One child per run, even across a restart.** A child's name is its run's time; a
 //!   create answered `AlreadyExists` is the run already done.
 //! * **Its clock is a setting** ([`Settings::clock`]), and it looks at its schedule at
@@ -9,6 +10,7 @@
 
 use std::sync::Arc;
 
+use futures::FutureExt as _;
 use k8s_openapi::api::batch::v1::Job;
 use kruise_common::runtime::errors::{ShellError, WriteError, is_already_exists, is_not_found};
 use kruise_common::runtime::events::{EventQueue, EventRecord, Recorder};
@@ -21,24 +23,28 @@ use kube::runtime::reflector::Store;
 use kube::{Client, Resource as _, ResourceExt as _};
 
 use super::{Error, REASON_INVALID_SPEC, Settings, requeue_in};
+use crate::api::imagelistpulljob::{IMAGELISTPULLJOB_CRD, ImageListPullJob};
 use crate::api::v1beta1::{AdvancedCronJob, BroadcastJob};
 use crate::api::validation::{to_message, validate_advancedcronjob};
 use crate::api::{ADVANCEDCRONJOB_KIND, GROUP, TemplateKind, defaults};
 use crate::plan::cron::{
-    Action, Child, Input, broadcastjob_child, job_child, new_broadcastjob, new_job, plan, reason,
-    template_kind,
+    Action, Child, Input, broadcastjob_child, image_list_pull_job_child, job_child,
+    new_broadcastjob, new_image_list_pull_job, new_job, plan, reason, template_kind,
 };
 use crate::plan::{EventType, PlanEvent};
 
 /// The event reporter.
 pub const EVENT_REPORTER: &str = "advancedcronjob-controller";
-/// Reason of the Warning event for a template kind kruise-rs does not run yet.
-pub const REASON_UNSUPPORTED_TEMPLATE: &str = "UnsupportedTemplate";
+/// Reason of the Warning event for an `imageListPullJobTemplate` in a cluster without the
+/// ImageListPullJob CRD.
+pub const REASON_MISSING_KIND: &str = "MissingKind";
 
 struct Shared {
     client: Client,
     jobs: Store<Job>,
     broadcastjobs: Store<BroadcastJob>,
+    /// Not ready while the ImageListPullJob CRD is not installed.
+    image_list_pull_jobs: Store<ImageListPullJob>,
     recorder: EventQueue,
     settings: Settings,
 }
@@ -64,9 +70,21 @@ pub async fn run(client: Client, settings: Settings, opts: RunOptions) {
         .guarded(DecodeGuard::logging_only())
         .keep_only(|job: &BroadcastJob| controlled_by_cron(&job.metadata))
         .reflect();
+    // Another family's kind: watched once its CRD is installed.
+    let (image_list_pull_jobs, mut ilpj_stream) =
+        Watch::<ImageListPullJob>::new(client.clone(), ns)
+            .guarded(DecodeGuard::logging_only())
+            .keep_only(|job: &ImageListPullJob| controlled_by_cron(&job.metadata))
+            .after_crd(IMAGELISTPULLJOB_CRD, opts.shutdown.clone())
+            .reflect();
     if !warm_until_leading(
         &opts,
-        &mut [&mut cron_stream, &mut job_stream, &mut bcj_stream],
+        &mut [
+            &mut cron_stream,
+            &mut job_stream,
+            &mut bcj_stream,
+            &mut ilpj_stream,
+        ],
     )
     .await
     {
@@ -76,13 +94,15 @@ pub async fn run(client: Client, settings: Settings, opts: RunOptions) {
         client,
         jobs,
         broadcastjobs,
+        image_list_pull_jobs,
         recorder,
         settings,
     });
     let controller = Controller::for_stream(cron_stream, crons)
         .reconcile_all_on(futures::stream::once(async {}))
         .owns_stream(job_stream)
-        .owns_stream(bcj_stream);
+        .owns_stream(bcj_stream)
+        .owns_stream(ilpj_stream);
     run_controller(controller, reconcile, shared, opts).await;
 }
 
@@ -138,13 +158,27 @@ async fn reconcile(original: Arc<AdvancedCronJob>, shared: Arc<Shared>) -> Resul
         TemplateKind::BroadcastJob => {
             children_in(&shared.broadcastjobs, &namespace, &uid, broadcastjob_child)
         }
-        other => {
-            recorder.record(EventRecord::warning(
-                REASON_UNSUPPORTED_TEMPLATE,
-                format!("{other} templates are not run by kruise-rs yet"),
-            ));
-            return Ok(Requeue::await_change());
+        TemplateKind::ImageListPullJob => {
+            let ready = shared
+                .image_list_pull_jobs
+                .wait_until_ready()
+                .now_or_never()
+                .is_some_and(|r| r.is_ok());
+            if !ready {
+                recorder.record(EventRecord::warning(
+                    REASON_MISSING_KIND,
+                    format!("{IMAGELISTPULLJOB_CRD} is not installed: no ImageListPullJob can run"),
+                ));
+                return Ok(Requeue::requeue(shared.settings.max_requeue));
+            }
+            children_in(
+                &shared.image_list_pull_jobs,
+                &namespace,
+                &uid,
+                image_list_pull_job_child,
+            )
         }
+        TemplateKind::Unknown(_) => return Ok(Requeue::await_change()),
     };
     let plan = plan(&Input {
         cron: &cron,
@@ -205,12 +239,17 @@ async fn delete_child(
     name: &str,
 ) -> Result<(), Error> {
     let params = DeleteParams::background();
-    let result = match crate::plan::cron::template_kind(cron) {
-        TemplateKind::Job => Api::<Job>::namespaced(shared.client.clone(), namespace)
+    let client = shared.client.clone();
+    let result = match template_kind(cron) {
+        TemplateKind::Job => Api::<Job>::namespaced(client, namespace)
             .delete(name, &params)
             .await
             .map(|_| ()),
-        _ => Api::<BroadcastJob>::namespaced(shared.client.clone(), namespace)
+        TemplateKind::ImageListPullJob => Api::<ImageListPullJob>::namespaced(client, namespace)
+            .delete(name, &params)
+            .await
+            .map(|_| ()),
+        _ => Api::<BroadcastJob>::namespaced(client, namespace)
             .delete(name, &params)
             .await
             .map(|_| ()),
@@ -236,6 +275,11 @@ async fn create_child(
     let params = PostParams::default();
     let result = if let Some(job) = new_job(cron, name, scheduled) {
         Api::<Job>::namespaced(shared.client.clone(), namespace)
+            .create(&params, &job)
+            .await
+            .map(|_| ())
+    } else if let Some(job) = new_image_list_pull_job(cron, name, scheduled) {
+        Api::<ImageListPullJob>::namespaced(shared.client.clone(), namespace)
             .create(&params, &job)
             .await
             .map(|_| ())

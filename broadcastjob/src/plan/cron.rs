@@ -28,6 +28,7 @@ use kruise_common::api::version::APPS_V1BETA1;
 
 use super::schedule;
 use super::{EventType, PlanEvent};
+use crate::api::imagelistpulljob::{ImageListPullJob, ImageListPullJobSpec};
 use crate::api::v1beta1::{AdvancedCronJob, BroadcastJob};
 use crate::api::{
     ADVANCEDCRONJOB_KIND, AdvancedCronJobStatus, ConcurrencyPolicy, DEFAULT_FAILED_HISTORY_LIMIT,
@@ -365,6 +366,46 @@ pub fn new_broadcastjob(
         spec: template.spec.clone(),
         status: None,
     })
+}
+
+/// The ImageListPullJob of the run at `scheduled` (`imageListPullJobTemplate`); `None`
+/// without one.
+pub fn new_image_list_pull_job(
+    cron: &AdvancedCronJob,
+    name: &str,
+    scheduled: Timestamp,
+) -> Option<ImageListPullJob> {
+    let template = cron.spec.template.image_list_pull_job_template.as_ref()?;
+    let metadata: Option<ObjectMeta> = template
+        .get("metadata")
+        .and_then(|m| serde_json::from_value(m.clone()).ok());
+    let fields = template
+        .get("spec")
+        .and_then(serde_json::Value::as_object)
+        .cloned()
+        .unwrap_or_default();
+    Some(ImageListPullJob {
+        metadata: child_metadata(cron, metadata.as_ref(), name, scheduled),
+        spec: ImageListPullJobSpec { fields },
+        status: None,
+    })
+}
+
+/// An ImageListPullJob as a child: finished once it has a completion time, succeeded when
+/// every pull did (OpenKruise's rule).
+pub fn image_list_pull_job_child(job: &ImageListPullJob) -> Child {
+    let status = job.status.as_ref();
+    let outcome = match status {
+        Some(s) if s.completion_time.is_some() && s.succeeded == s.desired => Outcome::Succeeded,
+        Some(s) if s.completion_time.is_some() => Outcome::Failed,
+        _ => Outcome::Active,
+    };
+    Child {
+        reference: reference(APPS_V1BETA1, "ImageListPullJob", &job.metadata),
+        outcome,
+        scheduled_at: scheduled_at(&job.metadata),
+        start_time: status.and_then(|s| s.start_time.as_ref()).map(|t| t.0),
+    }
 }
 
 /// A batch/v1 Job as a child: finished by its True `Complete` or `Failed` condition.

@@ -490,3 +490,50 @@ fn children_are_classified_by_their_conditions_and_annotation() {
         Some("apps.kruise.io/v1beta1")
     );
 }
+
+#[test]
+fn image_list_pull_job_children() {
+    let acj = cron(
+        json!({"schedule": "0 0 * * *", "concurrencyPolicy": "Replace", "template": {"imageListPullJobTemplate": {
+            "metadata": {"labels": {"k": "v"}},
+            "spec": {"images": ["nginx:1.25"], "parallelism": 2}}}}),
+        json!({}),
+    );
+    assert_eq!(template_kind(&acj), TemplateKind::ImageListPullJob);
+    let at = ts("2026-11-26T00:00:00Z");
+    let job = new_image_list_pull_job(&acj, "acj-1", at).unwrap();
+    let v = serde_json::to_value(&job).unwrap();
+    assert_eq!(v["apiVersion"], "apps.kruise.io/v1beta1");
+    assert_eq!(v["kind"], "ImageListPullJob");
+    assert_eq!(
+        v["spec"],
+        json!({"images": ["nginx:1.25"], "parallelism": 2})
+    );
+    assert_eq!(v["metadata"]["labels"], json!({"k": "v"}));
+    assert_eq!(
+        v["metadata"]["annotations"]["apps.kruise.io/scheduled-at"],
+        "2026-11-26T00:00:00Z"
+    );
+    assert!(new_job(&acj, "x", at).is_none() && new_broadcastjob(&acj, "x", at).is_none());
+
+    let with_status = |status: Value| -> ImageListPullJob {
+        serde_json::from_value(
+            json!({"apiVersion": "apps.kruise.io/v1beta1", "kind": "ImageListPullJob",
+            "metadata": {"name": "acj-1"}, "spec": {}, "status": status}),
+        )
+        .unwrap()
+    };
+    let outcome = |status: Value| image_list_pull_job_child(&with_status(status)).outcome;
+    assert_eq!(
+        outcome(json!({"desired": 2, "succeeded": 1})),
+        Outcome::Active
+    );
+    assert_eq!(
+        outcome(json!({"desired": 2, "succeeded": 2, "completionTime": "2026-11-26T00:01:00Z"})),
+        Outcome::Succeeded
+    );
+    assert_eq!(
+        outcome(json!({"desired": 2, "succeeded": 1, "completionTime": "2026-11-26T00:01:00Z"})),
+        Outcome::Failed
+    );
+}
