@@ -4,8 +4,9 @@
 # the chart installed with helm (its ServiceAccounts, roles and bindings), and each
 # family's binary run as its ServiceAccount (leader election, certificates, webhook
 # publishing, caches, controllers). A CloneSet is created, updated in place and scaled
-# down, an Advanced StatefulSet with a claim template likewise, a SidecarSet injects into
-# new pods; no request of any family may be forbidden.
+# down, an Advanced StatefulSet with a claim template likewise, a BroadcastJob runs on
+# every node, a SidecarSet injects into new pods; no request of any family may be
+# forbidden.
 set -euo pipefail
 # shellcheck source=testkit/scenario-lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/../../testkit/scenario-lib.sh"
@@ -35,9 +36,9 @@ start_as() {
   PIDS+=($!)
   wait_for 60 "kruise-$family ready as its ServiceAccount" curl -sf "http://127.0.0.1:$health/readyz"
 }
-for family in cloneset statefulset sidecarset webhook; do start_as "$family"; done
+for family in cloneset statefulset broadcastjob sidecarset webhook; do start_as "$family"; done
 lease_holder() { "$KUBECTL" get lease "kruise-$1" -n "$NS" -o jsonpath='{.spec.holderIdentity}' 2>/dev/null; }
-for family in cloneset statefulset sidecarset webhook; do
+for family in cloneset statefulset broadcastjob sidecarset webhook; do
   wait_for 30 "kruise-$family holding its lease" test -n "$(lease_holder "$family")"
 done
 pass "every family starts as its ServiceAccount: lease, certificates, webhooks, caches"
@@ -113,12 +114,28 @@ web_updated() {
 wait_for 60 "an in-place update of both StatefulSet pods" web_updated
 "$KUBECTL" scale asts web --replicas=1 >/dev/null
 wait_for 60 "1 StatefulSet pod after scaling down" pods_ready app=web 1
-pass "CloneSet and Advanced StatefulSet create, in-place update and scale-down, SidecarSet injection, all as the ServiceAccounts"
+"$KUBECTL" apply -f - >/dev/null <<'YAML'
+apiVersion: apps.kruise.io/v1alpha1
+kind: BroadcastJob
+metadata: {name: everywhere, namespace: default}
+spec:
+  completionPolicy: {type: Always}
+  template:
+    metadata:
+      annotations: {sim.kruise.io/exit-after: 200ms}
+    spec:
+      restartPolicy: Never
+      containers:
+      - {name: once, image: busybox:1.36}
+YAML
+bcj_done() { [[ "$("$KUBECTL" get bcj everywhere -o jsonpath='{.status.succeeded}')" == 2 ]]; }
+wait_for 60 "the BroadcastJob succeeding on both nodes" bcj_done
+pass "CloneSet and Advanced StatefulSet create, in-place update and scale-down, a BroadcastJob on every node, SidecarSet injection, all as the ServiceAccounts"
 
 forbidden=$(grep -h "forbidden by RBAC" "$CLUSTER_LOG" || true)
 [[ -z "$forbidden" ]] || fail "requests the chart's roles do not allow:
 $forbidden"
-for family in cloneset statefulset sidecarset webhook; do
+for family in cloneset statefulset broadcastjob sidecarset webhook; do
   ! grep -qi "forbidden" "$WORK/kruise-$family.log" || fail "kruise-$family logged a forbidden request: $(grep -i forbidden "$WORK/kruise-$family.log" | head -3)"
 done
 pass "no request of any family was forbidden by the chart's RBAC"

@@ -18,6 +18,8 @@ pub const FAMILIES: &[fn() -> anyhow::Result<Family>] = &[
     kruise_sidecarset::binary::family,
     #[cfg(feature = "statefulset")]
     kruise_statefulset::binary::family,
+    #[cfg(feature = "broadcastjob")]
+    kruise_broadcastjob::binary::family,
     crate::family,
 ];
 
@@ -67,11 +69,19 @@ mod tests {
         assert_eq!(hosts, [crate::NAME]);
     }
 
-    #[cfg(all(feature = "cloneset", feature = "sidecarset", feature = "statefulset"))]
+    #[cfg(all(
+        feature = "cloneset",
+        feature = "sidecarset",
+        feature = "statefulset",
+        feature = "broadcastjob"
+    ))]
     #[test]
     fn the_default_build_registers_every_family_and_their_steps() {
         let names: Vec<&str> = families().unwrap().iter().map(Family::name).collect();
-        assert_eq!(names, ["cloneset", "sidecarset", "statefulset", "webhook"]);
+        assert_eq!(
+            names,
+            ["cloneset", "sidecarset", "statefulset", "broadcastjob", "webhook"]
+        );
         let steps: Vec<&str> = pod_steps().unwrap().iter().map(|s| s.name).collect();
         assert_eq!(steps, ["sidecarset", crate::WORKLOADS]);
     }

@@ -216,13 +216,25 @@ impl CrdWebhooks {
     }
 }
 
-impl crate::runtime::Binary<AdmissionFlags> {
+/// [`crate::runtime::Binary::crd_webhooks`] takes the admission flags themselves, or a
+/// family's own flags with them `#[command(flatten)]`ed in (and `AsRef` to them).
+impl AsRef<AdmissionFlags> for AdmissionFlags {
+    fn as_ref(&self) -> &AdmissionFlags {
+        self
+    }
+}
+
+impl<A> crate::runtime::Binary<A>
+where
+    A: clap::Args + AsRef<AdmissionFlags> + Clone + Send + Sync + 'static,
+{
     /// Serves `webhooks` on every replica, with the routes `routes` builds from the live
     /// context (once, at start), and prints them for `manifests` from `routes(None)`: the
-    /// whole admission side of a family binary for its own kinds.
+    /// whole admission side of a family binary for its own kinds. The binary's arguments
+    /// are [`AdmissionFlags`], or a family's own flags with them flattened in.
     pub fn crd_webhooks<R>(self, webhooks: CrdWebhooks, routes: R) -> Self
     where
-        R: Fn(Option<&crate::runtime::Context<AdmissionFlags>>) -> AdmissionRoutes
+        R: Fn(Option<&crate::runtime::Context<A>>) -> AdmissionRoutes
             + Clone
             + Send
             + Sync
@@ -230,8 +242,8 @@ impl crate::runtime::Binary<AdmissionFlags> {
     {
         let manifest_routes = routes.clone();
         let binary = self.name();
-        self.manifests(move |_flags, args| {
-            let endpoint = args.endpoint(binary);
+        self.manifests(move |_flags, args: &A| {
+            let endpoint = args.as_ref().endpoint(binary);
             Ok(publish::configurations_yaml(
                 &manifest_routes(None),
                 &webhooks.owned(),
@@ -243,7 +255,7 @@ impl crate::runtime::Binary<AdmissionFlags> {
             run(
                 ctx.client.clone(),
                 ctx.binary,
-                ctx.args.clone(),
+                ctx.args.as_ref().clone(),
                 routes,
                 webhooks.owned(),
                 ctx.readiness.clone(),

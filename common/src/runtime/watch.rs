@@ -52,6 +52,7 @@ pub type EventStream<K> = BoxStream<'static, Result<watcher::Event<K>, watcher::
 pub type TouchedStream<K> = BoxStream<'static, Result<K, watcher::Error>>;
 
 type KeepFn<K> = Arc<dyn Fn(&K) -> bool + Send + Sync>;
+type ShrinkFn<K> = Arc<dyn Fn(&mut K) + Send + Sync>;
 
 /// Builds a watch of `K`; see the module docs.
 pub struct Watch<K> {
@@ -60,6 +61,7 @@ pub struct Watch<K> {
     config: watcher::Config,
     trim: bool,
     keep: Option<KeepFn<K>>,
+    shrink: Option<ShrinkFn<K>>,
     guard: Option<DecodeGuard>,
     crd: Option<(String, CancellationToken)>,
 }
@@ -77,6 +79,7 @@ where
             config: watcher::Config::default().page_size(PAGE_SIZE),
             trim: true,
             keep: None,
+            shrink: None,
             guard: None,
             crd: None,
         }
@@ -115,6 +118,14 @@ where
         self
     }
 
+    /// Drops from every object, before it is cached, what the controller never reads (e.g.
+    /// a node's image list and conditions for a controller that reads only its labels,
+    /// taints and allocatable), after the usual trimming.
+    pub fn shrink(mut self, shrink: impl Fn(&mut K) + Send + Sync + 'static) -> Self {
+        self.shrink = Some(Arc::new(shrink));
+        self
+    }
+
     /// Decodes each object on its own behind `guard` (see the module docs).
     pub fn guarded(mut self, guard: DecodeGuard) -> Self {
         self.guard = Some(guard);
@@ -133,6 +144,7 @@ where
         let (store, writer) = reflector::store::<K>();
         let trim = self.trim;
         let keep = self.keep.clone();
+        let shrink = self.shrink.clone();
         let raw = self.events();
         let shaped = raw.map(move |event| {
             event.map(|e| {
@@ -140,7 +152,11 @@ where
                     Some(keep) => only_kept(e, keep.as_ref()),
                     None => e,
                 };
-                if trim { e.modify(trim_for_cache) } else { e }
+                let e = if trim { e.modify(trim_for_cache) } else { e };
+                match &shrink {
+                    Some(shrink) => e.modify(|o| shrink(o)),
+                    None => e,
+                }
             })
         });
         let stream = reflector::reflector(writer, shaped).default_backoff();

@@ -1,0 +1,177 @@
+//! The BroadcastJob and AdvancedCronJob webhooks, served by `kruise-broadcastjob` through
+//! `common::admission`, with OpenKruise's paths and entry names:
+//!
+//! * `/mutate-apps-kruise-io-broadcastjob` (`mbroadcastjob.kb.io`) and
+//!   `/mutate-apps-kruise-io-advancedcronjob` (`madvancedcronjob.kb.io`): the defaults of
+//!   [`crate::api::defaults`] as a JSONPatch of only the defaulted fields;
+//! * `/validate-apps-kruise-io-broadcastjob` (`vbroadcastjob.kb.io`) and
+//!   `/validate-apps-kruise-io-advancedcronjob` (`vadvancedcronjob.kb.io`): the checks of
+//!   [`crate::api::validation`] on CREATE and UPDATE, denied with HTTP 422 and the field
+//!   errors (OpenKruise answers 500 for these);
+//! * `/convert` for both kinds ([`crate::conversion`]).
+//!
+//! Both versions carry the same fields, so a `v1alpha1` object is read as `v1beta1`.
+
+use futures::future::BoxFuture;
+use kruise_common::admission::crd_webhooks::{
+    Defaulting, decode, defaults_patch, deny_invalid, object_json, validating_webhook,
+};
+use kruise_common::admission::{AdmissionHandler, AdmissionRoutes, HandlerError, WebhookSpec};
+use kruise_common::api::field::FieldError;
+use kruise_common::api::version::{V1ALPHA1, V1BETA1};
+use kube::core::DynamicObject;
+use kube::core::admission::{AdmissionRequest, AdmissionResponse, Operation};
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+use crate::api::v1beta1::{AdvancedCronJob, AdvancedCronJobSpec, BroadcastJob, BroadcastJobSpec};
+use crate::api::{ADVANCEDCRONJOB_KIND, BROADCASTJOB_KIND, defaults, validation};
+use crate::conversion::{AdvancedCronJobConverter, BROADCASTJOB_CONVERTER};
+
+/// Seconds the API server waits for a webhook.
+const TIMEOUT_SECONDS: i32 = 30;
+
+/// The routes `kruise-broadcastjob` serves: both kinds' defaulting, validation and conversion.
+pub fn routes() -> AdmissionRoutes {
+    AdmissionRoutes::new()
+        .handler(MutateBroadcastJob)
+        .handler(Validate::<BroadcastJob>::new(
+            "/validate-apps-kruise-io-broadcastjob",
+            "vbroadcastjob.kb.io",
+            "broadcastjobs",
+            BROADCASTJOB_KIND,
+            validation::validate_broadcastjob,
+        ))
+        .handler(MutateAdvancedCronJob)
+        .handler(Validate::<AdvancedCronJob>::new(
+            "/validate-apps-kruise-io-advancedcronjob",
+            "vadvancedcronjob.kb.io",
+            "advancedcronjobs",
+            ADVANCEDCRONJOB_KIND,
+            validation::validate_advancedcronjob,
+        ))
+        .converter(BROADCASTJOB_CONVERTER)
+        .converter(AdvancedCronJobConverter)
+}
+
+fn check_version(version: &str, kind: &str) -> Result<(), HandlerError> {
+    if version == V1ALPHA1 || version == V1BETA1 {
+        return Ok(());
+    }
+    Err(HandlerError::Decode {
+        kind: kind.into(),
+        reason: format!("unsupported version {version:?} (served: v1alpha1, v1beta1)"),
+    })
+}
+
+/// OpenKruise's `SetDefaultsBroadcastJob` as a JSONPatch.
+pub struct MutateBroadcastJob;
+
+impl Defaulting for MutateBroadcastJob {
+    const PATH: &'static str = "/mutate-apps-kruise-io-broadcastjob";
+    const WEBHOOK: &'static str = "mbroadcastjob.kb.io";
+    const RESOURCE: &'static str = "broadcastjobs";
+    const TIMEOUT_SECONDS: i32 = TIMEOUT_SECONDS;
+
+    fn patch(&self, version: &str, object: &Value) -> Result<json_patch::Patch, HandlerError> {
+        check_version(version, BROADCASTJOB_KIND)?;
+        defaults_patch(
+            object,
+            "/spec",
+            BROADCASTJOB_KIND,
+            |spec: &mut BroadcastJobSpec| {
+                defaults::default_broadcastjob(spec);
+                Ok(())
+            },
+        )
+    }
+}
+
+/// OpenKruise's `SetDefaultsAdvancedCronJob` as a JSONPatch.
+pub struct MutateAdvancedCronJob;
+
+impl Defaulting for MutateAdvancedCronJob {
+    const PATH: &'static str = "/mutate-apps-kruise-io-advancedcronjob";
+    const WEBHOOK: &'static str = "madvancedcronjob.kb.io";
+    const RESOURCE: &'static str = "advancedcronjobs";
+    const TIMEOUT_SECONDS: i32 = TIMEOUT_SECONDS;
+
+    fn patch(&self, version: &str, object: &Value) -> Result<json_patch::Patch, HandlerError> {
+        check_version(version, ADVANCEDCRONJOB_KIND)?;
+        defaults_patch(
+            object,
+            "/spec",
+            ADVANCEDCRONJOB_KIND,
+            |spec: &mut AdvancedCronJobSpec| {
+                defaults::default_advancedcronjob(spec);
+                Ok(())
+            },
+        )
+    }
+}
+
+/// A validating webhook of one kind: CREATE and UPDATE checked on the `v1beta1` form.
+pub struct Validate<K> {
+    path: &'static str,
+    webhook: &'static str,
+    resource: &'static str,
+    kind: &'static str,
+    check: fn(&K) -> Vec<FieldError>,
+}
+
+impl<K> Validate<K> {
+    fn new(
+        path: &'static str,
+        webhook: &'static str,
+        resource: &'static str,
+        kind: &'static str,
+        check: fn(&K) -> Vec<FieldError>,
+    ) -> Self {
+        Self {
+            path,
+            webhook,
+            resource,
+            kind,
+            check,
+        }
+    }
+
+    fn validate(
+        &self,
+        request: &AdmissionRequest<DynamicObject>,
+    ) -> Result<AdmissionResponse, HandlerError>
+    where
+        K: DeserializeOwned,
+    {
+        let allowed = AdmissionResponse::from(request);
+        if !matches!(request.operation, Operation::Create | Operation::Update) {
+            return Ok(allowed);
+        }
+        let Some(object) = &request.object else {
+            return Ok(allowed);
+        };
+        check_version(&request.kind.version, self.kind)?;
+        let typed: K = decode(&object_json(object)?, self.kind)?;
+        Ok(deny_invalid(request, &(self.check)(&typed)))
+    }
+}
+
+impl<K: DeserializeOwned + Send + Sync + 'static> AdmissionHandler for Validate<K> {
+    fn path(&self) -> &str {
+        self.path
+    }
+
+    fn webhook(&self) -> WebhookSpec {
+        WebhookSpec {
+            timeout_seconds: TIMEOUT_SECONDS,
+            ..validating_webhook(self.webhook, self.resource, &["CREATE", "UPDATE"])
+        }
+    }
+
+    fn handle<'a>(
+        &'a self,
+        request: &'a AdmissionRequest<DynamicObject>,
+    ) -> BoxFuture<'a, Result<AdmissionResponse, HandlerError>> {
+        Box::pin(async move { self.validate(request) })
+    }
+}

@@ -1,0 +1,370 @@
+//! The BroadcastJob controller shell (see [`crate::plan::broadcastjob`] for every decision).
+//!
+//! * **Cache only what it reads.** Pods through the `broadcastjob-controller-uid` label;
+//!   nodes reduced to what the fit check reads (labels, taints, unschedulable,
+//!   allocatable: [`crate::plan::fit::fit_view`]), and a node change wakes the unfinished
+//!   jobs only when one of those changed, not on every status heartbeat.
+//! * **No double creates.** A scale expectation per node is recorded before its pod is
+//!   created and satisfied once a pod of the job for that node is in the cache (a pod bound
+//!   by affinity counts before the scheduler binds it); while one is pending the planner
+//!   does nothing.
+//! * **Slow start.** Pod creations go out in batches of 1, 2, 4, … and stop at the first
+//!   failure (`kruise_common::runtime::execute`).
+//! * **Deadlines hold across restarts** (K#1409): every reconcile requeues for
+//!   `activeDeadlineSeconds` from `status.startTime`, and a new leader reconciles every job.
+
+use std::collections::HashMap;
+use std::collections::hash_map::DefaultHasher;
+use std::hash::{Hash as _, Hasher as _};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::StreamExt as _;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kruise_common::expectations::{
+    Satisfaction, ScaleAction, ScaleExpectations, SharedExpectations,
+};
+use kruise_common::runtime::errors::{ShellError, WriteError, is_not_found};
+use kruise_common::runtime::events::{EventQueue, EventRecord, Recorder, pod_reference};
+use kruise_common::runtime::execute::{Lane, Scheduled, execute};
+use kruise_common::runtime::status::write_status_if_changed;
+use kruise_common::runtime::watch::Watch;
+use kruise_common::runtime::{RunOptions, run_controller, warm_until_leading};
+use kube::api::{Api, DeleteParams, PostParams};
+use kube::runtime::controller::{Action as Requeue, Controller};
+use kube::runtime::reflector::{ObjectRef, Store};
+use kube::{Client, Resource as _, ResourceExt as _};
+
+use super::{Error, REASON_INVALID_SPEC, Settings, requeue_in};
+use crate::api::v1beta1::BroadcastJob;
+use crate::api::validation::{to_message, validate_broadcastjob};
+use crate::api::{BROADCASTJOB_KIND, BROADCASTJOB_UID_LABEL, defaults};
+use crate::plan::broadcastjob::{Action, Input, assigned_node, is_finished, plan, reason};
+use crate::plan::fit::fit_view;
+use crate::plan::{EventType, PlanEvent};
+
+/// The event reporter, as OpenKruise names it.
+pub const EVENT_REPORTER: &str = "broadcastjob-controller";
+/// How soon a job whose expectations are pending is looked at again.
+const EXPECTATIONS_REQUEUE: Duration = Duration::from_millis(500);
+
+struct Shared {
+    client: Client,
+    pods: Store<Pod>,
+    nodes: Store<Node>,
+    expectations: SharedExpectations<ScaleExpectations>,
+    recorder: EventQueue,
+    settings: Settings,
+}
+
+/// Runs the BroadcastJob controller until `opts.shutdown` fires.
+pub async fn run(client: Client, settings: Settings, opts: RunOptions) {
+    let ns = settings.namespace.as_deref();
+    let recorder = EventQueue::for_controller(client.clone(), EVENT_REPORTER, &opts.metrics);
+    let (jobs, mut job_stream) =
+        Watch::<BroadcastJob>::primary(client.clone(), ns, &opts, &recorder).reflect();
+    let (pods, mut pod_stream) = Watch::<Pod>::new(client.clone(), ns)
+        .labels(BROADCASTJOB_UID_LABEL)
+        .reflect();
+    let (nodes, mut node_stream) = Watch::<Node>::new(client.clone(), None)
+        .shrink(fit_view)
+        .reflect();
+    if !warm_until_leading(
+        &opts,
+        &mut [&mut job_stream, &mut pod_stream, &mut node_stream],
+    )
+    .await
+    {
+        return;
+    }
+    let shared = Arc::new(Shared {
+        client,
+        pods,
+        nodes,
+        expectations: SharedExpectations::new(ScaleExpectations::new(settings.expectation_timeout)),
+        recorder,
+        settings,
+    });
+    let fit_changes = only_fit_changes(node_stream, shared.nodes.clone());
+    let all_jobs = jobs.clone();
+    let controller = Controller::for_stream(job_stream, jobs)
+        .reconcile_all_on(futures::stream::once(async {}))
+        .owns_stream(pod_stream)
+        .watches_stream(fit_changes, move |_: Node| {
+            all_jobs
+                .state()
+                .iter()
+                .filter(|job| !is_finished(job))
+                .map(|job| ObjectRef::from(job.as_ref()))
+                .collect::<Vec<_>>()
+        });
+    run_controller(controller, reconcile, shared, opts).await;
+}
+
+/// The node events whose fit-relevant fields changed, every first sight of a node, and every
+/// deletion (the reflector has dropped the node from `store` by the time its event passes).
+fn only_fit_changes(
+    nodes: kruise_common::runtime::watch::TouchedStream<Node>,
+    store: Store<Node>,
+) -> kruise_common::runtime::watch::TouchedStream<Node> {
+    let seen: Arc<Mutex<HashMap<String, u64>>> = Arc::default();
+    nodes
+        .filter(move |event| {
+            let pass = match event {
+                Ok(node) => {
+                    let name = node.name_any();
+                    let gone = store.get(&ObjectRef::new(&name)).is_none();
+                    match seen.lock() {
+                        Ok(mut seen) if gone => seen.remove(&name).is_some(),
+                        Ok(mut seen) => {
+                            let print = fit_fingerprint(node);
+                            seen.insert(name, print) != Some(print)
+                        }
+                        Err(_) => true,
+                    }
+                }
+                Err(_) => true,
+            };
+            std::future::ready(pass)
+        })
+        .boxed()
+}
+
+/// A hash of what the fit check reads of a node.
+fn fit_fingerprint(node: &Node) -> u64 {
+    let mut h = DefaultHasher::new();
+    node.metadata.labels.hash(&mut h);
+    node.metadata.deletion_timestamp.is_some().hash(&mut h);
+    if let Some(spec) = &node.spec {
+        spec.unschedulable.hash(&mut h);
+        for t in spec.taints.iter().flatten() {
+            (&t.key, &t.value, &t.effect).hash(&mut h);
+        }
+    }
+    if let Some(alloc) = node.status.as_ref().and_then(|s| s.allocatable.as_ref()) {
+        for (k, v) in alloc {
+            (k, &v.0).hash(&mut h);
+        }
+    }
+    h.finish()
+}
+
+impl Scheduled for Action {
+    fn lane(&self) -> Lane<'_> {
+        match self {
+            Action::CreatePod { .. } => Lane::SlowStart,
+            Action::DeletePod { name, .. } => Lane::Group(name),
+            Action::DeleteJob => Lane::Alone,
+        }
+    }
+}
+
+fn event_record(e: &PlanEvent) -> EventRecord {
+    match e.type_ {
+        EventType::Normal => EventRecord::normal(e.reason, e.message.clone()),
+        EventType::Warning => EventRecord::warning(e.reason, e.message.clone()),
+    }
+}
+
+/// Marks pending creates (by node) and deletes (by pod name) the cache now shows as done.
+fn observe_expectations(
+    shared: &Shared,
+    key: &str,
+    pods: &[Arc<Pod>],
+    now: jiff::Timestamp,
+) -> Result<Satisfaction, Error> {
+    Ok(shared
+        .expectations
+        .with(|exp| {
+            for (action, names) in exp.pending(key) {
+                for name in names {
+                    let seen = match action {
+                        ScaleAction::Create => pods
+                            .iter()
+                            .any(|p| assigned_node(p).as_deref() == Some(name.as_str())),
+                        ScaleAction::Delete => pods.iter().all(|p| {
+                            p.metadata.name.as_deref() != Some(name.as_str())
+                                || p.metadata.deletion_timestamp.is_some()
+                        }),
+                    };
+                    if seen {
+                        exp.observe(key, action, &name);
+                    }
+                }
+            }
+            exp.satisfied(key, now)
+        })
+        .map_err(ShellError::from)?)
+}
+
+async fn reconcile(original: Arc<BroadcastJob>, shared: Arc<Shared>) -> Result<Requeue, Error> {
+    let now = (shared.settings.clock)();
+    let namespace = original.namespace().unwrap_or_default();
+    let key = format!("{namespace}/{}", original.name_any());
+    let mut reference = original.object_ref(&());
+    reference.api_version = Some(kruise_common::api::version::APPS_V1BETA1.into());
+    reference.kind = Some(BROADCASTJOB_KIND.into());
+    let recorder = Recorder::new(&shared.recorder, reference);
+
+    // Validate (the webhook normally did; defaulting again is idempotent).
+    let mut job = (*original).clone();
+    defaults::default_broadcastjob(&mut job.spec);
+    let errors = validate_broadcastjob(&job);
+    if !errors.is_empty() {
+        recorder.record(EventRecord::warning(
+            REASON_INVALID_SPEC,
+            to_message(&errors),
+        ));
+        return Ok(Requeue::await_change());
+    }
+
+    // Observe.
+    if shared.pods.wait_until_ready().await.is_err()
+        || shared.nodes.wait_until_ready().await.is_err()
+    {
+        return Ok(Requeue::requeue(EXPECTATIONS_REQUEUE));
+    }
+    let uid = job.uid().unwrap_or_default();
+    let pods: Vec<Arc<Pod>> = shared
+        .pods
+        .state()
+        .into_iter()
+        .filter(|p| {
+            p.metadata.namespace.as_deref() == Some(namespace.as_str())
+                && kruise_common::pods::is_controlled_by(&p.metadata, &uid)
+        })
+        .collect();
+    match observe_expectations(&shared, &key, &pods, now)? {
+        Satisfaction::Pending { .. } => return Ok(Requeue::requeue(EXPECTATIONS_REQUEUE)),
+        Satisfaction::Expired { .. } => {
+            shared
+                .expectations
+                .with(|e| e.delete(&key))
+                .map_err(ShellError::from)?;
+        }
+        Satisfaction::Satisfied => {}
+    }
+    // A finished job only waits for its TTL: its pods and the nodes are not read.
+    let finished = is_finished(&job);
+    let pods: Vec<Pod> = match finished {
+        true => Vec::new(),
+        false => pods.iter().map(|p| (**p).clone()).collect(),
+    };
+    let mut nodes: Vec<Node> = match finished {
+        true => Vec::new(),
+        false => shared.nodes.state().iter().map(|n| (**n).clone()).collect(),
+    };
+    nodes.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
+
+    // Plan.
+    let plan = plan(&Input {
+        job: &job,
+        pods: &pods,
+        nodes: &nodes,
+        now,
+        binding: shared.settings.pod_binding,
+    });
+    recorder.record_all(plan.events.iter().map(event_record));
+
+    // Execute.
+    let pod_api: Api<Pod> = Api::namespaced(shared.client.clone(), &namespace);
+    let job_api: Api<BroadcastJob> = Api::namespaced(shared.client.clone(), &namespace);
+    let outcomes = execute(&plan.actions, 8, |action| {
+        let (pod_api, job_api, recorder, shared, key) =
+            (&pod_api, &job_api, &recorder, &shared, &key);
+        let (namespace, job_name) = (namespace.as_str(), job.name_any());
+        async move {
+            match action {
+                Action::CreatePod { node, pod } => {
+                    expect(shared, key, ScaleAction::Create, node)?;
+                    match pod_api.create(&PostParams::default(), pod).await {
+                        Ok(created) => {
+                            let name = created.name_any();
+                            recorder.record(
+                                EventRecord::normal(
+                                    reason::SUCCESSFUL_CREATE,
+                                    format!("Created pod: {name}"),
+                                )
+                                .related_to(Some(pod_reference(Some(namespace), &name))),
+                            );
+                            Ok(())
+                        }
+                        Err(e) => {
+                            forget(shared, key, ScaleAction::Create, node);
+                            recorder.record(EventRecord::warning(
+                                reason::FAILED_CREATE,
+                                format!("Error creating: {e}"),
+                            ));
+                            Err(Error::Create(WriteError {
+                                name: format!("pod for node {node}"),
+                                source: e,
+                            }))
+                        }
+                    }
+                }
+                Action::DeletePod { name, .. } => {
+                    expect(shared, key, ScaleAction::Delete, name)?;
+                    match pod_api.delete(name, &DeleteParams::default()).await {
+                        Ok(_) => {
+                            recorder.record(EventRecord::normal(
+                                reason::SUCCESSFUL_DELETE,
+                                format!("Delete pod: {name}"),
+                            ));
+                            Ok(())
+                        }
+                        Err(e) if is_not_found(&e) => {
+                            forget(shared, key, ScaleAction::Delete, name);
+                            Ok(())
+                        }
+                        Err(e) => {
+                            forget(shared, key, ScaleAction::Delete, name);
+                            Err(Error::Delete(WriteError {
+                                name: name.clone(),
+                                source: e,
+                            }))
+                        }
+                    }
+                }
+                Action::DeleteJob => {
+                    match job_api.delete(&job_name, &DeleteParams::background()).await {
+                        Ok(_) => Ok(()),
+                        Err(e) if is_not_found(&e) => Ok(()),
+                        Err(e) => Err(Error::Delete(WriteError {
+                            name: job_name,
+                            source: e,
+                        })),
+                    }
+                }
+            }
+        }
+    })
+    .await;
+    let deleted_job = plan.actions.contains(&Action::DeleteJob);
+    let first_error = outcomes.into_iter().find_map(|(_, r)| r.err());
+
+    // Status, after the writes.
+    if !deleted_job {
+        write_status_if_changed(&job_api, &original, original.status.as_ref(), &plan.status)
+            .await
+            .map_err(ShellError::status_of(original.name_any()))?;
+    }
+    if let Some(e) = first_error {
+        return Err(e);
+    }
+    Ok(match plan.requeue_after {
+        Some(d) => Requeue::requeue(requeue_in(d, shared.settings.max_requeue)),
+        None => Requeue::await_change(),
+    })
+}
+
+fn expect(shared: &Shared, key: &str, action: ScaleAction, name: &str) -> Result<(), Error> {
+    shared
+        .expectations
+        .with(|e| e.expect(key, action, name))
+        .map_err(|e| Error::Shell(ShellError::from(e)))
+}
+
+fn forget(shared: &Shared, key: &str, action: ScaleAction, name: &str) {
+    // A poisoned lock refuses the next reconcile anyway.
+    let _ = shared.expectations.with(|e| e.observe(key, action, name));
+}

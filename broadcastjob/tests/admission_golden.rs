@@ -1,0 +1,262 @@
+//! The BroadcastJob and AdvancedCronJob webhooks as the API server sees them: AdmissionReview
+//! JSON in, response out (the JSONPatch of the defaults; a denial with HTTP 422 and the field
+//! path), the ConversionReview at `/convert`, and arbitrary JSON never panicking a handler.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use base64::Engine as _;
+use kruise_broadcastjob::admission::routes;
+use pretty_assertions::assert_eq;
+use proptest::prelude::*;
+use serde_json::{Value, json};
+
+const BCJ_MUTATE: &str = "/mutate-apps-kruise-io-broadcastjob";
+const BCJ_VALIDATE: &str = "/validate-apps-kruise-io-broadcastjob";
+const ACJ_MUTATE: &str = "/mutate-apps-kruise-io-advancedcronjob";
+const ACJ_VALIDATE: &str = "/validate-apps-kruise-io-advancedcronjob";
+
+fn review_body(
+    kind: &str,
+    resource: &str,
+    version: &str,
+    operation: &str,
+    object: Value,
+) -> Vec<u8> {
+    serde_json::to_vec(&json!({
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": {
+            "uid": "705ab4f5-6393-11e8-b7cc-42010a800002",
+            "kind": {"group": "apps.kruise.io", "version": version, "kind": kind},
+            "resource": {"group": "apps.kruise.io", "version": version, "resource": resource},
+            "name": "demo",
+            "namespace": "default",
+            "operation": operation,
+            "userInfo": {"username": "admin"},
+            "object": object,
+            "oldObject": null,
+            "dryRun": false
+        }
+    }))
+    .unwrap()
+}
+
+fn object(kind: &str, version: &str, spec: Value) -> Value {
+    json!({
+        "apiVersion": format!("apps.kruise.io/{version}"),
+        "kind": kind,
+        "metadata": {"name": "demo", "namespace": "default"},
+        "spec": spec,
+    })
+}
+
+async fn answer(path: &str, body: &[u8]) -> Value {
+    let out = routes().review(path, body).await.unwrap();
+    assert_eq!(
+        out["response"]["uid"],
+        "705ab4f5-6393-11e8-b7cc-42010a800002"
+    );
+    out["response"].clone()
+}
+
+fn decoded_patch(response: &Value) -> Value {
+    assert_eq!(response["patchType"], "JSONPatch");
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(response["patch"].as_str().unwrap())
+        .unwrap();
+    serde_json::from_slice(&bytes).unwrap()
+}
+
+fn pod_template() -> Value {
+    json!({"spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "busybox", "x-unknown": 1}]}})
+}
+
+#[tokio::test]
+async fn broadcastjob_create_gets_openkruise_defaults_in_both_versions() {
+    for version in ["v1alpha1", "v1beta1"] {
+        let body = review_body(
+            "BroadcastJob",
+            "broadcastjobs",
+            version,
+            "CREATE",
+            object("BroadcastJob", version, json!({"template": pod_template()})),
+        );
+        let response = answer(BCJ_MUTATE, &body).await;
+        assert_eq!(response["allowed"], true);
+        assert_eq!(
+            decoded_patch(&response),
+            json!([
+                {"op": "add", "path": "/spec/completionPolicy", "value": {"type": "Always"}},
+                {"op": "add", "path": "/spec/failurePolicy", "value": {"type": "FailFast"}},
+                {"op": "add", "path": "/spec/parallelism", "value": 2147483647}
+            ]),
+            "{version}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn advancedcronjob_create_gets_openkruise_defaults() {
+    let spec = json!({"schedule": "*/1 * * * *", "template": {"jobTemplate": {"spec": {"template": pod_template()}}}});
+    let body = review_body(
+        "AdvancedCronJob",
+        "advancedcronjobs",
+        "v1alpha1",
+        "CREATE",
+        object("AdvancedCronJob", "v1alpha1", spec),
+    );
+    let response = answer(ACJ_MUTATE, &body).await;
+    assert_eq!(
+        decoded_patch(&response),
+        json!([
+            {"op": "add", "path": "/spec/concurrencyPolicy", "value": "Allow"},
+            {"op": "add", "path": "/spec/failedJobsHistoryLimit", "value": 1},
+            {"op": "add", "path": "/spec/paused", "value": false},
+            {"op": "add", "path": "/spec/successfulJobsHistoryLimit", "value": 3}
+        ])
+    );
+}
+
+#[tokio::test]
+async fn an_invalid_broadcastjob_is_denied_422_with_the_field() {
+    let mut template = pod_template();
+    template["spec"]["restartPolicy"] = json!("Always");
+    let body = review_body(
+        "BroadcastJob",
+        "broadcastjobs",
+        "v1beta1",
+        "CREATE",
+        object("BroadcastJob", "v1beta1", json!({"template": template})),
+    );
+    let response = answer(BCJ_VALIDATE, &body).await;
+    assert_eq!(response["allowed"], false);
+    assert_eq!(response["status"]["code"], 422);
+    assert_eq!(
+        response["status"]["message"],
+        "spec.template.spec.restartPolicy: Invalid value: \"Always\": pod restartPolicy can only be Never or OnFailure"
+    );
+}
+
+#[tokio::test]
+async fn an_invalid_time_zone_or_schedule_is_denied_at_admission() {
+    let job = json!({"jobTemplate": {"spec": {"template": pod_template()}}});
+    for (spec, message) in [
+        (
+            json!({"schedule": "0 0 * * *", "timeZone": "Asia/Nowhere", "template": job}),
+            "spec.timeZone: Invalid value: \"Asia/Nowhere\": unknown time zone Asia/Nowhere",
+        ),
+        (
+            json!({"schedule": "0 0 31 2 * *", "template": job}),
+            "spec.schedule: Invalid value: \"0 0 31 2 * *\": expected exactly 5 fields, found 6: 0 0 31 2 * *",
+        ),
+    ] {
+        for version in ["v1alpha1", "v1beta1"] {
+            let body = review_body(
+                "AdvancedCronJob",
+                "advancedcronjobs",
+                version,
+                "CREATE",
+                object("AdvancedCronJob", version, spec.clone()),
+            );
+            let response = answer(ACJ_VALIDATE, &body).await;
+            assert_eq!(response["allowed"], false);
+            assert_eq!(response["status"]["code"], 422);
+            assert_eq!(response["status"]["message"], message);
+        }
+    }
+    // A valid zone is admitted.
+    let body = review_body(
+        "AdvancedCronJob",
+        "advancedcronjobs",
+        "v1beta1",
+        "CREATE",
+        object(
+            "AdvancedCronJob",
+            "v1beta1",
+            json!({"schedule": "30 2 * * *", "timeZone": "America/New_York", "template": job}),
+        ),
+    );
+    assert_eq!(answer(ACJ_VALIDATE, &body).await["allowed"], true);
+}
+
+#[test]
+fn convert_serves_both_kinds() {
+    let review = json!({
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "ConversionReview",
+        "request": {
+            "uid": "c1",
+            "desiredAPIVersion": "apps.kruise.io/v1alpha1",
+            "objects": [
+                object("BroadcastJob", "v1beta1", json!({"template": pod_template(), "paused": true})),
+                object("AdvancedCronJob", "v1beta1", json!({"schedule": "@hourly", "template": {}})),
+            ]
+        }
+    });
+    let converted = kruise_common::admission::conversion::review(
+        &[
+            std::sync::Arc::new(kruise_broadcastjob::conversion::BROADCASTJOB_CONVERTER),
+            std::sync::Arc::new(kruise_broadcastjob::conversion::AdvancedCronJobConverter),
+        ],
+        &serde_json::to_vec(&review).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(converted["response"]["result"]["status"], "Success");
+    let objects = converted["response"]["convertedObjects"]
+        .as_array()
+        .unwrap();
+    assert_eq!(objects[0]["apiVersion"], "apps.kruise.io/v1alpha1");
+    assert_eq!(objects[0]["spec"]["paused"], true);
+    assert_eq!(objects[1]["kind"], "AdvancedCronJob");
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+    /// Whatever JSON a spec holds, every handler answers (allowed, denied or a decode
+    /// error), never panics.
+    #[test]
+    fn arbitrary_specs_never_panic(spec in arbitrary_json(3)) {
+        let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+        for (path, kind, resource) in [
+            (BCJ_MUTATE, "BroadcastJob", "broadcastjobs"),
+            (BCJ_VALIDATE, "BroadcastJob", "broadcastjobs"),
+            (ACJ_MUTATE, "AdvancedCronJob", "advancedcronjobs"),
+            (ACJ_VALIDATE, "AdvancedCronJob", "advancedcronjobs"),
+        ] {
+            let body = review_body(kind, resource, "v1beta1", "CREATE", object(kind, "v1beta1", spec.clone()));
+            let _ = rt.block_on(routes().review(path, &body));
+        }
+    }
+}
+
+fn arbitrary_json(depth: u32) -> impl Strategy<Value = Value> {
+    let leaf = prop_oneof![
+        Just(Value::Null),
+        any::<bool>().prop_map(Value::from),
+        any::<i64>().prop_map(Value::from),
+        "[a-zA-Z0-9 */%@=_-]{0,12}".prop_map(Value::from),
+    ];
+    leaf.prop_recursive(depth, 32, 4, |inner| {
+        prop_oneof![
+            proptest::collection::vec(inner.clone(), 0..4).prop_map(Value::from),
+            proptest::collection::btree_map(
+                proptest::sample::select(vec![
+                    "schedule",
+                    "timeZone",
+                    "template",
+                    "jobTemplate",
+                    "broadcastJobTemplate",
+                    "spec",
+                    "parallelism",
+                    "completionPolicy",
+                    "type",
+                    "containers",
+                    "restartPolicy",
+                ])
+                .prop_map(String::from),
+                inner,
+                0..4
+            )
+            .prop_map(|m| Value::Object(m.into_iter().collect())),
+        ]
+    })
+}
