@@ -13,6 +13,9 @@ HELM="${HELM:-helm}"
 PYTHON="${PYTHON:-python3}"
 chart="$ROOT/charts/kruise-rs"
 export HELM_CACHE_HOME="$WORK/helm-cache" HELM_CONFIG_HOME="$WORK/helm-config" HELM_DATA_HOME="$WORK/helm-data"
+# Any namespace the user creates (kruise-sim, like a kubeadm cluster with OpenKruise's
+# habits, already has kruise-system).
+NS=kruise-rs
 
 start_cluster kruise-sim --nodes 1
 
@@ -30,9 +33,9 @@ spec:
     spec: {containers: [{name: main, image: busybox:1.36}]}
 YAML
 
-"$KUBECTL" create namespace kruise-system >/dev/null
-"$HELM" install kr "$chart" -n kruise-system >"$WORK/install.log" 2>&1 || { cat "$WORK/install.log" >&2; fail "helm install"; }
-"$HELM" get manifest kr -n kruise-system >"$WORK/manifest.yaml"
+"$KUBECTL" create namespace "$NS" >/dev/null
+"$HELM" install kr "$chart" -n "$NS" >"$WORK/install.log" 2>&1 || { cat "$WORK/install.log" >&2; fail "helm install"; }
+"$HELM" get manifest kr -n "$NS" >"$WORK/manifest.yaml"
 objects=$("$PYTHON" - "$WORK/manifest.yaml" <<'PY'
 import sys, yaml
 for d in yaml.safe_load_all(open(sys.argv[1])):
@@ -59,20 +62,20 @@ resource_versions() {
   done <<<"$objects"
 }
 resource_versions >"$WORK/before"
-"$HELM" upgrade kr "$chart" -n kruise-system --reuse-values --set cloneset.image.tag=0.1.1-upgrade >"$WORK/upgrade.log" 2>&1 \
+"$HELM" upgrade kr "$chart" -n "$NS" --reuse-values --set cloneset.image.tag=0.1.1-upgrade >"$WORK/upgrade.log" 2>&1 \
   || { cat "$WORK/upgrade.log" >&2; fail "helm upgrade"; }
 resource_versions >"$WORK/after"
 changed=$(diff "$WORK/before" "$WORK/after" | grep '^>' | cut -d' ' -f2 | tr '\n' ' ' || true)
 assert_eq "$changed" "Deployment/kruise-cloneset " "objects helm upgrade of cloneset's image changed"
-assert_eq "$("$KUBECTL" get deploy kruise-cloneset -n kruise-system -o jsonpath='{.spec.template.spec.containers[0].image}')" \
+assert_eq "$("$KUBECTL" get deploy kruise-cloneset -n "$NS" -o jsonpath='{.spec.template.spec.containers[0].image}')" \
   "ghcr.io/kruise-rs/kruise-cloneset:0.1.1-upgrade" "kruise-cloneset's image after the upgrade"
 pass "helm upgrade --reuse-values of one family changes only its Deployment"
 
-"$HELM" uninstall kr -n kruise-system >"$WORK/uninstall.log" 2>&1 || { cat "$WORK/uninstall.log" >&2; fail "helm uninstall"; }
+"$HELM" uninstall kr -n "$NS" >"$WORK/uninstall.log" 2>&1 || { cat "$WORK/uninstall.log" >&2; fail "helm uninstall"; }
 for crd in clonesets.apps.kruise.io sidecarsets.apps.kruise.io; do
   "$KUBECTL" get crd "$crd" -o name >/dev/null || fail "helm uninstall deleted CRD $crd"
 done
 "$KUBECTL" get clone kept -n default -o name >/dev/null || fail "helm uninstall deleted the CloneSet"
-left=$("$KUBECTL" get deploy,svc,sa,role,rolebinding,pdb -n kruise-system -o name | wc -l | tr -d ' ')
-assert_eq "$left" "0" "release objects left in kruise-system after uninstall"
+left=$("$KUBECTL" get deploy,svc,sa,role,rolebinding,pdb -n "$NS" -o name | wc -l | tr -d ' ')
+assert_eq "$left" "0" "release objects left in $NS after uninstall"
 pass "helm uninstall removes the release and keeps the CRDs and the CloneSet"

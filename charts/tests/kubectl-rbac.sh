@@ -13,7 +13,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/../../testkit/scenario-lib.sh"
 scenario_init
 HELM="${HELM:-helm}"
 export HELM_CACHE_HOME="$WORK/helm-cache" HELM_CONFIG_HOME="$WORK/helm-config" HELM_DATA_HOME="$WORK/helm-data"
-NS=kruise-system
+NS=kruise-rs
 
 start_cluster kruise-sim --nodes 2 --authorize
 "$KUBECTL" create namespace "$NS" >/dev/null
@@ -29,7 +29,8 @@ start_as() {
     --token="system:serviceaccount:$NS:kruise-$family" >/dev/null
   KUBECONFIG="$kubeconfig" "$KUBECTL" config set-context --current --user="kruise-$family" >/dev/null
   health=$(free_port)
-  "$bin" run --kubeconfig "$kubeconfig" --leader-elect=true --leader-elect-namespace "$NS" \
+  # POD_NAMESPACE as the chart's Deployment sets it from the downward API.
+  POD_NAMESPACE="$NS" "$bin" run --kubeconfig "$kubeconfig" --leader-elect=true --leader-elect-namespace "$NS" \
     --metrics-addr "127.0.0.1:$(free_port)" --health-addr "127.0.0.1:$health" \
     --webhook-port "$(free_port)" --webhook-host 127.0.0.1 --webhook-bind-address 127.0.0.1 \
     --webhook-namespace "$NS" >"$WORK/kruise-$family.log" 2>&1 &
@@ -106,7 +107,7 @@ YAML
 wait_for 60 "2 ready StatefulSet pods" pods_ready app=web 2
 "$KUBECTL" get pvc data-web-0 data-web-1 -o name >/dev/null || fail "the StatefulSet's claims"
 web_uids=$("$KUBECTL" get pods -l app=web -o jsonpath='{.items[*].metadata.uid}')
-"$KUBECTL" patch asts web --type merge -p '{"spec":{"template":{"spec":{"containers":[{"name":"main","image":"busybox:1.37"}]}}}}' >/dev/null
+"$KUBECTL" patch asts web --type json -p '[{"op":"replace","path":"/spec/template/spec/containers/0/image","value":"busybox:1.37"}]' >/dev/null
 web_updated() {
   [[ "$("$KUBECTL" get pods -l app=web -o jsonpath='{.items[*].metadata.uid}')" == "$web_uids" ]] &&
   [[ "$("$KUBECTL" get asts web -o jsonpath='{.status.updatedReadyReplicas}')" == 2 ]]
