@@ -1,6 +1,13 @@
 //! The object store: one map per group/resource, one global resourceVersion counter,
 //! a bounded history of changes for watches, and a broadcast of every committed change.
 //!
+//! The history is what a watch resuming from an older resourceVersion replays (410 Gone
+//! once its version has left it, as from kube-apiserver's watch cache). It keeps each
+//! change serialized, about a fifth of the memory of the decoded object, and each entry's
+//! previous state is the earlier entry's bytes for the same object, shared rather than
+//! copied; it is bounded by entries and by bytes ([`HISTORY_BYTES`]), so large objects
+//! cannot make it grow without bound.
+//!
 //! The store only enforces storage-level rules (existence, optimistic concurrency,
 //! resourceVersion assignment). API semantics (defaults, generation, finalizers,
 //! validation) live in `ops`; the in-process components of `cluster` (garbage collector,
@@ -11,6 +18,7 @@ use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 use std::time::{Duration, Instant};
 
+use bytes::Bytes;
 use serde_json::Value;
 use tokio::sync::broadcast;
 
@@ -50,11 +58,58 @@ pub struct StoreEvent {
 /// (namespace, name); namespace is empty for cluster-scoped objects.
 pub type ObjectKey = (String, String);
 
+/// The most bytes of serialized objects the watch history keeps (besides its entry limit).
+pub const HISTORY_BYTES: usize = 64 * 1024 * 1024;
+
+/// One change as the history keeps it.
+struct HistoryEntry {
+    rv: u64,
+    gr: GroupResource,
+    namespace: String,
+    name: String,
+    event_type: EventType,
+    /// The object after the change, serialized.
+    object: Bytes,
+    /// The object before it, serialized: for an update, the bytes of the object's earlier
+    /// entry while that is retained (the same buffer).
+    previous: Option<Bytes>,
+}
+
+impl HistoryEntry {
+    /// The bytes this entry accounts for (a shared `previous` counted again: an upper bound).
+    fn size(&self) -> usize {
+        self.object.len() + self.previous.as_ref().map_or(0, Bytes::len)
+    }
+
+    /// The change as watches see it, decoded again.
+    fn to_event(&self) -> ApiResult<StoreEvent> {
+        let decode = |b: &Bytes| -> ApiResult<Arc<Value>> {
+            serde_json::from_slice(b)
+                .map(Arc::new)
+                .map_err(|e| ApiError::internal(format!("decoding the watch history: {e}")))
+        };
+        Ok(StoreEvent {
+            rv: self.rv,
+            gr: self.gr.clone(),
+            namespace: self.namespace.clone(),
+            name: self.name.clone(),
+            event_type: self.event_type,
+            object: decode(&self.object)?,
+            previous: self.previous.as_ref().map(decode).transpose()?,
+        })
+    }
+}
+
 pub struct StoreState {
     pub rv: u64,
     pub objects: HashMap<GroupResource, BTreeMap<ObjectKey, Arc<Value>>>,
-    history: VecDeque<Arc<StoreEvent>>,
+    history: VecDeque<HistoryEntry>,
     history_limit: usize,
+    /// The summed [`HistoryEntry::size`] of `history`.
+    history_bytes: usize,
+    /// Each object's latest serialized state while an entry of `history` holds it, so the
+    /// next change of the object shares it as its `previous`.
+    latest: HashMap<(GroupResource, ObjectKey), Bytes>,
     /// Every event with rv <= compacted_rv has been dropped from history.
     compacted_rv: u64,
     /// Resources whose objects expire a fixed time after their last write.
@@ -96,6 +151,8 @@ impl Store {
                 objects: HashMap::new(),
                 history: VecDeque::new(),
                 history_limit: history_limit.max(1),
+                history_bytes: 0,
+                latest: HashMap::new(),
                 compacted_rv: 1,
                 expiring: HashMap::new(),
             }),
@@ -189,9 +246,11 @@ impl Store {
                     rv, st.compacted_rv
                 )));
             }
-            for ev in st.history.iter() {
-                if ev.rv > rv && ev.gr == *gr {
-                    backlog.push(ev.clone());
+            // Oldest first; entries after `rv` are at the back.
+            let start = st.history.partition_point(|e| e.rv <= rv);
+            for entry in st.history.range(start..) {
+                if entry.gr == *gr {
+                    backlog.push(Arc::new(entry.to_event()?));
                 }
             }
         }
@@ -237,6 +296,8 @@ impl Store {
     pub fn compact(&self) {
         let mut st = self.lock();
         st.history.clear();
+        st.history_bytes = 0;
+        st.latest.clear();
         st.compacted_rv = st.rv;
     }
 
@@ -386,14 +447,61 @@ impl Store {
             object,
             previous,
         });
-        st.history.push_back(ev.clone());
-        while st.history.len() > st.history_limit {
-            if let Some(old) = st.history.pop_front() {
-                st.compacted_rv = old.rv;
-            }
-        }
+        st.remember(&ev);
         // No receivers is fine: nobody is watching.
         let _ = self.events_tx.send(ev);
+    }
+}
+
+/// `value` serialized (an empty object in the impossible case it does not serialize).
+fn serialized(value: &Value) -> Bytes {
+    serde_json::to_vec(value).map_or_else(|_| Bytes::from_static(b"{}"), Bytes::from)
+}
+
+impl StoreState {
+    /// Appends `ev` to the history, then drops the oldest entries beyond its limits.
+    fn remember(&mut self, ev: &StoreEvent) {
+        let key = (ev.gr.clone(), (ev.namespace.clone(), ev.name.clone()));
+        let object = serialized(&ev.object);
+        let previous = match (self.latest.get(&key), &ev.previous) {
+            (Some(bytes), Some(_)) => Some(bytes.clone()),
+            (None, Some(previous)) => Some(serialized(previous)),
+            (_, None) => None,
+        };
+        if ev.event_type == EventType::Deleted {
+            self.latest.remove(&key);
+        } else {
+            self.latest.insert(key, object.clone());
+        }
+        let entry = HistoryEntry {
+            rv: ev.rv,
+            gr: ev.gr.clone(),
+            namespace: ev.namespace.clone(),
+            name: ev.name.clone(),
+            event_type: ev.event_type,
+            object,
+            previous,
+        };
+        self.history_bytes += entry.size();
+        self.history.push_back(entry);
+        while self.history.len() > self.history_limit
+            || (self.history_bytes > HISTORY_BYTES && self.history.len() > 1)
+        {
+            let Some(old) = self.history.pop_front() else {
+                break;
+            };
+            self.history_bytes -= old.size();
+            self.compacted_rv = old.rv;
+            // The object's latest bytes leave with its last retained entry.
+            let key = (old.gr, (old.namespace, old.name));
+            if self
+                .latest
+                .get(&key)
+                .is_some_and(|b| b.as_ptr() == old.object.as_ptr())
+            {
+                self.latest.remove(&key);
+            }
+        }
     }
 }
 
@@ -431,6 +539,70 @@ mod tests {
         store
             .commit(gr, "ns", name, |_, _| Ok(Commit::Put(obj)))
             .unwrap();
+    }
+
+    #[test]
+    fn a_resumed_watch_replays_the_retained_changes_with_their_previous_state() {
+        let store = Store::new(100, 16);
+        let pods = GroupResource::new("", "pods");
+        put(&store, &pods, "a", "one");
+        let after_create = store.current_rv();
+        put(&store, &pods, "a", "two");
+        put(&store, &GroupResource::new("", "configmaps"), "c", "x");
+        store
+            .commit(&pods, "ns", "a", |_, current| {
+                Ok(Commit::Delete(
+                    current.map(|c| (**c).clone()).unwrap_or_default(),
+                ))
+            })
+            .unwrap();
+        let start = store.watch_from(&pods, Some(after_create)).unwrap();
+        let seen: Vec<(EventType, Value, Option<Value>)> = start
+            .backlog
+            .iter()
+            .map(|e| {
+                (
+                    e.event_type,
+                    e.object["message"].clone(),
+                    e.previous.as_ref().map(|p| p["message"].clone()),
+                )
+            })
+            .collect();
+        assert_eq!(
+            seen,
+            vec![
+                (EventType::Modified, json!("two"), Some(json!("one"))),
+                (EventType::Deleted, json!("two"), Some(json!("two"))),
+            ]
+        );
+        assert_eq!(
+            start.backlog[0].object["metadata"]["resourceVersion"],
+            json!((after_create + 1).to_string())
+        );
+    }
+
+    #[test]
+    fn the_history_is_bounded_by_bytes_and_older_versions_are_gone() {
+        let store = Store::new(1_000_000, 16);
+        let gr = GroupResource::new("apps.kruise.io", "clonesets");
+        let big = "x".repeat(HISTORY_BYTES / 8);
+        let first_rv = store.current_rv();
+        for i in 0..40 {
+            put(&store, &gr, &format!("cs-{}", i % 3), &big);
+        }
+        let st = store.lock();
+        assert!(st.history_bytes <= HISTORY_BYTES, "{}", st.history_bytes);
+        assert!(st.history.len() < 40);
+        let retained = st.history.len();
+        drop(st);
+        // What is retained still resumes; what left is 410 Gone, as kube-apiserver answers.
+        let oldest_kept = store.compacted_rv();
+        let start = store.watch_from(&gr, Some(oldest_kept)).unwrap();
+        assert_eq!(start.backlog.len(), retained);
+        let gone = store.watch_from(&gr, Some(first_rv)).err().unwrap();
+        assert_eq!(gone.to_status()["code"], json!(410));
+        // Every object is still stored whole.
+        assert_eq!(store.count(&gr), 3);
     }
 
     #[test]
