@@ -1,12 +1,16 @@
 //! The object store: one map per group/resource, one global resourceVersion counter,
 //! a bounded history of changes for watches, and a broadcast of every committed change.
 //!
+//! Objects are kept serialized, as etcd keeps them: a decoded JSON value takes many times
+//! its text in memory (every small map is a B-tree node), and a store of 10,000 pods is
+//! most of the simulator's memory. Reads decode (each request and watch works on decoded
+//! values, as before); a write serializes once.
+//!
 //! The history is what a watch resuming from an older resourceVersion replays (410 Gone
-//! once its version has left it, as from kube-apiserver's watch cache). It keeps each
-//! change serialized, about a fifth of the memory of the decoded object, and each entry's
-//! previous state is the earlier entry's bytes for the same object, shared rather than
-//! copied; it is bounded by entries and by bytes ([`HISTORY_BYTES`]), so large objects
-//! cannot make it grow without bound.
+//! once its version has left it, as from kube-apiserver's watch cache). Its entries share
+//! the store's buffers (an object's current state, and an update's previous state, are the
+//! same bytes as in the store or the object's earlier entry), and it is bounded by entries
+//! and by bytes ([`HISTORY_BYTES`]), so large objects cannot make it grow without bound.
 //!
 //! The store only enforces storage-level rules (existence, optimistic concurrency,
 //! resourceVersion assignment). API semantics (defaults, generation, finalizers,
@@ -68,10 +72,9 @@ struct HistoryEntry {
     namespace: String,
     name: String,
     event_type: EventType,
-    /// The object after the change, serialized.
+    /// The object after the change, serialized (the store's buffer while it is current).
     object: Bytes,
-    /// The object before it, serialized: for an update, the bytes of the object's earlier
-    /// entry while that is retained (the same buffer).
+    /// The object before it, serialized (the buffer the store held).
     previous: Option<Bytes>,
 }
 
@@ -82,34 +85,27 @@ impl HistoryEntry {
     }
 
     /// The change as watches see it, decoded again.
-    fn to_event(&self) -> ApiResult<StoreEvent> {
-        let decode = |b: &Bytes| -> ApiResult<Arc<Value>> {
-            serde_json::from_slice(b)
-                .map(Arc::new)
-                .map_err(|e| ApiError::internal(format!("decoding the watch history: {e}")))
-        };
-        Ok(StoreEvent {
+    fn to_event(&self) -> StoreEvent {
+        StoreEvent {
             rv: self.rv,
             gr: self.gr.clone(),
             namespace: self.namespace.clone(),
             name: self.name.clone(),
             event_type: self.event_type,
-            object: decode(&self.object)?,
-            previous: self.previous.as_ref().map(decode).transpose()?,
-        })
+            object: decode(&self.object),
+            previous: self.previous.as_ref().map(decode),
+        }
     }
 }
 
 pub struct StoreState {
     pub rv: u64,
-    pub objects: HashMap<GroupResource, BTreeMap<ObjectKey, Arc<Value>>>,
+    /// Each resource's objects, serialized.
+    objects: HashMap<GroupResource, BTreeMap<ObjectKey, Bytes>>,
     history: VecDeque<HistoryEntry>,
     history_limit: usize,
     /// The summed [`HistoryEntry::size`] of `history`.
     history_bytes: usize,
-    /// Each object's latest serialized state while an entry of `history` holds it, so the
-    /// next change of the object shares it as its `previous`.
-    latest: HashMap<(GroupResource, ObjectKey), Bytes>,
     /// Every event with rv <= compacted_rv has been dropped from history.
     compacted_rv: u64,
     /// Resources whose objects expire a fixed time after their last write.
@@ -152,7 +148,6 @@ impl Store {
                 history: VecDeque::new(),
                 history_limit: history_limit.max(1),
                 history_bytes: 0,
-                latest: HashMap::new(),
                 compacted_rv: 1,
                 expiring: HashMap::new(),
             }),
@@ -185,29 +180,19 @@ impl Store {
     }
 
     pub fn get(&self, gr: &GroupResource, ns: &str, name: &str) -> Option<Arc<Value>> {
-        let st = self.lock();
-        st.objects
-            .get(gr)
-            .and_then(|m| m.get(&(ns.to_string(), name.to_string())))
-            .cloned()
+        let bytes = self.lock().get_bytes(gr, ns, name);
+        bytes.as_ref().map(decode)
     }
 
     /// Snapshot of objects (optionally in one namespace), ordered by key, plus the
     /// resourceVersion the snapshot is consistent with.
     pub fn list(&self, gr: &GroupResource, ns: Option<&str>) -> (Vec<Arc<Value>>, u64) {
-        let st = self.lock();
-        let items = match st.objects.get(gr) {
-            None => Vec::new(),
-            Some(m) => match ns {
-                Some(ns) => m
-                    .range((ns.to_string(), String::new())..)
-                    .take_while(|((n, _), _)| n == ns)
-                    .map(|(_, v)| v.clone())
-                    .collect(),
-                None => m.values().cloned().collect(),
-            },
+        let (items, rv) = {
+            let st = self.lock();
+            (st.in_namespace(gr, ns), st.rv)
         };
-        (items, st.rv)
+        // Decoded outside the lock: the buffers are shared, not copied.
+        (items.iter().map(decode).collect(), rv)
     }
 
     /// Like [`Store::list`], but only objects whose key sorts after `after`.
@@ -218,16 +203,19 @@ impl Store {
         after: &ObjectKey,
     ) -> (Vec<Arc<Value>>, u64) {
         use std::ops::Bound;
-        let st = self.lock();
-        let items = match st.objects.get(gr) {
-            None => Vec::new(),
-            Some(m) => m
-                .range((Bound::Excluded(after.clone()), Bound::Unbounded))
-                .take_while(|((n, _), _)| ns.is_none_or(|ns| n == ns))
-                .map(|(_, v)| v.clone())
-                .collect(),
+        let (items, rv) = {
+            let st = self.lock();
+            let items: Vec<Bytes> = match st.objects.get(gr) {
+                None => Vec::new(),
+                Some(m) => m
+                    .range((Bound::Excluded(after.clone()), Bound::Unbounded))
+                    .take_while(|((n, _), _)| ns.is_none_or(|ns| n == ns))
+                    .map(|(_, v)| v.clone())
+                    .collect(),
+            };
+            (items, st.rv)
         };
-        (items, st.rv)
+        (items.iter().map(decode).collect(), rv)
     }
 
     pub fn count(&self, gr: &GroupResource) -> usize {
@@ -250,7 +238,7 @@ impl Store {
             let start = st.history.partition_point(|e| e.rv <= rv);
             for entry in st.history.range(start..) {
                 if entry.gr == *gr {
-                    backlog.push(Arc::new(entry.to_event()?));
+                    backlog.push(Arc::new(entry.to_event()));
                 }
             }
         }
@@ -265,24 +253,15 @@ impl Store {
     /// Starts a watch with a consistent snapshot of current objects (for the initial
     /// ADDED events of a watch without a resourceVersion).
     pub fn watch_with_snapshot(&self, gr: &GroupResource, ns: Option<&str>) -> WatchStart {
-        let st = self.lock();
-        let receiver = self.events_tx.subscribe();
-        let snapshot = match st.objects.get(gr) {
-            None => Vec::new(),
-            Some(m) => match ns {
-                Some(ns) => m
-                    .range((ns.to_string(), String::new())..)
-                    .take_while(|((n, _), _)| n == ns)
-                    .map(|(_, v)| v.clone())
-                    .collect(),
-                None => m.values().cloned().collect(),
-            },
+        let (items, receiver, current_rv) = {
+            let st = self.lock();
+            (st.in_namespace(gr, ns), self.events_tx.subscribe(), st.rv)
         };
         WatchStart {
-            snapshot,
+            snapshot: items.iter().map(decode).collect(),
             backlog: Vec::new(),
             receiver,
-            current_rv: st.rv,
+            current_rv,
         }
     }
 
@@ -297,7 +276,6 @@ impl Store {
         let mut st = self.lock();
         st.history.clear();
         st.history_bytes = 0;
-        st.latest.clear();
         st.compacted_rv = st.rv;
     }
 
@@ -312,7 +290,7 @@ impl Store {
             .get(gr)
             .into_iter()
             .flatten()
-            .map(|(key, obj)| (deadline, key.clone(), resource_version(obj)))
+            .map(|(key, obj)| (deadline, key.clone(), resource_version(&decode(obj))))
             .collect();
         st.expiring.insert(gr.clone(), Expiring { ttl, deadlines });
     }
@@ -333,9 +311,10 @@ impl Store {
         }
         let mut expired = 0;
         for (gr, key, written_rv) in due {
-            let Some(current) = st.objects.get(&gr).and_then(|m| m.get(&key)).cloned() else {
+            let Some(current_bytes) = st.objects.get(&gr).and_then(|m| m.get(&key)).cloned() else {
                 continue;
             };
+            let current = decode(&current_bytes);
             if resource_version(&current) != written_rv {
                 continue;
             }
@@ -350,12 +329,14 @@ impl Store {
             let (ns, name) = key;
             self.record(
                 &mut st,
-                &gr,
-                &ns,
-                &name,
-                EventType::Deleted,
-                Arc::new(last),
-                Some(current),
+                Change {
+                    gr: &gr,
+                    ns: &ns,
+                    name: &name,
+                    event_type: EventType::Deleted,
+                    object: Arc::new(last),
+                    previous: Some((current, current_bytes)),
+                },
             );
             expired += 1;
         }
@@ -376,8 +357,10 @@ impl Store {
     {
         let mut st = self.lock();
         let key = (ns.to_string(), name.to_string());
-        let current = st.objects.get(gr).and_then(|m| m.get(&key)).cloned();
+        let current_bytes = st.objects.get(gr).and_then(|m| m.get(&key)).cloned();
+        let current = current_bytes.as_ref().map(decode);
         let decision = f(&mut st, current.as_ref())?;
+        let previous = current.clone().zip(current_bytes);
         match decision {
             Commit::Noop => Ok(current),
             Commit::Put(mut obj) => {
@@ -391,16 +374,23 @@ impl Store {
                     let deadline = Instant::now() + expiring.ttl;
                     expiring.deadlines.push_back((deadline, key.clone(), rv));
                 }
-                st.objects
-                    .entry(gr.clone())
-                    .or_default()
-                    .insert(key, obj.clone());
-                let event_type = if current.is_some() {
+                let event_type = if previous.is_some() {
                     EventType::Modified
                 } else {
                     EventType::Added
                 };
-                self.record(&mut st, gr, ns, name, event_type, obj.clone(), current);
+                let bytes = self.record(
+                    &mut st,
+                    Change {
+                        gr,
+                        ns,
+                        name,
+                        event_type,
+                        object: obj.clone(),
+                        previous,
+                    },
+                );
+                st.objects.entry(gr.clone()).or_default().insert(key, bytes);
                 Ok(Some(obj))
             }
             Commit::Delete(mut last) => {
@@ -415,42 +405,59 @@ impl Store {
                 }
                 self.record(
                     &mut st,
-                    gr,
-                    ns,
-                    name,
-                    EventType::Deleted,
-                    last.clone(),
-                    current,
+                    Change {
+                        gr,
+                        ns,
+                        name,
+                        event_type: EventType::Deleted,
+                        object: last.clone(),
+                        previous,
+                    },
                 );
                 Ok(Some(last))
             }
         }
     }
 
-    #[allow(clippy::too_many_arguments)]
-    fn record(
-        &self,
-        st: &mut StoreState,
-        gr: &GroupResource,
-        ns: &str,
-        name: &str,
-        event_type: EventType,
-        object: Arc<Value>,
-        previous: Option<Arc<Value>>,
-    ) {
+    /// Broadcasts a committed change and appends it to the history; the change's object
+    /// serialized, which the store keeps.
+    fn record(&self, st: &mut StoreState, change: Change<'_>) -> Bytes {
+        let (previous, previous_bytes) = change.previous.unzip();
         let ev = Arc::new(StoreEvent {
             rv: st.rv,
-            gr: gr.clone(),
-            namespace: ns.to_string(),
-            name: name.to_string(),
-            event_type,
-            object,
+            gr: change.gr.clone(),
+            namespace: change.ns.to_string(),
+            name: change.name.to_string(),
+            event_type: change.event_type,
+            object: change.object,
             previous,
         });
-        st.remember(&ev);
+        let bytes = serialized(&ev.object);
+        st.remember(HistoryEntry {
+            rv: ev.rv,
+            gr: ev.gr.clone(),
+            namespace: ev.namespace.clone(),
+            name: ev.name.clone(),
+            event_type: ev.event_type,
+            object: bytes.clone(),
+            previous: previous_bytes,
+        });
         // No receivers is fine: nobody is watching.
         let _ = self.events_tx.send(ev);
+        bytes
     }
+}
+
+/// One committed change, for [`Store::record`].
+struct Change<'a> {
+    gr: &'a GroupResource,
+    ns: &'a str,
+    name: &'a str,
+    event_type: EventType,
+    /// The object after the change.
+    object: Arc<Value>,
+    /// The object before it, decoded and as the store held it.
+    previous: Option<(Arc<Value>, Bytes)>,
 }
 
 /// `value` serialized (an empty object in the impossible case it does not serialize).
@@ -458,30 +465,15 @@ fn serialized(value: &Value) -> Bytes {
     serde_json::to_vec(value).map_or_else(|_| Bytes::from_static(b"{}"), Bytes::from)
 }
 
+/// An object the store serialized, decoded again (`null` in the impossible case it does not
+/// decode: the store wrote every buffer from a value).
+fn decode(bytes: &Bytes) -> Arc<Value> {
+    Arc::new(serde_json::from_slice(bytes).unwrap_or(Value::Null))
+}
+
 impl StoreState {
-    /// Appends `ev` to the history, then drops the oldest entries beyond its limits.
-    fn remember(&mut self, ev: &StoreEvent) {
-        let key = (ev.gr.clone(), (ev.namespace.clone(), ev.name.clone()));
-        let object = serialized(&ev.object);
-        let previous = match (self.latest.get(&key), &ev.previous) {
-            (Some(bytes), Some(_)) => Some(bytes.clone()),
-            (None, Some(previous)) => Some(serialized(previous)),
-            (_, None) => None,
-        };
-        if ev.event_type == EventType::Deleted {
-            self.latest.remove(&key);
-        } else {
-            self.latest.insert(key, object.clone());
-        }
-        let entry = HistoryEntry {
-            rv: ev.rv,
-            gr: ev.gr.clone(),
-            namespace: ev.namespace.clone(),
-            name: ev.name.clone(),
-            event_type: ev.event_type,
-            object,
-            previous,
-        };
+    /// Appends `entry` to the history, then drops the oldest entries beyond its limits.
+    fn remember(&mut self, entry: HistoryEntry) {
         self.history_bytes += entry.size();
         self.history.push_back(entry);
         while self.history.len() > self.history_limit
@@ -492,16 +484,29 @@ impl StoreState {
             };
             self.history_bytes -= old.size();
             self.compacted_rv = old.rv;
-            // The object's latest bytes leave with its last retained entry.
-            let key = (old.gr, (old.namespace, old.name));
-            if self
-                .latest
-                .get(&key)
-                .is_some_and(|b| b.as_ptr() == old.object.as_ptr())
-            {
-                self.latest.remove(&key);
-            }
         }
+    }
+
+    /// The serialized objects of `gr` (in namespace `ns`), in key order.
+    fn in_namespace(&self, gr: &GroupResource, ns: Option<&str>) -> Vec<Bytes> {
+        match self.objects.get(gr) {
+            None => Vec::new(),
+            Some(m) => match ns {
+                Some(ns) => m
+                    .range((ns.to_string(), String::new())..)
+                    .take_while(|((n, _), _)| n == ns)
+                    .map(|(_, v)| v.clone())
+                    .collect(),
+                None => m.values().cloned().collect(),
+            },
+        }
+    }
+
+    fn get_bytes(&self, gr: &GroupResource, ns: &str, name: &str) -> Option<Bytes> {
+        self.objects
+            .get(gr)
+            .and_then(|m| m.get(&(ns.to_string(), name.to_string())))
+            .cloned()
     }
 }
 
@@ -515,10 +520,9 @@ pub enum Commit {
 }
 
 impl StoreState {
-    pub fn get(&self, gr: &GroupResource, ns: &str, name: &str) -> Option<&Arc<Value>> {
-        self.objects
-            .get(gr)
-            .and_then(|m| m.get(&(ns.to_string(), name.to_string())))
+    /// The object, decoded (inside a commit: another object than the one committed).
+    pub fn get(&self, gr: &GroupResource, ns: &str, name: &str) -> Option<Arc<Value>> {
+        self.get_bytes(gr, ns, name).as_ref().map(decode)
     }
 }
 
@@ -539,6 +543,21 @@ mod tests {
         store
             .commit(gr, "ns", name, |_, _| Ok(Commit::Put(obj)))
             .unwrap();
+    }
+
+    #[test]
+    fn an_object_reads_back_as_written() {
+        let store = Store::new(100, 16);
+        let gr = GroupResource::new("", "configmaps");
+        let obj = json!({"metadata": {"name": "c", "namespace": "ns"},
+            "data": {"f": 0.1, "big": u64::MAX, "neg": -7, "text": "caf\u{e9} \"q\"", "none": null, "list": [1, [], {}]}});
+        let written = obj.clone();
+        store
+            .commit(&gr, "ns", "c", |_, _| Ok(Commit::Put(written)))
+            .unwrap();
+        let read = store.get(&gr, "ns", "c").unwrap();
+        assert_eq!(read["data"], obj["data"]);
+        assert_eq!(store.list(&gr, Some("ns")).0[0]["data"], obj["data"]);
     }
 
     #[test]
