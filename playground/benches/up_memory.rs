@@ -3,7 +3,8 @@
 //! Starts `kruise-playground up` (every family in-process) as a process with 100 simulated
 //! nodes (110 pods each) and prints its RSS, settled: idle; with 2,000 pods of CloneSets
 //! ready; with 10,000; and after each of four cycles of creating 2,000 pods and deleting
-//! them again, which must stay flat. The target: under 1 GiB at 10,000 pods.
+//! them again, which must stay flat. The target: under 1 GiB at 10,000 pods. Events live a
+//! minute here (see [`EVENT_TTL`]); their count is printed with each figure.
 //! `UP_BENCH_PODS` (default 10000) and `UP_BENCH_CYCLE_PODS` (2000) change the sizes.
 
 use std::io::{BufRead as _, BufReader};
@@ -22,6 +23,10 @@ const BIN: &str = env!("CARGO_BIN_EXE_kruise-playground");
 /// Pods per CloneSet: the CloneSets of a size are made of these.
 const PODS_PER_CLONESET: usize = 1_000;
 const WAIT: Duration = Duration::from_secs(900);
+/// Events expire a minute after their last write (kube-apiserver's `--event-ttl`, 1 h by
+/// default): each cycle's Events (a dozen per pod) are then gone a cycle or two later, and
+/// the cycles compare what else is kept. The Events stored are printed beside each figure.
+const EVENT_TTL: &str = "60s";
 
 fn env_usize(name: &str, default: usize) -> usize {
     std::env::var(name)
@@ -40,7 +45,14 @@ impl Up {
     fn start(dir: &std::path::Path) -> anyhow::Result<Up> {
         let kubeconfig = dir.join("kubeconfig");
         let mut child = Command::new(BIN)
-            .args(["up", "--nodes", "100", "--kubeconfig"])
+            .args([
+                "up",
+                "--nodes",
+                "100",
+                "--event-ttl",
+                EVENT_TTL,
+                "--kubeconfig",
+            ])
             .arg(&kubeconfig)
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
@@ -153,6 +165,33 @@ async fn delete_all(client: &kube::Client) -> anyhow::Result<()> {
     }
 }
 
+/// The settled RSS of `pid`, and how much of the simulator's data is pods and Events (their
+/// count and JSON size: what the store holds decoded).
+async fn figure(client: &kube::Client, pid: u32) -> anyhow::Result<String> {
+    let rss = settled_rss(pid).await;
+    let mut stored = Vec::new();
+    for (kind, resource) in [
+        ("pods", ApiResource::erase::<Pod>(&())),
+        (
+            "events",
+            ApiResource::erase::<k8s_openapi::api::core::v1::Event>(&()),
+        ),
+    ] {
+        let api: Api<DynamicObject> = Api::all_with(client.clone(), &resource);
+        let items = api.list(&ListParams::default()).await?.items;
+        let bytes: usize = items
+            .iter()
+            .map(|o| k8s_openapi::serde_json::to_vec(o).map_or(0, |v| v.len()))
+            .sum();
+        stored.push(format!(
+            "{} {kind} ({:.1} MiB of JSON)",
+            items.len(),
+            bytes as f64 / 1048576.0
+        ));
+    }
+    Ok(format!("{rss}; stored: {}", stored.join(", ")))
+}
+
 async fn run() -> anyhow::Result<()> {
     let pods = env_usize("UP_BENCH_PODS", 10_000);
     let cycle_pods = env_usize("UP_BENCH_CYCLE_PODS", 2_000);
@@ -162,21 +201,21 @@ async fn run() -> anyhow::Result<()> {
     let pid = up.child.id();
     let client = up.client().await?;
     println!("kruise-playground up, every family, 100 nodes:");
-    println!("  idle: {}", settled_rss(pid).await);
+    println!("  idle: {}", figure(&client, pid).await?);
 
     scale_up(&client, "first", cycle_pods).await?;
-    println!("  {cycle_pods} pods: {}", settled_rss(pid).await);
+    println!("  {cycle_pods} pods: {}", figure(&client, pid).await?);
     scale_up(&client, "more", pods - cycle_pods).await?;
-    println!("  {pods} pods: {}", settled_rss(pid).await);
+    println!("  {pods} pods: {}", figure(&client, pid).await?);
     delete_all(&client).await?;
-    println!("  all deleted: {}", settled_rss(pid).await);
+    println!("  all deleted: {}", figure(&client, pid).await?);
 
     for cycle in 1..=4 {
         scale_up(&client, &format!("cycle{cycle}"), cycle_pods).await?;
         delete_all(&client).await?;
         println!(
             "  after cycle {cycle} ({cycle_pods} pods created and deleted): {}",
-            settled_rss(pid).await
+            figure(&client, pid).await?
         );
     }
     drop(up);
