@@ -32,8 +32,9 @@
 //!   API server refuses — is never retried hot: the CloneSet's writes back off (1 s doubling
 //!   to 5 minutes, reset when a write succeeds or the spec changes), the failure is a
 //!   Warning event on the CloneSet (`FailedUpdatePodInPlace`, `FailedCreate`) and a
-//!   `FailedUpdate`/`FailedScale` condition, and the readiness conditions written for an
-//!   in-place update whose patch was refused are restored.
+//!   `FailedUpdate`/`FailedScale` condition. An in-place patch that would leave the pod's
+//!   metadata invalid is refused before the pod is made unready (`precheck`), and the
+//!   readiness conditions written for a patch the API server still refused are restored.
 
 use std::hash::{BuildHasher as _, Hasher as _};
 use std::sync::Arc;
@@ -70,6 +71,7 @@ use kruise_common::api::version::APPS_V1BETA1;
 mod error;
 mod execute;
 mod observe;
+mod precheck;
 mod refused;
 mod revisions;
 

@@ -1,6 +1,17 @@
 //! The object store: one map per group/resource, one global resourceVersion counter,
 //! a bounded history of changes for watches, and a broadcast of every committed change.
 //!
+//! Objects are kept serialized, as etcd keeps them: a decoded JSON value takes many times
+//! its text in memory (every small map is a B-tree node), and a store of 10,000 pods is
+//! most of the simulator's memory. Reads decode (each request and watch works on decoded
+//! values, as before); a write serializes once.
+//!
+//! The history is what a watch resuming from an older resourceVersion replays (410 Gone
+//! once its version has left it, as from kube-apiserver's watch cache). Its entries share
+//! the store's buffers (an object's current state, and an update's previous state, are the
+//! same bytes as in the store or the object's earlier entry), and it is bounded by entries
+//! and by bytes ([`HISTORY_BYTES`]), so large objects cannot make it grow without bound.
+//!
 //! The store only enforces storage-level rules (existence, optimistic concurrency,
 //! resourceVersion assignment). API semantics (defaults, generation, finalizers,
 //! validation) live in `ops`; the in-process components of `cluster` (garbage collector,
@@ -11,6 +22,7 @@ use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 use std::time::{Duration, Instant};
 
+use bytes::Bytes;
 use serde_json::Value;
 use tokio::sync::broadcast;
 
@@ -50,11 +62,50 @@ pub struct StoreEvent {
 /// (namespace, name); namespace is empty for cluster-scoped objects.
 pub type ObjectKey = (String, String);
 
+/// The most bytes of serialized objects the watch history keeps (besides its entry limit).
+pub const HISTORY_BYTES: usize = 64 * 1024 * 1024;
+
+/// One change as the history keeps it.
+struct HistoryEntry {
+    rv: u64,
+    gr: GroupResource,
+    namespace: String,
+    name: String,
+    event_type: EventType,
+    /// The object after the change, serialized (the store's buffer while it is current).
+    object: Bytes,
+    /// The object before it, serialized (the buffer the store held).
+    previous: Option<Bytes>,
+}
+
+impl HistoryEntry {
+    /// The bytes this entry accounts for (a shared `previous` counted again: an upper bound).
+    fn size(&self) -> usize {
+        self.object.len() + self.previous.as_ref().map_or(0, Bytes::len)
+    }
+
+    /// The change as watches see it, decoded again.
+    fn to_event(&self) -> StoreEvent {
+        StoreEvent {
+            rv: self.rv,
+            gr: self.gr.clone(),
+            namespace: self.namespace.clone(),
+            name: self.name.clone(),
+            event_type: self.event_type,
+            object: decode(&self.object),
+            previous: self.previous.as_ref().map(decode),
+        }
+    }
+}
+
 pub struct StoreState {
     pub rv: u64,
-    pub objects: HashMap<GroupResource, BTreeMap<ObjectKey, Arc<Value>>>,
-    history: VecDeque<Arc<StoreEvent>>,
+    /// Each resource's objects, serialized.
+    objects: HashMap<GroupResource, BTreeMap<ObjectKey, Bytes>>,
+    history: VecDeque<HistoryEntry>,
     history_limit: usize,
+    /// The summed [`HistoryEntry::size`] of `history`.
+    history_bytes: usize,
     /// Every event with rv <= compacted_rv has been dropped from history.
     compacted_rv: u64,
     /// Resources whose objects expire a fixed time after their last write.
@@ -96,6 +147,7 @@ impl Store {
                 objects: HashMap::new(),
                 history: VecDeque::new(),
                 history_limit: history_limit.max(1),
+                history_bytes: 0,
                 compacted_rv: 1,
                 expiring: HashMap::new(),
             }),
@@ -128,29 +180,19 @@ impl Store {
     }
 
     pub fn get(&self, gr: &GroupResource, ns: &str, name: &str) -> Option<Arc<Value>> {
-        let st = self.lock();
-        st.objects
-            .get(gr)
-            .and_then(|m| m.get(&(ns.to_string(), name.to_string())))
-            .cloned()
+        let bytes = self.lock().get_bytes(gr, ns, name);
+        bytes.as_ref().map(decode)
     }
 
     /// Snapshot of objects (optionally in one namespace), ordered by key, plus the
     /// resourceVersion the snapshot is consistent with.
     pub fn list(&self, gr: &GroupResource, ns: Option<&str>) -> (Vec<Arc<Value>>, u64) {
-        let st = self.lock();
-        let items = match st.objects.get(gr) {
-            None => Vec::new(),
-            Some(m) => match ns {
-                Some(ns) => m
-                    .range((ns.to_string(), String::new())..)
-                    .take_while(|((n, _), _)| n == ns)
-                    .map(|(_, v)| v.clone())
-                    .collect(),
-                None => m.values().cloned().collect(),
-            },
+        let (items, rv) = {
+            let st = self.lock();
+            (st.in_namespace(gr, ns), st.rv)
         };
-        (items, st.rv)
+        // Decoded outside the lock: the buffers are shared, not copied.
+        (items.iter().map(decode).collect(), rv)
     }
 
     /// Like [`Store::list`], but only objects whose key sorts after `after`.
@@ -161,16 +203,19 @@ impl Store {
         after: &ObjectKey,
     ) -> (Vec<Arc<Value>>, u64) {
         use std::ops::Bound;
-        let st = self.lock();
-        let items = match st.objects.get(gr) {
-            None => Vec::new(),
-            Some(m) => m
-                .range((Bound::Excluded(after.clone()), Bound::Unbounded))
-                .take_while(|((n, _), _)| ns.is_none_or(|ns| n == ns))
-                .map(|(_, v)| v.clone())
-                .collect(),
+        let (items, rv) = {
+            let st = self.lock();
+            let items: Vec<Bytes> = match st.objects.get(gr) {
+                None => Vec::new(),
+                Some(m) => m
+                    .range((Bound::Excluded(after.clone()), Bound::Unbounded))
+                    .take_while(|((n, _), _)| ns.is_none_or(|ns| n == ns))
+                    .map(|(_, v)| v.clone())
+                    .collect(),
+            };
+            (items, st.rv)
         };
-        (items, st.rv)
+        (items.iter().map(decode).collect(), rv)
     }
 
     pub fn count(&self, gr: &GroupResource) -> usize {
@@ -189,9 +234,11 @@ impl Store {
                     rv, st.compacted_rv
                 )));
             }
-            for ev in st.history.iter() {
-                if ev.rv > rv && ev.gr == *gr {
-                    backlog.push(ev.clone());
+            // Oldest first; entries after `rv` are at the back.
+            let start = st.history.partition_point(|e| e.rv <= rv);
+            for entry in st.history.range(start..) {
+                if entry.gr == *gr {
+                    backlog.push(Arc::new(entry.to_event()));
                 }
             }
         }
@@ -206,24 +253,15 @@ impl Store {
     /// Starts a watch with a consistent snapshot of current objects (for the initial
     /// ADDED events of a watch without a resourceVersion).
     pub fn watch_with_snapshot(&self, gr: &GroupResource, ns: Option<&str>) -> WatchStart {
-        let st = self.lock();
-        let receiver = self.events_tx.subscribe();
-        let snapshot = match st.objects.get(gr) {
-            None => Vec::new(),
-            Some(m) => match ns {
-                Some(ns) => m
-                    .range((ns.to_string(), String::new())..)
-                    .take_while(|((n, _), _)| n == ns)
-                    .map(|(_, v)| v.clone())
-                    .collect(),
-                None => m.values().cloned().collect(),
-            },
+        let (items, receiver, current_rv) = {
+            let st = self.lock();
+            (st.in_namespace(gr, ns), self.events_tx.subscribe(), st.rv)
         };
         WatchStart {
-            snapshot,
+            snapshot: items.iter().map(decode).collect(),
             backlog: Vec::new(),
             receiver,
-            current_rv: st.rv,
+            current_rv,
         }
     }
 
@@ -237,6 +275,7 @@ impl Store {
     pub fn compact(&self) {
         let mut st = self.lock();
         st.history.clear();
+        st.history_bytes = 0;
         st.compacted_rv = st.rv;
     }
 
@@ -251,7 +290,7 @@ impl Store {
             .get(gr)
             .into_iter()
             .flatten()
-            .map(|(key, obj)| (deadline, key.clone(), resource_version(obj)))
+            .map(|(key, obj)| (deadline, key.clone(), resource_version(&decode(obj))))
             .collect();
         st.expiring.insert(gr.clone(), Expiring { ttl, deadlines });
     }
@@ -272,9 +311,10 @@ impl Store {
         }
         let mut expired = 0;
         for (gr, key, written_rv) in due {
-            let Some(current) = st.objects.get(&gr).and_then(|m| m.get(&key)).cloned() else {
+            let Some(current_bytes) = st.objects.get(&gr).and_then(|m| m.get(&key)).cloned() else {
                 continue;
             };
+            let current = decode(&current_bytes);
             if resource_version(&current) != written_rv {
                 continue;
             }
@@ -289,12 +329,14 @@ impl Store {
             let (ns, name) = key;
             self.record(
                 &mut st,
-                &gr,
-                &ns,
-                &name,
-                EventType::Deleted,
-                Arc::new(last),
-                Some(current),
+                Change {
+                    gr: &gr,
+                    ns: &ns,
+                    name: &name,
+                    event_type: EventType::Deleted,
+                    object: Arc::new(last),
+                    previous: Some((current, current_bytes)),
+                },
             );
             expired += 1;
         }
@@ -315,8 +357,10 @@ impl Store {
     {
         let mut st = self.lock();
         let key = (ns.to_string(), name.to_string());
-        let current = st.objects.get(gr).and_then(|m| m.get(&key)).cloned();
+        let current_bytes = st.objects.get(gr).and_then(|m| m.get(&key)).cloned();
+        let current = current_bytes.as_ref().map(decode);
         let decision = f(&mut st, current.as_ref())?;
+        let previous = current.clone().zip(current_bytes);
         match decision {
             Commit::Noop => Ok(current),
             Commit::Put(mut obj) => {
@@ -330,16 +374,23 @@ impl Store {
                     let deadline = Instant::now() + expiring.ttl;
                     expiring.deadlines.push_back((deadline, key.clone(), rv));
                 }
-                st.objects
-                    .entry(gr.clone())
-                    .or_default()
-                    .insert(key, obj.clone());
-                let event_type = if current.is_some() {
+                let event_type = if previous.is_some() {
                     EventType::Modified
                 } else {
                     EventType::Added
                 };
-                self.record(&mut st, gr, ns, name, event_type, obj.clone(), current);
+                let bytes = self.record(
+                    &mut st,
+                    Change {
+                        gr,
+                        ns,
+                        name,
+                        event_type,
+                        object: obj.clone(),
+                        previous,
+                    },
+                );
+                st.objects.entry(gr.clone()).or_default().insert(key, bytes);
                 Ok(Some(obj))
             }
             Commit::Delete(mut last) => {
@@ -354,46 +405,108 @@ impl Store {
                 }
                 self.record(
                     &mut st,
-                    gr,
-                    ns,
-                    name,
-                    EventType::Deleted,
-                    last.clone(),
-                    current,
+                    Change {
+                        gr,
+                        ns,
+                        name,
+                        event_type: EventType::Deleted,
+                        object: last.clone(),
+                        previous,
+                    },
                 );
                 Ok(Some(last))
             }
         }
     }
 
-    #[allow(clippy::too_many_arguments)]
-    fn record(
-        &self,
-        st: &mut StoreState,
-        gr: &GroupResource,
-        ns: &str,
-        name: &str,
-        event_type: EventType,
-        object: Arc<Value>,
-        previous: Option<Arc<Value>>,
-    ) {
+    /// Broadcasts a committed change and appends it to the history; the change's object
+    /// serialized, which the store keeps.
+    fn record(&self, st: &mut StoreState, change: Change<'_>) -> Bytes {
+        let (previous, previous_bytes) = change.previous.unzip();
         let ev = Arc::new(StoreEvent {
             rv: st.rv,
-            gr: gr.clone(),
-            namespace: ns.to_string(),
-            name: name.to_string(),
-            event_type,
-            object,
+            gr: change.gr.clone(),
+            namespace: change.ns.to_string(),
+            name: change.name.to_string(),
+            event_type: change.event_type,
+            object: change.object,
             previous,
         });
-        st.history.push_back(ev.clone());
-        while st.history.len() > st.history_limit {
-            if let Some(old) = st.history.pop_front() {
-                st.compacted_rv = old.rv;
-            }
-        }
+        let bytes = serialized(&ev.object);
+        st.remember(HistoryEntry {
+            rv: ev.rv,
+            gr: ev.gr.clone(),
+            namespace: ev.namespace.clone(),
+            name: ev.name.clone(),
+            event_type: ev.event_type,
+            object: bytes.clone(),
+            previous: previous_bytes,
+        });
         // No receivers is fine: nobody is watching.
         let _ = self.events_tx.send(ev);
+        bytes
+    }
+}
+
+/// One committed change, for [`Store::record`].
+struct Change<'a> {
+    gr: &'a GroupResource,
+    ns: &'a str,
+    name: &'a str,
+    event_type: EventType,
+    /// The object after the change.
+    object: Arc<Value>,
+    /// The object before it, decoded and as the store held it.
+    previous: Option<(Arc<Value>, Bytes)>,
+}
+
+/// `value` serialized (an empty object in the impossible case it does not serialize).
+fn serialized(value: &Value) -> Bytes {
+    serde_json::to_vec(value).map_or_else(|_| Bytes::from_static(b"{}"), Bytes::from)
+}
+
+/// An object the store serialized, decoded again (`null` in the impossible case it does not
+/// decode: the store wrote every buffer from a value).
+fn decode(bytes: &Bytes) -> Arc<Value> {
+    Arc::new(serde_json::from_slice(bytes).unwrap_or(Value::Null))
+}
+
+impl StoreState {
+    /// Appends `entry` to the history, then drops the oldest entries beyond its limits.
+    fn remember(&mut self, entry: HistoryEntry) {
+        self.history_bytes += entry.size();
+        self.history.push_back(entry);
+        while self.history.len() > self.history_limit
+            || (self.history_bytes > HISTORY_BYTES && self.history.len() > 1)
+        {
+            let Some(old) = self.history.pop_front() else {
+                break;
+            };
+            self.history_bytes -= old.size();
+            self.compacted_rv = old.rv;
+        }
+    }
+
+    /// The serialized objects of `gr` (in namespace `ns`), in key order.
+    fn in_namespace(&self, gr: &GroupResource, ns: Option<&str>) -> Vec<Bytes> {
+        match self.objects.get(gr) {
+            None => Vec::new(),
+            Some(m) => match ns {
+                Some(ns) => m
+                    .range((ns.to_string(), String::new())..)
+                    .take_while(|((n, _), _)| n == ns)
+                    .map(|(_, v)| v.clone())
+                    .collect(),
+                None => m.values().cloned().collect(),
+            },
+        }
+    }
+
+    fn get_bytes(&self, gr: &GroupResource, ns: &str, name: &str) -> Option<Bytes> {
+        self.objects
+            .get(gr)
+            .and_then(|m| m.get(&(ns.to_string(), name.to_string())))
+            .cloned()
     }
 }
 
@@ -407,10 +520,9 @@ pub enum Commit {
 }
 
 impl StoreState {
-    pub fn get(&self, gr: &GroupResource, ns: &str, name: &str) -> Option<&Arc<Value>> {
-        self.objects
-            .get(gr)
-            .and_then(|m| m.get(&(ns.to_string(), name.to_string())))
+    /// The object, decoded (inside a commit: another object than the one committed).
+    pub fn get(&self, gr: &GroupResource, ns: &str, name: &str) -> Option<Arc<Value>> {
+        self.get_bytes(gr, ns, name).as_ref().map(decode)
     }
 }
 
@@ -431,6 +543,85 @@ mod tests {
         store
             .commit(gr, "ns", name, |_, _| Ok(Commit::Put(obj)))
             .unwrap();
+    }
+
+    #[test]
+    fn an_object_reads_back_as_written() {
+        let store = Store::new(100, 16);
+        let gr = GroupResource::new("", "configmaps");
+        let obj = json!({"metadata": {"name": "c", "namespace": "ns"},
+            "data": {"f": 0.1, "big": u64::MAX, "neg": -7, "text": "caf\u{e9} \"q\"", "none": null, "list": [1, [], {}]}});
+        let written = obj.clone();
+        store
+            .commit(&gr, "ns", "c", |_, _| Ok(Commit::Put(written)))
+            .unwrap();
+        let read = store.get(&gr, "ns", "c").unwrap();
+        assert_eq!(read["data"], obj["data"]);
+        assert_eq!(store.list(&gr, Some("ns")).0[0]["data"], obj["data"]);
+    }
+
+    #[test]
+    fn a_resumed_watch_replays_the_retained_changes_with_their_previous_state() {
+        let store = Store::new(100, 16);
+        let pods = GroupResource::new("", "pods");
+        put(&store, &pods, "a", "one");
+        let after_create = store.current_rv();
+        put(&store, &pods, "a", "two");
+        put(&store, &GroupResource::new("", "configmaps"), "c", "x");
+        store
+            .commit(&pods, "ns", "a", |_, current| {
+                Ok(Commit::Delete(
+                    current.map(|c| (**c).clone()).unwrap_or_default(),
+                ))
+            })
+            .unwrap();
+        let start = store.watch_from(&pods, Some(after_create)).unwrap();
+        let seen: Vec<(EventType, Value, Option<Value>)> = start
+            .backlog
+            .iter()
+            .map(|e| {
+                (
+                    e.event_type,
+                    e.object["message"].clone(),
+                    e.previous.as_ref().map(|p| p["message"].clone()),
+                )
+            })
+            .collect();
+        assert_eq!(
+            seen,
+            vec![
+                (EventType::Modified, json!("two"), Some(json!("one"))),
+                (EventType::Deleted, json!("two"), Some(json!("two"))),
+            ]
+        );
+        assert_eq!(
+            start.backlog[0].object["metadata"]["resourceVersion"],
+            json!((after_create + 1).to_string())
+        );
+    }
+
+    #[test]
+    fn the_history_is_bounded_by_bytes_and_older_versions_are_gone() {
+        let store = Store::new(1_000_000, 16);
+        let gr = GroupResource::new("apps.kruise.io", "clonesets");
+        let big = "x".repeat(HISTORY_BYTES / 8);
+        let first_rv = store.current_rv();
+        for i in 0..40 {
+            put(&store, &gr, &format!("cs-{}", i % 3), &big);
+        }
+        let st = store.lock();
+        assert!(st.history_bytes <= HISTORY_BYTES, "{}", st.history_bytes);
+        assert!(st.history.len() < 40);
+        let retained = st.history.len();
+        drop(st);
+        // What is retained still resumes; what left is 410 Gone, as kube-apiserver answers.
+        let oldest_kept = store.compacted_rv();
+        let start = store.watch_from(&gr, Some(oldest_kept)).unwrap();
+        assert_eq!(start.backlog.len(), retained);
+        let gone = store.watch_from(&gr, Some(first_rv)).err().unwrap();
+        assert_eq!(gone.to_status()["code"], json!(410));
+        // Every object is still stored whole.
+        assert_eq!(store.count(&gr), 3);
     }
 
     #[test]

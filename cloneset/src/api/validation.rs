@@ -9,16 +9,15 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use k8s_openapi::api::core::v1::{PodSpec, PodTemplateSpec};
+use k8s_openapi::api::core::v1::{
+    PersistentVolumeClaimVolumeSource, PodSpec, PodTemplateSpec, Volume,
+};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
-use kruise_common::api::field::{
-    BadValue, DNS1123_LABEL_MESSAGE, DNS1123_SUBDOMAIN_MESSAGE, Path, is_dns1123_label,
-    is_dns1123_subdomain,
-};
+use kruise_common::api::field::{BadValue, DNS1123_SUBDOMAIN_MESSAGE, Path, is_dns1123_subdomain};
 pub use kruise_common::api::field::{ErrorList, FieldError, bracketed as to_message};
 use kruise_common::api::intstr::scaled_value_from_int_or_percent;
-use kruise_common::api::podtemplate::validate_template_metadata;
+use kruise_common::api::podtemplate::validate_pod_template;
 use kruise_common::api::strategy::validate_scatter;
 use kruise_common::api::{InPlaceUpdateStrategy, UpdatePriorityStrategy, UpdateScatterTerm};
 use kruise_common::inplace::{DiffOpKind, json_diff};
@@ -314,60 +313,30 @@ fn validate_common(
     errs
 }
 
-/// The part of core `ValidatePodTemplateSpec` a CloneSet most often trips over, plus
-/// The template's metadata as kube-apiserver checks it, and CloneSet's own template rules
-/// (containers, volumes, restartPolicy, activeDeadlineSeconds).
+/// The template as kube-apiserver validates a pod template (`ValidatePodTemplateSpec`, with
+/// the volumeClaimTemplates mocked in as volumes, as OpenKruise does), then CloneSet's own
+/// rules (restartPolicy, activeDeadlineSeconds).
 fn validate_template(errs: &mut Vec<FieldError>, view: &View<'_>) {
-    // kube-apiserver's metadata checks, so a template it would refuse in every pod is refused
-    // here (the containers are checked below, with CloneSet's own rules).
-    if let Some(meta) = view.template.metadata.as_ref() {
-        errs.extend(validate_template_metadata(
-            meta,
-            &Path::new("spec").child("template").child("metadata"),
-        ));
+    let mut template = view.template.clone();
+    if let Some(spec) = template.spec.as_mut() {
+        spec.volumes
+            .get_or_insert_with(Vec::new)
+            .extend(view.vct_names.iter().map(|name| Volume {
+                name: name.clone(),
+                persistent_volume_claim: Some(PersistentVolumeClaimVolumeSource {
+                    claim_name: name.clone(),
+                    read_only: None,
+                }),
+                ..Volume::default()
+            }));
     }
+    errs.extend(validate_pod_template(
+        &template,
+        &Path::new("spec").child("template"),
+    ));
     let Some(spec) = view.template.spec.as_ref() else {
-        errs.push(FieldError::required("spec.template.spec.containers", ""));
         return;
     };
-    if spec.containers.is_empty() {
-        errs.push(FieldError::required("spec.template.spec.containers", ""));
-    }
-    let mut names = BTreeSet::new();
-    for (i, c) in spec.containers.iter().enumerate() {
-        let path = format!("spec.template.spec.containers[{i}]");
-        if c.name.is_empty() {
-            errs.push(FieldError::required(format!("{path}.name"), ""));
-        } else if !is_dns1123_label(&c.name) {
-            errs.push(FieldError::invalid(
-                format!("{path}.name"),
-                &c.name,
-                DNS1123_LABEL_MESSAGE,
-            ));
-        } else if !names.insert(c.name.as_str()) {
-            errs.push(FieldError::duplicate(format!("{path}.name"), &c.name));
-        }
-        if c.image.as_deref().is_none_or(|i| i.trim().is_empty()) {
-            errs.push(FieldError::required(format!("{path}.image"), ""));
-        }
-    }
-    let mut volumes: BTreeSet<&str> = BTreeSet::new();
-    let vct = view.vct_names.iter().map(String::as_str);
-    for (i, name) in spec
-        .volumes
-        .iter()
-        .flatten()
-        .map(|v| v.name.as_str())
-        .chain(vct)
-        .enumerate()
-    {
-        if !volumes.insert(name) {
-            errs.push(FieldError::duplicate(
-                format!("spec.template.spec.volumes[{i}].name"),
-                name,
-            ));
-        }
-    }
     if let Some(policy) = spec.restart_policy.as_deref()
         && !policy.is_empty()
         && policy != "Always"

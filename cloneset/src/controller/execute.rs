@@ -316,6 +316,17 @@ impl Exec<'_> {
                 }
             },
             Action::UpdateInPlace { name, update, .. } => {
+                // A patch kube-apiserver would refuse for the pod's metadata is refused here,
+                // before the pod is made unready for it (see `precheck`).
+                if let (Some(patch), Some(cached)) = (&update.patch, self.cached_pod(name))
+                    && let Some(refusal) = super::precheck::refusal_of_patched_metadata(
+                        name,
+                        &cached.to_pod().metadata,
+                        patch,
+                    )
+                {
+                    return Err(Error::update_pod(name, refusal));
+                }
                 if self.probe_patches
                     && update.unready_conditions.is_some()
                     && let Some(patch) = &update.patch

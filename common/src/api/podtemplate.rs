@@ -1,16 +1,22 @@
 //! kube-apiserver's checks of a pod template (`ValidatePodTemplateSpec`), shared by every
 //! family's webhook and its controller's re-validation, so a template the API server would
 //! refuse in a pod is refused at admission with a field path instead of failing every pod
-//! write. Covered so far: the template's metadata (label keys and values, annotation keys,
-//! the total annotation size) and the containers' names and images.
+//! write. Checked: the template's metadata (label keys and values, annotation keys, the
+//! total annotation size) and its pod spec ([`spec`]: volumes, containers, ports, env,
+//! resources, probes, lifecycle handlers, restartPolicy, dnsPolicy).
+//!
+//! The template is checked as the API server checks the pod made from it, after its
+//! defaults are set: a field left empty that kube-apiserver defaults (a port's protocol, a
+//! probe's thresholds, `restartPolicy`, …) is accepted, a value set wrong is refused.
 
 use k8s_openapi::api::core::v1::PodTemplateSpec;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
-use super::field::{
-    DNS1123_LABEL_MESSAGE, DNS1123_SUBDOMAIN_MESSAGE, FieldError, Path, is_dns1123_label,
-    is_dns1123_subdomain,
-};
+mod spec;
+
+pub use spec::{ContainerKind, validate_container, validate_pod_spec, validate_volumes};
+
+use super::field::{DNS1123_SUBDOMAIN_MESSAGE, FieldError, Path, is_dns1123_subdomain};
 
 /// kube-apiserver's limit on the summed length of a object's annotation keys and values.
 pub const MAX_ANNOTATIONS_BYTES: usize = 256 * 1024;
@@ -22,7 +28,7 @@ const LABEL_VALUE_MESSAGE: &str = "a valid label must be an empty string or cons
 const SUBDOMAIN_EXAMPLE: &str = " (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')";
 
 /// Validates `template` (found at `path`, e.g. `spec.template`) as kube-apiserver validates
-/// a pod template's metadata and containers.
+/// a pod template (`ValidatePodTemplateSpec`): its metadata and its pod spec.
 pub fn validate_pod_template(template: &PodTemplateSpec, path: &Path) -> Vec<FieldError> {
     let mut errors = match &template.metadata {
         Some(meta) => validate_template_metadata(meta, &path.child("metadata")),
@@ -30,30 +36,7 @@ pub fn validate_pod_template(template: &PodTemplateSpec, path: &Path) -> Vec<Fie
     };
     let spec_path = path.child("spec");
     match &template.spec {
-        Some(spec) => {
-            let containers = spec_path.child("containers");
-            if spec.containers.is_empty() {
-                errors.push(FieldError::required(containers.clone(), ""));
-            }
-            let mut names = std::collections::BTreeSet::new();
-            for (i, c) in spec.containers.iter().enumerate() {
-                let at = containers.index(i);
-                if c.name.is_empty() {
-                    errors.push(FieldError::required(at.child("name"), ""));
-                } else if !is_dns1123_label(&c.name) {
-                    errors.push(FieldError::invalid(
-                        at.child("name"),
-                        &c.name,
-                        DNS1123_LABEL_MESSAGE,
-                    ));
-                } else if !names.insert(c.name.as_str()) {
-                    errors.push(FieldError::duplicate(at.child("name"), &c.name));
-                }
-                if c.image.as_deref().is_none_or(|i| i.trim().is_empty()) {
-                    errors.push(FieldError::required(at.child("image"), ""));
-                }
-            }
-        }
+        Some(spec) => errors.extend(validate_pod_spec(spec, &spec_path)),
         None => errors.push(FieldError::required(spec_path.child("containers"), "")),
     }
     errors
@@ -147,7 +130,7 @@ fn qualified_name_errors(key: &str) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::api::field::aggregate;
+    use crate::api::field::{DNS1123_LABEL_MESSAGE, aggregate};
     use serde_json::json;
 
     fn template(v: serde_json::Value) -> PodTemplateSpec {

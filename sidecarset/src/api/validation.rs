@@ -8,8 +8,9 @@
 //! custom version, policy `Always`/`Partial`; for RollingUpdate: partition with selector
 //! rejected, partition/maxUnavailable non-negative int or percent, priority and scatter terms;
 //! at least one container; `podInjectPolicy`, `shareVolumePolicy`; transferEnv `fieldRef`
-//! paths; the containers as a pod would hold them (names unique DNS labels, image set, mounts
-//! naming SidecarSet volumes, volume names unique); patchPodMetadata annotations, policy and
+//! paths; the containers and volumes as kube-apiserver validates them in a pod
+//! (`common::api::podtemplate`: names, images, ports, env, mounts naming SidecarSet volumes,
+//! resources, probes, volume names and sources); patchPodMetadata annotations, policy and
 //! duplicate keys; on update: `upgradeType` of a container immutable and no new container
 //! names; conflicts with other SidecarSets whose namespaces and selectors overlap (same
 //! container / init container name, same volume name with other content, annotations patched
@@ -20,15 +21,16 @@
 //! with another container, and `upgradeType` must be ColdUpgrade or HotUpgrade.
 //!
 //! Not checked here: that an injection revision exists (needs ControllerRevisions), the
-//! patchPodMetadata whitelist ConfigMap, `resourcesPolicy` regex and expression syntax, and the full core
-//! container/volume validation of `ValidatePodCreate` (probes, ports, resources …).
+//! patchPodMetadata whitelist ConfigMap, and `resourcesPolicy` regex and expression syntax.
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use k8s_openapi::api::core::v1::{Container, PodSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
-use kruise_common::api::field::{BadValue, DNS1123_LABEL_MESSAGE, is_dns1123_label};
+use kruise_common::api::field::{BadValue, Path, is_dns1123_label};
 pub use kruise_common::api::field::{ErrorList, FieldError, aggregate};
+use kruise_common::api::podtemplate::validate_pod_spec;
 use kruise_common::api::strategy::validate_scatter;
 
 use super::v1beta1::SidecarSet;
@@ -243,21 +245,6 @@ fn validate_transfer_env_field_ref(
 
 fn validate_containers(set: &SidecarSet, out: &mut ErrorList) {
     let spec = &set.spec;
-    let volume_names: BTreeSet<&str> = spec.volumes.iter().map(|v| v.name.as_str()).collect();
-    let mut seen_volumes = BTreeSet::new();
-    for (i, v) in spec.volumes.iter().enumerate() {
-        let p = format!("spec.volumes[{i}].name");
-        if !is_dns1123_label(&v.name) {
-            out.push(FieldError::invalid(
-                p.clone(),
-                &v.name,
-                DNS1123_LABEL_MESSAGE,
-            ));
-        }
-        if !seen_volumes.insert(v.name.as_str()) {
-            out.push(FieldError::duplicate(p, &v.name));
-        }
-    }
     for (i, c) in spec.containers.iter().enumerate() {
         if !matches!(
             c.pod_inject_policy,
@@ -318,8 +305,31 @@ fn validate_containers(set: &SidecarSet, out: &mut ErrorList) {
             validate_resources_policy(c, &format!("spec[{i}].resourcesPolicy"), out);
         }
     }
-    // As the containers of a pod (OpenKruise validates them inside a fake pod).
-    let mut names = BTreeSet::new();
+    // As the containers of a pod: OpenKruise validates them inside a fake pod holding the
+    // SidecarSet's volumes (and a placeholder container when there are only init containers).
+    let sidecars = |list: &[SidecarContainer]| -> Vec<Container> {
+        list.iter().map(|c| c.container.clone()).collect()
+    };
+    let containers = if spec.containers.is_empty() {
+        vec![Container {
+            name: "test".into(),
+            image: Some("busybox".into()),
+            ..Container::default()
+        }]
+    } else {
+        sidecars(&spec.containers)
+    };
+    let fake_pod = PodSpec {
+        init_containers: Some(sidecars(&spec.init_containers)),
+        containers,
+        volumes: Some(spec.volumes.clone()),
+        ..PodSpec::default()
+    };
+    out.extend(validate_pod_spec(&fake_pod, &Path::new("spec")));
+    // kruise-rs: a hot-upgrade sidecar occupies `<n>-1` and `<n>-2` in the pod; those may not
+    // clash with another container (plain names clashing with each other are reported above).
+    let mut plain_names = BTreeSet::new();
+    let mut hot_names = BTreeSet::new();
     let lists: [(&str, &[SidecarContainer]); 2] = [
         ("spec.initContainers", &spec.init_containers),
         ("spec.containers", &spec.containers),
@@ -328,46 +338,20 @@ fn validate_containers(set: &SidecarSet, out: &mut ErrorList) {
         for (i, c) in containers.iter().enumerate() {
             let p = format!("{list}[{i}]");
             let name = c.name();
-            if name.is_empty() {
-                out.push(FieldError::required(format!("{p}.name"), ""));
-            } else if !is_dns1123_label(name) {
-                out.push(FieldError::invalid(
-                    format!("{p}.name"),
-                    name,
-                    DNS1123_LABEL_MESSAGE,
-                ));
-            }
-            // kruise-rs: a hot-upgrade sidecar occupies `<n>-1` and `<n>-2` in the pod.
-            let pod_names = if c.is_hot_upgrade() {
+            if c.is_hot_upgrade() {
                 let (a, b) = hot_upgrade_container_names(name);
-                vec![a, b]
+                for n in [a, b] {
+                    if !name.is_empty()
+                        && (plain_names.contains(&n) || !hot_names.insert(n.clone()))
+                    {
+                        out.push(FieldError::duplicate(format!("{p}.name"), &n));
+                    }
+                }
             } else {
-                vec![name.to_string()]
-            };
-            for n in pod_names {
-                if !name.is_empty() && !names.insert(n.clone()) {
-                    out.push(FieldError::duplicate(format!("{p}.name"), &n));
+                if hot_names.contains(name) {
+                    out.push(FieldError::duplicate(format!("{p}.name"), name));
                 }
-            }
-            if c.container.image.as_deref().unwrap_or("").trim().is_empty() {
-                out.push(FieldError::required(format!("{p}.image"), ""));
-            }
-            for (j, m) in c.container.volume_mounts.iter().flatten().enumerate() {
-                let mp = format!("{p}.volumeMounts[{j}]");
-                if !volume_names.contains(m.name.as_str()) {
-                    out.push(FieldError::not_found(format!("{mp}.name"), &m.name));
-                }
-                if m.mount_path.is_empty() {
-                    out.push(FieldError::required(format!("{mp}.mountPath"), ""));
-                }
-            }
-            for (j, d) in c.container.volume_devices.iter().flatten().enumerate() {
-                if !volume_names.contains(d.name.as_str()) {
-                    out.push(FieldError::not_found(
-                        format!("{p}.volumeDevices[{j}].name"),
-                        &d.name,
-                    ));
-                }
+                plain_names.insert(name.to_string());
             }
             validate_hot_upgrade(c, &p, out);
         }

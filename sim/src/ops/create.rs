@@ -143,7 +143,7 @@ impl SimShared {
             if def.namespaced {
                 match st.get(&ns_gr, "", &ns) {
                     None => return Err(ApiError::not_found("", "namespaces", &ns)),
-                    Some(n) if meta::is_terminating(n) => {
+                    Some(n) if meta::is_terminating(&n) => {
                         return Err(ApiError::forbidden(format!(
                             "{} \"{}\" is forbidden: unable to create new content in namespace {} because it is being terminated",
                             crate::error::qualified(&def.group, &def.plural),

@@ -98,7 +98,18 @@ fn containers_checked_as_in_a_pod() {
     );
     let mut v = valid();
     v["spec"]["initContainers"] = json!([{"name": "sidecar1", "image": "x"}]);
-    assert_eq!(fields(&errors(v)), ["spec.containers[0].name"]);
+    // As kube-apiserver reports it: at the init container, which may not reuse a name.
+    assert_eq!(fields(&errors(v)), ["spec.initContainers[0].name"]);
+    let mut v = valid();
+    v["spec"]["containers"][0]["ports"] = json!([{"containerPort": 70000}]);
+    v["spec"]["containers"][0]["readinessProbe"] = json!({});
+    assert_eq!(
+        fields(&errors(v)),
+        [
+            "spec.containers[0].ports[0].containerPort",
+            "spec.containers[0].readinessProbe"
+        ]
+    );
     let mut v = valid();
     v["spec"]["containers"][0]["image"] = json!("");
     assert_eq!(fields(&errors(v)), ["spec.containers[0].image"]);
