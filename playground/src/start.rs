@@ -297,6 +297,7 @@ mod tests {
                 "cloneset\tkruise-cloneset\tclonesets.apps.kruise.io\t-",
                 "sidecarset\tkruise-sidecarset\tsidecarsets.apps.kruise.io\tsidecarset",
                 "statefulset\tkruise-statefulset\tstatefulsets.apps.kruise.io\t-",
+                "broadcastjob\tkruise-broadcastjob\tbroadcastjobs.apps.kruise.io,advancedcronjobs.apps.kruise.io\t-",
                 "webhook\tkruise-webhook\t-\tworkloads",
             ]
         );
