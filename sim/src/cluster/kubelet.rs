@@ -13,11 +13,13 @@ use std::time::Duration;
 
 use jiff::{SignedDuration, Timestamp};
 use serde_json::{Map, Value, json};
-use tokio::sync::broadcast::error::{RecvError, TryRecvError};
 use tokio::time::Instant;
 
 use super::cri::{CriContainer, CriRequest};
 use super::images::{ImageStore, image_id};
+use super::kubelet_api::{
+    KubeletApi, PodChange, PodChanges, PodKey, StoreApi, StoreChanges, Waiting,
+};
 use super::{
     ANN_EXIT_AFTER, ANN_EXIT_CODE, ANN_POSTSTART_DURATION, ANN_PRESTOP_DURATION, ANN_READY_DELAY,
     ANN_START_DELAY, ANN_STOP_DELAY, KubeletTimings,
@@ -25,8 +27,6 @@ use super::{
 use super::{nodes, parse_duration, stable_hash};
 use crate::SimShared;
 use crate::meta;
-use crate::ops::{DeleteOptions, Subresource};
-use crate::registry::GroupResource;
 use kruise_cri::v1::ContainerState;
 use tokio::sync::mpsc;
 
@@ -68,7 +68,7 @@ fn post_start_time(pod: &Value, container: &Value) -> Duration {
     }
 }
 
-type Key = (String, String);
+type Key = PodKey;
 
 fn container_id() -> String {
     format!(
@@ -250,8 +250,8 @@ fn str_of<'a>(v: &'a Value, k: &str) -> &'a str {
     v.get(k).and_then(Value::as_str).unwrap_or("")
 }
 
-struct Kubelet {
-    sh: Arc<SimShared>,
+struct Kubelet<A> {
+    api: A,
     timings: KubeletTimings,
     /// Simulated node name -> index.
     nodes: HashMap<String, usize>,
@@ -262,7 +262,7 @@ struct Kubelet {
     images: ImageStore,
 }
 
-impl Kubelet {
+impl<A: KubeletApi> Kubelet<A> {
     fn start_delay(&self, pod: &Value) -> Duration {
         ann_duration(pod, ANN_START_DELAY).unwrap_or(self.timings.start_delay)
     }
@@ -596,8 +596,7 @@ impl Kubelet {
     }
 
     async fn reconcile(&mut self, key: &Key) -> Option<Instant> {
-        let gr = GroupResource::new("", "pods");
-        let Some(pod) = self.sh.store.get(&gr, &key.0, &key.1) else {
+        let Some(pod) = self.api.pod(key) else {
             self.forget(key);
             return None;
         };
@@ -626,7 +625,6 @@ impl Kubelet {
             let rt = self.new_runtime(&pod, &node, now);
             self.pods.insert(key.clone(), rt);
         }
-        let def = self.sh.resolve("", "v1", "pods")?;
         if meta::is_terminating(&pod) {
             let grace = meta::metadata(&pod)
                 .and_then(|m| m.get("deletionGracePeriodSeconds"))
@@ -644,30 +642,18 @@ impl Kubelet {
                     m.insert("apiVersion".into(), json!("v1"));
                     m.insert("kind".into(), json!("Pod"));
                 }
-                let source = super::EventSource {
-                    component: "kubelet",
-                    host: Some(&node),
-                };
                 for name in names {
                     let message = format!("Stopping container {name}");
-                    super::record_event(&self.sh, source, &involved, "Normal", "Killing", &message)
+                    self.api
+                        .record_event(&node, &involved, "Normal", "Killing", &message)
                         .await;
                 }
             }
             if now < at {
                 return Some(at);
             }
-            // The kubelet's final delete: grace 0 with a uid precondition, so a new
-            // pod with the same name is never removed by mistake.
-            let opts = DeleteOptions {
-                grace_period_seconds: Some(0),
-                precondition_uid: Some(uid),
-                ..Default::default()
-            };
-            if let Err(e) = self
-                .sh
-                .delete(&def, &key.0, &key.1, &opts, &nodes::kubelet_opts(&node))
-                .await
+            // The final delete (grace 0, uid precondition); 409: a new pod took the name.
+            if let Err(e) = self.api.delete_pod(key, &uid, &node).await
                 && e.code != 404
                 && e.code != 409
             {
@@ -680,35 +666,23 @@ impl Kubelet {
         let (status, next) = self.render(&rt, &pod, now);
         if pod.get("status") != Some(&status) {
             let res = self
-                .sh
-                .update_with(
-                    &def,
-                    "v1",
-                    &key.0,
-                    &key.1,
-                    Subresource::Status,
-                    &nodes::kubelet_opts(&node),
-                    |cur| {
-                        if meta::meta_str(cur, "uid") != rt.uid {
-                            return Err(crate::ApiError::conflict(
-                                "",
-                                "pods",
-                                &key.1,
-                                "uid changed",
-                            ));
-                        }
-                        // Re-render against the latest object so a condition another
-                        // writer just added (readiness gates, InPlaceUpdateReady) is kept.
-                        let s = if meta::meta_str(cur, "resourceVersion")
+                .api
+                .write_status(key, &node, |cur| {
+                    if meta::meta_str(cur, "uid") != rt.uid {
+                        return Err(crate::ApiError::conflict("", "pods", &key.1, "uid changed"));
+                    }
+                    // Re-render against the latest object so a condition another
+                    // writer just added (readiness gates, InPlaceUpdateReady) is kept.
+                    Ok(
+                        if meta::meta_str(cur, "resourceVersion")
                             == meta::meta_str(&pod, "resourceVersion")
                         {
                             status.clone()
                         } else {
                             self.render(&rt, cur, now).0
-                        };
-                        Ok(crate::ops::status_write(cur, s))
-                    },
-                )
+                        },
+                    )
+                })
                 .await;
             if let Err(e) = res
                 && e.code != 404
@@ -721,7 +695,7 @@ impl Kubelet {
     }
 }
 
-impl Kubelet {
+impl<A: KubeletApi> Kubelet<A> {
     /// The containers of `node`'s pods (live and the last dead one per name), as the
     /// CRI reports them.
     fn cri_containers(&self, node: &str, now: Instant) -> Vec<CriContainer> {
@@ -813,11 +787,7 @@ impl Kubelet {
                     let _ = reply.send(false);
                     return None;
                 };
-                let pod = self
-                    .sh
-                    .store
-                    .get(&GroupResource::new("", "pods"), &key.0, &key.1)
-                    .unwrap_or_else(|| Arc::new(Value::Null));
+                let pod = self.api.pod(&key).unwrap_or_else(|| Arc::new(Value::Null));
                 let (start, ready) = (self.start_delay(&pod), self.ready_delay(&pod));
                 // A graceful stop (SIGTERM, then a clean exit) ends with 0; a stop
                 // without a timeout is a SIGKILL: 137.
@@ -936,37 +906,44 @@ fn set_cond(
     }
 }
 
-/// Runs the kubelet for nodes `sim-node-0..node_count-1`.
+/// Runs the kubelet for the in-process nodes `sim-node-0..node_count-1`, on the store.
 pub(crate) async fn run(
     sh: Arc<SimShared>,
     node_count: usize,
     timings: KubeletTimings,
+    cri: mpsc::Receiver<CriRequest>,
+) {
+    let changes = StoreChanges {
+        rx: sh.store.subscribe(),
+    };
+    let names = (0..node_count).map(nodes::node_name).collect();
+    run_with(StoreApi { sh }, changes, names, timings, cri).await;
+}
+
+/// Runs the kubelet of `node_names` (node `i` gets `nodes::node_ip(i)` and the pod range
+/// 10.244.i.0/24) against `api`, until `changes` ends.
+pub(crate) async fn run_with<A: KubeletApi>(
+    api: A,
+    mut changes: impl PodChanges,
+    node_names: Vec<String>,
+    timings: KubeletTimings,
     mut cri: mpsc::Receiver<CriRequest>,
 ) {
-    let mut rx = sh.store.subscribe();
     let mut k = Kubelet {
-        sh: sh.clone(),
+        api,
         timings,
-        nodes: (0..node_count).map(|i| (nodes::node_name(i), i)).collect(),
+        nodes: node_names
+            .into_iter()
+            .enumerate()
+            .map(|(i, name)| (name, i))
+            .collect(),
         pods: HashMap::new(),
         ips: HashMap::new(),
         overflow_ip: 0,
         images: ImageStore::default(),
     };
-    let pods_gr = GroupResource::new("", "pods");
     let mut deadlines: HashMap<Key, Instant> = HashMap::new();
-    let mut dirty: HashSet<Key> = sh
-        .store
-        .list(&pods_gr, None)
-        .0
-        .iter()
-        .map(|p| {
-            (
-                meta::meta_str(p, "namespace").to_string(),
-                meta::name_of(p).to_string(),
-            )
-        })
-        .collect();
+    let mut dirty: HashSet<Key> = k.api.pod_keys().into_iter().collect();
     loop {
         if dirty.is_empty() {
             let wake = deadlines.values().min().copied();
@@ -977,10 +954,10 @@ pub(crate) async fn run(
                 }
             };
             tokio::select! {
-                r = rx.recv() => match r {
-                    Ok(ev) => if ev.gr == pods_gr { dirty.insert((ev.namespace.clone(), ev.name.clone())); },
-                    Err(RecvError::Lagged(_)) => dirty.extend(all_pods(&sh)),
-                    Err(RecvError::Closed) => return,
+                change = changes.next() => match change {
+                    Some(PodChange::Pod(key)) => { dirty.insert(key); }
+                    Some(PodChange::All) => dirty.extend(k.api.pod_keys()),
+                    None => return,
                 },
                 Some(req) = cri.recv() => dirty.extend(k.handle_cri(req)),
                 _ = sleep => {}
@@ -990,15 +967,13 @@ pub(crate) async fn run(
             dirty.extend(k.handle_cri(req));
         }
         loop {
-            match rx.try_recv() {
-                Ok(ev) => {
-                    if ev.gr == pods_gr {
-                        dirty.insert((ev.namespace.clone(), ev.name.clone()));
-                    }
+            match changes.try_next() {
+                Waiting::Change(PodChange::Pod(key)) => {
+                    dirty.insert(key);
                 }
-                Err(TryRecvError::Lagged(_)) => dirty.extend(all_pods(&sh)),
-                Err(TryRecvError::Empty) => break,
-                Err(TryRecvError::Closed) => return,
+                Waiting::Change(PodChange::All) => dirty.extend(k.api.pod_keys()),
+                Waiting::Nothing => break,
+                Waiting::Closed => return,
             }
         }
         let now = Instant::now();
@@ -1019,20 +994,6 @@ pub(crate) async fn run(
             }
         }
     }
-}
-
-fn all_pods(sh: &SimShared) -> Vec<Key> {
-    sh.store
-        .list(&GroupResource::new("", "pods"), None)
-        .0
-        .iter()
-        .map(|p| {
-            (
-                meta::meta_str(p, "namespace").to_string(),
-                meta::name_of(p).to_string(),
-            )
-        })
-        .collect()
 }
 
 #[cfg(test)]

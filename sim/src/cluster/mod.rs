@@ -9,6 +9,7 @@ pub mod gc;
 pub mod images;
 pub mod jobs;
 pub mod kubelet;
+pub mod kubelet_api;
 pub mod nodes;
 pub mod quantity;
 pub mod scheduler;
@@ -131,22 +132,17 @@ pub(crate) struct EventSource<'a> {
     pub host: Option<&'a str>,
 }
 
-/// Records a core/v1 Event about `object` as the cluster's components do (named
-/// `<object>.<16 hex>`, involvedObject with uid and resourceVersion, count 1), so
-/// `kubectl describe` and `kubectl get events` show it. Failures are logged only: an
-/// event is never worth failing the action it describes.
-pub(crate) async fn record_event(
-    sh: &crate::SimShared,
+/// A core/v1 Event about `object` as the cluster's components record it (named
+/// `<object>.<16 hex>`, involvedObject with uid and resourceVersion, count 1), with the
+/// namespace it goes to.
+pub(crate) fn event_object(
     source: EventSource<'_>,
     object: &serde_json::Value,
     type_: &str,
     reason: &str,
     message: &str,
-) {
+) -> (String, serde_json::Value) {
     use crate::meta;
-    let Some(def) = sh.resolve("", "v1", "events") else {
-        return;
-    };
     let namespace = match meta::meta_str(object, "namespace") {
         "" => "default",
         ns => ns,
@@ -179,11 +175,29 @@ pub(crate) async fn record_event(
         "lastTimestamp": now,
         "count": 1,
     });
+    (namespace.to_string(), event)
+}
+
+/// Records a core/v1 Event about `object` (see [`event_object`]), so `kubectl describe`
+/// and `kubectl get events` show it. Failures are logged only: an event is never worth
+/// failing the action it describes.
+pub(crate) async fn record_event(
+    sh: &crate::SimShared,
+    source: EventSource<'_>,
+    object: &serde_json::Value,
+    type_: &str,
+    reason: &str,
+    message: &str,
+) {
+    let Some(def) = sh.resolve("", "v1", "events") else {
+        return;
+    };
+    let (namespace, event) = event_object(source, object, type_, reason, message);
     let opts = crate::ops::WriteOptions {
         user_agent: source.component.to_string(),
         ..Default::default()
     };
-    if let Err(e) = sh.create(&def, "v1", namespace, event, &opts).await {
+    if let Err(e) = sh.create(&def, "v1", &namespace, event, &opts).await {
         tracing::debug!(error = %e, reason, "recording an event failed");
     }
 }

@@ -4,6 +4,7 @@
 // Test code: failing loudly on an unexpected result is the point.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod client_nodes;
 mod cluster;
 mod common;
 mod conversion;
