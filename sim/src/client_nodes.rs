@@ -286,7 +286,8 @@ async fn watch_pods(
         let event = match event {
             Ok(event) => event,
             Err(e) => {
-                // The watcher retries by itself (with backoff on the next poll).
+                // The watcher starts over on the next poll; the pause keeps a failing
+                // API server from being asked again at once.
                 tracing::warn!(error = %e, "watching pods");
                 tokio::time::sleep(Duration::from_secs(1)).await;
                 continue;

@@ -6,6 +6,8 @@
 //! updates rely on: a container whose spec hash changes is killed and restarted alone
 //! (restartCount+1, new containerID, new imageID for a new image), the pod keeping its
 //! uid, IP and node. Deleted pods are removed after min(grace period, a short cap).
+//! It reads and writes through `kubelet_api::KubeletApi`: kruise-sim's store in-process,
+//! a kube client for `kruise-sim nodes` against another API server.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
