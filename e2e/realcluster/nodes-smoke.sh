@@ -3,8 +3,8 @@
 # KUBECONFIG (a cluster from up.sh), then checks with kubectl that the real
 # scheduler and controllers work with them: the nodes are Ready and untainted, a
 # Deployment's pods become Ready on them, a container image change restarts the
-# container in place (same uid, restartCount 1), a Job completes, a deleted pod
-# goes away. Removes its namespace and Node objects at the end, so later suites
+# container in place (same uid, restartCount 1), a Job completes, a DaemonSet
+# runs a pod on each node, a deleted pod goes away. Removes its namespace and Node objects at the end, so later suites
 # see no nodes without a kubelet. Prints one line per check, then
 # `N passed, M failed`; exits non-zero if any check failed.
 #
@@ -143,6 +143,28 @@ eventually "a Job's pod exits 0 (sim.kruise.io/exit-after) and the Job completes
 	equals "True" kn get job once -o jsonpath='{.status.conditions[?(@.type=="Complete")].status}'
 eventually "the Job's pod is Succeeded" \
 	equals "Succeeded" kn get pods -l job-name=once -o jsonpath='{.items[0].status.phase}'
+
+kn apply -f - >/dev/null <<'YAML'
+apiVersion: apps/v1
+kind: DaemonSet
+metadata: {name: agent}
+spec:
+  selector:
+    matchLabels: {app: agent}
+  template:
+    metadata:
+      labels: {app: agent}
+    spec:
+      containers: [{name: agent, image: busybox}]
+YAML
+daemon_ready_on_our_nodes() {
+	local out
+	out=$(kn get pods -l app=agent -o \
+		jsonpath='{range .items[*]}{.spec.nodeName} {.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}' | sort) || return 1
+	echo "$out"
+	[[ $(grep -cE "^$prefix-[01] True$" <<<"$out") == 2 ]]
+}
+eventually "a DaemonSet runs a Ready pod on each simulated node" daemon_ready_on_our_nodes
 
 kn delete pod "$pod" --wait=false >/dev/null
 eventually "a deleted pod goes away (the kubelet's final delete)" \
