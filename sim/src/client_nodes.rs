@@ -167,32 +167,46 @@ async fn register_node(
     api.patch_status(name, &PatchParams::default(), &Patch::Merge(&status))
         .await
         .with_context(|| format!("posting the status of node {name}"))?;
-    let node = api
-        .get(name)
-        .await
-        .with_context(|| format!("reading node {name}"))?;
-    let node = serde_json::to_value(&node).context("encoding a node")?;
-    let taints: Vec<Value> = node
-        .pointer("/spec/taints")
-        .and_then(Value::as_array)
-        .cloned()
-        .unwrap_or_default();
-    let kept: Vec<Value> = taints
-        .iter()
-        .filter(|t| t.get("key").and_then(Value::as_str) != Some(NOT_READY_TAINT))
-        .cloned()
-        .collect();
-    if kept.len() != taints.len() {
-        // The resourceVersion makes it a compare-and-swap: a taint added meanwhile is
-        // never dropped (a conflict fails the start instead).
+    // The node lifecycle controller may write the Node at the same time (labels,
+    // annotations): the removal is a compare-and-swap, tried again on a conflict, so a
+    // taint added meanwhile is never dropped.
+    let mut attempts = 0;
+    let node = loop {
+        let node = api
+            .get(name)
+            .await
+            .with_context(|| format!("reading node {name}"))?;
+        let node = serde_json::to_value(&node).context("encoding a node")?;
+        let taints: Vec<Value> = node
+            .pointer("/spec/taints")
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default();
+        let kept: Vec<Value> = taints
+            .iter()
+            .filter(|t| t.get("key").and_then(Value::as_str) != Some(NOT_READY_TAINT))
+            .cloned()
+            .collect();
+        if kept.len() == taints.len() {
+            break node;
+        }
         let patch = json!({
             "metadata": {"resourceVersion": meta::meta_str(&node, "resourceVersion")},
             "spec": {"taints": kept},
         });
-        api.patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+        match api
+            .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
             .await
-            .with_context(|| format!("removing the {NOT_READY_TAINT} taint of node {name}"))?;
-    }
+        {
+            Ok(_) => break node,
+            Err(e) if is_status(&e, 409) && attempts < 10 => attempts += 1,
+            Err(e) => {
+                return Err(e).with_context(|| {
+                    format!("removing the {NOT_READY_TAINT} taint of node {name}")
+                });
+            }
+        }
+    };
     Ok(meta::meta_str(&node, "uid").to_string())
 }
 
