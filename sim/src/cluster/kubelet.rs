@@ -45,28 +45,45 @@ fn termination_time(pod: &Value) -> Duration {
     let pre_stop = containers(pod, "containers")
         .iter()
         .filter_map(|c| c.pointer("/lifecycle/preStop"))
-        .map(
-            |h| match h.pointer("/sleep/seconds").and_then(Value::as_u64) {
-                Some(secs) => Duration::from_secs(secs),
-                None => hook_default,
-            },
-        )
+        .map(|h| hook_time(h).unwrap_or(hook_default))
         .max()
         .unwrap_or(Duration::ZERO);
     pre_stop + ann_duration(pod, ANN_STOP_DELAY).unwrap_or(DELETE_CAP)
 }
 
-/// How long a container's postStart hook runs: a `sleep` action's seconds, an exec or
-/// httpGet hook `sim.kruise.io/poststart-duration` (default 0). As the kubelet runs the
+/// How long a hook runs when the hook itself says: a `sleep` action's seconds, or an exec
+/// action that only sleeps (`sleep N`, `sh -c "sleep N"`), as OpenKruise's e2e specs write
+/// their hooks. None for any other exec or httpGet hook.
+fn hook_time(hook: &Value) -> Option<Duration> {
+    if let Some(secs) = hook.pointer("/sleep/seconds").and_then(Value::as_u64) {
+        return Some(Duration::from_secs(secs));
+    }
+    let command: Vec<&str> = hook
+        .pointer("/exec/command")?
+        .as_array()?
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    let line = match command.as_slice() {
+        [shell, "-c", script] if shell.ends_with("sh") => script.to_string(),
+        words => words.join(" "),
+    };
+    match line.split_whitespace().collect::<Vec<_>>().as_slice() {
+        [sleep, secs] if sleep.ends_with("sleep") => parse_duration(secs),
+        _ => None,
+    }
+}
+
+/// How long a container's postStart hook runs: what the hook says (`hook_time`), else for
+/// an exec or httpGet hook `sim.kruise.io/poststart-duration` (default 0). As the kubelet runs the
 /// hook before reporting the container running, the container is reported waiting
 /// (ContainerCreating) until the hook is done.
 fn post_start_time(pod: &Value, container: &Value) -> Duration {
     match container.pointer("/lifecycle/postStart") {
         None => Duration::ZERO,
-        Some(h) => match h.pointer("/sleep/seconds").and_then(Value::as_u64) {
-            Some(secs) => Duration::from_secs(secs),
-            None => ann_duration(pod, ANN_POSTSTART_DURATION).unwrap_or(Duration::ZERO),
-        },
+        Some(h) => hook_time(h)
+            .or_else(|| ann_duration(pod, ANN_POSTSTART_DURATION))
+            .unwrap_or(Duration::ZERO),
     }
 }
 
@@ -1001,6 +1018,36 @@ pub(crate) async fn run_with<A: KubeletApi>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn hooks_that_only_sleep_take_their_seconds() {
+        let hook = |v: Value| hook_time(&v);
+        assert_eq!(
+            hook(json!({"sleep": {"seconds": 3}})),
+            Some(Duration::from_secs(3))
+        );
+        assert_eq!(
+            hook(json!({"exec": {"command": ["sleep", "10"]}})),
+            Some(Duration::from_secs(10))
+        );
+        assert_eq!(
+            hook(json!({"exec": {"command": ["/bin/sh", "-c", "sleep 2"]}})),
+            Some(Duration::from_secs(2))
+        );
+        assert_eq!(
+            hook(json!({"exec": {"command": ["nginx", "-s", "quit"]}})),
+            None
+        );
+        assert_eq!(
+            hook(json!({"httpGet": {"path": "/stop", "port": 80}})),
+            None
+        );
+        let pod = json!({"metadata": {"annotations": {ANN_POSTSTART_DURATION: "1s"}}});
+        let exec = json!({"lifecycle": {"postStart": {"exec": {"command": ["nginx", "-t"]}}}});
+        assert_eq!(post_start_time(&pod, &exec), Duration::from_secs(1));
+        let sleeps = json!({"lifecycle": {"postStart": {"exec": {"command": ["sleep", "10"]}}}});
+        assert_eq!(post_start_time(&pod, &sleeps), Duration::from_secs(10));
+    }
 
     #[test]
     fn image_ids() {

@@ -53,13 +53,14 @@ pub const ANN_EXIT_AFTER: &str = "sim.kruise.io/exit-after";
 /// Annotation: the exit code those containers exit with (default 0).
 pub const ANN_EXIT_CODE: &str = "sim.kruise.io/exit-code";
 
-/// Annotation: how long an exec or httpGet preStop hook of the pod's containers runs
-/// (a `sleep` hook takes its own seconds).
+/// Annotation: how long an exec (other than `sleep N`) or httpGet preStop hook of the
+/// pod's containers runs (a `sleep` hook takes its own seconds).
 pub const ANN_PRESTOP_DURATION: &str = "sim.kruise.io/prestop-duration";
 /// Annotation: how long the containers take to exit after SIGTERM (default 100ms).
 pub const ANN_STOP_DELAY: &str = "sim.kruise.io/stop-delay";
-/// Annotation: how long an exec or httpGet postStart hook of the pod's containers runs
-/// (a `sleep` hook takes its own seconds). A container is not running until its hook is done.
+/// Annotation: how long an exec (other than `sleep N`) or httpGet postStart hook of the
+/// pod's containers runs (a `sleep` hook takes its own seconds). A container is not
+/// running until its hook is done.
 pub const ANN_POSTSTART_DURATION: &str = "sim.kruise.io/poststart-duration";
 
 /// A hash that depends only on `s` and `seed` (`DefaultHasher::new` has fixed keys), for the
