@@ -97,11 +97,13 @@ start_cluster() {
 
 # start_external_cluster NAME BINARY [FLAGS...]: start_cluster against the API server of
 # KRUISE_E2E_KUBECONFIG. The scenario gets a namespace of its own (the kubeconfig's
-# default, so its kubectl calls need no -n) and `kruise-sim nodes` with up's node flags
-# (--nodes, default 3, and the kubelet's --pull-delay, --start-delay, --ready-delay,
-# --cri-dir); for kruise-playground, the families `--controllers` names (default all)
-# start as their own processes, webhooks on 127.0.0.1 as start_family does. At exit,
-# external_cleanup removes what the scenario left in that cluster.
+# default, so its kubectl calls need no -n), `kruise-system` when missing (the families'
+# namespace, FAMILY_NAMESPACE), and
+# `kruise-sim nodes` with up's node flags (--nodes, default 3, and the kubelet's
+# --pull-delay, --start-delay, --ready-delay, --cri-dir); for kruise-playground, the
+# families `--controllers` names (default all) start as their own processes, webhooks on
+# 127.0.0.1 as start_family does. At exit, external_cleanup removes what the scenario
+# left in that cluster.
 start_external_cluster() {
   local name="$1" bin="$2" nodes_flags=() controllers=all; shift 2
   while (( $# > 0 )); do
@@ -119,6 +121,10 @@ start_external_cluster() {
   "$KUBECTL" create namespace "$E2E_NAMESPACE" >/dev/null || fail "creating namespace $E2E_NAMESPACE"
   "$KUBECTL" config set-context --current --namespace "$E2E_NAMESPACE" >/dev/null
   wait_for 60 "the default ServiceAccount of $E2E_NAMESPACE" "$KUBECTL" get serviceaccount default
+  # The install namespace, as the chart makes it: the families run there (their
+  # certificates, SidecarSet revisions), as OpenKruise's kruise-manager does.
+  "$KUBECTL" get namespace kruise-system >/dev/null 2>&1 || "$KUBECTL" create namespace kruise-system >/dev/null
+  FAMILY_NAMESPACE=kruise-system
   E2E_WEBHOOKS_BEFORE="$("$KUBECTL" get mutatingwebhookconfigurations,validatingwebhookconfigurations -o name)"
   local sim; sim=$(kruise_bin kruise-sim) || exit 1
   CLUSTER_LOG="$WORK/kruise-sim-nodes.log"
@@ -174,7 +180,8 @@ external_cleanup() {
 
 # start_family NAME [FLAGS...]: kruise-NAME's CRDs applied with kubectl, then the binary
 # started against the cluster as one replica (no leader election, webhooks on 127.0.0.1
-# with their certificates in `default`); returns once its /readyz answers.
+# with their certificates in FAMILY_NAMESPACE, default `default`); returns once its
+# /readyz answers.
 start_family() {
   local name="$1" bin crds health; shift
   bin=$(kruise_bin "kruise-$name") || exit 1
@@ -188,7 +195,7 @@ start_family() {
   health=$(free_port)
   "$bin" --kubeconfig "$KUBECONFIG" --leader-elect=false \
     --metrics-addr "127.0.0.1:$(free_port)" --health-addr "127.0.0.1:$health" \
-    --webhook-port "$(free_port)" --webhook-host 127.0.0.1 --webhook-bind-address 127.0.0.1 --webhook-namespace default "$@" \
+    --webhook-port "$(free_port)" --webhook-host 127.0.0.1 --webhook-bind-address 127.0.0.1 --webhook-namespace "${FAMILY_NAMESPACE:-default}" "$@" \
     >"$WORK/kruise-$name.log" 2>&1 &
   PIDS+=($!)
   wait_for 60 "kruise-$name ready" curl -sf "http://127.0.0.1:$health/readyz"
