@@ -37,7 +37,7 @@ pub struct NodesFlags {
     /// The API server's kubeconfig (default: $KUBECONFIG, then ~/.kube/config).
     #[arg(long)]
     pub kubeconfig: Option<PathBuf>,
-    /// How many nodes: <prefix>-0 .. <prefix>-(N-1).
+    /// How many nodes: `<prefix>-0` .. `<prefix>-(N-1)`.
     #[arg(long, default_value_t = 3)]
     pub nodes: usize,
     /// The node names' prefix.

@@ -2,7 +2,7 @@
 //! bound to its nodes, write a pod's status, make the final delete, record an event; and
 //! the stream of pods that changed. The in-process implementation here reads and writes
 //! kruise-sim's store directly (no HTTP, the same calls and request counts as before);
-//! `crate::nodes` implements it with a kube client against any API server, so one
+//! `crate::client_nodes` implements it with a kube client against any API server, so one
 //! kubelet serves both.
 
 use std::future::Future;
