@@ -6,7 +6,9 @@
 #
 # Environment: KUBECTL (default kubectl); KRUISE_BIN_DIR, where kruise-sim,
 # kruise-playground and the kruise-<family> binaries are (.ci/run sets it); when unset, a
-# binary is built with cargo the first time a scenario needs it.
+# binary is built with cargo the first time a scenario needs it. KRUISE_E2E_KUBECONFIG: run
+# against that API server (e.g. the real control plane of e2e/realcluster) instead of
+# starting kruise-sim: see start_cluster.
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 KUBECTL="${KUBECTL:-kubectl}"
@@ -42,12 +44,14 @@ scenario_init() {
   command -v "$KUBECTL" >/dev/null || fail "kubectl not found: $KUBECTL"
   WORK="$(mktemp -d)"
   PIDS=()
+  E2E_CRDS=()
   trap scenario_cleanup EXIT
   export KUBECONFIG="$WORK/kubeconfig"
   export KUBECACHEDIR="$WORK/kube-cache"
 }
 scenario_cleanup() {
   local status=$?
+  [[ -z "${KRUISE_E2E_KUBECONFIG:-}" ]] || external_cleanup
   for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; done
   # A failed scenario shows the end of the logs of what it started.
   if (( status != 0 )); then
@@ -82,23 +86,116 @@ start_cluster() {
   local name="$1" bin; shift
   bin=$(kruise_bin "$name") || exit 1
   CLUSTER_LOG="$WORK/$name.log"
+  if [[ -n "${KRUISE_E2E_KUBECONFIG:-}" ]]; then
+    start_external_cluster "$name" "$bin" "$@"
+    return
+  fi
   "$bin" up --port 0 --kubeconfig "$KUBECONFIG" "$@" >"$CLUSTER_LOG" 2>&1 &
   PIDS+=($!)
   wait_for 60 "$name up" grep -q '^export KUBECONFIG=' "$CLUSTER_LOG"
 }
 
+# start_external_cluster NAME BINARY [FLAGS...]: start_cluster against the API server of
+# KRUISE_E2E_KUBECONFIG. The scenario gets a namespace of its own (the kubeconfig's
+# default, so its kubectl calls need no -n), `kruise-system` when missing (the families'
+# namespace, FAMILY_NAMESPACE), and
+# `kruise-sim nodes` with up's node flags (--nodes, default 3, and the kubelet's
+# --pull-delay, --start-delay, --ready-delay, --cri-dir); for kruise-playground, the
+# families `--controllers` names (default all) start as their own processes, webhooks on
+# 127.0.0.1 as start_family does. At exit, external_cleanup removes what the scenario
+# left in that cluster.
+start_external_cluster() {
+  local name="$1" bin="$2" nodes_flags=() controllers=all; shift 2
+  while (( $# > 0 )); do
+    case "$1" in
+      --nodes|--pull-delay|--start-delay|--ready-delay|--cri-dir) nodes_flags+=("$1" "$2"); shift 2 ;;
+      --nodes=*|--pull-delay=*|--start-delay=*|--ready-delay=*|--cri-dir=*) nodes_flags+=("$1"); shift ;;
+      --controllers) controllers="$2"; shift 2 ;;
+      --controllers=*) controllers="${1#*=}"; shift ;;
+      --port|--address|--kubeconfig|--watch-history|--event-ttl) shift 2 ;;  # the API server's own
+      *) shift ;;
+    esac
+  done
+  cp "$KRUISE_E2E_KUBECONFIG" "$KUBECONFIG"
+  E2E_NAMESPACE="e2e-$(date +%s)-$$"
+  "$KUBECTL" create namespace "$E2E_NAMESPACE" >/dev/null || fail "creating namespace $E2E_NAMESPACE"
+  "$KUBECTL" config set-context --current --namespace "$E2E_NAMESPACE" >/dev/null
+  wait_for 60 "the default ServiceAccount of $E2E_NAMESPACE" "$KUBECTL" get serviceaccount default
+  # The install namespace, as the chart makes it: the families run there (their
+  # certificates, SidecarSet revisions), as OpenKruise's kruise-manager does.
+  "$KUBECTL" get namespace kruise-system >/dev/null 2>&1 || "$KUBECTL" create namespace kruise-system >/dev/null
+  FAMILY_NAMESPACE=kruise-system
+  E2E_WEBHOOKS_BEFORE="$("$KUBECTL" get mutatingwebhookconfigurations,validatingwebhookconfigurations -o name)"
+  local sim; sim=$(kruise_bin kruise-sim) || exit 1
+  CLUSTER_LOG="$WORK/kruise-sim-nodes.log"
+  "$sim" nodes --kubeconfig "$KUBECONFIG" "${nodes_flags[@]}" >"$CLUSTER_LOG" 2>&1 &
+  PIDS+=($!)
+  wait_for 60 "kruise-sim nodes Ready" grep -q '^kruise-sim nodes: .* Ready' "$CLUSTER_LOG"
+  [[ "$name" == kruise-playground ]] || return 0
+  local family binary crds steps started=() enable=()
+  while IFS=$'\t' read -r family binary crds steps; do
+    [[ "$controllers" == all || ",$controllers," == *",$family,"* ]] || continue
+    started+=("$family")
+    [[ "$steps" == - ]] || enable+=("$steps")
+  done < <("$bin" families)
+  local enable_flag names
+  enable_flag="--enable=$(IFS=,; echo "${enable[*]}")"
+  for family in "${started[@]}"; do
+    # kruise-webhook hosts the pod chain: the steps of the families beside it.
+    if [[ "$family" == webhook ]]; then start_family "$family" "$enable_flag"; else start_family "$family"; fi
+  done
+  names="$(IFS=,; echo "${started[*]}")"
+  # As `kruise-playground up` prints it.
+  echo "controllers running against $KRUISE_E2E_KUBECONFIG: ${names//,/, }" >>"$CLUSTER_LOG"
+}
+
+# external_cleanup: what a scenario leaves in an external cluster goes, first while the
+# families and the kubelet still run (they finish deletions and remove their finalizers):
+# the objects of the CRDs it installed and its namespace; then, once its processes are
+# stopped, the webhook configurations its families registered and the CRDs (whose webhook
+# URLs lead nowhere now), and the Node objects of its `kruise-sim nodes`.
+external_cleanup() {
+  [[ -n "${E2E_NAMESPACE:-}" ]] || return 0
+  local crd webhook nodes i
+  for crd in "${E2E_CRDS[@]}"; do
+    "$KUBECTL" delete "$crd" --all --all-namespaces --timeout=60s >/dev/null 2>&1 || true
+  done
+  "$KUBECTL" delete namespace "$E2E_NAMESPACE" --timeout=60s >/dev/null 2>&1 || true
+  for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; done
+  PIDS=()
+  for webhook in $("$KUBECTL" get mutatingwebhookconfigurations,validatingwebhookconfigurations -o name 2>/dev/null); do
+    grep -qxF "$webhook" <<<"$E2E_WEBHOOKS_BEFORE" || "$KUBECTL" delete "$webhook" >/dev/null 2>&1 || true
+  done
+  for crd in "${E2E_CRDS[@]}"; do
+    "$KUBECTL" delete crd "$crd" --timeout=60s >/dev/null 2>&1 || true
+  done
+  # "kruise-sim nodes: 3 Ready (sim-node-0 .. sim-node-2)"
+  nodes=$(sed -n 's/^kruise-sim nodes: \([0-9]*\) Ready (\(.*\)-0 .*/\1 \2/p' "$CLUSTER_LOG")
+  if [[ -n "$nodes" ]]; then
+    for ((i = 0; i < ${nodes%% *}; i++)); do
+      "$KUBECTL" delete node "${nodes#* }-$i" --wait=false >/dev/null 2>&1 || true
+    done
+  fi
+}
+
 # start_family NAME [FLAGS...]: kruise-NAME's CRDs applied with kubectl, then the binary
 # started against the cluster as one replica (no leader election, webhooks on 127.0.0.1
-# with their certificates in `default`); returns once its /readyz answers.
+# with their certificates in FAMILY_NAMESPACE, default `default`); returns once its
+# /readyz answers.
 start_family() {
   local name="$1" bin crds health; shift
   bin=$(kruise_bin "kruise-$name") || exit 1
   crds="$("$bin" crd)"
-  [[ -z "$crds" ]] || "$KUBECTL" apply -f - >/dev/null <<<"$crds"
+  if [[ -n "$crds" ]]; then
+    local applied crd
+    applied=$("$KUBECTL" apply -f - -o name <<<"$crds") || fail "applying the CRDs of kruise-$name"
+    # customresourcedefinition.apiextensions.k8s.io/<plural>.<group> -> <plural>.<group>
+    while read -r crd; do E2E_CRDS+=("${crd#*/}"); done <<<"$applied"
+  fi
   health=$(free_port)
   "$bin" --kubeconfig "$KUBECONFIG" --leader-elect=false \
     --metrics-addr "127.0.0.1:$(free_port)" --health-addr "127.0.0.1:$health" \
-    --webhook-port "$(free_port)" --webhook-host 127.0.0.1 --webhook-bind-address 127.0.0.1 --webhook-namespace default "$@" \
+    --webhook-port "$(free_port)" --webhook-host 127.0.0.1 --webhook-bind-address 127.0.0.1 --webhook-namespace "${FAMILY_NAMESPACE:-default}" "$@" \
     >"$WORK/kruise-$name.log" 2>&1 &
   PIDS+=($!)
   wait_for 60 "kruise-$name ready" curl -sf "http://127.0.0.1:$health/readyz"

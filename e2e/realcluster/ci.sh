@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # One step for CI: start the real control plane in DIR, run smoke.sh against
-# it, and stop it again whatever happened. Exits with smoke.sh's status (or
-# up.sh's, if the control plane did not come up). Extra arguments after DIR
-# form a command run after smoke.sh with KUBECONFIG set, e.g. further suites.
+# it (no nodes), then nodes-smoke.sh (kruise-sim's simulated nodes), and stop
+# it again whatever happened. Exits non-zero on the first failure (or up.sh's,
+# if the control plane did not come up). Extra arguments after DIR form a
+# command run after both with KUBECONFIG set, e.g. further suites.
 set -euo pipefail
 
 script_dir="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -18,6 +19,7 @@ trap '"$script_dir/up.sh" stop "$dir"' EXIT
 exports=$("$script_dir/up.sh" start "$dir")
 eval "$exports"
 "$script_dir/smoke.sh"
+"$script_dir/nodes-smoke.sh"
 if [[ $# -gt 0 ]]; then
 	"$@"
 fi

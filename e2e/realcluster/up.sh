@@ -32,6 +32,12 @@ default_controllers+=",statefulset-controller,job-controller,ttl-after-finished-
 default_controllers+=",namespace-controller,serviceaccount-controller,serviceaccount-token-controller"
 default_controllers+=",root-ca-certificate-publisher-controller,clusterrole-aggregation-controller"
 default_controllers+=",disruption-controller,endpointslice-controller,pod-garbage-collector-controller"
+# Nodes: kruise-sim's simulated nodes renew their Leases, so node lifecycle keeps them
+# Ready (and marks a Node without a kubelet unreachable); DaemonSets run on them.
+default_controllers+=",node-lifecycle-controller,daemonset-controller"
+# PVC and PV protection: the finalizers admission puts on them are taken off again, so a
+# namespace with claims (OpenKruise's e2e specs make them) can be deleted.
+default_controllers+=",persistentvolumeclaim-protection-controller,persistentvolume-protection-controller"
 controllers="${REALCLUSTER_CONTROLLERS:-$default_controllers}"
 ready_timeout_seconds="${REALCLUSTER_READY_TIMEOUT:-120}"
 

@@ -186,6 +186,8 @@ async fn call_conversion_webhook(
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "ConversionReview",
         "request": {"uid": uid, "desiredAPIVersion": desired_api_version, "objects": objects},
+        // kube-apiserver sends an empty response too (its Go struct's zero value).
+        "response": {"uid": "", "convertedObjects": null, "result": {"metadata": {}}},
     });
     let body = serde_json::to_vec(&review).map_err(|e| e.to_string())?;
     let response = tokio::time::timeout(

@@ -16,6 +16,7 @@
 #![allow(clippy::result_large_err)]
 
 pub mod authz;
+pub mod client_nodes;
 pub mod cluster;
 pub mod conversion;
 pub mod defaults;
@@ -224,30 +225,14 @@ impl Sim {
                 cri_rx,
             )));
             if let Some(dir) = &config.cri_dir {
-                for i in 0..config.nodes {
-                    let node = cluster::nodes::node_name(i);
-                    let socket = cluster::cri::socket_path(dir, &node);
-                    let runtime = cluster::cri::NodeRuntime {
-                        node,
-                        tx: cri_tx.clone(),
-                        pull_delay: config.kubelet.pull_delay,
-                    };
-                    let mut stop = shared.shutdown_signal();
-                    let shutdown = async move {
-                        let _ = stop.wait_for(|s| *s).await;
-                    };
-                    // Bound before `start` returns, so the socket exists once it does.
-                    let listener = kruise_cri::bind_unix(&socket).with_context(|| {
-                        format!("binding the fake CRI socket {}", socket.display())
-                    })?;
-                    background.push(tokio::spawn(async move {
-                        let serve =
-                            kruise_cri::serve(listener, runtime.clone(), runtime, shutdown);
-                        if let Err(e) = serve.await {
-                            tracing::warn!(error = %e, socket = %socket.display(), "fake CRI server stopped");
-                        }
-                    }));
-                }
+                let names: Vec<String> = (0..config.nodes).map(cluster::nodes::node_name).collect();
+                background.extend(cluster::cri::serve_sockets(
+                    dir,
+                    &names,
+                    &cri_tx,
+                    config.kubelet.pull_delay,
+                    &shared.shutdown_signal(),
+                )?);
             }
         }
         let router = server::router(shared.clone());

@@ -3,6 +3,7 @@
 //! running in-process.
 
 use clap::{Parser, Subcommand};
+use kruise_sim::client_nodes::{self, NodesFlags};
 use kruise_sim::up::{self, UpFlags};
 
 /// jemalloc, as the kruise-rs binaries have: it spends a third less CPU than glibc's malloc
@@ -24,12 +25,18 @@ struct Cli {
 enum Command {
     /// Start the API server, write a kubeconfig and serve until Ctrl-C / SIGTERM.
     Up(UpFlags),
+    /// Run simulated nodes (Node objects, Leases, kubelet, fake CRI) against an existing
+    /// API server, the way kwok does, until Ctrl-C / SIGTERM.
+    Nodes(NodesFlags),
 }
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     up::init_logging();
-    let Command::Up(flags) = Cli::parse().command;
+    let flags = match Cli::parse().command {
+        Command::Up(flags) => flags,
+        Command::Nodes(flags) => return nodes(&flags).await,
+    };
     let running = flags.start().await?;
     println!("{}", running.listening_line());
     for line in running.usage_lines() {
@@ -38,5 +45,20 @@ async fn main() -> anyhow::Result<()> {
     up::wait_for_signal().await?;
     eprintln!("kruise-sim: shutting down");
     running.sim.shutdown().await;
+    Ok(())
+}
+
+async fn nodes(flags: &NodesFlags) -> anyhow::Result<()> {
+    let nodes = client_nodes::start(flags).await?;
+    // Printed last, once the nodes are Ready: scripts wait for this line.
+    println!(
+        "kruise-sim nodes: {} Ready ({} .. {})",
+        nodes.names.len(),
+        nodes.names.first().map_or("", String::as_str),
+        nodes.names.last().map_or("", String::as_str),
+    );
+    up::wait_for_signal().await?;
+    eprintln!("kruise-sim: stopping the nodes");
+    nodes.shutdown().await;
     Ok(())
 }

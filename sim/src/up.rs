@@ -53,7 +53,7 @@ pub struct UpFlags {
     pub authorize: bool,
 }
 
-fn duration(s: &str) -> Result<Duration, String> {
+pub(crate) fn duration(s: &str) -> Result<Duration, String> {
     crate::cluster::parse_duration(s)
         .ok_or_else(|| format!("invalid duration {s:?} (e.g. 50ms, 2s)"))
 }

@@ -194,9 +194,21 @@ pub struct ConversionResponse {
     pub result: Value,
 }
 
+/// A ConversionReview as the API server sends it. kube-apiserver also sends an empty
+/// `response` (`{"uid":"","convertedObjects":null,"result":{"metadata":{}}}`), which is
+/// not read, so its nulls do not make the review malformed.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct IncomingReview {
+    api_version: String,
+    kind: String,
+    #[serde(default)]
+    request: Option<ConversionRequest>,
+}
+
 /// Answers one ConversionReview body; `Err` (HTTP 400) when the body is not one.
 pub fn review(converters: &[std::sync::Arc<dyn Converter>], body: &[u8]) -> Result<Value, String> {
-    let review: ConversionReview =
+    let review: IncomingReview =
         serde_json::from_slice(body).map_err(|e| format!("malformed ConversionReview: {e}"))?;
     if review.kind != "ConversionReview" || !review.api_version.starts_with("apiextensions.k8s.io/")
     {
@@ -346,5 +358,27 @@ mod tests {
         );
         assert!(Renamed.handles("example.io", "Widget"));
         assert!(!Renamed.handles("example.io", "Gadget"));
+    }
+
+    /// kube-apiserver's request body, byte for byte in shape: it carries an empty
+    /// `response` with a null `convertedObjects` (found against the real control plane:
+    /// every conversion of a SidecarSet failed with HTTP 400).
+    #[test]
+    fn a_review_as_kube_apiserver_sends_it_converts() {
+        let body = json!({
+            "kind": "ConversionReview",
+            "apiVersion": "apiextensions.k8s.io/v1",
+            "request": {"uid": "u1", "desiredAPIVersion": "example.io/v1beta1",
+                "objects": [{"apiVersion": "example.io/v1alpha1", "kind": "Widget", "spec": {"size": 2}}]},
+            "response": {"uid": "", "convertedObjects": null, "result": {"metadata": {}}},
+        });
+        let converters: Vec<std::sync::Arc<dyn Converter>> = vec![std::sync::Arc::new(Renamed)];
+        let out = review(&converters, &serde_json::to_vec(&body).unwrap()).unwrap();
+        assert_eq!(out["response"]["uid"], "u1");
+        assert_eq!(out["response"]["result"]["status"], "Success");
+        assert_eq!(
+            out["response"]["convertedObjects"][0]["spec"],
+            json!({"replicas": 2})
+        );
     }
 }

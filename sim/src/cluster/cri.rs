@@ -68,6 +68,41 @@ pub fn socket_path(dir: &Path, node: &str) -> PathBuf {
     dir.join(format!("{node}.sock"))
 }
 
+/// Binds `<dir>/<node>.sock` for each of `nodes` (before returning, so the sockets exist
+/// once it does) and serves each node's fake CRI runtime there, answered by the kubelet
+/// behind `tx`, until `stop` turns true.
+pub(crate) fn serve_sockets(
+    dir: &Path,
+    nodes: &[String],
+    tx: &mpsc::Sender<CriRequest>,
+    pull_delay: Duration,
+    stop: &tokio::sync::watch::Receiver<bool>,
+) -> anyhow::Result<Vec<tokio::task::JoinHandle<()>>> {
+    use anyhow::Context as _;
+    let mut tasks = Vec::new();
+    for node in nodes {
+        let socket = socket_path(dir, node);
+        let runtime = NodeRuntime {
+            node: node.clone(),
+            tx: tx.clone(),
+            pull_delay,
+        };
+        let mut stop = stop.clone();
+        let shutdown = async move {
+            let _ = stop.wait_for(|s| *s).await;
+        };
+        let listener = kruise_cri::bind_unix(&socket)
+            .with_context(|| format!("binding the fake CRI socket {}", socket.display()))?;
+        tasks.push(tokio::spawn(async move {
+            let serve = kruise_cri::serve(listener, runtime.clone(), runtime, shutdown);
+            if let Err(e) = serve.await {
+                tracing::warn!(error = %e, socket = %socket.display(), "fake CRI server stopped");
+            }
+        }));
+    }
+    Ok(tasks)
+}
+
 /// The RuntimeService and ImageService of one simulated node.
 #[derive(Clone)]
 pub(crate) struct NodeRuntime {

@@ -6,6 +6,8 @@
 //! updates rely on: a container whose spec hash changes is killed and restarted alone
 //! (restartCount+1, new containerID, new imageID for a new image), the pod keeping its
 //! uid, IP and node. Deleted pods are removed after min(grace period, a short cap).
+//! It reads and writes through `kubelet_api::KubeletApi`: kruise-sim's store in-process,
+//! a kube client for `kruise-sim nodes` against another API server.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -13,11 +15,13 @@ use std::time::Duration;
 
 use jiff::{SignedDuration, Timestamp};
 use serde_json::{Map, Value, json};
-use tokio::sync::broadcast::error::{RecvError, TryRecvError};
 use tokio::time::Instant;
 
 use super::cri::{CriContainer, CriRequest};
 use super::images::{ImageStore, image_id};
+use super::kubelet_api::{
+    KubeletApi, PodChange, PodChanges, PodKey, StoreApi, StoreChanges, Waiting,
+};
 use super::{
     ANN_EXIT_AFTER, ANN_EXIT_CODE, ANN_POSTSTART_DURATION, ANN_PRESTOP_DURATION, ANN_READY_DELAY,
     ANN_START_DELAY, ANN_STOP_DELAY, KubeletTimings,
@@ -25,8 +29,6 @@ use super::{
 use super::{nodes, parse_duration, stable_hash};
 use crate::SimShared;
 use crate::meta;
-use crate::ops::{DeleteOptions, Subresource};
-use crate::registry::GroupResource;
 use kruise_cri::v1::ContainerState;
 use tokio::sync::mpsc;
 
@@ -43,32 +45,49 @@ fn termination_time(pod: &Value) -> Duration {
     let pre_stop = containers(pod, "containers")
         .iter()
         .filter_map(|c| c.pointer("/lifecycle/preStop"))
-        .map(
-            |h| match h.pointer("/sleep/seconds").and_then(Value::as_u64) {
-                Some(secs) => Duration::from_secs(secs),
-                None => hook_default,
-            },
-        )
+        .map(|h| hook_time(h).unwrap_or(hook_default))
         .max()
         .unwrap_or(Duration::ZERO);
     pre_stop + ann_duration(pod, ANN_STOP_DELAY).unwrap_or(DELETE_CAP)
 }
 
-/// How long a container's postStart hook runs: a `sleep` action's seconds, an exec or
-/// httpGet hook `sim.kruise.io/poststart-duration` (default 0). As the kubelet runs the
+/// How long a hook runs when the hook itself says: a `sleep` action's seconds, or an exec
+/// action that only sleeps (`sleep N`, `sh -c "sleep N"`), as OpenKruise's e2e specs write
+/// their hooks. None for any other exec or httpGet hook.
+fn hook_time(hook: &Value) -> Option<Duration> {
+    if let Some(secs) = hook.pointer("/sleep/seconds").and_then(Value::as_u64) {
+        return Some(Duration::from_secs(secs));
+    }
+    let command: Vec<&str> = hook
+        .pointer("/exec/command")?
+        .as_array()?
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    let line = match command.as_slice() {
+        [shell, "-c", script] if shell.ends_with("sh") => script.to_string(),
+        words => words.join(" "),
+    };
+    match line.split_whitespace().collect::<Vec<_>>().as_slice() {
+        [sleep, secs] if sleep.ends_with("sleep") => parse_duration(secs),
+        _ => None,
+    }
+}
+
+/// How long a container's postStart hook runs: what the hook says (`hook_time`), else for
+/// an exec or httpGet hook `sim.kruise.io/poststart-duration` (default 0). As the kubelet runs the
 /// hook before reporting the container running, the container is reported waiting
 /// (ContainerCreating) until the hook is done.
 fn post_start_time(pod: &Value, container: &Value) -> Duration {
     match container.pointer("/lifecycle/postStart") {
         None => Duration::ZERO,
-        Some(h) => match h.pointer("/sleep/seconds").and_then(Value::as_u64) {
-            Some(secs) => Duration::from_secs(secs),
-            None => ann_duration(pod, ANN_POSTSTART_DURATION).unwrap_or(Duration::ZERO),
-        },
+        Some(h) => hook_time(h)
+            .or_else(|| ann_duration(pod, ANN_POSTSTART_DURATION))
+            .unwrap_or(Duration::ZERO),
     }
 }
 
-type Key = (String, String);
+type Key = PodKey;
 
 fn container_id() -> String {
     format!(
@@ -250,8 +269,8 @@ fn str_of<'a>(v: &'a Value, k: &str) -> &'a str {
     v.get(k).and_then(Value::as_str).unwrap_or("")
 }
 
-struct Kubelet {
-    sh: Arc<SimShared>,
+struct Kubelet<A> {
+    api: A,
     timings: KubeletTimings,
     /// Simulated node name -> index.
     nodes: HashMap<String, usize>,
@@ -262,7 +281,7 @@ struct Kubelet {
     images: ImageStore,
 }
 
-impl Kubelet {
+impl<A: KubeletApi> Kubelet<A> {
     fn start_delay(&self, pod: &Value) -> Duration {
         ann_duration(pod, ANN_START_DELAY).unwrap_or(self.timings.start_delay)
     }
@@ -596,8 +615,7 @@ impl Kubelet {
     }
 
     async fn reconcile(&mut self, key: &Key) -> Option<Instant> {
-        let gr = GroupResource::new("", "pods");
-        let Some(pod) = self.sh.store.get(&gr, &key.0, &key.1) else {
+        let Some(pod) = self.api.pod(key) else {
             self.forget(key);
             return None;
         };
@@ -626,7 +644,6 @@ impl Kubelet {
             let rt = self.new_runtime(&pod, &node, now);
             self.pods.insert(key.clone(), rt);
         }
-        let def = self.sh.resolve("", "v1", "pods")?;
         if meta::is_terminating(&pod) {
             let grace = meta::metadata(&pod)
                 .and_then(|m| m.get("deletionGracePeriodSeconds"))
@@ -644,30 +661,18 @@ impl Kubelet {
                     m.insert("apiVersion".into(), json!("v1"));
                     m.insert("kind".into(), json!("Pod"));
                 }
-                let source = super::EventSource {
-                    component: "kubelet",
-                    host: Some(&node),
-                };
                 for name in names {
                     let message = format!("Stopping container {name}");
-                    super::record_event(&self.sh, source, &involved, "Normal", "Killing", &message)
+                    self.api
+                        .record_event(&node, &involved, "Normal", "Killing", &message)
                         .await;
                 }
             }
             if now < at {
                 return Some(at);
             }
-            // The kubelet's final delete: grace 0 with a uid precondition, so a new
-            // pod with the same name is never removed by mistake.
-            let opts = DeleteOptions {
-                grace_period_seconds: Some(0),
-                precondition_uid: Some(uid),
-                ..Default::default()
-            };
-            if let Err(e) = self
-                .sh
-                .delete(&def, &key.0, &key.1, &opts, &nodes::kubelet_opts(&node))
-                .await
+            // The final delete (grace 0, uid precondition); 409: a new pod took the name.
+            if let Err(e) = self.api.delete_pod(key, &uid, &node).await
                 && e.code != 404
                 && e.code != 409
             {
@@ -680,35 +685,23 @@ impl Kubelet {
         let (status, next) = self.render(&rt, &pod, now);
         if pod.get("status") != Some(&status) {
             let res = self
-                .sh
-                .update_with(
-                    &def,
-                    "v1",
-                    &key.0,
-                    &key.1,
-                    Subresource::Status,
-                    &nodes::kubelet_opts(&node),
-                    |cur| {
-                        if meta::meta_str(cur, "uid") != rt.uid {
-                            return Err(crate::ApiError::conflict(
-                                "",
-                                "pods",
-                                &key.1,
-                                "uid changed",
-                            ));
-                        }
-                        // Re-render against the latest object so a condition another
-                        // writer just added (readiness gates, InPlaceUpdateReady) is kept.
-                        let s = if meta::meta_str(cur, "resourceVersion")
+                .api
+                .write_status(key, &node, |cur| {
+                    if meta::meta_str(cur, "uid") != rt.uid {
+                        return Err(crate::ApiError::conflict("", "pods", &key.1, "uid changed"));
+                    }
+                    // Re-render against the latest object so a condition another
+                    // writer just added (readiness gates, InPlaceUpdateReady) is kept.
+                    Ok(
+                        if meta::meta_str(cur, "resourceVersion")
                             == meta::meta_str(&pod, "resourceVersion")
                         {
                             status.clone()
                         } else {
                             self.render(&rt, cur, now).0
-                        };
-                        Ok(crate::ops::status_write(cur, s))
-                    },
-                )
+                        },
+                    )
+                })
                 .await;
             if let Err(e) = res
                 && e.code != 404
@@ -721,7 +714,7 @@ impl Kubelet {
     }
 }
 
-impl Kubelet {
+impl<A: KubeletApi> Kubelet<A> {
     /// The containers of `node`'s pods (live and the last dead one per name), as the
     /// CRI reports them.
     fn cri_containers(&self, node: &str, now: Instant) -> Vec<CriContainer> {
@@ -813,11 +806,7 @@ impl Kubelet {
                     let _ = reply.send(false);
                     return None;
                 };
-                let pod = self
-                    .sh
-                    .store
-                    .get(&GroupResource::new("", "pods"), &key.0, &key.1)
-                    .unwrap_or_else(|| Arc::new(Value::Null));
+                let pod = self.api.pod(&key).unwrap_or_else(|| Arc::new(Value::Null));
                 let (start, ready) = (self.start_delay(&pod), self.ready_delay(&pod));
                 // A graceful stop (SIGTERM, then a clean exit) ends with 0; a stop
                 // without a timeout is a SIGKILL: 137.
@@ -936,37 +925,44 @@ fn set_cond(
     }
 }
 
-/// Runs the kubelet for nodes `sim-node-0..node_count-1`.
+/// Runs the kubelet for the in-process nodes `sim-node-0..node_count-1`, on the store.
 pub(crate) async fn run(
     sh: Arc<SimShared>,
     node_count: usize,
     timings: KubeletTimings,
+    cri: mpsc::Receiver<CriRequest>,
+) {
+    let changes = StoreChanges {
+        rx: sh.store.subscribe(),
+    };
+    let names = (0..node_count).map(nodes::node_name).collect();
+    run_with(StoreApi { sh }, changes, names, timings, cri).await;
+}
+
+/// Runs the kubelet of `node_names` (node `i` gets `nodes::node_ip(i)` and the pod range
+/// 10.244.i.0/24) against `api`, until `changes` ends.
+pub(crate) async fn run_with<A: KubeletApi>(
+    api: A,
+    mut changes: impl PodChanges,
+    node_names: Vec<String>,
+    timings: KubeletTimings,
     mut cri: mpsc::Receiver<CriRequest>,
 ) {
-    let mut rx = sh.store.subscribe();
     let mut k = Kubelet {
-        sh: sh.clone(),
+        api,
         timings,
-        nodes: (0..node_count).map(|i| (nodes::node_name(i), i)).collect(),
+        nodes: node_names
+            .into_iter()
+            .enumerate()
+            .map(|(i, name)| (name, i))
+            .collect(),
         pods: HashMap::new(),
         ips: HashMap::new(),
         overflow_ip: 0,
         images: ImageStore::default(),
     };
-    let pods_gr = GroupResource::new("", "pods");
     let mut deadlines: HashMap<Key, Instant> = HashMap::new();
-    let mut dirty: HashSet<Key> = sh
-        .store
-        .list(&pods_gr, None)
-        .0
-        .iter()
-        .map(|p| {
-            (
-                meta::meta_str(p, "namespace").to_string(),
-                meta::name_of(p).to_string(),
-            )
-        })
-        .collect();
+    let mut dirty: HashSet<Key> = k.api.pod_keys().into_iter().collect();
     loop {
         if dirty.is_empty() {
             let wake = deadlines.values().min().copied();
@@ -977,10 +973,10 @@ pub(crate) async fn run(
                 }
             };
             tokio::select! {
-                r = rx.recv() => match r {
-                    Ok(ev) => if ev.gr == pods_gr { dirty.insert((ev.namespace.clone(), ev.name.clone())); },
-                    Err(RecvError::Lagged(_)) => dirty.extend(all_pods(&sh)),
-                    Err(RecvError::Closed) => return,
+                change = changes.next() => match change {
+                    Some(PodChange::Pod(key)) => { dirty.insert(key); }
+                    Some(PodChange::All) => dirty.extend(k.api.pod_keys()),
+                    None => return,
                 },
                 Some(req) = cri.recv() => dirty.extend(k.handle_cri(req)),
                 _ = sleep => {}
@@ -990,15 +986,13 @@ pub(crate) async fn run(
             dirty.extend(k.handle_cri(req));
         }
         loop {
-            match rx.try_recv() {
-                Ok(ev) => {
-                    if ev.gr == pods_gr {
-                        dirty.insert((ev.namespace.clone(), ev.name.clone()));
-                    }
+            match changes.try_next() {
+                Waiting::Change(PodChange::Pod(key)) => {
+                    dirty.insert(key);
                 }
-                Err(TryRecvError::Lagged(_)) => dirty.extend(all_pods(&sh)),
-                Err(TryRecvError::Empty) => break,
-                Err(TryRecvError::Closed) => return,
+                Waiting::Change(PodChange::All) => dirty.extend(k.api.pod_keys()),
+                Waiting::Nothing => break,
+                Waiting::Closed => return,
             }
         }
         let now = Instant::now();
@@ -1021,23 +1015,39 @@ pub(crate) async fn run(
     }
 }
 
-fn all_pods(sh: &SimShared) -> Vec<Key> {
-    sh.store
-        .list(&GroupResource::new("", "pods"), None)
-        .0
-        .iter()
-        .map(|p| {
-            (
-                meta::meta_str(p, "namespace").to_string(),
-                meta::name_of(p).to_string(),
-            )
-        })
-        .collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn hooks_that_only_sleep_take_their_seconds() {
+        let hook = |v: Value| hook_time(&v);
+        assert_eq!(
+            hook(json!({"sleep": {"seconds": 3}})),
+            Some(Duration::from_secs(3))
+        );
+        assert_eq!(
+            hook(json!({"exec": {"command": ["sleep", "10"]}})),
+            Some(Duration::from_secs(10))
+        );
+        assert_eq!(
+            hook(json!({"exec": {"command": ["/bin/sh", "-c", "sleep 2"]}})),
+            Some(Duration::from_secs(2))
+        );
+        assert_eq!(
+            hook(json!({"exec": {"command": ["nginx", "-s", "quit"]}})),
+            None
+        );
+        assert_eq!(
+            hook(json!({"httpGet": {"path": "/stop", "port": 80}})),
+            None
+        );
+        let pod = json!({"metadata": {"annotations": {ANN_POSTSTART_DURATION: "1s"}}});
+        let exec = json!({"lifecycle": {"postStart": {"exec": {"command": ["nginx", "-t"]}}}});
+        assert_eq!(post_start_time(&pod, &exec), Duration::from_secs(1));
+        let sleeps = json!({"lifecycle": {"postStart": {"exec": {"command": ["sleep", "10"]}}}});
+        assert_eq!(post_start_time(&pod, &sleeps), Duration::from_secs(10));
+    }
 
     #[test]
     fn image_ids() {

@@ -9,6 +9,7 @@ pub mod gc;
 pub mod images;
 pub mod jobs;
 pub mod kubelet;
+pub mod kubelet_api;
 pub mod nodes;
 pub mod quantity;
 pub mod scheduler;
@@ -52,13 +53,14 @@ pub const ANN_EXIT_AFTER: &str = "sim.kruise.io/exit-after";
 /// Annotation: the exit code those containers exit with (default 0).
 pub const ANN_EXIT_CODE: &str = "sim.kruise.io/exit-code";
 
-/// Annotation: how long an exec or httpGet preStop hook of the pod's containers runs
-/// (a `sleep` hook takes its own seconds).
+/// Annotation: how long an exec (other than `sleep N`) or httpGet preStop hook of the
+/// pod's containers runs (a `sleep` hook takes its own seconds).
 pub const ANN_PRESTOP_DURATION: &str = "sim.kruise.io/prestop-duration";
 /// Annotation: how long the containers take to exit after SIGTERM (default 100ms).
 pub const ANN_STOP_DELAY: &str = "sim.kruise.io/stop-delay";
-/// Annotation: how long an exec or httpGet postStart hook of the pod's containers runs
-/// (a `sleep` hook takes its own seconds). A container is not running until its hook is done.
+/// Annotation: how long an exec (other than `sleep N`) or httpGet postStart hook of the
+/// pod's containers runs (a `sleep` hook takes its own seconds). A container is not
+/// running until its hook is done.
 pub const ANN_POSTSTART_DURATION: &str = "sim.kruise.io/poststart-duration";
 
 /// A hash that depends only on `s` and `seed` (`DefaultHasher::new` has fixed keys), for the
@@ -131,22 +133,17 @@ pub(crate) struct EventSource<'a> {
     pub host: Option<&'a str>,
 }
 
-/// Records a core/v1 Event about `object` as the cluster's components do (named
-/// `<object>.<16 hex>`, involvedObject with uid and resourceVersion, count 1), so
-/// `kubectl describe` and `kubectl get events` show it. Failures are logged only: an
-/// event is never worth failing the action it describes.
-pub(crate) async fn record_event(
-    sh: &crate::SimShared,
+/// A core/v1 Event about `object` as the cluster's components record it (named
+/// `<object>.<16 hex>`, involvedObject with uid and resourceVersion, count 1), with the
+/// namespace it goes to.
+pub(crate) fn event_object(
     source: EventSource<'_>,
     object: &serde_json::Value,
     type_: &str,
     reason: &str,
     message: &str,
-) {
+) -> (String, serde_json::Value) {
     use crate::meta;
-    let Some(def) = sh.resolve("", "v1", "events") else {
-        return;
-    };
     let namespace = match meta::meta_str(object, "namespace") {
         "" => "default",
         ns => ns,
@@ -179,11 +176,29 @@ pub(crate) async fn record_event(
         "lastTimestamp": now,
         "count": 1,
     });
+    (namespace.to_string(), event)
+}
+
+/// Records a core/v1 Event about `object` (see [`event_object`]), so `kubectl describe`
+/// and `kubectl get events` show it. Failures are logged only: an event is never worth
+/// failing the action it describes.
+pub(crate) async fn record_event(
+    sh: &crate::SimShared,
+    source: EventSource<'_>,
+    object: &serde_json::Value,
+    type_: &str,
+    reason: &str,
+    message: &str,
+) {
+    let Some(def) = sh.resolve("", "v1", "events") else {
+        return;
+    };
+    let (namespace, event) = event_object(source, object, type_, reason, message);
     let opts = crate::ops::WriteOptions {
         user_agent: source.component.to_string(),
         ..Default::default()
     };
-    if let Err(e) = sh.create(&def, "v1", namespace, event, &opts).await {
+    if let Err(e) = sh.create(&def, "v1", &namespace, event, &opts).await {
         tracing::debug!(error = %e, reason, "recording an event failed");
     }
 }

@@ -30,10 +30,36 @@ pub(crate) fn kubelet_opts(node: &str) -> WriteOptions {
     }
 }
 
-fn node_status(i: usize) -> Value {
+/// What each simulated node offers unless told otherwise.
+pub fn default_capacity() -> Value {
+    json!({"cpu": "8", "memory": "32Gi", "pods": "110", "ephemeral-storage": "100Gi"})
+}
+
+/// The Node a kubelet registers for node `name`, the `i`th simulated node.
+pub(crate) fn node_object(name: &str, i: usize) -> Value {
+    json!({
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": name,
+            "labels": {
+                "kubernetes.io/hostname": name,
+                "kubernetes.io/os": "linux",
+                "kubernetes.io/arch": "amd64",
+                "beta.kubernetes.io/os": "linux",
+                "beta.kubernetes.io/arch": "amd64",
+                "topology.kubernetes.io/zone": ZONES[i % ZONES.len()],
+            },
+            "annotations": {"node.alpha.kubernetes.io/ttl": "0"},
+        },
+        "spec": {"podCIDR": format!("10.244.{i}.0/24"), "podCIDRs": [format!("10.244.{i}.0/24")]},
+    })
+}
+
+/// The status the kubelet of node `name` (the `i`th) posts: Ready, capacity and
+/// allocatable `resources`, addresses, node info.
+pub(crate) fn node_status(name: &str, i: usize, resources: &Value) -> Value {
     let now = crate::meta::now_rfc3339();
-    let resources =
-        json!({"cpu": "8", "memory": "32Gi", "pods": "110", "ephemeral-storage": "100Gi"});
     json!({
         "capacity": resources,
         "allocatable": resources,
@@ -49,7 +75,7 @@ fn node_status(i: usize) -> Value {
         ],
         "addresses": [
             {"type": "InternalIP", "address": node_ip(i)},
-            {"type": "Hostname", "address": node_name(i)},
+            {"type": "Hostname", "address": name},
         ],
         "daemonEndpoints": {"kubeletEndpoint": {"Port": 10250}},
         "nodeInfo": {
@@ -76,23 +102,7 @@ pub async fn register(sh: &Arc<SimShared>, count: usize) -> anyhow::Result<()> {
     for i in 0..count {
         let name = node_name(i);
         let opts = kubelet_opts(&name);
-        let body = json!({
-            "apiVersion": "v1",
-            "kind": "Node",
-            "metadata": {
-                "name": name,
-                "labels": {
-                    "kubernetes.io/hostname": name,
-                    "kubernetes.io/os": "linux",
-                    "kubernetes.io/arch": "amd64",
-                    "beta.kubernetes.io/os": "linux",
-                    "beta.kubernetes.io/arch": "amd64",
-                    "topology.kubernetes.io/zone": ZONES[i % ZONES.len()],
-                },
-                "annotations": {"node.alpha.kubernetes.io/ttl": "0"},
-            },
-            "spec": {"podCIDR": format!("10.244.{i}.0/24"), "podCIDRs": [format!("10.244.{i}.0/24")]},
-        });
+        let body = node_object(&name, i);
         match sh.create(&def, "v1", "", body, &opts).await {
             Ok(_) => {}
             Err(e) if e.code == 409 => {}
@@ -102,7 +112,7 @@ pub async fn register(sh: &Arc<SimShared>, count: usize) -> anyhow::Result<()> {
         sh.update_with(&def, "v1", "", &name, Subresource::Status, &opts, |cur| {
             let mut next = cur.clone();
             if let Some(m) = next.as_object_mut() {
-                m.insert("status".into(), node_status(i));
+                m.insert("status".into(), node_status(&name, i, &default_capacity()));
             }
             Ok(next)
         })

@@ -5,6 +5,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod authorize;
+mod client_nodes;
 mod cluster;
 mod common;
 mod conversion;

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Runs OpenKruise's own e2e specs (github.com/openkruise/kruise test/e2e, v1.8.3, built
+# by `go test -c` from this module) against kruise-rs on the cluster of KUBECONFIG (the
+# real control plane of e2e/realcluster): testkit/scenario-lib.sh's start_cluster, with
+# KRUISE_E2E_KUBECONFIG set, starts `kruise-sim nodes` and the kruise-rs families there
+# (instead of kruise-manager), then the suite runs the specs whose names match FOCUS.
+#
+#   KUBECONFIG=/tmp/kcp/kubeconfig e2e/openkruise/run.sh 'CloneSet Scaling'
+#
+# OPENKRUISE_E2E_BIN: the test binary (default ~/.cache/kruise-openkruise-e2e/
+# openkruise-e2e.test, built when missing; the Go caches stay where `go env` puts them).
+set -euo pipefail
+
+: "${KUBECONFIG:?set KUBECONFIG, e.g. eval \"\$(e2e/realcluster/up.sh start DIR)\"}"
+[[ $# -eq 1 ]] || {
+	echo "usage: $0 FOCUS (a regular expression over spec names)" >&2
+	exit 2
+}
+focus=$1
+script_dir="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+bin="${OPENKRUISE_E2E_BIN:-$HOME/.cache/kruise-openkruise-e2e/openkruise-e2e.test}"
+if [[ ! -x $bin ]]; then
+	(cd "$script_dir" && go test -c -o "$bin" github.com/openkruise/kruise/test/e2e)
+fi
+
+export KRUISE_E2E_KUBECONFIG="$KUBECONFIG"
+# shellcheck source=testkit/scenario-lib.sh
+source "$script_dir/../../testkit/scenario-lib.sh"
+scenario_init
+start_cluster kruise-playground
+# The suite makes a namespace per spec; its kubeconfig is the scenario's. The whole
+# output goes to OPENKRUISE_E2E_LOG (default: a new file under /tmp); the summary and
+# the failed specs are printed.
+log="${OPENKRUISE_E2E_LOG:-$(mktemp -t openkruise-e2e.XXXXXX)}"
+"$bin" -test.timeout 60m -ginkgo.focus="$focus" -ginkgo.noColor -ginkgo.v >"$log" 2>&1 || true
+grep -E '^(\[Fail\]|Ran |SUCCESS!|FAIL!)' "$log" || true
+echo "full output: $log"
+grep -q '^SUCCESS!' "$log"
