@@ -3,7 +3,8 @@
 //! stored it, its two ControllerRevisions with OpenKruise's names and data, three Running
 //! pods, one of them updated in place earlier, and their PVCs) is loaded into kruise-sim,
 //! then kruise-rs's CloneSet controller starts. It must adopt all of it without a pod
-//! create, delete or spec/metadata write, and still update in place afterwards.
+//! create, delete or spec/metadata write, and still update in place afterwards; also
+//! mid-rollout (`cloneset-partition.json`), where the pod a partition holds stays put.
 //!
 //! The fixture's computed values (template defaults, revision names, hashes and data, the
 //! claim-template hash) are what `fixtures/openkruise/expected-values` prints for the
@@ -24,9 +25,14 @@ use kube::{Client, ResourceExt as _};
 use serde_json::{Value, json};
 use support::{RunningController, WAIT, eventually, sim_with_crd};
 
-const FIXTURE: &str = include_str!("fixtures/openkruise/migration/cloneset.json");
-/// The revision OpenKruise named for the current template (Kubernetes' history hash of
-/// OpenKruise's revision data, printed by `fixtures/openkruise/expected-values`).
+/// Every pod at the update revision.
+const ROLLED_OUT: &str = include_str!("fixtures/openkruise/migration/cloneset.json");
+/// The same CloneSet mid-rollout: partition 1 holds one pod at the old revision.
+const PARTITIONED: &str = include_str!("fixtures/openkruise/migration/cloneset-partition.json");
+/// The revisions OpenKruise named for the old and the current template (Kubernetes'
+/// history hash of OpenKruise's revision data, printed by
+/// `fixtures/openkruise/expected-values`).
+const OPENKRUISE_OLD_REVISION: &str = "sample-664965d66d";
 const OPENKRUISE_REVISION: &str = "sample-b947c44dc";
 
 /// Writes on the resources the takeover must leave alone, by anyone: pod creates,
@@ -67,8 +73,8 @@ fn owned_by(mut object: Value, uid: &str) -> Value {
 
 /// Loads the fixture as kruise-manager leaves it: objects created, statuses written as
 /// OpenKruise and the kubelet wrote them, every pod Running and Ready.
-async fn load_openkruise_cluster(client: &Client) -> Value {
-    let fixture: Value = serde_json::from_str(FIXTURE).unwrap();
+async fn load_openkruise_cluster(client: &Client, fixture: &str) -> Value {
+    let fixture: Value = serde_json::from_str(fixture).unwrap();
     let crd = kruise_cloneset::api::crd::crd().unwrap();
     let clonesets: Api<DynamicObject> = Api::namespaced_with(
         client.clone(),
@@ -177,17 +183,29 @@ fn reconciles(controller: &RunningController) -> u64 {
         .sum()
 }
 
-#[tokio::test]
-async fn takes_over_an_openkruise_cloneset_without_touching_a_pod() {
+/// What a takeover test holds once the controller has settled on the loaded fixture.
+struct TakenOver {
+    sim: Sim,
+    client: Client,
+    fixture: Value,
+    controller: RunningController,
+    /// Pod identities and forbidden-write counts from before the controller started.
+    before: BTreeMap<String, (String, i32)>,
+    writes_before: BTreeMap<String, u64>,
+}
+
+/// Loads `fixture`, starts the controller and waits until it has settled (reconciled, then
+/// reconciled again after a metadata-only change, so every requeue of its first look ran);
+/// asserts it wrote no pod, revision or claim, every pod is the same and not restarted, and
+/// OpenKruise's two revisions are the only ones.
+async fn take_over(fixture: &str) -> TakenOver {
     let (sim, client) = sim_with_crd().await;
-    let fixture = load_openkruise_cluster(&client).await;
+    let fixture = load_openkruise_cluster(&client, fixture).await;
     let before = identities(&client).await;
     let writes_before = forbidden_writes(&sim);
     let clonesets: Api<CloneSet> = Api::namespaced(client.clone(), "default");
 
     let controller = RunningController::start(&client);
-    // Settled: the controller has reconciled the CloneSet, then once more after a
-    // metadata-only change (no new generation), so every requeue of its first look ran.
     eventually("a first reconcile", WAIT, || async {
         (reconciles(&controller) >= 1).then_some(())
     })
@@ -206,20 +224,6 @@ async fn takes_over_an_openkruise_cloneset_without_touching_a_pod() {
     })
     .await;
 
-    let status = clonesets.get("sample").await.unwrap().status.unwrap();
-    assert_eq!(status.observed_generation, 1);
-    assert_eq!(
-        (
-            status.replicas,
-            status.ready_replicas,
-            status.available_replicas,
-            status.updated_replicas,
-            status.updated_ready_replicas,
-        ),
-        (3, 3, 3, 3, 3)
-    );
-    assert_eq!(status.update_revision, OPENKRUISE_REVISION);
-    assert_eq!(status.current_revision, OPENKRUISE_REVISION);
     assert_eq!(
         forbidden_writes(&sim),
         writes_before,
@@ -240,38 +244,31 @@ async fn takes_over_an_openkruise_cloneset_without_touching_a_pod() {
         .map(|r| r.name_any())
         .collect();
     names.sort();
-    let mut expected: Vec<String> = fixture["revisions"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|r| r["metadata"]["name"].as_str().unwrap().to_string())
-        .collect();
-    expected.sort();
     assert_eq!(
-        names, expected,
+        names,
+        [OPENKRUISE_OLD_REVISION, OPENKRUISE_REVISION],
         "OpenKruise's revisions are the ones in use"
     );
+    TakenOver {
+        sim,
+        client,
+        fixture,
+        controller,
+        before,
+        writes_before,
+    }
+}
 
-    // A template change afterwards rolls out in place as usual: same pods, same uids, the
-    // main container restarted once.
-    clonesets
-        .patch(
-            "sample",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"spec": {"template": {"spec": {"containers": [
-                fixture["cloneset"]["spec"]["template"]["spec"]["containers"][0]
-                    .as_object()
-                    .unwrap()
-                    .clone()
-                    .into_iter()
-                    .chain([("image".to_string(), json!("nginx:1.27-alpine"))])
-                    .collect::<serde_json::Map<String, Value>>()
-            ]}}}})),
-        )
-        .await
-        .unwrap();
+/// Waits until every pod runs `image` and is Ready; asserts they are the pods of `before`
+/// (same uids), those named in `restarted` with one more restart, the others with none.
+async fn wait_in_place(
+    client: &Client,
+    image: &str,
+    before: &BTreeMap<String, (String, i32)>,
+    restarted: &[&str],
+) {
     let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
-    eventually("every pod on nginx:1.27-alpine and Ready", WAIT, || async {
+    eventually(&format!("every pod on {image} and Ready"), WAIT, || async {
         let listed = pods.list(&ListParams::default()).await.ok()?;
         listed
             .items
@@ -281,29 +278,118 @@ async fn takes_over_an_openkruise_cloneset_without_touching_a_pod() {
                     && p.status
                         .as_ref()
                         .and_then(|s| s.container_statuses.as_ref())
-                        .is_some_and(|c| c.iter().all(|c| c.image == "nginx:1.27-alpine"))
+                        .is_some_and(|c| c.iter().all(|c| c.image == image))
             })
             .then_some(())
     })
     .await;
-    let after = identities(&client).await;
-    assert_eq!(after.len(), 3);
-    for (name, (uid, restarts)) in &before {
+    let after = identities(client).await;
+    assert_eq!(after.len(), before.len());
+    for (name, (uid, restarts)) in before {
+        let expected = restarts + i32::from(restarted.contains(&name.as_str()));
         assert_eq!(
             after.get(name),
-            Some(&(uid.clone(), restarts + 1)),
+            Some(&(uid.clone(), expected)),
             "{name} updated in place"
         );
     }
-    let writes = forbidden_writes(&sim);
+}
+
+/// Asserts no pod was created or deleted since `before`.
+fn assert_no_pod_created_or_deleted(sim: &Sim, before: &BTreeMap<String, u64>) {
+    let writes = forbidden_writes(sim);
+    for what in ["create pods/", "delete pods/"] {
+        assert_eq!(writes.get(what), before.get(what), "{what}");
+    }
+}
+
+#[tokio::test]
+async fn takes_over_an_openkruise_cloneset_without_touching_a_pod() {
+    let TakenOver {
+        sim,
+        client,
+        fixture,
+        controller,
+        before,
+        writes_before,
+    } = take_over(ROLLED_OUT).await;
+    let clonesets: Api<CloneSet> = Api::namespaced(client.clone(), "default");
+    let status = clonesets.get("sample").await.unwrap().status.unwrap();
+    assert_eq!(status.observed_generation, 1);
     assert_eq!(
-        writes.get("create pods/"),
-        writes_before.get("create pods/")
+        (
+            status.replicas,
+            status.ready_replicas,
+            status.available_replicas,
+            status.updated_replicas,
+            status.updated_ready_replicas,
+        ),
+        (3, 3, 3, 3, 3)
     );
+    assert_eq!(status.update_revision, OPENKRUISE_REVISION);
+    assert_eq!(status.current_revision, OPENKRUISE_REVISION);
+
+    // A template change afterwards rolls out in place as usual: same pods, same uids, the
+    // main container restarted once.
+    let mut container = fixture["cloneset"]["spec"]["template"]["spec"]["containers"][0].clone();
+    container["image"] = json!("nginx:1.27-alpine");
+    clonesets
+        .patch(
+            "sample",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"template": {"spec": {"containers": [container]}}}})),
+        )
+        .await
+        .unwrap();
+    let all: Vec<&str> = before.keys().map(String::as_str).collect();
+    wait_in_place(&client, "nginx:1.27-alpine", &before, &all).await;
+    assert_no_pod_created_or_deleted(&sim, &writes_before);
+    controller.stop().await;
+    sim.shutdown().await;
+}
+
+#[tokio::test]
+async fn takes_over_an_openkruise_cloneset_mid_rollout_and_keeps_the_partition() {
+    let TakenOver {
+        sim,
+        client,
+        controller,
+        before,
+        writes_before,
+        ..
+    } = take_over(PARTITIONED).await;
+    let clonesets: Api<CloneSet> = Api::namespaced(client.clone(), "default");
+    let status = clonesets.get("sample").await.unwrap().status.unwrap();
     assert_eq!(
-        writes.get("delete pods/"),
-        writes_before.get("delete pods/")
+        (
+            status.replicas,
+            status.ready_replicas,
+            status.updated_replicas,
+            status.updated_ready_replicas,
+        ),
+        (3, 3, 2, 2)
     );
+    assert_eq!(status.update_revision, OPENKRUISE_REVISION);
+    assert_eq!(status.current_revision, OPENKRUISE_OLD_REVISION);
+
+    // Releasing the partition finishes the rollout OpenKruise started: the pod it held is
+    // updated in place, the two updated ones are left alone.
+    clonesets
+        .patch(
+            "sample",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"updateStrategy": {"rollingUpdate": {"partition": 0}}}})),
+        )
+        .await
+        .unwrap();
+    wait_in_place(&client, "nginx:alpine", &before, &["sample-w7m2n"]).await;
+    eventually("the rollout complete", WAIT, || async {
+        let status = clonesets.get("sample").await.ok()?.status?;
+        (status.updated_ready_replicas == 3 && status.current_revision == OPENKRUISE_REVISION)
+            .then_some(())
+    })
+    .await;
+    assert_no_pod_created_or_deleted(&sim, &writes_before);
     controller.stop().await;
     sim.shutdown().await;
 }
