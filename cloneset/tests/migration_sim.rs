@@ -116,18 +116,16 @@ async fn load_openkruise_cluster(client: &Client, fixture: &str) -> Value {
     }
     let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
     for pod in fixture["pods"].as_array().unwrap() {
-        let pod: Pod = serde_json::from_value(owned_by(pod.clone(), &uid)).unwrap();
-        let name = pod.name_any();
+        let mut pod = owned_by(pod.clone(), &uid);
+        // Status is not taken on create: the conditions OpenKruise's in-place engine wrote
+        // (InPlaceUpdateReady True) go through the status subresource, as it wrote them.
+        let status = pod.as_object_mut().unwrap().remove("status").unwrap();
+        let pod: Pod = serde_json::from_value(pod).unwrap();
         pods.create(&PostParams::default(), &pod).await.unwrap();
-        // What OpenKruise's in-place engine left: InPlaceUpdateReady True.
         pods.patch_status(
-            &name,
+            &pod.name_any(),
             &PatchParams::default(),
-            &Patch::Strategic(json!({"status": {"conditions": [{
-                "type": "InPlaceUpdateReady",
-                "status": "True",
-                "lastTransitionTime": "2026-11-20T10:05:02Z",
-            }]}})),
+            &Patch::Strategic(json!({ "status": status })),
         )
         .await
         .unwrap();

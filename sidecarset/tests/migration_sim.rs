@@ -128,12 +128,21 @@ async fn load_openkruise_cluster(client: &Client) -> Value {
     }
     let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
     for pod in fixture["pods"].as_array().unwrap() {
-        pods.create(
-            &PostParams::default(),
-            &serde_json::from_value(pod.clone()).unwrap(),
-        )
-        .await
-        .unwrap();
+        let mut pod = pod.clone();
+        // Status is not taken on create: the condition OpenKruise's controller wrote after
+        // its in-place upgrade (SidecarSetUpgradable) goes through the status subresource.
+        let status = pod.as_object_mut().unwrap().remove("status");
+        let pod: Pod = serde_json::from_value(pod).unwrap();
+        pods.create(&PostParams::default(), &pod).await.unwrap();
+        if let Some(status) = status {
+            pods.patch_status(
+                &pod.name_any(),
+                &PatchParams::default(),
+                &Patch::Strategic(json!({ "status": status })),
+            )
+            .await
+            .unwrap();
+        }
     }
     eventually("the OpenKruise pods Running and Ready", WAIT, || async {
         let listed = pods.list(&ListParams::default()).await.ok()?;
