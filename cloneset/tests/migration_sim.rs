@@ -1,0 +1,393 @@
+//! Taking a CloneSet over from OpenKruise: the cluster as kruise-manager leaves it
+//! (`fixtures/openkruise/migration/cloneset.json`: the CloneSet as OpenKruise's webhook
+//! stored it, its two ControllerRevisions with OpenKruise's names and data, three Running
+//! pods, one of them updated in place earlier, and their PVCs) is loaded into kruise-sim,
+//! then kruise-rs's CloneSet controller starts. It must adopt all of it without a pod
+//! create, delete or spec/metadata write, and still update in place afterwards; also
+//! mid-rollout (`cloneset-partition.json`), where the pod a partition holds stays put.
+//!
+//! The fixture's computed values (template defaults, revision names, hashes and data, the
+//! claim-template hash) are what `fixtures/openkruise/expected-values` prints for the
+//! template `main` image `nginx:1.25-alpine` (revision 1) and `nginx:alpine` (revision 2)
+//! with a `data` volumeMount and a 1Gi `data` claim template; docs/migration.md.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::apps::v1::ControllerRevision;
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
+use kruise_cloneset::api::v1beta1::CloneSet;
+use kruise_sim::Sim;
+use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams, PostParams};
+use kube::{Client, ResourceExt as _};
+use serde_json::{Value, json};
+use support::{RunningController, WAIT, eventually, sim_with_crd};
+
+/// Every pod at the update revision.
+const ROLLED_OUT: &str = include_str!("fixtures/openkruise/migration/cloneset.json");
+/// The same CloneSet mid-rollout: partition 1 holds one pod at the old revision.
+const PARTITIONED: &str = include_str!("fixtures/openkruise/migration/cloneset-partition.json");
+/// The revisions OpenKruise named for the old and the current template (Kubernetes'
+/// history hash of OpenKruise's revision data, printed by
+/// `fixtures/openkruise/expected-values`).
+const OPENKRUISE_OLD_REVISION: &str = "sample-664965d66d";
+const OPENKRUISE_REVISION: &str = "sample-b947c44dc";
+
+/// Writes on the resources the takeover must leave alone, by anyone: pod creates,
+/// deletes, updates and patches (the `status` subresource excluded), and every write on
+/// ControllerRevisions and PVCs.
+fn forbidden_writes(sim: &Sim) -> BTreeMap<String, u64> {
+    let mut writes = BTreeMap::new();
+    for (key, n) in sim.counters().snapshot() {
+        let write = matches!(
+            key.verb.as_str(),
+            "create" | "update" | "patch" | "delete" | "deletecollection"
+        );
+        let watched = match key.resource.as_str() {
+            "pods" => key.subresource.is_empty(),
+            "controllerrevisions" | "persistentvolumeclaims" => true,
+            _ => false,
+        };
+        if write && watched {
+            *writes
+                .entry(format!("{} {}/{}", key.verb, key.resource, key.subresource))
+                .or_default() += n;
+        }
+    }
+    writes
+}
+
+/// `metadata.ownerReferences[*].uid` set to the stored CloneSet's uid (the fixture's uid
+/// is OpenKruise's; the simulator assigns its own).
+fn owned_by(mut object: Value, uid: &str) -> Value {
+    for owner in object["metadata"]["ownerReferences"]
+        .as_array_mut()
+        .unwrap()
+    {
+        owner["uid"] = json!(uid);
+    }
+    object
+}
+
+/// Loads the fixture as kruise-manager leaves it: objects created, statuses written as
+/// OpenKruise and the kubelet wrote them, every pod Running and Ready.
+async fn load_openkruise_cluster(client: &Client, fixture: &str) -> Value {
+    let fixture: Value = serde_json::from_str(fixture).unwrap();
+    let crd = kruise_cloneset::api::crd::crd().unwrap();
+    let clonesets: Api<DynamicObject> = Api::namespaced_with(
+        client.clone(),
+        "default",
+        &kruise_testkit::sim::stored_resource(&crd),
+    );
+    let mut cloneset = fixture["cloneset"].clone();
+    let status = cloneset.as_object_mut().unwrap().remove("status").unwrap();
+    cloneset["metadata"].as_object_mut().unwrap().remove("uid");
+    let created = clonesets
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(cloneset).unwrap(),
+        )
+        .await
+        .unwrap();
+    let uid = created.uid().unwrap();
+    clonesets
+        .patch_status(
+            "sample",
+            &PatchParams::default(),
+            &Patch::Merge(json!({ "status": status })),
+        )
+        .await
+        .unwrap();
+
+    let revisions: Api<ControllerRevision> = Api::namespaced(client.clone(), "default");
+    for revision in fixture["revisions"].as_array().unwrap() {
+        let revision = serde_json::from_value(owned_by(revision.clone(), &uid)).unwrap();
+        revisions
+            .create(&PostParams::default(), &revision)
+            .await
+            .unwrap();
+    }
+    let claims: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), "default");
+    for claim in fixture["persistentVolumeClaims"].as_array().unwrap() {
+        let claim = serde_json::from_value(owned_by(claim.clone(), &uid)).unwrap();
+        claims.create(&PostParams::default(), &claim).await.unwrap();
+    }
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    for pod in fixture["pods"].as_array().unwrap() {
+        let mut pod = owned_by(pod.clone(), &uid);
+        // Status is not taken on create: the conditions OpenKruise's in-place engine wrote
+        // (InPlaceUpdateReady True) go through the status subresource, as it wrote them.
+        let status = pod.as_object_mut().unwrap().remove("status").unwrap();
+        let pod: Pod = serde_json::from_value(pod).unwrap();
+        pods.create(&PostParams::default(), &pod).await.unwrap();
+        pods.patch_status(
+            &pod.name_any(),
+            &PatchParams::default(),
+            &Patch::Strategic(json!({ "status": status })),
+        )
+        .await
+        .unwrap();
+    }
+    eventually("the OpenKruise pods Running and Ready", WAIT, || async {
+        let listed = pods.list(&ListParams::default()).await.ok()?;
+        (listed.items.len() == 3 && listed.items.iter().all(is_ready)).then_some(())
+    })
+    .await;
+    fixture
+}
+
+fn is_ready(pod: &Pod) -> bool {
+    let status = pod.status.as_ref();
+    status.and_then(|s| s.phase.as_deref()) == Some("Running")
+        && status
+            .and_then(|s| s.conditions.as_ref())
+            .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+}
+
+/// Each pod's name, uid and summed container restart count.
+async fn identities(client: &Client) -> BTreeMap<String, (String, i32)> {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    pods.list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .map(|p| {
+            let restarts = p
+                .status
+                .as_ref()
+                .and_then(|s| s.container_statuses.as_ref())
+                .map(|c| c.iter().map(|c| c.restart_count).sum())
+                .unwrap_or_default();
+            (p.name_any(), (p.uid().unwrap(), restarts))
+        })
+        .collect()
+}
+
+/// Successful reconciles of the CloneSet controller so far.
+fn reconciles(controller: &RunningController) -> u64 {
+    let metrics = controller.metrics.encode().unwrap();
+    metrics
+        .lines()
+        .filter(|l| {
+            l.starts_with("controller_runtime_reconcile_total{")
+                && l.contains("controller=\"cloneset\"")
+                && l.contains("result=\"success\"")
+        })
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .map(|n| n as u64)
+        .sum()
+}
+
+/// What a takeover test holds once the controller has settled on the loaded fixture.
+struct TakenOver {
+    sim: Sim,
+    client: Client,
+    fixture: Value,
+    controller: RunningController,
+    /// Pod identities and forbidden-write counts from before the controller started.
+    before: BTreeMap<String, (String, i32)>,
+    writes_before: BTreeMap<String, u64>,
+}
+
+/// Loads `fixture`, starts the controller and waits until it has settled (reconciled, then
+/// reconciled again after a metadata-only change, so every requeue of its first look ran);
+/// asserts it wrote no pod, revision or claim, every pod is the same and not restarted, and
+/// OpenKruise's two revisions are the only ones.
+async fn take_over(fixture: &str) -> TakenOver {
+    let (sim, client) = sim_with_crd().await;
+    let fixture = load_openkruise_cluster(&client, fixture).await;
+    let before = identities(&client).await;
+    let writes_before = forbidden_writes(&sim);
+    let clonesets: Api<CloneSet> = Api::namespaced(client.clone(), "default");
+
+    let controller = RunningController::start(&client);
+    eventually("a first reconcile", WAIT, || async {
+        (reconciles(&controller) >= 1).then_some(())
+    })
+    .await;
+    let first = reconciles(&controller);
+    clonesets
+        .patch(
+            "sample",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"annotations": {"migration.test/touched": "1"}}})),
+        )
+        .await
+        .unwrap();
+    eventually("a reconcile after the touch", WAIT, || async {
+        (reconciles(&controller) > first).then_some(())
+    })
+    .await;
+
+    assert_eq!(
+        forbidden_writes(&sim),
+        writes_before,
+        "the takeover wrote pods, revisions or claims"
+    );
+    assert_eq!(
+        identities(&client).await,
+        before,
+        "pods replaced or restarted"
+    );
+    let revisions: Api<ControllerRevision> = Api::namespaced(client.clone(), "default");
+    let mut names: Vec<String> = revisions
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .iter()
+        .map(|r| r.name_any())
+        .collect();
+    names.sort();
+    assert_eq!(
+        names,
+        [OPENKRUISE_OLD_REVISION, OPENKRUISE_REVISION],
+        "OpenKruise's revisions are the ones in use"
+    );
+    TakenOver {
+        sim,
+        client,
+        fixture,
+        controller,
+        before,
+        writes_before,
+    }
+}
+
+/// Waits until every pod runs `image` and is Ready; asserts they are the pods of `before`
+/// (same uids), those named in `restarted` with one more restart, the others with none.
+async fn wait_in_place(
+    client: &Client,
+    image: &str,
+    before: &BTreeMap<String, (String, i32)>,
+    restarted: &[&str],
+) {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    eventually(&format!("every pod on {image} and Ready"), WAIT, || async {
+        let listed = pods.list(&ListParams::default()).await.ok()?;
+        listed
+            .items
+            .iter()
+            .all(|p| {
+                is_ready(p)
+                    && p.status
+                        .as_ref()
+                        .and_then(|s| s.container_statuses.as_ref())
+                        .is_some_and(|c| c.iter().all(|c| c.image == image))
+            })
+            .then_some(())
+    })
+    .await;
+    let after = identities(client).await;
+    assert_eq!(after.len(), before.len());
+    for (name, (uid, restarts)) in before {
+        let expected = restarts + i32::from(restarted.contains(&name.as_str()));
+        assert_eq!(
+            after.get(name),
+            Some(&(uid.clone(), expected)),
+            "{name} updated in place"
+        );
+    }
+}
+
+/// Asserts no pod was created or deleted since `before`.
+fn assert_no_pod_created_or_deleted(sim: &Sim, before: &BTreeMap<String, u64>) {
+    let writes = forbidden_writes(sim);
+    for what in ["create pods/", "delete pods/"] {
+        assert_eq!(writes.get(what), before.get(what), "{what}");
+    }
+}
+
+#[tokio::test]
+async fn takes_over_an_openkruise_cloneset_without_touching_a_pod() {
+    let TakenOver {
+        sim,
+        client,
+        fixture,
+        controller,
+        before,
+        writes_before,
+    } = take_over(ROLLED_OUT).await;
+    let clonesets: Api<CloneSet> = Api::namespaced(client.clone(), "default");
+    let status = clonesets.get("sample").await.unwrap().status.unwrap();
+    assert_eq!(status.observed_generation, 1);
+    assert_eq!(
+        (
+            status.replicas,
+            status.ready_replicas,
+            status.available_replicas,
+            status.updated_replicas,
+            status.updated_ready_replicas,
+        ),
+        (3, 3, 3, 3, 3)
+    );
+    assert_eq!(status.update_revision, OPENKRUISE_REVISION);
+    assert_eq!(status.current_revision, OPENKRUISE_REVISION);
+
+    // A template change afterwards rolls out in place as usual: same pods, same uids, the
+    // main container restarted once.
+    let mut container = fixture["cloneset"]["spec"]["template"]["spec"]["containers"][0].clone();
+    container["image"] = json!("nginx:1.27-alpine");
+    clonesets
+        .patch(
+            "sample",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"template": {"spec": {"containers": [container]}}}})),
+        )
+        .await
+        .unwrap();
+    let all: Vec<&str> = before.keys().map(String::as_str).collect();
+    wait_in_place(&client, "nginx:1.27-alpine", &before, &all).await;
+    assert_no_pod_created_or_deleted(&sim, &writes_before);
+    controller.stop().await;
+    sim.shutdown().await;
+}
+
+#[tokio::test]
+async fn takes_over_an_openkruise_cloneset_mid_rollout_and_keeps_the_partition() {
+    let TakenOver {
+        sim,
+        client,
+        controller,
+        before,
+        writes_before,
+        ..
+    } = take_over(PARTITIONED).await;
+    let clonesets: Api<CloneSet> = Api::namespaced(client.clone(), "default");
+    let status = clonesets.get("sample").await.unwrap().status.unwrap();
+    assert_eq!(
+        (
+            status.replicas,
+            status.ready_replicas,
+            status.updated_replicas,
+            status.updated_ready_replicas,
+        ),
+        (3, 3, 2, 2)
+    );
+    assert_eq!(status.update_revision, OPENKRUISE_REVISION);
+    assert_eq!(status.current_revision, OPENKRUISE_OLD_REVISION);
+
+    // Releasing the partition finishes the rollout OpenKruise started: the pod it held is
+    // updated in place, the two updated ones are left alone.
+    clonesets
+        .patch(
+            "sample",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"updateStrategy": {"rollingUpdate": {"partition": 0}}}})),
+        )
+        .await
+        .unwrap();
+    wait_in_place(&client, "nginx:alpine", &before, &["sample-w7m2n"]).await;
+    eventually("the rollout complete", WAIT, || async {
+        let status = clonesets.get("sample").await.ok()?.status?;
+        (status.updated_ready_replicas == 3 && status.current_revision == OPENKRUISE_REVISION)
+            .then_some(())
+    })
+    .await;
+    assert_no_pod_created_or_deleted(&sim, &writes_before);
+    controller.stop().await;
+    sim.shutdown().await;
+}

@@ -1,0 +1,298 @@
+//! Taking a SidecarSet over from OpenKruise: the cluster as kruise-manager leaves it
+//! (`fixtures/openkruise/migration/sidecarset.json`: the SidecarSet `log-agent` as
+//! OpenKruise's webhook stored it, with its hash annotations and status, its two
+//! ControllerRevisions in `kruise-system`, and two Running pods its webhook injected, one
+//! of them upgraded in place later by its controller) is loaded into kruise-sim, then
+//! kruise-rs's SidecarSet controller starts. It must adopt all of it without a pod create,
+//! delete or spec/metadata write, and still upgrade the sidecar in place afterwards.
+//!
+//! The fixture's computed values (defaults, both hash annotations, revision names and data,
+//! the pods' hash annotations) are what OpenKruise v1.8.3's own code prints through
+//! `cloneset/tests/fixtures/openkruise/expected-values/sidecarset` for the sidecar
+//! `log-agent` (`busybox:1.36`, revision 1, then `busybox:1.37`, revision 2, `sleep
+//! infinity`, an emptyDir `log` mounted at `/var/log/app`) selecting `app: web`;
+//! docs/migration.md. v1.8.3 stores SidecarSets as v1alpha1; the fixture is the same
+//! object as v1beta1 (OpenKruise's storage version since, and kruise-rs's), whose fields
+//! are the same for this spec.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::apps::v1::ControllerRevision;
+use k8s_openapi::api::core::v1::Pod;
+use kruise_common::runtime::{Metrics, RunOptions};
+use kruise_sidecarset::api::v1beta1::SidecarSet;
+use kruise_sidecarset::controller::{self, Settings};
+use kruise_sim::Sim;
+use kruise_testkit::{WAIT, eventually, sim_with_crds};
+use kube::api::{Api, ApiResource, DynamicObject, ListParams, Patch, PatchParams, PostParams};
+use kube::{Client, ResourceExt as _};
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+const FIXTURE: &str = include_str!("fixtures/openkruise/migration/sidecarset.json");
+/// OpenKruise's name for the current revision (Kubernetes' history hash of its data).
+const OPENKRUISE_REVISION: &str = "log-agent-77c6d878cc";
+
+/// Writes on the resources the takeover must leave alone, by anyone: pod creates,
+/// deletes, updates and patches (the `status` subresource excluded), and every write on
+/// ControllerRevisions.
+fn forbidden_writes(sim: &Sim) -> BTreeMap<String, u64> {
+    let mut writes = BTreeMap::new();
+    for (key, n) in sim.counters().snapshot() {
+        let write = matches!(
+            key.verb.as_str(),
+            "create" | "update" | "patch" | "delete" | "deletecollection"
+        );
+        let watched = match key.resource.as_str() {
+            "pods" => key.subresource.is_empty(),
+            "controllerrevisions" => true,
+            _ => false,
+        };
+        if write && watched {
+            *writes
+                .entry(format!("{} {}/{}", key.verb, key.resource, key.subresource))
+                .or_default() += n;
+        }
+    }
+    writes
+}
+
+fn is_ready(pod: &Pod) -> bool {
+    let status = pod.status.as_ref();
+    status.and_then(|s| s.phase.as_deref()) == Some("Running")
+        && status
+            .and_then(|s| s.conditions.as_ref())
+            .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+}
+
+/// Each pod's name, uid and per-container restart counts.
+async fn identities(client: &Client) -> BTreeMap<String, (String, BTreeMap<String, i32>)> {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    pods.list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .map(|p| {
+            let restarts = p
+                .status
+                .as_ref()
+                .and_then(|s| s.container_statuses.as_ref())
+                .map(|c| {
+                    c.iter()
+                        .map(|c| (c.name.clone(), c.restart_count))
+                        .collect()
+                })
+                .unwrap_or_default();
+            (p.name_any(), (p.uid().unwrap(), restarts))
+        })
+        .collect()
+}
+
+/// Loads the fixture: the SidecarSet with OpenKruise's status, its revisions owned by it,
+/// the injected pods Running and Ready.
+async fn load_openkruise_cluster(client: &Client) -> Value {
+    let fixture: Value = serde_json::from_str(FIXTURE).unwrap();
+    let sets: Api<DynamicObject> =
+        Api::all_with(client.clone(), &ApiResource::erase::<SidecarSet>(&()));
+    let mut set = fixture["sidecarSet"].clone();
+    let status = set.as_object_mut().unwrap().remove("status").unwrap();
+    set["metadata"].as_object_mut().unwrap().remove("uid");
+    let created = sets
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(set).unwrap(),
+        )
+        .await
+        .unwrap();
+    let uid = created.uid().unwrap();
+    sets.patch_status(
+        "log-agent",
+        &PatchParams::default(),
+        &Patch::Merge(json!({ "status": status })),
+    )
+    .await
+    .unwrap();
+    let revisions: Api<ControllerRevision> = Api::namespaced(client.clone(), "kruise-system");
+    for revision in fixture["revisions"].as_array().unwrap() {
+        let mut revision = revision.clone();
+        revision["metadata"]["ownerReferences"][0]["uid"] = json!(uid);
+        revisions
+            .create(
+                &PostParams::default(),
+                &serde_json::from_value(revision).unwrap(),
+            )
+            .await
+            .unwrap();
+    }
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    for pod in fixture["pods"].as_array().unwrap() {
+        let mut pod = pod.clone();
+        // Status is not taken on create: the condition OpenKruise's controller wrote after
+        // its in-place upgrade (SidecarSetUpgradable) goes through the status subresource.
+        let status = pod.as_object_mut().unwrap().remove("status");
+        let pod: Pod = serde_json::from_value(pod).unwrap();
+        pods.create(&PostParams::default(), &pod).await.unwrap();
+        if let Some(status) = status {
+            pods.patch_status(
+                &pod.name_any(),
+                &PatchParams::default(),
+                &Patch::Strategic(json!({ "status": status })),
+            )
+            .await
+            .unwrap();
+        }
+    }
+    eventually("the OpenKruise pods Running and Ready", WAIT, || async {
+        let listed = pods.list(&ListParams::default()).await.ok()?;
+        (listed.items.len() == 2 && listed.items.iter().all(is_ready)).then_some(())
+    })
+    .await;
+    fixture
+}
+
+/// Successful reconciles of the SidecarSet controller so far.
+fn reconciles(metrics: &Metrics) -> u64 {
+    metrics
+        .encode()
+        .unwrap()
+        .lines()
+        .filter(|l| {
+            l.starts_with("controller_runtime_reconcile_total{")
+                && l.contains("controller=\"sidecarset\"")
+                && l.contains("result=\"success\"")
+        })
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .map(|n| n as u64)
+        .sum()
+}
+
+fn sidecar_image(pod: &Pod) -> Option<String> {
+    pod.status
+        .as_ref()?
+        .container_statuses
+        .as_ref()?
+        .iter()
+        .find(|c| c.name == "log-agent")
+        .map(|c| c.image.clone())
+}
+
+#[tokio::test]
+async fn takes_over_an_openkruise_sidecarset_without_touching_a_pod() {
+    let (sim, client) = sim_with_crds(2, &[kruise_sidecarset::api::crd::crd().unwrap()]).await;
+    let fixture = load_openkruise_cluster(&client).await;
+    let before = identities(&client).await;
+    let writes_before = forbidden_writes(&sim);
+    let sets: Api<SidecarSet> = Api::all(client.clone());
+
+    let shutdown = CancellationToken::new();
+    let metrics = Metrics::new();
+    let opts = RunOptions {
+        name: controller::CONTROLLER_NAME.into(),
+        concurrency: 2,
+        metrics: metrics.clone(),
+        shutdown: shutdown.clone(),
+        ..RunOptions::default()
+    };
+    let task = tokio::spawn(controller::run(client.clone(), Settings::default(), opts));
+    // Settled: reconciled once, then once more after a metadata-only change.
+    eventually("a first reconcile", WAIT, || async {
+        (reconciles(&metrics) >= 1).then_some(())
+    })
+    .await;
+    let first = reconciles(&metrics);
+    sets.patch(
+        "log-agent",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"labels": {"migration.test/touched": "1"}}})),
+    )
+    .await
+    .unwrap();
+    eventually("a reconcile after the touch", WAIT, || async {
+        (reconciles(&metrics) > first).then_some(())
+    })
+    .await;
+
+    let status = sets.get("log-agent").await.unwrap().status.unwrap();
+    assert_eq!(status.latest_revision, OPENKRUISE_REVISION);
+    assert_eq!(
+        (
+            status.matched_pods,
+            status.updated_pods,
+            status.ready_pods,
+            status.updated_ready_pods,
+        ),
+        (2, 2, 2, 2)
+    );
+    assert_eq!(status.observed_generation, 1);
+    assert_eq!(
+        forbidden_writes(&sim),
+        writes_before,
+        "the takeover wrote pods or revisions"
+    );
+    assert_eq!(
+        identities(&client).await,
+        before,
+        "pods replaced or restarted"
+    );
+    let revisions: Api<ControllerRevision> = Api::namespaced(client.clone(), "kruise-system");
+    let mut names: Vec<String> = revisions
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .iter()
+        .map(|r| r.name_any())
+        .collect();
+    names.sort();
+    assert_eq!(names, ["log-agent-6bf48cbb4d", OPENKRUISE_REVISION]);
+
+    // A sidecar image change afterwards (hash annotations as the family's webhook writes
+    // them) upgrades both pods in place: same uids, the sidecar restarted once, the app not.
+    let mut containers = fixture["sidecarSet"]["spec"]["containers"].clone();
+    containers[0]["image"] = json!("busybox:1.38");
+    let typed: Vec<kruise_sidecarset::api::SidecarContainer> =
+        serde_json::from_value(containers.clone()).unwrap();
+    let mut annotations = BTreeMap::new();
+    kruise_sidecarset::api::defaults::set_hash_annotations(&mut annotations, &typed, &[]).unwrap();
+    sets.patch(
+        "log-agent",
+        &PatchParams::default(),
+        &Patch::Merge(json!({
+            "metadata": {"annotations": annotations},
+            "spec": {"containers": containers},
+        })),
+    )
+    .await
+    .unwrap();
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    eventually("both sidecars on busybox:1.38 and Ready", WAIT, || async {
+        let listed = pods.list(&ListParams::default()).await.ok()?;
+        listed
+            .items
+            .iter()
+            .all(|p| is_ready(p) && sidecar_image(p).as_deref() == Some("busybox:1.38"))
+            .then_some(())
+    })
+    .await;
+    let after = identities(&client).await;
+    for (name, (uid, restarts)) in &before {
+        let (uid_after, restarts_after) = after.get(name).unwrap();
+        assert_eq!(uid_after, uid, "{name} kept");
+        assert_eq!(restarts_after["log-agent"], restarts["log-agent"] + 1);
+        assert_eq!(restarts_after["app"], restarts["app"]);
+    }
+    let writes = forbidden_writes(&sim);
+    assert_eq!(
+        writes.get("create pods/"),
+        writes_before.get("create pods/")
+    );
+    assert_eq!(
+        writes.get("delete pods/"),
+        writes_before.get("delete pods/")
+    );
+    shutdown.cancel();
+    task.await.unwrap();
+    sim.shutdown().await;
+}
