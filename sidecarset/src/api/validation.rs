@@ -20,7 +20,7 @@
 //! with another container, and `upgradeType` must be ColdUpgrade or HotUpgrade.
 //!
 //! Not checked here: that an injection revision exists (needs ControllerRevisions), the
-//! patchPodMetadata whitelist ConfigMap, `resourcesPolicy` regex and expression syntax, and the full core
+//! patchPodMetadata whitelist ConfigMap, and the full core
 //! container/volume validation of `ValidatePodCreate` (probes, ports, resources …).
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -37,7 +37,7 @@ use super::{
     SidecarContainerUpgradeType, SidecarSetInjectRevisionPolicy, SidecarSetPatchPolicy,
     SidecarSetUpdateStrategyType, hot_upgrade_container_names, is_native_sidecar,
 };
-use crate::inject::canary_base;
+use crate::inject::{canary_base, compile_name_regex, validate_expression};
 
 const NAME_MAX_LEN: usize = 63;
 
@@ -374,7 +374,7 @@ fn validate_containers(set: &SidecarSet, out: &mut ErrorList) {
     }
 }
 
-/// OpenKruise's `validateResourcesPolicy`, without the regex and expression syntax checks.
+/// OpenKruise's `validateResourcesPolicy`.
 fn validate_resources_policy(c: &SidecarContainer, path: &str, out: &mut ErrorList) {
     let Some(policy) = c.resources_policy.as_ref() else {
         return;
@@ -392,10 +392,17 @@ fn validate_resources_policy(c: &SidecarContainer, path: &str, out: &mut ErrorLi
         ));
         return;
     }
-    if policy.target_containers_name_regex.is_empty() {
+    let regex = &policy.target_containers_name_regex;
+    if regex.is_empty() {
         out.push(FieldError::required(
             format!("{path}.targetContainersNameRegex"),
             "invalid empty regex",
+        ));
+    } else if let Err(e) = compile_name_regex(regex) {
+        out.push(FieldError::invalid(
+            format!("{path}.targetContainersNameRegex"),
+            regex,
+            format!("invalid regex pattern: {e}"),
         ));
     }
     let expr = &policy.resources_expr;
@@ -405,6 +412,22 @@ fn validate_resources_policy(c: &SidecarContainer, path: &str, out: &mut ErrorLi
             BadValue::Omitted,
             "at least one of limits or requests must be configured",
         ));
+        return;
+    }
+    for (kind, exprs) in [("limits", &expr.limits), ("requests", &expr.requests)] {
+        let Some(exprs) = exprs else { continue };
+        for (variable, text) in [("cpu", &exprs.cpu), ("memory", &exprs.memory)] {
+            if text.is_empty() {
+                continue;
+            }
+            if let Err(e) = validate_expression(text, variable) {
+                out.push(FieldError::invalid(
+                    format!("{path}.resourcesExpr.{kind}.{variable}"),
+                    text,
+                    e,
+                ));
+            }
+        }
     }
 }
 
