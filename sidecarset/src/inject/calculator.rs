@@ -136,7 +136,7 @@ impl Quantity {
     }
 
     fn negated(&self) -> Quantity {
-        self.clone().with_nanos(-self.nanos)
+        self.clone().with_nanos(self.nanos.saturating_neg())
     }
 
     /// `Quantity.MilliValue`: rounded up, away from zero.

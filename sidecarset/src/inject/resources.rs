@@ -140,10 +140,7 @@ fn target_containers<'a>(
         .collect())
 }
 
-fn quantity_of(
-    list: Option<&BTreeMap<String, KubeQuantity>>,
-    resource: &str,
-) -> Option<Quantity> {
+fn quantity_of(list: Option<&BTreeMap<String, KubeQuantity>>, resource: &str) -> Option<Quantity> {
     list.and_then(|l| l.get(resource))
         .and_then(|q| Quantity::parse(&q.0))
 }

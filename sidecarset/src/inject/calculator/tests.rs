@@ -219,3 +219,18 @@ fn parsed_quantities_are_written_back_as_go_writes_them() {
     }
     assert_eq!(Quantity::parse("1x"), None);
 }
+
+proptest::proptest! {
+    #[test]
+    fn never_panics(expr in "[-+*/(), .%0-9a-zA-Z]{0,40}", milli in proptest::num::i64::ANY) {
+        let _ = evaluate(&expr, "cpu", Value::Quantity(Quantity::from_milli(milli)));
+        let _ = evaluate(&expr, "memory", Value::Number(1.0));
+    }
+
+    #[test]
+    fn any_text_parses_or_is_refused_without_panicking(text in "\\PC{0,24}") {
+        if let Some(q) = Quantity::parse(&text) {
+            let _ = q.to_go_string();
+        }
+    }
+}
