@@ -19,8 +19,10 @@
 //! `hotUpgradeEmptyImage` different from its image, its `<n>-1`/`<n>-2` names must not clash
 //! with another container, and `upgradeType` must be ColdUpgrade or HotUpgrade.
 //!
-//! Not checked here: that an injection revision exists (needs ControllerRevisions), the
-//! patchPodMetadata whitelist ConfigMap, and the full core
+//! The patchPodMetadata whitelist (the `kruise-configuration` ConfigMap) is checked by
+//! [`patch_metadata_whitelist_error`], whose result the admission handler passes in.
+//!
+//! Not checked here: that an injection revision exists (needs ControllerRevisions), and the full core
 //! container/volume validation of `ValidatePodCreate` (probes, ports, resources …).
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -626,13 +628,97 @@ fn validate_conflicts(set: &SidecarSet, others: &[SidecarSet], out: &mut ErrorLi
     }
 }
 
+/// The `kruise-configuration` ConfigMap key holding the patchPodMetadata whitelist.
+pub const PATCH_METADATA_WHITELIST_KEY: &str = "SidecarSet_PatchPodMetadata_WhiteList";
+/// The ConfigMap OpenKruise reads its configuration from, in the kruise namespace.
+pub const KRUISE_CONFIGURATION: &str = "kruise-configuration";
+
+/// `SidecarSet_PatchPodMetadata_WhiteList`: rules allowing annotation keys (Go regexps) to
+/// the SidecarSets a rule's selector matches (every SidecarSet without a selector).
+#[derive(Debug, Default, serde::Deserialize)]
+struct PatchMetadataWhitelist {
+    #[serde(default)]
+    rules: Vec<PatchMetadataWhiteRule>,
+}
+
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct PatchMetadataWhiteRule {
+    #[serde(default)]
+    selector: Option<LabelSelector>,
+    #[serde(default)]
+    allowed_annotation_key_exprs: Vec<String>,
+}
+
+/// OpenKruise's `ValidateSidecarSetPatchMetadataWhitelist`: why `set`'s patchPodMetadata is
+/// not allowed by `configuration` (the `kruise-configuration` data, empty when the ConfigMap
+/// is absent); `defaults_allowed` is the `SidecarSetPatchPodMetadataDefaultsAllowed` gate,
+/// which allows every key when no whitelist (or no rule for the SidecarSet) exists.
+pub fn patch_metadata_whitelist_error(
+    set: &SidecarSet,
+    configuration: &BTreeMap<String, String>,
+    defaults_allowed: bool,
+) -> Option<String> {
+    if set.spec.patch_pod_metadata.is_empty() {
+        return None;
+    }
+    let Some(raw) = configuration.get(PATCH_METADATA_WHITELIST_KEY) else {
+        return (!defaults_allowed).then(|| "SidecarSet patch metadata whitelist not found".into());
+    };
+    let whitelist: PatchMetadataWhitelist = match serde_json::from_str(raw) {
+        Ok(w) => w,
+        Err(e) => return Some(e.to_string()),
+    };
+    let labels = set.metadata.labels.clone().unwrap_or_default();
+    let mut allowed = Vec::new();
+    for rule in &whitelist.rules {
+        if let Some(selector) = &rule.selector {
+            match kruise_common::pods::selector::selector_matches(selector, &labels) {
+                Ok(true) => {}
+                Ok(false) => continue,
+                Err(e) => return Some(e.to_string()),
+            }
+        }
+        for expr in &rule.allowed_annotation_key_exprs {
+            match compile_name_regex(expr) {
+                Ok(r) => allowed.push(r),
+                Err(e) => return Some(e.to_string()),
+            }
+        }
+    }
+    if allowed.is_empty() {
+        return (!defaults_allowed)
+            .then(|| "sidecarSet patch metadata annotation is not allowed".into());
+    }
+    // Go ranges over the annotations map in random order; the first key by name is reported.
+    set.spec
+        .patch_pod_metadata
+        .iter()
+        .flat_map(|p| p.annotations.keys())
+        .find(|key| !allowed.iter().any(|r| r.is_match(key)))
+        .map(|key| format!("sidecarSet patch metadata annotation({key}) is not allowed"))
+}
+
 /// Validates a (defaulted) SidecarSet; `old` on UPDATE; `others` are the SidecarSets in the
 /// cluster (the object itself among them is ignored). Conflicts are checked only when
-/// everything else is valid, as OpenKruise does.
+/// everything else is valid, as OpenKruise does. The patchPodMetadata whitelist is not
+/// checked (see [`validate_sidecar_set_admission`]).
 pub fn validate_sidecar_set(
     set: &SidecarSet,
     old: Option<&SidecarSet>,
     others: &[SidecarSet],
+) -> ErrorList {
+    validate_sidecar_set_admission(set, old, others, None)
+}
+
+/// [`validate_sidecar_set`] as the webhook validates: `whitelist_error` is what
+/// [`patch_metadata_whitelist_error`] (or reading the ConfigMap) found, reported at
+/// `spec.patchPodMetadata` where OpenKruise reports it.
+pub fn validate_sidecar_set_admission(
+    set: &SidecarSet,
+    old: Option<&SidecarSet>,
+    others: &[SidecarSet],
+    whitelist_error: Option<String>,
 ) -> ErrorList {
     let mut out = Vec::new();
     let name = set.metadata.name.as_deref().unwrap_or("");
@@ -735,6 +821,9 @@ pub fn validate_sidecar_set(
         ));
     } else {
         validate_containers(set, &mut out);
+    }
+    if let Some(error) = whitelist_error {
+        out.push(FieldError::required("spec.patchPodMetadata", error));
     }
     let mut keys = BTreeSet::new();
     for p in &spec.patch_pod_metadata {
