@@ -121,6 +121,11 @@ impl Quantity {
         self
     }
 
+    /// `Quantity.Cmp`: by value alone (format and text do not count).
+    pub fn cmp_value(&self, other: &Quantity) -> std::cmp::Ordering {
+        self.nanos.cmp(&other.nanos)
+    }
+
     /// `Quantity.IsZero`.
     pub fn is_zero(&self) -> bool {
         self.nanos == 0
@@ -193,12 +198,6 @@ fn scale_to_nanos(mantissa: i128, exponent: i32) -> Option<i128> {
             nanos += mantissa.signum();
         }
         Some(nanos)
-    }
-}
-
-impl PartialOrd for Quantity {
-    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
-        Some(self.nanos.cmp(&other.nanos))
     }
 }
 
@@ -637,7 +636,7 @@ impl Parser<'_> {
                 // A number meets a quantity as milli-units; the chosen side is returned as
                 // the quantity it became.
                 let (l, r) = (left.to_quantity(), right.to_quantity());
-                if take_left(l.nanos.cmp(&r.nanos)) {
+                if take_left(l.cmp_value(&r)) {
                     Value::Quantity(l)
                 } else {
                     Value::Quantity(r)

@@ -186,13 +186,9 @@ fn combine(acc: Option<Quantity>, q: Quantity, sum: bool) -> Quantity {
     match acc {
         None => q,
         Some(acc) if sum => acc.add(&q),
-        Some(acc) => {
-            if q > acc {
-                q
-            } else {
-                acc
-            }
-        }
+        // The first target's value stays unless a later one is strictly larger.
+        Some(acc) if q.cmp_value(&acc).is_gt() => q,
+        Some(acc) => acc,
     }
 }
 
