@@ -21,7 +21,9 @@ use kube::core::admission::{AdmissionRequest, AdmissionResponse, Operation};
 use serde_json::Value;
 
 use crate::api::v1beta1::SidecarSet;
-use crate::api::validation::{ErrorList, validate_sidecar_set};
+use crate::api::validation::{
+    ErrorList, patch_metadata_whitelist_error, validate_sidecar_set_admission,
+};
 use crate::api::{KIND, V1ALPHA1, V1BETA1, defaults, v1alpha1};
 use crate::inject::{InjectInput, RevisionHistory, inject};
 
@@ -45,6 +47,15 @@ pub trait SidecarSetSnapshot: Send + Sync + 'static {
     fn cluster(&self) -> Option<kube::Client> {
         None
     }
+    /// The data of the `kruise-configuration` ConfigMap in the kruise namespace (empty when
+    /// there is none), read when a SidecarSet with patchPodMetadata is validated.
+    fn kruise_configuration(&self) -> BoxFuture<'_, Result<BTreeMap<String, String>, String>> {
+        Box::pin(async { Ok(BTreeMap::new()) })
+    }
+    /// Feature gate `SidecarSetPatchPodMetadataDefaultsAllowed`.
+    fn patch_metadata_defaults_allowed(&self) -> bool {
+        false
+    }
 }
 
 /// A fixed snapshot (tests, benchmarks, or a caller that swaps whole snapshots).
@@ -56,6 +67,10 @@ pub struct StaticSnapshot {
     pub namespaces: BTreeMap<String, BTreeMap<String, String>>,
     /// ControllerRevisions for `injectionStrategy.revision`.
     pub history: crate::revision::ControllerRevisionHistory,
+    /// The `kruise-configuration` ConfigMap's data (empty: no ConfigMap).
+    pub kruise_configuration: BTreeMap<String, String>,
+    /// Feature gate `SidecarSetPatchPodMetadataDefaultsAllowed`.
+    pub patch_metadata_defaults_allowed: bool,
 }
 
 impl SidecarSetSnapshot for StaticSnapshot {
@@ -69,6 +84,15 @@ impl SidecarSetSnapshot for StaticSnapshot {
 
     fn history(&self) -> &dyn RevisionHistory {
         &self.history
+    }
+
+    fn kruise_configuration(&self) -> BoxFuture<'_, Result<BTreeMap<String, String>, String>> {
+        let data = self.kruise_configuration.clone();
+        Box::pin(async move { Ok(data) })
+    }
+
+    fn patch_metadata_defaults_allowed(&self) -> bool {
+        self.patch_metadata_defaults_allowed
     }
 }
 
@@ -92,6 +116,14 @@ impl<S: SidecarSetSnapshot + ?Sized> SidecarSetSnapshot for Arc<S> {
 
     fn cluster(&self) -> Option<kube::Client> {
         (**self).cluster()
+    }
+
+    fn kruise_configuration(&self) -> BoxFuture<'_, Result<BTreeMap<String, String>, String>> {
+        (**self).kruise_configuration()
+    }
+
+    fn patch_metadata_defaults_allowed(&self) -> bool {
+        (**self).patch_metadata_defaults_allowed()
     }
 }
 
@@ -150,7 +182,7 @@ impl<S: SidecarSetSnapshot> SidecarSetValidatingHandler<S> {
     }
 
     /// The field errors of the request's SidecarSet (none for what it does not check).
-    pub fn errors(
+    pub async fn errors(
         &self,
         request: &AdmissionRequest<DynamicObject>,
     ) -> Result<ErrorList, HandlerError> {
@@ -173,10 +205,25 @@ impl<S: SidecarSetSnapshot> SidecarSetValidatingHandler<S> {
             (Operation::Update, Some(o)) => Some(to_beta(o)?),
             _ => None,
         };
-        Ok(validate_sidecar_set(
+        let whitelist_error = if new.spec.patch_pod_metadata.is_empty() {
+            None
+        } else {
+            // Read at each validation, as OpenKruise reads it; a failed read is reported
+            // where a refusal by the whitelist would be.
+            match self.snapshot.kruise_configuration().await {
+                Ok(data) => patch_metadata_whitelist_error(
+                    &new,
+                    &data,
+                    self.snapshot.patch_metadata_defaults_allowed(),
+                ),
+                Err(e) => Some(e),
+            }
+        };
+        Ok(validate_sidecar_set_admission(
             &new,
             old.as_ref(),
             &self.snapshot.sidecar_sets(),
+            whitelist_error,
         ))
     }
 }
@@ -195,7 +242,7 @@ impl<S: SidecarSetSnapshot> AdmissionHandler for SidecarSetValidatingHandler<S> 
         request: &'a AdmissionRequest<DynamicObject>,
     ) -> BoxFuture<'a, Result<AdmissionResponse, HandlerError>> {
         Box::pin(async move {
-            let errors = self.errors(request)?;
+            let errors = self.errors(request).await?;
             if errors.is_empty()
                 && !request.dry_run
                 && let Some(client) = self.snapshot.cluster()

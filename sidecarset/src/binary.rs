@@ -63,6 +63,15 @@ fn injection_step(ctx: &StepContext) -> Arc<dyn PodMutator> {
     Arc::new(SidecarSetInjectionStep::new(snapshot))
 }
 
+/// Allows any patchPodMetadata key when no whitelist applies (OpenKruise's gate, default off).
+const PATCH_METADATA_DEFAULTS_ALLOWED_GATE: &str = "SidecarSetPatchPodMetadataDefaultsAllowed";
+
+/// The kruise namespace: the one the binary runs in (`POD_NAMESPACE`), else `kruise-system`.
+fn kruise_namespace() -> String {
+    let pod_namespace = std::env::var(controller::POD_NAMESPACE_ENV).ok();
+    controller::Settings::in_namespace(pod_namespace.as_deref()).revision_namespace
+}
+
 /// `kruise-sidecarset`, ready for [`Binary::main`] or [`Binary::run_argv`].
 pub fn binary() -> anyhow::Result<Binary<AdmissionFlags>> {
     let crd = api::crd::crd().map_err(|e| anyhow::anyhow!("building the SidecarSet CRD: {e}"))?;
@@ -72,11 +81,19 @@ pub fn binary() -> anyhow::Result<Binary<AdmissionFlags>> {
             // Validation checks conflicts against the live SidecarSets (none for `manifests`).
             .crd_webhooks(WEBHOOKS, |ctx: Option<&Context<AdmissionFlags>>| {
                 let snapshot: Arc<dyn SidecarSetSnapshot> = match ctx {
-                    Some(ctx) => Arc::new(live::start(
-                        ctx.client.clone(),
-                        Arc::new(tokio::sync::Notify::new()),
-                        ctx.shutdown.clone(),
-                    )),
+                    Some(ctx) => Arc::new(
+                        live::start(
+                            ctx.client.clone(),
+                            Arc::new(tokio::sync::Notify::new()),
+                            ctx.shutdown.clone(),
+                        )
+                        // The patchPodMetadata whitelist is read where OpenKruise reads it:
+                        // `kruise-configuration` in the namespace the binary runs in.
+                        .with_kruise_configuration(
+                            &kruise_namespace(),
+                            ctx.gates.enabled(PATCH_METADATA_DEFAULTS_ALLOWED_GATE),
+                        ),
+                    ),
                     None => Arc::new(StaticSnapshot::default()),
                 };
                 routes(snapshot)
@@ -84,8 +101,7 @@ pub fn binary() -> anyhow::Result<Binary<AdmissionFlags>> {
             .controller(|ctx: Context<AdmissionFlags>| async move {
                 // The namespace the binary runs in, not `--webhook-namespace`'s: revisions
                 // stay where OpenKruise keeps them when the webhook is served elsewhere.
-                let pod_namespace = std::env::var(controller::POD_NAMESPACE_ENV).ok();
-                let settings = controller::Settings::in_namespace(pod_namespace.as_deref());
+                let settings = controller::Settings::in_namespace(Some(&kruise_namespace()));
                 controller::run(
                     ctx.client.clone(),
                     settings,

@@ -30,12 +30,14 @@
 //! result is a typed pod; the webhook's JSONPatch is built by the pod chain on the pod as sent
 //! (`kruise_common::admission::raw_patch`), so fields these types do not know are kept.
 //!
-//! Not done here (see the crate report): `resourcesPolicy` (sidecar resources computed from
-//! the app containers) — containers with one are injected with their resources unchanged.
+//! A sidecar with a `resourcesPolicy` gets its resources computed from the pod's containers
+//! in step 6 (`resources`, with OpenKruise's expression `calculator`).
 
 mod annotations;
+mod calculator;
 mod env;
 mod matching;
+mod resources;
 mod sidecars;
 mod volumes;
 
@@ -54,6 +56,7 @@ pub use matching::{
     NoHistory, RevisionHistory, canary_base, indexed_namespaces, matched_sidecar_sets,
     pod_matches_sidecar_set,
 };
+pub use resources::{compile_name_regex, expression_variable, validate_expression};
 
 /// Why a pod could not be injected. The webhook denies the pod with this message, as
 /// OpenKruise's does (HTTP 500 there).
@@ -95,6 +98,10 @@ pub enum InjectError {
         /// Why.
         reason: String,
     },
+    /// A sidecar's `resourcesPolicy` could not be applied to the pod (no container matches
+    /// its regex, an expression fails); the message is OpenKruise's.
+    #[error(transparent)]
+    ResourcesPolicy(#[from] resources::ResourcesPolicyError),
     /// The pod did not (de)serialize.
     #[error("encoding pod: {0}")]
     Encode(#[from] serde_json::Error),

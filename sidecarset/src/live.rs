@@ -9,14 +9,17 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use futures::StreamExt as _;
-use k8s_openapi::api::core::v1::Namespace;
+use futures::future::BoxFuture;
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use kruise_common::runtime::watch::{DecodeGuard, Watch};
+use kube::Api;
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::watcher;
 use tokio_util::sync::CancellationToken;
 
 use crate::admission::{SidecarSetSnapshot, sidecar_set_scope};
 use crate::api::v1beta1::SidecarSet;
+use crate::api::validation::KRUISE_CONFIGURATION;
 
 const CRD: &str = "sidecarsets.apps.kruise.io";
 
@@ -26,6 +29,23 @@ pub struct LiveSnapshot {
     sets: Store<SidecarSet>,
     namespaces: Store<Namespace>,
     client: kube::Client,
+    kruise_namespace: String,
+    patch_metadata_defaults_allowed: bool,
+}
+
+impl LiveSnapshot {
+    /// Reads the patchPodMetadata whitelist from `kruise-configuration` in `kruise_namespace`
+    /// (the namespace the binary runs in), with the `SidecarSetPatchPodMetadataDefaultsAllowed`
+    /// gate `defaults_allowed`.
+    pub fn with_kruise_configuration(
+        mut self,
+        kruise_namespace: &str,
+        defaults_allowed: bool,
+    ) -> Self {
+        self.kruise_namespace = kruise_namespace.to_string();
+        self.patch_metadata_defaults_allowed = defaults_allowed;
+        self
+    }
 }
 
 impl SidecarSetSnapshot for LiveSnapshot {
@@ -41,6 +61,23 @@ impl SidecarSetSnapshot for LiveSnapshot {
 
     fn cluster(&self) -> Option<kube::Client> {
         Some(self.client.clone())
+    }
+
+    fn kruise_configuration(&self) -> BoxFuture<'_, Result<BTreeMap<String, String>, String>> {
+        Box::pin(async move {
+            let api: Api<ConfigMap> = Api::namespaced(self.client.clone(), &self.kruise_namespace);
+            match api.get_opt(KRUISE_CONFIGURATION).await {
+                Ok(found) => Ok(found.and_then(|cm| cm.data).unwrap_or_default()),
+                Err(e) => Err(format!(
+                    "reading ConfigMap {}/{KRUISE_CONFIGURATION}: {e}",
+                    self.kruise_namespace
+                )),
+            }
+        })
+    }
+
+    fn patch_metadata_defaults_allowed(&self) -> bool {
+        self.patch_metadata_defaults_allowed
     }
 }
 
@@ -99,5 +136,7 @@ pub fn start(
         sets,
         namespaces,
         client,
+        kruise_namespace: crate::controller::DEFAULT_KRUISE_NAMESPACE.to_string(),
+        patch_metadata_defaults_allowed: false,
     }
 }

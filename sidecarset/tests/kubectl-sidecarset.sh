@@ -25,6 +25,44 @@ assert_contains "$sample_out" 'strict decoding error: unknown field "spec.contai
   "the config/samples SidecarSet is refused for its unknown fields"
 pass "OpenKruise's config/samples SidecarSet applies unchanged and is refused as OpenKruise's CRD refuses it"
 
+# The same sample with those two field names spelled as the CRD has them: admitted, and its
+# dynamic-resource-sidecar gets resources computed from the pod's large-engine-v4 container
+# (max(cpu*50%, 50m) over a 200m limit and a 60m request); a pod without that container is
+# refused with OpenKruise's message.
+sed -e 's/targetContainerMode:/targetContainersMode:/' -e 's/resourceExpr:/resourcesExpr:/' \
+  "$(dirname "${BASH_SOURCE[0]}")/fixtures/openkruise/apps_v1alpha1_sidecarset.yaml" | "$KUBECTL" apply -f - >/dev/null
+guestbook_pod() { # NAME CONTAINER
+  cat <<YAML
+apiVersion: v1
+kind: Pod
+metadata:
+  name: $1
+  labels: {app.kubernetes.io/name: guestbook-with-sidecar}
+spec:
+  containers:
+  - name: $2
+    image: nginx:alpine
+    resources:
+      limits: {cpu: 200m, memory: 1Gi}
+      requests: {cpu: 60m, memory: 512Mi}
+YAML
+}
+injected_engine_pod() {
+  guestbook_pod engine-1 large-engine-v4 | "$KUBECTL" apply -f - >/dev/null 2>&1 || return 1
+  [[ -n "$("$KUBECTL" get pod engine-1 -o jsonpath='{.spec.containers[?(@.name=="dynamic-resource-sidecar")].name}')" ]] \
+    || { "$KUBECTL" delete pod engine-1 --wait=false >/dev/null; false; }
+}
+wait_for 60 "a guestbook pod with the sidecars injected" injected_engine_pod
+assert_eq "$("$KUBECTL" get pod engine-1 -o jsonpath='{.spec.containers[?(@.name=="dynamic-resource-sidecar")].resources}')" \
+  '{"limits":{"cpu":"100m","memory":"200Mi"},"requests":{"cpu":"50m","memory":"100Mi"}}' \
+  "dynamic-resource-sidecar resources computed from large-engine-v4"
+refused=$(guestbook_pod engine-2 small-engine | "$KUBECTL" apply -f - 2>&1 || true)
+assert_contains "$refused" 'no containers match the regex pattern "^large-engine-v4$"' \
+  "a pod without large-engine-v4 is refused"
+"$KUBECTL" delete pod engine-1 --wait=false >/dev/null
+"$KUBECTL" delete sidecarset guestbook-sidecar >/dev/null
+pass "the corrected config/samples SidecarSet sizes its sidecar from large-engine-v4 and refuses pods without it"
+
 # OpenKruise's test-sidecarset, as its docs publish it (v1alpha1). The defaulting webhook
 # may still be registering: apply until the stored object carries its hash annotation.
 sidecarset_yaml() {

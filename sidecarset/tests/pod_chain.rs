@@ -124,3 +124,106 @@ async fn fields_newer_than_the_compiled_api_stay_on_the_app_container() {
     assert_eq!(containers[1]["restartPolicyRules"], rules);
     assert_eq!(injected["spec"]["futureSchedulingHint"], "spread");
 }
+
+/// A SidecarSet whose `proxy` sidecar takes half the CPU and a fixed memory of the pod's
+/// `app-*` containers, and which patches an annotation of the pod.
+fn policy_set() -> SidecarSet {
+    serde_json::from_value(json!({
+        "apiVersion": "apps.kruise.io/v1beta1", "kind": "SidecarSet",
+        "metadata": {"name": "mesh"},
+        "spec": {
+            "selector": {"matchLabels": {"app": "nginx"}},
+            "containers": [{"name": "proxy", "image": "envoy:1.30", "podInjectPolicy": "AfterAppContainer",
+                "resourcesPolicy": {
+                    "targetContainersMode": "sum",
+                    "targetContainersNameRegex": "^app-",
+                    "resourcesExpr": {
+                        "limits": {"cpu": "max(cpu*50%, 50m)", "memory": "memory*25%"},
+                        "requests": {"cpu": "cpu*50%", "memory": "64Mi"}
+                    }
+                }}],
+            "patchPodMetadata": [{"annotations": {"mesh.io/inject": "true"}, "patchPolicy": "Overwrite"}]
+        }
+    }))
+    .unwrap()
+}
+
+/// The AdmissionReview kube-apiserver sends for creating `pod`.
+fn pod_review(pod: &serde_json::Value) -> Vec<u8> {
+    serde_json::to_vec(&json!({
+        "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+        "request": {
+            "uid": "u1",
+            "kind": {"group": "", "version": "v1", "kind": "Pod"},
+            "resource": {"group": "", "version": "v1", "resource": "pods"},
+            "operation": "CREATE", "namespace": "default", "name": "",
+            "userInfo": {}, "object": pod, "dryRun": false
+        }
+    }))
+    .unwrap()
+}
+
+fn app_container(name: &str, cpu: &str, memory: &str) -> serde_json::Value {
+    json!({"name": name, "image": "nginx:1.25",
+           "resources": {"limits": {"cpu": cpu, "memory": memory}, "requests": {"cpu": cpu, "memory": memory}}})
+}
+
+#[tokio::test]
+async fn golden_review_resources_policy_and_patched_annotations() {
+    let snapshot = StaticSnapshot {
+        sidecar_sets: vec![policy_set()].into(),
+        ..StaticSnapshot::default()
+    };
+    let routes =
+        kruise_common::admission::AdmissionRoutes::new()
+            .handler(PodChain::new(vec![
+                Arc::new(SidecarSetInjectionStep::new(snapshot)) as Arc<dyn PodMutator>,
+            ]));
+    let pod = json!({"apiVersion": "v1", "kind": "Pod",
+    "metadata": {"name": "web", "namespace": "default", "labels": {"app": "nginx"},
+                 "annotations": {"mesh.io/inject": "false"}},
+    "spec": {"containers": [
+        app_container("app-web", "300m", "512Mi"),
+        app_container("app-worker", "500m", "1Gi"),
+        app_container("logger", "4", "4Gi"),
+    ]}});
+    let response = routes
+        .review("/mutate-pod", &pod_review(&pod))
+        .await
+        .unwrap();
+    assert_eq!(response["response"]["allowed"], true, "{response}");
+    let patch = response["response"]["patch"].as_str().unwrap();
+    let patch: json_patch::Patch = serde_json::from_slice(
+        &base64::Engine::decode(&base64::engine::general_purpose::STANDARD, patch).unwrap(),
+    )
+    .unwrap();
+    let mut injected = pod.clone();
+    json_patch::patch(&mut injected, &patch).unwrap();
+    let proxy = &injected["spec"]["containers"][3];
+    assert_eq!(proxy["name"], "proxy");
+    // app-web + app-worker: 800m and 1536Mi; logger does not match `^app-`.
+    assert_eq!(
+        proxy["resources"],
+        json!({"limits": {"cpu": "400m", "memory": "384Mi"},
+               "requests": {"cpu": "400m", "memory": "64Mi"}})
+    );
+    assert_eq!(
+        injected["metadata"]["annotations"]["mesh.io/inject"],
+        "true"
+    );
+
+    // A pod without an `app-` container is refused with OpenKruise's message (HTTP 500, as
+    // OpenKruise's), prefixed by the pod chain with the step that failed.
+    let mut lonely = pod.clone();
+    lonely["spec"]["containers"] = json!([app_container("logger", "1", "1Gi")]);
+    let response = routes
+        .review("/mutate-pod", &pod_review(&lonely))
+        .await
+        .unwrap();
+    assert_eq!(response["response"]["allowed"], false, "{response}");
+    assert_eq!(response["response"]["status"]["code"], 500);
+    assert_eq!(
+        response["response"]["status"]["message"],
+        r#"sidecarset: no containers match the regex pattern "^app-""#
+    );
+}

@@ -186,3 +186,136 @@ async fn defaulting_leaves_fields_the_types_do_not_know_alone() {
         assert!(doc["metadata"]["annotations"]["kruise.io/sidecarset-hash"].is_string());
     }
 }
+
+/// Validates a v1beta1 SidecarSet patching `annotations` against a snapshot whose
+/// `kruise-configuration` holds `whitelist` (no key when `None`).
+async fn whitelist_review(
+    labels: Value,
+    annotations: Value,
+    whitelist: Option<Value>,
+    defaults_allowed: bool,
+) -> Value {
+    let snapshot = StaticSnapshot {
+        kruise_configuration: whitelist
+            .map(|w| {
+                BTreeMap::from([(
+                    "SidecarSet_PatchPodMetadata_WhiteList".to_string(),
+                    w.to_string(),
+                )])
+            })
+            .unwrap_or_default(),
+        patch_metadata_defaults_allowed: defaults_allowed,
+        ..StaticSnapshot::default()
+    };
+    let routes = AdmissionRoutes::new()
+        .handler(SidecarSetMutatingHandler)
+        .handler(SidecarSetValidatingHandler::new(snapshot));
+    let gvr = json!({"group": "apps.kruise.io", "version": "v1beta1", "resource": "sidecarsets"});
+    let obj = json!({"apiVersion": "apps.kruise.io/v1beta1", "kind": "SidecarSet",
+        "metadata": {"name": "patcher", "labels": labels},
+        "spec": {"selector": {"matchLabels": {"app": "web"}},
+                 "containers": [{"name": "c", "image": "busybox"}],
+                 "patchPodMetadata": [{"annotations": annotations, "patchPolicy": "Overwrite"}]}});
+    let out = routes
+        .review(
+            "/mutate-apps-kruise-io-sidecarset",
+            &review(gvr.clone(), "CREATE", obj.clone(), None),
+        )
+        .await
+        .unwrap();
+    let mut doc = obj;
+    json_patch::patch(&mut doc, &decode_patch(&out).unwrap()).unwrap();
+    let out = routes
+        .review(
+            "/validate-apps-kruise-io-sidecarset",
+            &review(gvr, "CREATE", doc, None),
+        )
+        .await
+        .unwrap();
+    out["response"].clone()
+}
+
+#[tokio::test]
+async fn patch_pod_metadata_needs_openkruises_whitelist() {
+    let gated = json!({"rules": [
+        {"selector": {"matchLabels": {"team": "mesh"}}, "allowedAnnotationKeyExprs": ["^mesh\\.io/.*"]},
+        {"allowedAnnotationKeyExprs": ["oom-score"]}
+    ]});
+    let denied = |message: &str| json!({"allowed": false, "code": 422, "message": message});
+    let outcome = |r: Value| {
+        if r["allowed"] == true {
+            json!({"allowed": true})
+        } else {
+            json!({"allowed": false, "code": r["status"]["code"], "message": r["status"]["message"]})
+        }
+    };
+    for (labels, annotations, whitelist, defaults_allowed, want) in [
+        // No ConfigMap key: refused, unless the gate allows defaults.
+        (
+            json!({}),
+            json!({"a.io/x": "1"}),
+            None,
+            false,
+            denied(
+                "spec.patchPodMetadata: Required value: SidecarSet patch metadata whitelist not found",
+            ),
+        ),
+        (
+            json!({}),
+            json!({"a.io/x": "1"}),
+            None,
+            true,
+            json!({"allowed": true}),
+        ),
+        // A rule's selector scopes it to SidecarSets with those labels.
+        (
+            json!({"team": "mesh"}),
+            json!({"mesh.io/inject": "1", "oom-score": "5"}),
+            Some(gated.clone()),
+            false,
+            json!({"allowed": true}),
+        ),
+        (
+            json!({}),
+            json!({"mesh.io/inject": "1"}),
+            Some(gated.clone()),
+            false,
+            denied(
+                "spec.patchPodMetadata: Required value: sidecarSet patch metadata annotation(mesh.io/inject) is not allowed",
+            ),
+        ),
+        // Keys are Go regexps searched in the key (unanchored).
+        (
+            json!({}),
+            json!({"x/oom-score-adj": "1"}),
+            Some(gated.clone()),
+            false,
+            json!({"allowed": true}),
+        ),
+        // No rule applies to this SidecarSet.
+        (
+            json!({}),
+            json!({"a.io/x": "1"}),
+            Some(
+                json!({"rules": [{"selector": {"matchLabels": {"team": "mesh"}}, "allowedAnnotationKeyExprs": [".*"]}]}),
+            ),
+            false,
+            denied(
+                "spec.patchPodMetadata: Required value: sidecarSet patch metadata annotation is not allowed",
+            ),
+        ),
+    ] {
+        let got = whitelist_review(
+            labels.clone(),
+            annotations.clone(),
+            whitelist,
+            defaults_allowed,
+        )
+        .await;
+        assert_eq!(
+            outcome(got),
+            want,
+            "labels {labels} annotations {annotations}"
+        );
+    }
+}

@@ -20,8 +20,10 @@
 //! `hotUpgradeEmptyImage` different from its image, its `<n>-1`/`<n>-2` names must not clash
 //! with another container, and `upgradeType` must be ColdUpgrade or HotUpgrade.
 //!
-//! Not checked here: that an injection revision exists (needs ControllerRevisions), the
-//! patchPodMetadata whitelist ConfigMap, and `resourcesPolicy` regex and expression syntax.
+//! The patchPodMetadata whitelist (the `kruise-configuration` ConfigMap) is checked by
+//! [`patch_metadata_whitelist_error`], whose result the admission handler passes in.
+//!
+//! Not checked here: that an injection revision exists (needs ControllerRevisions).
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -39,7 +41,7 @@ use super::{
     SidecarContainerUpgradeType, SidecarSetInjectRevisionPolicy, SidecarSetPatchPolicy,
     SidecarSetUpdateStrategyType, hot_upgrade_container_names, is_native_sidecar,
 };
-use crate::inject::canary_base;
+use crate::inject::{canary_base, compile_name_regex, validate_expression};
 
 const NAME_MAX_LEN: usize = 63;
 
@@ -358,7 +360,7 @@ fn validate_containers(set: &SidecarSet, out: &mut ErrorList) {
     }
 }
 
-/// OpenKruise's `validateResourcesPolicy`, without the regex and expression syntax checks.
+/// OpenKruise's `validateResourcesPolicy`.
 fn validate_resources_policy(c: &SidecarContainer, path: &str, out: &mut ErrorList) {
     let Some(policy) = c.resources_policy.as_ref() else {
         return;
@@ -376,10 +378,17 @@ fn validate_resources_policy(c: &SidecarContainer, path: &str, out: &mut ErrorLi
         ));
         return;
     }
-    if policy.target_containers_name_regex.is_empty() {
+    let regex = &policy.target_containers_name_regex;
+    if regex.is_empty() {
         out.push(FieldError::required(
             format!("{path}.targetContainersNameRegex"),
             "invalid empty regex",
+        ));
+    } else if let Err(e) = compile_name_regex(regex) {
+        out.push(FieldError::invalid(
+            format!("{path}.targetContainersNameRegex"),
+            regex,
+            format!("invalid regex pattern: {e}"),
         ));
     }
     let expr = &policy.resources_expr;
@@ -389,6 +398,22 @@ fn validate_resources_policy(c: &SidecarContainer, path: &str, out: &mut ErrorLi
             BadValue::Omitted,
             "at least one of limits or requests must be configured",
         ));
+        return;
+    }
+    for (kind, exprs) in [("limits", &expr.limits), ("requests", &expr.requests)] {
+        let Some(exprs) = exprs else { continue };
+        for (variable, text) in [("cpu", &exprs.cpu), ("memory", &exprs.memory)] {
+            if text.is_empty() {
+                continue;
+            }
+            if let Err(e) = validate_expression(text, variable) {
+                out.push(FieldError::invalid(
+                    format!("{path}.resourcesExpr.{kind}.{variable}"),
+                    text,
+                    e,
+                ));
+            }
+        }
     }
 }
 
@@ -587,13 +612,97 @@ fn validate_conflicts(set: &SidecarSet, others: &[SidecarSet], out: &mut ErrorLi
     }
 }
 
+/// The `kruise-configuration` ConfigMap key holding the patchPodMetadata whitelist.
+pub const PATCH_METADATA_WHITELIST_KEY: &str = "SidecarSet_PatchPodMetadata_WhiteList";
+/// The ConfigMap OpenKruise reads its configuration from, in the kruise namespace.
+pub const KRUISE_CONFIGURATION: &str = "kruise-configuration";
+
+/// `SidecarSet_PatchPodMetadata_WhiteList`: rules allowing annotation keys (Go regexps) to
+/// the SidecarSets a rule's selector matches (every SidecarSet without a selector).
+#[derive(Debug, Default, serde::Deserialize)]
+struct PatchMetadataWhitelist {
+    #[serde(default)]
+    rules: Vec<PatchMetadataWhiteRule>,
+}
+
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct PatchMetadataWhiteRule {
+    #[serde(default)]
+    selector: Option<LabelSelector>,
+    #[serde(default)]
+    allowed_annotation_key_exprs: Vec<String>,
+}
+
+/// OpenKruise's `ValidateSidecarSetPatchMetadataWhitelist`: why `set`'s patchPodMetadata is
+/// not allowed by `configuration` (the `kruise-configuration` data, empty when the ConfigMap
+/// is absent); `defaults_allowed` is the `SidecarSetPatchPodMetadataDefaultsAllowed` gate,
+/// which allows every key when no whitelist (or no rule for the SidecarSet) exists.
+pub fn patch_metadata_whitelist_error(
+    set: &SidecarSet,
+    configuration: &BTreeMap<String, String>,
+    defaults_allowed: bool,
+) -> Option<String> {
+    if set.spec.patch_pod_metadata.is_empty() {
+        return None;
+    }
+    let Some(raw) = configuration.get(PATCH_METADATA_WHITELIST_KEY) else {
+        return (!defaults_allowed).then(|| "SidecarSet patch metadata whitelist not found".into());
+    };
+    let whitelist: PatchMetadataWhitelist = match serde_json::from_str(raw) {
+        Ok(w) => w,
+        Err(e) => return Some(e.to_string()),
+    };
+    let labels = set.metadata.labels.clone().unwrap_or_default();
+    let mut allowed = Vec::new();
+    for rule in &whitelist.rules {
+        if let Some(selector) = &rule.selector {
+            match kruise_common::pods::selector::selector_matches(selector, &labels) {
+                Ok(true) => {}
+                Ok(false) => continue,
+                Err(e) => return Some(e.to_string()),
+            }
+        }
+        for expr in &rule.allowed_annotation_key_exprs {
+            match compile_name_regex(expr) {
+                Ok(r) => allowed.push(r),
+                Err(e) => return Some(e.to_string()),
+            }
+        }
+    }
+    if allowed.is_empty() {
+        return (!defaults_allowed)
+            .then(|| "sidecarSet patch metadata annotation is not allowed".into());
+    }
+    // Go ranges over the annotations map in random order; the first key by name is reported.
+    set.spec
+        .patch_pod_metadata
+        .iter()
+        .flat_map(|p| p.annotations.keys())
+        .find(|key| !allowed.iter().any(|r| r.is_match(key)))
+        .map(|key| format!("sidecarSet patch metadata annotation({key}) is not allowed"))
+}
+
 /// Validates a (defaulted) SidecarSet; `old` on UPDATE; `others` are the SidecarSets in the
 /// cluster (the object itself among them is ignored). Conflicts are checked only when
-/// everything else is valid, as OpenKruise does.
+/// everything else is valid, as OpenKruise does. The patchPodMetadata whitelist is not
+/// checked (see [`validate_sidecar_set_admission`]).
 pub fn validate_sidecar_set(
     set: &SidecarSet,
     old: Option<&SidecarSet>,
     others: &[SidecarSet],
+) -> ErrorList {
+    validate_sidecar_set_admission(set, old, others, None)
+}
+
+/// [`validate_sidecar_set`] as the webhook validates: `whitelist_error` is what
+/// [`patch_metadata_whitelist_error`] (or reading the ConfigMap) found, reported at
+/// `spec.patchPodMetadata` where OpenKruise reports it.
+pub fn validate_sidecar_set_admission(
+    set: &SidecarSet,
+    old: Option<&SidecarSet>,
+    others: &[SidecarSet],
+    whitelist_error: Option<String>,
 ) -> ErrorList {
     let mut out = Vec::new();
     let name = set.metadata.name.as_deref().unwrap_or("");
@@ -696,6 +805,9 @@ pub fn validate_sidecar_set(
         ));
     } else {
         validate_containers(set, &mut out);
+    }
+    if let Some(error) = whitelist_error {
+        out.push(FieldError::required("spec.patchPodMetadata", error));
     }
     let mut keys = BTreeSet::new();
     for p in &spec.patch_pod_metadata {

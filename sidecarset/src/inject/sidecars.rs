@@ -12,6 +12,7 @@ use super::InjectError;
 use super::annotations::{SidecarSetUpgradeSpec, go_marshal, parse_hash_annotation};
 use super::env::{merge_env, transfer_envs};
 use super::matching::{annotation, set_name};
+use super::resources::apply_resources_policy;
 use super::volumes::{
     merge_devices, merge_mounts, merge_volumes, shared_devices, shared_mounts_and_envs,
 };
@@ -112,15 +113,18 @@ impl Built {
     }
 }
 
-/// Prepares one sidecar (init or not) for this pod.
+/// Prepares one sidecar (init or not) for this pod; `sidecar_names` are the containers of
+/// every matched SidecarSet (never a `resourcesPolicy` target).
 fn prepare_sidecar(
     sidecar: &SidecarContainer,
     pod: &Pod,
     pod_containers: &[Container],
+    sidecar_names: &BTreeSet<&str>,
     volumes_by_name: &BTreeMap<&str, &Volume>,
     built: &mut Built,
-) -> SidecarContainer {
+) -> Result<SidecarContainer, InjectError> {
     let mut s = sidecar.clone();
+    apply_resources_policy(&mut s, pod, sidecar_names)?;
     let (mounts, mount_envs) = shared_mounts_and_envs(&s, pod_containers);
     let mut transfer = transfer_envs(&s, pod, pod_containers);
     merge_env(&mut transfer, mount_envs);
@@ -152,7 +156,7 @@ fn prepare_sidecar(
     merge_env(env, transfer);
     let devices = shared_devices(&s, pod_containers);
     merge_devices(&mut s.container, devices);
-    s
+    Ok(s)
 }
 
 pub(super) fn build_sidecars(
@@ -181,6 +185,11 @@ pub(super) fn build_sidecars(
         .as_ref()
         .map(|s| s.containers.clone())
         .unwrap_or_default();
+    let sidecar_names: BTreeSet<&str> = sets
+        .iter()
+        .flat_map(|set| set.spec.init_containers.iter().chain(&set.spec.containers))
+        .map(SidecarContainer::name)
+        .collect();
     let timestamp = now.strftime("%Y-%m-%dT%H:%M:%SZ").to_string();
     let mut built = Built::default();
     let mut any_hot = false;
@@ -213,7 +222,14 @@ pub(super) fn build_sidecars(
             if is_native_sidecar(&init.container) {
                 sidecar_list.insert(init.name().to_string());
             }
-            let s = prepare_sidecar(init, pod, &pod_containers, &volumes_by_name, &mut built);
+            let s = prepare_sidecar(
+                init,
+                pod,
+                &pod_containers,
+                &sidecar_names,
+                &volumes_by_name,
+                &mut built,
+            )?;
             injecting = true;
             if is_native_sidecar(&s.container) && s.is_hot_upgrade() {
                 any_hot = true;
@@ -229,7 +245,14 @@ pub(super) fn build_sidecars(
             .extend(set.spec.image_pull_secrets.iter().cloned());
         for c in &set.spec.containers {
             sidecar_list.insert(c.name().to_string());
-            let s = prepare_sidecar(c, pod, &pod_containers, &volumes_by_name, &mut built);
+            let s = prepare_sidecar(
+                c,
+                pod,
+                &pod_containers,
+                &sidecar_names,
+                &volumes_by_name,
+                &mut built,
+            )?;
             injecting = true;
             if s.is_hot_upgrade() {
                 any_hot = true;

@@ -741,3 +741,49 @@ fn golden_openkruise_walkthrough() {
     });
     assert_eq!(serde_json::to_value(&out.pod).unwrap(), expected);
 }
+
+/// `resourcesPolicy` on a native-sidecar init container and on a hot-upgrade container: both
+/// pod containers of the hot-upgrade pair get the computed resources, the sidecars of every
+/// matched SidecarSet (here `other`'s `helper`, already in the pod) are no targets.
+#[test]
+fn resources_policy_for_init_and_hot_upgrade_sidecars() {
+    let policy = |expr: Value| {
+        json!({"targetContainersMode": "sum", "targetContainersNameRegex": ".*",
+               "resourcesExpr": {"limits": expr}})
+    };
+    let mesh = set(json!({
+        "metadata": {"name": "mesh"},
+        "spec": {
+            "selector": {"matchLabels": {"app": "web"}},
+            "initContainers": [{"name": "log-agent", "image": "fluent:1", "restartPolicy": "Always",
+                "resourcesPolicy": policy(json!({"memory": "memory/2"}))}],
+            "containers": [{"name": "proxy", "image": "envoy:1", "podInjectPolicy": "AfterAppContainer",
+                "upgradeStrategy": {"upgradeType": "HotUpgrade", "hotUpgradeEmptyImage": "empty:1"},
+                "resourcesPolicy": policy(json!({"cpu": "cpu + 100m"}))}]
+        }
+    }));
+    let other = set(json!({
+        "metadata": {"name": "other"},
+        "spec": {"selector": {"matchLabels": {"app": "web"}},
+                 "containers": [{"name": "helper", "image": "helper:1"}]}
+    }));
+    let p = pod(json!({
+        "metadata": {"name": "web", "namespace": "default", "labels": {"app": "web"}},
+        "spec": {"containers": [
+            {"name": "main", "image": "app:1", "resources": {"limits": {"cpu": "1", "memory": "1Gi"}}},
+            {"name": "helper", "image": "helper:1", "resources": {"limits": {"cpu": "8", "memory": "8Gi"}}}
+        ]}
+    }));
+    let out = run(&p, None, &[mesh, other]);
+    let spec = out.pod.spec.unwrap();
+    let limits = |c: &k8s_openapi::api::core::v1::Container| {
+        serde_json::to_value(&c.resources.as_ref().unwrap().limits).unwrap()
+    };
+    let init = spec.init_containers.unwrap();
+    assert_eq!(init[0].name, "log-agent");
+    assert_eq!(limits(&init[0]), json!({"memory": "512Mi"}));
+    for name in ["proxy-1", "proxy-2"] {
+        let c = spec.containers.iter().find(|c| c.name == name).unwrap();
+        assert_eq!(limits(c), json!({"cpu": "1100m"}), "{name}");
+    }
+}

@@ -223,6 +223,47 @@ fn resources_policy_rules() {
 }
 
 #[test]
+fn resources_policy_regex_and_expressions_are_checked() {
+    let mut v = valid();
+    v["spec"]["containers"][0]["resourcesPolicy"] = json!({
+        "targetContainersMode": "sum",
+        "targetContainersNameRegex": "app-(",
+        "resourcesExpr": {
+            "limits": {"cpu": "cpu*50%", "memory": "max(memory, 1Gi"},
+            "requests": {"cpu": "cpu - 2", "memory": "foo"}
+        }
+    });
+    let errs = errors(v);
+    assert_eq!(
+        fields(&errs),
+        [
+            "spec[0].resourcesPolicy.targetContainersNameRegex",
+            "spec[0].resourcesPolicy.resourcesExpr.limits.memory",
+            "spec[0].resourcesPolicy.resourcesExpr.requests.cpu",
+            "spec[0].resourcesPolicy.resourcesExpr.requests.memory",
+        ]
+    );
+    assert!(
+        errs[0].detail.starts_with("invalid regex pattern: "),
+        "{}",
+        errs[0].detail
+    );
+    // OpenKruise evaluates each expression with its variable bound to the number 1.
+    assert_eq!(
+        errs[1].detail,
+        "invalid expression: parse error: syntax error at line 1, col 16"
+    );
+    assert_eq!(
+        errs[2].detail,
+        "invalid expression: calculation result is negative: -1"
+    );
+    assert_eq!(
+        errs[3].detail,
+        "invalid expression: undefined variable: foo"
+    );
+}
+
+#[test]
 fn name_rules() {
     let mut v = valid();
     v["metadata"]["name"] = json!("bad_name");
