@@ -219,7 +219,13 @@ mod tests {
     fn controllers_flag() {
         assert_eq!(
             names(&choose(registered(), "all").unwrap()),
-            ["cloneset", "sidecarset", "statefulset", "broadcastjob", "webhook"]
+            [
+                "cloneset",
+                "sidecarset",
+                "statefulset",
+                "broadcastjob",
+                "webhook"
+            ]
         );
         assert!(choose(registered(), "none").unwrap().is_empty());
         assert_eq!(

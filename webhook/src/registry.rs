@@ -80,7 +80,13 @@ mod tests {
         let names: Vec<&str> = families().unwrap().iter().map(Family::name).collect();
         assert_eq!(
             names,
-            ["cloneset", "sidecarset", "statefulset", "broadcastjob", "webhook"]
+            [
+                "cloneset",
+                "sidecarset",
+                "statefulset",
+                "broadcastjob",
+                "webhook"
+            ]
         );
         let steps: Vec<&str> = pod_steps().unwrap().iter().map(|s| s.name).collect();
         assert_eq!(steps, ["sidecarset", crate::WORKLOADS]);

@@ -9,15 +9,13 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use k8s_openapi::api::core::v1::{
-    PersistentVolumeClaimVolumeSource, PodSpec, PodTemplateSpec, Volume,
-};
+use k8s_openapi::api::core::v1::{PodSpec, PodTemplateSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kruise_common::api::field::{BadValue, DNS1123_SUBDOMAIN_MESSAGE, Path, is_dns1123_subdomain};
 pub use kruise_common::api::field::{ErrorList, FieldError, bracketed as to_message};
 use kruise_common::api::intstr::scaled_value_from_int_or_percent;
-use kruise_common::api::podtemplate::validate_pod_template;
+use kruise_common::api::podtemplate::validate_pod_template_with_claims;
 use kruise_common::api::strategy::validate_scatter;
 use kruise_common::api::{InPlaceUpdateStrategy, UpdatePriorityStrategy, UpdateScatterTerm};
 use kruise_common::inplace::{DiffOpKind, json_diff};
@@ -317,21 +315,9 @@ fn validate_common(
 /// the volumeClaimTemplates mocked in as volumes, as OpenKruise does), then CloneSet's own
 /// rules (restartPolicy, activeDeadlineSeconds).
 fn validate_template(errs: &mut Vec<FieldError>, view: &View<'_>) {
-    let mut template = view.template.clone();
-    if let Some(spec) = template.spec.as_mut() {
-        spec.volumes
-            .get_or_insert_with(Vec::new)
-            .extend(view.vct_names.iter().map(|name| Volume {
-                name: name.clone(),
-                persistent_volume_claim: Some(PersistentVolumeClaimVolumeSource {
-                    claim_name: name.clone(),
-                    read_only: None,
-                }),
-                ..Volume::default()
-            }));
-    }
-    errs.extend(validate_pod_template(
-        &template,
+    errs.extend(validate_pod_template_with_claims(
+        view.template,
+        view.vct_names.iter().map(String::as_str),
         &Path::new("spec").child("template"),
     ));
     let Some(spec) = view.template.spec.as_ref() else {

@@ -9,7 +9,7 @@
 //! defaults are set: a field left empty that kube-apiserver defaults (a port's protocol, a
 //! probe's thresholds, `restartPolicy`, …) is accepted, a value set wrong is refused.
 
-use k8s_openapi::api::core::v1::PodTemplateSpec;
+use k8s_openapi::api::core::v1::{PersistentVolumeClaimVolumeSource, PodTemplateSpec, Volume};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 mod spec;
@@ -40,6 +40,30 @@ pub fn validate_pod_template(template: &PodTemplateSpec, path: &Path) -> Vec<Fie
         None => errors.push(FieldError::required(spec_path.child("containers"), "")),
     }
     errors
+}
+
+/// [`validate_pod_template`] for a workload whose pods also get a volume per claim
+/// template (CloneSet, Advanced StatefulSet): the claims are mocked in as volumes of the
+/// same name, as OpenKruise does before validating, so mounts of them are valid.
+pub fn validate_pod_template_with_claims<'a>(
+    template: &PodTemplateSpec,
+    claim_names: impl IntoIterator<Item = &'a str>,
+    path: &Path,
+) -> Vec<FieldError> {
+    let mut template = template.clone();
+    if let Some(spec) = template.spec.as_mut() {
+        spec.volumes
+            .get_or_insert_with(Vec::new)
+            .extend(claim_names.into_iter().map(|name| Volume {
+                name: name.to_string(),
+                persistent_volume_claim: Some(PersistentVolumeClaimVolumeSource {
+                    claim_name: name.to_string(),
+                    read_only: None,
+                }),
+                ..Volume::default()
+            }));
+    }
+    validate_pod_template(&template, path)
 }
 
 /// Validates a pod template's labels and annotations (`ValidateObjectMeta`'s checks that

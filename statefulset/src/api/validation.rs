@@ -21,7 +21,7 @@ use kruise_common::api::field::{BadValue, DNS1123_SUBDOMAIN_MESSAGE, Path, is_dn
 pub use kruise_common::api::field::{ErrorList, FieldError, bracketed as to_message};
 use kruise_common::api::intstr::value_from_int_or_percent;
 use kruise_common::api::keys::INPLACE_UPDATE_READY;
-use kruise_common::api::podtemplate::validate_pod_template;
+use kruise_common::api::podtemplate::validate_pod_template_with_claims;
 use kruise_common::inplace::{DiffOpKind, json_diff};
 use kruise_common::pods::selector::selector_matches;
 
@@ -122,8 +122,11 @@ pub fn validate_spec(spec: &StatefulSetSpec) -> ErrorList {
         ));
     }
     validate_selector(&mut errs, spec);
-    errs.extend(validate_pod_template(
+    errs.extend(validate_pod_template_with_claims(
         &spec.template,
+        spec.volume_claim_templates
+            .iter()
+            .filter_map(|claim| claim.metadata.name.as_deref()),
         &Path::new("spec").child("template"),
     ));
     if let Some(pod) = &spec.template.spec {

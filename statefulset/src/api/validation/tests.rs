@@ -46,6 +46,27 @@ fn the_sample_is_valid() {
 }
 
 #[test]
+fn a_mount_of_a_claim_template_is_valid_and_of_nothing_is_not() {
+    let mounting = |volume: &str| {
+        json!({"spec": {
+            "template": {"spec": {"containers": [{"name": "main", "image": "nginx:alpine",
+                "volumeMounts": [{"name": volume, "mountPath": "/data"}]}]}},
+            "volumeClaimTemplates": [{"metadata": {"name": "data"},
+                "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}}]
+        }})
+    };
+    assert_eq!(errors_of(mounting("data")), Vec::<(String, String)>::new());
+    let errors = errors_of(mounting("missing"));
+    assert_eq!(
+        errors
+            .iter()
+            .map(|(path, _)| path.as_str())
+            .collect::<Vec<_>>(),
+        ["spec.template.spec.containers[0].volumeMounts[0].name"]
+    );
+}
+
+#[test]
 fn table_of_invalid_specs() {
     let cases: Vec<(Value, &str, &str)> = vec![
         (
