@@ -3,8 +3,9 @@
 //! Starts `kruise-playground up` (every family in-process) as a process with 100 simulated
 //! nodes (110 pods each) and prints its RSS, settled: idle; with 2,000 pods of CloneSets
 //! ready; with 10,000; and after each of four cycles of creating 2,000 pods and deleting
-//! them again, which must stay flat. The target: under 1 GiB at 10,000 pods. Events live a
-//! minute here (see [`EVENT_TTL`]); their count is printed with each figure.
+//! them again, which must stay flat, each with the peak RSS so far (`VmHWM`). The target:
+//! under 1 GiB at 10,000 pods. Events live a minute here (see [`EVENT_TTL`]); their count
+//! is printed with each figure.
 //! `UP_BENCH_PODS` (default 10000) and `UP_BENCH_CYCLE_PODS` (2000) change the sizes.
 
 use std::io::{BufRead as _, BufReader};
@@ -189,7 +190,29 @@ async fn figure(client: &kube::Client, pid: u32) -> anyhow::Result<String> {
             bytes as f64 / 1048576.0
         ));
     }
-    Ok(format!("{rss}; stored: {}", stored.join(", ")))
+    Ok(format!(
+        "{rss}; peak so far {}; stored: {}",
+        peak_rss(pid),
+        stored.join(", ")
+    ))
+}
+
+/// The highest RSS `pid` has had (`VmHWM`): the bursts of a scale-up or mass deletion.
+fn peak_rss(pid: u32) -> String {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|status| {
+            let kib: f64 = status
+                .lines()
+                .find_map(|line| line.strip_prefix("VmHWM:"))?
+                .trim()
+                .trim_end_matches("kB")
+                .trim()
+                .parse()
+                .ok()?;
+            Some(format!("{:.1} MiB", kib / 1024.0))
+        })
+        .unwrap_or_else(|| "unknown".into())
 }
 
 async fn run() -> anyhow::Result<()> {

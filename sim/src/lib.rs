@@ -188,7 +188,7 @@ impl Sim {
             .local_addr()
             .context("reading the simulator's bound address")?;
         let shared = Arc::new(SimShared {
-            store: Store::new(config.watch_history, 65_536),
+            store: Store::new(config.watch_history, store::BROADCAST_CAPACITY),
             config: config.clone(),
             counters: Counters::default(),
             faults: Faults::default(),

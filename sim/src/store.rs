@@ -62,11 +62,19 @@ pub struct StoreEvent {
 /// (namespace, name); namespace is empty for cluster-scoped objects.
 pub type ObjectKey = (String, String);
 
+/// How many changes the broadcast to in-process consumers and watches holds for the one
+/// furthest behind. Each holds its object and previous state decoded, many times their
+/// text, so a consumer that falls further behind resyncs instead (an in-process component
+/// from the store, a watch from the history, as after a 410 a client would).
+pub const BROADCAST_CAPACITY: usize = 4_096;
+
 /// The most bytes of serialized objects the watch history keeps (besides its entry limit).
 pub const HISTORY_BYTES: usize = 64 * 1024 * 1024;
 
-/// One change as the history keeps it.
-struct HistoryEntry {
+/// One change as the history keeps it (and a resumed watch replays it, decoded only when
+/// its turn comes).
+#[derive(Clone)]
+pub struct HistoryEntry {
     rv: u64,
     gr: GroupResource,
     namespace: String,
@@ -84,8 +92,13 @@ impl HistoryEntry {
         self.object.len() + self.previous.as_ref().map_or(0, Bytes::len)
     }
 
+    /// The resourceVersion the change was committed at.
+    pub fn rv(&self) -> u64 {
+        self.rv
+    }
+
     /// The change as watches see it, decoded again.
-    fn to_event(&self) -> StoreEvent {
+    pub fn to_event(&self) -> StoreEvent {
         StoreEvent {
             rv: self.rv,
             gr: self.gr.clone(),
@@ -128,12 +141,14 @@ pub struct Store {
     events_tx: broadcast::Sender<Arc<StoreEvent>>,
 }
 
-/// What a watch starts with: the retained events after the requested version and a
+/// What a watch starts with: the retained changes after the requested version and a
 /// receiver for everything committed afterwards (no gap, no duplicate).
 pub struct WatchStart {
-    /// Current objects, when a snapshot was asked for (watch without resourceVersion).
-    pub snapshot: Vec<Arc<Value>>,
-    pub backlog: Vec<Arc<StoreEvent>>,
+    /// Current objects, serialized, when a snapshot was asked for (watch without
+    /// resourceVersion); [`decode`] each in turn.
+    pub snapshot: Vec<Bytes>,
+    /// Kept serialized: a watch resuming far behind replays thousands of changes.
+    pub backlog: Vec<HistoryEntry>,
     pub receiver: broadcast::Receiver<Arc<StoreEvent>>,
     pub current_rv: u64,
 }
@@ -238,7 +253,7 @@ impl Store {
             let start = st.history.partition_point(|e| e.rv <= rv);
             for entry in st.history.range(start..) {
                 if entry.gr == *gr {
-                    backlog.push(Arc::new(entry.to_event()));
+                    backlog.push(entry.clone());
                 }
             }
         }
@@ -258,7 +273,7 @@ impl Store {
             (st.in_namespace(gr, ns), self.events_tx.subscribe(), st.rv)
         };
         WatchStart {
-            snapshot: items.iter().map(decode).collect(),
+            snapshot: items,
             backlog: Vec::new(),
             receiver,
             current_rv,
@@ -467,7 +482,7 @@ fn serialized(value: &Value) -> Bytes {
 
 /// An object the store serialized, decoded again (`null` in the impossible case it does not
 /// decode: the store wrote every buffer from a value).
-fn decode(bytes: &Bytes) -> Arc<Value> {
+pub fn decode(bytes: &Bytes) -> Arc<Value> {
     Arc::new(serde_json::from_slice(bytes).unwrap_or(Value::Null))
 }
 
@@ -579,6 +594,7 @@ mod tests {
         let seen: Vec<(EventType, Value, Option<Value>)> = start
             .backlog
             .iter()
+            .map(HistoryEntry::to_event)
             .map(|e| {
                 (
                     e.event_type,
@@ -595,7 +611,7 @@ mod tests {
             ]
         );
         assert_eq!(
-            start.backlog[0].object["metadata"]["resourceVersion"],
+            start.backlog[0].to_event().object["metadata"]["resourceVersion"],
             json!((after_create + 1).to_string())
         );
     }

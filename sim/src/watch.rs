@@ -146,6 +146,37 @@ impl Watcher {
         }
     }
 
+    /// Sends what this watcher sees of `ev`, if anything; false when the watch is over.
+    async fn deliver(&mut self, sh: &SimShared, ev: &StoreEvent) -> bool {
+        match self.translate(ev) {
+            Some((t, obj)) => self.emit(sh, t, &obj).await,
+            None => true,
+        }
+    }
+
+    /// Replays the retained changes after `after` and returns the receiver for the rest
+    /// and the last resourceVersion replayed; None when the watch is over (410 Gone, as the
+    /// API server answers, once `after` has left the history).
+    async fn resume(
+        &mut self,
+        sh: &SimShared,
+        after: u64,
+    ) -> Option<(broadcast::Receiver<Arc<StoreEvent>>, u64)> {
+        let resumed = match sh.store.watch_from(&self.def.gr(), Some(after)) {
+            Ok(resumed) => resumed,
+            Err(err) => {
+                let _ = self.send(error_event(&err)).await;
+                return None;
+            }
+        };
+        for entry in &resumed.backlog {
+            if !self.deliver(sh, &entry.to_event()).await {
+                return None;
+            }
+        }
+        Some((resumed.receiver, resumed.current_rv))
+    }
+
     async fn send(&self, b: Bytes) -> bool {
         self.tx.send(Ok(b)).await.is_ok()
     }
@@ -268,8 +299,9 @@ pub async fn serve_watch(
         };
         let mut receiver = start.receiver;
         if initial {
-            for obj in &start.snapshot {
-                if watcher.matches(obj) && !watcher.emit(&sh, "ADDED", obj).await {
+            for stored in &start.snapshot {
+                let obj = crate::store::decode(stored);
+                if watcher.matches(&obj) && !watcher.emit(&sh, "ADDED", &obj).await {
                     return;
                 }
             }
@@ -280,16 +312,12 @@ pub async fn serve_watch(
                 }
             }
         }
-        let mut last_rv = from_rv.unwrap_or(start.current_rv);
-        for ev in &start.backlog {
-            last_rv = ev.rv;
-            if let Some((t, obj)) = watcher.translate(ev)
-                && !watcher.emit(&sh, t, &obj).await
-            {
+        for entry in &start.backlog {
+            if !watcher.deliver(&sh, &entry.to_event()).await {
                 return;
             }
         }
-        last_rv = last_rv.max(start.current_rv);
+        let mut last_rv = from_rv.unwrap_or(start.current_rv).max(start.current_rv);
         let deadline = tokio::time::sleep(timeout);
         tokio::pin!(deadline);
         let mut ticker = tokio::time::interval(bookmark_every);
@@ -304,16 +332,20 @@ pub async fn serve_watch(
                         if from_rv.is_some_and(|rv| ev.rv <= rv) {
                             continue;
                         }
-                        if let Some((t, obj)) = watcher.translate(&ev)
-                            && !watcher.emit(&sh, t, &obj).await
-                        {
+                        if !watcher.deliver(&sh, &ev).await {
                             return;
                         }
                     }
-                    // Too slow to keep up: end the watch; the client resumes from
-                    // its last resourceVersion (like the API server closing a
-                    // blocked watcher).
-                    Err(broadcast::error::RecvError::Lagged(_)) => return,
+                    // Fell further behind than the broadcast holds: replay what was
+                    // missed from the history, as the client would resume from its last
+                    // resourceVersion.
+                    Err(broadcast::error::RecvError::Lagged(_)) => {
+                        let Some((resumed, resumed_rv)) = watcher.resume(&sh, last_rv).await else {
+                            return;
+                        };
+                        receiver = resumed;
+                        last_rv = resumed_rv;
+                    }
                     Err(broadcast::error::RecvError::Closed) => return,
                 },
                 _ = ticker.tick(), if bookmarks => {
