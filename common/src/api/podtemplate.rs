@@ -2,7 +2,7 @@
 //! family's webhook and its controller's re-validation, so a template the API server would
 //! refuse in a pod is refused at admission with a field path instead of failing every pod
 //! write. Checked: the template's metadata (label keys and values, annotation keys, the
-//! total annotation size) and its pod spec ([`spec`]: volumes, containers, ports, env,
+//! total annotation size) and its pod spec ([`validate_pod_spec`]: volumes, containers, ports, env,
 //! resources, probes, lifecycle handlers, restartPolicy, dnsPolicy).
 //!
 //! The template is checked as the API server checks the pod made from it, after its

@@ -2,7 +2,7 @@
 //! types, the two-version CRD, defaulting and validation.
 //!
 //! Both versions carry every field of OpenKruise's `v1beta1` (the spec is declared once,
-//! by [`statefulset_spec!`], for each version). OpenKruise's `v1alpha1` lacks the
+//! by the `statefulset_spec!` macro, for each version). OpenKruise's `v1alpha1` lacks the
 //! `v1beta1`-only fields (`reserveOrdinals`, `lifecycle`, `scaleStrategy`, `ordinals`,
 //! `persistentVolumeClaimRetentionPolicy`, `volumeClaimUpdateStrategy`, status
 //! `updatedReady/AvailableReplicas` and `volumeClaims`), so an edit through `v1alpha1` there
