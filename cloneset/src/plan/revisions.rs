@@ -18,27 +18,7 @@ use crate::api::KIND;
 use crate::api::v1beta1::CloneSet;
 use kruise_common::api::version::APPS_V1BETA1;
 
-/// What to write before planning pods.
-#[derive(Debug, Clone, PartialEq)]
-pub enum RevisionWrite {
-    /// Nothing: the newest revision already matches the template.
-    None,
-    /// Update this existing revision (`.revision` bumped, VCT hash annotation refreshed).
-    Update(Box<ControllerRevision>),
-    /// Create this revision (on `AlreadyExists` use `common::revision::on_name_collision`).
-    Create(Box<ControllerRevision>),
-}
-
-/// The revisions of one reconcile.
-#[derive(Debug, Clone, PartialEq)]
-pub struct RevisionPlan {
-    /// The update revision as it will be after [`RevisionPlan::write`].
-    pub update: ControllerRevision,
-    /// The current revision.
-    pub current: ControllerRevision,
-    /// The write to perform first.
-    pub write: RevisionWrite,
-}
+pub use kruise_common::revision::{RevisionPlan, RevisionWrite};
 
 /// `kruise.io/cloneset-volumeclaimtemplate-hash`, equal to OpenKruise's: `""` without claim
 /// templates, else the decimal FNV-1a (32 bit) of Kubernetes' `DeepHashObject` of the Go JSON

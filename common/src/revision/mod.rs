@@ -460,5 +460,28 @@ pub fn revisions_to_truncate(
         .collect()
 }
 
+/// What a workload's revision planning wants written before it plans pods.
+#[derive(Debug, Clone, PartialEq)]
+pub enum RevisionWrite {
+    /// Nothing: the newest revision already matches the template.
+    None,
+    /// Replace this existing revision (`.revision` bumped: a rollback to it).
+    Update(Box<ControllerRevision>),
+    /// Create this revision (a name collision is resolved by
+    /// `runtime::revisions::register_revision`).
+    Create(Box<ControllerRevision>),
+}
+
+/// The revisions of one reconcile, as a family's planner chooses them.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RevisionPlan {
+    /// The update revision as it will be after [`RevisionPlan::write`].
+    pub update: ControllerRevision,
+    /// The current revision.
+    pub current: ControllerRevision,
+    /// The write to perform first.
+    pub write: RevisionWrite,
+}
+
 #[cfg(test)]
 mod tests;

@@ -16,27 +16,7 @@ use serde_json::Value;
 use crate::api::KIND;
 use crate::api::v1beta1::StatefulSet;
 
-/// What to write before planning pods.
-#[derive(Debug, Clone, PartialEq)]
-pub enum RevisionWrite {
-    /// Nothing: the newest revision already matches the template.
-    None,
-    /// Replace this existing revision (`.revision` bumped).
-    Update(Box<ControllerRevision>),
-    /// Create this revision.
-    Create(Box<ControllerRevision>),
-}
-
-/// The revisions of one reconcile.
-#[derive(Debug, Clone, PartialEq)]
-pub struct RevisionPlan {
-    /// The update revision as it will be after [`RevisionPlan::write`].
-    pub update: ControllerRevision,
-    /// The current revision.
-    pub current: ControllerRevision,
-    /// The write to perform first.
-    pub write: RevisionWrite,
-}
+pub use kruise_common::revision::{RevisionPlan, RevisionWrite};
 
 fn named<'a>(revisions: &'a [ControllerRevision], name: &str) -> Option<&'a ControllerRevision> {
     revisions
