@@ -14,7 +14,8 @@ source "$(dirname "${BASH_SOURCE[0]}")/../../testkit/scenario-lib.sh"
 scenario_init
 
 start_cluster kruise-playground
-assert_contains "$(cat "$CLUSTER_LOG")" "sidecarset, webhook" "up's banner"
+banner=$(grep '^controllers running in-process:' "$CLUSTER_LOG")
+for name in sidecarset webhook; do assert_contains "$banner" " $name" "up's banner"; done
 
 # OpenKruise's config/samples SidecarSet, applied unchanged: its resourcesPolicy spells two
 # fields the published CRD does not have (targetContainerMode, resourceExpr), so kubectl's
