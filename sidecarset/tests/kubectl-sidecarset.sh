@@ -14,7 +14,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/../../testkit/scenario-lib.sh"
 scenario_init
 
 start_cluster kruise-playground
-banner=$(grep '^controllers running in-process:' "$CLUSTER_LOG")
+banner=$(grep '^controllers running' "$CLUSTER_LOG")
 for name in sidecarset webhook; do assert_contains "$banner" " $name" "up's banner"; done
 
 # OpenKruise's config/samples SidecarSet, applied unchanged: its resourcesPolicy spells two
