@@ -19,6 +19,7 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::apps::v1::ControllerRevision;
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
 use kruise_cloneset::api::v1beta1::CloneSet;
+use kruise_common::pods::{PodView as _, is_pod_ready};
 use kruise_sim::Sim;
 use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt as _};
@@ -139,11 +140,7 @@ async fn load_openkruise_cluster(client: &Client, fixture: &str) -> Value {
 }
 
 fn is_ready(pod: &Pod) -> bool {
-    let status = pod.status.as_ref();
-    status.and_then(|s| s.phase.as_deref()) == Some("Running")
-        && status
-            .and_then(|s| s.conditions.as_ref())
-            .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+    pod.phase() == "Running" && is_pod_ready(pod)
 }
 
 /// Each pod's name, uid and summed container restart count.

@@ -20,6 +20,7 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::apps::v1::ControllerRevision;
 use k8s_openapi::api::core::v1::Pod;
+use kruise_common::pods::{PodView as _, is_pod_ready};
 use kruise_common::runtime::{Metrics, RunOptions};
 use kruise_sidecarset::api::v1beta1::SidecarSet;
 use kruise_sidecarset::controller::{self, Settings};
@@ -59,11 +60,7 @@ fn forbidden_writes(sim: &Sim) -> BTreeMap<String, u64> {
 }
 
 fn is_ready(pod: &Pod) -> bool {
-    let status = pod.status.as_ref();
-    status.and_then(|s| s.phase.as_deref()) == Some("Running")
-        && status
-            .and_then(|s| s.conditions.as_ref())
-            .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+    pod.phase() == "Running" && is_pod_ready(pod)
 }
 
 /// Each pod's name, uid and per-container restart counts.
