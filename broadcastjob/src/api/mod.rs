@@ -242,3 +242,109 @@ pub struct AdvancedCronJobStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_schedule_time: Option<Time>,
 }
+
+/// Declares `BroadcastJobSpec` and `AdvancedCronJobSpec` (and through kube's derive,
+/// `BroadcastJob` and `AdvancedCronJob`) for one served version: both versions carry the
+/// same fields, except for the cron job's `template`, whose type (`CronJobTemplate`) each
+/// version module declares itself.
+macro_rules! job_specs {
+    ($version:literal, $storage:literal) => {
+        use k8s_openapi::api::core::v1::PodTemplateSpec;
+        use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+        use kube::CustomResource;
+        use schemars::JsonSchema;
+        use serde::{Deserialize, Serialize};
+
+        pub use super::{
+            AdvancedCronJobStatus, BroadcastJobStatus, CompletionPolicy, ConcurrencyPolicy,
+            FailurePolicy, JobCondition,
+        };
+
+        /// Desired state of a BroadcastJob.
+        #[derive(
+            CustomResource, Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema,
+        )]
+        #[kube(
+            group = "apps.kruise.io",
+            version = $version,
+            kind = "BroadcastJob",
+            plural = "broadcastjobs",
+            singular = "broadcastjob",
+            shortname = "bcj",
+            namespaced,
+            derive = "PartialEq",
+            status = "BroadcastJobStatus",
+            storage = $storage,
+            served = true,
+            doc = "BroadcastJob is the Schema for the broadcastjobs API"
+        )]
+        #[serde(rename_all = "camelCase")]
+        pub struct BroadcastJobSpec {
+            /// Most pods running at once: a number, or a percent of the desired nodes
+            /// (rounded up). Unset: no limit.
+            #[serde(default, skip_serializing_if = "Option::is_none")]
+            pub parallelism: Option<IntOrString>,
+            /// The pod run on every node.
+            #[serde(default)]
+            #[schemars(schema_with = "super::preserve_unknown_fields")]
+            pub template: PodTemplateSpec,
+            /// When the job finishes.
+            #[serde(default)]
+            pub completion_policy: CompletionPolicy,
+            /// Create no new pods.
+            #[serde(default, skip_serializing_if = "super::is_false")]
+            pub paused: bool,
+            /// What a failed pod does to the job.
+            #[serde(default, skip_serializing_if = "super::is_default")]
+            pub failure_policy: FailurePolicy,
+        }
+
+        /// Desired state of an AdvancedCronJob.
+        #[derive(
+            CustomResource, Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema,
+        )]
+        #[kube(
+            group = "apps.kruise.io",
+            version = $version,
+            kind = "AdvancedCronJob",
+            plural = "advancedcronjobs",
+            singular = "advancedcronjob",
+            shortname = "acj",
+            namespaced,
+            derive = "PartialEq",
+            status = "AdvancedCronJobStatus",
+            storage = $storage,
+            served = true,
+            doc = "AdvancedCronJob is the Schema for the advancedcronjobs API"
+        )]
+        #[serde(rename_all = "camelCase")]
+        pub struct AdvancedCronJobSpec {
+            /// The schedule in cron format (5 fields, a descriptor such as `@hourly`,
+            /// optionally prefixed `TZ=<zone> ` or `CRON_TZ=<zone> `).
+            #[serde(default)]
+            pub schedule: String,
+            /// IANA time zone of the schedule; unset: the controller's (UTC for kruise-rs).
+            #[serde(default, skip_serializing_if = "Option::is_none")]
+            pub time_zone: Option<String>,
+            /// A missed run is started only this many seconds after its time at the latest.
+            #[serde(default, skip_serializing_if = "Option::is_none")]
+            pub starting_deadline_seconds: Option<i64>,
+            /// `Allow` (default), `Forbid` or `Replace`.
+            #[serde(default, skip_serializing_if = "Option::is_none")]
+            pub concurrency_policy: Option<ConcurrencyPolicy>,
+            /// Start no new runs.
+            #[serde(default, skip_serializing_if = "Option::is_none")]
+            pub paused: Option<bool>,
+            /// Finished successful children kept (default 3).
+            #[serde(default, skip_serializing_if = "Option::is_none")]
+            pub successful_jobs_history_limit: Option<i32>,
+            /// Finished failed children kept (default 1).
+            #[serde(default, skip_serializing_if = "Option::is_none")]
+            pub failed_jobs_history_limit: Option<i32>,
+            /// The child each run creates: exactly one of the templates.
+            #[serde(default)]
+            pub template: CronJobTemplate,
+        }
+    };
+}
+use job_specs;
