@@ -38,6 +38,9 @@ default_controllers+=",node-lifecycle-controller,daemonset-controller"
 # PVC and PV protection: the finalizers admission puts on them are taken off again, so a
 # namespace with claims (OpenKruise's e2e specs make them) can be deleted.
 default_controllers+=",persistentvolumeclaim-protection-controller,persistentvolume-protection-controller"
+# Volumes: the PV binder binds a claim to the volume `kruise-sim nodes` provisions for it
+# (pre-bound by claimRef), and marks it Released when the claim goes.
+default_controllers+=",persistentvolume-binder-controller"
 controllers="${REALCLUSTER_CONTROLLERS:-$default_controllers}"
 ready_timeout_seconds="${REALCLUSTER_READY_TIMEOUT:-120}"
 

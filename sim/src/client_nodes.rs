@@ -4,6 +4,7 @@
 //! [`KubeletApi`]) starts the pods the scheduler binds to them, restarts a container
 //! whose spec changed, runs job pods to completion and finishes deletions, all through
 //! a kube client. With `--cri-dir` each node serves its fake CRI runtime for node agents.
+//! Beside them runs a volume provisioner for claims (`client_volumes`).
 
 use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
@@ -22,7 +23,7 @@ use tokio::sync::mpsc;
 
 use crate::cluster::kubelet_api::{KubeletApi, PodChange, PodKey, WriteError};
 use crate::cluster::{EventSource, KubeletTimings, cri, event_object, kubelet, nodes};
-use crate::{ApiResult, meta};
+use crate::{ApiResult, client_volumes, meta};
 
 /// The taint kube-apiserver's TaintNodesByCondition admission plugin puts on every Node
 /// at creation; the node lifecycle controller takes it off once the node reports Ready.
@@ -68,6 +69,10 @@ pub struct NodesFlags {
     /// Lease lasts 4 times as long).
     #[arg(long, default_value = "10s", value_parser = crate::up::duration)]
     pub lease_renew_interval: Duration,
+    /// Run no volume provisioner (`client_volumes`): claims wait for volumes made by
+    /// something else.
+    #[arg(long)]
+    pub no_volume_provisioner: bool,
 }
 
 impl NodesFlags {
@@ -523,6 +528,10 @@ pub async fn start(flags: &NodesFlags) -> anyhow::Result<Nodes> {
         cache.clone(),
         change_tx,
     )));
+    if !flags.no_volume_provisioner {
+        tasks.push(tokio::spawn(client_volumes::provision(client.clone())));
+        tasks.push(tokio::spawn(client_volumes::reclaim(client.clone())));
+    }
     let (stop, stop_rx) = tokio::sync::watch::channel(false);
     let (cri_tx, cri_rx) = mpsc::channel(64);
     if let Some(dir) = &flags.cri_dir {
@@ -569,6 +578,7 @@ mod tests {
             ready_delay: Duration::ZERO,
             cri_dir: None,
             lease_renew_interval: Duration::from_secs(10),
+            no_volume_provisioner: false,
         };
         assert_eq!(flags.node_names(), ["kwok-0", "kwok-1"]);
         let capacity = flags.capacity();

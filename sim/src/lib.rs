@@ -17,6 +17,7 @@
 
 pub mod authz;
 pub mod client_nodes;
+pub mod client_volumes;
 pub mod cluster;
 pub mod conversion;
 pub mod defaults;

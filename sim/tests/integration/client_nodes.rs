@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim, Pod};
 use kruise_sim::client_nodes::{self, NOT_READY_TAINT, NodesFlags};
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
@@ -24,6 +24,7 @@ fn flags(kubeconfig: std::path::PathBuf) -> NodesFlags {
         ready_delay: Duration::from_millis(50),
         cri_dir: None,
         lease_renew_interval: Duration::from_secs(10),
+        no_volume_provisioner: false,
     }
 }
 
@@ -227,4 +228,61 @@ async fn the_kubelet_runs_pods_bound_to_its_nodes_through_the_api() {
     );
     nodes.shutdown().await;
     sim.shutdown().await;
+}
+
+#[tokio::test]
+async fn the_volume_provisioner_pre_binds_a_volume_to_a_waiting_claim_and_deletes_it_once_released()
+{
+    let sim = sim().await;
+    let client = sim.client().unwrap();
+    let nodes = client_nodes::start(&flags(sim.kubeconfig_path().unwrap()))
+        .await
+        .unwrap();
+    let claims: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), "default");
+    let volumes: Api<PersistentVolume> = Api::all(client);
+    let claim: PersistentVolumeClaim = serde_json::from_value(json!({
+        "metadata": {"name": "www-web-0"},
+        "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}},
+    }))
+    .unwrap();
+    let uid = claims
+        .create(&PostParams::default(), &claim)
+        .await
+        .unwrap()
+        .metadata
+        .uid
+        .unwrap();
+    let name = format!("pvc-{uid}");
+    let volume = eventually(20, "a volume pre-bound to the claim", || {
+        let (volumes, name) = (volumes.clone(), name.clone());
+        async move { volumes.get_opt(&name).await.unwrap() }
+    })
+    .await;
+    let spec = volume.spec.unwrap();
+    let claim_ref = spec.claim_ref.unwrap();
+    assert_eq!(
+        (claim_ref.name.as_deref(), claim_ref.uid.as_deref()),
+        (Some("www-web-0"), Some(uid.as_str()))
+    );
+    assert_eq!(spec.capacity.unwrap()["storage"].0, "1Gi");
+
+    // kube-controller-manager's PV controller marks it Released once the claim is gone.
+    let released = json!({"status": {"phase": "Released"}});
+    volumes
+        .patch_status(&name, &PatchParams::default(), &Patch::Merge(&released))
+        .await
+        .unwrap();
+    eventually(20, "the released volume is deleted", || {
+        let (volumes, name) = (volumes.clone(), name.clone());
+        async move {
+            volumes
+                .get_opt(&name)
+                .await
+                .unwrap()
+                .is_none()
+                .then_some(())
+        }
+    })
+    .await;
+    nodes.shutdown().await;
 }
