@@ -116,6 +116,12 @@ pub fn rss(pid: u32) -> String {
     )
 }
 
+/// VmRSS in KiB (0 once the process is gone), for peaks sampled during a run.
+pub fn vm_rss_kib(pid: u32) -> i64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status_kib(&status, "VmRSS:")
+}
+
 /// A `/proc/<pid>/status` field in KiB (0 when absent).
 fn status_kib(status: &str, key: &str) -> i64 {
     status
@@ -129,15 +135,11 @@ fn status_kib(status: &str, key: &str) -> i64 {
 /// [`rss`] once it has stopped moving: two samples a second apart within 256 KiB (or
 /// after a minute).
 pub async fn settled_rss(pid: u32) -> String {
-    let vm_rss_kib = || {
-        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-        status_kib(&status, "VmRSS:")
-    };
     let deadline = Instant::now() + Duration::from_secs(60);
-    let mut last = vm_rss_kib();
+    let mut last = vm_rss_kib(pid);
     loop {
         tokio::time::sleep(Duration::from_secs(1)).await;
-        let now = vm_rss_kib();
+        let now = vm_rss_kib(pid);
         if (now - last).abs() < 256 || Instant::now() > deadline {
             return rss(pid);
         }

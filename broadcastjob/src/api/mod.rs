@@ -265,19 +265,19 @@ macro_rules! job_specs {
             CustomResource, Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema,
         )]
         #[kube(
-            group = "apps.kruise.io",
-            version = $version,
-            kind = "BroadcastJob",
-            plural = "broadcastjobs",
-            singular = "broadcastjob",
-            shortname = "bcj",
-            namespaced,
-            derive = "PartialEq",
-            status = "BroadcastJobStatus",
-            storage = $storage,
-            served = true,
-            doc = "BroadcastJob is the Schema for the broadcastjobs API"
-        )]
+                            group = "apps.kruise.io",
+                            version = $version,
+                            kind = "BroadcastJob",
+                            plural = "broadcastjobs",
+                            singular = "broadcastjob",
+                            shortname = "bcj",
+                            namespaced,
+                            derive = "PartialEq",
+                            status = "BroadcastJobStatus",
+                            storage = $storage,
+                            served = true,
+                            doc = "BroadcastJob is the Schema for the broadcastjobs API"
+                        )]
         #[serde(rename_all = "camelCase")]
         pub struct BroadcastJobSpec {
             /// Most pods running at once: a number, or a percent of the desired nodes
@@ -304,19 +304,19 @@ macro_rules! job_specs {
             CustomResource, Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema,
         )]
         #[kube(
-            group = "apps.kruise.io",
-            version = $version,
-            kind = "AdvancedCronJob",
-            plural = "advancedcronjobs",
-            singular = "advancedcronjob",
-            shortname = "acj",
-            namespaced,
-            derive = "PartialEq",
-            status = "AdvancedCronJobStatus",
-            storage = $storage,
-            served = true,
-            doc = "AdvancedCronJob is the Schema for the advancedcronjobs API"
-        )]
+                            group = "apps.kruise.io",
+                            version = $version,
+                            kind = "AdvancedCronJob",
+                            plural = "advancedcronjobs",
+                            singular = "advancedcronjob",
+                            shortname = "acj",
+                            namespaced,
+                            derive = "PartialEq",
+                            status = "AdvancedCronJobStatus",
+                            storage = $storage,
+                            served = true,
+                            doc = "AdvancedCronJob is the Schema for the advancedcronjobs API"
+                        )]
         #[serde(rename_all = "camelCase")]
         pub struct AdvancedCronJobSpec {
             /// The schedule in cron format (5 fields, a descriptor such as `@hourly`,

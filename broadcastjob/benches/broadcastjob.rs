@@ -1,0 +1,221 @@
+//! BroadcastJob figures against kruise-sim (N simulated nodes, simulated kubelet), with
+//! pods owned by others beside the job's: the controller's RSS idle and its peak while a
+//! BroadcastJob runs one pod on every node, the time to `completed` against its lower
+//! bound (one pod's pull, start and run time) and against a minimal writer (the same pods
+//! created straight from a client, waited for until they all succeed: the floor this
+//! simulator and machine set for any controller), and the controller's writes per node.
+//!
+//! `cargo bench -p kruise-broadcastjob --bench broadcastjob`. Environment:
+//! `BROADCASTJOB_NODES` (N, default 1000), `BROADCASTJOB_OTHER_PODS` (pods of no job,
+//! default 10000), `BROADCASTJOB_RUN` (each pod's run time, default "2s").
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::Pod;
+use kruise_broadcastjob::api::crd::crds;
+use kruise_broadcastjob::api::v1beta1::BroadcastJob;
+use kruise_testkit::process::{cpu_secs, rss, settled_rss, vm_rss_kib};
+use kruise_testkit::requests::Writes;
+use kruise_testkit::{Replica, floor, free_port};
+use kube::Api;
+use kube::api::{ListParams, PostParams};
+use serde_json::{Value, json};
+
+// The simulator runs in this process, with the allocator `kruise-sim up` has.
+#[global_allocator]
+static ALLOCATOR: kruise_common::runtime::Allocator = kruise_common::runtime::Allocator;
+
+const BIN: &str = env!("CARGO_BIN_EXE_kruise-broadcastjob");
+const AGENT: &str = "kruise-broadcastjob/";
+
+fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+/// The job's pod template: one container that exits 0 after `run`.
+fn template(run: &str) -> Value {
+    json!({
+        "metadata": {"labels": {"app": "bench"},
+                     "annotations": {"sim.kruise.io/exit-after": run}},
+        "spec": {"restartPolicy": "Never",
+                 "containers": [{"name": "work", "image": "busybox:1.36",
+                                 "resources": {"requests": {"cpu": "1m", "memory": "1Mi"}}}]}
+    })
+}
+
+/// Waits until `want` pods in `namespace` have succeeded.
+async fn wait_all_succeeded(client: &kube::Client, namespace: &str, want: usize, limit: Duration) {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
+    let start = Instant::now();
+    loop {
+        let list = pods.list(&ListParams::default()).await.unwrap();
+        let succeeded = list
+            .items
+            .iter()
+            .filter(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Succeeded"))
+            .count();
+        if succeeded >= want {
+            return;
+        }
+        assert!(
+            start.elapsed() < limit,
+            "{succeeded} of {want} pods succeeded"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Samples the controller's VmRSS every 100 ms until dropped; `peak()` is the highest.
+struct PeakRss {
+    peak: Arc<AtomicI64>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl PeakRss {
+    fn watch(pid: u32) -> PeakRss {
+        let peak = Arc::new(AtomicI64::new(vm_rss_kib(pid)));
+        let sampled = peak.clone();
+        let task = tokio::spawn(async move {
+            loop {
+                sampled.fetch_max(vm_rss_kib(pid), Ordering::Relaxed);
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        });
+        PeakRss { peak, task }
+    }
+
+    fn peak_mib(self) -> f64 {
+        self.task.abort();
+        self.peak.load(Ordering::Relaxed) as f64 / 1024.0
+    }
+}
+
+async fn start_controller(kubeconfig: &std::path::Path) -> Replica {
+    let controller = kruise_testkit::spawn_replica(BIN, kubeconfig, free_port(), &[], &[]);
+    controller.wait_ready(Duration::from_secs(60)).await;
+    controller
+}
+
+/// The same pods created by a client, one per node (`sim-node-<i>`) through the scheduler
+/// (the node affinity the controller sets), 32 requests in flight; the time until all
+/// succeeded.
+async fn minimal_writer(client: &kube::Client, nodes: usize, run: &str) -> Duration {
+    let started = Instant::now();
+    let template = template(run);
+    floor::create_pods_in(client, "minimal-writer", nodes as i64, |i| {
+        let mut pod = template.clone();
+        pod["metadata"]["name"] = json!(format!("floor-{i}"));
+        pod["spec"]["affinity"] = json!({"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+            "nodeSelectorTerms": [{"matchFields": [
+                {"key": "metadata.name", "operator": "In", "values": [format!("sim-node-{i}")]}]}]}}});
+        pod
+    })
+    .await;
+    wait_all_succeeded(client, "minimal-writer", nodes, Duration::from_secs(600)).await;
+    started.elapsed()
+}
+
+#[tokio::main]
+async fn main() {
+    let nodes: usize = env_or("BROADCASTJOB_NODES", 1000);
+    let others: i64 = env_or("BROADCASTJOB_OTHER_PODS", 10_000);
+    let run: String = env_or("BROADCASTJOB_RUN", "2s".to_string());
+    let (sim, client) = kruise_testkit::sim_with_crds(nodes, &crds().unwrap()).await;
+    let timings = sim.shared().config.kubelet;
+    if others > 0 {
+        let started = Instant::now();
+        floor::create_pods_in(&client, "others", others, |i| {
+            json!({
+                "metadata": {"name": format!("other-{i}"), "labels": {"app": "other"}},
+                "spec": {"nodeSelector": {"bench": "nowhere"},
+                         "containers": [{"name": "app", "image": "nginx:1.25"}]}
+            })
+        })
+        .await;
+        println!(
+            "{others} pods of no job created in {:.1} s",
+            started.elapsed().as_secs_f64()
+        );
+    }
+    let kubeconfig = sim.kubeconfig_path().unwrap();
+    let controller = start_controller(&kubeconfig).await;
+    let pid = controller.child.id();
+    println!(
+        "controller RSS idle ({others} foreign pods): {}",
+        settled_rss(pid).await
+    );
+    println!(
+        "nodes: {nodes}; each pod runs {run}; kubelet pull/start {:?}/{:?}",
+        timings.pull_delay, timings.start_delay
+    );
+
+    let jobs: Api<BroadcastJob> = Api::namespaced(client.clone(), "default");
+    let job: BroadcastJob = serde_json::from_value(json!({
+        "apiVersion": "apps.kruise.io/v1beta1", "kind": "BroadcastJob",
+        "metadata": {"name": "bench"},
+        "spec": {"template": template(&run)}
+    }))
+    .unwrap();
+    let before = Writes::of(&sim, AGENT);
+    let cpu_before = (cpu_secs(&pid.to_string()), cpu_secs("self"));
+    let peak = PeakRss::watch(pid);
+    let started = Instant::now();
+    jobs.create(&PostParams::default(), &job).await.unwrap();
+    loop {
+        let status = jobs.get("bench").await.unwrap().status.unwrap_or_default();
+        if status.phase == "completed" {
+            assert_eq!(
+                (status.desired, status.succeeded, status.failed),
+                (nodes as i32, nodes as i32, 0),
+                "the job completed on every node"
+            );
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(900),
+            "the job never completed: {status:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let took = started.elapsed();
+    let writes = Writes::of(&sim, AGENT).since(before);
+    println!(
+        "  CPU during the job: controller {:.2} s, simulator (API server, kubelet, scheduler) {:.2} s",
+        cpu_secs(&pid.to_string()) - cpu_before.0,
+        cpu_secs("self") - cpu_before.1
+    );
+    println!(
+        "controller RSS during the job: peak {:.1} MiB; after it {}",
+        peak.peak_mib(),
+        rss(pid)
+    );
+    let bound = timings.pull_delay
+        + timings.start_delay
+        + kruise_sim::cluster::parse_duration(&run).unwrap_or_default();
+    println!(
+        "BroadcastJob on {nodes} nodes to completed: {:.2} s (lower bound, one pod's pull, start and run: {:.2} s; {:.2}x)",
+        took.as_secs_f64(),
+        bound.as_secs_f64(),
+        took.as_secs_f64() / bound.as_secs_f64()
+    );
+    println!(
+        "writes per node: {:.2} pod writes (creates), {:.2} events, {} other writes (job status)",
+        writes.pods as f64 / nodes as f64,
+        writes.events as f64 / nodes as f64,
+        writes.other
+    );
+    let floor = minimal_writer(&client, nodes, &run).await;
+    println!(
+        "the same pods by a minimal writer (1 create per node, waited for until all succeeded): {:.2} s; the controller took {:.2}x that",
+        floor.as_secs_f64(),
+        took.as_secs_f64() / floor.as_secs_f64()
+    );
+    drop(controller);
+    sim.shutdown().await;
+}
