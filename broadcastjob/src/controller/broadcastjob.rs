@@ -26,7 +26,7 @@ use kruise_common::expectations::{
 };
 use kruise_common::runtime::errors::{ShellError, WriteError, is_not_found};
 use kruise_common::runtime::events::{EventQueue, EventRecord, Recorder, pod_reference};
-use kruise_common::runtime::execute::{Lane, Scheduled, execute};
+use kruise_common::runtime::execute::{Lane, Scheduled, WRITE_CONCURRENCY, execute};
 use kruise_common::runtime::status::write_status_if_changed;
 use kruise_common::runtime::watch::Watch;
 use kruise_common::runtime::{RunOptions, run_controller, warm_until_leading};
@@ -269,7 +269,7 @@ async fn reconcile(original: Arc<BroadcastJob>, shared: Arc<Shared>) -> Result<R
     // Execute.
     let pod_api: Api<Pod> = Api::namespaced(shared.client.clone(), &namespace);
     let job_api: Api<BroadcastJob> = Api::namespaced(shared.client.clone(), &namespace);
-    let outcomes = execute(&plan.actions, 8, |action| {
+    let outcomes = execute(&plan.actions, WRITE_CONCURRENCY, |action| {
         let (pod_api, job_api, recorder, shared, key) =
             (&pod_api, &job_api, &recorder, &shared, &key);
         let (namespace, job_name) = (namespace.as_str(), job.name_any());

@@ -14,7 +14,7 @@ use kruise_common::expectations::ScaleAction;
 use kruise_common::pods::{CachedPod, PodView as _};
 use kruise_common::runtime::errors::{ShellError, WriteError, not_found};
 use kruise_common::runtime::events::{EventRecord, pod_reference};
-use kruise_common::runtime::execute::{Lane, Outcomes, Scheduled, execute};
+use kruise_common::runtime::execute::{Lane, Outcomes, Scheduled, WRITE_CONCURRENCY, execute};
 use kruise_common::runtime::writes::{Writer, Written};
 use kruise_common::runtime::{is_already_exists, is_not_found};
 use kube::ResourceExt as _;
@@ -24,11 +24,6 @@ use serde_json::json;
 use super::{Error, Shared};
 use crate::api::v1beta1::CloneSet;
 use crate::plan::{Action, Plan};
-
-/// Pod writes in flight at once when a plan touches many (creations within a slow-start
-/// batch, in-place updates, deletes, labels): each write waits on a round trip, so a rollout
-/// of N pods would otherwise take N of them, and each in-flight write holds a connection.
-pub const WRITE_CONCURRENCY: usize = 32;
 
 impl Scheduled for Action {
     fn lane(&self) -> Lane<'_> {

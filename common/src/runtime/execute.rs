@@ -22,6 +22,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use futures::StreamExt as _;
 
+/// Pod writes in flight at once when a plan touches many (creations within a slow-start
+/// batch, in-place updates, deletes, labels): each write waits on a round trip, so a plan of
+/// N writes would otherwise take N of them, and each in-flight write holds a connection.
+pub const WRITE_CONCURRENCY: usize = 32;
+
 /// How the executor schedules an action.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Lane<'a> {
