@@ -1,0 +1,6 @@
+//! ImagePullJob, ImageListPullJob and NodeImage: OpenKruise's image pre-pulling on chosen nodes.
+
+pub mod admission;
+pub mod api;
+pub mod binary;
+pub mod conversion;
