@@ -8,6 +8,7 @@
 //! * [`nodeimage`]: one NodeImage per Ready node, labels mirrored, tags pruned, tags the agent
 //!   never answered failed, status counters.
 
+pub mod credentials;
 pub mod imagepulljob;
 pub mod nodeimage;
 pub mod secrets;
