@@ -1,13 +1,13 @@
 //! The imagepull family's one registration ([`family`]): the `kruise-imagepull` binary — the
 //! three CRDs and their webhooks (defaulting, validation, `/convert`) on every replica, the
-//! NodeImage and ImagePullJob controllers on the leader. In the library so that hosts such
+//! NodeImage and ImagePullJob controllers on the leader — and its node agent. In the library so that hosts such
 //! as `kruise-playground up` run it in-process.
 
 use std::time::Duration;
 
 use clap::Args;
 use kruise_common::admission::runner::{AdmissionFlags, CrdWebhooks};
-use kruise_common::family::Family;
+use kruise_common::family::{Agent, AgentContext, Family};
 use kruise_common::runtime::{Binary, Context};
 
 use crate::api::{IMAGELISTPULLJOB_CRD, IMAGEPULLJOB_CRD, NODEIMAGE_CRD};
@@ -61,7 +61,10 @@ fn parse_duration(value: &str) -> Result<Duration, String> {
 pub fn family() -> anyhow::Result<Family> {
     Ok(Family::new(NAME, BINARY, binary()?)
         .webhooks(WEBHOOKS.names())
-        .controllers([NODEIMAGE_CONTROLLER, IMAGEPULLJOB_CONTROLLER]))
+        .controllers([NODEIMAGE_CONTROLLER, IMAGEPULLJOB_CONTROLLER])
+        .agent(Agent::new(|ctx: AgentContext| {
+            crate::agent::run(ctx, crate::agent::AgentSettings::default())
+        })))
 }
 
 /// `kruise-imagepull`, ready for [`Binary::main`] or [`Binary::run_argv`].

@@ -11,6 +11,7 @@
 pub mod credentials;
 pub mod imagepulljob;
 pub mod nodeimage;
+pub mod puller;
 pub mod secrets;
 
 use std::time::Duration;
