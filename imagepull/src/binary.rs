@@ -1,6 +1,6 @@
 //! The imagepull family's one registration ([`family`]): the `kruise-imagepull` binary — the
 //! three CRDs and their webhooks (defaulting, validation, `/convert`) on every replica, the
-//! NodeImage and ImagePullJob controllers on the leader — and its node agent. In the library so that hosts such
+//! NodeImage, ImagePullJob and ImageListPullJob controllers on the leader — and its node agent. In the library so that hosts such
 //! as `kruise-playground up` run it in-process.
 
 use std::time::Duration;
@@ -11,7 +11,9 @@ use kruise_common::family::{Agent, AgentContext, Family};
 use kruise_common::runtime::{Binary, Context};
 
 use crate::api::{IMAGELISTPULLJOB_CRD, IMAGEPULLJOB_CRD, NODEIMAGE_CRD};
-use crate::controller::{self, IMAGEPULLJOB_CONTROLLER, NODEIMAGE_CONTROLLER, Settings};
+use crate::controller::{
+    self, IMAGELISTPULLJOB_CONTROLLER, IMAGEPULLJOB_CONTROLLER, NODEIMAGE_CONTROLLER, Settings,
+};
 use crate::{admission, api};
 
 /// The family's name (`--controllers`, the crate's directory).
@@ -61,7 +63,11 @@ fn parse_duration(value: &str) -> Result<Duration, String> {
 pub fn family() -> anyhow::Result<Family> {
     Ok(Family::new(NAME, BINARY, binary()?)
         .webhooks(WEBHOOKS.names())
-        .controllers([NODEIMAGE_CONTROLLER, IMAGEPULLJOB_CONTROLLER])
+        .controllers([
+            NODEIMAGE_CONTROLLER,
+            IMAGEPULLJOB_CONTROLLER,
+            IMAGELISTPULLJOB_CONTROLLER,
+        ])
         .agent(Agent::new(|ctx: AgentContext| {
             crate::agent::run(ctx, crate::agent::AgentSettings::default())
         })))
@@ -90,6 +96,11 @@ pub fn binary() -> anyhow::Result<Binary<ImagePullFlags>> {
             .controller(move |ctx: Context<ImagePullFlags>| async move {
                 let opts = ctx.controller_options(IMAGEPULLJOB_CONTROLLER);
                 controller::imagepulljob::run(ctx.client.clone(), settings(&ctx), opts).await;
+                Ok(())
+            })
+            .controller(move |ctx: Context<ImagePullFlags>| async move {
+                let opts = ctx.controller_options(IMAGELISTPULLJOB_CONTROLLER);
+                controller::imagelistpulljob::run(ctx.client.clone(), settings(&ctx), opts).await;
                 Ok(())
             }),
     )

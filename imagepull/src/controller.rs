@@ -5,7 +5,8 @@
 //! * [`nodeimage`]: one NodeImage per Ready node, kept in step with the node and the
 //!   ImagePullJobs that own its tags;
 //! * [`imagepulljob`]: hands each job's tag to its NodeImages, `parallelism` at a time,
-//!   syncs its pull secrets, and writes its status.
+//!   syncs its pull secrets, and writes its status;
+//! * [`imagelistpulljob`]: one child ImagePullJob per image of a list.
 
 use std::collections::hash_map::RandomState;
 use std::hash::BuildHasher as _;
@@ -17,6 +18,7 @@ use jiff::Timestamp;
 use crate::plan::imagepulljob::{DEFAULT_TTL_FOR_ALWAYS_SECONDS, TagSettings};
 
 mod error;
+pub mod imagelistpulljob;
 pub mod imagepulljob;
 pub mod nodeimage;
 
@@ -26,6 +28,8 @@ pub use error::Error;
 pub const NODEIMAGE_CONTROLLER: &str = "nodeimage";
 /// The ImagePullJob controller's name.
 pub const IMAGEPULLJOB_CONTROLLER: &str = "imagepulljob";
+/// The ImageListPullJob controller's name.
+pub const IMAGELISTPULLJOB_CONTROLLER: &str = "imagelistpulljob";
 /// Reason of the Warning event on an object the validating webhook would have refused.
 pub const REASON_INVALID_SPEC: &str = "InvalidSpec";
 /// The agent's namespace, where pull secrets are copied (OpenKruise's default).

@@ -1,7 +1,7 @@
 //! The node agent against kruise-sim's fake CRI for one node: a NodeImage tag version is
 //! pulled through CRI and answered with the image's id, which the runtime then lists; a
-//! new version of a present tag under `IfNotPresent` is answered without a pull; a job
-//! end to end — controllers plus one agent per node — completes.
+//! new version of a present tag under `IfNotPresent` is answered without a pull; a job and
+//! an image list end to end — controllers plus one agent per node — complete.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::PathBuf;
@@ -12,7 +12,7 @@ use kruise_common::runtime::{Metrics, Readiness, RunOptions};
 use kruise_cri::ImageServiceClient;
 use kruise_cri::v1::ListImagesRequest;
 use kruise_imagepull::agent::{self, AgentSettings};
-use kruise_imagepull::api::v1beta1::{ImagePullJob, NodeImage};
+use kruise_imagepull::api::v1beta1::{ImageListPullJob, ImagePullJob, NodeImage};
 use kruise_imagepull::api::{ImagePullPhase, ImageTagStatus};
 use kruise_imagepull::controller::{self, Settings};
 use kruise_sim::{Sim, SimConfig};
@@ -132,10 +132,7 @@ async fn a_tag_is_pulled_through_cri_and_answered_with_its_image_id() {
     let _ = std::fs::remove_dir_all(dir);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_job_completes_with_the_controllers_and_an_agent_per_node() {
-    let (sim, client, dir) = sim(3, "job").await;
-    let shutdown = CancellationToken::new();
+fn start_controllers(client: &Client, shutdown: &CancellationToken) {
     let metrics = Metrics::new();
     let settings = Settings {
         creation_delay: Duration::ZERO,
@@ -144,6 +141,7 @@ async fn a_job_completes_with_the_controllers_and_an_agent_per_node() {
     for name in [
         controller::NODEIMAGE_CONTROLLER,
         controller::IMAGEPULLJOB_CONTROLLER,
+        controller::IMAGELISTPULLJOB_CONTROLLER,
     ] {
         let opts = RunOptions {
             name: name.into(),
@@ -155,13 +153,24 @@ async fn a_job_completes_with_the_controllers_and_an_agent_per_node() {
         };
         let (client, settings) = (client.clone(), settings.clone());
         tokio::spawn(async move {
-            if name == controller::NODEIMAGE_CONTROLLER {
-                controller::nodeimage::run(client, settings, opts).await
-            } else {
-                controller::imagepulljob::run(client, settings, opts).await
+            match name {
+                controller::NODEIMAGE_CONTROLLER => {
+                    controller::nodeimage::run(client, settings, opts).await
+                }
+                controller::IMAGEPULLJOB_CONTROLLER => {
+                    controller::imagepulljob::run(client, settings, opts).await
+                }
+                _ => controller::imagelistpulljob::run(client, settings, opts).await,
             }
         });
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_completes_with_the_controllers_and_an_agent_per_node() {
+    let (sim, client, dir) = sim(3, "job").await;
+    let shutdown = CancellationToken::new();
+    start_controllers(&client, &shutdown);
     for i in 0..3 {
         start_agent(&sim, &client, &format!("sim-node-{i}"), &shutdown);
     }
@@ -205,6 +214,71 @@ async fn a_job_completes_with_the_controllers_and_an_agent_per_node() {
         "{}",
         done.name_any()
     );
+    shutdown.cancel();
+    sim.shutdown().await;
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_image_list_makes_one_child_per_image_and_completes() {
+    let (sim, client, dir) = sim(2, "list").await;
+    let shutdown = CancellationToken::new();
+    start_controllers(&client, &shutdown);
+    for i in 0..2 {
+        start_agent(&sim, &client, &format!("sim-node-{i}"), &shutdown);
+    }
+    eventually("two NodeImages", WAIT, || {
+        let client = client.clone();
+        async move {
+            let n = Api::<NodeImage>::all(client)
+                .list(&Default::default())
+                .await
+                .unwrap()
+                .items
+                .len();
+            (n == 2).then_some(())
+        }
+    })
+    .await;
+    let list: ImageListPullJob = serde_json::from_value(json!({
+        "apiVersion": "apps.kruise.io/v1beta1", "kind": "ImageListPullJob",
+        "metadata": {"name": "warm", "namespace": "default"},
+        "spec": {"images": ["nginx:1.25", "redis:7"], "parallelism": 2,
+                 "completionPolicy": {"type": "Always", "ttlSecondsAfterFinished": 2}},
+    }))
+    .unwrap();
+    let lists: Api<ImageListPullJob> = Api::namespaced(client.clone(), "default");
+    lists.create(&PostParams::default(), &list).await.unwrap();
+    let done = eventually("the list completes", WAIT, || {
+        let lists = lists.clone();
+        async move {
+            lists.get("warm").await.ok().filter(|l| {
+                l.status
+                    .as_ref()
+                    .is_some_and(|s| s.completion_time.is_some())
+            })
+        }
+    })
+    .await;
+    let status = done.status.clone().unwrap();
+    assert_eq!(
+        (status.desired, status.completed, status.succeeded),
+        (2, 2, 2)
+    );
+    let children: Vec<ImagePullJob> = Api::<ImagePullJob>::namespaced(client.clone(), "default")
+        .list(&Default::default())
+        .await
+        .unwrap()
+        .items;
+    let mut images: Vec<&str> = children.iter().map(|c| c.spec.image.as_str()).collect();
+    images.sort();
+    assert_eq!(images, ["nginx:1.25", "redis:7"]);
+    assert!(children.iter().all(|c| c.name_any().starts_with("warm-")));
+    eventually("the list is deleted after its TTL", WAIT, || {
+        let lists = lists.clone();
+        async move { lists.get_opt("warm").await.unwrap().is_none().then_some(()) }
+    })
+    .await;
     shutdown.cancel();
     sim.shutdown().await;
     let _ = std::fs::remove_dir_all(dir);

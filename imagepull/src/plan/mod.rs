@@ -3,12 +3,15 @@
 //!
 //! * [`imagepulljob`]: which nodes a job targets, its status, and which NodeImages get its
 //!   tag next (parallelism), with the tag's pull policy and lifetime;
+//! * [`imagelistpulljob`]: one child ImagePullJob per image of a list, stale ones
+//!   replaced, the status aggregated;
 //! * [`secrets`]: the pull secrets copied once per source into the agent's namespace,
 //!   shared across jobs by a reference annotation;
 //! * [`nodeimage`]: one NodeImage per Ready node, labels mirrored, tags pruned, tags the agent
 //!   never answered failed, status counters.
 
 pub mod credentials;
+pub mod imagelistpulljob;
 pub mod imagepulljob;
 pub mod nodeimage;
 pub mod puller;
