@@ -1,0 +1,231 @@
+//! The three `CustomResourceDefinition`s: both versions served, `v1beta1` stored, the status
+//! subresource and OpenKruise's printer columns.
+
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+pub use kruise_common::api::crd::CrdError;
+use kruise_common::api::crd::{AGE_COLUMN, CrdBuilder, PrinterColumn};
+use kruise_common::api::version::V1BETA1;
+use kube::CustomResourceExt;
+
+use super::{IMAGELISTPULLJOB_KIND, IMAGEPULLJOB_KIND, NODEIMAGE_KIND};
+
+/// OpenKruise's ImagePullJob columns.
+const IMAGEPULLJOB_COLUMNS: [PrinterColumn; 5] = [
+    PrinterColumn::integer(
+        "TOTAL",
+        ".status.desired",
+        "Number of all nodes matched by this job",
+    ),
+    PrinterColumn::integer(
+        "ACTIVE",
+        ".status.active",
+        "Number of image pull task active",
+    ),
+    PrinterColumn::integer(
+        "SUCCEED",
+        ".status.succeeded",
+        "Number of image pull task succeeded",
+    ),
+    PrinterColumn::integer(
+        "FAILED",
+        ".status.failed",
+        "Number of image pull tasks failed",
+    ),
+    AGE_COLUMN,
+];
+
+/// OpenKruise's ImageListPullJob columns.
+const IMAGELISTPULLJOB_COLUMNS: [PrinterColumn; 4] = [
+    PrinterColumn::integer("TOTAL", ".status.desired", "Number of image pull job"),
+    PrinterColumn::integer(
+        "SUCCEEDED",
+        ".status.succeeded",
+        "Number of image pull job succeeded",
+    ),
+    PrinterColumn::integer(
+        "COMPLETED",
+        ".status.completed",
+        "Number of ImagePullJobs which are finished",
+    ),
+    AGE_COLUMN,
+];
+
+/// OpenKruise's NodeImage columns.
+const NODEIMAGE_COLUMNS: [PrinterColumn; 5] = [
+    PrinterColumn::integer(
+        "DESIRED",
+        ".status.desired",
+        "Number of all images on this node",
+    ),
+    PrinterColumn::integer(
+        "PULLING",
+        ".status.pulling",
+        "Number of image pull task active",
+    ),
+    PrinterColumn::integer(
+        "SUCCEED",
+        ".status.succeeded",
+        "Number of image pull task succeeded",
+    ),
+    PrinterColumn::integer(
+        "FAILED",
+        ".status.failed",
+        "Number of image pull tasks failed",
+    ),
+    AGE_COLUMN,
+];
+
+/// `imagepulljobs.apps.kruise.io`.
+pub fn imagepulljob_crd() -> Result<CustomResourceDefinition, CrdError> {
+    CrdBuilder::new(IMAGEPULLJOB_KIND, V1BETA1)
+        .version(super::v1alpha1::ImagePullJob::crd())
+        .version(super::v1beta1::ImagePullJob::crd())
+        .status_subresource()
+        .printer_columns(&IMAGEPULLJOB_COLUMNS)
+        .schema_edit("/properties/spec", |spec| {
+            spec.insert("required".into(), serde_json::json!(["image"]));
+        })
+        .build()
+}
+
+/// `imagelistpulljobs.apps.kruise.io`.
+pub fn imagelistpulljob_crd() -> Result<CustomResourceDefinition, CrdError> {
+    CrdBuilder::new(IMAGELISTPULLJOB_KIND, V1BETA1)
+        .version(super::v1alpha1::ImageListPullJob::crd())
+        .version(super::v1beta1::ImageListPullJob::crd())
+        .status_subresource()
+        .printer_columns(&IMAGELISTPULLJOB_COLUMNS)
+        .schema_edit("/properties/spec", |spec| {
+            spec.insert("required".into(), serde_json::json!(["images"]));
+        })
+        .build()
+}
+
+/// `nodeimages.apps.kruise.io` (cluster-scoped).
+pub fn nodeimage_crd() -> Result<CustomResourceDefinition, CrdError> {
+    CrdBuilder::new(NODEIMAGE_KIND, V1BETA1)
+        .version(super::v1alpha1::NodeImage::crd())
+        .version(super::v1beta1::NodeImage::crd())
+        .status_subresource()
+        .printer_columns(&NODEIMAGE_COLUMNS)
+        .build()
+}
+
+/// The three CRDs: ImagePullJob, ImageListPullJob, NodeImage.
+pub fn crds() -> Result<Vec<CustomResourceDefinition>, CrdError> {
+    Ok(vec![
+        imagepulljob_crd()?,
+        imagelistpulljob_crd()?,
+        nodeimage_crd()?,
+    ])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn columns(crd: &CustomResourceDefinition) -> Vec<Vec<(String, String)>> {
+        crd.spec
+            .versions
+            .iter()
+            .map(|v| {
+                v.additional_printer_columns
+                    .iter()
+                    .flatten()
+                    .map(|c| (c.name.clone(), c.json_path.clone()))
+                    .collect()
+            })
+            .collect()
+    }
+
+    fn pairs(list: &[(&str, &str)]) -> Vec<(String, String)> {
+        list.iter()
+            .map(|(n, p)| (n.to_string(), p.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn every_crd_serves_both_versions_stores_v1beta1_with_openkruise_columns() {
+        for (crd, name, scope, expected) in [
+            (
+                imagepulljob_crd().unwrap(),
+                super::super::IMAGEPULLJOB_CRD,
+                "Namespaced",
+                pairs(&[
+                    ("TOTAL", ".status.desired"),
+                    ("ACTIVE", ".status.active"),
+                    ("SUCCEED", ".status.succeeded"),
+                    ("FAILED", ".status.failed"),
+                    ("AGE", ".metadata.creationTimestamp"),
+                ]),
+            ),
+            (
+                imagelistpulljob_crd().unwrap(),
+                super::super::IMAGELISTPULLJOB_CRD,
+                "Namespaced",
+                pairs(&[
+                    ("TOTAL", ".status.desired"),
+                    ("SUCCEEDED", ".status.succeeded"),
+                    ("COMPLETED", ".status.completed"),
+                    ("AGE", ".metadata.creationTimestamp"),
+                ]),
+            ),
+            (
+                nodeimage_crd().unwrap(),
+                super::super::NODEIMAGE_CRD,
+                "Cluster",
+                pairs(&[
+                    ("DESIRED", ".status.desired"),
+                    ("PULLING", ".status.pulling"),
+                    ("SUCCEED", ".status.succeeded"),
+                    ("FAILED", ".status.failed"),
+                    ("AGE", ".metadata.creationTimestamp"),
+                ]),
+            ),
+        ] {
+            assert_eq!(crd.metadata.name.as_deref(), Some(name));
+            assert_eq!(crd.spec.group, "apps.kruise.io");
+            assert_eq!(crd.spec.scope, scope);
+            let stored: Vec<_> = crd
+                .spec
+                .versions
+                .iter()
+                .map(|v| (v.name.as_str(), v.served, v.storage))
+                .collect();
+            assert_eq!(
+                stored,
+                [("v1alpha1", true, false), ("v1beta1", true, true)],
+                "{name}"
+            );
+            for v in &crd.spec.versions {
+                assert!(v.subresources.as_ref().unwrap().status.is_some());
+            }
+            assert_eq!(columns(&crd), [expected.clone(), expected], "{name}");
+        }
+    }
+
+    #[test]
+    fn the_inline_template_and_selectors_are_spec_fields_in_the_schema() {
+        let crd = serde_json::to_value(imagepulljob_crd().unwrap()).unwrap();
+        for version in crd["spec"]["versions"].as_array().unwrap() {
+            let spec = &version["schema"]["openAPIV3Schema"]["properties"]["spec"];
+            assert_eq!(spec["required"], serde_json::json!(["image"]));
+            let props = &spec["properties"];
+            for field in [
+                "image",
+                "pullSecrets",
+                "selector",
+                "podSelector",
+                "parallelism",
+                "pullPolicy",
+                "completionPolicy",
+                "sandboxConfig",
+                "imagePullPolicy",
+            ] {
+                assert!(props[field].is_object(), "{field} in {}", version["name"]);
+            }
+            let selector = &props["selector"]["properties"];
+            assert!(selector["names"].is_object() && selector["matchLabels"].is_object());
+        }
+    }
+}

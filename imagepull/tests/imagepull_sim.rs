@@ -1,0 +1,355 @@
+//! The NodeImage and ImagePullJob controllers against kruise-sim, with a stand-in agent
+//! (this test's loop answers each NodeImage tag version the way the node agent does).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kruise_common::runtime::{Metrics, Readiness, RunOptions};
+use kruise_imagepull::api::v1beta1::{ImagePullJob, NodeImage};
+use kruise_imagepull::api::{ImagePullPhase, ImageTagStatus, NodeImageStatus};
+use kruise_imagepull::controller::{self, Settings};
+use kruise_testkit::{WAIT, eventually};
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::{Client, ResourceExt as _};
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+
+struct Controllers {
+    shutdown: CancellationToken,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl Controllers {
+    fn start(client: &Client) -> Self {
+        let settings = Settings {
+            creation_delay: Duration::ZERO,
+            ..Settings::default()
+        };
+        let shutdown = CancellationToken::new();
+        let metrics = Metrics::new();
+        let opts = |name: &str| RunOptions {
+            name: name.into(),
+            concurrency: 3,
+            metrics: metrics.clone(),
+            readiness: Readiness::default(),
+            shutdown: shutdown.clone(),
+            leadership: Default::default(),
+        };
+        let nodeimage = {
+            let (client, settings, opts) = (
+                client.clone(),
+                settings.clone(),
+                opts(controller::NODEIMAGE_CONTROLLER),
+            );
+            tokio::spawn(async move { controller::nodeimage::run(client, settings, opts).await })
+        };
+        let job = {
+            let (client, opts) = (client.clone(), opts(controller::IMAGEPULLJOB_CONTROLLER));
+            tokio::spawn(async move { controller::imagepulljob::run(client, settings, opts).await })
+        };
+        Self {
+            shutdown,
+            tasks: vec![nodeimage, job],
+        }
+    }
+
+    async fn stop(self) {
+        self.shutdown.cancel();
+        for task in self.tasks {
+            tokio::time::timeout(Duration::from_secs(30), task)
+                .await
+                .unwrap()
+                .unwrap();
+        }
+    }
+}
+
+/// Answers every unanswered tag version `delay` after first seeing it, Succeeded; records
+/// the most NodeImages seen pulling at once.
+struct FakeAgent {
+    shutdown: CancellationToken,
+    most_pulling: Arc<AtomicUsize>,
+}
+
+impl FakeAgent {
+    fn start(client: &Client, delay: Duration) -> Self {
+        let shutdown = CancellationToken::new();
+        let most_pulling = Arc::new(AtomicUsize::new(0));
+        let (client, stop, most) = (client.clone(), shutdown.clone(), most_pulling.clone());
+        tokio::spawn(async move {
+            let api: Api<NodeImage> = Api::all(client);
+            let mut first_seen: BTreeMap<(String, String, String, i64), tokio::time::Instant> =
+                BTreeMap::new();
+            while !stop.is_cancelled() {
+                let list = api.list(&Default::default()).await.unwrap();
+                let mut pulling = 0;
+                for ni in list.items {
+                    let mut status = ni.status.clone().unwrap_or_default();
+                    let mut changed = false;
+                    let mut waiting_here = false;
+                    for (image, spec) in &ni.spec.images {
+                        for tag in &spec.tags {
+                            let answered = status.image_statuses.get(image).is_some_and(|s| {
+                                s.tags
+                                    .iter()
+                                    .any(|t| t.tag == tag.tag && t.version == tag.version)
+                            });
+                            if answered {
+                                continue;
+                            }
+                            waiting_here = true;
+                            let key = (ni.name_any(), image.clone(), tag.tag.clone(), tag.version);
+                            let seen = *first_seen
+                                .entry(key)
+                                .or_insert_with(tokio::time::Instant::now);
+                            if seen.elapsed() >= delay {
+                                answer(&mut status, image, &tag.tag, tag.version);
+                                changed = true;
+                            }
+                        }
+                    }
+                    if waiting_here {
+                        pulling += 1;
+                    }
+                    if changed {
+                        let patch = json!({"status": status});
+                        let _ = api
+                            .patch_status(
+                                &ni.name_any(),
+                                &PatchParams::default(),
+                                &Patch::Merge(patch),
+                            )
+                            .await;
+                    }
+                }
+                most.fetch_max(pulling, Ordering::SeqCst);
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        });
+        Self {
+            shutdown,
+            most_pulling,
+        }
+    }
+}
+
+impl Drop for FakeAgent {
+    fn drop(&mut self) {
+        self.shutdown.cancel();
+    }
+}
+
+fn answer(status: &mut NodeImageStatus, image: &str, tag: &str, version: i64) {
+    let now = Time(jiff::Timestamp::now());
+    let tags = &mut status.image_statuses.entry(image.into()).or_default().tags;
+    tags.retain(|t| t.tag != tag);
+    tags.push(ImageTagStatus {
+        tag: tag.into(),
+        phase: Some(ImagePullPhase::Succeeded),
+        progress: 100,
+        start_time: Some(now.clone()),
+        completion_time: Some(now),
+        version,
+        image_id: format!("{image}@sha256:{:064}", 0),
+        message: String::new(),
+    });
+}
+
+async fn label_nodes(client: &Client, nodes: &[&str]) {
+    let api: Api<Node> = Api::all(client.clone());
+    for node in nodes {
+        let patch = json!({"metadata": {"labels": {"pool": "pre"}}});
+        api.patch(node, &PatchParams::default(), &Patch::Merge(patch))
+            .await
+            .unwrap();
+    }
+}
+
+async fn job(client: &Client, name: &str) -> Option<ImagePullJob> {
+    Api::<ImagePullJob>::namespaced(client.clone(), "default")
+        .get_opt(name)
+        .await
+        .unwrap()
+}
+
+async fn node_images(client: &Client) -> Vec<NodeImage> {
+    Api::<NodeImage>::all(client.clone())
+        .list(&Default::default())
+        .await
+        .unwrap()
+        .items
+}
+
+const PROTECTION: &str = "apps.kruise.io/deletion-protection";
+
+/// Waits for one NodeImage per node, the labelled nodes' labels mirrored (a job created
+/// before would see fewer nodes, and rightly complete on those).
+async fn wait_for_labelled_node_images(client: &Client) {
+    eventually("five NodeImages, labels mirrored", WAIT, || {
+        let client = client.clone();
+        async move {
+            let all = node_images(&client).await;
+            let labelled = all
+                .iter()
+                .filter(|n| n.labels().get("pool").map(String::as_str) == Some("pre"))
+                .count();
+            (all.len() == 5 && labelled == 3).then_some(())
+        }
+    })
+    .await;
+}
+
+const LABELLED: [&str; 3] = ["sim-node-0", "sim-node-2", "sim-node-4"];
+
+fn pull_job(name: &str, ttl: Option<i32>) -> ImagePullJob {
+    serde_json::from_value(json!({
+        "apiVersion": "apps.kruise.io/v1beta1", "kind": "ImagePullJob",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {"image": "nginx:1.25", "parallelism": 1,
+                 "selector": {"matchLabels": {"pool": "pre"}},
+                 "completionPolicy": {"type": "Always", "ttlSecondsAfterFinished": ttl}},
+    }))
+    .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_on_three_of_five_nodes_by_label_completes_one_at_a_time_then_its_ttl_cleans_it() {
+    let (_sim, client) =
+        kruise_testkit::sim_with_crds(5, &kruise_imagepull::api::crd::crds().unwrap()).await;
+    let controllers = Controllers::start(&client);
+    label_nodes(&client, &LABELLED).await;
+    // One NodeImage per node, labelled as the node.
+    wait_for_labelled_node_images(&client).await;
+    let agent = FakeAgent::start(&client, Duration::from_millis(300));
+    Api::<ImagePullJob>::namespaced(client.clone(), "default")
+        .create(&PostParams::default(), &pull_job("warm", Some(3)))
+        .await
+        .unwrap();
+    // Completed, then the finalizer released (the reconcile after the completion).
+    let done = eventually("the job completes and drops its finalizer", WAIT, || {
+        let client = client.clone();
+        async move {
+            job(&client, "warm").await.filter(|j| {
+                j.status
+                    .as_ref()
+                    .is_some_and(|s| s.completion_time.is_some())
+                    && !j.finalizers().iter().any(|f| f == PROTECTION)
+            })
+        }
+    })
+    .await;
+    let status = done.status.clone().unwrap();
+    assert_eq!(
+        (
+            status.desired,
+            status.succeeded,
+            status.failed,
+            status.active
+        ),
+        (3, 3, 0, 0)
+    );
+    assert_eq!(status.message, "job has completed");
+    assert!(
+        agent.most_pulling.load(Ordering::SeqCst) <= 1,
+        "parallelism 1 held"
+    );
+    // The three labelled nodes' NodeImages carry the tag, answered; the others none.
+    for ni in node_images(&client).await {
+        let has = ni
+            .spec
+            .images
+            .get("nginx")
+            .is_some_and(|i| i.tags.iter().any(|t| t.tag == "1.25"));
+        assert_eq!(
+            has,
+            LABELLED.contains(&ni.name_any().as_str()),
+            "{}",
+            ni.name_any()
+        );
+        if has {
+            let status = ni.status.unwrap();
+            assert_eq!(
+                status.image_statuses["nginx"].tags[0].phase,
+                Some(ImagePullPhase::Succeeded)
+            );
+        }
+    }
+    // After its TTL the job is deleted, and its tags leave the NodeImages with it.
+    eventually("the job is deleted after its TTL", WAIT, || {
+        let client = client.clone();
+        async move { job(&client, "warm").await.is_none().then_some(()) }
+    })
+    .await;
+    eventually("the tag leaves every NodeImage", WAIT, || {
+        let client = client.clone();
+        async move {
+            node_images(&client)
+                .await
+                .iter()
+                .all(|n| n.spec.images.is_empty())
+                .then_some(())
+        }
+    })
+    .await;
+    drop(agent);
+    controllers.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_controller_restart_mid_job_neither_repeats_nor_loses_a_node() {
+    let (_sim, client) =
+        kruise_testkit::sim_with_crds(5, &kruise_imagepull::api::crd::crds().unwrap()).await;
+    let controllers = Controllers::start(&client);
+    label_nodes(&client, &LABELLED).await;
+    wait_for_labelled_node_images(&client).await;
+    let agent = FakeAgent::start(&client, Duration::from_millis(800));
+    Api::<ImagePullJob>::namespaced(client.clone(), "default")
+        .create(&PostParams::default(), &pull_job("restart", None))
+        .await
+        .unwrap();
+    eventually("the first node answered", WAIT, || {
+        let client = client.clone();
+        async move {
+            job(&client, "restart")
+                .await
+                .filter(|j| j.status.as_ref().is_some_and(|s| s.succeeded >= 1))
+        }
+    })
+    .await;
+    controllers.stop().await;
+    let controllers = Controllers::start(&client);
+    let done = eventually("the job completes after the restart", WAIT, || {
+        let client = client.clone();
+        async move {
+            job(&client, "restart").await.filter(|j| {
+                j.status
+                    .as_ref()
+                    .is_some_and(|s| s.completion_time.is_some())
+            })
+        }
+    })
+    .await;
+    let status = done.status.unwrap();
+    assert_eq!((status.desired, status.succeeded, status.failed), (3, 3, 0));
+    assert!(agent.most_pulling.load(Ordering::SeqCst) <= 1);
+    // Each node got the tag once: no version was bumped by a second hand-out.
+    for ni in node_images(&client).await {
+        if let Some(image) = ni.spec.images.get("nginx") {
+            assert_eq!(
+                image.tags.iter().map(|t| t.version).collect::<Vec<_>>(),
+                [0],
+                "{}",
+                ni.name_any()
+            );
+        }
+    }
+    // Without a TTL the completed job and its tags stay.
+    assert!(job(&client, "restart").await.is_some());
+    drop(agent);
+    controllers.stop().await;
+}
