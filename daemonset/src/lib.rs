@@ -1,0 +1,12 @@
+//! Advanced DaemonSet: OpenKruise's `daemonsets.apps.kruise.io`, field for field.
+//!
+//! * [`admission`]: the defaulting and validating webhooks and `/convert`;
+//! * [`api`]: the `v1beta1` (stored) and `v1alpha1` (served) types, the CRD, defaulting and
+//!   validation;
+//! * [`conversion`]: `v1alpha1` <-> `v1beta1` for `/convert`;
+//! * [`binary`]: the family's registration and the `kruise-daemonset` binary.
+
+pub mod admission;
+pub mod api;
+pub mod binary;
+pub mod conversion;
