@@ -24,6 +24,7 @@
 //!   again when it elapses (K#1012). Pods already terminating are not counted twice (K#657).
 
 pub mod eligibility;
+pub mod pods;
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -70,10 +71,16 @@ pub struct PlanPod {
 }
 
 impl PlanPod {
-    /// Ready for at least `min_ready_seconds` at `now`.
+    /// Kubernetes' `IsPodAvailable`: Ready for more than `min_ready_seconds` at `now`.
     pub fn available(&self, min_ready_seconds: i64, now: i64) -> bool {
         self.ready_since
-            .is_some_and(|since| min_ready_seconds <= 0 || since + min_ready_seconds <= now)
+            .is_some_and(|since| min_ready_seconds <= 0 || since + min_ready_seconds < now)
+    }
+
+    /// Seconds from `now` until it becomes available, if it is Ready but not yet available.
+    fn available_in(&self, min_ready_seconds: i64, now: i64) -> Option<i64> {
+        let since = self.ready_since?;
+        (!self.available(min_ready_seconds, now)).then(|| since + min_ready_seconds + 1 - now)
     }
 }
 
@@ -334,10 +341,8 @@ pub fn plan(input: &PlanInput) -> Plan {
     if min_ready > 0 {
         // A Ready pod not yet available becomes so with no event to tell: look again then.
         for pod in input.pods.iter().filter(|p| !p.terminating) {
-            if let Some(since) = pod.ready_since
-                && since + min_ready > now
-            {
-                requeue.at(since + min_ready - now);
+            if let Some(after) = pod.available_in(min_ready, now) {
+                requeue.at(after);
             }
         }
     }
@@ -483,8 +488,8 @@ fn rolling_update<'a>(
                 (Some(new), Some(old)) => {
                     if !new.available(min_ready, now) || new.preparing_delete {
                         surging += 1;
-                        if let Some(since) = new.ready_since {
-                            requeue.at(since + min_ready - now);
+                        if let Some(after) = new.available_in(min_ready, now) {
+                            requeue.at(after);
                         }
                     } else {
                         rolled.replace.push(old.name.as_str());

@@ -278,8 +278,14 @@ fn surge_creates_first_and_deletes_the_old_pod_once_the_new_one_is_available_k10
     i.pods.push(new);
     let p = plan(&i);
     assert_eq!(p.actions, vec![]);
-    assert_eq!(p.requeue_after, Some(30));
+    assert_eq!(p.requeue_after, Some(31));
     i.now = 130;
+    assert_eq!(
+        plan(&i).actions,
+        vec![],
+        "available only after more than 30s"
+    );
+    i.now = 131;
     let p = plan(&i);
     assert_eq!(deletes(&p), ["n2-pod"]);
     // n2 is done once its old pod goes: the surge moves on to the next node.
