@@ -1,15 +1,13 @@
 //! The Advanced DaemonSet family's one registration ([`family`]): the `kruise-daemonset`
-//! binary — the CRD and its webhooks (defaulting, validation, `/convert`) on every replica.
-//! In the library so that hosts such as `kruise-playground up` can run it in-process.
-//!
-//! Phase 1 serves the API only: the controller is not written yet, so the family lists no
-//! controller.
+//! binary — the CRD and its webhooks (defaulting, validation, `/convert`) on every replica,
+//! the controller on the leader. In the library so that hosts such as
+//! `kruise-playground up` can run it in-process.
 
 use kruise_common::admission::runner::{AdmissionFlags, CrdWebhooks};
 use kruise_common::family::Family;
 use kruise_common::runtime::{Binary, Context};
 
-use crate::{admission, api};
+use crate::{admission, api, controller};
 
 /// The family's name (`--controllers`, the crate's directory).
 pub const NAME: &str = "daemonset";
@@ -22,9 +20,12 @@ const WEBHOOKS: CrdWebhooks = CrdWebhooks {
     crds: &[api::CRD_NAME],
 };
 
-/// The Advanced DaemonSet family: the `kruise-daemonset` binary and its webhooks.
+/// The Advanced DaemonSet family: the `kruise-daemonset` binary, its webhooks and
+/// controller.
 pub fn family() -> anyhow::Result<Family> {
-    Ok(Family::new(NAME, BINARY, binary()?).webhooks(WEBHOOKS.names()))
+    Ok(Family::new(NAME, BINARY, binary()?)
+        .webhooks(WEBHOOKS.names())
+        .controllers([controller::CONTROLLER_NAME]))
 }
 
 /// `kruise-daemonset`, ready for [`Binary::main`] or [`Binary::run_argv`].
@@ -35,6 +36,19 @@ pub fn binary() -> anyhow::Result<Binary<AdmissionFlags>> {
             .crds(vec![crd])
             .crd_webhooks(WEBHOOKS, |_ctx: Option<&Context<AdmissionFlags>>| {
                 admission::routes()
+            })
+            .controller(|ctx: Context<AdmissionFlags>| async move {
+                let settings = controller::Settings {
+                    namespace: ctx.flags.namespace.clone(),
+                    ..controller::Settings::default()
+                };
+                controller::run(
+                    ctx.client.clone(),
+                    settings,
+                    ctx.controller_options(controller::CONTROLLER_NAME),
+                )
+                .await;
+                Ok(())
             }),
     )
 }
