@@ -393,3 +393,49 @@ async fn partition_and_node_selector_bound_the_rollout_and_a_restart_resumes_it(
     );
     running.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn surge_creates_the_new_pod_before_deleting_the_old_one() {
+    let (_sim, client) = sim(3).await;
+    let running = Running::start(&client);
+    create(
+        &client,
+        &daemonset(
+            "surge",
+            json!({"updateStrategy": {"type": "RollingUpdate",
+                "rollingUpdate": {"maxUnavailable": 0, "maxSurge": 1}}}),
+        ),
+    )
+    .await;
+    let nodes = node_names(&client).await;
+    wait_for_pods(&client, "surge", &nodes, "nginx:1").await;
+    patch_set(
+        &client,
+        "surge",
+        json!({"spec": {"template": {"spec": {"containers": [{"name": "main", "image": "nginx:2"}]}}}}),
+    )
+    .await;
+    // Watch the rollout: never a node without a Ready pod, never two nodes doubled.
+    eventually("every node runs nginx:2", WAIT, || {
+        let (client, nodes) = (client.clone(), nodes.clone());
+        async move {
+            let pods = pods_of(&client, "surge").await;
+            for node in &nodes {
+                let on: Vec<&Pod> = pods.iter().filter(|p| &node_of(p) == node).collect();
+                assert!(
+                    on.iter().any(|p| ready(p)) || on.len() > 1,
+                    "{node} lost its pod before the new one came: {on:?}"
+                );
+            }
+            let doubled = nodes
+                .iter()
+                .filter(|n| pods.iter().filter(|p| &&node_of(p) == n).count() > 1)
+                .count();
+            assert!(doubled <= 1, "{doubled} nodes surged at once");
+            (pods.len() == 3 && pods.iter().all(|p| ready(p) && image_of(p) == "nginx:2"))
+                .then_some(())
+        }
+    })
+    .await;
+    running.stop().await;
+}
