@@ -3,10 +3,12 @@
 //! the controller on the leader. In the library so that hosts such as
 //! `kruise-playground up` can run it in-process.
 
+use clap::{ArgAction, Args};
 use kruise_common::admission::runner::{AdmissionFlags, CrdWebhooks};
 use kruise_common::family::Family;
 use kruise_common::runtime::{Binary, Context};
 
+use crate::plan::pods::Placement;
 use crate::{admission, api, controller};
 
 /// The family's name (`--controllers`, the crate's directory).
@@ -20,6 +22,25 @@ const WEBHOOKS: CrdWebhooks = CrdWebhooks {
     crds: &[api::CRD_NAME],
 };
 
+/// `kruise-daemonset`'s flags: the admission server's, and OpenKruise's
+/// `--assign-pods-by-scheduler`.
+#[derive(Args, Clone, Debug)]
+pub struct DaemonSetFlags {
+    /// The admission server's flags.
+    #[command(flatten)]
+    pub admission: AdmissionFlags,
+    /// Place daemon pods through node affinity for the scheduler (`true`), or bind them by
+    /// `spec.nodeName` with scheduler `kubernetes.io/daemonset-controller` (`false`).
+    #[arg(long, default_value_t = true, action = ArgAction::Set, global = true)]
+    pub assign_pods_by_scheduler: bool,
+}
+
+impl AsRef<AdmissionFlags> for DaemonSetFlags {
+    fn as_ref(&self) -> &AdmissionFlags {
+        &self.admission
+    }
+}
+
 /// The Advanced DaemonSet family: the `kruise-daemonset` binary, its webhooks and
 /// controller.
 pub fn family() -> anyhow::Result<Family> {
@@ -29,17 +50,22 @@ pub fn family() -> anyhow::Result<Family> {
 }
 
 /// `kruise-daemonset`, ready for [`Binary::main`] or [`Binary::run_argv`].
-pub fn binary() -> anyhow::Result<Binary<AdmissionFlags>> {
+pub fn binary() -> anyhow::Result<Binary<DaemonSetFlags>> {
     let crd = api::crd::crd().map_err(|e| anyhow::anyhow!("building the DaemonSet CRD: {e}"))?;
     Ok(
-        Binary::<AdmissionFlags>::new(BINARY, env!("CARGO_PKG_VERSION"))
+        Binary::<DaemonSetFlags>::new(BINARY, env!("CARGO_PKG_VERSION"))
             .crds(vec![crd])
-            .crd_webhooks(WEBHOOKS, |_ctx: Option<&Context<AdmissionFlags>>| {
+            .crd_webhooks(WEBHOOKS, |_ctx: Option<&Context<DaemonSetFlags>>| {
                 admission::routes()
             })
-            .controller(|ctx: Context<AdmissionFlags>| async move {
+            .controller(|ctx: Context<DaemonSetFlags>| async move {
                 let settings = controller::Settings {
                     namespace: ctx.flags.namespace.clone(),
+                    placement: if ctx.args.assign_pods_by_scheduler {
+                        Placement::Scheduler
+                    } else {
+                        Placement::NodeName
+                    },
                     ..controller::Settings::default()
                 };
                 controller::run(

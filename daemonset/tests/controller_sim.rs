@@ -9,6 +9,7 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 use kruise_common::runtime::{Metrics, Readiness, RunOptions};
 use kruise_daemonset::api::v1beta1::DaemonSet;
 use kruise_daemonset::controller::{self, Settings};
+use kruise_daemonset::plan::pods::{DAEMONSET_SCHEDULER_NAME, Placement};
 use kruise_testkit::{WAIT, eventually};
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt as _};
@@ -27,6 +28,10 @@ struct Running {
 
 impl Running {
     fn start(client: &Client) -> Self {
+        Self::start_placing(client, Placement::Scheduler)
+    }
+
+    fn start_placing(client: &Client, placement: Placement) -> Self {
         let shutdown = CancellationToken::new();
         let opts = RunOptions {
             name: controller::CONTROLLER_NAME.into(),
@@ -38,6 +43,7 @@ impl Running {
         };
         let settings = Settings {
             namespace: Some("default".into()),
+            placement,
             ..Settings::default()
         };
         let client = client.clone();
@@ -437,5 +443,64 @@ async fn surge_creates_the_new_pod_before_deleting_the_old_one() {
         }
     })
     .await;
+    running.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_not_ready_node_keeps_its_pod_and_pods_can_be_bound_without_the_scheduler() {
+    let (_sim, client) = sim(2).await;
+    let running = Running::start_placing(&client, Placement::NodeName);
+    create(&client, &daemonset("bound", json!({}))).await;
+    let nodes = node_names(&client).await;
+    let pods = wait_for_pods(&client, "bound", &nodes, "nginx:1").await;
+    for pod in &pods {
+        let spec = pod.spec.as_ref().unwrap();
+        assert_eq!(
+            spec.scheduler_name.as_deref(),
+            Some(DAEMONSET_SCHEDULER_NAME)
+        );
+        assert!(spec.affinity.is_none(), "bound by nodeName, not affinity");
+    }
+
+    // NotReady as the node lifecycle controller marks it: the condition and the
+    // not-ready NoExecute taint, which daemon pods tolerate (deckhouse#8645).
+    Api::<Node>::all(client.clone())
+        .patch_status(
+            &nodes[0],
+            &PatchParams::default(),
+            &Patch::Strategic(json!({"status": {"conditions": [
+                {"type": "Ready", "status": "False", "reason": "NodeStatusUnknown"}]}})),
+        )
+        .await
+        .unwrap();
+    patch_node(
+        &client,
+        &nodes[0],
+        json!({"spec": {"unschedulable": true, "taints": [
+            {"key": "node.kubernetes.io/not-ready", "effect": "NoExecute"},
+            {"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"}]}}),
+    )
+    .await;
+    // A change the controller does act on, so its next status shows it saw the node.
+    patch_set(
+        &client,
+        "bound",
+        json!({"spec": {"minReadySeconds": 0, "revisionHistoryLimit": 5}}),
+    )
+    .await;
+    wait_status(
+        &client,
+        "bound",
+        "synced after the node went NotReady",
+        |s| s.desired_number_scheduled == 2 && s.number_misscheduled == 0,
+    )
+    .await;
+    let kept: BTreeSet<String> = pods_of(&client, "bound")
+        .await
+        .iter()
+        .map(|p| p.name_any())
+        .collect();
+    let before: BTreeSet<String> = pods.iter().map(|p| p.name_any()).collect();
+    assert_eq!(kept, before, "no pod replaced on a NotReady, cordoned node");
     running.stop().await;
 }
