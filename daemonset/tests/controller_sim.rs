@@ -504,3 +504,92 @@ async fn a_not_ready_node_keeps_its_pod_and_pods_can_be_bound_without_the_schedu
     assert_eq!(kept, before, "no pod replaced on a NotReady, cordoned node");
     running.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn injected_errors_and_dropped_watches_neither_double_create_nor_stall() {
+    let (sim, client) = sim(3).await;
+    // The controller sees every error itself (no client-side retries).
+    let running = Running::start(&sim.client_without_retries().unwrap());
+    let faults = sim.faults();
+    faults.add(
+        kruise_sim::FaultRule::new()
+            .verb("create")
+            .resource("pods")
+            .error(500, 1.0)
+            .times(2),
+    );
+    faults.add(
+        kruise_sim::FaultRule::new()
+            .verb("patch")
+            .resource("daemonsets")
+            .subresource("status")
+            .error(409, 1.0)
+            .times(2),
+    );
+    create(
+        &client,
+        &daemonset(
+            "sturdy",
+            json!({"updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 1}}}),
+        ),
+    )
+    .await;
+    let nodes = node_names(&client).await;
+    wait_for_pods(&client, "sturdy", &nodes, "nginx:1").await;
+
+    faults.add(
+        kruise_sim::FaultRule::new()
+            .verb("delete")
+            .resource("pods")
+            .error(500, 1.0)
+            .times(1),
+    );
+    patch_set(
+        &client,
+        "sturdy",
+        json!({"spec": {"template": {"spec": {"containers": [{"name": "main", "image": "nginx:2"}]}}}}),
+    )
+    .await;
+    faults.drop_watches();
+    eventually(
+        "every node on nginx:2, never two pods on a node",
+        WAIT,
+        || {
+            let (client, nodes) = (client.clone(), nodes.clone());
+            async move {
+                let pods = pods_of(&client, "sturdy").await;
+                for node in &nodes {
+                    let on = pods.iter().filter(|p| &node_of(p) == node).count();
+                    assert!(on <= 1, "{node} has {on} live pods");
+                }
+                (pods.len() == 3 && pods.iter().all(|p| ready(p) && image_of(p) == "nginx:2"))
+                    .then_some(())
+            }
+        },
+    )
+    .await;
+    wait_status(&client, "sturdy", "status caught up", |s| {
+        s.updated_number_scheduled == 3 && s.number_available == 3
+    })
+    .await;
+    let count = |verb: &str, resource: &str, subresource: &str, code: u16| -> u64 {
+        sim.counters()
+            .snapshot()
+            .into_iter()
+            .filter(|(k, _)| {
+                k.verb == verb
+                    && k.resource == resource
+                    && k.subresource == subresource
+                    && k.code == code
+            })
+            .map(|(_, n)| n)
+            .sum()
+    };
+    // Every injected error was met, and no pod was created twice for a node.
+    assert_eq!(count("create", "pods", "", 500), 2);
+    assert_eq!(count("delete", "pods", "", 500), 1);
+    // (Besides the injected ones, a status write from a stale cache meets a real conflict.)
+    assert!(count("patch", "daemonsets", "status", 409) >= 2);
+    assert_eq!(count("create", "pods", "", 201), 6, "3 nodes, twice");
+    running.stop().await;
+}
