@@ -593,3 +593,62 @@ async fn injected_errors_and_dropped_watches_neither_double_create_nor_stall() {
     assert_eq!(count("create", "pods", "", 201), 6, "3 nodes, twice");
     running.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_surge_and_min_ready_seconds_the_old_pod_goes_once_they_elapse_k1012() {
+    let (_sim, client) = sim(1).await;
+    let running = Running::start(&client);
+    create(
+        &client,
+        &daemonset(
+            "patient",
+            json!({"minReadySeconds": 2, "updateStrategy": {"type": "RollingUpdate",
+                "rollingUpdate": {"maxUnavailable": 0, "maxSurge": 1}}}),
+        ),
+    )
+    .await;
+    let nodes = node_names(&client).await;
+    wait_for_pods(&client, "patient", &nodes, "nginx:1").await;
+    patch_set(
+        &client,
+        "patient",
+        json!({"spec": {"template": {"spec": {"containers": [{"name": "main", "image": "nginx:2"}]}}}}),
+    )
+    .await;
+    // The new pod turns Ready, then nothing happens in the cluster: only the requeue for
+    // minReadySeconds can take the old pod away.
+    let both = eventually("the surge pod Ready beside the old one", WAIT, || {
+        let client = client.clone();
+        async move {
+            let pods = pods_of(&client, "patient").await;
+            (pods.len() == 2 && pods.iter().all(ready)).then_some(pods)
+        }
+    })
+    .await;
+    let old = both
+        .iter()
+        .find(|p| image_of(p) == "nginx:1")
+        .map(|p| p.name_any())
+        .unwrap();
+    wait_for_pods(&client, "patient", &nodes, "nginx:2").await;
+    assert!(
+        pods_of(&client, "patient")
+            .await
+            .iter()
+            .all(|p| p.name_any() != old)
+    );
+    running.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_empty_selector_is_reported_and_selects_nothing() {
+    let (_sim, client) = sim(2).await;
+    let running = Running::start(&client);
+    // No webhook in this cluster: the controller's own validation catches it.
+    let mut ds = daemonset("greedy", json!({}));
+    ds.spec.selector = Some(Default::default());
+    create(&client, &ds).await;
+    kruise_testkit::wait_for_warning(&client, "default", "greedy", "SelectingAll").await;
+    assert!(pods_of(&client, "greedy").await.is_empty());
+    running.stop().await;
+}
