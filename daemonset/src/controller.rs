@@ -12,6 +12,9 @@
 //!   nothing.
 //! * **Slow start.** Creations go out in batches of 1, 2, 4, … and stop at the first failure.
 //! * **Failed pods back off per node**, 1 s doubling to 15 min.
+//! * **preDelete hook.** A pod to delete that `lifecycle.preDelete` holds (any of its labels
+//!   or finalizers present) is marked `PreparingDelete` instead, and deleted once the hook
+//!   lets go.
 
 use std::collections::HashMap;
 use std::collections::hash_map::DefaultHasher;
@@ -23,9 +26,12 @@ use futures::StreamExt as _;
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kruise_common::api::keys::CONTROLLER_REVISION_HASH_KEY;
+use kruise_common::api::lifecycle::LifecycleState;
 use kruise_common::expectations::{
     Satisfaction, ScaleAction, ScaleExpectations, SharedExpectations,
 };
+use kruise_common::pods::lifecycle::{is_hooked, state_patch};
+use kruise_common::pods::lifecycle_state;
 use kruise_common::revision::template_hash;
 use kruise_common::runtime::errors::{ShellError, WriteError, is_not_found};
 use kruise_common::runtime::events::{EventQueue, EventRecord, Recorder, pod_reference};
@@ -33,7 +39,7 @@ use kruise_common::runtime::execute::{Lane, Scheduled, execute};
 use kruise_common::runtime::status::write_status_if_changed;
 use kruise_common::runtime::watch::{TouchedStream, Watch};
 use kruise_common::runtime::{ReconcileError, RunOptions, run_controller, warm_until_leading};
-use kube::api::{Api, DeleteParams, PostParams};
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::runtime::controller::{Action as Requeue, Controller};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Client, Resource as _, ResourceExt as _};
@@ -106,6 +112,9 @@ pub enum Error {
     /// Deleting a pod.
     #[error("deleting {0}")]
     Delete(#[source] WriteError),
+    /// Marking a pod `PreparingDelete`.
+    #[error("marking {0} PreparingDelete")]
+    PrepareDelete(#[source] WriteError),
 }
 
 impl ReconcileError for Error {
@@ -114,13 +123,14 @@ impl ReconcileError for Error {
             Error::Shell(e) => e.category(),
             Error::Create(_) => "create",
             Error::Delete(_) => "delete",
+            Error::PrepareDelete(_) => "lifecycle",
         }
     }
 
     fn is_conflict(&self) -> bool {
         match self {
             Error::Shell(e) => e.is_conflict(),
-            Error::Create(e) | Error::Delete(e) => e.is_conflict(),
+            Error::Create(e) | Error::Delete(e) | Error::PrepareDelete(e) => e.is_conflict(),
         }
     }
 }
@@ -373,8 +383,8 @@ async fn reconcile(original: Arc<DaemonSet>, shared: Arc<Shared>) -> Result<Requ
     // Execute.
     let pod_api: Api<Pod> = Api::namespaced(shared.client.clone(), &namespace);
     let outcomes = execute(&plan.actions, 8, |action| {
-        let (pod_api, recorder, shared, key, ds, hash) =
-            (&pod_api, &recorder, &shared, &key, &ds, &hash);
+        let (pod_api, recorder, shared, key, ds, hash, pods) =
+            (&pod_api, &recorder, &shared, &key, &ds, &hash, &pods);
         let namespace = namespace.as_str();
         async move {
             match action {
@@ -408,6 +418,32 @@ async fn reconcile(original: Arc<DaemonSet>, shared: Arc<Shared>) -> Result<Requ
                 }
                 // Not planned yet: in-place updates need the revision diff (see the docs).
                 Action::Delete { pod } | Action::UpdateInPlace { pod } => {
+                    // A pod its preDelete hook holds is marked PreparingDelete instead.
+                    let hook = ds
+                        .spec
+                        .lifecycle
+                        .as_ref()
+                        .and_then(|l| l.pre_delete.as_ref());
+                    if let Some(held) = pods
+                        .iter()
+                        .find(|p| p.metadata.name.as_deref() == Some(pod.as_str()))
+                        .filter(|p| is_hooked(hook, &***p))
+                    {
+                        if lifecycle_state(&**held) == Some(LifecycleState::PreparingDelete) {
+                            return Ok(());
+                        }
+                        let patch = state_patch(LifecycleState::PreparingDelete, now, None);
+                        return pod_api
+                            .patch(pod, &PatchParams::default(), &Patch::Strategic(&patch))
+                            .await
+                            .map(|_| ())
+                            .map_err(|e| {
+                                Error::PrepareDelete(WriteError {
+                                    name: pod.clone(),
+                                    source: e,
+                                })
+                            });
+                    }
                     expect(shared, key, ScaleAction::Delete, pod)?;
                     match pod_api.delete(pod, &DeleteParams::default()).await {
                         Ok(_) => {

@@ -652,3 +652,78 @@ async fn an_empty_selector_is_reported_and_selects_nothing() {
     assert!(pods_of(&client, "greedy").await.is_empty());
     running.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pre_delete_hook_holds_pods_in_preparing_delete_until_it_lets_go() {
+    let (_sim, client) = sim(2).await;
+    let running = Running::start(&client);
+    create(
+        &client,
+        &daemonset(
+            "hooked",
+            json!({"lifecycle": {"preDelete": {"labelsHandler": {"hold": "true"}}},
+                "template": {"metadata": {"labels": {"hold": "true"}}}}),
+        ),
+    )
+    .await;
+    let nodes = node_names(&client).await;
+    wait_for_pods(&client, "hooked", &nodes, "nginx:1").await;
+    patch_set(
+        &client,
+        "hooked",
+        json!({"spec": {"template": {"spec": {"containers": [{"name": "main", "image": "nginx:2"}]}}}}),
+    )
+    .await;
+    let preparing = |pods: &[Pod]| -> Vec<String> {
+        pods.iter()
+            .filter(|p| {
+                p.labels()
+                    .get("lifecycle.apps.kruise.io/state")
+                    .map(String::as_str)
+                    == Some("PreparingDelete")
+            })
+            .map(|p| p.name_any())
+            .collect()
+    };
+    let held = eventually("one pod PreparingDelete", WAIT, || {
+        let client = client.clone();
+        async move {
+            let pods = pods_of(&client, "hooked").await;
+            let held = preparing(&pods);
+            (held.len() == 1).then(|| held[0].clone())
+        }
+    })
+    .await;
+    wait_status(&client, "hooked", "synced with the pod held", |s| {
+        s.desired_number_scheduled == 2
+    })
+    .await;
+    let pods = pods_of(&client, "hooked").await;
+    assert_eq!(pods.len(), 2, "the held pod is not deleted");
+    assert_eq!(
+        preparing(&pods),
+        std::slice::from_ref(&held),
+        "one at a time (maxUnavailable 1)"
+    );
+
+    // Letting go: the held pod is deleted and replaced; the next one is held in turn.
+    Api::<Pod>::namespaced(client.clone(), "default")
+        .patch(
+            &held,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": {"hold": null}}})),
+        )
+        .await
+        .unwrap();
+    eventually("the released pod replaced, the other held", WAIT, || {
+        let (client, held) = (client.clone(), held.clone());
+        async move {
+            let pods = pods_of(&client, "hooked").await;
+            let replaced = pods.iter().any(|p| image_of(p) == "nginx:2" && ready(p));
+            let next = preparing(&pods);
+            (pods.iter().all(|p| p.name_any() != held) && replaced && next.len() == 1).then_some(())
+        }
+    })
+    .await;
+    running.stop().await;
+}

@@ -7,7 +7,8 @@
 //! * **manage**, per node: should run and has no pod -> create (in node-name order; with
 //!   `partitionedScaling` at most `desired - updated - partition` nodes); may continue
 //!   running -> failed pods deleted (unless the node's failure backoff has not elapsed),
-//!   pods in `PreparingDelete` are left to their hook, and of the running pods only the
+//!   pods in `PreparingDelete` deleted (a hooked one the shell holds instead), and of the
+//!   running pods only the
 //!   oldest is kept (with surge: the oldest updated and the oldest old); may not continue
 //!   running -> every pod deleted. Unbound pods aimed at a node that no longer exists are
 //!   deleted (K#443). Creations and deletions are each capped at `burstReplicas`.
@@ -252,7 +253,10 @@ pub fn plan(input: &PlanInput) -> Plan {
                             plan.failed_nodes.push(node.name.clone());
                         }
                     }
-                } else if !pod.preparing_delete {
+                } else if pod.preparing_delete {
+                    // Deleted once its preDelete hook lets go (the shell holds hooked ones).
+                    to_delete.insert(&pod.name);
+                } else {
                     running.push(*pod);
                 }
             }
@@ -274,7 +278,7 @@ pub fn plan(input: &PlanInput) -> Plan {
         } else {
             to_delete.extend(
                 pods.iter()
-                    .filter(|p| !p.terminating && !p.preparing_delete)
+                    .filter(|p| !p.terminating)
                     .map(|p| p.name.as_str()),
             );
         }

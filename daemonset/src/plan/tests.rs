@@ -151,11 +151,14 @@ fn an_unbound_pod_aimed_at_a_vanished_node_is_deleted_a_bound_one_left_to_gc() {
 }
 
 #[test]
-fn preparing_delete_pods_are_left_to_their_hook() {
-    let mut hooked = pod("pa", "a", false);
-    hooked.preparing_delete = true;
-    let p = plan(&input(vec![node("a", NONE)], vec![hooked]));
-    assert_eq!(p.actions, vec![]);
+fn preparing_delete_pods_are_deleted_and_replaced() {
+    let mut leaving = pod("pa", "a", false);
+    leaving.preparing_delete = true;
+    let p = plan(&input(vec![node("a", RUN)], vec![leaving.clone()]));
+    // The node still has a pod (it may be held by its hook): no replacement yet.
+    assert_eq!(p.actions, vec![Action::Delete { pod: "pa".into() }]);
+    let p = plan(&input(vec![node("a", NONE)], vec![leaving]));
+    assert_eq!(p.actions, vec![Action::Delete { pod: "pa".into() }]);
 }
 
 #[test]
