@@ -66,6 +66,7 @@ pub fn binary() -> anyhow::Result<Binary<DaemonSetFlags>> {
                     } else {
                         Placement::NodeName
                     },
+                    prune_ineligible_nodes: ctx.gates.enabled("DaemonSetPruneIneligibleNodes"),
                     ..controller::Settings::default()
                 };
                 controller::run(

@@ -51,7 +51,7 @@ use crate::api::{KIND, Served};
 use crate::plan::pods::{
     Placement, new_pod, node_view, plan_node, plan_pod, plan_strategy, target_node,
 };
-use crate::plan::{Action, PlanInput, plan};
+use crate::plan::{Action, PlanInput, PlanStrategy, plan};
 
 /// The controller's name (metrics, readiness `controller/daemonset`).
 pub const CONTROLLER_NAME: &str = "daemonset";
@@ -88,6 +88,8 @@ pub struct Settings {
     pub placement: Placement,
     /// How long a scale expectation may stay unsatisfied before the planner acts anyway.
     pub expectation_timeout: jiff::SignedDuration,
+    /// Gate `DaemonSetPruneIneligibleNodes` (see [`crate::plan::PlanStrategy`]).
+    pub prune_ineligible_nodes: bool,
 }
 
 impl Default for Settings {
@@ -96,6 +98,7 @@ impl Default for Settings {
             namespace: None,
             placement: Placement::Scheduler,
             expectation_timeout: kruise_common::expectations::DEFAULT_EXPECTATION_TIMEOUT,
+            prune_ineligible_nodes: false,
         }
     }
 }
@@ -360,7 +363,10 @@ async fn reconcile(original: Arc<DaemonSet>, shared: Arc<Shared>) -> Result<Requ
             .iter()
             .filter_map(|p| plan_pod(p, &hash, false))
             .collect(),
-        strategy: plan_strategy(&ds.spec),
+        strategy: PlanStrategy {
+            prune_ineligible_nodes: shared.settings.prune_ineligible_nodes,
+            ..plan_strategy(&ds.spec)
+        },
         backoff_until,
         now: secs,
     };

@@ -106,6 +106,9 @@ pub struct PlanStrategy {
     pub burst_replicas: IntOrString,
     /// `minReadySeconds`.
     pub min_ready_seconds: i64,
+    /// Gate `DaemonSetPruneIneligibleNodes`: the rolling update considers only nodes that
+    /// should run the pod (a node that may merely keep its pod is neither counted nor rolled).
+    pub prune_ineligible_nodes: bool,
 }
 
 impl Default for PlanStrategy {
@@ -120,6 +123,7 @@ impl Default for PlanStrategy {
             partitioned_scaling: false,
             burst_replicas: IntOrString::Int(crate::api::DEFAULT_BURST_REPLICAS),
             min_ready_seconds: 0,
+            prune_ineligible_nodes: false,
         }
     }
 }
@@ -404,7 +408,10 @@ fn rolling_update<'a>(
     let mut names: Vec<&PlanNode> = input
         .nodes
         .iter()
-        .filter(|n| n.eligibility.should_run || by_node.contains_key(n.name.as_str()))
+        .filter(|n| {
+            n.eligibility.should_run
+                || (!strategy.prune_ineligible_nodes && by_node.contains_key(n.name.as_str()))
+        })
         .collect();
     names.sort_by(|a, b| b.name.cmp(&a.name));
     let selector_set = input.nodes.iter().any(|n| !n.selected);

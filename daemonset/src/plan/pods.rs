@@ -217,6 +217,7 @@ pub fn plan_strategy(spec: &DaemonSetSpec) -> PlanStrategy {
             .clone()
             .unwrap_or(IntOrString::Int(DEFAULT_BURST_REPLICAS)),
         min_ready_seconds: i64::from(spec.min_ready_seconds.max(0)),
+        prune_ineligible_nodes: false,
     }
 }
 

@@ -254,6 +254,18 @@ fn partition_keeps_nodes_old_and_the_selector_limits_the_nodes() {
 }
 
 #[test]
+fn prune_ineligible_nodes_leaves_a_node_that_may_only_keep_its_pod_alone() {
+    let n = vec![node("a", RUN), node("b", RUN), node("c", STAY)];
+    let mut i = input(n.clone(), one_each(&n, false));
+    i.strategy.max_unavailable = Some(IntOrString::String("100%".into()));
+    // Without the gate the tainted node's old pod is rolled too (and not recreated there),
+    // using up budget: 100% of the 2 desired nodes.
+    assert_eq!(deletes(&plan(&i)), ["b-pod", "c-pod"]);
+    i.strategy.prune_ineligible_nodes = true;
+    assert_eq!(deletes(&plan(&i)), ["a-pod", "b-pod"]);
+}
+
+#[test]
 fn paused_and_on_delete_do_not_roll() {
     let n = nodes(3);
     let mut i = input(n.clone(), one_each(&n, false));
