@@ -107,7 +107,8 @@ pub struct PlanStrategy {
     /// `minReadySeconds`.
     pub min_ready_seconds: i64,
     /// Gate `DaemonSetPruneIneligibleNodes`: the rolling update considers only nodes that
-    /// should run the pod (a node that may merely keep its pod is neither counted nor rolled).
+    /// should run the pod (a node that may merely keep its pod is neither counted nor rolled,
+    /// except that a surge in flight there still counts).
     pub prune_ineligible_nodes: bool,
 }
 
@@ -408,9 +409,12 @@ fn rolling_update<'a>(
     let mut names: Vec<&PlanNode> = input
         .nodes
         .iter()
-        .filter(|n| {
-            n.eligibility.should_run
-                || (!strategy.prune_ineligible_nodes && by_node.contains_key(n.name.as_str()))
+        .filter(|n| match by_node.get(n.name.as_str()) {
+            _ if n.eligibility.should_run => true,
+            None => false,
+            Some(_) if !strategy.prune_ineligible_nodes => true,
+            // Pruned, unless a surge is in flight there: it still counts against maxSurge.
+            Some(pods) => matches!(split_pods(pods), None | Some((Some(_), Some(_)))),
         })
         .collect();
     names.sort_by(|a, b| b.name.cmp(&a.name));

@@ -506,14 +506,16 @@ fn strategies() -> impl Strategy<Value = PlanStrategy> {
         0i32..4,
         any::<bool>(),
         any::<bool>(),
+        any::<bool>(),
     )
         .prop_map(
-            |(surge, budget, partition, in_place, partitioned)| PlanStrategy {
+            |(surge, budget, partition, in_place, partitioned, prune)| PlanStrategy {
                 in_place: in_place && !surge,
                 max_unavailable: Some(IntOrString::Int(if surge { 0 } else { budget })),
                 max_surge: Some(IntOrString::Int(if surge { budget } else { 0 })),
                 partition: Some(IntOrString::Int(partition)),
                 partitioned_scaling: partitioned,
+                prune_ineligible_nodes: prune,
                 ..PlanStrategy::default()
             },
         )
