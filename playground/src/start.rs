@@ -225,6 +225,7 @@ mod tests {
                 "statefulset",
                 "broadcastjob",
                 "imagepull",
+                "daemonset",
                 "webhook"
             ]
         );
@@ -306,6 +307,7 @@ mod tests {
                 "statefulset\tkruise-statefulset\tstatefulsets.apps.kruise.io\t-",
                 "broadcastjob\tkruise-broadcastjob\tbroadcastjobs.apps.kruise.io,advancedcronjobs.apps.kruise.io\t-",
                 "imagepull\tkruise-imagepull\timagepulljobs.apps.kruise.io,imagelistpulljobs.apps.kruise.io,nodeimages.apps.kruise.io\t-",
+                "daemonset\tkruise-daemonset\tdaemonsets.apps.kruise.io\t-",
                 "webhook\tkruise-webhook\t-\tworkloads",
             ]
         );

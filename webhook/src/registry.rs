@@ -22,6 +22,8 @@ pub const FAMILIES: &[fn() -> anyhow::Result<Family>] = &[
     kruise_broadcastjob::binary::family,
     #[cfg(feature = "imagepull")]
     kruise_imagepull::binary::family,
+    #[cfg(feature = "daemonset")]
+    kruise_daemonset::binary::family,
     crate::family,
 ];
 
@@ -76,7 +78,8 @@ mod tests {
         feature = "sidecarset",
         feature = "statefulset",
         feature = "broadcastjob",
-        feature = "imagepull"
+        feature = "imagepull",
+        feature = "daemonset"
     ))]
     #[test]
     fn the_default_build_registers_every_family_and_their_steps() {
@@ -89,6 +92,7 @@ mod tests {
                 "statefulset",
                 "broadcastjob",
                 "imagepull",
+                "daemonset",
                 "webhook"
             ]
         );

@@ -1,0 +1,523 @@
+//! The Advanced DaemonSet controller shell (see [`crate::plan`] for every decision):
+//! **observe** (the caches, the expectations) -> **validate** -> **plan** -> **execute** ->
+//! **status**.
+//!
+//! * **Cache only what it reads.** Pods through the `controller-revision-hash` label every
+//!   daemon pod carries; nodes reduced to their labels and taints, and a node change wakes
+//!   the DaemonSets only when one of those changed (or the node came or went), not on
+//!   every status heartbeat.
+//! * **No double creates.** A scale expectation per node is recorded before its pod is
+//!   created and satisfied once a pod of the DaemonSet for that node is in the cache; a
+//!   deletion, once the pod is gone or terminating. While one is pending the planner does
+//!   nothing.
+//! * **Slow start.** Creations go out in batches of 1, 2, 4, … and stop at the first failure.
+//! * **Failed pods back off per node**, 1 s doubling to 15 min.
+//! * **preDelete hook.** A pod to delete that `lifecycle.preDelete` holds (any of its labels
+//!   or finalizers present) is marked `PreparingDelete` instead, and deleted once the hook
+//!   lets go.
+
+use std::collections::HashMap;
+use std::collections::hash_map::DefaultHasher;
+use std::hash::{Hash as _, Hasher as _};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::StreamExt as _;
+use jiff::Timestamp;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kruise_common::api::keys::CONTROLLER_REVISION_HASH_KEY;
+use kruise_common::api::lifecycle::LifecycleState;
+use kruise_common::expectations::{
+    Satisfaction, ScaleAction, ScaleExpectations, SharedExpectations,
+};
+use kruise_common::pods::lifecycle::{is_hooked, state_patch};
+use kruise_common::pods::lifecycle_state;
+use kruise_common::revision::template_hash;
+use kruise_common::runtime::errors::{ShellError, WriteError, is_not_found};
+use kruise_common::runtime::events::{EventQueue, EventRecord, Recorder, pod_reference};
+use kruise_common::runtime::execute::{Lane, Scheduled, execute};
+use kruise_common::runtime::status::write_status_if_changed;
+use kruise_common::runtime::watch::{TouchedStream, Watch};
+use kruise_common::runtime::{ReconcileError, RunOptions, run_controller, warm_until_leading};
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use kube::runtime::controller::{Action as Requeue, Controller};
+use kube::runtime::reflector::{ObjectRef, Store};
+use kube::{Client, Resource as _, ResourceExt as _};
+
+use crate::api::defaults::default_spec;
+use crate::api::v1beta1::{DaemonSet, DaemonSetStatus};
+use crate::api::validation::validate;
+use crate::api::{KIND, Served};
+use crate::plan::pods::{
+    Placement, new_pod, node_view, plan_node, plan_pod, plan_strategy, target_node,
+};
+use crate::plan::{Action, PlanInput, PlanStrategy, plan};
+
+/// The controller's name (metrics, readiness `controller/daemonset`).
+pub const CONTROLLER_NAME: &str = "daemonset";
+/// The event reporter, as OpenKruise names it.
+pub const EVENT_REPORTER: &str = "daemonset-controller";
+/// How soon a DaemonSet whose expectations are pending is looked at again.
+const EXPECTATIONS_REQUEUE: Duration = Duration::from_millis(500);
+/// The first and the longest wait before a node's failed pod is replaced again.
+const BACKOFF_START: i64 = 1;
+const BACKOFF_MAX: i64 = 15 * 60;
+
+/// Event reasons (OpenKruise's).
+pub mod reason {
+    /// The selector is empty: the DaemonSet selects every pod and does nothing.
+    pub const SELECTING_ALL: &str = "SelectingAll";
+    /// A failed daemon pod is deleted.
+    pub const FAILED_DAEMON_POD: &str = "FailedDaemonPod";
+    /// A pod was created.
+    pub const SUCCESSFUL_CREATE: &str = "SuccessfulCreate";
+    /// A pod could not be created.
+    pub const FAILED_CREATE: &str = "FailedCreate";
+    /// A pod was deleted.
+    pub const SUCCESSFUL_DELETE: &str = "SuccessfulDelete";
+    /// The object fails validation.
+    pub const INVALID_SPEC: &str = "InvalidSpec";
+}
+
+/// The controller's settings.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// Watch only this namespace (all when `None`).
+    pub namespace: Option<String>,
+    /// How new pods reach their node.
+    pub placement: Placement,
+    /// How long a scale expectation may stay unsatisfied before the planner acts anyway.
+    pub expectation_timeout: jiff::SignedDuration,
+    /// Gate `DaemonSetPruneIneligibleNodes` (see [`crate::plan::PlanStrategy`]).
+    pub prune_ineligible_nodes: bool,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Self {
+            namespace: None,
+            placement: Placement::Scheduler,
+            expectation_timeout: kruise_common::expectations::DEFAULT_EXPECTATION_TIMEOUT,
+            prune_ineligible_nodes: false,
+        }
+    }
+}
+
+/// Which step of a reconcile failed.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A step every controller shares: expectations, status.
+    #[error(transparent)]
+    Shell(#[from] ShellError),
+    /// Creating a pod.
+    #[error("creating {0}")]
+    Create(#[source] WriteError),
+    /// Deleting a pod.
+    #[error("deleting {0}")]
+    Delete(#[source] WriteError),
+    /// Marking a pod `PreparingDelete`.
+    #[error("marking {0} PreparingDelete")]
+    PrepareDelete(#[source] WriteError),
+}
+
+impl ReconcileError for Error {
+    fn category(&self) -> &'static str {
+        match self {
+            Error::Shell(e) => e.category(),
+            Error::Create(_) => "create",
+            Error::Delete(_) => "delete",
+            Error::PrepareDelete(_) => "lifecycle",
+        }
+    }
+
+    fn is_conflict(&self) -> bool {
+        match self {
+            Error::Shell(e) => e.is_conflict(),
+            Error::Create(e) | Error::Delete(e) | Error::PrepareDelete(e) => e.is_conflict(),
+        }
+    }
+}
+
+/// Per DaemonSet and node: (replace the failed pod not before, the next wait).
+type Backoff = HashMap<(String, String), (i64, i64)>;
+
+struct Shared {
+    client: Client,
+    pods: Store<Pod>,
+    nodes: Store<Node>,
+    expectations: SharedExpectations<ScaleExpectations>,
+    backoff: Mutex<Backoff>,
+    recorder: EventQueue,
+    settings: Settings,
+}
+
+/// Keeps of a node what eligibility reads (and what a cache needs to key it).
+fn eligibility_view(node: &mut Node) {
+    node.metadata.annotations = None;
+    node.metadata.managed_fields = None;
+    node.status = None;
+    if let Some(spec) = node.spec.as_mut() {
+        let taints = spec.taints.take();
+        *spec = Default::default();
+        spec.taints = taints;
+    }
+}
+
+/// Runs the DaemonSet controller until `opts.shutdown` fires.
+pub async fn run(client: Client, settings: Settings, opts: RunOptions) {
+    let ns = settings.namespace.as_deref();
+    let recorder = EventQueue::for_controller(client.clone(), EVENT_REPORTER, &opts.metrics);
+    let (sets, mut set_stream) =
+        Watch::<DaemonSet>::primary(client.clone(), ns, &opts, &recorder).reflect();
+    let (pods, mut pod_stream) = Watch::<Pod>::new(client.clone(), ns)
+        .labels(CONTROLLER_REVISION_HASH_KEY)
+        .reflect();
+    let (nodes, mut node_stream) = Watch::<Node>::new(client.clone(), None)
+        .shrink(eligibility_view)
+        .reflect();
+    if !warm_until_leading(
+        &opts,
+        &mut [&mut set_stream, &mut pod_stream, &mut node_stream],
+    )
+    .await
+    {
+        return;
+    }
+    let shared = Arc::new(Shared {
+        client,
+        pods,
+        nodes,
+        expectations: SharedExpectations::new(ScaleExpectations::new(settings.expectation_timeout)),
+        backoff: Mutex::default(),
+        recorder,
+        settings,
+    });
+    let node_changes = only_eligibility_changes(node_stream, shared.nodes.clone());
+    let all_sets = sets.clone();
+    let controller = Controller::for_stream(set_stream, sets)
+        .reconcile_all_on(futures::stream::once(async {}))
+        .owns_stream(pod_stream)
+        .watches_stream(node_changes, move |_: Node| {
+            all_sets
+                .state()
+                .iter()
+                .map(|ds| ObjectRef::from(ds.as_ref()))
+                .collect::<Vec<_>>()
+        });
+    run_controller(controller, reconcile, shared, opts).await;
+}
+
+/// The node events whose labels or taints changed, every first sight of a node, and every
+/// deletion (the reflector has dropped the node from `store` by the time its event passes).
+fn only_eligibility_changes(nodes: TouchedStream<Node>, store: Store<Node>) -> TouchedStream<Node> {
+    let seen: Arc<Mutex<HashMap<String, u64>>> = Arc::default();
+    nodes
+        .filter(move |event| {
+            let pass = match event {
+                Ok(node) => {
+                    let name = node.name_any();
+                    let gone = store.get(&ObjectRef::new(&name)).is_none();
+                    match seen.lock() {
+                        Ok(mut seen) if gone => seen.remove(&name).is_some(),
+                        Ok(mut seen) => {
+                            let print = fingerprint(node);
+                            seen.insert(name, print) != Some(print)
+                        }
+                        Err(_) => true,
+                    }
+                }
+                Err(_) => true,
+            };
+            std::future::ready(pass)
+        })
+        .boxed()
+}
+
+fn fingerprint(node: &Node) -> u64 {
+    let mut h = DefaultHasher::new();
+    node.metadata.labels.hash(&mut h);
+    for t in node.spec.iter().flat_map(|s| s.taints.iter().flatten()) {
+        (&t.key, &t.value, &t.effect).hash(&mut h);
+    }
+    h.finish()
+}
+
+impl Scheduled for Action {
+    fn lane(&self) -> Lane<'_> {
+        match self {
+            Action::Create { .. } => Lane::SlowStart,
+            Action::Delete { pod } | Action::UpdateInPlace { pod } => Lane::Group(pod),
+        }
+    }
+}
+
+/// Marks pending creates (by node) and deletes (by pod name) the cache now shows as done.
+fn observe_expectations(
+    shared: &Shared,
+    key: &str,
+    pods: &[Arc<Pod>],
+    now: Timestamp,
+) -> Result<Satisfaction, Error> {
+    Ok(shared
+        .expectations
+        .with(|exp| {
+            for (action, names) in exp.pending(key) {
+                for name in names {
+                    let seen = match action {
+                        ScaleAction::Create => pods
+                            .iter()
+                            .any(|p| target_node(p).as_deref() == Some(name.as_str())),
+                        ScaleAction::Delete => pods.iter().all(|p| {
+                            p.metadata.name.as_deref() != Some(name.as_str())
+                                || p.metadata.deletion_timestamp.is_some()
+                        }),
+                    };
+                    if seen {
+                        exp.observe(key, action, &name);
+                    }
+                }
+            }
+            exp.satisfied(key, now)
+        })
+        .map_err(ShellError::from)?)
+}
+
+async fn reconcile(original: Arc<DaemonSet>, shared: Arc<Shared>) -> Result<Requeue, Error> {
+    let now = Timestamp::now();
+    let namespace = original.namespace().unwrap_or_default();
+    let name = original.name_any();
+    let key = format!("{namespace}/{name}");
+    let mut reference = original.object_ref(&());
+    reference.api_version = Some(kruise_common::api::version::APPS_V1BETA1.into());
+    reference.kind = Some(KIND.into());
+    let recorder = Recorder::new(&shared.recorder, reference);
+
+    // Validate (the webhook normally did; defaulting again is idempotent).
+    let mut ds = (*original).clone();
+    default_spec(&mut ds.spec, Served::V1beta1);
+    let errors = validate(&ds, None, Served::V1beta1);
+    if !errors.is_empty() {
+        let selecting_all = errors.iter().any(|e| e.field.as_str() == "spec.selector");
+        recorder.record(if selecting_all {
+            EventRecord::warning(
+                reason::SELECTING_ALL,
+                "This daemon set is selecting all pods. A non-empty selector is required.",
+            )
+        } else {
+            EventRecord::warning(
+                reason::INVALID_SPEC,
+                kruise_common::api::field::aggregate(&errors),
+            )
+        });
+        return Ok(Requeue::await_change());
+    }
+
+    // Observe.
+    if shared.pods.wait_until_ready().await.is_err()
+        || shared.nodes.wait_until_ready().await.is_err()
+    {
+        return Ok(Requeue::requeue(EXPECTATIONS_REQUEUE));
+    }
+    let uid = ds.uid().unwrap_or_default();
+    let pods: Vec<Arc<Pod>> = shared
+        .pods
+        .state()
+        .into_iter()
+        .filter(|p| {
+            p.metadata.namespace.as_deref() == Some(namespace.as_str())
+                && kruise_common::pods::is_controlled_by(&p.metadata, &uid)
+        })
+        .collect();
+    match observe_expectations(&shared, &key, &pods, now)? {
+        Satisfaction::Pending { .. } => return Ok(Requeue::requeue(EXPECTATIONS_REQUEUE)),
+        Satisfaction::Expired { .. } => {
+            shared
+                .expectations
+                .with(|e| e.delete(&key))
+                .map_err(ShellError::from)?;
+        }
+        Satisfaction::Satisfied => {}
+    }
+    let template = serde_json::to_value(&ds.spec.template).unwrap_or_default();
+    let collision_count = original.status.as_ref().and_then(|s| s.collision_count);
+    let hash = template_hash(&template, collision_count);
+    let mut nodes: Vec<_> = shared
+        .nodes
+        .state()
+        .iter()
+        .map(|n| plan_node(&ds.spec, &node_view(n)))
+        .collect();
+    nodes.sort_by(|a, b| a.name.cmp(&b.name));
+    let secs = now.as_second();
+    let backoff_until = match shared.backoff.lock() {
+        Ok(b) => b
+            .iter()
+            .filter(|((set, _), _)| *set == key)
+            .map(|((_, node), (until, _))| (node.clone(), *until))
+            .collect(),
+        Err(_) => Default::default(),
+    };
+    let input = PlanInput {
+        nodes,
+        pods: pods
+            .iter()
+            .filter_map(|p| plan_pod(p, &hash, false))
+            .collect(),
+        strategy: PlanStrategy {
+            prune_ineligible_nodes: shared.settings.prune_ineligible_nodes,
+            ..plan_strategy(&ds.spec)
+        },
+        backoff_until,
+        now: secs,
+    };
+
+    // Plan.
+    let plan = plan(&input);
+    if let Ok(mut backoff) = shared.backoff.lock() {
+        for node in &plan.failed_nodes {
+            let entry = backoff
+                .entry((key.clone(), node.clone()))
+                .or_insert((0, BACKOFF_START));
+            *entry = (secs + entry.1, (entry.1 * 2).min(BACKOFF_MAX));
+            recorder.record(EventRecord::warning(
+                reason::FAILED_DAEMON_POD,
+                format!("Found failed daemon pod on node {node}, will try to kill it"),
+            ));
+        }
+    }
+
+    // Execute.
+    let pod_api: Api<Pod> = Api::namespaced(shared.client.clone(), &namespace);
+    let outcomes = execute(&plan.actions, 8, |action| {
+        let (pod_api, recorder, shared, key, ds, hash, pods) =
+            (&pod_api, &recorder, &shared, &key, &ds, &hash, &pods);
+        let namespace = namespace.as_str();
+        async move {
+            match action {
+                Action::Create { node } => {
+                    expect(shared, key, ScaleAction::Create, node)?;
+                    let pod = new_pod(ds, node, hash, shared.settings.placement);
+                    match pod_api.create(&PostParams::default(), &pod).await {
+                        Ok(created) => {
+                            let name = created.name_any();
+                            recorder.record(
+                                EventRecord::normal(
+                                    reason::SUCCESSFUL_CREATE,
+                                    format!("Created pod: {name}"),
+                                )
+                                .related_to(Some(pod_reference(Some(namespace), &name))),
+                            );
+                            Ok(())
+                        }
+                        Err(e) => {
+                            forget(shared, key, ScaleAction::Create, node);
+                            recorder.record(EventRecord::warning(
+                                reason::FAILED_CREATE,
+                                format!("Error creating: {e}"),
+                            ));
+                            Err(Error::Create(WriteError {
+                                name: format!("pod for node {node}"),
+                                source: e,
+                            }))
+                        }
+                    }
+                }
+                // Not planned yet: in-place updates need the revision diff (see the docs).
+                Action::Delete { pod } | Action::UpdateInPlace { pod } => {
+                    // A pod its preDelete hook holds is marked PreparingDelete instead.
+                    let hook = ds
+                        .spec
+                        .lifecycle
+                        .as_ref()
+                        .and_then(|l| l.pre_delete.as_ref());
+                    if let Some(held) = pods
+                        .iter()
+                        .find(|p| p.metadata.name.as_deref() == Some(pod.as_str()))
+                        .filter(|p| is_hooked(hook, &***p))
+                    {
+                        if lifecycle_state(&**held) == Some(LifecycleState::PreparingDelete) {
+                            return Ok(());
+                        }
+                        let patch = state_patch(LifecycleState::PreparingDelete, now, None);
+                        return pod_api
+                            .patch(pod, &PatchParams::default(), &Patch::Strategic(&patch))
+                            .await
+                            .map(|_| ())
+                            .map_err(|e| {
+                                Error::PrepareDelete(WriteError {
+                                    name: pod.clone(),
+                                    source: e,
+                                })
+                            });
+                    }
+                    expect(shared, key, ScaleAction::Delete, pod)?;
+                    match pod_api.delete(pod, &DeleteParams::default()).await {
+                        Ok(_) => {
+                            recorder.record(EventRecord::normal(
+                                reason::SUCCESSFUL_DELETE,
+                                format!("Deleted pod: {pod}"),
+                            ));
+                            Ok(())
+                        }
+                        Err(e) if is_not_found(&e) => {
+                            forget(shared, key, ScaleAction::Delete, pod);
+                            Ok(())
+                        }
+                        Err(e) => {
+                            forget(shared, key, ScaleAction::Delete, pod);
+                            Err(Error::Delete(WriteError {
+                                name: pod.clone(),
+                                source: e,
+                            }))
+                        }
+                    }
+                }
+            }
+        }
+    })
+    .await;
+    let first_error = outcomes.into_iter().find_map(|(_, r)| r.err());
+
+    // Status, after the writes; observedGeneration only after a full sync.
+    let previous = original.status.clone().unwrap_or_default();
+    let counts = plan.status;
+    let status = DaemonSetStatus {
+        current_number_scheduled: counts.current_number_scheduled,
+        number_misscheduled: counts.number_misscheduled,
+        desired_number_scheduled: counts.desired_number_scheduled,
+        number_ready: counts.number_ready,
+        observed_generation: match first_error {
+            None => ds.metadata.generation.unwrap_or_default(),
+            Some(_) => previous.observed_generation,
+        },
+        updated_number_scheduled: counts.updated_number_scheduled,
+        number_available: counts.number_available,
+        number_unavailable: counts.number_unavailable,
+        collision_count: previous.collision_count,
+        conditions: previous.conditions.clone(),
+        update_revision: hash,
+    };
+    let set_api: Api<DaemonSet> = Api::namespaced(shared.client.clone(), &namespace);
+    write_status_if_changed(&set_api, &original, original.status.as_ref(), &status)
+        .await
+        .map_err(ShellError::status_of(name))?;
+    if let Some(e) = first_error {
+        return Err(e);
+    }
+    Ok(match plan.requeue_after {
+        Some(secs) => Requeue::requeue(Duration::from_secs(secs.max(1).unsigned_abs())),
+        None => Requeue::await_change(),
+    })
+}
+
+fn expect(shared: &Shared, key: &str, action: ScaleAction, name: &str) -> Result<(), Error> {
+    shared
+        .expectations
+        .with(|e| e.expect(key, action, name))
+        .map_err(|e| Error::Shell(ShellError::from(e)))
+}
+
+fn forget(shared: &Shared, key: &str, action: ScaleAction, name: &str) {
+    // A poisoned lock refuses the next reconcile anyway.
+    let _ = shared.expectations.with(|e| e.observe(key, action, name));
+}

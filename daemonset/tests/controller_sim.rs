@@ -1,0 +1,729 @@
+//! The DaemonSet controller against kruise-sim: its scheduler binds the pods by their node
+//! affinity and its kubelet makes them Ready.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kruise_common::runtime::{Metrics, Readiness, RunOptions};
+use kruise_daemonset::api::v1beta1::DaemonSet;
+use kruise_daemonset::controller::{self, Settings};
+use kruise_daemonset::plan::pods::{DAEMONSET_SCHEDULER_NAME, Placement};
+use kruise_testkit::{WAIT, eventually};
+use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use kube::{Client, ResourceExt as _};
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+async fn sim(nodes: usize) -> (kruise_sim::Sim, Client) {
+    kruise_testkit::sim_with_crds(nodes, &[kruise_daemonset::api::crd::crd().unwrap()]).await
+}
+
+/// The controller in-process for `default`; `stop` waits for in-flight reconciles.
+struct Running {
+    shutdown: CancellationToken,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Running {
+    fn start(client: &Client) -> Self {
+        Self::start_placing(client, Placement::Scheduler)
+    }
+
+    fn start_placing(client: &Client, placement: Placement) -> Self {
+        let shutdown = CancellationToken::new();
+        let opts = RunOptions {
+            name: controller::CONTROLLER_NAME.into(),
+            concurrency: 3,
+            metrics: Metrics::new(),
+            readiness: Readiness::default(),
+            shutdown: shutdown.clone(),
+            leadership: Default::default(),
+        };
+        let settings = Settings {
+            namespace: Some("default".into()),
+            placement,
+            ..Settings::default()
+        };
+        let client = client.clone();
+        let task = tokio::spawn(async move { controller::run(client, settings, opts).await });
+        Self { shutdown, task }
+    }
+
+    async fn stop(self) {
+        self.shutdown.cancel();
+        tokio::time::timeout(Duration::from_secs(30), self.task)
+            .await
+            .unwrap()
+            .unwrap();
+    }
+}
+
+fn daemonset(name: &str, spec_extra: Value) -> DaemonSet {
+    let mut spec = json!({
+        "selector": {"matchLabels": {"app": name}},
+        "template": {
+            "metadata": {"labels": {"app": name}},
+            "spec": {"containers": [{"name": "main", "image": "nginx:1"}]}
+        }
+    });
+    json_patch::merge(&mut spec, &spec_extra);
+    serde_json::from_value(json!({
+        "apiVersion": "apps.kruise.io/v1beta1", "kind": "DaemonSet",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": spec,
+    }))
+    .unwrap()
+}
+
+async fn create(client: &Client, ds: &DaemonSet) {
+    Api::<DaemonSet>::namespaced(client.clone(), "default")
+        .create(&PostParams::default(), ds)
+        .await
+        .unwrap();
+}
+
+async fn patch_set(client: &Client, name: &str, patch: Value) {
+    Api::<DaemonSet>::namespaced(client.clone(), "default")
+        .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .unwrap();
+}
+
+async fn patch_node(client: &Client, name: &str, patch: Value) {
+    Api::<Node>::all(client.clone())
+        .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .unwrap();
+}
+
+/// The live pods of DaemonSet `app` (not terminating).
+async fn pods_of(client: &Client, app: &str) -> Vec<Pod> {
+    Api::<Pod>::namespaced(client.clone(), "default")
+        .list(&ListParams::default().labels(&format!("app={app}")))
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|p| p.metadata.deletion_timestamp.is_none())
+        .collect()
+}
+
+fn node_of(p: &Pod) -> String {
+    p.spec
+        .as_ref()
+        .and_then(|s| s.node_name.clone())
+        .unwrap_or_default()
+}
+
+fn image_of(p: &Pod) -> String {
+    p.spec.as_ref().unwrap().containers[0]
+        .image
+        .clone()
+        .unwrap_or_default()
+}
+
+fn ready(p: &Pod) -> bool {
+    kruise_common::pods::is_pod_ready(p)
+}
+
+/// Waits until the Ready pods of `app` sit one each on exactly `nodes`, all with `image`.
+async fn wait_for_pods(client: &Client, app: &str, nodes: &[String], image: &str) -> Vec<Pod> {
+    let want: BTreeSet<String> = nodes.iter().cloned().collect();
+    eventually(
+        &format!("one Ready {image} pod of {app} on each of {want:?}"),
+        WAIT,
+        || {
+            let (client, want) = (client.clone(), want.clone());
+            async move {
+                let pods = pods_of(&client, app).await;
+                let on: Vec<String> = pods.iter().map(node_of).collect();
+                let set: BTreeSet<String> = on.iter().cloned().collect();
+                (on.len() == want.len()
+                    && set == want
+                    && pods.iter().all(|p| ready(p) && image_of(p) == image))
+                .then_some(pods)
+            }
+        },
+    )
+    .await
+}
+
+/// Waits until the status of `name` satisfies `check` at the current generation: the
+/// controller has seen the latest spec and the nodes as they are.
+async fn wait_status(
+    client: &Client,
+    name: &str,
+    what: &str,
+    check: impl Fn(&kruise_daemonset::api::v1beta1::DaemonSetStatus) -> bool,
+) {
+    let check = &check;
+    eventually(what, WAIT, || {
+        let client = client.clone();
+        async move {
+            let ds = Api::<DaemonSet>::namespaced(client, "default")
+                .get(name)
+                .await
+                .ok()?;
+            let status = ds.status.as_ref()?;
+            (Some(status.observed_generation) == ds.metadata.generation && check(status))
+                .then_some(())
+        }
+    })
+    .await;
+}
+
+async fn node_names(client: &Client) -> Vec<String> {
+    let mut names: Vec<String> = Api::<Node>::all(client.clone())
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .iter()
+        .map(|n| n.name_any())
+        .collect();
+    names.sort();
+    names
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_pod_per_node_then_a_rolling_update_replaces_every_pod_and_status_follows() {
+    let (_sim, client) = sim(3).await;
+    let running = Running::start(&client);
+    create(&client, &daemonset("agent", json!({}))).await;
+    let nodes = node_names(&client).await;
+    let first = wait_for_pods(&client, "agent", &nodes, "nginx:1").await;
+    let set = eventually("status counts 3 available", WAIT, || {
+        let client = client.clone();
+        async move {
+            Api::<DaemonSet>::namespaced(client, "default")
+                .get("agent")
+                .await
+                .ok()
+                .filter(|d| d.status.as_ref().is_some_and(|s| s.number_available == 3))
+        }
+    })
+    .await;
+    let status = set.status.unwrap();
+    assert_eq!(
+        (
+            status.desired_number_scheduled,
+            status.current_number_scheduled,
+            status.number_ready,
+            status.updated_number_scheduled,
+            status.number_misscheduled
+        ),
+        (3, 3, 3, 3, 0)
+    );
+    assert!(!status.update_revision.is_empty());
+    for pod in &first {
+        assert_eq!(
+            pod.labels().get("controller-revision-hash"),
+            Some(&status.update_revision)
+        );
+    }
+
+    patch_set(
+        &client,
+        "agent",
+        json!({"spec": {"template": {"spec": {"containers": [{"name": "main", "image": "nginx:2"}]}}}}),
+    )
+    .await;
+    let second = wait_for_pods(&client, "agent", &nodes, "nginx:2").await;
+    let old: BTreeSet<_> = first.iter().map(|p| p.name_any()).collect();
+    assert!(second.iter().all(|p| !old.contains(&p.name_any())));
+    running.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn node_selector_places_pods_as_nodes_get_the_label_and_no_execute_evicts() {
+    let (_sim, client) = sim(3).await;
+    let running = Running::start(&client);
+    create(
+        &client,
+        &daemonset(
+            "blue",
+            json!({"template": {"spec": {"nodeSelector": {"color": "blue"}}}}),
+        ),
+    )
+    .await;
+    let nodes = node_names(&client).await;
+    wait_status(&client, "blue", "synced with no node desired", |s| {
+        s.desired_number_scheduled == 0
+    })
+    .await;
+    assert!(
+        pods_of(&client, "blue").await.is_empty(),
+        "no node is blue yet"
+    );
+    patch_node(
+        &client,
+        &nodes[0],
+        json!({"metadata": {"labels": {"color": "blue"}}}),
+    )
+    .await;
+    wait_for_pods(&client, "blue", &nodes[..1], "nginx:1").await;
+    patch_node(
+        &client,
+        &nodes[2],
+        json!({"metadata": {"labels": {"color": "blue"}}}),
+    )
+    .await;
+    let both = [nodes[0].clone(), nodes[2].clone()];
+    wait_for_pods(&client, "blue", &both, "nginx:1").await;
+
+    // NoSchedule keeps the pod; NoExecute removes it.
+    patch_node(
+        &client,
+        &nodes[0],
+        json!({"spec": {"taints": [{"key": "maintenance", "effect": "NoSchedule"}]}}),
+    )
+    .await;
+    wait_status(&client, "blue", "the tainted node no longer desired", |s| {
+        s.desired_number_scheduled == 1 && s.number_misscheduled == 1
+    })
+    .await;
+    assert_eq!(
+        pods_of(&client, "blue").await.len(),
+        2,
+        "NoSchedule keeps the pod"
+    );
+    patch_node(
+        &client,
+        &nodes[0],
+        json!({"spec": {"taints": [{"key": "maintenance", "effect": "NoExecute"}]}}),
+    )
+    .await;
+    wait_for_pods(&client, "blue", &nodes[2..], "nginx:1").await;
+    running.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn partition_and_node_selector_bound_the_rollout_and_a_restart_resumes_it() {
+    let (_sim, client) = sim(4).await;
+    let running = Running::start(&client);
+    create(
+        &client,
+        &daemonset(
+            "part",
+            json!({"updateStrategy": {"type": "RollingUpdate",
+                "rollingUpdate": {"maxUnavailable": "100%", "partition": 2}}}),
+        ),
+    )
+    .await;
+    let nodes = node_names(&client).await;
+    wait_for_pods(&client, "part", &nodes, "nginx:1").await;
+    running.stop().await;
+
+    // The template changes while no controller runs; the restarted one rolls it out.
+    patch_set(
+        &client,
+        "part",
+        json!({"spec": {"template": {"spec": {"containers": [{"name": "main", "image": "nginx:2"}]}}}}),
+    )
+    .await;
+    let running = Running::start(&client);
+    let images = |pods: &[Pod]| {
+        let mut by_node: Vec<(String, String)> =
+            pods.iter().map(|p| (node_of(p), image_of(p))).collect();
+        by_node.sort();
+        by_node
+    };
+    let settled = eventually("two nodes updated, two kept old", WAIT, || {
+        let client = client.clone();
+        async move {
+            let pods = pods_of(&client, "part").await;
+            let new = pods
+                .iter()
+                .filter(|p| image_of(p) == "nginx:2" && ready(p))
+                .count();
+            (pods.len() == 4 && new == 2 && pods.iter().all(ready)).then_some(pods)
+        }
+    })
+    .await;
+    // The last two nodes by name are updated first.
+    let want: Vec<(String, String)> = nodes
+        .iter()
+        .enumerate()
+        .map(|(i, n)| {
+            (
+                n.clone(),
+                if i >= 2 { "nginx:2" } else { "nginx:1" }.to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(images(&settled), want);
+    wait_status(&client, "part", "two updated, four available", |s| {
+        s.updated_number_scheduled == 2 && s.number_available == 4
+    })
+    .await;
+    assert_eq!(
+        images(&pods_of(&client, "part").await),
+        want,
+        "partition holds"
+    );
+
+    // Partition 0 with a selector: only the selected node of the old two moves.
+    patch_node(
+        &client,
+        &nodes[1],
+        json!({"metadata": {"labels": {"canary": "yes"}}}),
+    )
+    .await;
+    patch_set(
+        &client,
+        "part",
+        json!({"spec": {"updateStrategy": {"rollingUpdate": {
+            "partition": 0, "selector": {"matchLabels": {"canary": "yes"}}}}}}),
+    )
+    .await;
+    let mut want = want;
+    want[1].1 = "nginx:2".into();
+    eventually("the canary node updated, node 0 kept", WAIT, || {
+        let (client, want) = (client.clone(), want.clone());
+        async move {
+            let pods = pods_of(&client, "part").await;
+            (pods.iter().all(ready) && images(&pods) == want).then_some(())
+        }
+    })
+    .await;
+    wait_status(&client, "part", "three updated, four available", |s| {
+        s.updated_number_scheduled == 3 && s.number_available == 4
+    })
+    .await;
+    assert_eq!(
+        images(&pods_of(&client, "part").await),
+        want,
+        "selector holds"
+    );
+    running.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn surge_creates_the_new_pod_before_deleting_the_old_one() {
+    let (_sim, client) = sim(3).await;
+    let running = Running::start(&client);
+    create(
+        &client,
+        &daemonset(
+            "surge",
+            json!({"updateStrategy": {"type": "RollingUpdate",
+                "rollingUpdate": {"maxUnavailable": 0, "maxSurge": 1}}}),
+        ),
+    )
+    .await;
+    let nodes = node_names(&client).await;
+    wait_for_pods(&client, "surge", &nodes, "nginx:1").await;
+    patch_set(
+        &client,
+        "surge",
+        json!({"spec": {"template": {"spec": {"containers": [{"name": "main", "image": "nginx:2"}]}}}}),
+    )
+    .await;
+    // Watch the rollout: never a node without a Ready pod, never two nodes doubled.
+    eventually("every node runs nginx:2", WAIT, || {
+        let (client, nodes) = (client.clone(), nodes.clone());
+        async move {
+            let pods = pods_of(&client, "surge").await;
+            for node in &nodes {
+                let on: Vec<&Pod> = pods.iter().filter(|p| &node_of(p) == node).collect();
+                assert!(
+                    on.iter().any(|p| ready(p)) || on.len() > 1,
+                    "{node} lost its pod before the new one came: {on:?}"
+                );
+            }
+            let doubled = nodes
+                .iter()
+                .filter(|n| pods.iter().filter(|p| &&node_of(p) == n).count() > 1)
+                .count();
+            assert!(doubled <= 1, "{doubled} nodes surged at once");
+            (pods.len() == 3 && pods.iter().all(|p| ready(p) && image_of(p) == "nginx:2"))
+                .then_some(())
+        }
+    })
+    .await;
+    running.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_not_ready_node_keeps_its_pod_and_pods_can_be_bound_without_the_scheduler() {
+    let (_sim, client) = sim(2).await;
+    let running = Running::start_placing(&client, Placement::NodeName);
+    create(&client, &daemonset("bound", json!({}))).await;
+    let nodes = node_names(&client).await;
+    let pods = wait_for_pods(&client, "bound", &nodes, "nginx:1").await;
+    for pod in &pods {
+        let spec = pod.spec.as_ref().unwrap();
+        assert_eq!(
+            spec.scheduler_name.as_deref(),
+            Some(DAEMONSET_SCHEDULER_NAME)
+        );
+        assert!(spec.affinity.is_none(), "bound by nodeName, not affinity");
+    }
+
+    // NotReady as the node lifecycle controller marks it: the condition and the
+    // not-ready NoExecute taint, which daemon pods tolerate (deckhouse#8645).
+    Api::<Node>::all(client.clone())
+        .patch_status(
+            &nodes[0],
+            &PatchParams::default(),
+            &Patch::Strategic(json!({"status": {"conditions": [
+                {"type": "Ready", "status": "False", "reason": "NodeStatusUnknown"}]}})),
+        )
+        .await
+        .unwrap();
+    patch_node(
+        &client,
+        &nodes[0],
+        json!({"spec": {"unschedulable": true, "taints": [
+            {"key": "node.kubernetes.io/not-ready", "effect": "NoExecute"},
+            {"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"}]}}),
+    )
+    .await;
+    // A change the controller does act on, so its next status shows it saw the node.
+    patch_set(
+        &client,
+        "bound",
+        json!({"spec": {"minReadySeconds": 0, "revisionHistoryLimit": 5}}),
+    )
+    .await;
+    wait_status(
+        &client,
+        "bound",
+        "synced after the node went NotReady",
+        |s| s.desired_number_scheduled == 2 && s.number_misscheduled == 0,
+    )
+    .await;
+    let kept: BTreeSet<String> = pods_of(&client, "bound")
+        .await
+        .iter()
+        .map(|p| p.name_any())
+        .collect();
+    let before: BTreeSet<String> = pods.iter().map(|p| p.name_any()).collect();
+    assert_eq!(kept, before, "no pod replaced on a NotReady, cordoned node");
+    running.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn injected_errors_and_dropped_watches_neither_double_create_nor_stall() {
+    let (sim, client) = sim(3).await;
+    // The controller sees every error itself (no client-side retries).
+    let running = Running::start(&sim.client_without_retries().unwrap());
+    let faults = sim.faults();
+    faults.add(
+        kruise_sim::FaultRule::new()
+            .verb("create")
+            .resource("pods")
+            .error(500, 1.0)
+            .times(2),
+    );
+    faults.add(
+        kruise_sim::FaultRule::new()
+            .verb("patch")
+            .resource("daemonsets")
+            .subresource("status")
+            .error(409, 1.0)
+            .times(2),
+    );
+    create(
+        &client,
+        &daemonset(
+            "sturdy",
+            json!({"updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 1}}}),
+        ),
+    )
+    .await;
+    let nodes = node_names(&client).await;
+    wait_for_pods(&client, "sturdy", &nodes, "nginx:1").await;
+
+    faults.add(
+        kruise_sim::FaultRule::new()
+            .verb("delete")
+            .resource("pods")
+            .error(500, 1.0)
+            .times(1),
+    );
+    patch_set(
+        &client,
+        "sturdy",
+        json!({"spec": {"template": {"spec": {"containers": [{"name": "main", "image": "nginx:2"}]}}}}),
+    )
+    .await;
+    faults.drop_watches();
+    eventually(
+        "every node on nginx:2, never two pods on a node",
+        WAIT,
+        || {
+            let (client, nodes) = (client.clone(), nodes.clone());
+            async move {
+                let pods = pods_of(&client, "sturdy").await;
+                for node in &nodes {
+                    let on = pods.iter().filter(|p| &node_of(p) == node).count();
+                    assert!(on <= 1, "{node} has {on} live pods");
+                }
+                (pods.len() == 3 && pods.iter().all(|p| ready(p) && image_of(p) == "nginx:2"))
+                    .then_some(())
+            }
+        },
+    )
+    .await;
+    wait_status(&client, "sturdy", "status caught up", |s| {
+        s.updated_number_scheduled == 3 && s.number_available == 3
+    })
+    .await;
+    let count = |verb: &str, resource: &str, subresource: &str, code: u16| -> u64 {
+        sim.counters()
+            .snapshot()
+            .into_iter()
+            .filter(|(k, _)| {
+                k.verb == verb
+                    && k.resource == resource
+                    && k.subresource == subresource
+                    && k.code == code
+            })
+            .map(|(_, n)| n)
+            .sum()
+    };
+    // Every injected error was met, and no pod was created twice for a node.
+    assert_eq!(count("create", "pods", "", 500), 2);
+    assert_eq!(count("delete", "pods", "", 500), 1);
+    // (Besides the injected ones, a status write from a stale cache meets a real conflict.)
+    assert!(count("patch", "daemonsets", "status", 409) >= 2);
+    assert_eq!(count("create", "pods", "", 201), 6, "3 nodes, twice");
+    running.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_surge_and_min_ready_seconds_the_old_pod_goes_once_they_elapse_k1012() {
+    let (_sim, client) = sim(1).await;
+    let running = Running::start(&client);
+    create(
+        &client,
+        &daemonset(
+            "patient",
+            json!({"minReadySeconds": 2, "updateStrategy": {"type": "RollingUpdate",
+                "rollingUpdate": {"maxUnavailable": 0, "maxSurge": 1}}}),
+        ),
+    )
+    .await;
+    let nodes = node_names(&client).await;
+    wait_for_pods(&client, "patient", &nodes, "nginx:1").await;
+    patch_set(
+        &client,
+        "patient",
+        json!({"spec": {"template": {"spec": {"containers": [{"name": "main", "image": "nginx:2"}]}}}}),
+    )
+    .await;
+    // The new pod turns Ready, then nothing happens in the cluster: only the requeue for
+    // minReadySeconds can take the old pod away.
+    let both = eventually("the surge pod Ready beside the old one", WAIT, || {
+        let client = client.clone();
+        async move {
+            let pods = pods_of(&client, "patient").await;
+            (pods.len() == 2 && pods.iter().all(ready)).then_some(pods)
+        }
+    })
+    .await;
+    let old = both
+        .iter()
+        .find(|p| image_of(p) == "nginx:1")
+        .map(|p| p.name_any())
+        .unwrap();
+    wait_for_pods(&client, "patient", &nodes, "nginx:2").await;
+    assert!(
+        pods_of(&client, "patient")
+            .await
+            .iter()
+            .all(|p| p.name_any() != old)
+    );
+    running.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_empty_selector_is_reported_and_selects_nothing() {
+    let (_sim, client) = sim(2).await;
+    let running = Running::start(&client);
+    // No webhook in this cluster: the controller's own validation catches it.
+    let mut ds = daemonset("greedy", json!({}));
+    ds.spec.selector = Some(Default::default());
+    create(&client, &ds).await;
+    kruise_testkit::wait_for_warning(&client, "default", "greedy", "SelectingAll").await;
+    assert!(pods_of(&client, "greedy").await.is_empty());
+    running.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pre_delete_hook_holds_pods_in_preparing_delete_until_it_lets_go() {
+    let (_sim, client) = sim(2).await;
+    let running = Running::start(&client);
+    create(
+        &client,
+        &daemonset(
+            "hooked",
+            json!({"lifecycle": {"preDelete": {"labelsHandler": {"hold": "true"}}},
+                "template": {"metadata": {"labels": {"hold": "true"}}}}),
+        ),
+    )
+    .await;
+    let nodes = node_names(&client).await;
+    wait_for_pods(&client, "hooked", &nodes, "nginx:1").await;
+    patch_set(
+        &client,
+        "hooked",
+        json!({"spec": {"template": {"spec": {"containers": [{"name": "main", "image": "nginx:2"}]}}}}),
+    )
+    .await;
+    let preparing = |pods: &[Pod]| -> Vec<String> {
+        pods.iter()
+            .filter(|p| {
+                p.labels()
+                    .get("lifecycle.apps.kruise.io/state")
+                    .map(String::as_str)
+                    == Some("PreparingDelete")
+            })
+            .map(|p| p.name_any())
+            .collect()
+    };
+    let held = eventually("one pod PreparingDelete", WAIT, || {
+        let client = client.clone();
+        async move {
+            let pods = pods_of(&client, "hooked").await;
+            let held = preparing(&pods);
+            (held.len() == 1).then(|| held[0].clone())
+        }
+    })
+    .await;
+    wait_status(&client, "hooked", "synced with the pod held", |s| {
+        s.desired_number_scheduled == 2
+    })
+    .await;
+    let pods = pods_of(&client, "hooked").await;
+    assert_eq!(pods.len(), 2, "the held pod is not deleted");
+    assert_eq!(
+        preparing(&pods),
+        std::slice::from_ref(&held),
+        "one at a time (maxUnavailable 1)"
+    );
+
+    // Letting go: the held pod is deleted and replaced; the next one is held in turn.
+    Api::<Pod>::namespaced(client.clone(), "default")
+        .patch(
+            &held,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": {"hold": null}}})),
+        )
+        .await
+        .unwrap();
+    eventually("the released pod replaced, the other held", WAIT, || {
+        let (client, held) = (client.clone(), held.clone());
+        async move {
+            let pods = pods_of(&client, "hooked").await;
+            let replaced = pods.iter().any(|p| image_of(p) == "nginx:2" && ready(p));
+            let next = preparing(&pods);
+            (pods.iter().all(|p| p.name_any() != held) && replaced && next.len() == 1).then_some(())
+        }
+    })
+    .await;
+    running.stop().await;
+}
