@@ -1,0 +1,45 @@
+//! The ContainerRecreateRequest family's one registration ([`family`]): the `kruise-crr`
+//! binary — the CRD and its webhook (defaulting and checks against the pod, `/convert`) on
+//! every replica. In the library so that hosts such as `kruise-playground up` run it
+//! in-process.
+
+use std::sync::Arc;
+
+use kruise_common::admission::runner::{AdmissionFlags, CrdWebhooks};
+use kruise_common::family::Family;
+use kruise_common::runtime::{Binary, Context};
+
+use crate::admission::{self, KRUISE_DAEMON_GATE, LivePods, PodSource};
+use crate::api::{self, CRD_NAME};
+
+/// The family's name (`--controllers`, the crate's directory).
+pub const NAME: &str = "crr";
+/// The binary's name (also its Service, Secret and user agent).
+pub const BINARY: &str = "kruise-crr";
+/// The webhook configurations and CRDs whose caBundle this binary keeps current.
+const WEBHOOKS: CrdWebhooks = CrdWebhooks {
+    mutating: "kruise-crr-mutating",
+    validating: "kruise-crr-validating",
+    crds: &[CRD_NAME],
+};
+
+/// The ContainerRecreateRequest family: the `kruise-crr` binary and its webhook.
+pub fn family() -> anyhow::Result<Family> {
+    Ok(Family::new(NAME, BINARY, binary()?).webhooks(WEBHOOKS.names()))
+}
+
+/// `kruise-crr`, ready for [`Binary::main`] or [`Binary::run_argv`].
+pub fn binary() -> anyhow::Result<Binary<AdmissionFlags>> {
+    let crd = api::crd::crd().map_err(|e| anyhow::anyhow!("building the CRD: {e}"))?;
+    Ok(
+        Binary::<AdmissionFlags>::new(BINARY, env!("CARGO_PKG_VERSION"))
+            .crds(vec![crd])
+            // The webhook reads the request's pod and node (none for `manifests`).
+            .crd_webhooks(WEBHOOKS, |ctx: Option<&Context<AdmissionFlags>>| {
+                let pods =
+                    ctx.map(|ctx| Arc::new(LivePods(ctx.client.clone())) as Arc<dyn PodSource>);
+                let daemon_enabled = ctx.is_none_or(|ctx| ctx.gates.enabled(KRUISE_DAEMON_GATE));
+                admission::routes(pods, daemon_enabled)
+            }),
+    )
+}

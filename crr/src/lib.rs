@@ -1,0 +1,7 @@
+//! ContainerRecreateRequest: OpenKruise's request to restart some containers of a pod in
+//! place, carried out on the pod's node through CRI.
+
+pub mod admission;
+pub mod api;
+pub mod binary;
+pub mod conversion;
