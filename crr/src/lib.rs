@@ -5,3 +5,4 @@ pub mod admission;
 pub mod api;
 pub mod binary;
 pub mod conversion;
+pub mod plan;

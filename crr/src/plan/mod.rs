@@ -1,0 +1,8 @@
+//! The pure planners: no I/O, time an input.
+//!
+//! * [`agent`]: what a node agent does next for one pod's requests (OpenKruise's
+//!   `pkg/daemon/containerrecreate`);
+//! * [`socket`]: which CRI socket a node agent talks to.
+
+pub mod agent;
+pub mod socket;
