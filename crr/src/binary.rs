@@ -1,16 +1,17 @@
 //! The ContainerRecreateRequest family's one registration ([`family`]): the `kruise-crr`
 //! binary — the CRD and its webhook (defaulting and checks against the pod, `/convert`) on
-//! every replica. In the library so that hosts such as `kruise-playground up` run it
-//! in-process.
+//! every replica, the controller on the leader — and its node agent. In the library so that
+//! hosts such as `kruise-playground up` run it in-process (one agent per simulated node).
 
 use std::sync::Arc;
 
 use kruise_common::admission::runner::{AdmissionFlags, CrdWebhooks};
-use kruise_common::family::Family;
+use kruise_common::family::{Agent, AgentContext, Family};
 use kruise_common::runtime::{Binary, Context};
 
 use crate::admission::{self, KRUISE_DAEMON_GATE, LivePods, PodSource};
 use crate::api::{self, CRD_NAME};
+use crate::{agent, controller};
 
 /// The family's name (`--controllers`, the crate's directory).
 pub const NAME: &str = "crr";
@@ -23,9 +24,13 @@ const WEBHOOKS: CrdWebhooks = CrdWebhooks {
     crds: &[CRD_NAME],
 };
 
-/// The ContainerRecreateRequest family: the `kruise-crr` binary and its webhook.
+/// The ContainerRecreateRequest family: the `kruise-crr` binary, its webhook, its
+/// controller and its node agent.
 pub fn family() -> anyhow::Result<Family> {
-    Ok(Family::new(NAME, BINARY, binary()?).webhooks(WEBHOOKS.names()))
+    Ok(Family::new(NAME, BINARY, binary()?)
+        .webhooks(WEBHOOKS.names())
+        .controllers([controller::CONTROLLER_NAME])
+        .agent(Agent::new(|ctx: AgentContext| agent::run(ctx))))
 }
 
 /// `kruise-crr`, ready for [`Binary::main`] or [`Binary::run_argv`].
@@ -40,6 +45,14 @@ pub fn binary() -> anyhow::Result<Binary<AdmissionFlags>> {
                     ctx.map(|ctx| Arc::new(LivePods(ctx.client.clone())) as Arc<dyn PodSource>);
                 let daemon_enabled = ctx.is_none_or(|ctx| ctx.gates.enabled(KRUISE_DAEMON_GATE));
                 admission::routes(pods, daemon_enabled)
+            })
+            .controller(|ctx: Context<AdmissionFlags>| async move {
+                // Without KruiseDaemon no agent acts on requests, so none is reconciled.
+                if ctx.gates.enabled(KRUISE_DAEMON_GATE) {
+                    let opts = ctx.controller_options(controller::CONTROLLER_NAME);
+                    controller::run(ctx.client.clone(), ctx.flags.namespace.clone(), opts).await;
+                }
+                Ok(())
             }),
     )
 }

@@ -2,7 +2,9 @@
 //! place, carried out on the pod's node through CRI.
 
 pub mod admission;
+pub mod agent;
 pub mod api;
 pub mod binary;
+pub mod controller;
 pub mod conversion;
 pub mod plan;

@@ -308,28 +308,38 @@ pub fn stop_timeout(grace_seconds: i64, pre_stop: Duration) -> i64 {
         .max(MIN_STOP_TIMEOUT_SECONDS)
 }
 
-/// The next step for `input.crr` (OpenKruise's `sync` and `manage`).
-pub fn plan(input: &AgentInput<'_>) -> Step {
-    let crr = input.crr;
+/// The step that comes before looking at the runtime, if any: `Recreating` first, then the
+/// unready grace period.
+pub fn before_runtime(crr: &ContainerRecreateRequest, now: Timestamp) -> Option<Step> {
     let status = crr.status.clone().unwrap_or_default();
     if status.phase != Phase::Recreating.as_str() {
-        return Step::StartRecreating;
+        return Some(Step::StartRecreating);
     }
+    let unready = crr
+        .spec
+        .strategy
+        .as_ref()
+        .and_then(|s| s.unready_grace_period_seconds)?;
+    let Some(acquired) = status.pre_recreate_grace() else {
+        return Some(Step::Wait {
+            requeue_after: None,
+        });
+    };
+    let left =
+        SignedDuration::from_secs(unready) - now.duration_since(acquired.last_transition_time.0);
+    left.is_positive().then(|| Step::Wait {
+        requeue_after: Some(left.unsigned_abs() + REQUEUE_SLACK),
+    })
+}
+
+/// The next step for `input.crr` (OpenKruise's `sync` and `manage`).
+pub fn plan(input: &AgentInput<'_>) -> Step {
+    if let Some(step) = before_runtime(input.crr, input.now) {
+        return step;
+    }
+    let crr = input.crr;
+    let status = crr.status.clone().unwrap_or_default();
     let strategy = crr.spec.strategy.clone().unwrap_or_default();
-    if let Some(unready) = strategy.unready_grace_period_seconds {
-        let Some(acquired) = status.pre_recreate_grace() else {
-            return Step::Wait {
-                requeue_after: None,
-            };
-        };
-        let left = SignedDuration::from_secs(unready)
-            - input.now.duration_since(acquired.last_transition_time.0);
-        if left.is_positive() {
-            return Step::Wait {
-                requeue_after: Some(left.unsigned_abs() + REQUEUE_SLACK),
-            };
-        }
-    }
     let mut states = current_states(crr, input.containers, input.now);
     let ignore = strategy.policy() == FailurePolicy::Ignore;
     let mut completed = 0;

@@ -2,7 +2,10 @@
 //!
 //! * [`agent`]: what a node agent does next for one pod's requests (OpenKruise's
 //!   `pkg/daemon/containerrecreate`);
+//! * [`controller`]: what the cluster-side controller does for one request (OpenKruise's
+//!   `pkg/controller/containerrecreaterequest`);
 //! * [`socket`]: which CRI socket a node agent talks to.
 
 pub mod agent;
+pub mod controller;
 pub mod socket;
