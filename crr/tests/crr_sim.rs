@@ -105,12 +105,24 @@ impl Cluster {
 
     /// A pod with `app` and `sidecar`, running with both containers started.
     async fn running_pod(&self, name: &str, annotations: Value, gate: bool) -> Pod {
+        let pre_stop = json!({"exec": {"command": ["sh", "-c", "echo bye"]}});
+        self.running_pod_with(name, annotations, gate, pre_stop)
+            .await
+    }
+
+    /// [`Cluster::running_pod`] with `pre_stop` as app's preStop hook.
+    async fn running_pod_with(
+        &self,
+        name: &str,
+        annotations: Value,
+        gate: bool,
+        pre_stop: Value,
+    ) -> Pod {
         let mut pod = json!({
             "apiVersion": "v1", "kind": "Pod",
             "metadata": {"name": name, "annotations": annotations},
             "spec": {"containers": [
-                {"name": "app", "image": "nginx:1.27",
-                 "lifecycle": {"preStop": {"exec": {"command": ["sh", "-c", "echo bye"]}}}},
+                {"name": "app", "image": "nginx:1.27", "lifecycle": {"preStop": pre_stop}},
                 {"name": "sidecar", "image": "busybox:1.36"},
             ]},
         });
@@ -405,6 +417,52 @@ async fn a_second_request_proceeds_as_soon_as_the_first_is_deleted() {
     assert_eq!(
         status_of(&after, "app").restart_count,
         status_of(&pod, "app").restart_count
+    );
+    cluster.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_prestop_hook_runs_before_the_container_is_stopped() {
+    let cluster = Cluster::start().await;
+    // The hook is an httpGet to this test: when it arrives, app must still be the old one.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let before = cluster
+        .running_pod_with(
+            "pod-3",
+            json!({}),
+            false,
+            json!({"httpGet": {"host": "127.0.0.1", "port": port, "path": "/quit"}}),
+        )
+        .await;
+    let pods = cluster.pods();
+    let hook = tokio::spawn(async move {
+        use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+        let (mut conn, _) = listener.accept().await.unwrap();
+        let mut buf = [0u8; 1024];
+        let n = conn.read(&mut buf).await.unwrap();
+        let pod = pods.get("pod-3").await.unwrap();
+        let app = status_of(&pod, "app").container_id.clone();
+        conn.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n")
+            .await
+            .unwrap();
+        (String::from_utf8_lossy(&buf[..n]).to_string(), app)
+    });
+    cluster
+        .create_request("hooked", &before, json!({"containers": [{"name": "app"}]}))
+        .await;
+    cluster.wait_completed("hooked").await;
+    let (request, app_during_hook) = hook.await.unwrap();
+    assert!(request.starts_with("GET /quit HTTP/1.1"), "{request}");
+    assert_eq!(
+        app_during_hook,
+        status_of(&before, "app").container_id,
+        "the hook ran while the old app still ran"
+    );
+    let after = cluster.pods().get("pod-3").await.unwrap();
+    assert_eq!(
+        status_of(&after, "app").restart_count,
+        status_of(&before, "app").restart_count + 1
     );
     cluster.stop().await;
 }
