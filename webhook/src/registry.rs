@@ -20,6 +20,8 @@ pub const FAMILIES: &[fn() -> anyhow::Result<Family>] = &[
     kruise_statefulset::binary::family,
     #[cfg(feature = "broadcastjob")]
     kruise_broadcastjob::binary::family,
+    #[cfg(feature = "crr")]
+    kruise_crr::binary::family,
     crate::family,
 ];
 
@@ -73,7 +75,8 @@ mod tests {
         feature = "cloneset",
         feature = "sidecarset",
         feature = "statefulset",
-        feature = "broadcastjob"
+        feature = "broadcastjob",
+        feature = "crr"
     ))]
     #[test]
     fn the_default_build_registers_every_family_and_their_steps() {
@@ -85,6 +88,7 @@ mod tests {
                 "sidecarset",
                 "statefulset",
                 "broadcastjob",
+                "crr",
                 "webhook"
             ]
         );
