@@ -41,6 +41,11 @@ impl Drop for TempDir {
 
 impl Cluster {
     async fn start() -> Cluster {
+        Self::start_with_socket(None).await
+    }
+
+    /// The cluster, its agent given `socket` instead of the node's fake CRI socket.
+    async fn start_with_socket(socket: Option<PathBuf>) -> Cluster {
         let dir = std::env::temp_dir().join(format!(
             "kruise-crr-sim-{}-{}",
             std::process::id(),
@@ -71,7 +76,7 @@ impl Cluster {
         let ctx = AgentContext {
             client: client.clone(),
             node: NODE.into(),
-            cri_socket: sim.cri_socket(NODE).unwrap(),
+            cri_socket: socket.unwrap_or_else(|| sim.cri_socket(NODE).unwrap()),
             shutdown: shutdown.clone(),
         };
         let agent = tokio::spawn(async move { agent::run(ctx).await.unwrap() });
@@ -463,6 +468,30 @@ async fn the_prestop_hook_runs_before_the_container_is_stopped() {
     assert_eq!(
         status_of(&after, "app").restart_count,
         status_of(&before, "app").restart_count + 1
+    );
+    cluster.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_without_a_runtime_socket_completes_requests_with_the_reason() {
+    let missing = std::env::temp_dir().join("kruise-crr-no-such-dir/containerd.sock");
+    let cluster = Cluster::start_with_socket(Some(missing.clone())).await;
+    let pod = cluster.running_pod("pod-4", json!({}), false).await;
+    cluster
+        .create_request("nowhere", &pod, json!({"containers": [{"name": "app"}]}))
+        .await;
+    let done = cluster.wait_completed("nowhere").await;
+    assert_eq!(
+        done.status.unwrap().message,
+        format!(
+            "failed to find runtime service: CRI socket {} does not exist",
+            missing.display()
+        )
+    );
+    let after = cluster.pods().get("pod-4").await.unwrap();
+    assert_eq!(
+        status_of(&after, "app").restart_count,
+        status_of(&pod, "app").restart_count
     );
     cluster.stop().await;
 }
