@@ -20,6 +20,8 @@ use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{ContainerPort, Pod};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kruise_common::family::AgentContext;
+use kruise_common::runtime::Metrics;
+use kruise_common::runtime::events::{EventQueue, EventRecord, Recorder, pod_reference};
 use kruise_common::runtime::watch::{DecodeGuard, Watch};
 use kruise_cri::RuntimeServiceClient;
 use kruise_cri::v1 as cri;
@@ -46,6 +48,10 @@ use crate::plan::socket::{self, Endpoint};
 pub const FIELD_MANAGER: &str = "kruise-daemon-crr";
 /// Where a DaemonSet mounts the host's `/var/run` (OpenKruise's path).
 pub const HOST_VAR_RUN: &str = "/hostvarrun";
+/// Event reason of a container stopped for a request (the kubelet's, as OpenKruise records it).
+pub const REASON_KILLING: &str = "Killing";
+/// Event reason of a preStop hook that failed (the kubelet's).
+pub const REASON_FAILED_PRESTOP: &str = "FailedPreStopHook";
 /// The kubelet's container annotation holding the restart count.
 pub const RESTART_COUNT_ANNOTATION: &str = "io.kubernetes.container.restartCount";
 /// Pods handled at once.
@@ -115,6 +121,8 @@ struct Agent {
     client: Client,
     requests: Store<ContainerRecreateRequest>,
     runtime: Runtime,
+    /// Events on the pods whose containers it stops.
+    events: EventQueue,
     /// Resource versions of the agent's own writes not yet seen in the cache.
     expected: Mutex<HashMap<(String, String), (String, Instant)>>,
 }
@@ -142,6 +150,7 @@ pub async fn run(ctx: AgentContext) -> anyhow::Result<()> {
         client: ctx.client.clone(),
         requests,
         runtime,
+        events: EventQueue::for_controller(ctx.client.clone(), FIELD_MANAGER, &Metrics::new()),
         expected: Mutex::default(),
     });
     let (keys, queue) = mpsc::unbounded_channel();
@@ -334,7 +343,16 @@ impl Agent {
                 namespace = %key.namespace, pod = %key.pod, container = %kill.container,
                 request = %crr.name_any(), "stopping container by ContainerRecreateRequest"
             );
-            if let Err(error) = self.kill(&mut cri, key, &kill).await {
+            let pod = self.pod_recorder(crr, key);
+            pod.record(EventRecord::normal(
+                REASON_KILLING,
+                format!(
+                    "Stopping container {} by ContainerRecreateRequest {}",
+                    kill.container,
+                    crr.name_any()
+                ),
+            ));
+            if let Err(error) = self.kill(&mut cri, key, &kill, &pod).await {
                 let (states, complete) = kill_failed(crr, states, &kill.container, &error);
                 if complete {
                     self.complete(crr, Some(&states), "").await?;
@@ -348,6 +366,13 @@ impl Agent {
             return Ok(Some(Duration::from_millis(500)));
         }
         Ok(requeue_after)
+    }
+
+    /// Events about the request's pod.
+    fn pod_recorder(&self, crr: &ContainerRecreateRequest, key: &PodKey) -> Recorder {
+        let mut pod = pod_reference(Some(&key.namespace), &key.pod);
+        pod.uid = crr.labels().get(POD_UID_KEY).cloned();
+        Recorder::new(&self.events, pod)
     }
 
     /// Whether the cache holds the agent's own last write to `crr` (or it waited long enough).
@@ -421,6 +446,7 @@ impl Agent {
         cri: &mut RuntimeServiceClient<Channel>,
         key: &PodKey,
         kill: &Kill,
+        pod: &Recorder,
     ) -> Result<(), String> {
         let started = Instant::now();
         if let Some(hook) = &kill.pre_stop {
@@ -428,14 +454,29 @@ impl Agent {
             let ran = tokio::time::timeout(grace, self.pre_stop(cri, key, kill, hook)).await;
             match ran {
                 Ok(Ok(())) => {}
-                Ok(Err(e)) => tracing::warn!(
-                    namespace = %key.namespace, pod = %key.pod, container = %kill.container,
-                    error = %e, "preStop hook failed"
-                ),
-                Err(_) => tracing::warn!(
-                    namespace = %key.namespace, pod = %key.pod, container = %kill.container,
-                    "preStop hook did not finish within the grace period"
-                ),
+                Ok(Err(e)) => {
+                    tracing::warn!(
+                        namespace = %key.namespace, pod = %key.pod, container = %kill.container,
+                        error = %e, "preStop hook failed"
+                    );
+                    pod.record(EventRecord::warning(
+                        REASON_FAILED_PRESTOP,
+                        format!("PreStopHook failed for container {}: {e}", kill.container),
+                    ));
+                }
+                Err(_) => {
+                    tracing::warn!(
+                        namespace = %key.namespace, pod = %key.pod, container = %kill.container,
+                        "preStop hook did not finish within the grace period"
+                    );
+                    pod.record(EventRecord::warning(
+                        REASON_FAILED_PRESTOP,
+                        format!(
+                            "PreStopHook for container {} did not finish within {}s",
+                            kill.container, kill.grace_seconds
+                        ),
+                    ));
+                }
             }
         }
         let timeout = stop_timeout(kill.grace_seconds, started.elapsed());

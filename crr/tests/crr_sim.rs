@@ -284,6 +284,24 @@ async fn app_then_sidecar_are_recreated_in_order_and_the_ttl_removes_the_request
         gap.as_secs_f64() >= 2.0,
         "sidecar started {gap:?} after app"
     );
+    // A stop is a Killing event on the pod, as the kubelet's (the second one continues its
+    // series: events that differ only in their note are one event).
+    let client = cluster.client.clone();
+    eventually("the Killing event", WAIT, || {
+        let client = client.clone();
+        async move {
+            kruise_testkit::events_about(&client, "default", "pod-0")
+                .await
+                .into_iter()
+                .any(|e| {
+                    e.reason.as_deref() == Some("Killing")
+                        && e.message.as_deref()
+                            == Some("Stopping container app by ContainerRecreateRequest recreate")
+                })
+                .then_some(())
+        }
+    })
+    .await;
     // Done: not active any more, then deleted by its TTL.
     let requests = cluster.requests();
     eventually("the TTL deletes the request", WAIT, || {
