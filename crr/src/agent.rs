@@ -382,18 +382,19 @@ impl Agent {
         let Ok(mut expected) = self.expected.lock() else {
             return false;
         };
-        let Some((rv, since)) = expected.get(&key) else {
+        // Past the wait an expectation is moot; dropping it here also forgets deleted requests.
+        expected.retain(|_, (_, since)| since.elapsed() <= MAX_EXPECTATION_WAIT);
+        let Some((rv, _)) = expected.get(&key) else {
             return true;
         };
         let newer = match (cached.parse::<u64>(), rv.parse::<u64>()) {
             (Ok(c), Ok(e)) => c >= e,
             _ => cached == *rv,
         };
-        if newer || since.elapsed() > MAX_EXPECTATION_WAIT {
+        if newer {
             expected.remove(&key);
-            return true;
         }
-        false
+        newer
     }
 
     async fn patch_status(
