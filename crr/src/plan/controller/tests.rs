@@ -211,3 +211,62 @@ fn the_readiness_message_names_the_request() {
         }
     );
 }
+
+mod invariants {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    proptest! {
+        /// Whatever the request's state and the time: a finished request is never completed
+        /// again; a completion is the only action; a deletion comes only past the TTL and
+        /// without the active label; an unfinished request waiting on a deadline or an
+        /// agent's answer is always looked at again.
+        #[test]
+        fn controller_plans_hold_their_invariants(
+            phase in proptest::sample::select(vec!["", "Pending", "Recreating", "Completed"]),
+            finished in any::<bool>(),
+            active in any::<bool>(),
+            deadline in proptest::option::of(3i64..120),
+            ttl in proptest::option::of(0i32..120),
+            unready in any::<bool>(),
+            pod_alive in any::<bool>(),
+            now in 0i64..200,
+        ) {
+            let c = crr(|c| {
+                c["status"]["phase"] = json!(phase);
+                if finished {
+                    c["status"]["completionTime"] = json!(at(10).to_string());
+                }
+                if !active {
+                    c["metadata"]["labels"].as_object_mut().unwrap().remove("crr.apps.kruise.io/active");
+                }
+                if let Some(d) = deadline {
+                    c["spec"]["activeDeadlineSeconds"] = json!(d);
+                }
+                if let Some(t) = ttl {
+                    c["spec"]["ttlSecondsAfterFinished"] = json!(t);
+                }
+                if unready {
+                    c["spec"]["strategy"] = json!({"unreadyGracePeriodSeconds": 5});
+                }
+            });
+            let p = pod(|_| {});
+            let planned = plan(&c, pod_alive.then_some(&p), at(now));
+            let completes = planned.actions.iter().any(|a| matches!(a, Action::Complete(_)));
+            if finished {
+                prop_assert!(!completes);
+            }
+            if completes {
+                prop_assert_eq!(planned.actions.len(), 1);
+            }
+            if planned.actions.contains(&Action::Delete) {
+                prop_assert!(finished && !active);
+                prop_assert!(now - 10 >= i64::from(ttl.unwrap()));
+            }
+            if !finished && !completes && (phase.is_empty() || deadline.is_some()) {
+                prop_assert!(planned.requeue_after.is_some());
+            }
+        }
+    }
+}
