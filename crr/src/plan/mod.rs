@@ -4,8 +4,11 @@
 //!   `pkg/daemon/containerrecreate`);
 //! * [`controller`]: what the cluster-side controller does for one request (OpenKruise's
 //!   `pkg/controller/containerrecreaterequest`);
+//! * [`launch_priority`]: the barrier env the pod webhook adds and the keys the launch
+//!   priority controller opens;
 //! * [`socket`]: which CRI socket a node agent talks to.
 
 pub mod agent;
 pub mod controller;
+pub mod launch_priority;
 pub mod socket;
