@@ -276,6 +276,11 @@ pub fn split_path(path: &str) -> Vec<PathSeg> {
                     out.push(PathSeg::Key(inner.to_string()));
                 }
             }
+            // `\.` is a dot inside a key (a label such as `crr.apps.kruise.io/node-name`).
+            '\\' => match chars.next() {
+                Some(escaped) => cur.push(escaped),
+                None => cur.push(c),
+            },
             _ => cur.push(c),
         }
     }
@@ -368,6 +373,18 @@ pub fn condition_is(obj: &Value, ty: &str, status: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_escaped_dot_stays_in_the_key() {
+        assert_eq!(
+            split_path(r".metadata.labels.crr\.apps\.kruise\.io/node-name"),
+            [
+                PathSeg::Key("metadata".into()),
+                PathSeg::Key("labels".into()),
+                PathSeg::Key("crr.apps.kruise.io/node-name".into()),
+            ]
+        );
+    }
 
     #[test]
     fn names() {

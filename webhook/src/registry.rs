@@ -24,6 +24,8 @@ pub const FAMILIES: &[fn() -> anyhow::Result<Family>] = &[
     kruise_imagepull::binary::family,
     #[cfg(feature = "daemonset")]
     kruise_daemonset::binary::family,
+    #[cfg(feature = "crr")]
+    kruise_crr::binary::family,
     crate::family,
 ];
 
@@ -79,7 +81,8 @@ mod tests {
         feature = "statefulset",
         feature = "broadcastjob",
         feature = "imagepull",
-        feature = "daemonset"
+        feature = "daemonset",
+        feature = "crr"
     ))]
     #[test]
     fn the_default_build_registers_every_family_and_their_steps() {
@@ -93,6 +96,7 @@ mod tests {
                 "broadcastjob",
                 "imagepull",
                 "daemonset",
+                "crr",
                 "webhook"
             ]
         );

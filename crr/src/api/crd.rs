@@ -1,0 +1,115 @@
+//! The `CustomResourceDefinition`: both versions served, `v1beta1` stored, the status
+//! subresource, shortName `crr` and OpenKruise's printer columns.
+
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+pub use kruise_common::api::crd::CrdError;
+use kruise_common::api::crd::{AGE_COLUMN, CrdBuilder, PrinterColumn};
+use kruise_common::api::version::V1BETA1;
+use kube::CustomResourceExt;
+
+use super::KIND;
+
+/// OpenKruise's columns: `PHASE`, `POD`, `NODE`, `AGE`.
+const COLUMNS: [PrinterColumn; 4] = [
+    PrinterColumn {
+        name: "PHASE",
+        type_: "string",
+        json_path: ".status.phase",
+        description: "Phase of this ContainerRecreateRequest.",
+        priority: 0,
+    },
+    PrinterColumn {
+        name: "POD",
+        type_: "string",
+        json_path: ".spec.podName",
+        description: "Pod name of this ContainerRecreateRequest.",
+        priority: 0,
+    },
+    PrinterColumn {
+        name: "NODE",
+        type_: "string",
+        json_path: ".metadata.labels.crr\\.apps\\.kruise\\.io/node-name",
+        description: "Node name of this ContainerRecreateRequest.",
+        priority: 0,
+    },
+    AGE_COLUMN,
+];
+
+/// `containerrecreaterequests.apps.kruise.io`.
+pub fn crd() -> Result<CustomResourceDefinition, CrdError> {
+    CrdBuilder::new(KIND, V1BETA1)
+        .version(super::v1alpha1::ContainerRecreateRequest::crd())
+        .version(super::v1beta1::ContainerRecreateRequest::crd())
+        .status_subresource()
+        .printer_columns(&COLUMNS)
+        .schema_edit("/properties/spec", |spec| {
+            spec.insert(
+                "required".into(),
+                serde_json::json!(["containers", "podName"]),
+            );
+        })
+        .build()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn crd_has_both_versions_short_name_status_and_openkruise_columns() {
+        let crd = crd().unwrap();
+        assert_eq!(crd.metadata.name.as_deref(), Some(super::super::CRD_NAME));
+        assert_eq!(crd.spec.group, "apps.kruise.io");
+        assert_eq!(crd.spec.scope, "Namespaced");
+        assert_eq!(crd.spec.names.short_names, Some(vec!["crr".to_string()]));
+        let stored: Vec<_> = crd
+            .spec
+            .versions
+            .iter()
+            .map(|v| (v.name.as_str(), v.storage, v.served))
+            .collect();
+        assert_eq!(stored, [("v1alpha1", false, true), ("v1beta1", true, true)]);
+        for v in &crd.spec.versions {
+            assert!(v.subresources.as_ref().unwrap().status.is_some());
+            let columns: Vec<_> = v
+                .additional_printer_columns
+                .iter()
+                .flatten()
+                .map(|c| (c.name.as_str(), c.json_path.as_str()))
+                .collect();
+            assert_eq!(
+                columns,
+                [
+                    ("PHASE", ".status.phase"),
+                    ("POD", ".spec.podName"),
+                    (
+                        "NODE",
+                        ".metadata.labels.crr\\.apps\\.kruise\\.io/node-name"
+                    ),
+                    ("AGE", ".metadata.creationTimestamp"),
+                ]
+            );
+        }
+    }
+
+    #[test]
+    fn only_v1beta1_has_the_typed_snapshot_and_conditions() {
+        let crd = crd().unwrap();
+        let status = |name: &str| {
+            let v = crd.spec.versions.iter().find(|v| v.name == name).unwrap();
+            let schema = serde_json::to_value(&v.schema).unwrap();
+            schema["openAPIV3Schema"]["properties"]["status"]["properties"].clone()
+        };
+        assert!(status("v1beta1")["containerStatusSnapshot"].is_object());
+        assert!(status("v1beta1")["conditions"].is_object());
+        assert!(status("v1alpha1")["containerStatusSnapshot"].is_null());
+        assert!(status("v1alpha1")["conditions"].is_null());
+        for v in &crd.spec.versions {
+            let schema = serde_json::to_value(&v.schema).unwrap();
+            assert_eq!(
+                schema["openAPIV3Schema"]["properties"]["spec"]["required"],
+                serde_json::json!(["containers", "podName"])
+            );
+        }
+    }
+}

@@ -1,0 +1,58 @@
+//! The ContainerRecreateRequest family's one registration ([`family`]): the `kruise-crr`
+//! binary — the CRD and its webhook (defaulting and checks against the pod, `/convert`) on
+//! every replica, the controller on the leader — and its node agent. In the library so that
+//! hosts such as `kruise-playground up` run it in-process (one agent per simulated node).
+
+use std::sync::Arc;
+
+use kruise_common::admission::runner::{AdmissionFlags, CrdWebhooks};
+use kruise_common::family::{Agent, AgentContext, Family};
+use kruise_common::runtime::{Binary, Context};
+
+use crate::admission::{self, KRUISE_DAEMON_GATE, LivePods, PodSource};
+use crate::api::{self, CRD_NAME};
+use crate::{agent, controller};
+
+/// The family's name (`--controllers`, the crate's directory).
+pub const NAME: &str = "crr";
+/// The binary's name (also its Service, Secret and user agent).
+pub const BINARY: &str = "kruise-crr";
+/// The webhook configurations and CRDs whose caBundle this binary keeps current.
+const WEBHOOKS: CrdWebhooks = CrdWebhooks {
+    mutating: "kruise-crr-mutating",
+    validating: "kruise-crr-validating",
+    crds: &[CRD_NAME],
+};
+
+/// The ContainerRecreateRequest family: the `kruise-crr` binary, its webhook, its
+/// controller and its node agent.
+pub fn family() -> anyhow::Result<Family> {
+    Ok(Family::new(NAME, BINARY, binary()?)
+        .webhooks(WEBHOOKS.names())
+        .controllers([controller::CONTROLLER_NAME])
+        .agent(Agent::new(|ctx: AgentContext| agent::run(ctx))))
+}
+
+/// `kruise-crr`, ready for [`Binary::main`] or [`Binary::run_argv`].
+pub fn binary() -> anyhow::Result<Binary<AdmissionFlags>> {
+    let crd = api::crd::crd().map_err(|e| anyhow::anyhow!("building the CRD: {e}"))?;
+    Ok(
+        Binary::<AdmissionFlags>::new(BINARY, env!("CARGO_PKG_VERSION"))
+            .crds(vec![crd])
+            // The webhook reads the request's pod and node (none for `manifests`).
+            .crd_webhooks(WEBHOOKS, |ctx: Option<&Context<AdmissionFlags>>| {
+                let pods =
+                    ctx.map(|ctx| Arc::new(LivePods(ctx.client.clone())) as Arc<dyn PodSource>);
+                let daemon_enabled = ctx.is_none_or(|ctx| ctx.gates.enabled(KRUISE_DAEMON_GATE));
+                admission::routes(pods, daemon_enabled)
+            })
+            .controller(|ctx: Context<AdmissionFlags>| async move {
+                // Without KruiseDaemon no agent acts on requests, so none is reconciled.
+                if ctx.gates.enabled(KRUISE_DAEMON_GATE) {
+                    let opts = ctx.controller_options(controller::CONTROLLER_NAME);
+                    controller::run(ctx.client.clone(), ctx.flags.namespace.clone(), opts).await;
+                }
+                Ok(())
+            }),
+    )
+}

@@ -1,0 +1,11 @@
+//! ContainerRecreateRequest: OpenKruise's request to restart some containers of a pod in
+//! place, carried out on the pod's node through CRI.
+
+pub mod admission;
+pub mod agent;
+pub mod agent_cli;
+pub mod api;
+pub mod binary;
+pub mod controller;
+pub mod conversion;
+pub mod plan;

@@ -1,0 +1,14 @@
+//! The pure planners: no I/O, time an input.
+//!
+//! * [`agent`]: what a node agent does next for one pod's requests (OpenKruise's
+//!   `pkg/daemon/containerrecreate`);
+//! * [`controller`]: what the cluster-side controller does for one request (OpenKruise's
+//!   `pkg/controller/containerrecreaterequest`);
+//! * [`launch_priority`]: the barrier env the pod webhook adds and the keys the launch
+//!   priority controller opens;
+//! * [`socket`]: which CRI socket a node agent talks to.
+
+pub mod agent;
+pub mod controller;
+pub mod launch_priority;
+pub mod socket;
