@@ -5,8 +5,10 @@
 # family's binary run as its ServiceAccount (leader election, certificates, webhook
 # publishing, caches, controllers). A CloneSet is created, updated in place and scaled
 # down, an Advanced StatefulSet with a claim template likewise, a BroadcastJob runs on
-# every node, a SidecarSet injects into new pods; no request of any family may be
-# forbidden.
+# every node, a SidecarSet injects into new pods, an Advanced DaemonSet rolls out, and the
+# node agents (as their own ServiceAccounts, on the simulated nodes' CRI sockets) pull an
+# ImagePullJob's image and recreate a container for a ContainerRecreateRequest; no request
+# of any family or agent may be forbidden.
 set -euo pipefail
 # shellcheck source=testkit/scenario-lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/../../testkit/scenario-lib.sh"
@@ -15,7 +17,7 @@ HELM="${HELM:-helm}"
 export HELM_CACHE_HOME="$WORK/helm-cache" HELM_CONFIG_HOME="$WORK/helm-config" HELM_DATA_HOME="$WORK/helm-data"
 NS=kruise-rs
 
-start_cluster kruise-sim --nodes 2 --authorize
+start_cluster kruise-sim --nodes 2 --authorize --cri-dir "$WORK/cri"
 "$KUBECTL" create namespace "$NS" >/dev/null
 "$HELM" install kr "$ROOT/charts/kruise-rs" -n "$NS" >"$WORK/install.log" 2>&1 || { cat "$WORK/install.log" >&2; fail "helm install"; }
 
@@ -37,12 +39,28 @@ start_as() {
   PIDS+=($!)
   wait_for 60 "kruise-$family ready as its ServiceAccount" curl -sf "http://127.0.0.1:$health/readyz"
 }
-for family in cloneset statefulset broadcastjob sidecarset webhook; do start_as "$family"; done
+families=(cloneset statefulset broadcastjob daemonset imagepull crr sidecarset webhook)
+for family in "${families[@]}"; do start_as "$family"; done
 lease_holder() { "$KUBECTL" get lease "kruise-$1" -n "$NS" -o jsonpath='{.spec.holderIdentity}' 2>/dev/null; }
-for family in cloneset statefulset broadcastjob sidecarset webhook; do
+for family in "${families[@]}"; do
   wait_for 30 "kruise-$family holding its lease" test -n "$(lease_holder "$family")"
 done
 pass "every family starts as its ServiceAccount: lease, certificates, webhooks, caches"
+
+# agent_as FAMILY NODE: `kruise-FAMILY agent` for NODE as the agent's ServiceAccount, on the
+# node's fake CRI socket.
+agent_as() {
+  local family="$1" node="$2" bin kubeconfig="$WORK/$1-agent.kubeconfig"
+  bin=$(kruise_bin "kruise-$family") || exit 1
+  "$KUBECTL" config view --raw --minify >"$kubeconfig"
+  KUBECONFIG="$kubeconfig" "$KUBECTL" config set-credentials "kruise-$family-agent" \
+    --token="system:serviceaccount:$NS:kruise-$family-agent" >/dev/null
+  KUBECONFIG="$kubeconfig" "$KUBECTL" config set-context --current --user="kruise-$family-agent" >/dev/null
+  "$bin" agent --kubeconfig "$kubeconfig" --node-name "$node" --cri-socket "$WORK/cri/$node.sock" \
+    >>"$WORK/kruise-$family-agent.log" 2>&1 &
+  PIDS+=($!)
+}
+for node in sim-node-0 sim-node-1; do agent_as imagepull "$node"; agent_as crr "$node"; done
 
 "$KUBECTL" apply -f - >/dev/null <<'YAML'
 apiVersion: apps.kruise.io/v1beta1
@@ -131,12 +149,48 @@ spec:
 YAML
 bcj_done() { [[ "$("$KUBECTL" get bcj everywhere -o jsonpath='{.status.succeeded}')" == 2 ]]; }
 wait_for 60 "the BroadcastJob succeeding on both nodes" bcj_done
-pass "CloneSet and Advanced StatefulSet create, in-place update and scale-down, a BroadcastJob on every node, SidecarSet injection, all as the ServiceAccounts"
+"$KUBECTL" apply -f - >/dev/null <<'YAML'
+apiVersion: apps.kruise.io/v1beta1
+kind: DaemonSet
+metadata: {name: node-exporter, namespace: default}
+spec:
+  selector: {matchLabels: {app: node-exporter}}
+  template:
+    metadata: {labels: {app: node-exporter}}
+    spec:
+      containers:
+      - {name: main, image: busybox:1.36}
+---
+apiVersion: apps.kruise.io/v1beta1
+kind: ImagePullJob
+metadata: {name: prepull, namespace: default}
+spec:
+  image: busybox:1.37
+  completionPolicy: {type: Always}
+YAML
+wait_for 60 "a DaemonSet pod on each node" pods_ready app=node-exporter 2
+"$KUBECTL" patch ads node-exporter --type json -p '[{"op":"replace","path":"/spec/template/spec/containers/0/image","value":"busybox:1.37"}]' >/dev/null
+ads_updated() { [[ "$("$KUBECTL" get ads node-exporter -o jsonpath='{.status.updatedNumberScheduled}')" == 2 ]] && pods_ready app=node-exporter 2; }
+wait_for 60 "the DaemonSet updated on both nodes" ads_updated
+ipj_done() { [[ "$("$KUBECTL" get imagepulljob prepull -o jsonpath='{.status.succeeded}')" == 2 ]]; }
+wait_for 60 "the ImagePullJob pulled on both nodes through their agents" ipj_done
+pod=$("$KUBECTL" get pods -l app=demo -o jsonpath='{.items[0].metadata.name}')
+"$KUBECTL" apply -f - >/dev/null <<YAML
+apiVersion: apps.kruise.io/v1beta1
+kind: ContainerRecreateRequest
+metadata: {name: restart-main, namespace: default}
+spec:
+  podName: $pod
+  containers: [{name: main}]
+YAML
+crr_done() { [[ "$("$KUBECTL" get crr restart-main -o jsonpath='{.status.phase}')" == Completed ]]; }
+wait_for 60 "the ContainerRecreateRequest completed by the node's agent" crr_done
+pass "CloneSet and Advanced StatefulSet create, in-place update and scale-down, a BroadcastJob on every node, SidecarSet injection, an Advanced DaemonSet rollout, an ImagePullJob and a ContainerRecreateRequest through the node agents, all as the ServiceAccounts"
 
 forbidden=$(grep -h "forbidden by RBAC" "$CLUSTER_LOG" || true)
 [[ -z "$forbidden" ]] || fail "requests the chart's roles do not allow:
 $forbidden"
-for family in cloneset statefulset broadcastjob sidecarset webhook; do
-  ! grep -qi "forbidden" "$WORK/kruise-$family.log" || fail "kruise-$family logged a forbidden request: $(grep -i forbidden "$WORK/kruise-$family.log" | head -3)"
+for log in "${families[@]/#/kruise-}" kruise-imagepull-agent kruise-crr-agent; do
+  ! grep -qi "forbidden" "$WORK/$log.log" || fail "$log logged a forbidden request: $(grep -i forbidden "$WORK/$log.log" | head -3)"
 done
 pass "no request of any family was forbidden by the chart's RBAC"

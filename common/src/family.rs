@@ -36,7 +36,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::admission::pod_chain::PodMutator;
 use crate::featuregate::FeatureGates;
-use crate::runtime::{Binary, Outcome};
+use crate::runtime::telemetry::{LogFormat, Telemetry};
+use crate::runtime::{Binary, Outcome, client_from, signal_shutdown};
 
 /// One family: its names, its binary, and what it lends other binaries.
 pub struct Family {
@@ -141,8 +142,15 @@ impl Family {
         self.agent.as_ref()
     }
 
-    /// The process entry point of its binary (see [`Binary::main`]).
+    /// The process entry point of its binary (see [`Binary::main`]); with a node agent,
+    /// `kruise-<family> agent [FLAGS]` runs the agent instead (see [`AgentArgs`]).
     pub fn main(self) -> ExitCode {
+        let argv: Vec<String> = std::env::args().collect();
+        if let Some(agent) = &self.agent
+            && argv.get(1).map(String::as_str) == Some("agent")
+        {
+            return agent_main(self.binary_name, agent.clone(), argv);
+        }
         self.binary.main()
     }
 
@@ -256,6 +264,88 @@ pub struct AgentContext {
     pub shutdown: CancellationToken,
 }
 
+/// `kruise-<family> agent`'s flags: the node agent as a process (its DaemonSet's command),
+/// with the node's name from the downward API.
+#[derive(clap::Parser, Debug)]
+pub struct AgentArgs {
+    /// The node this agent acts on.
+    #[arg(long, env = "NODE_NAME")]
+    pub node_name: String,
+    /// The CRI socket: absolute, or relative to the host's /var/run mounted at /hostvarrun;
+    /// unset: the first runtime socket found there (`kruise_cri::socket`).
+    #[arg(long, env = "CRI_SOCKET")]
+    pub cri_socket: Option<PathBuf>,
+    /// Path to a kubeconfig; default: in-cluster, then ~/.kube/config.
+    #[arg(long)]
+    pub kubeconfig: Option<PathBuf>,
+    /// Log line format.
+    #[arg(long, value_enum, default_value = "text")]
+    pub log_format: LogFormat,
+    /// Log level (an EnvFilter directive; RUST_LOG overrides it).
+    #[arg(long, default_value = "info")]
+    pub log_level: String,
+}
+
+/// Runs `agent` from `argv` (`argv[0]` the program, `argv[1]` `agent`) until SIGTERM or
+/// SIGINT; its client's user agent is `<binary>-agent/<version>`.
+fn agent_main(binary_name: &'static str, agent: Agent, argv: Vec<String>) -> ExitCode {
+    use clap::Parser as _;
+    let args = match AgentArgs::try_parse_from(argv.into_iter().skip(1)) {
+        Ok(args) => args,
+        Err(e) => {
+            let _ = e.print();
+            return ExitCode::from(if e.use_stderr() { 2 } else { 0 });
+        }
+    };
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: starting the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    rt.block_on(async move {
+        let service = format!("{binary_name}-agent");
+        let telemetry = match Telemetry::init(&service, args.log_format, &args.log_level) {
+            Ok(t) => t,
+            Err(e) => {
+                eprintln!("error: {e:#}");
+                return ExitCode::from(2);
+            }
+        };
+        let version = env!("CARGO_PKG_VERSION");
+        let code = match client_from(args.kubeconfig.as_deref(), &service, version).await {
+            Ok(client) => {
+                let shutdown = CancellationToken::new();
+                tokio::spawn(signal_shutdown(shutdown.clone()));
+                let ctx = AgentContext {
+                    client,
+                    node: args.node_name,
+                    cri_socket: args.cri_socket.unwrap_or_default(),
+                    shutdown,
+                };
+                match agent.run(ctx).await {
+                    Ok(()) => ExitCode::SUCCESS,
+                    Err(e) => {
+                        tracing::error!(error = format!("{e:#}"), "exiting");
+                        ExitCode::FAILURE
+                    }
+                }
+            }
+            Err(e) => {
+                tracing::error!(error = format!("{e:#}"), "exiting");
+                ExitCode::FAILURE
+            }
+        };
+        telemetry.shutdown();
+        code
+    })
+}
+
 /// A [`Binary`] whatever its flags type, so families with different flags share one list.
 trait Launch: Send {
     fn crds(&self) -> &[CustomResourceDefinition];
@@ -288,6 +378,18 @@ impl<A: Args + Clone + Send + Sync + 'static> Launch for Binary<A> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_agent_takes_its_node_from_the_flag_and_looks_for_the_socket_when_unset() {
+        use clap::Parser as _;
+        let args = AgentArgs::try_parse_from(["agent", "--node-name", "n1"]).unwrap();
+        assert_eq!(args.node_name, "n1");
+        assert_eq!(args.cri_socket, None);
+        let args =
+            AgentArgs::try_parse_from(["agent", "--node-name", "n1", "--cri-socket", "crio.sock"])
+                .unwrap();
+        assert_eq!(args.cri_socket, Some(PathBuf::from("crio.sock")));
+    }
     use crate::runtime::Context;
 
     fn example() -> Family {

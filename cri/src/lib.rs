@@ -4,6 +4,8 @@
 //! `/run/containerd/containerd.sock` or a kruise-sim node's), and a unix-socket server
 //! helper for fake runtimes.
 
+pub mod socket;
+
 use std::future::Future;
 use std::path::{Path, PathBuf};
 

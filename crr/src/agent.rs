@@ -11,7 +11,6 @@
 //! written as the completion message of every request it cannot carry out.
 
 use std::collections::{HashMap, HashSet};
-use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -42,12 +41,10 @@ use crate::plan::agent::{
     AgentInput, Kill, RequestView, RunState, RuntimeContainer, Step, before_runtime, kill_failed,
     pick, plan, runtime_name, stop_timeout,
 };
-use crate::plan::socket::{self, Endpoint};
+use kruise_cri::socket::{Endpoint, agent_endpoint};
 
 /// The field manager and user agent of the agent's writes (OpenKruise's daemon name).
 pub const FIELD_MANAGER: &str = "kruise-daemon-crr";
-/// Where a DaemonSet mounts the host's `/var/run` (OpenKruise's path).
-pub const HOST_VAR_RUN: &str = "/hostvarrun";
 /// Event reason of a container stopped for a request (the kubelet's, as OpenKruise records it).
 pub const REASON_KILLING: &str = "Killing";
 /// Event reason of a preStop hook that failed (the kubelet's).
@@ -100,13 +97,6 @@ enum Runtime {
     Disabled(String),
 }
 
-/// The endpoint an agent with `configured` socket uses (empty: looked for under the host's
-/// `/var/run`, mounted at `host_var_run`).
-pub fn agent_endpoint(configured: &Path, host_var_run: &Path) -> Endpoint {
-    let configured = configured.to_string_lossy();
-    socket::endpoint(Some(&configured), host_var_run, |p| p.exists())
-}
-
 fn connect(endpoint: Endpoint) -> Runtime {
     match endpoint {
         Endpoint::Socket(path) => match kruise_cri::connect(&path) {
@@ -129,7 +119,7 @@ struct Agent {
 
 /// Runs the agent for `ctx.node` until `ctx.shutdown` fires.
 pub async fn run(ctx: AgentContext) -> anyhow::Result<()> {
-    let endpoint = agent_endpoint(&ctx.cri_socket, Path::new(HOST_VAR_RUN));
+    let endpoint = agent_endpoint(&ctx.cri_socket);
     let runtime = connect(endpoint);
     match &runtime {
         Runtime::Cri(_) => {

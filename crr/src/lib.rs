@@ -3,7 +3,6 @@
 
 pub mod admission;
 pub mod agent;
-pub mod agent_cli;
 pub mod api;
 pub mod binary;
 pub mod controller;

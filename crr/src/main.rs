@@ -6,9 +6,5 @@
 static ALLOCATOR: kruise_common::runtime::Allocator = kruise_common::runtime::Allocator;
 
 fn main() -> std::process::ExitCode {
-    let argv: Vec<String> = std::env::args().collect();
-    if argv.get(1).map(String::as_str) == Some("agent") {
-        return kruise_crr::agent_cli::main(argv);
-    }
     kruise_common::family::main(kruise_crr::binary::family)
 }

@@ -63,9 +63,19 @@ struct Worker {
 }
 
 /// Runs the agent for `ctx.node` until `ctx.shutdown` fires.
+/// Without a CRI runtime (no socket, or Docker Engine without cri-dockerd) it logs why and
+/// waits for shutdown rather than exiting into a crash loop.
 pub async fn run(ctx: AgentContext, settings: AgentSettings) -> anyhow::Result<()> {
-    let channel = kruise_cri::connect(&ctx.cri_socket)
-        .with_context(|| format!("connecting to the CRI at {}", ctx.cri_socket.display()))?;
+    let socket = match kruise_cri::socket::agent_endpoint(&ctx.cri_socket) {
+        kruise_cri::socket::Endpoint::Socket(path) => path,
+        kruise_cri::socket::Endpoint::Disabled(reason) => {
+            tracing::error!(node = %ctx.node, %reason, "no CRI runtime: pulling nothing on this node");
+            ctx.shutdown.cancelled().await;
+            return Ok(());
+        }
+    };
+    let channel = kruise_cri::connect(&socket)
+        .with_context(|| format!("connecting to the CRI at {}", socket.display()))?;
     let api: Api<NodeImage> = Api::all(ctx.client.clone());
     let permits = Arc::new(Semaphore::new(settings.max_workers.max(1)));
     let answers: Answers = Arc::default();

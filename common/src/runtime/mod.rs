@@ -658,7 +658,16 @@ pub fn crds_yaml(crds: &[CustomResourceDefinition]) -> anyhow::Result<String> {
 
 /// A client from `--kubeconfig` (or the inferred config), with a user-agent naming the binary.
 pub async fn build_client(flags: &Flags, name: &str, version: &str) -> anyhow::Result<Client> {
-    let mut config = match &flags.kubeconfig {
+    client_from(flags.kubeconfig.as_deref(), name, version).await
+}
+
+/// A client from `kubeconfig` (or the inferred config), with a user-agent naming the binary.
+pub async fn client_from(
+    kubeconfig: Option<&std::path::Path>,
+    name: &str,
+    version: &str,
+) -> anyhow::Result<Client> {
+    let mut config = match kubeconfig {
         Some(path) => {
             let kc = kube::config::Kubeconfig::read_from(path)
                 .with_context(|| format!("reading kubeconfig {}", path.display()))?;
@@ -677,7 +686,7 @@ pub async fn build_client(flags: &Flags, name: &str, version: &str) -> anyhow::R
 }
 
 /// Resolves on SIGTERM or SIGINT and cancels `token`.
-async fn signal_shutdown(token: CancellationToken) {
+pub(crate) async fn signal_shutdown(token: CancellationToken) {
     let ctrl_c = tokio::signal::ctrl_c();
     #[cfg(unix)]
     {

@@ -6,9 +6,7 @@
 //!   `pkg/controller/containerrecreaterequest`);
 //! * [`launch_priority`]: the barrier env the pod webhook adds and the keys the launch
 //!   priority controller opens;
-//! * [`socket`]: which CRI socket a node agent talks to.
 
 pub mod agent;
 pub mod controller;
 pub mod launch_priority;
-pub mod socket;

@@ -274,3 +274,134 @@ spec:
 {{- end }}
 {{- end }}
 {{- end }}
+
+{{- /* A family's node agent (`<binary> agent`), for a subchart with `agent.*` values: its
+       ServiceAccount, a ClusterRole with what its code calls (files/rbac.yaml `agent:`),
+       and the DaemonSet, one pod per node, the host's /var/run mounted at /hostvarrun
+       where the agent looks for the CRI socket (kruise_cri::socket). */}}
+{{- define "kruise-family.agent" -}}
+{{- if .Values.agent.enabled }}
+{{- $rbac := .Files.Get "files/rbac.yaml" | fromYaml }}
+{{- $name := printf "%s-agent" .Values.binary }}
+---
+apiVersion: v1
+kind: ServiceAccount
+metadata:
+  name: {{ $name }}
+  namespace: {{ .Release.Namespace }}
+  labels:
+    {{- include "kruise-family.labels" . | nindent 4 }}
+{{- with .Values.global.imagePullSecrets }}
+imagePullSecrets:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata:
+  name: {{ $name }}
+  labels:
+    {{- include "kruise-family.labels" . | nindent 4 }}
+rules:
+  {{- toYaml $rbac.agent | nindent 2 }}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata:
+  name: {{ $name }}
+  labels:
+    {{- include "kruise-family.labels" . | nindent 4 }}
+roleRef:
+  apiGroup: rbac.authorization.k8s.io
+  kind: ClusterRole
+  name: {{ $name }}
+subjects:
+  - kind: ServiceAccount
+    name: {{ $name }}
+    namespace: {{ .Release.Namespace }}
+---
+apiVersion: apps/v1
+kind: DaemonSet
+metadata:
+  name: {{ $name }}
+  namespace: {{ .Release.Namespace }}
+  labels:
+    {{- include "kruise-family.labels" . | nindent 4 }}
+spec:
+  selector:
+    matchLabels:
+      app.kubernetes.io/name: {{ $name }}
+      app.kubernetes.io/instance: {{ .Release.Name }}
+  updateStrategy:
+    type: RollingUpdate
+    rollingUpdate:
+      maxUnavailable: 10%
+  template:
+    metadata:
+      labels:
+        app.kubernetes.io/name: {{ $name }}
+        app.kubernetes.io/instance: {{ .Release.Name }}
+        app.kubernetes.io/component: {{ .Chart.Name }}-agent
+        app.kubernetes.io/part-of: kruise-rs
+      {{- with .Values.agent.podAnnotations }}
+      annotations:
+        {{- toYaml . | nindent 8 }}
+      {{- end }}
+    spec:
+      serviceAccountName: {{ $name }}
+      {{- with .Values.global.imagePullSecrets }}
+      imagePullSecrets:
+        {{- toYaml . | nindent 8 }}
+      {{- end }}
+      {{- with .Values.agent.priorityClassName }}
+      priorityClassName: {{ . }}
+      {{- end }}
+      # The runtime socket belongs to root on the host.
+      securityContext:
+        runAsUser: 0
+        seccompProfile:
+          type: RuntimeDefault
+      containers:
+        - name: agent
+          image: {{ include "kruise-family.image" . }}
+          imagePullPolicy: {{ .Values.image.pullPolicy | default (.Values.global.image | default dict).pullPolicy | default "IfNotPresent" }}
+          args:
+            - agent
+            - --log-format={{ .Values.logFormat | default .Values.global.logFormat }}
+            - --log-level={{ .Values.logLevel | default .Values.global.logLevel }}
+            {{- with .Values.agent.criSocket }}
+            - --cri-socket={{ . }}
+            {{- end }}
+            {{- range .Values.agent.extraArgs }}
+            - {{ . }}
+            {{- end }}
+          env:
+            - name: NODE_NAME
+              valueFrom:
+                fieldRef:
+                  fieldPath: spec.nodeName
+          resources:
+            {{- toYaml .Values.agent.resources | nindent 12 }}
+          securityContext:
+            allowPrivilegeEscalation: false
+            readOnlyRootFilesystem: true
+            capabilities:
+              drop: ["ALL"]
+          volumeMounts:
+            - name: hostvarrun
+              mountPath: /hostvarrun
+      volumes:
+        - name: hostvarrun
+          hostPath:
+            path: {{ .Values.agent.hostVarRun }}
+            type: Directory
+      {{- with .Values.agent.nodeSelector }}
+      nodeSelector:
+        {{- toYaml . | nindent 8 }}
+      {{- end }}
+      {{- with .Values.agent.tolerations }}
+      tolerations:
+        {{- toYaml . | nindent 8 }}
+      {{- end }}
+{{- end }}
+{{- end }}

@@ -18,6 +18,8 @@ pub const CANDIDATES: [&str; 7] = [
 ];
 /// Docker Engine's own socket, which speaks no CRI.
 pub const DOCKER_SOCKET: &str = "docker.sock";
+/// Where an agent's DaemonSet mounts the host's `/var/run` (the charts' agents do).
+pub const HOST_VAR_RUN: &str = "/hostvarrun";
 
 /// Where the agent's runtime is.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -69,6 +71,13 @@ pub fn endpoint(
         var_run.display(),
         CANDIDATES.join(", ")
     ))
+}
+
+/// The endpoint of an agent given `configured` (empty: looked for under the host's
+/// `/var/run`, mounted at [`HOST_VAR_RUN`]).
+pub fn agent_endpoint(configured: &Path) -> Endpoint {
+    let configured = configured.to_string_lossy();
+    endpoint(Some(&configured), Path::new(HOST_VAR_RUN), |p| p.exists())
 }
 
 #[cfg(test)]
