@@ -7,7 +7,8 @@
 //!   through the `statefulset.kubernetes.io/pod-name` label every pod of a StatefulSet
 //!   carries (no other pod is cached) — a pod wakes its controlling set, an orphan the set
 //!   its name names (to be adopted); ControllerRevisions only those an `apps.kruise.io`
-//!   StatefulSet controls.
+//!   StatefulSet controls; PersistentVolumeClaims only those named like a set's
+//!   (`<template>-<set>-<ordinal>`); a claim wakes the sets its name or owners name.
 //! * **Minimum writes.** One create per pod (its claims first), one delete; an in-place
 //!   update is the `InPlaceUpdateReady=False` status write and one patch. Status is written
 //!   only when it changed.
@@ -29,6 +30,7 @@ use std::time::Duration;
 
 use jiff::Timestamp;
 use k8s_openapi::api::apps::v1::{ControllerRevision, StatefulSetCondition};
+use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kruise_common::api::keys::STATEFULSET_POD_NAME_KEY;
 use kruise_common::api::version::APPS_V1BETA1;
@@ -77,6 +79,7 @@ pub fn plan_gates(gates: &FeatureGates) -> PlanGates {
         pod_index_label: gates.enabled("PodIndexLabel"),
         env_from_metadata: gates.enabled("InPlaceUpdateEnvFromMetadata"),
         vertical_scaling: gates.enabled("InPlaceWorkloadVerticalScaling"),
+        auto_delete_pvc: gates.enabled("StatefulSetAutoDeletePVC"),
     }
 }
 
@@ -119,6 +122,7 @@ type UpdateExpectations = BTreeMap<String, BTreeMap<String, String>>;
 struct Shared {
     client: Client,
     pods: Store<CachedPod>,
+    claims: Store<PersistentVolumeClaim>,
     revisions: Store<ControllerRevision>,
     scale_expectations: SharedExpectations<ScaleExpectations>,
     pod_versions: SharedExpectations<ResourceVersionExpectations>,
@@ -152,9 +156,17 @@ pub async fn run(client: Client, settings: Settings, metrics: &Metrics, opts: Ru
     let (revisions, mut revision_stream) = Watch::<ControllerRevision>::new(client.clone(), ns)
         .keep_only(owned_by_statefulset)
         .reflect();
+    let (claims, mut claim_stream) = Watch::<PersistentVolumeClaim>::new(client.clone(), ns)
+        .keep_only(|c: &PersistentVolumeClaim| ordinal_named(&c.name_any()).is_some())
+        .reflect();
     if !warm_until_leading(
         &opts,
-        &mut [&mut set_stream, &mut pod_stream, &mut revision_stream],
+        &mut [
+            &mut set_stream,
+            &mut pod_stream,
+            &mut revision_stream,
+            &mut claim_stream,
+        ],
     )
     .await
     {
@@ -164,6 +176,7 @@ pub async fn run(client: Client, settings: Settings, metrics: &Metrics, opts: Ru
     let shared = Arc::new(Shared {
         client,
         pods,
+        claims,
         revisions,
         scale_expectations: SharedExpectations::new(ScaleExpectations::new(timeout)),
         pod_versions: SharedExpectations::new(ResourceVersionExpectations::new(timeout)),
@@ -174,8 +187,46 @@ pub async fn run(client: Client, settings: Settings, metrics: &Metrics, opts: Ru
     let controller = Controller::for_stream(set_stream, sets)
         .reconcile_all_on(futures::stream::once(async {}))
         .watches_stream(pod_stream, |pod: CachedPod| set_of_pod(&pod))
-        .owns_stream(revision_stream);
+        .owns_stream(revision_stream)
+        .watches_stream(claim_stream, |claim: PersistentVolumeClaim| {
+            sets_of_claim(&claim)
+        });
     run_controller(controller, reconcile, shared, opts).await;
+}
+
+/// `(<parent>, <ordinal>)` of a name `<parent>-<ordinal>`.
+fn ordinal_named(name: &str) -> Option<(&str, &str)> {
+    let (parent, ordinal) = name.rsplit_once('-')?;
+    (!ordinal.is_empty() && ordinal.bytes().all(|b| b.is_ascii_digit()))
+        .then_some((parent, ordinal))
+}
+
+/// The sets a claim event may concern. A claim is `<template>-<set>-<ordinal>`, and both
+/// names may hold dashes, so every set name the claim's name could end in is woken (a name
+/// that is no set costs a cache lookup); an `apps.kruise.io` StatefulSet among its owners
+/// too. A claim's deletion wakes the set that re-creates it for a pending pod.
+fn sets_of_claim(claim: &PersistentVolumeClaim) -> Vec<reflector::ObjectRef<StatefulSet>> {
+    let namespace = claim.namespace().unwrap_or_default();
+    let name = claim.name_any();
+    let mut sets: Vec<String> = claim
+        .owner_references()
+        .iter()
+        .filter(|o| kruise_common::pods::owner_ref_matches(o, crate::api::GROUP, KIND))
+        .map(|o| o.name.clone())
+        .collect();
+    if let Some((parent, _)) = ordinal_named(&name) {
+        sets.extend(
+            parent
+                .match_indices('-')
+                .map(|(i, _)| parent[i + 1..].to_string())
+                .filter(|s| !s.is_empty()),
+        );
+    }
+    sets.sort();
+    sets.dedup();
+    sets.into_iter()
+        .map(|s| reflector::ObjectRef::new(&s).within(&namespace))
+        .collect()
 }
 
 /// The set a pod event wakes: its controller when that is an `apps.kruise.io`
@@ -187,13 +238,7 @@ fn set_of_pod(pod: &CachedPod) -> Option<reflector::ObjectRef<StatefulSet>> {
             owner.name.clone()
         }
         Some(_) => return None,
-        None => {
-            let (parent, ordinal) = PodView::name(pod).rsplit_once('-')?;
-            if ordinal.is_empty() || !ordinal.bytes().all(|b| b.is_ascii_digit()) {
-                return None;
-            }
-            parent.to_string()
-        }
+        None => ordinal_named(PodView::name(pod))?.0.to_string(),
     };
     Some(reflector::ObjectRef::new(&name).within(namespace))
 }
@@ -208,6 +253,7 @@ fn record_pod_version(shared: &Shared, pod: &Written) {
 /// What the observe step read.
 struct Observed {
     pods: Vec<Arc<CachedPod>>,
+    claims: Vec<Arc<PersistentVolumeClaim>>,
     history: Vec<ControllerRevision>,
     satisfaction: Satisfaction,
     pod_writes_pending: bool,
@@ -224,6 +270,7 @@ async fn observe(
 ) -> Result<Option<Observed>, Error> {
     if shared.pods.wait_until_ready().await.is_err()
         || shared.revisions.wait_until_ready().await.is_err()
+        || shared.claims.wait_until_ready().await.is_err()
     {
         return Ok(None);
     }
@@ -239,6 +286,12 @@ async fn observe(
                 && (kruise_common::pods::is_controlled_by(p.meta(), &uid)
                     || kruise_common::pods::controller_ref(p.meta()).is_none())
         })
+        .collect();
+    let claims = shared
+        .claims
+        .state()
+        .into_iter()
+        .filter(|c| c.metadata.namespace.as_deref() == Some(namespace.as_str()))
         .collect();
     let history = shared
         .revisions
@@ -303,6 +356,7 @@ async fn observe(
         .map_err(ShellError::from)?;
     Ok(Some(Observed {
         pods,
+        claims,
         history,
         satisfaction,
         pod_writes_pending,
@@ -356,6 +410,7 @@ async fn reconcile(original: Arc<StatefulSet>, shared: Arc<Shared>) -> Result<Re
     let plan = plan::plan(&PlanInput {
         set: &set,
         pods: &observed.pods,
+        claims: &observed.claims,
         current_revision: &revisions.current,
         update_revision: &revisions.update,
         revisions: &revisions.all,
@@ -502,6 +557,17 @@ mod tests {
             None
         );
         assert_eq!(woken(&pod("web-abc", None)), None);
+    }
+
+    #[test]
+    fn a_claim_wakes_every_set_its_name_may_end_in_and_its_owner() {
+        let claim: PersistentVolumeClaim = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "my-data-web-0", "namespace": "ns", "ownerReferences": [
+                {"apiVersion": "apps.kruise.io/v1beta1", "kind": "StatefulSet", "name": "owner", "uid": "u"}]}
+        }))
+        .unwrap_or_else(|e| panic!("{e}"));
+        let woken: Vec<String> = sets_of_claim(&claim).into_iter().map(|r| r.name).collect();
+        assert_eq!(woken, ["data-web", "owner", "web"]);
     }
 
     #[test]

@@ -604,3 +604,151 @@ async fn an_orphan_at_the_current_revision_is_adopted_without_a_restart() {
     );
     controller.stop().await;
 }
+
+fn claims_api(client: &Client) -> Api<PersistentVolumeClaim> {
+    Api::namespaced(client.clone(), "default")
+}
+
+/// The names of the claims of set `name`, sorted.
+async fn claim_names(client: &Client, name: &str) -> Vec<String> {
+    let mut names: Vec<String> = claims_api(client)
+        .list(&ListParams::default().labels(&format!("app={name}")))
+        .await
+        .unwrap()
+        .items
+        .iter()
+        .map(|c| c.name_any())
+        .collect();
+    names.sort();
+    names
+}
+
+#[tokio::test]
+async fn retention_delete_removes_scaled_away_claims_past_reserved_ordinals_then_the_rest() {
+    let (_sim, client) = sim().await;
+    let controller = RunningController::start(&client);
+    let spec = json!({
+        "replicas": 4, "reserveOrdinals": [1], "podManagementPolicy": "Parallel",
+        "persistentVolumeClaimRetentionPolicy": {"whenDeleted": "Delete", "whenScaled": "Delete"},
+    });
+    sets(&client)
+        .create(&PostParams::default(), &statefulset("db", "nginx:1", spec))
+        .await
+        .unwrap();
+    wait_rolled_out(&client, "db", 4).await;
+    assert_eq!(
+        names(&pods_of(&client, "db").await),
+        ["db-0", "db-2", "db-3", "db-4"]
+    );
+    let set_uid = sets(&client).get("db").await.unwrap().uid().unwrap();
+    for claim in claims_api(&client)
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+    {
+        let owners = claim.owner_references();
+        assert_eq!(owners.len(), 1, "{}", claim.name_any());
+        assert_eq!(
+            (owners[0].uid.as_str(), owners[0].controller),
+            (set_uid.as_str(), None)
+        );
+    }
+    // The simulator's binder bound them.
+    eventually("claims bound", WAIT, || async {
+        let claims = claims_api(&client)
+            .list(&ListParams::default())
+            .await
+            .ok()?;
+        claims
+            .iter()
+            .all(|c| c.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Bound"))
+            .then_some(())
+    })
+    .await;
+
+    // Scale in: ordinals 3 and 4 leave the window (not 1 and 2: K#1530), with their claims.
+    sets(&client)
+        .patch(
+            "db",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"replicas": 2}})),
+        )
+        .await
+        .unwrap();
+    eventually("claims of db-3 and db-4 deleted", WAIT, || async {
+        (claim_names(&client, "db").await == ["data-db-0", "data-db-2"]).then_some(())
+    })
+    .await;
+    assert_eq!(names(&pods_of(&client, "db").await), ["db-0", "db-2"]);
+
+    // Deleting the set takes the rest.
+    sets(&client)
+        .delete("db", &Default::default())
+        .await
+        .unwrap();
+    eventually("every claim deleted with the set", WAIT, || async {
+        claim_names(&client, "db").await.is_empty().then_some(())
+    })
+    .await;
+    controller.stop().await;
+}
+
+#[tokio::test]
+async fn retain_keeps_claims_and_a_pending_pod_gets_its_deleted_claim_back() {
+    let (_sim, client) = sim().await;
+    let controller = RunningController::start(&client);
+    sets(&client)
+        .create(
+            &PostParams::default(),
+            &statefulset("keep", "nginx:1", json!({"replicas": 2})),
+        )
+        .await
+        .unwrap();
+    wait_rolled_out(&client, "keep", 2).await;
+    sets(&client)
+        .patch(
+            "keep",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"replicas": 1}})),
+        )
+        .await
+        .unwrap();
+    eventually("keep-1 gone", WAIT, || async {
+        (names(&pods_of(&client, "keep").await) == ["keep-0"]).then_some(())
+    })
+    .await;
+    assert_eq!(
+        claim_names(&client, "keep").await,
+        ["data-keep-0", "data-keep-1"]
+    );
+
+    // A pod no node accepts stays Pending; its claim, deleted, comes back.
+    let unschedulable = json!({
+        "replicas": 1,
+        "template": {"spec": {"nodeSelector": {"sim.kruise.io/none": "x"}}},
+    });
+    sets(&client)
+        .create(
+            &PostParams::default(),
+            &statefulset("pend", "nginx:1", unschedulable),
+        )
+        .await
+        .unwrap();
+    let old_uid = eventually("pend-0 pending with its claim", WAIT, || async {
+        let pods = pods_of(&client, "pend").await;
+        let pending = pods.first()?.status.as_ref()?.phase.as_deref() == Some("Pending");
+        let claim = claims_api(&client).get("data-pend-0").await.ok()?;
+        pending.then(|| claim.uid()).flatten()
+    })
+    .await;
+    claims_api(&client)
+        .delete("data-pend-0", &Default::default())
+        .await
+        .unwrap();
+    eventually("data-pend-0 created again", WAIT, || async {
+        let claim = claims_api(&client).get("data-pend-0").await.ok()?;
+        (claim.uid() != Some(old_uid.clone())).then_some(())
+    })
+    .await;
+    controller.stop().await;
+}

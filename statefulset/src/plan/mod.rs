@@ -16,7 +16,9 @@
 //!    to be Running and available (`minReadySeconds`); `Parallel` goes on, creating at most
 //!    `scaleStrategy.maxUnavailable` not-yet-available pods, and a pod stuck Terminating
 //!    never holds back higher ordinals (K#2109).
-//! 4. **Condemned**, descending: `OrderedReady` deletes one at a time, only healthy pods
+//!    A pending pod's missing claims are created again, and each pod's claims get the
+//!    owner references `persistentVolumeClaimRetentionPolicy` asks for (`claims`).
+//! 4. **Condemned**, descending (their claims' owner references first): `OrderedReady` deletes one at a time, only healthy pods
 //!    (or the first unhealthy one) and never while one terminates; `Parallel` deletes all.
 //! 5. **Rolling update** (`RollingUpdate`, not `paused`, no in-place update of the update
 //!    revision still unobserved — K#844): pods already unavailable for any reason count
@@ -26,6 +28,7 @@
 //!    recreation (`ReCreate`), never more unavailable than the budget.
 //! 6. **Status** from the observed pods, and history truncation.
 
+mod claims;
 mod pods;
 mod revisions;
 mod scale;
@@ -49,6 +52,7 @@ use kruise_common::pods::{CachedPod, LabelsAndFinalizers as _, PodView as _};
 use crate::api::ordinals::ReservedOrdinals;
 use crate::api::v1beta1::StatefulSet;
 
+pub use claims::{Retention, pod_claim_ref, retained_owners, set_claim_ref};
 pub use pods::{
     IdentityGates, claim_name, new_claims, new_pod, ordinal_of, owner_ref, pod_name, revision_name,
     template_for,
@@ -67,6 +71,9 @@ pub struct PlanGates {
     pub env_from_metadata: bool,
     /// `InPlaceWorkloadVerticalScaling`.
     pub vertical_scaling: bool,
+    /// `StatefulSetAutoDeletePVC` (default on): act on
+    /// `persistentVolumeClaimRetentionPolicy`.
+    pub auto_delete_pvc: bool,
 }
 
 impl Default for PlanGates {
@@ -76,6 +83,7 @@ impl Default for PlanGates {
             pod_index_label: true,
             env_from_metadata: true,
             vertical_scaling: false,
+            auto_delete_pvc: true,
         }
     }
 }
@@ -87,6 +95,8 @@ pub struct PlanInput<'a> {
     pub set: &'a StatefulSet,
     /// Pods from the cache (those not controlled by the set are ignored).
     pub pods: &'a [Arc<CachedPod>],
+    /// Claims from the cache (those of the set's ordinals are read by name).
+    pub claims: &'a [Arc<PersistentVolumeClaim>],
     /// The current revision (`status.currentRevision` if it exists, else the update revision).
     pub current_revision: &'a ControllerRevision,
     /// The update revision (the revision of the current template).
@@ -173,6 +183,25 @@ pub enum Action {
         /// The cached resourceVersion.
         resource_version: Option<String>,
     },
+    /// Create the claims of a pending pod that are gone (one that exists is kept).
+    CreateClaims {
+        /// The pod they belong to.
+        pod: String,
+        /// The claims.
+        claims: Vec<PersistentVolumeClaim>,
+    },
+    /// Set a claim's owner references as the retention policy says. Sent with the cached
+    /// resourceVersion, so a claim changed meanwhile is a conflict.
+    SetClaimOwners {
+        /// The pod it belongs to (its writes go in that pod's order).
+        pod: String,
+        /// Claim name.
+        name: String,
+        /// The owner references to write.
+        owner_references: Vec<OwnerReference>,
+        /// The cached resourceVersion.
+        resource_version: Option<String>,
+    },
     /// Delete an old ControllerRevision (history limit).
     DeleteRevision {
         /// Revision name.
@@ -190,7 +219,18 @@ impl Action {
             | Action::PatchPod { name, .. }
             | Action::UpdatePodStatus { name, .. }
             | Action::SetPodOwners { name, .. } => Some(name),
-            Action::DeleteRevision { .. } => None,
+            Action::CreateClaims { .. }
+            | Action::SetClaimOwners { .. }
+            | Action::DeleteRevision { .. } => None,
+        }
+    }
+
+    /// The pod whose writes this action is ordered with: the pod it writes, or the pod a
+    /// claim it writes belongs to (so a claim's owners change before its pod is deleted).
+    pub fn ordered_with(&self) -> Option<&str> {
+        match self {
+            Action::CreateClaims { pod, .. } | Action::SetClaimOwners { pod, .. } => Some(pod),
+            other => other.pod_name(),
         }
     }
 }

@@ -7,9 +7,12 @@ use kruise_common::api::intstr::value_from_int_or_percent;
 use kruise_common::pods::PodView as _;
 
 use super::{
-    Action, DeleteReason, IdentityGates, PlannedEvent, Planner, new_claims, new_pod, pod_name,
-    push_requeue, revision_name, template_for,
+    Action, DeleteReason, IdentityGates, PlannedEvent, Planner, new_pod, pod_name, push_requeue,
+    revision_name, template_for,
 };
+
+/// How soon a pod waiting for a stale claim's deletion is looked at again.
+const STALE_CLAIM_REQUEUE: jiff::SignedDuration = jiff::SignedDuration::from_secs(1);
 
 impl Planner<'_> {
     /// Whether a new pod at window `position` (0-based, reserved ordinals skipped) gets the
@@ -70,7 +73,7 @@ impl Planner<'_> {
         );
         self.push(Action::CreatePod {
             pod: Box::new(pod),
-            claims: new_claims(input.set, ordinal),
+            claims: self.claims_for_new_pod(ordinal),
         });
         true
     }
@@ -116,6 +119,12 @@ impl Planner<'_> {
                 if budget.is_some_and(|b| b <= 0) {
                     continue;
                 }
+                if self.has_stale_claim(ordinal) {
+                    // No more work this round (OpenKruise's `PodClaimIsStale`); the claim's
+                    // deletion does not wake the set, so come back.
+                    push_requeue(&mut self.plan.requeue_after, STALE_CLAIM_REQUEUE);
+                    return false;
+                }
                 if self.create(position, ordinal) {
                     budget = budget.map(|b| b - 1);
                 }
@@ -125,6 +134,14 @@ impl Planner<'_> {
                 continue;
             };
             let name = facts.pod.name().to_string();
+            let (pod, finished, terminating) = (facts.pod, facts.finished, facts.terminating);
+            if !finished && !terminating {
+                self.recreate_missing_claims(ordinal, pod);
+                self.retain_claims(ordinal, pod, true);
+            }
+            let Some(facts) = self.by_ordinal.get(&ordinal) else {
+                continue;
+            };
             if facts.finished && !facts.terminating {
                 if !self.written.contains(&name) {
                     self.push(Action::DeletePod {
@@ -166,6 +183,13 @@ impl Planner<'_> {
             .copied()
             .filter(|o| !in_window.contains(o))
             .collect();
+        // Claims of every condemned pod get their owners first, so each goes (or stays)
+        // with its pod as the retention policy says.
+        for ordinal in &condemned {
+            if let Some(pod) = self.by_ordinal.get(ordinal).map(|f| f.pod) {
+                self.retain_claims(*ordinal, pod, false);
+            }
+        }
         // The first unhealthy pod: in the window ascending, then condemned descending.
         let first_unhealthy = self
             .ordinals

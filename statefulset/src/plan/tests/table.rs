@@ -428,6 +428,7 @@ fn scale_expectations_pending_write_nothing_and_history_is_truncated() {
     let p = plan(&PlanInput {
         set: &w.set,
         pods: &pods,
+        claims: &[],
         current_revision: &revisions.current,
         update_revision: &revisions.update,
         revisions: &w.revisions,
