@@ -24,13 +24,14 @@
 //!   empty, the error as message, as OpenKruise does) with a Warning event; the condition
 //!   is removed once such writes succeed again.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
 use jiff::Timestamp;
 use k8s_openapi::api::apps::v1::{ControllerRevision, StatefulSetCondition};
 use k8s_openapi::api::core::v1::PersistentVolumeClaim;
+use k8s_openapi::api::storage::v1::StorageClass;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kruise_common::api::keys::STATEFULSET_POD_NAME_KEY;
 use kruise_common::api::version::APPS_V1BETA1;
@@ -44,7 +45,7 @@ use kruise_common::runtime::events::{EventQueue, EventRecord, Recorder};
 use kruise_common::runtime::status::write_status_if_changed;
 use kruise_common::runtime::watch::Watch;
 use kruise_common::runtime::writes::Written;
-use kruise_common::runtime::{Metrics, RunOptions, run_controller, warm_until_leading};
+use kruise_common::runtime::{Metrics, RunOptions, WarmStream, run_controller, warm_until_leading};
 use kube::api::Api;
 use kube::runtime::controller::{Action as Requeue, Controller};
 use kube::runtime::reflector::{self, Store};
@@ -80,6 +81,7 @@ pub fn plan_gates(gates: &FeatureGates) -> PlanGates {
         env_from_metadata: gates.enabled("InPlaceUpdateEnvFromMetadata"),
         vertical_scaling: gates.enabled("InPlaceWorkloadVerticalScaling"),
         auto_delete_pvc: gates.enabled("StatefulSetAutoDeletePVC"),
+        auto_resize_pvc: gates.enabled("StatefulSetAutoResizePVCGate"),
     }
 }
 
@@ -123,6 +125,8 @@ struct Shared {
     client: Client,
     pods: Store<CachedPod>,
     claims: Store<PersistentVolumeClaim>,
+    /// StorageClasses, only while `StatefulSetAutoResizePVCGate` is on.
+    classes: Option<Store<StorageClass>>,
     revisions: Store<ControllerRevision>,
     scale_expectations: SharedExpectations<ScaleExpectations>,
     pod_versions: SharedExpectations<ResourceVersionExpectations>,
@@ -159,17 +163,23 @@ pub async fn run(client: Client, settings: Settings, metrics: &Metrics, opts: Ru
     let (claims, mut claim_stream) = Watch::<PersistentVolumeClaim>::new(client.clone(), ns)
         .keep_only(|c: &PersistentVolumeClaim| ordinal_named(&c.name_any()).is_some())
         .reflect();
-    if !warm_until_leading(
-        &opts,
-        &mut [
-            &mut set_stream,
-            &mut pod_stream,
-            &mut revision_stream,
-            &mut claim_stream,
-        ],
-    )
-    .await
-    {
+    // StorageClasses (cluster-scoped, few) only when claims may be resized.
+    let (classes, mut class_stream) = if settings.gates.auto_resize_pvc {
+        let (store, stream) = Watch::<StorageClass>::new(client.clone(), None).reflect();
+        (Some(store), Some(stream))
+    } else {
+        (None, None)
+    };
+    let mut streams: Vec<&mut dyn WarmStream> = vec![
+        &mut set_stream,
+        &mut pod_stream,
+        &mut revision_stream,
+        &mut claim_stream,
+    ];
+    if let Some(stream) = class_stream.as_mut() {
+        streams.push(stream);
+    }
+    if !warm_until_leading(&opts, &mut streams).await {
         return;
     }
     let timeout = settings.expectation_timeout;
@@ -177,6 +187,7 @@ pub async fn run(client: Client, settings: Settings, metrics: &Metrics, opts: Ru
         client,
         pods,
         claims,
+        classes,
         revisions,
         scale_expectations: SharedExpectations::new(ScaleExpectations::new(timeout)),
         pod_versions: SharedExpectations::new(ResourceVersionExpectations::new(timeout)),
@@ -184,13 +195,20 @@ pub async fn run(client: Client, settings: Settings, metrics: &Metrics, opts: Ru
         settings,
         recorder,
     });
-    let controller = Controller::for_stream(set_stream, sets)
+    let mut controller = Controller::for_stream(set_stream, sets)
         .reconcile_all_on(futures::stream::once(async {}))
         .watches_stream(pod_stream, |pod: CachedPod| set_of_pod(&pod))
         .owns_stream(revision_stream)
         .watches_stream(claim_stream, |claim: PersistentVolumeClaim| {
             sets_of_claim(&claim)
         });
+    if let Some(stream) = class_stream {
+        // Polled to keep the cache current; a class change wakes no set (a claim waiting
+        // for a class to allow expansion waits, as in OpenKruise, for its deletion).
+        controller = controller.watches_stream(stream, |_: StorageClass| {
+            None::<reflector::ObjectRef<StatefulSet>>
+        });
+    }
     run_controller(controller, reconcile, shared, opts).await;
 }
 
@@ -214,6 +232,12 @@ fn sets_of_claim(claim: &PersistentVolumeClaim) -> Vec<reflector::ObjectRef<Stat
         .filter(|o| kruise_common::pods::owner_ref_matches(o, crate::api::GROUP, KIND))
         .map(|o| o.name.clone())
         .collect();
+    sets.extend(
+        claim
+            .annotations()
+            .get(crate::plan::OWNED_BY_ASTS_KEY)
+            .cloned(),
+    );
     if let Some((parent, _)) = ordinal_named(&name) {
         sets.extend(
             parent
@@ -252,6 +276,7 @@ fn record_pod_version(shared: &Shared, pod: &Written) {
 
 /// What the observe step read.
 struct Observed {
+    expandable_classes: BTreeSet<String>,
     pods: Vec<Arc<CachedPod>>,
     claims: Vec<Arc<PersistentVolumeClaim>>,
     history: Vec<ControllerRevision>,
@@ -271,6 +296,10 @@ async fn observe(
     if shared.pods.wait_until_ready().await.is_err()
         || shared.revisions.wait_until_ready().await.is_err()
         || shared.claims.wait_until_ready().await.is_err()
+        || match &shared.classes {
+            Some(classes) => classes.wait_until_ready().await.is_err(),
+            None => false,
+        }
     {
         return Ok(None);
     }
@@ -354,7 +383,20 @@ async fn observe(
             left
         })
         .map_err(ShellError::from)?;
+    let expandable_classes = shared
+        .classes
+        .as_ref()
+        .map(|classes| {
+            classes
+                .state()
+                .iter()
+                .filter(|c| c.allow_volume_expansion == Some(true))
+                .map(|c| c.name_any())
+                .collect()
+        })
+        .unwrap_or_default();
     Ok(Some(Observed {
+        expandable_classes,
         pods,
         claims,
         history,
@@ -411,6 +453,7 @@ async fn reconcile(original: Arc<StatefulSet>, shared: Arc<Shared>) -> Result<Re
         set: &set,
         pods: &observed.pods,
         claims: &observed.claims,
+        expandable_classes: &observed.expandable_classes,
         current_revision: &revisions.current,
         update_revision: &revisions.update,
         revisions: &revisions.all,

@@ -27,6 +27,11 @@ struct RunningController {
 
 impl RunningController {
     fn start(client: &Client) -> Self {
+        Self::start_with(client, Settings::default())
+    }
+
+    /// Started with `settings`, watching `default`.
+    fn start_with(client: &Client, settings: Settings) -> Self {
         let shutdown = CancellationToken::new();
         let metrics = Metrics::new();
         let opts = RunOptions {
@@ -39,7 +44,7 @@ impl RunningController {
         };
         let settings = Settings {
             namespace: Some("default".into()),
-            ..Settings::default()
+            ..settings
         };
         let client = client.clone();
         let task =
@@ -750,5 +755,123 @@ async fn retain_keeps_claims_and_a_pending_pod_gets_its_deleted_claim_back() {
         (claim.uid() != Some(old_uid.clone())).then_some(())
     })
     .await;
+    controller.stop().await;
+}
+
+fn storage_class(name: &str, expandable: bool) -> k8s_openapi::api::storage::v1::StorageClass {
+    serde_json::from_value(json!({
+        "metadata": {"name": name},
+        "provisioner": "sim.kruise.io/hostpath",
+        "allowVolumeExpansion": expandable,
+    }))
+    .unwrap()
+}
+
+/// Claim template `data` of `size` in `class`.
+fn claim_template(class: &str, size: &str) -> serde_json::Value {
+    json!([{"metadata": {"name": "data"}, "spec": {"accessModes": ["ReadWriteOnce"],
+        "storageClassName": class, "resources": {"requests": {"storage": size}}}}])
+}
+
+#[tokio::test]
+async fn on_pod_rolling_update_expands_claims_before_each_in_place_update() {
+    let (_sim, client) = sim().await;
+    let classes: Api<k8s_openapi::api::storage::v1::StorageClass> = Api::all(client.clone());
+    for (name, expandable) in [("elastic", true), ("fixed", false)] {
+        classes
+            .create(&PostParams::default(), &storage_class(name, expandable))
+            .await
+            .unwrap();
+    }
+    let settings = Settings {
+        gates: kruise_statefulset::plan::PlanGates {
+            auto_resize_pvc: true,
+            ..Default::default()
+        },
+        ..Settings::default()
+    };
+    let controller = RunningController::start_with(&client, settings);
+    for (name, class) in [("grow", "elastic"), ("stuck", "fixed")] {
+        let spec = json!({
+            "podManagementPolicy": "Parallel",
+            "volumeClaimUpdateStrategy": {"type": "OnPodRollingUpdate"},
+            "updateStrategy": {"rollingUpdate": {"podUpdatePolicy": "InPlaceIfPossible"}},
+            "volumeClaimTemplates": claim_template(class, "1Gi"),
+        });
+        sets(&client)
+            .create(&PostParams::default(), &statefulset(name, "nginx:1", spec))
+            .await
+            .unwrap();
+    }
+    for name in ["grow", "stuck"] {
+        wait_rolled_out(&client, name, 3).await;
+        eventually(
+            &format!("{name}: 3 ready claims in status"),
+            WAIT,
+            || async {
+                let set = sets(&client).get(name).await.ok()?;
+                let claims = set.status?.volume_claims;
+                (claims.len() == 1 && claims[0].compatible_ready_replicas == 3).then_some(())
+            },
+        )
+        .await;
+    }
+    let before = pods_of(&client, "grow").await;
+
+    for (name, class) in [("grow", "elastic"), ("stuck", "fixed")] {
+        let patch = json!({"spec": {
+            "volumeClaimTemplates": claim_template(class, "2Gi"),
+            "template": {"spec": {"containers": [{"name": "main", "image": "nginx:2"}]}},
+        }});
+        sets(&client)
+            .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .unwrap();
+    }
+    let set = wait_rolled_out(&client, "grow", 3).await;
+    eventually("grow: every claim 2Gi and ready", WAIT, || async {
+        let set = sets(&client).get("grow").await.ok()?;
+        let claims = set.status?.volume_claims;
+        (claims[0].compatible_replicas == 3 && claims[0].compatible_ready_replicas == 3)
+            .then_some(())
+    })
+    .await;
+    for i in 0..3 {
+        let claim = claims_api(&client)
+            .get(&format!("data-grow-{i}"))
+            .await
+            .unwrap();
+        let capacity = claim.status.clone().unwrap().capacity.unwrap()["storage"]
+            .0
+            .clone();
+        assert_eq!(capacity, "2Gi");
+        assert_eq!(claim.annotations()["apps.kruise.io/owned-by-asts"], "grow");
+    }
+    let after = pods_of(&client, "grow").await;
+    for (b, a) in before.iter().zip(&after) {
+        assert_eq!(b.uid(), a.uid(), "{} updated in place", a.name_any());
+    }
+    assert_eq!(
+        pods_in_events(&client, "grow", "SuccessfulUpdatePodInPlace").await,
+        ["grow-2", "grow-1", "grow-0"]
+    );
+    assert_eq!(set.status.unwrap().updated_replicas, 3);
+
+    // A class that cannot expand: FailedUpdatePVC, and no pod is updated.
+    eventually("stuck: FailedUpdatePVC", WAIT, || async {
+        let events = kruise_testkit::events_about(&client, "default", "stuck").await;
+        events
+            .iter()
+            .find(|e| e.reason.as_deref() == Some("FailedUpdatePVC"))
+            .map(|e| e.message.clone().unwrap_or_default())
+    })
+    .await;
+    let stuck = sets(&client).get("stuck").await.unwrap().status.unwrap();
+    assert_eq!(stuck.updated_replicas, 0);
+    assert!(
+        pods_in_events(&client, "stuck", "SuccessfulUpdatePodInPlace")
+            .await
+            .is_empty()
+    );
     controller.stop().await;
 }

@@ -105,6 +105,14 @@ fn events_and_first_error(
                     ),
                 ))
             }
+            (Action::ExpandClaim { name, .. }, Ok(())) => Some(EventRecord::normal(
+                "SuccessfulResize",
+                format!("resize Claim {name} Pod {pod} in StatefulSet {set} success"),
+            )),
+            (Action::ExpandClaim { name, .. }, Err(e)) => Some(EventRecord::warning(
+                "FailedResize",
+                format!("resize Claim {name} for Pod {pod} in StatefulSet {set} failed error: {e}"),
+            )),
             (Action::CreateClaims { pod, .. } | Action::SetClaimOwners { pod, .. }, Err(e)) => {
                 Some(EventRecord::warning(
                     "FailedUpdate",
@@ -323,6 +331,13 @@ impl Exec<'_> {
                 }});
                 self.claim_api()
                     .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+                    .await
+                    .map_err(|e| Error::update_pod(&format!("claim {name}"), e))?;
+                Ok(())
+            }
+            Action::ExpandClaim { name, patch, .. } => {
+                self.claim_api()
+                    .patch(name, &PatchParams::default(), &Patch::Merge(patch))
                     .await
                     .map_err(|e| Error::update_pod(&format!("claim {name}"), e))?;
                 Ok(())

@@ -26,10 +26,13 @@
 //!    deleted first; then ordinals from the highest down to `partition` are updated in place
 //!    (`InPlaceIfPossible`/`InPlaceOnly`, through `common::inplace`) or deleted for
 //!    recreation (`ReCreate`), never more unavailable than the budget.
-//! 6. **Status** from the observed pods, and history truncation.
+//!    With `volumeClaimUpdateStrategy: OnPodRollingUpdate` (`resize`) a pod's claims are
+//!    expanded to their templates first and the pod waits for the expansion.
+//! 6. **Status** from the observed pods and claims, and history truncation.
 
 mod claims;
 mod pods;
+mod resize;
 mod revisions;
 mod scale;
 mod status;
@@ -57,6 +60,10 @@ pub use pods::{
     IdentityGates, claim_name, new_claims, new_pod, ordinal_of, owner_ref, pod_name, revision_name,
     template_for,
 };
+pub use resize::{
+    OWNED_BY_ASTS_KEY, compatible_and_ready, compatible_without_size, expansion_completed,
+    needs_expansion,
+};
 pub use revisions::{RevisionPlan, RevisionWrite, plan_revisions};
 pub use status::calculate_status;
 
@@ -74,6 +81,8 @@ pub struct PlanGates {
     /// `StatefulSetAutoDeletePVC` (default on): act on
     /// `persistentVolumeClaimRetentionPolicy`.
     pub auto_delete_pvc: bool,
+    /// `StatefulSetAutoResizePVCGate`: act on `volumeClaimUpdateStrategy: OnPodRollingUpdate`.
+    pub auto_resize_pvc: bool,
 }
 
 impl Default for PlanGates {
@@ -84,6 +93,7 @@ impl Default for PlanGates {
             env_from_metadata: true,
             vertical_scaling: false,
             auto_delete_pvc: true,
+            auto_resize_pvc: false,
         }
     }
 }
@@ -97,6 +107,8 @@ pub struct PlanInput<'a> {
     pub pods: &'a [Arc<CachedPod>],
     /// Claims from the cache (those of the set's ordinals are read by name).
     pub claims: &'a [Arc<PersistentVolumeClaim>],
+    /// Names of the StorageClasses with `allowVolumeExpansion: true`.
+    pub expandable_classes: &'a BTreeSet<String>,
     /// The current revision (`status.currentRevision` if it exists, else the update revision).
     pub current_revision: &'a ControllerRevision,
     /// The update revision (the revision of the current template).
@@ -202,6 +214,17 @@ pub enum Action {
         /// The cached resourceVersion.
         resource_version: Option<String>,
     },
+    /// Raise a claim's storage request to its template's before its pod's update
+    /// (merge patch: the resources, the `apps.kruise.io/owned-by-asts` annotation and the
+    /// cached resourceVersion).
+    ExpandClaim {
+        /// The pod it belongs to.
+        pod: String,
+        /// Claim name.
+        name: String,
+        /// The patch.
+        patch: serde_json::Value,
+    },
     /// Delete an old ControllerRevision (history limit).
     DeleteRevision {
         /// Revision name.
@@ -221,6 +244,7 @@ impl Action {
             | Action::SetPodOwners { name, .. } => Some(name),
             Action::CreateClaims { .. }
             | Action::SetClaimOwners { .. }
+            | Action::ExpandClaim { .. }
             | Action::DeleteRevision { .. } => None,
         }
     }
@@ -229,7 +253,9 @@ impl Action {
     /// claim it writes belongs to (so a claim's owners change before its pod is deleted).
     pub fn ordered_with(&self) -> Option<&str> {
         match self {
-            Action::CreateClaims { pod, .. } | Action::SetClaimOwners { pod, .. } => Some(pod),
+            Action::CreateClaims { pod, .. }
+            | Action::SetClaimOwners { pod, .. }
+            | Action::ExpandClaim { pod, .. } => Some(pod),
             other => other.pod_name(),
         }
     }
@@ -321,6 +347,7 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
         input.now,
     );
     planner.plan.status = status.status;
+    planner.plan.status.volume_claims = planner.volume_claim_status();
     if let Some(d) = status.requeue_after {
         push_requeue(&mut planner.plan.requeue_after, d);
     }

@@ -146,6 +146,7 @@ impl Planner<'_> {
         let check = self.check();
         // Every pod of the window that is not available for any reason (K#1480), pods
         // written by this plan, and ordinals still being created.
+        let resize = self.resizes_claims();
         let mut unavailable: BTreeSet<String> = BTreeSet::new();
         let mut missing = 0usize;
         for ordinal in &self.ordinals {
@@ -156,6 +157,7 @@ impl Planner<'_> {
                     if !f.available
                         || self.written.contains(name)
                         || check_update_completed(f.pod, &check).is_err()
+                        || (resize && !self.claims_ready(*ordinal))
                     {
                         unavailable.insert(name.to_string());
                     }
@@ -195,16 +197,42 @@ impl Planner<'_> {
                 continue;
             };
             let pod = facts.pod;
+            let terminating = facts.terminating;
             let name = pod.name().to_string();
-            if kruise_common::pods::pod_revision(pod) == Some(update.as_str()) {
+            let claims_match = !resize || self.claims_compatible(ordinal);
+            let updated = kruise_common::pods::pod_revision(pod) == Some(update.as_str());
+            if updated && claims_match {
                 continue;
             }
             if !budget_left(&unavailable, &name) {
                 return;
             }
-            if facts.terminating || self.written.contains(&name) {
+            if terminating || self.written.contains(&name) {
                 unavailable.insert(name);
                 continue;
+            }
+            if resize {
+                // The claims first (OpenKruise's `TryPatchPVC`), then wait for them.
+                if !claims_match {
+                    match self.expand_claims(ordinal, &name) {
+                        Ok(actions) => {
+                            for action in actions {
+                                self.push(action);
+                            }
+                        }
+                        Err(event) => {
+                            self.plan.events.push(event);
+                            return;
+                        }
+                    }
+                }
+                if !claims_match || !self.claims_expanded(ordinal) {
+                    unavailable.insert(name);
+                    continue;
+                }
+                if updated {
+                    continue;
+                }
             }
             match self.update_pod(pod, &policy, grace) {
                 Ok(Some(action)) => self.push(action),

@@ -4,6 +4,7 @@
 
 mod claims;
 mod props;
+mod resize;
 mod table;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -58,6 +59,8 @@ pub struct World {
     pub pods: BTreeMap<String, Pod>,
     /// Claims by name; a toy garbage collector deletes those whose owners are all gone.
     pub claims: BTreeMap<String, PersistentVolumeClaim>,
+    /// StorageClasses that allow expansion.
+    pub expandable_classes: BTreeSet<String>,
     pub revisions: Vec<ControllerRevision>,
     pub now: Timestamp,
     pub gates: PlanGates,
@@ -78,6 +81,7 @@ impl World {
             set,
             pods: BTreeMap::new(),
             claims: BTreeMap::new(),
+            expandable_classes: BTreeSet::new(),
             revisions: vec![],
             now: t0(),
             gates: PlanGates::default(),
@@ -143,6 +147,7 @@ impl World {
             set: &self.set,
             pods: &pods,
             claims: &claims,
+            expandable_classes: &self.expandable_classes,
             current_revision: &revisions.current,
             update_revision: &revisions.update,
             revisions: &self.revisions,
@@ -240,6 +245,13 @@ impl World {
             } => {
                 if let Some(c) = self.claims.get_mut(name) {
                     c.metadata.owner_references = Some(owner_references.clone());
+                }
+            }
+            Action::ExpandClaim { name, patch, .. } => {
+                if let Some(c) = self.claims.get_mut(name) {
+                    let mut v = serde_json::to_value(&*c).unwrap();
+                    json_patch::merge(&mut v, patch);
+                    *c = serde_json::from_value(v).unwrap();
                 }
             }
             Action::DeleteRevision { name } => {

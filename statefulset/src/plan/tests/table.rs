@@ -429,6 +429,7 @@ fn scale_expectations_pending_write_nothing_and_history_is_truncated() {
         set: &w.set,
         pods: &pods,
         claims: &[],
+        expandable_classes: &BTreeSet::new(),
         current_revision: &revisions.current,
         update_revision: &revisions.update,
         revisions: &w.revisions,
