@@ -248,7 +248,8 @@ impl Planner<'_> {
 
     /// The ordinals to update, in order (`sortPodsToUpdate`): ordered, from the highest
     /// window position down to `partition`; unordered, updated and terminating pods first,
-    /// then the rest descending; at most `replicas - partition`.
+    /// then the rest by `priorityStrategy` (weights, or order keys) else descending; at most
+    /// `replicas - partition`.
     fn update_order(&self, rolling: &RollingUpdateStatefulSetStrategy, update: &str) -> Vec<i64> {
         let partition = usize::try_from(rolling.partition.unwrap_or(0).max(0)).unwrap_or(0);
         let max_update = self.ordinals.len().saturating_sub(partition);
@@ -267,7 +268,38 @@ impl Planner<'_> {
                 f.terminating || kruise_common::pods::pod_revision(f.pod) == Some(update)
             })
         });
-        first.into_iter().chain(rest).take(max_update).collect()
+        // The pods still to update in `priorityStrategy` order (stable: equal priorities
+        // stay descending); ordinals without a pod last.
+        let (existing, missing): (Vec<i64>, Vec<i64>) = rest
+            .into_iter()
+            .partition(|o| self.by_ordinal.contains_key(o));
+        let rest = match rolling
+            .unordered_update
+            .as_ref()
+            .and_then(|u| u.priority_strategy.as_ref())
+        {
+            Some(strategy) => {
+                let pods: Vec<&CachedPod> = existing
+                    .iter()
+                    .filter_map(|o| self.by_ordinal.get(o).map(|f| f.pod))
+                    .collect();
+                kruise_common::pods::priority::priority_sort(
+                    strategy,
+                    &pods,
+                    (0..pods.len()).collect(),
+                )
+                .into_iter()
+                .filter_map(|i| existing.get(i).copied())
+                .collect()
+            }
+            None => existing,
+        };
+        first
+            .into_iter()
+            .chain(rest)
+            .chain(missing)
+            .take(max_update)
+            .collect()
     }
 
     /// `inPlaceUpdatePod`, else a delete for recreation; `None` while the inPlaceUpdate hook

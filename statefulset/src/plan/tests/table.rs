@@ -545,3 +545,59 @@ fn orphans_are_adopted_and_pods_that_stop_matching_are_released() {
     w.pods.insert("other-1".into(), stranger);
     assert!(w.plan().actions.is_empty());
 }
+
+/// The pods deleted for update, in order, over a whole rollout.
+fn update_order_of(mut w: World) -> Vec<String> {
+    w.set_image("nginx:2");
+    let mut order = vec![];
+    for _ in 0..40 {
+        let p = w.step();
+        order.extend(
+            deletes(&p)
+                .into_iter()
+                .filter(|(_, r)| *r == DeleteReason::Update)
+                .map(|(n, _)| n),
+        );
+    }
+    order
+}
+
+#[test]
+fn unordered_update_follows_the_priority_strategy() {
+    let unordered = |strategy: Value| {
+        statefulset(
+            "nginx:1",
+            json!({"podManagementPolicy": "Parallel", "updateStrategy": {"rollingUpdate":
+                {"unorderedUpdate": {"priorityStrategy": strategy}}}}),
+        )
+    };
+    let label = |w: &mut World, pod: &str, k: &str, v: &str| {
+        w.pods
+            .get_mut(pod)
+            .unwrap()
+            .metadata
+            .labels
+            .get_or_insert_with(Default::default)
+            .insert(k.into(), v.into());
+    };
+    // Weights: the heavier first, equal weights descending.
+    let mut w = World::ready(unordered(json!({"weightPriority": [
+        {"weight": 100, "matchSelector": {"matchLabels": {"tier": "canary"}}}]})));
+    label(&mut w, "demo-0", "tier", "canary");
+    assert_eq!(update_order_of(w), strings(&["demo-0", "demo-2", "demo-1"]));
+    // Order keys: the larger trailing number first.
+    let mut w = World::ready(unordered(
+        json!({"orderPriority": [{"orderedKey": "rank"}]}),
+    ));
+    for (pod, rank) in [("demo-0", "r-1"), ("demo-1", "r-5"), ("demo-2", "r-3")] {
+        label(&mut w, pod, "rank", rank);
+    }
+    assert_eq!(update_order_of(w), strings(&["demo-1", "demo-2", "demo-0"]));
+    // No strategy: descending.
+    let w = World::ready(statefulset(
+        "nginx:1",
+        json!({"podManagementPolicy": "Parallel",
+               "updateStrategy": {"rollingUpdate": {"unorderedUpdate": {}}}}),
+    ));
+    assert_eq!(update_order_of(w), strings(&["demo-2", "demo-1", "demo-0"]));
+}
