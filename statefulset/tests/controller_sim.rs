@@ -875,3 +875,53 @@ async fn on_pod_rolling_update_expands_claims_before_each_in_place_update() {
     );
     controller.stop().await;
 }
+
+#[tokio::test]
+async fn pre_delete_holds_a_scaled_away_pod_until_its_hook_label_goes() {
+    let (_sim, client) = sim().await;
+    let controller = RunningController::start(&client);
+    let spec = json!({
+        "lifecycle": {"preDelete": {"labelsHandler": {"hold": "true"}}},
+        "template": {"metadata": {"labels": {"app": "hook", "hold": "true"}}},
+    });
+    sets(&client)
+        .create(
+            &PostParams::default(),
+            &statefulset("hook", "nginx:1", spec),
+        )
+        .await
+        .unwrap();
+    wait_rolled_out(&client, "hook", 3).await;
+    sets(&client)
+        .patch(
+            "hook",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"replicas": 2}})),
+        )
+        .await
+        .unwrap();
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    eventually("hook-2 PreparingDelete", WAIT, || async {
+        let pod = pods.get("hook-2").await.ok()?;
+        (pod.labels()
+            .get("lifecycle.apps.kruise.io/state")
+            .map(String::as_str)
+            == Some("PreparingDelete"))
+        .then_some(())
+    })
+    .await;
+    let held = pods.get("hook-2").await.unwrap();
+    assert!(held.metadata.deletion_timestamp.is_none());
+    pods.patch(
+        "hook-2",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"labels": {"hold": null}}})),
+    )
+    .await
+    .unwrap();
+    eventually("hook-2 deleted", WAIT, || async {
+        (names(&pods_of(&client, "hook").await) == ["hook-0", "hook-1"]).then_some(())
+    })
+    .await;
+    controller.stop().await;
+}

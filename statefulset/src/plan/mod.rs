@@ -31,6 +31,7 @@
 //! 6. **Status** from the observed pods and claims, and history truncation.
 
 mod claims;
+mod lifecycle;
 mod pods;
 mod resize;
 mod revisions;

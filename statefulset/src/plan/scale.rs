@@ -63,7 +63,7 @@ impl Planner<'_> {
         let gates = IdentityGates {
             pod_index_label: input.gates.pod_index_label,
         };
-        let pod = new_pod(
+        let mut pod = new_pod(
             input.set,
             &template,
             revision_name(revision),
@@ -71,6 +71,7 @@ impl Planner<'_> {
             gates,
             input.now,
         );
+        self.set_initial_lifecycle(&mut pod);
         self.push(Action::CreatePod {
             pod: Box::new(pod),
             claims: self.claims_for_new_pod(ordinal),
@@ -143,11 +144,10 @@ impl Planner<'_> {
                 continue;
             };
             if facts.finished && !facts.terminating {
-                if !self.written.contains(&name) {
-                    self.push(Action::DeletePod {
-                        name,
-                        reason: DeleteReason::Finished,
-                    });
+                if !self.written.contains(&name)
+                    && let Some(action) = self.delete_action(pod, DeleteReason::Finished)
+                {
+                    self.push(action);
                 }
                 if !parallel {
                     return false;
@@ -211,11 +211,10 @@ impl Planner<'_> {
             if !parallel && first_unhealthy.is_some_and(|u| u != ordinal) {
                 return false;
             }
-            if !self.written.contains(&name) {
-                self.push(Action::DeletePod {
-                    name,
-                    reason: DeleteReason::Condemned,
-                });
+            if !self.written.contains(&name)
+                && let Some(action) = self.delete_action(facts.pod, DeleteReason::Condemned)
+            {
+                self.push(action);
             }
             if !parallel {
                 return false;

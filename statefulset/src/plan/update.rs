@@ -11,7 +11,7 @@ use kruise_common::inplace::{
     CompletionCheck, RefreshAction, UpdateRequest, begin_update,
     calculate_update_spec_for_revisions, check_update_completed, refresh,
 };
-use kruise_common::pods::lifecycle::{Intent, PodHookView, decide, state_patch};
+use kruise_common::pods::lifecycle::{Intent, NotReadyChange, PodHookView, decide, state_patch};
 use kruise_common::pods::{CachedPod, PodView as _};
 
 use super::{Action, DeleteReason, PlannedEvent, Planner, push_requeue, revision_name};
@@ -44,13 +44,22 @@ impl Planner<'_> {
                     }
                 }
                 RefreshAction::SetReady(status) => {
-                    let conditions = kruise_common::pods::changed_conditions(pod, &status)
-                        .cloned()
-                        .collect();
+                    let mut conditions: Vec<_> =
+                        kruise_common::pods::changed_conditions(pod, &status)
+                            .cloned()
+                            .collect();
                     // The lifecycle change the completed update allows (Updating -> Normal)
                     // travels in the same status write: an in-place update costs 3 writes.
-                    let metadata = self.lifecycle_refresh(pod, &check);
-                    lifecycle_changed |= metadata.is_some();
+                    let change = self.lifecycle_refresh(pod, &check);
+                    lifecycle_changed |= change.is_some();
+                    let (metadata, not_ready) = change.unzip();
+                    if let Some(marked) = not_ready
+                        .flatten()
+                        .and_then(|c| c.apply_to(pod, self.input.now))
+                    {
+                        conditions
+                            .extend(kruise_common::pods::changed_conditions(pod, &marked).cloned());
+                    }
                     actions.push(Action::UpdatePodStatus {
                         name,
                         status: Box::new(PodStatus {
@@ -62,11 +71,8 @@ impl Planner<'_> {
                     continue;
                 }
             }
-            if let Some(patch) = self.lifecycle_refresh(pod, &check) {
-                actions.push(Action::PatchPod {
-                    name: pod.name().to_string(),
-                    patch,
-                });
+            if let Some((patch, not_ready)) = self.lifecycle_refresh(pod, &check) {
+                actions.push(self.lifecycle_write(pod, patch, not_ready.as_ref()));
                 lifecycle_changed = true;
             }
         }
@@ -77,12 +83,13 @@ impl Planner<'_> {
     }
 
     /// The lifecycle part of `refreshPodState`: e.g. `Updating` -> `Normal` once the
-    /// in-place update completed.
+    /// in-place update completed, `PreparingNormal` -> `Normal` once the `preNormal` hook is
+    /// all on; the state patch and the `KruisePodReady` change it brings.
     fn lifecycle_refresh(
         &self,
         pod: &CachedPod,
         check: &CompletionCheck<'_>,
-    ) -> Option<serde_json::Value> {
+    ) -> Option<(serde_json::Value, Option<NotReadyChange>)> {
         let state = kruise_common::pods::lifecycle_state(pod)?;
         let view: PodHookView<'_> = pod;
         let intent = Intent::Refresh {
@@ -101,7 +108,7 @@ impl Planner<'_> {
         )
         .ok()?;
         let next = decision.next.filter(|n| *n != state)?;
-        Some(state_patch(next, self.input.now, None))
+        Some((state_patch(next, self.input.now, None), decision.not_ready))
     }
 
     /// Whether an in-place update of the update revision is sent but not yet in the cache.
@@ -181,10 +188,9 @@ impl Planner<'_> {
             {
                 continue;
             }
-            self.push(Action::DeletePod {
-                name: name.clone(),
-                reason: DeleteReason::SpecifiedDelete,
-            });
+            if let Some(action) = self.delete_action(facts.pod, DeleteReason::SpecifiedDelete) {
+                self.push(action);
+            }
             unavailable.insert(name);
         }
         let policy = rolling.policy();
@@ -338,9 +344,12 @@ impl Planner<'_> {
                         .readd_in_place_update_hooks
                         .then(|| lifecycle.and_then(|l| l.in_place_update.as_ref()))
                         .flatten();
-                    return Ok(decision.next.map(|next| Action::PatchPod {
-                        name,
-                        patch: state_patch(next, input.now, readd),
+                    return Ok(decision.next.map(|next| {
+                        self.lifecycle_write(
+                            pod,
+                            state_patch(next, input.now, readd),
+                            decision.not_ready.as_ref(),
+                        )
                     }));
                 }
                 let mut extra_labels = BTreeMap::new();
@@ -392,9 +401,6 @@ impl Planner<'_> {
                 });
             }
         }
-        Ok(Some(Action::DeletePod {
-            name,
-            reason: DeleteReason::Update,
-        }))
+        Ok(self.delete_action(pod, DeleteReason::Update))
     }
 }

@@ -3,6 +3,7 @@
 //! tests for the bounds.
 
 mod claims;
+mod lifecycle;
 mod props;
 mod resize;
 mod table;
