@@ -136,13 +136,17 @@ struct Shared {
 }
 
 /// True when a ControllerRevision is controlled by an `apps.kruise.io` StatefulSet (not by
-/// a built-in `apps/v1` one).
+/// a built-in `apps/v1` one), or by nothing (an orphan a set may adopt).
 fn owned_by_statefulset(rev: &ControllerRevision) -> bool {
-    rev.owner_references().iter().any(|o| {
-        o.controller == Some(true)
-            && o.kind == KIND
-            && kruise_common::pods::api_group(&o.api_version) == crate::api::GROUP
-    })
+    let mut controllers = rev
+        .owner_references()
+        .iter()
+        .filter(|o| o.controller == Some(true))
+        .peekable();
+    controllers.peek().is_none()
+        || controllers.any(|o| {
+            o.kind == KIND && kruise_common::pods::api_group(&o.api_version) == crate::api::GROUP
+        })
 }
 
 /// Runs the controller until `opts.shutdown` fires: its watches at once, its reconciles
@@ -277,6 +281,8 @@ fn record_pod_version(shared: &Shared, pod: &Written) {
 /// What the observe step read.
 struct Observed {
     expandable_classes: BTreeSet<String>,
+    /// Revisions of the namespace no controller owns.
+    orphan_revisions: Vec<ControllerRevision>,
     pods: Vec<Arc<CachedPod>>,
     claims: Vec<Arc<PersistentVolumeClaim>>,
     history: Vec<ControllerRevision>,
@@ -322,14 +328,17 @@ async fn observe(
         .into_iter()
         .filter(|c| c.metadata.namespace.as_deref() == Some(namespace.as_str()))
         .collect();
-    let history = shared
+    let (history, orphan_revisions) = shared
         .revisions
         .state()
         .into_iter()
         .filter(|r| r.metadata.namespace.as_deref() == Some(namespace.as_str()))
-        .filter(|r| kruise_common::pods::is_controlled_by(&r.metadata, &uid))
+        .filter(|r| {
+            kruise_common::pods::is_controlled_by(&r.metadata, &uid)
+                || kruise_common::pods::controller_ref(&r.metadata).is_none()
+        })
         .map(|r| (*r).clone())
-        .collect();
+        .partition(|r| kruise_common::pods::is_controlled_by(&r.metadata, &uid));
     let satisfaction = shared
         .scale_expectations
         .with(|exp| {
@@ -397,6 +406,7 @@ async fn observe(
         .unwrap_or_default();
     Ok(Some(Observed {
         expandable_classes,
+        orphan_revisions,
         pods,
         claims,
         history,
@@ -437,8 +447,10 @@ async fn reconcile(original: Arc<StatefulSet>, shared: Arc<Shared>) -> Result<Re
         return Ok(Requeue::requeue(POD_WRITE_REQUEUE));
     }
 
-    // Revisions.
-    let revisions = match write_revisions(&shared, &set, &namespace, observed.history).await? {
+    // Revisions: orphans the selector matches are adopted first.
+    let mut history = observed.history;
+    history.extend(adopt_revisions(&shared, &set, &namespace, &observed.orphan_revisions).await?);
+    let revisions = match write_revisions(&shared, &set, &namespace, history).await? {
         RevisionStep::Ready(revisions) => revisions,
         RevisionStep::Collision(collision_count) => {
             let mut status = original.status.clone().unwrap_or_default();
@@ -513,6 +525,39 @@ async fn reconcile(original: Arc<StatefulSet>, shared: Arc<Shared>) -> Result<Re
         (_, Some(d)) => Requeue::requeue(d.unsigned_abs()),
         (_, None) => Requeue::await_change(),
     })
+}
+
+/// Adopts the orphan revisions [`plan::orphans_to_adopt`] names: the set's controller
+/// reference added, sent with the cached resourceVersion; returns them as written.
+async fn adopt_revisions(
+    shared: &Shared,
+    set: &StatefulSet,
+    namespace: &str,
+    orphans: &[ControllerRevision],
+) -> Result<Vec<ControllerRevision>, Error> {
+    let api: Api<ControllerRevision> = Api::namespaced(shared.client.clone(), namespace);
+    let mut adopted = Vec::new();
+    for orphan in plan::orphans_to_adopt(set, orphans) {
+        let name = orphan.name_any();
+        let mut owners = orphan.owner_references().to_vec();
+        owners.push(plan::owner_ref(set));
+        let patch = serde_json::json!({"metadata": {
+            "resourceVersion": orphan.metadata.resource_version,
+            "ownerReferences": owners,
+        }});
+        let written = api
+            .patch(
+                &name,
+                &kube::api::PatchParams::default(),
+                &kube::api::Patch::Merge(&patch),
+            )
+            .await
+            .map_err(|source| {
+                ShellError::Revision(kruise_common::runtime::errors::WriteError { name, source })
+            })?;
+        adopted.push(written);
+    }
+    Ok(adopted)
 }
 
 /// Sets (or refreshes) a True condition of `type_` (reason empty, as OpenKruise's).
@@ -638,6 +683,10 @@ mod tests {
             "StatefulSet"
         )));
         assert!(!owned_by_statefulset(&rev("apps/v1", "StatefulSet")));
+        assert!(
+            owned_by_statefulset(&ControllerRevision::default()),
+            "an orphan, to adopt"
+        );
         assert!(!owned_by_statefulset(&rev(
             "apps.kruise.io/v1beta1",
             "CloneSet"

@@ -925,3 +925,37 @@ async fn pre_delete_holds_a_scaled_away_pod_until_its_hook_label_goes() {
     .await;
     controller.stop().await;
 }
+
+#[tokio::test]
+async fn an_orphan_revision_the_selector_matches_is_adopted() {
+    let (_sim, client) = sim().await;
+    let revisions: Api<k8s_openapi::api::apps::v1::ControllerRevision> =
+        Api::namespaced(client.clone(), "default");
+    let orphan: k8s_openapi::api::apps::v1::ControllerRevision = serde_json::from_value(json!({
+        "metadata": {"name": "orph-left-behind", "labels": {"app": "orph"}},
+        "data": {"spec": {"template": {"$patch": "replace"}}},
+        "revision": 1,
+    }))
+    .unwrap();
+    revisions
+        .create(&PostParams::default(), &orphan)
+        .await
+        .unwrap();
+    let controller = RunningController::start(&client);
+    sets(&client)
+        .create(
+            &PostParams::default(),
+            &statefulset("orph", "nginx:1", json!({"replicas": 1})),
+        )
+        .await
+        .unwrap();
+    wait_rolled_out(&client, "orph", 1).await;
+    let uid = sets(&client).get("orph").await.unwrap().uid().unwrap();
+    let adopted = revisions.get("orph-left-behind").await.unwrap();
+    let owner = &adopted.owner_references()[0];
+    assert_eq!(
+        (owner.kind.as_str(), owner.uid.as_str(), owner.controller),
+        ("StatefulSet", uid.as_str(), Some(true))
+    );
+    controller.stop().await;
+}

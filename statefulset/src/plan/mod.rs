@@ -65,7 +65,7 @@ pub use resize::{
     OWNED_BY_ASTS_KEY, compatible_and_ready, compatible_without_size, expansion_completed,
     needs_expansion,
 };
-pub use revisions::{RevisionPlan, RevisionWrite, plan_revisions};
+pub use revisions::{RevisionPlan, RevisionWrite, orphans_to_adopt, plan_revisions};
 pub use status::calculate_status;
 
 /// Feature gates the planner reads (OpenKruise's defaults via [`Default`]).

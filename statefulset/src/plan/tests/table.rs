@@ -601,3 +601,39 @@ fn unordered_update_follows_the_priority_strategy() {
     ));
     assert_eq!(update_order_of(w), strings(&["demo-2", "demo-1", "demo-0"]));
 }
+
+#[test]
+fn orphan_revisions_the_selector_matches_are_adopted() {
+    let rev = |name: &str, app: &str, controller: Option<&str>| ControllerRevision {
+        metadata: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+            name: Some(name.into()),
+            labels: Some(BTreeMap::from([("app".to_string(), app.to_string())])),
+            owner_references: controller.map(|uid| {
+                vec![
+                    k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference {
+                        uid: uid.into(),
+                        controller: Some(true),
+                        ..Default::default()
+                    },
+                ]
+            }),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let revisions = vec![
+        rev("orphan", "demo", None),
+        rev("foreign-labels", "other", None),
+        rev("someone-elses", "demo", Some("other-uid")),
+    ];
+    let mut set = statefulset("nginx:1", json!({}));
+    let names = |set: &StatefulSet| -> Vec<String> {
+        orphans_to_adopt(set, &revisions)
+            .into_iter()
+            .filter_map(|r| r.metadata.name.clone())
+            .collect()
+    };
+    assert_eq!(names(&set), strings(&["orphan"]));
+    set.metadata.deletion_timestamp = Some(Time(t0()));
+    assert!(names(&set).is_empty());
+}
