@@ -959,3 +959,81 @@ async fn an_orphan_revision_the_selector_matches_is_adopted() {
     );
     controller.stop().await;
 }
+
+#[tokio::test]
+async fn pre_normal_holds_each_new_pod_until_its_hook_label_arrives() {
+    let (_sim, client) = sim().await;
+    let controller = RunningController::start(&client);
+    let spec =
+        json!({"replicas": 2, "lifecycle": {"preNormal": {"labelsHandler": {"warm": "true"}}}});
+    sets(&client)
+        .create(
+            &PostParams::default(),
+            &statefulset("warm", "nginx:1", spec),
+        )
+        .await
+        .unwrap();
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let state = |pod: Pod| {
+        pod.labels()
+            .get("lifecycle.apps.kruise.io/state")
+            .cloned()
+            .unwrap_or_default()
+    };
+    eventually("warm-0 ready and PreparingNormal", WAIT, || async {
+        let pod = pods.get("warm-0").await.ok()?;
+        let ready = kruise_common::pods::is_pod_ready(&pod);
+        (ready && state(pod) == "PreparingNormal").then_some(())
+    })
+    .await;
+    // OrderedReady waits: a PreparingNormal pod is not available.
+    assert_eq!(names(&pods_of(&client, "warm").await), ["warm-0"]);
+    pods.patch(
+        "warm-0",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"labels": {"warm": "true"}}})),
+    )
+    .await
+    .unwrap();
+    eventually("warm-0 Normal and warm-1 created", WAIT, || async {
+        let normal = state(pods.get("warm-0").await.ok()?) == "Normal";
+        let next = pods.get("warm-1").await.ok()?;
+        (normal && state(next) == "PreparingNormal").then_some(())
+    })
+    .await;
+    controller.stop().await;
+}
+
+#[tokio::test]
+async fn unordered_update_recreates_pods_in_priority_order() {
+    let (_sim, client) = sim().await;
+    let controller = RunningController::start(&client);
+    let spec = json!({
+        "podManagementPolicy": "Parallel",
+        "updateStrategy": {"rollingUpdate": {"unorderedUpdate": {"priorityStrategy": {
+            "weightPriority": [{"weight": 50, "matchSelector": {"matchLabels": {"tier": "canary"}}}]}}}},
+    });
+    sets(&client)
+        .create(
+            &PostParams::default(),
+            &statefulset("prio", "nginx:1", spec),
+        )
+        .await
+        .unwrap();
+    wait_rolled_out(&client, "prio", 3).await;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    pods.patch(
+        "prio-0",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"labels": {"tier": "canary"}}})),
+    )
+    .await
+    .unwrap();
+    set_image(&client, "prio", "nginx:2", json!({})).await;
+    wait_rolled_out(&client, "prio", 3).await;
+    assert_eq!(
+        pods_in_events(&client, "prio", "SuccessfulDelete").await,
+        ["prio-0", "prio-2", "prio-1"]
+    );
+    controller.stop().await;
+}
