@@ -755,6 +755,15 @@ async fn retain_keeps_claims_and_a_pending_pod_gets_its_deleted_claim_back() {
         (claim.uid() != Some(old_uid.clone())).then_some(())
     })
     .await;
+    let events = kruise_testkit::events_about(&client, "default", "pend").await;
+    assert!(
+        events
+            .iter()
+            .any(|e| e.reason.as_deref() == Some("SuccessfulCreate")
+                && e.message.as_deref()
+                    == Some("create Claim data-pend-0 Pod pend-0 in StatefulSet pend success")),
+        "{events:?}"
+    );
     controller.stop().await;
 }
 

@@ -63,10 +63,12 @@ fn events_and_first_error(
     let mut events = Vec::new();
     let mut first_error = None;
     for (action, result) in outcomes {
+        // A claim's write names the pod the claim belongs to but is related to none (as
+        // OpenKruise's claim events), so it is not folded into that pod's event series.
         let related = action
             .pod_name()
             .map(|n| pod_reference(Some(exec.namespace), n));
-        let pod = action.pod_name().unwrap_or_default();
+        let pod = action.ordered_with().unwrap_or_default();
         let record = match (action, &result) {
             (Action::CreatePod { .. }, Ok(())) => Some(EventRecord::normal(
                 "SuccessfulCreate",
@@ -113,12 +115,6 @@ fn events_and_first_error(
                 "FailedResize",
                 format!("resize Claim {name} for Pod {pod} in StatefulSet {set} failed error: {e}"),
             )),
-            (Action::CreateClaims { pod, .. } | Action::SetClaimOwners { pod, .. }, Err(e)) => {
-                Some(EventRecord::warning(
-                    "FailedUpdate",
-                    format!("update Pod {pod} in StatefulSet {set} failed error: {e}"),
-                ))
-            }
             (_, Err(e)) => Some(EventRecord::warning(
                 "FailedUpdate",
                 format!("update Pod {pod} in StatefulSet {set} failed error: {e}"),

@@ -122,7 +122,7 @@ impl Planner<'_> {
                 }
                 if self.has_stale_claim(ordinal) {
                     // No more work this round (OpenKruise's `PodClaimIsStale`); the claim's
-                    // deletion does not wake the set, so come back.
+                    // deletion wakes the set, and the requeue covers a missed event.
                     push_requeue(&mut self.plan.requeue_after, STALE_CLAIM_REQUEUE);
                     return false;
                 }
