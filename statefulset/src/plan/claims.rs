@@ -100,12 +100,8 @@ fn is_stale_for_new_pod(claim: &PersistentVolumeClaim, pod: &str) -> bool {
 }
 
 impl<'a> Planner<'a> {
-    fn claim(&self, name: &str) -> Option<&'a PersistentVolumeClaim> {
-        self.input
-            .claims
-            .iter()
-            .find(|c| c.metadata.name.as_deref() == Some(name))
-            .map(|c| &**c)
+    pub(super) fn claim(&self, name: &str) -> Option<&'a PersistentVolumeClaim> {
+        self.claims.get(name).copied()
     }
 
     fn claim_names(&self, ordinal: i64) -> Vec<String> {

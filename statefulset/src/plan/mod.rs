@@ -319,6 +319,8 @@ struct Planner<'a> {
     /// Every cached pod name in the namespace: a name another pod holds (released, or
     /// someone else's) is never created over.
     occupied: BTreeSet<&'a str>,
+    /// The cached claims by name.
+    claims: BTreeMap<&'a str, &'a PersistentVolumeClaim>,
     plan: Plan,
 }
 
@@ -456,6 +458,11 @@ impl<'a> Planner<'a> {
             min_ready,
             written: BTreeSet::new(),
             occupied: input.pods.iter().map(|p| p.name()).collect(),
+            claims: input
+                .claims
+                .iter()
+                .filter_map(|c| Some((c.metadata.name.as_deref()?, &**c)))
+                .collect(),
             plan: Plan::default(),
         };
         // Adopted pods are members from now on; their one write this round is the adoption.

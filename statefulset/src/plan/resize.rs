@@ -105,16 +105,12 @@ impl<'a> Planner<'a> {
             .iter()
             .filter_map(|template| {
                 let name = claim_name(template.metadata.name.as_deref()?, &self.set_name, ordinal);
-                let claim = self
-                    .input
-                    .claims
-                    .iter()
-                    .find(|c| c.metadata.name.as_deref() == Some(name.as_str()))?;
+                let claim = self.claim(&name)?;
                 claim
                     .metadata
                     .deletion_timestamp
                     .is_none()
-                    .then_some((&**claim, template))
+                    .then_some((claim, template))
             })
             .collect()
     }
