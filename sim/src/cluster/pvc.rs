@@ -4,7 +4,7 @@
 //! expansion completes once the claim's StorageClass has `allowVolumeExpansion: true`
 //! (capacity follows the raised request). kube-apiserver's `PersistentVolumeClaimResize`
 //! admission refuses a raise the class does not allow, and validation refuses a shrink;
-//! [`admit_update`] does both for every client write.
+//! `admit_update` does both for every client write.
 
 use std::collections::HashSet;
 use std::sync::Arc;
