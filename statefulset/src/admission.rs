@@ -23,7 +23,7 @@ use kube::core::admission::{AdmissionRequest, AdmissionResponse, Operation};
 use serde_json::Value;
 
 use crate::api::defaults::{DefaultingGates, default_spec};
-use crate::api::validation::validate;
+use crate::api::validation::{validate, validate_claim_template_update};
 use crate::api::{KIND, PLURAL, v1beta1};
 use crate::conversion::StatefulSetConverter;
 
@@ -43,7 +43,7 @@ const TIMEOUT_SECONDS: i32 = 30;
 pub fn routes(gates: DefaultingGates) -> AdmissionRoutes {
     AdmissionRoutes::new()
         .handler(MutateStatefulSet { gates })
-        .handler(ValidateStatefulSet)
+        .handler(ValidateStatefulSet { gates })
         .converter(StatefulSetConverter)
 }
 
@@ -84,7 +84,10 @@ impl Defaulting for MutateStatefulSet {
 }
 
 /// OpenKruise's StatefulSet validation on CREATE/UPDATE, deletion protection on DELETE.
-pub struct ValidateStatefulSet;
+pub struct ValidateStatefulSet {
+    /// `StatefulSetAutoResizePVCGate` adds the claim-template update rules.
+    pub gates: DefaultingGates,
+}
 
 /// `object` (of either served version) as the storage version's type.
 fn as_v1beta1(object: &DynamicObject) -> Result<v1beta1::StatefulSet, HandlerError> {
@@ -115,7 +118,14 @@ impl ValidateStatefulSet {
             (Operation::Update, Some(old)) => Some(as_v1beta1(old)?),
             _ => None,
         };
-        Ok(deny_invalid(req, &validate(&new, old.as_ref())))
+        let mut errors = validate(&new, old.as_ref());
+        if self.gates.auto_resize_pvc
+            && errors.is_empty()
+            && let Some(old) = &old
+        {
+            errors = validate_claim_template_update(&new.spec, &old.spec);
+        }
+        Ok(deny_invalid(req, &errors))
     }
 }
 

@@ -7,7 +7,8 @@
 //!   through the `statefulset.kubernetes.io/pod-name` label every pod of a StatefulSet
 //!   carries (no other pod is cached) — a pod wakes its controlling set, an orphan the set
 //!   its name names (to be adopted); ControllerRevisions only those an `apps.kruise.io`
-//!   StatefulSet controls.
+//!   StatefulSet controls; PersistentVolumeClaims only those named like a set's
+//!   (`<template>-<set>-<ordinal>`); a claim wakes the sets its name or owners name.
 //! * **Minimum writes.** One create per pod (its claims first), one delete; an in-place
 //!   update is the `InPlaceUpdateReady=False` status write and one patch. Status is written
 //!   only when it changed.
@@ -23,12 +24,14 @@
 //!   empty, the error as message, as OpenKruise does) with a Warning event; the condition
 //!   is removed once such writes succeed again.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
 use jiff::Timestamp;
 use k8s_openapi::api::apps::v1::{ControllerRevision, StatefulSetCondition};
+use k8s_openapi::api::core::v1::PersistentVolumeClaim;
+use k8s_openapi::api::storage::v1::StorageClass;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kruise_common::api::keys::STATEFULSET_POD_NAME_KEY;
 use kruise_common::api::version::APPS_V1BETA1;
@@ -42,7 +45,7 @@ use kruise_common::runtime::events::{EventQueue, EventRecord, Recorder};
 use kruise_common::runtime::status::write_status_if_changed;
 use kruise_common::runtime::watch::Watch;
 use kruise_common::runtime::writes::Written;
-use kruise_common::runtime::{Metrics, RunOptions, run_controller, warm_until_leading};
+use kruise_common::runtime::{Metrics, RunOptions, WarmStream, run_controller, warm_until_leading};
 use kube::api::Api;
 use kube::runtime::controller::{Action as Requeue, Controller};
 use kube::runtime::reflector::{self, Store};
@@ -77,6 +80,8 @@ pub fn plan_gates(gates: &FeatureGates) -> PlanGates {
         pod_index_label: gates.enabled("PodIndexLabel"),
         env_from_metadata: gates.enabled("InPlaceUpdateEnvFromMetadata"),
         vertical_scaling: gates.enabled("InPlaceWorkloadVerticalScaling"),
+        auto_delete_pvc: gates.enabled("StatefulSetAutoDeletePVC"),
+        auto_resize_pvc: gates.enabled("StatefulSetAutoResizePVCGate"),
     }
 }
 
@@ -119,6 +124,9 @@ type UpdateExpectations = BTreeMap<String, BTreeMap<String, String>>;
 struct Shared {
     client: Client,
     pods: Store<CachedPod>,
+    claims: Store<PersistentVolumeClaim>,
+    /// StorageClasses, only while `StatefulSetAutoResizePVCGate` is on.
+    classes: Option<Store<StorageClass>>,
     revisions: Store<ControllerRevision>,
     scale_expectations: SharedExpectations<ScaleExpectations>,
     pod_versions: SharedExpectations<ResourceVersionExpectations>,
@@ -128,13 +136,17 @@ struct Shared {
 }
 
 /// True when a ControllerRevision is controlled by an `apps.kruise.io` StatefulSet (not by
-/// a built-in `apps/v1` one).
+/// a built-in `apps/v1` one), or by nothing (an orphan a set may adopt).
 fn owned_by_statefulset(rev: &ControllerRevision) -> bool {
-    rev.owner_references().iter().any(|o| {
-        o.controller == Some(true)
-            && o.kind == KIND
-            && kruise_common::pods::api_group(&o.api_version) == crate::api::GROUP
-    })
+    let mut controllers = rev
+        .owner_references()
+        .iter()
+        .filter(|o| o.controller == Some(true))
+        .peekable();
+    controllers.peek().is_none()
+        || controllers.any(|o| {
+            o.kind == KIND && kruise_common::pods::api_group(&o.api_version) == crate::api::GROUP
+        })
 }
 
 /// Runs the controller until `opts.shutdown` fires: its watches at once, its reconciles
@@ -152,18 +164,34 @@ pub async fn run(client: Client, settings: Settings, metrics: &Metrics, opts: Ru
     let (revisions, mut revision_stream) = Watch::<ControllerRevision>::new(client.clone(), ns)
         .keep_only(owned_by_statefulset)
         .reflect();
-    if !warm_until_leading(
-        &opts,
-        &mut [&mut set_stream, &mut pod_stream, &mut revision_stream],
-    )
-    .await
-    {
+    let (claims, mut claim_stream) = Watch::<PersistentVolumeClaim>::new(client.clone(), ns)
+        .keep_only(|c: &PersistentVolumeClaim| ordinal_named(&c.name_any()).is_some())
+        .reflect();
+    // StorageClasses (cluster-scoped, few) only when claims may be resized.
+    let (classes, mut class_stream) = if settings.gates.auto_resize_pvc {
+        let (store, stream) = Watch::<StorageClass>::new(client.clone(), None).reflect();
+        (Some(store), Some(stream))
+    } else {
+        (None, None)
+    };
+    let mut streams: Vec<&mut dyn WarmStream> = vec![
+        &mut set_stream,
+        &mut pod_stream,
+        &mut revision_stream,
+        &mut claim_stream,
+    ];
+    if let Some(stream) = class_stream.as_mut() {
+        streams.push(stream);
+    }
+    if !warm_until_leading(&opts, &mut streams).await {
         return;
     }
     let timeout = settings.expectation_timeout;
     let shared = Arc::new(Shared {
         client,
         pods,
+        claims,
+        classes,
         revisions,
         scale_expectations: SharedExpectations::new(ScaleExpectations::new(timeout)),
         pod_versions: SharedExpectations::new(ResourceVersionExpectations::new(timeout)),
@@ -171,11 +199,62 @@ pub async fn run(client: Client, settings: Settings, metrics: &Metrics, opts: Ru
         settings,
         recorder,
     });
-    let controller = Controller::for_stream(set_stream, sets)
+    let mut controller = Controller::for_stream(set_stream, sets)
         .reconcile_all_on(futures::stream::once(async {}))
         .watches_stream(pod_stream, |pod: CachedPod| set_of_pod(&pod))
-        .owns_stream(revision_stream);
+        .owns_stream(revision_stream)
+        .watches_stream(claim_stream, |claim: PersistentVolumeClaim| {
+            sets_of_claim(&claim)
+        });
+    if let Some(stream) = class_stream {
+        // Polled to keep the cache current; a class change wakes no set (a claim waiting
+        // for a class to allow expansion waits, as in OpenKruise, for its deletion).
+        controller = controller.watches_stream(stream, |_: StorageClass| {
+            None::<reflector::ObjectRef<StatefulSet>>
+        });
+    }
     run_controller(controller, reconcile, shared, opts).await;
+}
+
+/// `(<parent>, <ordinal>)` of a name `<parent>-<ordinal>`.
+fn ordinal_named(name: &str) -> Option<(&str, &str)> {
+    let (parent, ordinal) = name.rsplit_once('-')?;
+    (!ordinal.is_empty() && ordinal.bytes().all(|b| b.is_ascii_digit()))
+        .then_some((parent, ordinal))
+}
+
+/// The sets a claim event may concern. A claim is `<template>-<set>-<ordinal>`, and both
+/// names may hold dashes, so every set name the claim's name could end in is woken (a name
+/// that is no set costs a cache lookup); an `apps.kruise.io` StatefulSet among its owners
+/// too. A claim's deletion wakes the set that re-creates it for a pending pod.
+fn sets_of_claim(claim: &PersistentVolumeClaim) -> Vec<reflector::ObjectRef<StatefulSet>> {
+    let namespace = claim.namespace().unwrap_or_default();
+    let name = claim.name_any();
+    let mut sets: Vec<String> = claim
+        .owner_references()
+        .iter()
+        .filter(|o| kruise_common::pods::owner_ref_matches(o, crate::api::GROUP, KIND))
+        .map(|o| o.name.clone())
+        .collect();
+    sets.extend(
+        claim
+            .annotations()
+            .get(crate::plan::OWNED_BY_ASTS_KEY)
+            .cloned(),
+    );
+    if let Some((parent, _)) = ordinal_named(&name) {
+        sets.extend(
+            parent
+                .match_indices('-')
+                .map(|(i, _)| parent[i + 1..].to_string())
+                .filter(|s| !s.is_empty()),
+        );
+    }
+    sets.sort();
+    sets.dedup();
+    sets.into_iter()
+        .map(|s| reflector::ObjectRef::new(&s).within(&namespace))
+        .collect()
 }
 
 /// The set a pod event wakes: its controller when that is an `apps.kruise.io`
@@ -187,13 +266,7 @@ fn set_of_pod(pod: &CachedPod) -> Option<reflector::ObjectRef<StatefulSet>> {
             owner.name.clone()
         }
         Some(_) => return None,
-        None => {
-            let (parent, ordinal) = PodView::name(pod).rsplit_once('-')?;
-            if ordinal.is_empty() || !ordinal.bytes().all(|b| b.is_ascii_digit()) {
-                return None;
-            }
-            parent.to_string()
-        }
+        None => ordinal_named(PodView::name(pod))?.0.to_string(),
     };
     Some(reflector::ObjectRef::new(&name).within(namespace))
 }
@@ -207,7 +280,11 @@ fn record_pod_version(shared: &Shared, pod: &Written) {
 
 /// What the observe step read.
 struct Observed {
+    expandable_classes: BTreeSet<String>,
+    /// Revisions of the namespace no controller owns.
+    orphan_revisions: Vec<ControllerRevision>,
     pods: Vec<Arc<CachedPod>>,
+    claims: Vec<Arc<PersistentVolumeClaim>>,
     history: Vec<ControllerRevision>,
     satisfaction: Satisfaction,
     pod_writes_pending: bool,
@@ -224,6 +301,11 @@ async fn observe(
 ) -> Result<Option<Observed>, Error> {
     if shared.pods.wait_until_ready().await.is_err()
         || shared.revisions.wait_until_ready().await.is_err()
+        || shared.claims.wait_until_ready().await.is_err()
+        || match &shared.classes {
+            Some(classes) => classes.wait_until_ready().await.is_err(),
+            None => false,
+        }
     {
         return Ok(None);
     }
@@ -240,14 +322,23 @@ async fn observe(
                     || kruise_common::pods::controller_ref(p.meta()).is_none())
         })
         .collect();
-    let history = shared
+    let claims = shared
+        .claims
+        .state()
+        .into_iter()
+        .filter(|c| c.metadata.namespace.as_deref() == Some(namespace.as_str()))
+        .collect();
+    let (history, orphan_revisions) = shared
         .revisions
         .state()
         .into_iter()
         .filter(|r| r.metadata.namespace.as_deref() == Some(namespace.as_str()))
-        .filter(|r| kruise_common::pods::is_controlled_by(&r.metadata, &uid))
+        .filter(|r| {
+            kruise_common::pods::is_controlled_by(&r.metadata, &uid)
+                || kruise_common::pods::controller_ref(&r.metadata).is_none()
+        })
         .map(|r| (*r).clone())
-        .collect();
+        .partition(|r| kruise_common::pods::is_controlled_by(&r.metadata, &uid));
     let satisfaction = shared
         .scale_expectations
         .with(|exp| {
@@ -301,8 +392,23 @@ async fn observe(
             left
         })
         .map_err(ShellError::from)?;
+    let expandable_classes = shared
+        .classes
+        .as_ref()
+        .map(|classes| {
+            classes
+                .state()
+                .iter()
+                .filter(|c| c.allow_volume_expansion == Some(true))
+                .map(|c| c.name_any())
+                .collect()
+        })
+        .unwrap_or_default();
     Ok(Some(Observed {
+        expandable_classes,
+        orphan_revisions,
         pods,
+        claims,
         history,
         satisfaction,
         pod_writes_pending,
@@ -341,8 +447,10 @@ async fn reconcile(original: Arc<StatefulSet>, shared: Arc<Shared>) -> Result<Re
         return Ok(Requeue::requeue(POD_WRITE_REQUEUE));
     }
 
-    // Revisions.
-    let revisions = match write_revisions(&shared, &set, &namespace, observed.history).await? {
+    // Revisions: orphans the selector matches are adopted first.
+    let mut history = observed.history;
+    history.extend(adopt_revisions(&shared, &set, &namespace, &observed.orphan_revisions).await?);
+    let revisions = match write_revisions(&shared, &set, &namespace, history).await? {
         RevisionStep::Ready(revisions) => revisions,
         RevisionStep::Collision(collision_count) => {
             let mut status = original.status.clone().unwrap_or_default();
@@ -356,6 +464,8 @@ async fn reconcile(original: Arc<StatefulSet>, shared: Arc<Shared>) -> Result<Re
     let plan = plan::plan(&PlanInput {
         set: &set,
         pods: &observed.pods,
+        claims: &observed.claims,
+        expandable_classes: &observed.expandable_classes,
         current_revision: &revisions.current,
         update_revision: &revisions.update,
         revisions: &revisions.all,
@@ -415,6 +525,39 @@ async fn reconcile(original: Arc<StatefulSet>, shared: Arc<Shared>) -> Result<Re
         (_, Some(d)) => Requeue::requeue(d.unsigned_abs()),
         (_, None) => Requeue::await_change(),
     })
+}
+
+/// Adopts the orphan revisions [`plan::orphans_to_adopt`] names: the set's controller
+/// reference added, sent with the cached resourceVersion; returns them as written.
+async fn adopt_revisions(
+    shared: &Shared,
+    set: &StatefulSet,
+    namespace: &str,
+    orphans: &[ControllerRevision],
+) -> Result<Vec<ControllerRevision>, Error> {
+    let api: Api<ControllerRevision> = Api::namespaced(shared.client.clone(), namespace);
+    let mut adopted = Vec::new();
+    for orphan in plan::orphans_to_adopt(set, orphans) {
+        let name = orphan.name_any();
+        let mut owners = orphan.owner_references().to_vec();
+        owners.push(plan::owner_ref(set));
+        let patch = serde_json::json!({"metadata": {
+            "resourceVersion": orphan.metadata.resource_version,
+            "ownerReferences": owners,
+        }});
+        let written = api
+            .patch(
+                &name,
+                &kube::api::PatchParams::default(),
+                &kube::api::Patch::Merge(&patch),
+            )
+            .await
+            .map_err(|source| {
+                ShellError::Revision(kruise_common::runtime::errors::WriteError { name, source })
+            })?;
+        adopted.push(written);
+    }
+    Ok(adopted)
 }
 
 /// Sets (or refreshes) a True condition of `type_` (reason empty, as OpenKruise's).
@@ -505,6 +648,17 @@ mod tests {
     }
 
     #[test]
+    fn a_claim_wakes_every_set_its_name_may_end_in_and_its_owner() {
+        let claim: PersistentVolumeClaim = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "my-data-web-0", "namespace": "ns", "ownerReferences": [
+                {"apiVersion": "apps.kruise.io/v1beta1", "kind": "StatefulSet", "name": "owner", "uid": "u"}]}
+        }))
+        .unwrap_or_else(|e| panic!("{e}"));
+        let woken: Vec<String> = sets_of_claim(&claim).into_iter().map(|r| r.name).collect();
+        assert_eq!(woken, ["data-web", "owner", "web"]);
+    }
+
+    #[test]
     fn only_kruise_statefulset_revisions_are_cached() {
         let rev = |api_version: &str, kind: &str| ControllerRevision {
             metadata: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
@@ -529,6 +683,10 @@ mod tests {
             "StatefulSet"
         )));
         assert!(!owned_by_statefulset(&rev("apps/v1", "StatefulSet")));
+        assert!(
+            owned_by_statefulset(&ControllerRevision::default()),
+            "an orphan, to adopt"
+        );
         assert!(!owned_by_statefulset(&rev(
             "apps.kruise.io/v1beta1",
             "CloneSet"

@@ -225,3 +225,45 @@ proptest::proptest! {
         }
     }
 }
+
+#[tokio::test]
+async fn with_the_resize_gate_an_on_pod_rolling_update_claim_template_keeps_its_class() {
+    let mut spec = minimal_spec();
+    spec["podManagementPolicy"] = json!("OrderedReady");
+    spec["updateStrategy"] = json!({"type": "RollingUpdate", "rollingUpdate": {
+        "partition": 0, "maxUnavailable": 1, "podUpdatePolicy": "ReCreate", "minReadySeconds": 0}});
+    spec["volumeClaimUpdateStrategy"] = json!({"type": "OnPodRollingUpdate"});
+    let claims = |class: &str, size: &str| {
+        json!([{"metadata": {"name": "data"}, "spec": {"accessModes": ["ReadWriteOnce"],
+            "storageClassName": class, "resources": {"requests": {"storage": size}}}}])
+    };
+    let mut old = spec.clone();
+    old["volumeClaimTemplates"] = claims("a", "1Gi");
+    let gated = routes(DefaultingGates {
+        auto_resize_pvc: true,
+        ..DefaultingGates::default()
+    });
+    for (class, size, allowed) in [("a", "2Gi", true), ("b", "1Gi", false)] {
+        let mut new = spec.clone();
+        new["volumeClaimTemplates"] = claims(class, size);
+        let body = review_body(
+            "v1beta1",
+            "UPDATE",
+            Some(statefulset("v1beta1", new)),
+            Some(statefulset("v1beta1", old.clone())),
+        );
+        let out = gated.review(VALIDATE_PATH, &body).await.unwrap();
+        assert_eq!(out["response"]["allowed"], allowed, "{out}");
+        if !allowed {
+            let message = out["response"]["status"]["message"].as_str().unwrap();
+            assert!(
+                message.contains("spec.volumeClaimTemplates[data]")
+                    && message
+                        .contains("volumeClaimTemplate can not be modified when OnRollingUpdate"),
+                "{message}"
+            );
+        }
+        // Without the gate, the class change is not refused.
+        assert_eq!(answer(VALIDATE_PATH, &body).await["allowed"], true);
+    }
+}

@@ -27,6 +27,11 @@ struct RunningController {
 
 impl RunningController {
     fn start(client: &Client) -> Self {
+        Self::start_with(client, Settings::default())
+    }
+
+    /// Started with `settings`, watching `default`.
+    fn start_with(client: &Client, settings: Settings) -> Self {
         let shutdown = CancellationToken::new();
         let metrics = Metrics::new();
         let opts = RunOptions {
@@ -39,7 +44,7 @@ impl RunningController {
         };
         let settings = Settings {
             namespace: Some("default".into()),
-            ..Settings::default()
+            ..settings
         };
         let client = client.clone();
         let task =
@@ -601,6 +606,443 @@ async fn an_orphan_at_the_current_revision_is_adopted_without_a_restart() {
         pods_in_events(&client, "ad", "SuccessfulDelete")
             .await
             .contains(&"ad-5".to_string())
+    );
+    controller.stop().await;
+}
+
+fn claims_api(client: &Client) -> Api<PersistentVolumeClaim> {
+    Api::namespaced(client.clone(), "default")
+}
+
+/// The names of the claims of set `name`, sorted.
+async fn claim_names(client: &Client, name: &str) -> Vec<String> {
+    let mut names: Vec<String> = claims_api(client)
+        .list(&ListParams::default().labels(&format!("app={name}")))
+        .await
+        .unwrap()
+        .items
+        .iter()
+        .map(|c| c.name_any())
+        .collect();
+    names.sort();
+    names
+}
+
+#[tokio::test]
+async fn retention_delete_removes_scaled_away_claims_past_reserved_ordinals_then_the_rest() {
+    let (_sim, client) = sim().await;
+    let controller = RunningController::start(&client);
+    let spec = json!({
+        "replicas": 4, "reserveOrdinals": [1], "podManagementPolicy": "Parallel",
+        "persistentVolumeClaimRetentionPolicy": {"whenDeleted": "Delete", "whenScaled": "Delete"},
+    });
+    sets(&client)
+        .create(&PostParams::default(), &statefulset("db", "nginx:1", spec))
+        .await
+        .unwrap();
+    wait_rolled_out(&client, "db", 4).await;
+    assert_eq!(
+        names(&pods_of(&client, "db").await),
+        ["db-0", "db-2", "db-3", "db-4"]
+    );
+    let set_uid = sets(&client).get("db").await.unwrap().uid().unwrap();
+    for claim in claims_api(&client)
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+    {
+        let owners = claim.owner_references();
+        assert_eq!(owners.len(), 1, "{}", claim.name_any());
+        assert_eq!(
+            (owners[0].uid.as_str(), owners[0].controller),
+            (set_uid.as_str(), None)
+        );
+    }
+    // The simulator's binder bound them.
+    eventually("claims bound", WAIT, || async {
+        let claims = claims_api(&client)
+            .list(&ListParams::default())
+            .await
+            .ok()?;
+        claims
+            .iter()
+            .all(|c| c.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Bound"))
+            .then_some(())
+    })
+    .await;
+
+    // Scale in: ordinals 3 and 4 leave the window (not 1 and 2: K#1530), with their claims.
+    sets(&client)
+        .patch(
+            "db",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"replicas": 2}})),
+        )
+        .await
+        .unwrap();
+    eventually("claims of db-3 and db-4 deleted", WAIT, || async {
+        (claim_names(&client, "db").await == ["data-db-0", "data-db-2"]).then_some(())
+    })
+    .await;
+    assert_eq!(names(&pods_of(&client, "db").await), ["db-0", "db-2"]);
+
+    // Deleting the set takes the rest.
+    sets(&client)
+        .delete("db", &Default::default())
+        .await
+        .unwrap();
+    eventually("every claim deleted with the set", WAIT, || async {
+        claim_names(&client, "db").await.is_empty().then_some(())
+    })
+    .await;
+    controller.stop().await;
+}
+
+#[tokio::test]
+async fn retain_keeps_claims_and_a_pending_pod_gets_its_deleted_claim_back() {
+    let (_sim, client) = sim().await;
+    let controller = RunningController::start(&client);
+    sets(&client)
+        .create(
+            &PostParams::default(),
+            &statefulset("keep", "nginx:1", json!({"replicas": 2})),
+        )
+        .await
+        .unwrap();
+    wait_rolled_out(&client, "keep", 2).await;
+    sets(&client)
+        .patch(
+            "keep",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"replicas": 1}})),
+        )
+        .await
+        .unwrap();
+    eventually("keep-1 gone", WAIT, || async {
+        (names(&pods_of(&client, "keep").await) == ["keep-0"]).then_some(())
+    })
+    .await;
+    assert_eq!(
+        claim_names(&client, "keep").await,
+        ["data-keep-0", "data-keep-1"]
+    );
+
+    // A pod no node accepts stays Pending; its claim, deleted, comes back.
+    let unschedulable = json!({
+        "replicas": 1,
+        "template": {"spec": {"nodeSelector": {"sim.kruise.io/none": "x"}}},
+    });
+    sets(&client)
+        .create(
+            &PostParams::default(),
+            &statefulset("pend", "nginx:1", unschedulable),
+        )
+        .await
+        .unwrap();
+    let old_uid = eventually("pend-0 pending with its claim", WAIT, || async {
+        let pods = pods_of(&client, "pend").await;
+        let pending = pods.first()?.status.as_ref()?.phase.as_deref() == Some("Pending");
+        let claim = claims_api(&client).get("data-pend-0").await.ok()?;
+        pending.then(|| claim.uid()).flatten()
+    })
+    .await;
+    claims_api(&client)
+        .delete("data-pend-0", &Default::default())
+        .await
+        .unwrap();
+    eventually("data-pend-0 created again", WAIT, || async {
+        let claim = claims_api(&client).get("data-pend-0").await.ok()?;
+        (claim.uid() != Some(old_uid.clone())).then_some(())
+    })
+    .await;
+    let events = kruise_testkit::events_about(&client, "default", "pend").await;
+    assert!(
+        events
+            .iter()
+            .any(|e| e.reason.as_deref() == Some("SuccessfulCreate")
+                && e.message.as_deref()
+                    == Some("create Claim data-pend-0 Pod pend-0 in StatefulSet pend success")),
+        "{events:?}"
+    );
+    controller.stop().await;
+}
+
+fn storage_class(name: &str, expandable: bool) -> k8s_openapi::api::storage::v1::StorageClass {
+    serde_json::from_value(json!({
+        "metadata": {"name": name},
+        "provisioner": "sim.kruise.io/hostpath",
+        "allowVolumeExpansion": expandable,
+    }))
+    .unwrap()
+}
+
+/// Claim template `data` of `size` in `class`.
+fn claim_template(class: &str, size: &str) -> serde_json::Value {
+    json!([{"metadata": {"name": "data"}, "spec": {"accessModes": ["ReadWriteOnce"],
+        "storageClassName": class, "resources": {"requests": {"storage": size}}}}])
+}
+
+#[tokio::test]
+async fn on_pod_rolling_update_expands_claims_before_each_in_place_update() {
+    let (_sim, client) = sim().await;
+    let classes: Api<k8s_openapi::api::storage::v1::StorageClass> = Api::all(client.clone());
+    for (name, expandable) in [("elastic", true), ("fixed", false)] {
+        classes
+            .create(&PostParams::default(), &storage_class(name, expandable))
+            .await
+            .unwrap();
+    }
+    let settings = Settings {
+        gates: kruise_statefulset::plan::PlanGates {
+            auto_resize_pvc: true,
+            ..Default::default()
+        },
+        ..Settings::default()
+    };
+    let controller = RunningController::start_with(&client, settings);
+    for (name, class) in [("grow", "elastic"), ("stuck", "fixed")] {
+        let spec = json!({
+            "podManagementPolicy": "Parallel",
+            "volumeClaimUpdateStrategy": {"type": "OnPodRollingUpdate"},
+            "updateStrategy": {"rollingUpdate": {"podUpdatePolicy": "InPlaceIfPossible"}},
+            "volumeClaimTemplates": claim_template(class, "1Gi"),
+        });
+        sets(&client)
+            .create(&PostParams::default(), &statefulset(name, "nginx:1", spec))
+            .await
+            .unwrap();
+    }
+    for name in ["grow", "stuck"] {
+        wait_rolled_out(&client, name, 3).await;
+        eventually(
+            &format!("{name}: 3 ready claims in status"),
+            WAIT,
+            || async {
+                let set = sets(&client).get(name).await.ok()?;
+                let claims = set.status?.volume_claims;
+                (claims.len() == 1 && claims[0].compatible_ready_replicas == 3).then_some(())
+            },
+        )
+        .await;
+    }
+    let before = pods_of(&client, "grow").await;
+
+    for (name, class) in [("grow", "elastic"), ("stuck", "fixed")] {
+        let patch = json!({"spec": {
+            "volumeClaimTemplates": claim_template(class, "2Gi"),
+            "template": {"spec": {"containers": [{"name": "main", "image": "nginx:2"}]}},
+        }});
+        sets(&client)
+            .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .unwrap();
+    }
+    let set = wait_rolled_out(&client, "grow", 3).await;
+    eventually("grow: every claim 2Gi and ready", WAIT, || async {
+        let set = sets(&client).get("grow").await.ok()?;
+        let claims = set.status?.volume_claims;
+        (claims[0].compatible_replicas == 3 && claims[0].compatible_ready_replicas == 3)
+            .then_some(())
+    })
+    .await;
+    for i in 0..3 {
+        let claim = claims_api(&client)
+            .get(&format!("data-grow-{i}"))
+            .await
+            .unwrap();
+        let capacity = claim.status.clone().unwrap().capacity.unwrap()["storage"]
+            .0
+            .clone();
+        assert_eq!(capacity, "2Gi");
+        assert_eq!(claim.annotations()["apps.kruise.io/owned-by-asts"], "grow");
+    }
+    let after = pods_of(&client, "grow").await;
+    for (b, a) in before.iter().zip(&after) {
+        assert_eq!(b.uid(), a.uid(), "{} updated in place", a.name_any());
+    }
+    assert_eq!(
+        pods_in_events(&client, "grow", "SuccessfulUpdatePodInPlace").await,
+        ["grow-2", "grow-1", "grow-0"]
+    );
+    assert_eq!(set.status.unwrap().updated_replicas, 3);
+
+    // A class that cannot expand: FailedUpdatePVC, and no pod is updated.
+    eventually("stuck: FailedUpdatePVC", WAIT, || async {
+        let events = kruise_testkit::events_about(&client, "default", "stuck").await;
+        events
+            .iter()
+            .find(|e| e.reason.as_deref() == Some("FailedUpdatePVC"))
+            .map(|e| e.message.clone().unwrap_or_default())
+    })
+    .await;
+    let stuck = sets(&client).get("stuck").await.unwrap().status.unwrap();
+    assert_eq!(stuck.updated_replicas, 0);
+    assert!(
+        pods_in_events(&client, "stuck", "SuccessfulUpdatePodInPlace")
+            .await
+            .is_empty()
+    );
+    controller.stop().await;
+}
+
+#[tokio::test]
+async fn pre_delete_holds_a_scaled_away_pod_until_its_hook_label_goes() {
+    let (_sim, client) = sim().await;
+    let controller = RunningController::start(&client);
+    let spec = json!({
+        "lifecycle": {"preDelete": {"labelsHandler": {"hold": "true"}}},
+        "template": {"metadata": {"labels": {"app": "hook", "hold": "true"}}},
+    });
+    sets(&client)
+        .create(
+            &PostParams::default(),
+            &statefulset("hook", "nginx:1", spec),
+        )
+        .await
+        .unwrap();
+    wait_rolled_out(&client, "hook", 3).await;
+    sets(&client)
+        .patch(
+            "hook",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"replicas": 2}})),
+        )
+        .await
+        .unwrap();
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    eventually("hook-2 PreparingDelete", WAIT, || async {
+        let pod = pods.get("hook-2").await.ok()?;
+        (pod.labels()
+            .get("lifecycle.apps.kruise.io/state")
+            .map(String::as_str)
+            == Some("PreparingDelete"))
+        .then_some(())
+    })
+    .await;
+    let held = pods.get("hook-2").await.unwrap();
+    assert!(held.metadata.deletion_timestamp.is_none());
+    pods.patch(
+        "hook-2",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"labels": {"hold": null}}})),
+    )
+    .await
+    .unwrap();
+    eventually("hook-2 deleted", WAIT, || async {
+        (names(&pods_of(&client, "hook").await) == ["hook-0", "hook-1"]).then_some(())
+    })
+    .await;
+    controller.stop().await;
+}
+
+#[tokio::test]
+async fn an_orphan_revision_the_selector_matches_is_adopted() {
+    let (_sim, client) = sim().await;
+    let revisions: Api<k8s_openapi::api::apps::v1::ControllerRevision> =
+        Api::namespaced(client.clone(), "default");
+    let orphan: k8s_openapi::api::apps::v1::ControllerRevision = serde_json::from_value(json!({
+        "metadata": {"name": "orph-left-behind", "labels": {"app": "orph"}},
+        "data": {"spec": {"template": {"$patch": "replace"}}},
+        "revision": 1,
+    }))
+    .unwrap();
+    revisions
+        .create(&PostParams::default(), &orphan)
+        .await
+        .unwrap();
+    let controller = RunningController::start(&client);
+    sets(&client)
+        .create(
+            &PostParams::default(),
+            &statefulset("orph", "nginx:1", json!({"replicas": 1})),
+        )
+        .await
+        .unwrap();
+    wait_rolled_out(&client, "orph", 1).await;
+    let uid = sets(&client).get("orph").await.unwrap().uid().unwrap();
+    let adopted = revisions.get("orph-left-behind").await.unwrap();
+    let owner = &adopted.owner_references()[0];
+    assert_eq!(
+        (owner.kind.as_str(), owner.uid.as_str(), owner.controller),
+        ("StatefulSet", uid.as_str(), Some(true))
+    );
+    controller.stop().await;
+}
+
+#[tokio::test]
+async fn pre_normal_holds_each_new_pod_until_its_hook_label_arrives() {
+    let (_sim, client) = sim().await;
+    let controller = RunningController::start(&client);
+    let spec =
+        json!({"replicas": 2, "lifecycle": {"preNormal": {"labelsHandler": {"warm": "true"}}}});
+    sets(&client)
+        .create(
+            &PostParams::default(),
+            &statefulset("warm", "nginx:1", spec),
+        )
+        .await
+        .unwrap();
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let state = |pod: Pod| {
+        pod.labels()
+            .get("lifecycle.apps.kruise.io/state")
+            .cloned()
+            .unwrap_or_default()
+    };
+    eventually("warm-0 ready and PreparingNormal", WAIT, || async {
+        let pod = pods.get("warm-0").await.ok()?;
+        let ready = kruise_common::pods::is_pod_ready(&pod);
+        (ready && state(pod) == "PreparingNormal").then_some(())
+    })
+    .await;
+    // OrderedReady waits: a PreparingNormal pod is not available.
+    assert_eq!(names(&pods_of(&client, "warm").await), ["warm-0"]);
+    pods.patch(
+        "warm-0",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"labels": {"warm": "true"}}})),
+    )
+    .await
+    .unwrap();
+    eventually("warm-0 Normal and warm-1 created", WAIT, || async {
+        let normal = state(pods.get("warm-0").await.ok()?) == "Normal";
+        let next = pods.get("warm-1").await.ok()?;
+        (normal && state(next) == "PreparingNormal").then_some(())
+    })
+    .await;
+    controller.stop().await;
+}
+
+#[tokio::test]
+async fn unordered_update_recreates_pods_in_priority_order() {
+    let (_sim, client) = sim().await;
+    let controller = RunningController::start(&client);
+    let spec = json!({
+        "podManagementPolicy": "Parallel",
+        "updateStrategy": {"rollingUpdate": {"unorderedUpdate": {"priorityStrategy": {
+            "weightPriority": [{"weight": 50, "matchSelector": {"matchLabels": {"tier": "canary"}}}]}}}},
+    });
+    sets(&client)
+        .create(
+            &PostParams::default(),
+            &statefulset("prio", "nginx:1", spec),
+        )
+        .await
+        .unwrap();
+    wait_rolled_out(&client, "prio", 3).await;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    pods.patch(
+        "prio-0",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"labels": {"tier": "canary"}}})),
+    )
+    .await
+    .unwrap();
+    set_image(&client, "prio", "nginx:2", json!({})).await;
+    wait_rolled_out(&client, "prio", 3).await;
+    assert_eq!(
+        pods_in_events(&client, "prio", "SuccessfulDelete").await,
+        ["prio-0", "prio-2", "prio-1"]
     );
     controller.stop().await;
 }

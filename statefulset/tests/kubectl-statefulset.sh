@@ -115,9 +115,19 @@ names="$("$KUBECTL" get pods -l app=reserved -o jsonpath='{range .items[*]}{.met
 assert_eq "$names" "reserved-0 reserved-2 reserved-3 reserved-4 " "scaled to 4 past the reserved ordinal"
 pass "an edit through v1alpha1 keeps reserveOrdinals (K#2102)"
 
+reserved_claims() {
+  "$KUBECTL" get pvc -l app=reserved -o jsonpath='{range .items[*]}{.metadata.name}{"\n"}{end}' | sort | tr '\n' ' '
+}
+assert_eq "$(reserved_claims)" "data-reserved-0 data-reserved-2 data-reserved-3 data-reserved-4 " "one claim per ordinal"
+wait_for 30 "claims bound" bash -c "[[ \$('$KUBECTL' get pvc data-reserved-4 -o jsonpath='{.status.phase}/{.status.capacity.storage}') == Bound/1Gi ]]"
+"$KUBECTL" patch asts reserved --type merge \
+  -p '{"spec":{"persistentVolumeClaimRetentionPolicy":{"whenScaled":"Delete"}}}' >/dev/null
 "$KUBECTL" scale asts reserved --replicas 2 >/dev/null
 wait_for 60 "reserved scaled to 2" bash -c "[[ \$('$KUBECTL' get pods -l app=reserved -o jsonpath='{.items[*].metadata.name}') == 'reserved-0 reserved-2' ]]"
 assert_eq "$("$KUBECTL" get asts reserved -o jsonpath='{.spec.replicas}')" "2" "the scale subresource set spec.replicas"
 pass "kubectl scale asts (scale subresource): reserved-3 and reserved-4 removed"
+only_kept_claims() { [[ "$(reserved_claims)" == "data-reserved-0 data-reserved-2 " ]]; }
+wait_for 60 "the claims of reserved-3 and reserved-4 deleted" only_kept_claims
+pass "whenScaled: Delete: scaling down removed the scaled-away ordinals' claims"
 
 echo "kubectl statefulset walkthrough: all checks passed ($("$KUBECTL" version --client 2>/dev/null | sed -n 1p))"

@@ -74,6 +74,19 @@ impl NotReadyChange {
         LIFECYCLE_READINESS_USER_AGENT
     }
 
+    /// The pod's status with the key added or removed; `None` when that changes nothing.
+    pub fn apply_to<P: super::PodView + ?Sized>(
+        &self,
+        pod: &P,
+        now: Timestamp,
+    ) -> Option<k8s_openapi::api::core::v1::PodStatus> {
+        let message = self.message();
+        match self {
+            NotReadyChange::Add(_) => super::readiness::add_not_ready_key(pod, &message, now),
+            NotReadyChange::Remove(_) => super::readiness::remove_not_ready_key(pod, &message, now),
+        }
+    }
+
     /// The `KruisePodReady` message to add or remove (see `pods::readiness`).
     pub fn message(&self) -> super::readiness::NotReadyMessage {
         let key = match self {

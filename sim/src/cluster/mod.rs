@@ -1,5 +1,5 @@
 //! The rest of a cluster around the API server: the garbage collector, simulated nodes, a
-//! scheduler, a Job controller, one kubelet loop for every simulated node and its fake CRI
+//! scheduler, a Job controller, a PVC binder, one kubelet loop for every simulated node and its fake CRI
 //! runtime. They all write through `SimShared`'s verbs (create, bind_pod, status updates,
 //! delete) so clients see exactly the objects, resourceVersions and watch events a real
 //! cluster would produce.
@@ -11,6 +11,7 @@ pub mod jobs;
 pub mod kubelet;
 pub mod kubelet_api;
 pub mod nodes;
+pub mod pvc;
 pub mod quantity;
 pub mod scheduler;
 

@@ -272,6 +272,7 @@ impl SimShared {
                 .await?;
             if sub == Subresource::Main {
                 validate_object(def, Some(&*current), &mut obj, opts)?;
+                crate::cluster::pvc::admit_update(&self.store, def, &current, &obj, opts)?;
             }
             self.admit_validating("UPDATE", def, sub.as_str(), &obj, Some(&current), opts)
                 .await?;

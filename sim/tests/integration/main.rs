@@ -18,6 +18,7 @@ mod faults;
 mod fieldvalidation;
 mod jobs;
 mod patch;
+mod pvc;
 mod subresources;
 mod watch;
 mod webhooks;

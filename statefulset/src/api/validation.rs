@@ -398,6 +398,49 @@ fn validate_update(new: &StatefulSetSpec, old: &StatefulSetSpec) -> ErrorList {
     errs
 }
 
+/// With `StatefulSetAutoResizePVCGate` and `volumeClaimUpdateStrategy: OnPodRollingUpdate`
+/// (OpenKruise's `ValidateVolumeClaimTemplateUpdate`): claim templates can be neither added,
+/// removed nor renamed, nor change their storage class or access modes. (Whether the
+/// StorageClass allows expansion is not checked here: the rolling update reports
+/// `FailedUpdatePVC` and waits.)
+pub fn validate_claim_template_update(new: &StatefulSetSpec, old: &StatefulSetSpec) -> ErrorList {
+    use super::VolumeClaimUpdateStrategyType;
+    if new.volume_claim_update_strategy.type_
+        != Some(VolumeClaimUpdateStrategyType::OnPodRollingUpdate)
+    {
+        return Vec::new();
+    }
+    if new.volume_claim_templates.len() != old.volume_claim_templates.len() {
+        return vec![FieldError::invalid(
+            "spec.volumeClaimTemplates",
+            BadValue::Omitted,
+            "volumeClaimTemplate can not be added or deleted when OnRollingUpdate",
+        )];
+    }
+    for template in &new.volume_claim_templates {
+        let name = template.metadata.name.clone().unwrap_or_default();
+        let at = format!("spec.volumeClaimTemplates[{name}]");
+        let Some(previous) = old
+            .volume_claim_templates
+            .iter()
+            .find(|t| t.metadata.name.as_deref() == Some(name.as_str()))
+        else {
+            return vec![FieldError::forbidden(
+                format!("{at}.name"),
+                "volumeClaimTemplate name can not be modified",
+            )];
+        };
+        if !crate::plan::compatible_without_size(previous, template) {
+            return vec![FieldError::invalid(
+                at,
+                BadValue::Omitted,
+                "volumeClaimTemplate can not be modified when OnRollingUpdate",
+            )];
+        }
+    }
+    Vec::new()
+}
+
 /// `InPlaceOnly` allows only `replace /containers/<i>/image` in `template.spec`.
 fn in_place_only_check(old: Option<&PodSpec>, new: Option<&PodSpec>) -> Option<FieldError> {
     let old = serde_json::to_value(old).unwrap_or_default();

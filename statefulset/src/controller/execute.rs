@@ -26,7 +26,7 @@ impl Scheduled for Action {
     fn lane(&self) -> Lane<'_> {
         match self {
             Action::CreatePod { .. } => Lane::SlowStart,
-            other => other.pod_name().map_or(Lane::Alone, Lane::Group),
+            other => other.ordered_with().map_or(Lane::Alone, Lane::Group),
         }
     }
 }
@@ -63,10 +63,12 @@ fn events_and_first_error(
     let mut events = Vec::new();
     let mut first_error = None;
     for (action, result) in outcomes {
+        // A claim's write names the pod the claim belongs to but is related to none (as
+        // OpenKruise's claim events), so it is not folded into that pod's event series.
         let related = action
             .pod_name()
             .map(|n| pod_reference(Some(exec.namespace), n));
-        let pod = action.pod_name().unwrap_or_default();
+        let pod = action.ordered_with().unwrap_or_default();
         let record = match (action, &result) {
             (Action::CreatePod { .. }, Ok(())) => Some(EventRecord::normal(
                 "SuccessfulCreate",
@@ -91,6 +93,27 @@ fn events_and_first_error(
             (Action::UpdateInPlace { revision, .. }, Err(e)) => Some(EventRecord::warning(
                 "FailedUpdatePodInPlace",
                 format!("failed to update pod {pod} in-place(revision {revision}): {e}"),
+            )),
+            (Action::CreateClaims { claims, .. }, Ok(())) => {
+                let names: Vec<&str> = claims
+                    .iter()
+                    .filter_map(|c| c.metadata.name.as_deref())
+                    .collect();
+                Some(EventRecord::normal(
+                    "SuccessfulCreate",
+                    format!(
+                        "create Claim {} Pod {pod} in StatefulSet {set} success",
+                        names.join(",")
+                    ),
+                ))
+            }
+            (Action::ExpandClaim { name, .. }, Ok(())) => Some(EventRecord::normal(
+                "SuccessfulResize",
+                format!("resize Claim {name} Pod {pod} in StatefulSet {set} success"),
+            )),
+            (Action::ExpandClaim { name, .. }, Err(e)) => Some(EventRecord::warning(
+                "FailedResize",
+                format!("resize Claim {name} for Pod {pod} in StatefulSet {set} failed error: {e}"),
             )),
             (_, Err(e)) => Some(EventRecord::warning(
                 "FailedUpdate",
@@ -130,12 +153,14 @@ impl Exec<'_> {
         super::record_pod_version(self.shared, written);
     }
 
-    /// Creates the claims (one that exists is kept), then the pod.
-    async fn create(&self, pod: &Pod, claims: &[PersistentVolumeClaim]) -> Result<(), Error> {
-        let claim_api: Writer<PersistentVolumeClaim> =
-            Writer::namespaced(self.shared.client.clone(), self.namespace);
+    fn claim_api(&self) -> Writer<PersistentVolumeClaim> {
+        Writer::namespaced(self.shared.client.clone(), self.namespace)
+    }
+
+    /// Creates the claims; one that exists is kept.
+    async fn create_claims(&self, claims: &[PersistentVolumeClaim]) -> Result<(), Error> {
         for claim in claims {
-            match claim_api.create(&PostParams::default(), claim).await {
+            match self.claim_api().create(&PostParams::default(), claim).await {
                 Ok(_) => {}
                 Err(e) if is_already_exists(&e) => {}
                 Err(source) => {
@@ -146,6 +171,12 @@ impl Exec<'_> {
                 }
             }
         }
+        Ok(())
+    }
+
+    /// Creates the claims (one that exists is kept), then the pod.
+    async fn create(&self, pod: &Pod, claims: &[PersistentVolumeClaim]) -> Result<(), Error> {
+        self.create_claims(claims).await?;
         let name = pod.name_any();
         self.expect(ScaleAction::Create, &name)?;
         match self.pod_api().create(&PostParams::default(), pod).await {
@@ -281,6 +312,30 @@ impl Exec<'_> {
                     .await
                     .map_err(|e| Error::update_pod(name, e))?;
                 self.record_version(&written);
+                Ok(())
+            }
+            Action::CreateClaims { claims, .. } => self.create_claims(claims).await,
+            Action::SetClaimOwners {
+                name,
+                owner_references,
+                resource_version,
+                ..
+            } => {
+                let patch = serde_json::json!({"metadata": {
+                    "resourceVersion": resource_version,
+                    "ownerReferences": owner_references,
+                }});
+                self.claim_api()
+                    .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+                    .await
+                    .map_err(|e| Error::update_pod(&format!("claim {name}"), e))?;
+                Ok(())
+            }
+            Action::ExpandClaim { name, patch, .. } => {
+                self.claim_api()
+                    .patch(name, &PatchParams::default(), &Patch::Merge(patch))
+                    .await
+                    .map_err(|e| Error::update_pod(&format!("claim {name}"), e))?;
                 Ok(())
             }
             Action::DeleteRevision { name } => {

@@ -16,7 +16,9 @@
 //!    to be Running and available (`minReadySeconds`); `Parallel` goes on, creating at most
 //!    `scaleStrategy.maxUnavailable` not-yet-available pods, and a pod stuck Terminating
 //!    never holds back higher ordinals (K#2109).
-//! 4. **Condemned**, descending: `OrderedReady` deletes one at a time, only healthy pods
+//!    A pending pod's missing claims are created again, and each pod's claims get the
+//!    owner references `persistentVolumeClaimRetentionPolicy` asks for (`claims`).
+//! 4. **Condemned**, descending (their claims' owner references first): `OrderedReady` deletes one at a time, only healthy pods
 //!    (or the first unhealthy one) and never while one terminates; `Parallel` deletes all.
 //! 5. **Rolling update** (`RollingUpdate`, not `paused`, no in-place update of the update
 //!    revision still unobserved — K#844): pods already unavailable for any reason count
@@ -24,9 +26,14 @@
 //!    deleted first; then ordinals from the highest down to `partition` are updated in place
 //!    (`InPlaceIfPossible`/`InPlaceOnly`, through `common::inplace`) or deleted for
 //!    recreation (`ReCreate`), never more unavailable than the budget.
-//! 6. **Status** from the observed pods, and history truncation.
+//!    With `volumeClaimUpdateStrategy: OnPodRollingUpdate` (`resize`) a pod's claims are
+//!    expanded to their templates first and the pod waits for the expansion.
+//! 6. **Status** from the observed pods and claims, and history truncation.
 
+mod claims;
+mod lifecycle;
 mod pods;
+mod resize;
 mod revisions;
 mod scale;
 mod status;
@@ -49,11 +56,16 @@ use kruise_common::pods::{CachedPod, LabelsAndFinalizers as _, PodView as _};
 use crate::api::ordinals::ReservedOrdinals;
 use crate::api::v1beta1::StatefulSet;
 
+pub use claims::{Retention, pod_claim_ref, retained_owners, set_claim_ref};
 pub use pods::{
     IdentityGates, claim_name, new_claims, new_pod, ordinal_of, owner_ref, pod_name, revision_name,
     template_for,
 };
-pub use revisions::{RevisionPlan, RevisionWrite, plan_revisions};
+pub use resize::{
+    OWNED_BY_ASTS_KEY, compatible_and_ready, compatible_without_size, expansion_completed,
+    needs_expansion,
+};
+pub use revisions::{RevisionPlan, RevisionWrite, orphans_to_adopt, plan_revisions};
 pub use status::calculate_status;
 
 /// Feature gates the planner reads (OpenKruise's defaults via [`Default`]).
@@ -67,6 +79,11 @@ pub struct PlanGates {
     pub env_from_metadata: bool,
     /// `InPlaceWorkloadVerticalScaling`.
     pub vertical_scaling: bool,
+    /// `StatefulSetAutoDeletePVC` (default on): act on
+    /// `persistentVolumeClaimRetentionPolicy`.
+    pub auto_delete_pvc: bool,
+    /// `StatefulSetAutoResizePVCGate`: act on `volumeClaimUpdateStrategy: OnPodRollingUpdate`.
+    pub auto_resize_pvc: bool,
 }
 
 impl Default for PlanGates {
@@ -76,6 +93,8 @@ impl Default for PlanGates {
             pod_index_label: true,
             env_from_metadata: true,
             vertical_scaling: false,
+            auto_delete_pvc: true,
+            auto_resize_pvc: false,
         }
     }
 }
@@ -87,6 +106,10 @@ pub struct PlanInput<'a> {
     pub set: &'a StatefulSet,
     /// Pods from the cache (those not controlled by the set are ignored).
     pub pods: &'a [Arc<CachedPod>],
+    /// Claims from the cache (those of the set's ordinals are read by name).
+    pub claims: &'a [Arc<PersistentVolumeClaim>],
+    /// Names of the StorageClasses with `allowVolumeExpansion: true`.
+    pub expandable_classes: &'a BTreeSet<String>,
     /// The current revision (`status.currentRevision` if it exists, else the update revision).
     pub current_revision: &'a ControllerRevision,
     /// The update revision (the revision of the current template).
@@ -173,6 +196,36 @@ pub enum Action {
         /// The cached resourceVersion.
         resource_version: Option<String>,
     },
+    /// Create the claims of a pending pod that are gone (one that exists is kept).
+    CreateClaims {
+        /// The pod they belong to.
+        pod: String,
+        /// The claims.
+        claims: Vec<PersistentVolumeClaim>,
+    },
+    /// Set a claim's owner references as the retention policy says. Sent with the cached
+    /// resourceVersion, so a claim changed meanwhile is a conflict.
+    SetClaimOwners {
+        /// The pod it belongs to (its writes go in that pod's order).
+        pod: String,
+        /// Claim name.
+        name: String,
+        /// The owner references to write.
+        owner_references: Vec<OwnerReference>,
+        /// The cached resourceVersion.
+        resource_version: Option<String>,
+    },
+    /// Raise a claim's storage request to its template's before its pod's update
+    /// (merge patch: the resources, the `apps.kruise.io/owned-by-asts` annotation and the
+    /// cached resourceVersion).
+    ExpandClaim {
+        /// The pod it belongs to.
+        pod: String,
+        /// Claim name.
+        name: String,
+        /// The patch.
+        patch: serde_json::Value,
+    },
     /// Delete an old ControllerRevision (history limit).
     DeleteRevision {
         /// Revision name.
@@ -190,7 +243,21 @@ impl Action {
             | Action::PatchPod { name, .. }
             | Action::UpdatePodStatus { name, .. }
             | Action::SetPodOwners { name, .. } => Some(name),
-            Action::DeleteRevision { .. } => None,
+            Action::CreateClaims { .. }
+            | Action::SetClaimOwners { .. }
+            | Action::ExpandClaim { .. }
+            | Action::DeleteRevision { .. } => None,
+        }
+    }
+
+    /// The pod whose writes this action is ordered with: the pod it writes, or the pod a
+    /// claim it writes belongs to (so a claim's owners change before its pod is deleted).
+    pub fn ordered_with(&self) -> Option<&str> {
+        match self {
+            Action::CreateClaims { pod, .. }
+            | Action::SetClaimOwners { pod, .. }
+            | Action::ExpandClaim { pod, .. } => Some(pod),
+            other => other.pod_name(),
         }
     }
 }
@@ -252,6 +319,8 @@ struct Planner<'a> {
     /// Every cached pod name in the namespace: a name another pod holds (released, or
     /// someone else's) is never created over.
     occupied: BTreeSet<&'a str>,
+    /// The cached claims by name.
+    claims: BTreeMap<&'a str, &'a PersistentVolumeClaim>,
     plan: Plan,
 }
 
@@ -281,6 +350,7 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
         input.now,
     );
     planner.plan.status = status.status;
+    planner.plan.status.volume_claims = planner.volume_claim_status();
     if let Some(d) = status.requeue_after {
         push_requeue(&mut planner.plan.requeue_after, d);
     }
@@ -388,6 +458,11 @@ impl<'a> Planner<'a> {
             min_ready,
             written: BTreeSet::new(),
             occupied: input.pods.iter().map(|p| p.name()).collect(),
+            claims: input
+                .claims
+                .iter()
+                .filter_map(|c| Some((c.metadata.name.as_deref()?, &**c)))
+                .collect(),
             plan: Plan::default(),
         };
         // Adopted pods are members from now on; their one write this round is the adoption.

@@ -88,3 +88,40 @@ pub fn plan_revisions(set: &StatefulSet, history: &[ControllerRevision]) -> Revi
         write,
     }
 }
+
+/// The orphan revisions (no controller reference) in `revisions` whose labels the set's
+/// selector matches: the set adopts them before choosing its revisions, as OpenKruise's
+/// `AdoptOrphanRevisions` does (a deleting set, or an empty selector, adopts nothing).
+pub fn orphans_to_adopt<'a>(
+    set: &StatefulSet,
+    revisions: &'a [ControllerRevision],
+) -> Vec<&'a ControllerRevision> {
+    let Some(selector) = set.spec.selector.as_ref() else {
+        return Vec::new();
+    };
+    let empty = selector.match_labels.as_ref().is_none_or(|m| m.is_empty())
+        && selector
+            .match_expressions
+            .as_ref()
+            .is_none_or(|e| e.is_empty());
+    if empty || set.metadata.deletion_timestamp.is_some() {
+        return Vec::new();
+    }
+    revisions
+        .iter()
+        .filter(|r| {
+            r.metadata
+                .owner_references
+                .iter()
+                .flatten()
+                .all(|o| o.controller != Some(true))
+        })
+        .filter(|r| {
+            let labels = r.metadata.labels.as_ref();
+            kruise_common::pods::selector::selector_matches_by(selector, |k| {
+                labels.and_then(|l| l.get(k)).map(String::as_str)
+            })
+            .unwrap_or(false)
+        })
+        .collect()
+}

@@ -7,9 +7,12 @@ use kruise_common::api::intstr::value_from_int_or_percent;
 use kruise_common::pods::PodView as _;
 
 use super::{
-    Action, DeleteReason, IdentityGates, PlannedEvent, Planner, new_claims, new_pod, pod_name,
-    push_requeue, revision_name, template_for,
+    Action, DeleteReason, IdentityGates, PlannedEvent, Planner, new_pod, pod_name, push_requeue,
+    revision_name, template_for,
 };
+
+/// How soon a pod waiting for a stale claim's deletion is looked at again.
+const STALE_CLAIM_REQUEUE: jiff::SignedDuration = jiff::SignedDuration::from_secs(1);
 
 impl Planner<'_> {
     /// Whether a new pod at window `position` (0-based, reserved ordinals skipped) gets the
@@ -60,7 +63,7 @@ impl Planner<'_> {
         let gates = IdentityGates {
             pod_index_label: input.gates.pod_index_label,
         };
-        let pod = new_pod(
+        let mut pod = new_pod(
             input.set,
             &template,
             revision_name(revision),
@@ -68,9 +71,10 @@ impl Planner<'_> {
             gates,
             input.now,
         );
+        self.set_initial_lifecycle(&mut pod);
         self.push(Action::CreatePod {
             pod: Box::new(pod),
-            claims: new_claims(input.set, ordinal),
+            claims: self.claims_for_new_pod(ordinal),
         });
         true
     }
@@ -116,6 +120,12 @@ impl Planner<'_> {
                 if budget.is_some_and(|b| b <= 0) {
                     continue;
                 }
+                if self.has_stale_claim(ordinal) {
+                    // No more work this round (OpenKruise's `PodClaimIsStale`); the claim's
+                    // deletion wakes the set, and the requeue covers a missed event.
+                    push_requeue(&mut self.plan.requeue_after, STALE_CLAIM_REQUEUE);
+                    return false;
+                }
                 if self.create(position, ordinal) {
                     budget = budget.map(|b| b - 1);
                 }
@@ -125,12 +135,19 @@ impl Planner<'_> {
                 continue;
             };
             let name = facts.pod.name().to_string();
+            let (pod, finished, terminating) = (facts.pod, facts.finished, facts.terminating);
+            if !finished && !terminating {
+                self.recreate_missing_claims(ordinal, pod);
+                self.retain_claims(ordinal, pod, true);
+            }
+            let Some(facts) = self.by_ordinal.get(&ordinal) else {
+                continue;
+            };
             if facts.finished && !facts.terminating {
-                if !self.written.contains(&name) {
-                    self.push(Action::DeletePod {
-                        name,
-                        reason: DeleteReason::Finished,
-                    });
+                if !self.written.contains(&name)
+                    && let Some(action) = self.delete_action(pod, DeleteReason::Finished)
+                {
+                    self.push(action);
                 }
                 if !parallel {
                     return false;
@@ -166,6 +183,13 @@ impl Planner<'_> {
             .copied()
             .filter(|o| !in_window.contains(o))
             .collect();
+        // Claims of every condemned pod get their owners first, so each goes (or stays)
+        // with its pod as the retention policy says.
+        for ordinal in &condemned {
+            if let Some(pod) = self.by_ordinal.get(ordinal).map(|f| f.pod) {
+                self.retain_claims(*ordinal, pod, false);
+            }
+        }
         // The first unhealthy pod: in the window ascending, then condemned descending.
         let first_unhealthy = self
             .ordinals
@@ -187,11 +211,10 @@ impl Planner<'_> {
             if !parallel && first_unhealthy.is_some_and(|u| u != ordinal) {
                 return false;
             }
-            if !self.written.contains(&name) {
-                self.push(Action::DeletePod {
-                    name,
-                    reason: DeleteReason::Condemned,
-                });
+            if !self.written.contains(&name)
+                && let Some(action) = self.delete_action(facts.pod, DeleteReason::Condemned)
+            {
+                self.push(action);
             }
             if !parallel {
                 return false;

@@ -11,7 +11,7 @@ use kruise_common::inplace::{
     CompletionCheck, RefreshAction, UpdateRequest, begin_update,
     calculate_update_spec_for_revisions, check_update_completed, refresh,
 };
-use kruise_common::pods::lifecycle::{Intent, PodHookView, decide, state_patch};
+use kruise_common::pods::lifecycle::{Intent, NotReadyChange, PodHookView, decide, state_patch};
 use kruise_common::pods::{CachedPod, PodView as _};
 
 use super::{Action, DeleteReason, PlannedEvent, Planner, push_requeue, revision_name};
@@ -44,13 +44,22 @@ impl Planner<'_> {
                     }
                 }
                 RefreshAction::SetReady(status) => {
-                    let conditions = kruise_common::pods::changed_conditions(pod, &status)
-                        .cloned()
-                        .collect();
+                    let mut conditions: Vec<_> =
+                        kruise_common::pods::changed_conditions(pod, &status)
+                            .cloned()
+                            .collect();
                     // The lifecycle change the completed update allows (Updating -> Normal)
                     // travels in the same status write: an in-place update costs 3 writes.
-                    let metadata = self.lifecycle_refresh(pod, &check);
-                    lifecycle_changed |= metadata.is_some();
+                    let change = self.lifecycle_refresh(pod, &check);
+                    lifecycle_changed |= change.is_some();
+                    let (metadata, not_ready) = change.unzip();
+                    if let Some(marked) = not_ready
+                        .flatten()
+                        .and_then(|c| c.apply_to(pod, self.input.now))
+                    {
+                        conditions
+                            .extend(kruise_common::pods::changed_conditions(pod, &marked).cloned());
+                    }
                     actions.push(Action::UpdatePodStatus {
                         name,
                         status: Box::new(PodStatus {
@@ -62,11 +71,8 @@ impl Planner<'_> {
                     continue;
                 }
             }
-            if let Some(patch) = self.lifecycle_refresh(pod, &check) {
-                actions.push(Action::PatchPod {
-                    name: pod.name().to_string(),
-                    patch,
-                });
+            if let Some((patch, not_ready)) = self.lifecycle_refresh(pod, &check) {
+                actions.push(self.lifecycle_write(pod, patch, not_ready.as_ref()));
                 lifecycle_changed = true;
             }
         }
@@ -77,12 +83,13 @@ impl Planner<'_> {
     }
 
     /// The lifecycle part of `refreshPodState`: e.g. `Updating` -> `Normal` once the
-    /// in-place update completed.
+    /// in-place update completed, `PreparingNormal` -> `Normal` once the `preNormal` hook is
+    /// all on; the state patch and the `KruisePodReady` change it brings.
     fn lifecycle_refresh(
         &self,
         pod: &CachedPod,
         check: &CompletionCheck<'_>,
-    ) -> Option<serde_json::Value> {
+    ) -> Option<(serde_json::Value, Option<NotReadyChange>)> {
         let state = kruise_common::pods::lifecycle_state(pod)?;
         let view: PodHookView<'_> = pod;
         let intent = Intent::Refresh {
@@ -101,7 +108,7 @@ impl Planner<'_> {
         )
         .ok()?;
         let next = decision.next.filter(|n| *n != state)?;
-        Some(state_patch(next, self.input.now, None))
+        Some((state_patch(next, self.input.now, None), decision.not_ready))
     }
 
     /// Whether an in-place update of the update revision is sent but not yet in the cache.
@@ -146,6 +153,7 @@ impl Planner<'_> {
         let check = self.check();
         // Every pod of the window that is not available for any reason (K#1480), pods
         // written by this plan, and ordinals still being created.
+        let resize = self.resizes_claims();
         let mut unavailable: BTreeSet<String> = BTreeSet::new();
         let mut missing = 0usize;
         for ordinal in &self.ordinals {
@@ -156,6 +164,7 @@ impl Planner<'_> {
                     if !f.available
                         || self.written.contains(name)
                         || check_update_completed(f.pod, &check).is_err()
+                        || (resize && !self.claims_ready(*ordinal))
                     {
                         unavailable.insert(name.to_string());
                     }
@@ -179,10 +188,9 @@ impl Planner<'_> {
             {
                 continue;
             }
-            self.push(Action::DeletePod {
-                name: name.clone(),
-                reason: DeleteReason::SpecifiedDelete,
-            });
+            if let Some(action) = self.delete_action(facts.pod, DeleteReason::SpecifiedDelete) {
+                self.push(action);
+            }
             unavailable.insert(name);
         }
         let policy = rolling.policy();
@@ -195,16 +203,42 @@ impl Planner<'_> {
                 continue;
             };
             let pod = facts.pod;
+            let terminating = facts.terminating;
             let name = pod.name().to_string();
-            if kruise_common::pods::pod_revision(pod) == Some(update.as_str()) {
+            let claims_match = !resize || self.claims_compatible(ordinal);
+            let updated = kruise_common::pods::pod_revision(pod) == Some(update.as_str());
+            if updated && claims_match {
                 continue;
             }
             if !budget_left(&unavailable, &name) {
                 return;
             }
-            if facts.terminating || self.written.contains(&name) {
+            if terminating || self.written.contains(&name) {
                 unavailable.insert(name);
                 continue;
+            }
+            if resize {
+                // The claims first (OpenKruise's `TryPatchPVC`), then wait for them.
+                if !claims_match {
+                    match self.expand_claims(ordinal, &name) {
+                        Ok(actions) => {
+                            for action in actions {
+                                self.push(action);
+                            }
+                        }
+                        Err(event) => {
+                            self.plan.events.push(event);
+                            return;
+                        }
+                    }
+                }
+                if !claims_match || !self.claims_expanded(ordinal) {
+                    unavailable.insert(name);
+                    continue;
+                }
+                if updated {
+                    continue;
+                }
             }
             match self.update_pod(pod, &policy, grace) {
                 Ok(Some(action)) => self.push(action),
@@ -220,7 +254,8 @@ impl Planner<'_> {
 
     /// The ordinals to update, in order (`sortPodsToUpdate`): ordered, from the highest
     /// window position down to `partition`; unordered, updated and terminating pods first,
-    /// then the rest descending; at most `replicas - partition`.
+    /// then the rest by `priorityStrategy` (weights, or order keys) else descending; at most
+    /// `replicas - partition`.
     fn update_order(&self, rolling: &RollingUpdateStatefulSetStrategy, update: &str) -> Vec<i64> {
         let partition = usize::try_from(rolling.partition.unwrap_or(0).max(0)).unwrap_or(0);
         let max_update = self.ordinals.len().saturating_sub(partition);
@@ -239,7 +274,38 @@ impl Planner<'_> {
                 f.terminating || kruise_common::pods::pod_revision(f.pod) == Some(update)
             })
         });
-        first.into_iter().chain(rest).take(max_update).collect()
+        // The pods still to update in `priorityStrategy` order (stable: equal priorities
+        // stay descending); ordinals without a pod last.
+        let (existing, missing): (Vec<i64>, Vec<i64>) = rest
+            .into_iter()
+            .partition(|o| self.by_ordinal.contains_key(o));
+        let rest = match rolling
+            .unordered_update
+            .as_ref()
+            .and_then(|u| u.priority_strategy.as_ref())
+        {
+            Some(strategy) => {
+                let pods: Vec<&CachedPod> = existing
+                    .iter()
+                    .filter_map(|o| self.by_ordinal.get(o).map(|f| f.pod))
+                    .collect();
+                kruise_common::pods::priority::priority_sort(
+                    strategy,
+                    &pods,
+                    (0..pods.len()).collect(),
+                )
+                .into_iter()
+                .filter_map(|i| existing.get(i).copied())
+                .collect()
+            }
+            None => existing,
+        };
+        first
+            .into_iter()
+            .chain(rest)
+            .chain(missing)
+            .take(max_update)
+            .collect()
     }
 
     /// `inPlaceUpdatePod`, else a delete for recreation; `None` while the inPlaceUpdate hook
@@ -278,9 +344,12 @@ impl Planner<'_> {
                         .readd_in_place_update_hooks
                         .then(|| lifecycle.and_then(|l| l.in_place_update.as_ref()))
                         .flatten();
-                    return Ok(decision.next.map(|next| Action::PatchPod {
-                        name,
-                        patch: state_patch(next, input.now, readd),
+                    return Ok(decision.next.map(|next| {
+                        self.lifecycle_write(
+                            pod,
+                            state_patch(next, input.now, readd),
+                            decision.not_ready.as_ref(),
+                        )
                     }));
                 }
                 let mut extra_labels = BTreeMap::new();
@@ -332,9 +401,6 @@ impl Planner<'_> {
                 });
             }
         }
-        Ok(Some(Action::DeletePod {
-            name,
-            reason: DeleteReason::Update,
-        }))
+        Ok(self.delete_action(pod, DeleteReason::Update))
     }
 }

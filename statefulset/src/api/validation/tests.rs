@@ -218,3 +218,55 @@ fn in_place_only_allows_only_image_changes() {
     assert_eq!(errs.len(), 1, "{errs:?}");
     assert!(errs[0].detail.contains("can only update image"));
 }
+
+#[test]
+fn on_pod_rolling_update_claim_templates_may_change_only_in_size() {
+    let template = |name: &str, class: &str, size: &str| {
+        serde_json::from_value::<k8s_openapi::api::core::v1::PersistentVolumeClaim>(json!({
+            "metadata": {"name": name},
+            "spec": {"accessModes": ["ReadWriteOnce"], "storageClassName": class,
+                     "resources": {"requests": {"storage": size}}}}))
+        .unwrap()
+    };
+    let mut old = set(&sample());
+    old.spec.volume_claim_update_strategy.type_ =
+        Some(crate::api::VolumeClaimUpdateStrategyType::OnPodRollingUpdate);
+    old.spec.volume_claim_templates = vec![template("data", "a", "1Gi")];
+    let with = |templates: Vec<k8s_openapi::api::core::v1::PersistentVolumeClaim>| {
+        let mut new = old.clone();
+        new.spec.volume_claim_templates = templates;
+        validate_claim_template_update(&new.spec, &old.spec)
+            .into_iter()
+            .map(|e| (e.field.as_str().to_string(), e.detail))
+            .collect::<Vec<_>>()
+    };
+    assert!(with(vec![template("data", "a", "2Gi")]).is_empty());
+    assert_eq!(
+        with(vec![]),
+        [(
+            "spec.volumeClaimTemplates".to_string(),
+            "volumeClaimTemplate can not be added or deleted when OnRollingUpdate".to_string()
+        )]
+    );
+    assert_eq!(
+        with(vec![template("logs", "a", "1Gi")]),
+        [(
+            "spec.volumeClaimTemplates[logs].name".to_string(),
+            "volumeClaimTemplate name can not be modified".to_string()
+        )]
+    );
+    assert_eq!(
+        with(vec![template("data", "b", "1Gi")]),
+        [(
+            "spec.volumeClaimTemplates[data]".to_string(),
+            "volumeClaimTemplate can not be modified when OnRollingUpdate".to_string()
+        )]
+    );
+    // OnDelete: anything goes here (the immutable-field rule allows claim templates).
+    let mut on_delete = old.clone();
+    on_delete.spec.volume_claim_update_strategy.type_ =
+        Some(crate::api::VolumeClaimUpdateStrategyType::OnDelete);
+    let mut new = on_delete.clone();
+    new.spec.volume_claim_templates = vec![];
+    assert!(validate_claim_template_update(&new.spec, &on_delete.spec).is_empty());
+}

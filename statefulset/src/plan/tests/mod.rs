@@ -2,7 +2,10 @@
 //! can hang in Terminating) driven by the planner; table tests per behaviour and property
 //! tests for the bounds.
 
+mod claims;
+mod lifecycle;
 mod props;
+mod resize;
 mod table;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -10,7 +13,9 @@ use std::sync::Arc;
 
 use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::api::apps::v1::ControllerRevision;
-use k8s_openapi::api::core::v1::{ContainerStatus, Pod, PodCondition, PodStatus};
+use k8s_openapi::api::core::v1::{
+    ContainerStatus, PersistentVolumeClaim, Pod, PodCondition, PodStatus,
+};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kruise_common::expectations::Satisfaction;
@@ -53,6 +58,10 @@ pub fn statefulset(image: &str, spec: Value) -> StatefulSet {
 pub struct World {
     pub set: StatefulSet,
     pub pods: BTreeMap<String, Pod>,
+    /// Claims by name; a toy garbage collector deletes those whose owners are all gone.
+    pub claims: BTreeMap<String, PersistentVolumeClaim>,
+    /// StorageClasses that allow expansion.
+    pub expandable_classes: BTreeSet<String>,
     pub revisions: Vec<ControllerRevision>,
     pub now: Timestamp,
     pub gates: PlanGates,
@@ -72,6 +81,8 @@ impl World {
         let mut w = World {
             set,
             pods: BTreeMap::new(),
+            claims: BTreeMap::new(),
+            expandable_classes: BTreeSet::new(),
             revisions: vec![],
             now: t0(),
             gates: PlanGates::default(),
@@ -131,9 +142,13 @@ impl World {
     pub fn plan(&mut self) -> Plan {
         let revisions = self.sync_revisions();
         let pods = self.cached();
+        let claims: Vec<Arc<PersistentVolumeClaim>> =
+            self.claims.values().cloned().map(Arc::new).collect();
         let input = PlanInput {
             set: &self.set,
             pods: &pods,
+            claims: &claims,
+            expandable_classes: &self.expandable_classes,
             current_revision: &revisions.current,
             update_revision: &revisions.update,
             revisions: &self.revisions,
@@ -150,12 +165,14 @@ impl World {
         for action in &plan.actions {
             self.apply_action(action);
         }
+        self.collect_garbage();
         self.plans.push(plan.clone());
     }
 
     fn apply_action(&mut self, action: &Action) {
         match action {
-            Action::CreatePod { pod, .. } => {
+            Action::CreatePod { pod, claims } => {
+                self.create_claims(claims);
                 let mut pod = (**pod).clone();
                 let name = pod.metadata.name.clone().unwrap();
                 assert!(!self.pods.contains_key(&name), "{name} created twice");
@@ -221,11 +238,65 @@ impl World {
                     p.metadata.owner_references = Some(owner_references.clone());
                 }
             }
+            Action::CreateClaims { claims, .. } => self.create_claims(claims),
+            Action::SetClaimOwners {
+                name,
+                owner_references,
+                ..
+            } => {
+                if let Some(c) = self.claims.get_mut(name) {
+                    c.metadata.owner_references = Some(owner_references.clone());
+                }
+            }
+            Action::ExpandClaim { name, patch, .. } => {
+                if let Some(c) = self.claims.get_mut(name) {
+                    let mut v = serde_json::to_value(&*c).unwrap();
+                    json_patch::merge(&mut v, patch);
+                    *c = serde_json::from_value(v).unwrap();
+                }
+            }
             Action::DeleteRevision { name } => {
                 self.revisions
                     .retain(|r| r.metadata.name.as_deref() != Some(name));
             }
         }
+    }
+
+    fn create_claims(&mut self, claims: &[PersistentVolumeClaim]) {
+        for claim in claims {
+            let name = claim.metadata.name.clone().unwrap();
+            let mut claim = claim.clone();
+            claim.metadata.uid = Some(format!("uid-{name}"));
+            self.claims.entry(name).or_insert(claim);
+        }
+    }
+
+    /// Deletes the claims that have owners, none of which exists any more (the set's uid
+    /// is `sts-uid`; `set_deleted` drops it).
+    pub fn collect_garbage(&mut self) {
+        let mut live: BTreeSet<String> = self
+            .pods
+            .values()
+            .filter_map(|p| p.metadata.uid.clone())
+            .collect();
+        if self.set.metadata.deletion_timestamp.is_none() {
+            live.insert(self.set.metadata.uid.clone().unwrap_or_default());
+        }
+        self.claims.retain(|_, c| {
+            let owners = c.metadata.owner_references.clone().unwrap_or_default();
+            owners.is_empty() || owners.iter().any(|o| live.contains(&o.uid))
+        });
+    }
+
+    /// The uids of `claim`'s owners.
+    pub fn claim_owners(&self, claim: &str) -> Vec<String> {
+        self.claims[claim]
+            .metadata
+            .owner_references
+            .iter()
+            .flatten()
+            .map(|o| o.uid.clone())
+            .collect()
     }
 
     fn patch(&mut self, name: &str, patch: &Value) {

@@ -200,3 +200,100 @@ proptest! {
         }
     }
 }
+
+/// The owner references one plan writes on claims, checked against the policy and the
+/// window the plan saw: a pod's reference only on a claim of a condemned ordinal with
+/// `whenScaled: Delete` (a claim in the window never goes with its pod), the set's only
+/// with `whenDeleted: Delete`.
+fn check_claim_owners(w: &World, p: &Plan, retention: Retention) -> Result<(), TestCaseError> {
+    let reserved = ReservedOrdinals::from_spec(&w.set.spec.reserve_ordinals);
+    let window = reserved.replica_ordinals(0, i64::from(w.set.replicas()));
+    for action in &p.actions {
+        let Action::SetClaimOwners {
+            pod,
+            owner_references,
+            ..
+        } = action
+        else {
+            continue;
+        };
+        let ordinal = ordinal_of("demo", pod).unwrap();
+        for owner in owner_references {
+            match owner.kind.as_str() {
+                "Pod" => prop_assert!(
+                    retention.delete_when_scaled && !window.contains(&ordinal),
+                    "{pod}'s claim given its pod with {retention:?}, window {window:?}"
+                ),
+                "StatefulSet" => prop_assert!(retention.delete_with_set),
+                other => prop_assert!(false, "unexpected owner kind {other}"),
+            }
+        }
+    }
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+
+    #[test]
+    fn claim_retention_follows_the_policy_through_random_scaling(
+        c in case(),
+        delete_with_set in any::<bool>(),
+        delete_when_scaled in any::<bool>(),
+    ) {
+        let word = |delete: bool| if delete { "Delete" } else { "Retain" };
+        let set = statefulset("v0", json!({
+            "replicas": c.replicas,
+            "podManagementPolicy": if c.parallel { "Parallel" } else { "OrderedReady" },
+            "persistentVolumeClaimRetentionPolicy": {
+                "whenDeleted": word(delete_with_set), "whenScaled": word(delete_when_scaled)},
+            "volumeClaimTemplates": [{"metadata": {"name": "data"}, "spec": {
+                "accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}}],
+        }));
+        let retention = Retention { delete_with_set, delete_when_scaled };
+        let mut w = World::new(set);
+        for step in 0..48 {
+            for (_, e) in c.events.iter().filter(|(at, _)| *at == step) {
+                match e {
+                    Event::Replicas(r) => w.set.spec.replicas = Some(*r),
+                    Event::Stick(o) => { w.stuck.insert(pod_name("demo", i64::from(*o))); }
+                    Event::Heal => { w.broken.clear(); w.stuck.clear(); }
+                    Event::Reserve(r) => w.set.spec.reserve_ordinals = r.iter().map(|o| IntOrString::Int(*o)).collect(),
+                    _ => {}
+                }
+            }
+            if step % 7 == 6 {
+                w.pods.retain(|_, p| p.metadata.deletion_timestamp.is_none());
+                w.collect_garbage();
+            }
+            let p = w.plan();
+            check(&w, &p)?;
+            check_claim_owners(&w, &p, retention)?;
+            w.apply(&p);
+            w.kubelet();
+            w.now += SignedDuration::from_secs(2);
+        }
+        w.stuck.clear();
+        w.pods.retain(|_, p| p.metadata.deletion_timestamp.is_none());
+        w.collect_garbage();
+        for _ in 0..60 {
+            let p = w.plan();
+            check_claim_owners(&w, &p, retention)?;
+            w.apply(&p);
+            w.kubelet();
+            w.now += SignedDuration::from_secs(2);
+        }
+        // Converged: every window pod has its claim, carrying the set's reference exactly
+        // when whenDeleted is Delete and never its pod's.
+        let reserved = ReservedOrdinals::from_spec(&w.set.spec.reserve_ordinals);
+        for ordinal in reserved.replica_ordinals(0, i64::from(w.set.replicas())) {
+            let claim = format!("data-demo-{ordinal}");
+            prop_assert!(w.claims.contains_key(&claim), "{} missing", claim);
+            prop_assert_eq!(
+                w.claim_owners(&claim),
+                if delete_with_set { vec!["sts-uid".to_string()] } else { vec![] },
+                "{}", claim
+            );
+        }
+    }
+}

@@ -428,6 +428,8 @@ fn scale_expectations_pending_write_nothing_and_history_is_truncated() {
     let p = plan(&PlanInput {
         set: &w.set,
         pods: &pods,
+        claims: &[],
+        expandable_classes: &BTreeSet::new(),
         current_revision: &revisions.current,
         update_revision: &revisions.update,
         revisions: &w.revisions,
@@ -542,4 +544,96 @@ fn orphans_are_adopted_and_pods_that_stop_matching_are_released() {
     stranger.metadata.owner_references = None;
     w.pods.insert("other-1".into(), stranger);
     assert!(w.plan().actions.is_empty());
+}
+
+/// The pods deleted for update, in order, over a whole rollout.
+fn update_order_of(mut w: World) -> Vec<String> {
+    w.set_image("nginx:2");
+    let mut order = vec![];
+    for _ in 0..40 {
+        let p = w.step();
+        order.extend(
+            deletes(&p)
+                .into_iter()
+                .filter(|(_, r)| *r == DeleteReason::Update)
+                .map(|(n, _)| n),
+        );
+    }
+    order
+}
+
+#[test]
+fn unordered_update_follows_the_priority_strategy() {
+    let unordered = |strategy: Value| {
+        statefulset(
+            "nginx:1",
+            json!({"podManagementPolicy": "Parallel", "updateStrategy": {"rollingUpdate":
+                {"unorderedUpdate": {"priorityStrategy": strategy}}}}),
+        )
+    };
+    let label = |w: &mut World, pod: &str, k: &str, v: &str| {
+        w.pods
+            .get_mut(pod)
+            .unwrap()
+            .metadata
+            .labels
+            .get_or_insert_with(Default::default)
+            .insert(k.into(), v.into());
+    };
+    // Weights: the heavier first, equal weights descending.
+    let mut w = World::ready(unordered(json!({"weightPriority": [
+        {"weight": 100, "matchSelector": {"matchLabels": {"tier": "canary"}}}]})));
+    label(&mut w, "demo-0", "tier", "canary");
+    assert_eq!(update_order_of(w), strings(&["demo-0", "demo-2", "demo-1"]));
+    // Order keys: the larger trailing number first.
+    let mut w = World::ready(unordered(
+        json!({"orderPriority": [{"orderedKey": "rank"}]}),
+    ));
+    for (pod, rank) in [("demo-0", "r-1"), ("demo-1", "r-5"), ("demo-2", "r-3")] {
+        label(&mut w, pod, "rank", rank);
+    }
+    assert_eq!(update_order_of(w), strings(&["demo-1", "demo-2", "demo-0"]));
+    // No strategy: descending.
+    let w = World::ready(statefulset(
+        "nginx:1",
+        json!({"podManagementPolicy": "Parallel",
+               "updateStrategy": {"rollingUpdate": {"unorderedUpdate": {}}}}),
+    ));
+    assert_eq!(update_order_of(w), strings(&["demo-2", "demo-1", "demo-0"]));
+}
+
+#[test]
+fn orphan_revisions_the_selector_matches_are_adopted() {
+    let rev = |name: &str, app: &str, controller: Option<&str>| ControllerRevision {
+        metadata: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+            name: Some(name.into()),
+            labels: Some(BTreeMap::from([("app".to_string(), app.to_string())])),
+            owner_references: controller.map(|uid| {
+                vec![
+                    k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference {
+                        uid: uid.into(),
+                        controller: Some(true),
+                        ..Default::default()
+                    },
+                ]
+            }),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let revisions = vec![
+        rev("orphan", "demo", None),
+        rev("foreign-labels", "other", None),
+        rev("someone-elses", "demo", Some("other-uid")),
+    ];
+    let mut set = statefulset("nginx:1", json!({}));
+    let names = |set: &StatefulSet| -> Vec<String> {
+        orphans_to_adopt(set, &revisions)
+            .into_iter()
+            .filter_map(|r| r.metadata.name.clone())
+            .collect()
+    };
+    assert_eq!(names(&set), strings(&["orphan"]));
+    set.metadata.deletion_timestamp = Some(Time(t0()));
+    assert!(names(&set).is_empty());
 }
