@@ -51,9 +51,8 @@ scenario_init() {
 }
 scenario_cleanup() {
   local status=$?
-  [[ -z "${KRUISE_E2E_KUBECONFIG:-}" ]] || external_cleanup
-  for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; done
-  # A failed scenario shows the end of the logs of what it started.
+  # A failed scenario shows the end of the logs of what it started, as they were when it
+  # failed (before the shutdown's own lines).
   if (( status != 0 )); then
     for log in "$WORK"/*.log; do
       [[ -f "$log" ]] || continue
@@ -61,6 +60,8 @@ scenario_cleanup() {
       tail -n 40 "$log" >&2
     done
   fi
+  [[ -z "${KRUISE_E2E_KUBECONFIG:-}" ]] || external_cleanup
+  for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; done
   rm -rf "$WORK"
 }
 

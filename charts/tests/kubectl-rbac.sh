@@ -149,6 +149,10 @@ spec:
 YAML
 bcj_done() { [[ "$("$KUBECTL" get bcj everywhere -o jsonpath='{.status.succeeded}')" == 2 ]]; }
 wait_for 60 "the BroadcastJob succeeding on both nodes" bcj_done
+# A node gets its NodeImage once it has been Ready for --nodeimage-creation-delay (30 s); a
+# job before that finds no node to pull on.
+nodeimages() { [[ "$("$KUBECTL" get nodeimages -o name | wc -l)" == 2 ]]; }
+wait_for 60 "a NodeImage per node" nodeimages
 "$KUBECTL" apply -f - >/dev/null <<'YAML'
 apiVersion: apps.kruise.io/v1beta1
 kind: DaemonSet

@@ -10,7 +10,7 @@ use kruise_common::expectations::ScaleAction;
 use kruise_common::pods::CachedPod;
 use kruise_common::runtime::errors::{ShellError, WriteError, not_found};
 use kruise_common::runtime::events::{EventRecord, pod_reference};
-use kruise_common::runtime::execute::{Lane, Outcomes, Scheduled, execute};
+use kruise_common::runtime::execute::{Lane, Outcomes, Scheduled, WRITE_CONCURRENCY, execute};
 use kruise_common::runtime::writes::{Writer, Written};
 use kruise_common::runtime::{is_already_exists, is_not_found};
 use kube::ResourceExt as _;
@@ -18,9 +18,6 @@ use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 
 use super::{Error, Shared};
 use crate::plan::{Action, Plan};
-
-/// Pod writes in flight at once.
-pub const WRITE_CONCURRENCY: usize = 32;
 
 impl Scheduled for Action {
     fn lane(&self) -> Lane<'_> {
