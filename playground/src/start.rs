@@ -305,7 +305,7 @@ mod tests {
                 "sidecarset\tkruise-sidecarset\tsidecarsets.apps.kruise.io\tsidecarset",
                 "statefulset\tkruise-statefulset\tstatefulsets.apps.kruise.io\t-",
                 "broadcastjob\tkruise-broadcastjob\tbroadcastjobs.apps.kruise.io,advancedcronjobs.apps.kruise.io\t-",
-                "crr\tkruise-crr\tcontainerrecreaterequests.apps.kruise.io\t-",
+                "crr\tkruise-crr\tcontainerrecreaterequests.apps.kruise.io\tcrr",
                 "webhook\tkruise-webhook\t-\tworkloads",
             ]
         );
