@@ -6,12 +6,12 @@
 use std::sync::Arc;
 
 use kruise_common::admission::runner::{AdmissionFlags, CrdWebhooks};
-use kruise_common::family::{Agent, AgentContext, Family};
+use kruise_common::family::{Agent, AgentContext, Family, PodStep};
 use kruise_common::runtime::{Binary, Context};
 
 use crate::admission::{self, KRUISE_DAEMON_GATE, LivePods, PodSource};
 use crate::api::{self, CRD_NAME};
-use crate::{agent, controller};
+use crate::{agent, controller, launch_priority};
 
 /// The family's name (`--controllers`, the crate's directory).
 pub const NAME: &str = "crr";
@@ -25,11 +25,19 @@ const WEBHOOKS: CrdWebhooks = CrdWebhooks {
 };
 
 /// The ContainerRecreateRequest family: the `kruise-crr` binary, its webhook, its
-/// controller and its node agent.
+/// controllers and its node agent, and container launch priority's barrier env lent to
+/// kruise-webhook's pod chain.
 pub fn family() -> anyhow::Result<Family> {
     Ok(Family::new(NAME, BINARY, binary()?)
         .webhooks(WEBHOOKS.names())
-        .controllers([controller::CONTROLLER_NAME])
+        .controllers([
+            controller::CONTROLLER_NAME,
+            launch_priority::CONTROLLER_NAME,
+        ])
+        .pod_step(PodStep {
+            name: NAME,
+            build: launch_priority::step,
+        })
         .agent(Agent::new(|ctx: AgentContext| agent::run(ctx))))
 }
 
@@ -47,11 +55,17 @@ pub fn binary() -> anyhow::Result<Binary<AdmissionFlags>> {
                 admission::routes(pods, daemon_enabled)
             })
             .controller(|ctx: Context<AdmissionFlags>| async move {
-                // Without KruiseDaemon no agent acts on requests, so none is reconciled.
-                if ctx.gates.enabled(KRUISE_DAEMON_GATE) {
-                    let opts = ctx.controller_options(controller::CONTROLLER_NAME);
-                    controller::run(ctx.client.clone(), ctx.flags.namespace.clone(), opts).await;
-                }
+                let namespace = ctx.flags.namespace.clone();
+                let requests = async {
+                    // Without KruiseDaemon no agent acts on requests, so none is reconciled.
+                    if ctx.gates.enabled(KRUISE_DAEMON_GATE) {
+                        let opts = ctx.controller_options(controller::CONTROLLER_NAME);
+                        controller::run(ctx.client.clone(), namespace.clone(), opts).await;
+                    }
+                };
+                let opts = ctx.controller_options(launch_priority::CONTROLLER_NAME);
+                let barriers = launch_priority::run(ctx.client.clone(), namespace.clone(), opts);
+                tokio::join!(requests, barriers);
                 Ok(())
             }),
     )

@@ -1,5 +1,5 @@
 //! ContainerRecreateRequest: OpenKruise's request to restart some containers of a pod in
-//! place, carried out on the pod's node through CRI.
+//! place, carried out on the pod's node through CRI; and container launch priority.
 
 pub mod admission;
 pub mod agent;
@@ -7,4 +7,5 @@ pub mod api;
 pub mod binary;
 pub mod controller;
 pub mod conversion;
+pub mod launch_priority;
 pub mod plan;

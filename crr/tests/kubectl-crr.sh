@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# ContainerRecreateRequest with a real kubectl: `kruise-playground up` with CloneSet and
+# ContainerRecreateRequest with a real kubectl: `kruise-playground up` with CloneSet,
+# kruise-webhook (its pod chain runs the crr family's launch-priority step) and
 # kruise-crr in-process, one kruise-crr agent per simulated node on that node's fake CRI
 # socket (its kubelet restarts a stopped container with a new containerID and
 # restartCount+1). `kubectl create -f crr.yaml` goes through kruise-crr's webhook, which
@@ -13,8 +14,8 @@ source "$(dirname "${BASH_SOURCE[0]}")/../../testkit/scenario-lib.sh"
 scenario_init
 
 mkdir -p "$WORK/cri"
-start_cluster kruise-playground --nodes 2 --cri-dir "$WORK/cri" --controllers cloneset,crr
-pass "kruise-playground up with CloneSet and kruise-crr (an agent per node)"
+start_cluster kruise-playground --nodes 2 --cri-dir "$WORK/cri" --controllers cloneset,crr,webhook
+pass "kruise-playground up with CloneSet, kruise-crr (an agent per node) and kruise-webhook"
 
 "$KUBECTL" apply -f - >/dev/null <<'YAML'
 apiVersion: apps.kruise.io/v1beta1
@@ -81,3 +82,33 @@ assert_contains "$(tail -1 <<<"$table" | tr -s ' ')" "recreate-web Completed $po
 active=$("$KUBECTL" get crr recreate-web -o jsonpath='{.metadata.labels}')
 [[ "$active" != *crr.apps.kruise.io/active* ]] || fail "the active label stays after completion: $active"
 pass "kubectl get crr shows OpenKruise's columns; a finished request is no longer active"
+
+# Container launch priority: kruise-webhook's pod chain (the crr step) adds the barrier env,
+# kruise-crr's controller opens the keys as containers become ready, and the kubelet holds
+# each container until its key exists. A ready delay of 1 s puts each start in a later
+# second than the one before (the status's times have whole seconds).
+"$KUBECTL" apply -f - >/dev/null <<'YAML'
+apiVersion: v1
+kind: Pod
+metadata:
+  name: ordered
+  annotations:
+    apps.kruise.io/container-launch-priority: Ordered
+    sim.kruise.io/ready-delay: 1s
+spec:
+  containers:
+  - {name: first, image: busybox:1.36}
+  - {name: second, image: busybox:1.36}
+  - {name: third, image: busybox:1.36}
+YAML
+barrier_key() { "$KUBECTL" get pod ordered -o jsonpath="{.spec.containers[?(@.name==\"$1\")].env[?(@.name==\"KRUISE_CONTAINER_BARRIER\")].valueFrom.configMapKeyRef.key}"; }
+assert_eq "$(barrier_key first) $(barrier_key second) $(barrier_key third)" "p_0 p_-1 p_-2" "barrier keys from the webhook"
+ordered_ready() { [[ "$("$KUBECTL" get pod ordered -o jsonpath='{.status.containerStatuses[*].ready}')" == "true true true" ]]; }
+wait_for 60 "the ordered pod's containers ready" ordered_ready
+started_at() { "$KUBECTL" get pod ordered -o jsonpath="{.status.containerStatuses[?(@.name==\"$1\")].state.running.startedAt}"; }
+first=$(started_at first) second=$(started_at second) third=$(started_at third)
+[[ "$first" < "$second" && "$second" < "$third" ]] || fail "containers did not start in order: $first $second $third"
+assert_eq "$("$KUBECTL" get configmap ordered-barrier -o jsonpath='{.data}')" '{"p_-1":"true","p_-2":"true","p_0":"true"}' "the barrier's keys"
+completed_annotation() { [[ "$("$KUBECTL" get pod ordered -o jsonpath='{.metadata.annotations.apps\.kruise\.io/container-launch-priority-completed}')" == true ]]; }
+wait_for 30 "the launch-priority-completed annotation" completed_annotation
+pass "a pod with container-launch-priority: Ordered starts its containers in order"

@@ -309,7 +309,7 @@ mod tests {
                 "broadcastjob\tkruise-broadcastjob\tbroadcastjobs.apps.kruise.io,advancedcronjobs.apps.kruise.io\t-",
                 "imagepull\tkruise-imagepull\timagepulljobs.apps.kruise.io,imagelistpulljobs.apps.kruise.io,nodeimages.apps.kruise.io\t-",
                 "daemonset\tkruise-daemonset\tdaemonsets.apps.kruise.io\t-",
-                "crr\tkruise-crr\tcontainerrecreaterequests.apps.kruise.io\t-",
+                "crr\tkruise-crr\tcontainerrecreaterequests.apps.kruise.io\tcrr",
                 "webhook\tkruise-webhook\t-\tworkloads",
             ]
         );

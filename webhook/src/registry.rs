@@ -101,6 +101,6 @@ mod tests {
             ]
         );
         let steps: Vec<&str> = pod_steps().unwrap().iter().map(|s| s.name).collect();
-        assert_eq!(steps, ["sidecarset", crate::WORKLOADS]);
+        assert_eq!(steps, ["sidecarset", "crr", crate::WORKLOADS]);
     }
 }

@@ -8,16 +8,18 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::api::core::v1::{ConfigMapKeySelector, EnvVar, EnvVarSource, Pod};
 
+use kruise_common::api::keys;
+
 /// The pod annotation asking for containers to start one after another, in container order.
-pub const LAUNCH_PRIORITY_KEY: &str = "apps.kruise.io/container-launch-priority";
+pub const LAUNCH_PRIORITY_KEY: &str = keys::CONTAINER_LAUNCH_PRIORITY_KEY;
 /// The value of [`LAUNCH_PRIORITY_KEY`] that orders the containers.
 pub const ORDERED: &str = "Ordered";
 /// The container env giving its priority (higher starts first).
-pub const PRIORITY_ENV: &str = "KRUISE_CONTAINER_PRIORITY";
+pub const PRIORITY_ENV: &str = keys::ENV_CONTAINER_PRIORITY;
 /// The env the webhook adds, read from the barrier ConfigMap.
-pub const BARRIER_ENV: &str = "KRUISE_CONTAINER_BARRIER";
+pub const BARRIER_ENV: &str = keys::ENV_CONTAINER_BARRIER;
 /// The pod annotation the controller sets once every prioritized container is ready.
-pub const COMPLETED_KEY: &str = "apps.kruise.io/container-launch-priority-completed";
+pub const COMPLETED_KEY: &str = keys::CONTAINER_LAUNCH_PRIORITY_COMPLETED_KEY;
 
 /// The barrier ConfigMap of pod `pod_name`.
 pub fn barrier_name(pod_name: &str) -> String {

@@ -125,6 +125,9 @@ pub(crate) struct Ctr {
     /// Stopped through the CRI and not restarted (restartPolicy Never, or OnFailure
     /// with exit code 0): when, and with which code.
     pub(crate) terminated: Option<(Instant, i64)>,
+    /// Why the container cannot be created yet (an env key missing from its ConfigMap):
+    /// reported as `waiting` `CreateContainerConfigError` until the key appears.
+    config_error: Option<String>,
 }
 
 /// A container that was killed and replaced; the runtime keeps the last one per
@@ -360,6 +363,7 @@ impl<A: KubeletApi> Kubelet<A> {
                     ready_at: start_at + ready,
                     last_state: json!({}),
                     terminated: None,
+                    config_error: None,
                 }
             })
             .collect();
@@ -426,6 +430,64 @@ impl<A: KubeletApi> Kubelet<A> {
         }
     }
 
+    /// Holds back each container not yet started whose env reads a ConfigMap key that
+    /// does not exist (and is not `optional`), as the kubelet fails such a container with
+    /// CreateContainerConfigError; it starts a start delay after the key appears. The
+    /// kubelet does not watch ConfigMaps, it retries: the instant of the next look.
+    fn hold_for_config(&self, rt: &mut PodRt, pod: &Value, now: Instant) -> Option<Instant> {
+        const RETRY: Duration = Duration::from_millis(250);
+        let start = self.start_delay(pod);
+        let ready = self.ready_delay(pod);
+        let specs = containers(pod, "containers");
+        let mut retry = None;
+        for ctr in &mut rt.containers {
+            if now >= ctr.start_at && ctr.config_error.is_none() {
+                continue;
+            }
+            let spec = specs.iter().find(|c| str_of(c, "name") == ctr.name);
+            let missing = spec.and_then(|c| self.missing_config_key(&rt.namespace, c));
+            match (missing, ctr.config_error.is_some()) {
+                (Some(message), _) => {
+                    ctr.config_error = Some(message);
+                    retry = Some(now + RETRY);
+                }
+                (None, true) => {
+                    ctr.config_error = None;
+                    ctr.start_at = now + start;
+                    ctr.ready_at = ctr.start_at + ready;
+                }
+                (None, false) => {}
+            }
+            if ctr.config_error.is_some() {
+                // Never started while held: the start is one start delay after the key.
+                ctr.start_at = now + RETRY + start;
+                ctr.ready_at = ctr.start_at + ready;
+            }
+        }
+        retry
+    }
+
+    /// The kubelet's message for the first env key of `container` that is missing.
+    fn missing_config_key(&self, namespace: &str, container: &Value) -> Option<String> {
+        let refs = container.get("env")?.as_array()?.iter().filter_map(|e| {
+            let r = e.pointer("/valueFrom/configMapKeyRef")?;
+            let optional = r.get("optional").and_then(Value::as_bool) == Some(true);
+            (!optional).then(|| (str_of(r, "name"), str_of(r, "key")))
+        });
+        for (name, key) in refs {
+            match self.api.config_map_data(namespace, name)? {
+                None => return Some(format!("configmap \"{name}\" not found")),
+                Some(data) if data.get(key).is_none() => {
+                    return Some(format!(
+                        "couldn't find key {key} in ConfigMap {namespace}/{name}"
+                    ));
+                }
+                Some(_) => {}
+            }
+        }
+        None
+    }
+
     /// Renders the status this runtime state implies at `now` on top of `cur` (so
     /// conditions and fields other writers own are kept); also returns the next
     /// instant at which the rendering changes.
@@ -464,6 +526,9 @@ impl<A: KubeletApi> Kubelet<A> {
                     "containerID": c.container_id,
                 }}),
                 None if started => json!({"running": {"startedAt": rt.wall(c.start_at)}}),
+                None if c.config_error.is_some() => json!({"waiting": {
+                    "reason": "CreateContainerConfigError", "message": c.config_error,
+                }}),
                 None => {
                     json!({"waiting": {"reason": if init_done { "ContainerCreating" } else { "PodInitializing" }}})
                 }
@@ -682,7 +747,12 @@ impl<A: KubeletApi> Kubelet<A> {
         }
         let mut rt = self.pods.remove(key)?;
         self.apply_spec_changes(&mut rt, &pod, now);
+        let retry = self.hold_for_config(&mut rt, &pod, now);
         let (status, next) = self.render(&rt, &pod, now);
+        let next = match (next, retry) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
         if pod.get("status") != Some(&status) {
             let res = self
                 .api

@@ -67,6 +67,13 @@ pub trait KubeletApi: Send + Sync + 'static {
         node: &str,
     ) -> impl Future<Output = Result<(), WriteError>> + Send;
 
+    /// The `data` of ConfigMap `namespace/name` (`Some(None)`: no such ConfigMap), read
+    /// for env `valueFrom.configMapKeyRef`; `None` when this API cannot tell, and then
+    /// containers start without waiting for their keys.
+    fn config_map_data(&self, _namespace: &str, _name: &str) -> Option<Option<Value>> {
+        None
+    }
+
     /// Records a core/v1 Event about `object` from the kubelet of `node`; failures are
     /// only logged.
     fn record_event(
@@ -181,6 +188,12 @@ impl KubeletApi for StoreApi {
             )
             .await?;
         Ok(())
+    }
+
+    fn config_map_data(&self, namespace: &str, name: &str) -> Option<Option<Value>> {
+        let gr = GroupResource::new("", "configmaps");
+        let config_map = self.sh.store.get(&gr, namespace, name);
+        Some(config_map.map(|cm| cm.get("data").cloned().unwrap_or(Value::Null)))
     }
 
     async fn delete_pod(&self, key: &PodKey, uid: &str, node: &str) -> Result<(), WriteError> {
