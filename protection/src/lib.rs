@@ -1,0 +1,8 @@
+//! PodUnavailableBudget (`policy.kruise.io`) and deletion protection: OpenKruise's budget on
+//! voluntary pod disruption, field for field.
+
+pub mod admission;
+pub mod api;
+pub mod binary;
+pub mod conversion;
+pub mod plan;
