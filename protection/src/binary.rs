@@ -1,5 +1,6 @@
 //! The protection family's one registration ([`family`]): the `kruise-protection` binary —
-//! the PodUnavailableBudget CRD and its webhooks (validation, `/convert`) on every replica.
+//! the PodUnavailableBudget CRD and its webhooks (validation, `/convert`) on every replica,
+//! the PodUnavailableBudget controller on the leader.
 //! In the library so that hosts such as `kruise-playground up` run it in-process.
 
 use std::sync::Arc;
@@ -10,7 +11,7 @@ use kruise_common::featuregate::FeatureGates;
 use kruise_common::runtime::{Binary, Context};
 
 use crate::admission::{self, LiveBudgets, NamespaceBudgets, NoBudgets};
-use crate::api;
+use crate::{api, controller};
 
 /// The family's name (`--controllers`, the crate's directory).
 pub const NAME: &str = "protection";
@@ -25,7 +26,9 @@ const WEBHOOKS: CrdWebhooks = CrdWebhooks {
 
 /// The protection family: the `kruise-protection` binary and its webhooks.
 pub fn family() -> anyhow::Result<Family> {
-    Ok(Family::new(NAME, BINARY, binary()?).webhooks(WEBHOOKS.names()))
+    Ok(Family::new(NAME, BINARY, binary()?)
+        .webhooks(WEBHOOKS.names())
+        .controllers([controller::CONTROLLER_NAME]))
 }
 
 /// `kruise-protection`, ready for [`Binary::main`] or [`Binary::run_argv`].
@@ -42,6 +45,11 @@ pub fn binary() -> anyhow::Result<Binary<AdmissionFlags>> {
                     None => (FeatureGates::default(), Arc::new(NoBudgets)),
                 };
                 admission::routes(&gates, budgets)
+            })
+            .controller(|ctx: Context<AdmissionFlags>| async move {
+                let opts = ctx.controller_options(controller::CONTROLLER_NAME);
+                controller::run(ctx.client.clone(), ctx.flags.namespace.as_deref(), opts).await;
+                Ok(())
             }),
     )
 }

@@ -4,5 +4,6 @@
 pub mod admission;
 pub mod api;
 pub mod binary;
+pub mod controller;
 pub mod conversion;
 pub mod plan;
