@@ -7,3 +7,4 @@ pub mod binary;
 pub mod controller;
 pub mod conversion;
 pub mod plan;
+pub mod pod_admission;
