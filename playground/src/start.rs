@@ -224,6 +224,7 @@ mod tests {
                 "sidecarset",
                 "statefulset",
                 "broadcastjob",
+                "protection",
                 "webhook"
             ]
         );

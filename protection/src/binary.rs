@@ -6,12 +6,12 @@
 use std::sync::Arc;
 
 use kruise_common::admission::runner::{AdmissionFlags, CrdWebhooks};
-use kruise_common::family::Family;
+use kruise_common::family::{Family, PodValidatorStep};
 use kruise_common::featuregate::FeatureGates;
 use kruise_common::runtime::{Binary, Context};
 
 use crate::admission::{self, LiveBudgets, NamespaceBudgets, NoBudgets};
-use crate::{api, controller};
+use crate::{api, controller, pod_admission};
 
 /// The family's name (`--controllers`, the crate's directory).
 pub const NAME: &str = "protection";
@@ -28,7 +28,11 @@ const WEBHOOKS: CrdWebhooks = CrdWebhooks {
 pub fn family() -> anyhow::Result<Family> {
     Ok(Family::new(NAME, BINARY, binary()?)
         .webhooks(WEBHOOKS.names())
-        .controllers([controller::CONTROLLER_NAME]))
+        .controllers([controller::CONTROLLER_NAME])
+        .pod_validator(PodValidatorStep {
+            name: NAME,
+            build: pod_admission::pub_validator_step,
+        }))
 }
 
 /// `kruise-protection`, ready for [`Binary::main`] or [`Binary::run_argv`].
