@@ -24,7 +24,7 @@ use kruise_common::runtime::errors::{is_conflict, is_not_found};
 use kruise_common::runtime::events::{EventQueue, EventRecord, Recorder, pod_reference};
 use kube::api::{Api, PostParams};
 use kube::runtime::reflector::{self, Store};
-use kube::runtime::watcher;
+use kube::runtime::{WatchStreamExt as _, watcher};
 use kube::{Client, ResourceExt as _};
 
 use crate::api::v1beta1::{PodUnavailableBudget, PubOperation};
@@ -176,7 +176,10 @@ pub fn pub_validator_step(ctx: &StepContext) -> Arc<dyn PodValidator> {
     let (store, writer) = reflector::store::<PodUnavailableBudget>();
     let stream = reflector::reflector(
         writer,
-        watcher::watcher(Api::all(live.client.clone()), watcher::Config::default()),
+        // Backed off, so a cluster without the CRD (or an API server away) is retried
+        // calmly rather than in a tight loop.
+        watcher::watcher(Api::all(live.client.clone()), watcher::Config::default())
+            .default_backoff(),
     );
     let refresh = live.refresh.clone();
     let shutdown = live.shutdown.clone();
