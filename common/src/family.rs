@@ -34,7 +34,7 @@ use futures::future::BoxFuture;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use tokio_util::sync::CancellationToken;
 
-use crate::admission::pod_chain::PodMutator;
+use crate::admission::pod_chain::{PodMutator, PodValidator};
 use crate::featuregate::FeatureGates;
 use crate::runtime::telemetry::{LogFormat, Telemetry};
 use crate::runtime::{Binary, Outcome, client_from, signal_shutdown};
@@ -47,6 +47,7 @@ pub struct Family {
     webhooks: Vec<&'static str>,
     controllers: Vec<&'static str>,
     pod_steps: Vec<PodStep>,
+    pod_validators: Vec<PodValidatorStep>,
     hosts_pod_chain: bool,
     agent: Option<Agent>,
 }
@@ -66,6 +67,7 @@ impl Family {
             webhooks: Vec::new(),
             controllers: Vec::new(),
             pod_steps: Vec::new(),
+            pod_validators: Vec::new(),
             hosts_pod_chain: false,
             agent: None,
         }
@@ -86,6 +88,12 @@ impl Family {
     /// A step it lends kruise-webhook's pod mutating chain.
     pub fn pod_step(mut self, step: PodStep) -> Self {
         self.pod_steps.push(step);
+        self
+    }
+
+    /// A step it lends kruise-webhook's validating pod chain (`/validate-pod`).
+    pub fn pod_validator(mut self, step: PodValidatorStep) -> Self {
+        self.pod_validators.push(step);
         self
     }
 
@@ -125,6 +133,11 @@ impl Family {
     /// See [`Family::controllers`].
     pub fn controller_names(&self) -> &[&'static str] {
         &self.controllers
+    }
+
+    /// The validating pod-chain steps it lends kruise-webhook.
+    pub fn pod_validators(&self) -> &[PodValidatorStep] {
+        &self.pod_validators
     }
 
     /// The pod-chain steps it lends kruise-webhook.
@@ -179,6 +192,14 @@ impl std::fmt::Debug for Family {
             .field("webhooks", &self.webhooks)
             .field("controllers", &self.controllers)
             .field("pod_steps", &steps)
+            .field(
+                "pod_validators",
+                &self
+                    .pod_validators
+                    .iter()
+                    .map(|step| step.name)
+                    .collect::<Vec<_>>(),
+            )
             .field("hosts_pod_chain", &self.hosts_pod_chain)
             .field("agent", &self.agent.is_some())
             .finish()
@@ -224,6 +245,16 @@ pub struct PodStep {
     pub name: &'static str,
     /// Builds the step (once per process; it may start watches from [`StepContext::live`]).
     pub build: fn(&StepContext) -> Arc<dyn PodMutator>,
+}
+
+/// A step a family lends kruise-webhook's validating pod chain, enabled by its name in
+/// `--enable` as a mutating step is.
+#[derive(Clone, Copy)]
+pub struct PodValidatorStep {
+    /// The name `--enable` takes (`protection`).
+    pub name: &'static str,
+    /// Builds the step (once per process; it may start watches from [`StepContext::live`]).
+    pub build: fn(&StepContext) -> Arc<dyn PodValidator>,
 }
 
 /// A family's node agent (`kruise-<family> agent`, run as a DaemonSet): it acts on one node

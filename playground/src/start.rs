@@ -227,6 +227,7 @@ mod tests {
                 "imagepull",
                 "daemonset",
                 "crr",
+                "protection",
                 "webhook"
             ]
         );

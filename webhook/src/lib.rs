@@ -1,7 +1,8 @@
 //! kruise-webhook: the admission server for built-in resources. It serves the pod mutating
-//! chain from the steps the enabled families lend it (`--enable`), each step scoped to the
-//! pods it can act on and with its own failure policy, so a stopped webhook blocks nothing
-//! no enabled family cares about. Each family's own CRD webhooks stay in its binary.
+//! chain and the validating pod chain (`/validate-pod`: pod updates, deletions, evictions)
+//! from the steps the enabled families lend it (`--enable`), each step scoped to the pods it
+//! can act on and with its own failure policy, so a stopped webhook blocks nothing no
+//! enabled family cares about. Each family's own CRD webhooks stay in its binary.
 //!
 //! The families it composes are the ones in [`registry`], the one list of kruise-rs
 //! families (a Cargo feature each). In the library so that hosts such as
@@ -14,10 +15,12 @@ use std::sync::Arc;
 
 use clap::Args;
 use kruise_common::admission::AdmissionRoutes;
-use kruise_common::admission::pod_chain::{KruisePodReadyGate, PodChain, PodMutator};
+use kruise_common::admission::pod_chain::{
+    KruisePodReadyGate, PodChain, PodMutator, PodValidator, ValidatingPodChain,
+};
 use kruise_common::admission::publish::{self, Owned};
 use kruise_common::admission::runner::{self, AdmissionFlags};
-use kruise_common::family::{Family, LiveCluster, PodStep, StepContext};
+use kruise_common::family::{Family, LiveCluster, PodStep, PodValidatorStep, StepContext};
 use kruise_common::featuregate::FeatureGates;
 use kruise_common::runtime::{Binary, Context, Flags};
 
@@ -48,6 +51,7 @@ impl WebhookArgs {
 }
 
 const MUTATING: &str = "kruise-mutating-webhook-configuration";
+const VALIDATING: &str = "kruise-validating-webhook-configuration";
 
 /// The workloads step.
 fn readiness_gate_step(ctx: &StepContext) -> Arc<dyn PodMutator> {
@@ -76,10 +80,29 @@ fn pod_chain(enable: &[String], ctx: &StepContext) -> anyhow::Result<PodChain> {
     Ok(PodChain::new(steps))
 }
 
+/// The validating pod chain of the enabled steps (all compiled in when `enable` is empty;
+/// a name that lends only a mutating step, or none, is not an error here).
+fn validating_pod_chain(
+    enable: &[String],
+    ctx: &StepContext,
+) -> anyhow::Result<ValidatingPodChain> {
+    let lent: Vec<PodValidatorStep> = registry::pod_validators()?;
+    let steps: Vec<Arc<dyn PodValidator>> = lent
+        .iter()
+        .filter(|step| enable.is_empty() || enable.iter().any(|name| name == step.name))
+        .map(|step| (step.build)(ctx))
+        .collect();
+    Ok(ValidatingPodChain::new(steps))
+}
+
 fn routes(args: &WebhookArgs, ctx: &StepContext) -> anyhow::Result<AdmissionRoutes> {
     let mut routes = AdmissionRoutes::new();
     if ctx.gates.enabled("PodWebhook") {
         routes = routes.handler(pod_chain(&args.enable, ctx)?);
+        let validating = validating_pod_chain(&args.enable, ctx)?;
+        if !validating.is_empty() {
+            routes = routes.handler(validating);
+        }
     }
     Ok(routes)
 }
@@ -87,7 +110,7 @@ fn routes(args: &WebhookArgs, ctx: &StepContext) -> anyhow::Result<AdmissionRout
 fn owned() -> Owned {
     Owned {
         mutating: Some(MUTATING.into()),
-        validating: None,
+        validating: Some(VALIDATING.into()),
         crds: Vec::new(),
     }
 }
@@ -105,7 +128,7 @@ fn manifests(flags: &Flags, args: &WebhookArgs) -> anyhow::Result<String> {
 /// kruise-webhook's registration: the pod-chain host, lending its own workloads step.
 pub fn family() -> anyhow::Result<Family> {
     Ok(Family::new(NAME, BINARY, binary())
-        .webhooks([MUTATING])
+        .webhooks([MUTATING, VALIDATING])
         .pod_step(PodStep {
             name: WORKLOADS,
             build: readiness_gate_step,

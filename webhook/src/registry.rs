@@ -7,7 +7,7 @@
 //! its code. The list lives here because kruise-webhook is the one binary that composes
 //! across families; no family depends on this crate, so there is no cycle.
 
-use kruise_common::family::{Family, PodStep};
+use kruise_common::family::{Family, PodStep, PodValidatorStep};
 
 /// Each family's registration (its `binary::family`), in start order. kruise-webhook
 /// comes last: it serves the pod chain the others lend steps to.
@@ -26,12 +26,22 @@ pub const FAMILIES: &[fn() -> anyhow::Result<Family>] = &[
     kruise_daemonset::binary::family,
     #[cfg(feature = "crr")]
     kruise_crr::binary::family,
+    #[cfg(feature = "protection")]
+    kruise_protection::binary::family,
     crate::family,
 ];
 
 /// Every family of [`FAMILIES`], built.
 pub fn families() -> anyhow::Result<Vec<Family>> {
     FAMILIES.iter().map(|family| family()).collect()
+}
+
+/// The validating pod-chain steps the families lend kruise-webhook, in [`FAMILIES`] order.
+pub fn pod_validators() -> anyhow::Result<Vec<PodValidatorStep>> {
+    Ok(families()?
+        .iter()
+        .flat_map(|family| family.pod_validators().iter().copied())
+        .collect())
 }
 
 /// The pod-chain steps the families lend kruise-webhook, in [`FAMILIES`] order.
@@ -82,7 +92,8 @@ mod tests {
         feature = "broadcastjob",
         feature = "imagepull",
         feature = "daemonset",
-        feature = "crr"
+        feature = "crr",
+        feature = "protection"
     ))]
     #[test]
     fn the_default_build_registers_every_family_and_their_steps() {
@@ -97,10 +108,14 @@ mod tests {
                 "imagepull",
                 "daemonset",
                 "crr",
+                "protection",
                 "webhook"
             ]
         );
         let steps: Vec<&str> = pod_steps().unwrap().iter().map(|s| s.name).collect();
         assert_eq!(steps, ["sidecarset", "crr", crate::WORKLOADS]);
+        assert_eq!(steps, ["sidecarset", crate::WORKLOADS]);
+        let validators: Vec<&str> = pod_validators().unwrap().iter().map(|s| s.name).collect();
+        assert_eq!(validators, ["protection"]);
     }
 }

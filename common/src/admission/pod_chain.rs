@@ -4,6 +4,11 @@
 //! several scoped webhook entries match it), and each declares the pods it can act on so
 //! the webhook configuration only sends those (a stopped webhook then cannot block pods no
 //! enabled family cares about).
+//!
+//! The validating chain ([`ValidatingPodChain`], `/validate-pod`) is its counterpart for pod
+//! updates, deletions and evictions: steps lent by the families ([`PodValidator`]) each
+//! answer for the pods they scope; the first refusal answers, an eviction refused with 429
+//! as kube-apiserver refuses one a PodDisruptionBudget forbids.
 
 use std::sync::Arc;
 
@@ -144,6 +149,24 @@ impl PodChain {
     }
 }
 
+/// The distinct scopes, each with the strictest failure policy of the steps sharing it.
+fn distinct(
+    scopes: impl IntoIterator<Item = (PodScope, FailurePolicy)>,
+) -> Vec<(PodScope, FailurePolicy)> {
+    let mut entries: Vec<(PodScope, FailurePolicy)> = Vec::new();
+    for (scope, policy) in scopes {
+        match entries.iter_mut().find(|(s, _)| *s == scope) {
+            Some((_, strictest)) => {
+                if policy == FailurePolicy::Fail {
+                    *strictest = FailurePolicy::Fail;
+                }
+            }
+            None => entries.push((scope, policy)),
+        }
+    }
+    entries
+}
+
 /// OpenKruise never mutates pods in namespaces labelled `control-plane` (its own namespace
 /// among them), so a broken webhook cannot stop its own pods from starting.
 fn without_control_plane(selector: Option<LabelSelector>) -> LabelSelector {
@@ -207,6 +230,252 @@ impl AdmissionHandler for PodChain {
                 Some(patch) => AdmissionResponse::from(req)
                     .with_patch(patch)
                     .map_err(|e| HandlerError::Internal(e.to_string())),
+            }
+        })
+    }
+}
+
+/// A pod operation the validating chain sees.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum PodOperation {
+    /// A change of the pod (`UPDATE pods`, no subresource).
+    Update,
+    /// A deletion of the pod (`DELETE pods`, no subresource).
+    Delete,
+    /// An eviction (`CREATE pods/eviction`).
+    Evict,
+}
+
+/// What a validating step is asked about.
+#[derive(Clone, Debug)]
+pub struct PodValidationRequest {
+    /// The operation.
+    pub operation: PodOperation,
+    /// The pod's namespace.
+    pub namespace: String,
+    /// The pod's name.
+    pub name: String,
+    /// The pod as it is: the old pod of an UPDATE or a DELETE; `None` for an eviction,
+    /// whose request carries only the Eviction (a step that needs the pod reads it).
+    pub pod: Option<Pod>,
+    /// The pod as it would become (UPDATE only).
+    pub new_pod: Option<Pod>,
+    /// True for dry-run requests: steps must not write anything.
+    pub dry_run: bool,
+    /// Who asked.
+    pub username: String,
+}
+
+/// A validating step's answer.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PodVerdict {
+    /// Let it through.
+    Allow,
+    /// Refuse it with this message.
+    Deny(String),
+}
+
+/// One step of the validating chain (a family's check of pod updates, deletions and
+/// evictions, such as PodUnavailableBudget's).
+pub trait PodValidator: Send + Sync + 'static {
+    /// Short name, used in logs and error messages (`protection`).
+    fn name(&self) -> &'static str;
+    /// Where it runs (lower first); the first refusal answers.
+    fn order(&self) -> u32;
+    /// The pods this step may refuse operations on now. An empty list means none, so the
+    /// webhook need not see any pod on this step's behalf.
+    fn scopes(&self) -> Vec<PodScope>;
+    /// Whether a failure to reach the webhook should refuse operations in its scopes.
+    fn failure_policy(&self) -> FailurePolicy;
+    /// Decides on one operation; an error refuses it with the message.
+    fn validate<'a>(
+        &'a self,
+        request: &'a PodValidationRequest,
+    ) -> BoxFuture<'a, Result<PodVerdict, HandlerError>>;
+}
+
+/// The validating chain, served at `/validate-pod` as OpenKruise's `vpod.kb.io` (pod UPDATE
+/// and DELETE) and `vpodeviction.kb.io` (`pods/eviction` CREATE).
+#[derive(Clone, Default)]
+pub struct ValidatingPodChain {
+    steps: Vec<Arc<dyn PodValidator>>,
+}
+
+/// The path the validating chain is served at.
+pub const VALIDATE_POD_PATH: &str = "/validate-pod";
+/// HTTP 429: how kube-apiserver refuses an eviction a PodDisruptionBudget forbids, so
+/// `kubectl drain` waits and retries instead of giving up.
+const TOO_MANY_REQUESTS: u16 = 429;
+
+impl ValidatingPodChain {
+    /// A chain of `steps`, run in their declared order.
+    pub fn new(mut steps: Vec<Arc<dyn PodValidator>>) -> Self {
+        steps.sort_by_key(|s| s.order());
+        ValidatingPodChain { steps }
+    }
+
+    /// Whether no step is in the chain.
+    pub fn is_empty(&self) -> bool {
+        self.steps.is_empty()
+    }
+
+    /// The step names, in order.
+    pub fn step_names(&self) -> Vec<&'static str> {
+        self.steps.iter().map(|s| s.name()).collect()
+    }
+
+    /// The entries of every step's scopes: `vpod[-n].kb.io` for pod UPDATE and DELETE, one
+    /// per distinct scope; `vpodeviction[-n].kb.io` for evictions, one per distinct
+    /// namespace selector and without an object selector — the object of an eviction is the
+    /// Eviction, whose labels are not the pod's, so kube-apiserver would match an object
+    /// selector against nothing. Never in `control-plane` namespaces.
+    pub fn webhook_specs(&self) -> Vec<WebhookSpec> {
+        let scopes: Vec<(PodScope, FailurePolicy)> = self
+            .steps
+            .iter()
+            .flat_map(|step| {
+                let policy = step.failure_policy();
+                step.scopes().into_iter().map(move |scope| (scope, policy))
+            })
+            .collect();
+        let pods = distinct(scopes.iter().cloned());
+        let evictions = distinct(scopes.into_iter().map(|(scope, policy)| {
+            (
+                PodScope {
+                    namespace_selector: scope.namespace_selector,
+                    object_selector: None,
+                },
+                policy,
+            )
+        }));
+        let entries = |name: &str, rule: Rule, scopes: Vec<(PodScope, FailurePolicy)>| {
+            scopes
+                .into_iter()
+                .enumerate()
+                .map(|(i, (scope, policy))| WebhookSpec {
+                    name: if i == 0 {
+                        format!("{name}.kb.io")
+                    } else {
+                        format!("{name}-{i}.kb.io")
+                    },
+                    kind: WebhookKind::Validating,
+                    rules: vec![rule.clone()],
+                    failure_policy: policy,
+                    namespace_selector: Some(without_control_plane(scope.namespace_selector)),
+                    object_selector: scope.object_selector,
+                    timeout_seconds: 10,
+                })
+                .collect::<Vec<_>>()
+        };
+        let mut specs = entries(
+            "vpod",
+            Rule::new(&["UPDATE", "DELETE"], "", &["v1"], &["pods"]),
+            pods,
+        );
+        specs.extend(entries(
+            "vpodeviction",
+            Rule::new(&["CREATE"], "", &["v1"], &["pods/eviction"]),
+            evictions,
+        ));
+        specs
+    }
+
+    /// Runs every step on `request` until one refuses.
+    pub async fn run(&self, request: &PodValidationRequest) -> Result<PodVerdict, HandlerError> {
+        for step in &self.steps {
+            let verdict = step
+                .validate(request)
+                .await
+                .map_err(|e| HandlerError::Internal(format!("{}: {e}", step.name())))?;
+            if verdict != PodVerdict::Allow {
+                return Ok(verdict);
+            }
+        }
+        Ok(PodVerdict::Allow)
+    }
+
+    /// The request as the steps see it; `None` for what the chain lets through unasked
+    /// (subresources other than eviction, other operations).
+    fn request_of(
+        req: &AdmissionRequest<DynamicObject>,
+    ) -> Result<Option<PodValidationRequest>, HandlerError> {
+        let decode = |obj: &Option<DynamicObject>| -> Result<Option<Pod>, HandlerError> {
+            obj.as_ref()
+                .map(|o| {
+                    serde_json::to_value(o)
+                        .and_then(serde_json::from_value::<Pod>)
+                        .map_err(|e| HandlerError::Decode {
+                            kind: "Pod".into(),
+                            reason: e.to_string(),
+                        })
+                })
+                .transpose()
+        };
+        let sub_resource = req.sub_resource.as_deref().unwrap_or("");
+        let (operation, pod, new_pod) = match (&req.operation, sub_resource) {
+            (Operation::Update, "") => (
+                PodOperation::Update,
+                decode(&req.old_object)?,
+                decode(&req.object)?,
+            ),
+            (Operation::Delete, "") => (PodOperation::Delete, decode(&req.old_object)?, None),
+            (Operation::Create, "eviction") => (PodOperation::Evict, None, None),
+            _ => return Ok(None),
+        };
+        Ok(Some(PodValidationRequest {
+            operation,
+            namespace: req.namespace.clone().unwrap_or_default(),
+            name: req.name.clone(),
+            pod,
+            new_pod,
+            dry_run: req.dry_run,
+            username: req.user_info.username.clone().unwrap_or_default(),
+        }))
+    }
+}
+
+impl AdmissionHandler for ValidatingPodChain {
+    fn path(&self) -> &str {
+        VALIDATE_POD_PATH
+    }
+
+    fn webhook(&self) -> WebhookSpec {
+        // The first entry; `webhook_specs` has all of them.
+        self.webhook_specs()
+            .into_iter()
+            .next()
+            .unwrap_or(WebhookSpec {
+                name: "vpod.kb.io".into(),
+                kind: WebhookKind::Validating,
+                rules: vec![Rule::new(&["UPDATE", "DELETE"], "", &["v1"], &["pods"])],
+                failure_policy: FailurePolicy::Ignore,
+                namespace_selector: Some(without_control_plane(None)),
+                object_selector: None,
+                timeout_seconds: 10,
+            })
+    }
+
+    fn webhooks(&self) -> Vec<WebhookSpec> {
+        self.webhook_specs()
+    }
+
+    fn handle<'a>(
+        &'a self,
+        req: &'a AdmissionRequest<DynamicObject>,
+    ) -> BoxFuture<'a, Result<AdmissionResponse, HandlerError>> {
+        Box::pin(async move {
+            let Some(request) = Self::request_of(req)? else {
+                return Ok(AdmissionResponse::from(req));
+            };
+            match self.run(&request).await? {
+                PodVerdict::Allow => Ok(AdmissionResponse::from(req)),
+                PodVerdict::Deny(message) if request.operation == PodOperation::Evict => {
+                    let mut response = AdmissionResponse::from(req).deny(message);
+                    response.result.code = TOO_MANY_REQUESTS;
+                    response.result.reason = "TooManyRequests".into();
+                    Ok(response)
+                }
+                PodVerdict::Deny(message) => Ok(super::denied(req, 403, message)),
             }
         })
     }
@@ -387,6 +656,117 @@ mod tests {
         // The namespace the chain fills in for its steps is not written.
         assert!(patched["metadata"].get("namespace").is_none());
         assert_eq!(chain.run(&request(), &patched).await.unwrap(), None);
+    }
+
+    /// Refuses every operation on pods labelled `protected=true`.
+    struct Protected;
+
+    impl PodValidator for Protected {
+        fn name(&self) -> &'static str {
+            "protected"
+        }
+        fn order(&self) -> u32 {
+            50
+        }
+        fn scopes(&self) -> Vec<PodScope> {
+            vec![PodScope {
+                namespace_selector: None,
+                object_selector: Some(LabelSelector {
+                    match_labels: Some([("protected".to_string(), "true".to_string())].into()),
+                    ..Default::default()
+                }),
+            }]
+        }
+        fn failure_policy(&self) -> FailurePolicy {
+            FailurePolicy::Fail
+        }
+        fn validate<'a>(
+            &'a self,
+            request: &'a PodValidationRequest,
+        ) -> BoxFuture<'a, Result<PodVerdict, HandlerError>> {
+            Box::pin(async move {
+                Ok(PodVerdict::Deny(format!(
+                    "{:?} of {}/{} refused",
+                    request.operation, request.namespace, request.name
+                )))
+            })
+        }
+    }
+
+    fn validation_review(
+        operation: &str,
+        sub_resource: Option<&str>,
+    ) -> AdmissionRequest<DynamicObject> {
+        let pod = pod(None);
+        let review = json!({
+            "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+            "request": {
+                "uid": "u", "kind": {"group": "", "version": "v1", "kind": "Pod"},
+                "resource": {"group": "", "version": "v1", "resource": "pods"},
+                "subResource": sub_resource, "name": "p", "namespace": "default",
+                "operation": operation, "userInfo": {"username": "admin"},
+                "object": if operation == "UPDATE" { pod.clone() } else { json!(null) },
+                "oldObject": if operation == "CREATE" { json!(null) } else { pod },
+                "dryRun": false
+            }
+        });
+        let review: kube::core::admission::AdmissionReview<DynamicObject> =
+            serde_json::from_value(review).unwrap();
+        review.try_into().unwrap()
+    }
+
+    #[tokio::test]
+    async fn the_validating_chain_refuses_evictions_with_429_and_the_rest_with_403() {
+        let chain = ValidatingPodChain::new(vec![Arc::new(Protected)]);
+        let evict = chain
+            .handle(&validation_review("CREATE", Some("eviction")))
+            .await
+            .unwrap();
+        assert!(!evict.allowed);
+        assert_eq!(evict.result.code, 429);
+        assert_eq!(evict.result.reason, "TooManyRequests");
+        assert_eq!(evict.result.message, "Evict of default/p refused");
+        let delete = chain
+            .handle(&validation_review("DELETE", None))
+            .await
+            .unwrap();
+        assert_eq!((delete.allowed, delete.result.code), (false, 403));
+        assert_eq!(delete.result.message, "Delete of default/p refused");
+        let update = chain
+            .handle(&validation_review("UPDATE", None))
+            .await
+            .unwrap();
+        assert_eq!(update.result.message, "Update of default/p refused");
+        // Status updates and other subresources are not the chain's.
+        let status = chain
+            .handle(&validation_review("UPDATE", Some("status")))
+            .await
+            .unwrap();
+        assert!(status.allowed);
+    }
+
+    #[test]
+    fn validating_entries_per_scope_for_pods_and_evictions() {
+        let chain = ValidatingPodChain::new(vec![Arc::new(Protected)]);
+        let specs = chain.webhook_specs();
+        let names: Vec<&str> = specs.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(names, ["vpod.kb.io", "vpodeviction.kb.io"]);
+        assert_eq!(specs[1].rules[0].resources, ["pods/eviction"]);
+        assert_eq!(specs[1].rules[0].operations, ["CREATE"]);
+        assert_eq!(specs[0].rules[0].operations, ["UPDATE", "DELETE"]);
+        assert!(specs[0].object_selector.is_some());
+        assert_eq!(specs[1].object_selector, None);
+        for spec in &specs {
+            assert_eq!(spec.failure_policy, FailurePolicy::Fail);
+            let ns = spec.namespace_selector.clone().unwrap();
+            assert_eq!(ns.match_expressions.unwrap()[0].key, "control-plane");
+        }
+        // No step in scope: no entry, so a stopped webhook blocks no pod.
+        assert!(
+            ValidatingPodChain::new(Vec::new())
+                .webhook_specs()
+                .is_empty()
+        );
     }
 
     #[test]

@@ -219,6 +219,21 @@ impl SimShared {
             .resolve("", "v1", "pods")
             .ok_or_else(ApiError::path_not_found)?;
         let pod = self.get(&pods, ns, name)?;
+        // kube-apiserver admits the Eviction (CREATE pods/eviction) first: a webhook's
+        // refusal answers with the webhook's code (429 from one that refuses as a PDB would).
+        let mut admitted = eviction.clone();
+        if let Some(meta) = admitted
+            .as_object_mut()
+            .map(|o| o.entry("metadata").or_insert_with(|| json!({})))
+            .and_then(Value::as_object_mut)
+        {
+            meta.entry("name").or_insert_with(|| name.into());
+            meta.entry("namespace").or_insert_with(|| ns.into());
+        }
+        self.admit("CREATE", &pods, "eviction", &mut admitted, None, opts)
+            .await?;
+        self.admit_validating("CREATE", &pods, "eviction", &admitted, None, opts)
+            .await?;
         let del_opts = match eviction.get("deleteOptions") {
             Some(d) if d.is_object() => DeleteOptions::from_json(d)?,
             _ => DeleteOptions::default(),

@@ -1,0 +1,10 @@
+//! PodUnavailableBudget (`policy.kruise.io`) and deletion protection: OpenKruise's budget on
+//! voluntary pod disruption, field for field.
+
+pub mod admission;
+pub mod api;
+pub mod binary;
+pub mod controller;
+pub mod conversion;
+pub mod plan;
+pub mod pod_admission;

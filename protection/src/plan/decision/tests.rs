@@ -1,0 +1,509 @@
+use std::collections::{BTreeMap, BTreeSet};
+
+use pretty_assertions::assert_eq;
+use proptest::prelude::*;
+use serde_json::{Value, json};
+
+use super::*;
+use crate::plan::budget::{BudgetInput, PodState, plan};
+
+fn now() -> Timestamp {
+    Timestamp::from_second(1_800_000_000).unwrap()
+}
+
+fn pod(name: &str, ready: bool, labels: Value, annotations: Value) -> Pod {
+    serde_json::from_value(json!({
+        "metadata": {"name": name, "namespace": "default", "labels": labels, "annotations": annotations},
+        "spec": {"containers": [{"name": "c", "image": "nginx"}]},
+        "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": if ready { "True" } else { "False" }}]},
+    }))
+    .unwrap()
+}
+
+fn ready_pod(name: &str) -> Pod {
+    pod(name, true, json!({"app": "web"}), json!({}))
+}
+
+fn budget(spec_extra: Value, annotations: Value, status: Value) -> PodUnavailableBudget {
+    let mut spec = json!({"selector": {"matchLabels": {"app": "web"}}, "maxUnavailable": 1});
+    if let (Some(spec), Some(extra)) = (spec.as_object_mut(), spec_extra.as_object()) {
+        spec.extend(extra.clone());
+    }
+    serde_json::from_value(json!({
+        "apiVersion": "policy.kruise.io/v1beta1",
+        "kind": "PodUnavailableBudget",
+        "metadata": {"name": "web", "namespace": "default", "annotations": annotations},
+        "spec": spec,
+        "status": status,
+    }))
+    .unwrap()
+}
+
+fn healthy_status() -> Value {
+    json!({"unavailableAllowed": 1, "currentAvailable": 4, "desiredAvailable": 3, "totalReplicas": 4})
+}
+
+const ALL_GATES: Gates = Gates {
+    delete: true,
+    update: true,
+    in_place_vertical_scaling: false,
+};
+
+fn run(
+    budget: Option<&PodUnavailableBudget>,
+    pod: &Pod,
+    op: PubOperation,
+    dry_run: bool,
+    gates: Gates,
+) -> Decision {
+    decide(
+        budget,
+        &Request {
+            pod,
+            operation: &op,
+            dry_run,
+            now: now(),
+        },
+        gates,
+    )
+}
+
+fn consumed(budget: &PodUnavailableBudget, pod: &str, update: bool) -> Decision {
+    let mut status = budget.status.clone().unwrap();
+    status.unavailable_allowed -= 1;
+    let records = if update {
+        &mut status.unavailable_pods
+    } else {
+        &mut status.disrupted_pods
+    };
+    records.insert(pod.into(), Time(now()));
+    Decision::Consume(status)
+}
+
+#[test]
+fn each_protected_operation_consumes_one_disruption() {
+    let b = budget(json!({}), json!({}), healthy_status());
+    let p = ready_pod("web-0");
+    assert_eq!(
+        run(Some(&b), &p, PubOperation::Delete, false, ALL_GATES),
+        consumed(&b, "web-0", false)
+    );
+    assert_eq!(
+        run(Some(&b), &p, PubOperation::Evict, false, ALL_GATES),
+        consumed(&b, "web-0", false)
+    );
+    assert_eq!(
+        run(Some(&b), &p, PubOperation::Update, false, ALL_GATES),
+        consumed(&b, "web-0", true)
+    );
+    // RESIZE rides on UPDATE while InPlacePodVerticalScaling is off, and is recorded as a
+    // disruption (OpenKruise records every non-UPDATE operation there).
+    assert_eq!(
+        run(Some(&b), &p, PubOperation::Resize, false, ALL_GATES),
+        consumed(&b, "web-0", false)
+    );
+}
+
+/// What, the budget, the pod, the operation, the gates, and the decision wanted.
+type Case = (
+    &'static str,
+    Option<PodUnavailableBudget>,
+    Pod,
+    PubOperation,
+    Gates,
+    Decision,
+);
+
+#[test]
+fn exemptions_in_openkruise_order() {
+    let b = budget(json!({}), json!({}), healthy_status());
+    let p = ready_pod("web-0");
+    let gates_off = Gates {
+        delete: false,
+        update: false,
+        in_place_vertical_scaling: false,
+    };
+    let only_delete = Gates {
+        delete: true,
+        update: false,
+        in_place_vertical_scaling: false,
+    };
+    let vps = Gates {
+        in_place_vertical_scaling: true,
+        ..ALL_GATES
+    };
+    let no_protect = |v: &str| {
+        pod(
+            "web-0",
+            true,
+            json!({"app": "web"}),
+            json!({"pub.kruise.io/no-protect": v}),
+        )
+    };
+    let cases: Vec<Case> = vec![
+        (
+            "delete gate off",
+            Some(b.clone()),
+            p.clone(),
+            PubOperation::Delete,
+            gates_off,
+            Decision::Allow(Exempt::GateOff),
+        ),
+        (
+            "evict gate off",
+            Some(b.clone()),
+            p.clone(),
+            PubOperation::Evict,
+            gates_off,
+            Decision::Allow(Exempt::GateOff),
+        ),
+        (
+            "update gate off (default)",
+            Some(b.clone()),
+            p.clone(),
+            PubOperation::Update,
+            only_delete,
+            Decision::Allow(Exempt::GateOff),
+        ),
+        (
+            "resize gate off",
+            Some(b.clone()),
+            p.clone(),
+            PubOperation::Resize,
+            only_delete,
+            Decision::Allow(Exempt::GateOff),
+        ),
+        (
+            "no-protect true",
+            Some(b.clone()),
+            no_protect("true"),
+            PubOperation::Delete,
+            ALL_GATES,
+            Decision::Allow(Exempt::NoProtectAnnotation),
+        ),
+        (
+            "no-protect 1",
+            Some(b.clone()),
+            no_protect("1"),
+            PubOperation::Evict,
+            ALL_GATES,
+            Decision::Allow(Exempt::NoProtectAnnotation),
+        ),
+        (
+            "no-protect false protects",
+            Some(b.clone()),
+            no_protect("false"),
+            PubOperation::Delete,
+            ALL_GATES,
+            consumed(&b, "web-0", false),
+        ),
+        (
+            "no-protect yes is not a bool",
+            Some(b.clone()),
+            no_protect("yes"),
+            PubOperation::Delete,
+            ALL_GATES,
+            consumed(&b, "web-0", false),
+        ),
+        (
+            "pod not ready",
+            Some(b.clone()),
+            pod("web-0", false, json!({"app": "web"}), json!({})),
+            PubOperation::Delete,
+            ALL_GATES,
+            Decision::Allow(Exempt::PodUnavailable),
+        ),
+        (
+            "unavailable label",
+            Some(b.clone()),
+            pod(
+                "web-0",
+                true,
+                json!({"app": "web", "unavailable-pod.kruise.io/x": "1"}),
+                json!({}),
+            ),
+            PubOperation::Delete,
+            ALL_GATES,
+            Decision::Allow(Exempt::PodUnavailable),
+        ),
+        (
+            "no budget",
+            None,
+            p.clone(),
+            PubOperation::Delete,
+            ALL_GATES,
+            Decision::Allow(Exempt::NoBudget),
+        ),
+        (
+            "ignored pod",
+            Some(budget(
+                json!({"ignoredPodSelector": {"matchLabels": {"drain": "ok"}}}),
+                json!({}),
+                healthy_status(),
+            )),
+            pod(
+                "web-0",
+                true,
+                json!({"app": "web", "drain": "ok"}),
+                json!({}),
+            ),
+            PubOperation::Evict,
+            ALL_GATES,
+            Decision::Allow(Exempt::IgnoredPod),
+        ),
+        (
+            "nothing desired",
+            Some(budget(
+                json!({}),
+                json!({}),
+                json!({"unavailableAllowed": 0, "desiredAvailable": 0}),
+            )),
+            p.clone(),
+            PubOperation::Delete,
+            ALL_GATES,
+            Decision::Allow(Exempt::NothingDesired),
+        ),
+        (
+            "operation not protected (spec)",
+            Some(budget(
+                json!({"protectOperations": ["EVICT"]}),
+                json!({}),
+                healthy_status(),
+            )),
+            p.clone(),
+            PubOperation::Delete,
+            ALL_GATES,
+            Decision::Allow(Exempt::OperationNotProtected),
+        ),
+        (
+            "operation not protected (v1alpha1 annotation)",
+            Some(budget(
+                json!({}),
+                json!({"kruise.io/pub-protect-operations": "EVICT"}),
+                healthy_status(),
+            )),
+            p.clone(),
+            PubOperation::Update,
+            ALL_GATES,
+            Decision::Allow(Exempt::OperationNotProtected),
+        ),
+        (
+            "resize apart from update with vertical scaling",
+            Some(b.clone()),
+            p.clone(),
+            PubOperation::Resize,
+            vps,
+            Decision::Allow(Exempt::OperationNotProtected),
+        ),
+        (
+            "already disrupted",
+            Some(budget(
+                json!({}),
+                json!({}),
+                json!({"unavailableAllowed": 0, "desiredAvailable": 3, "disruptedPods": {"web-0": "2026-01-01T00:00:00Z"}}),
+            )),
+            p.clone(),
+            PubOperation::Delete,
+            ALL_GATES,
+            Decision::Allow(Exempt::AlreadyRecorded),
+        ),
+        (
+            "already unavailable",
+            Some(budget(
+                json!({}),
+                json!({}),
+                json!({"unavailableAllowed": 0, "desiredAvailable": 3, "unavailablePods": {"web-0": "2026-01-01T00:00:00Z"}}),
+            )),
+            p.clone(),
+            PubOperation::Evict,
+            ALL_GATES,
+            Decision::Allow(Exempt::AlreadyRecorded),
+        ),
+    ];
+    for (what, b, pod, op, gates, want) in cases {
+        assert_eq!(run(b.as_ref(), &pod, op, false, gates), want, "{what}");
+    }
+}
+
+#[test]
+fn an_exhausted_budget_refuses_with_openkruise_message() {
+    let b = budget(
+        json!({}),
+        json!({}),
+        json!({"unavailableAllowed": 0, "currentAvailable": 3, "desiredAvailable": 3, "totalReplicas": 4}),
+    );
+    for op in [
+        PubOperation::Delete,
+        PubOperation::Evict,
+        PubOperation::Update,
+    ] {
+        for dry_run in [false, true] {
+            assert_eq!(
+                run(Some(&b), &ready_pod("web-1"), op.clone(), dry_run, ALL_GATES),
+                Decision::Deny(r#"podunavailablebudget.policy.kruise.io "web" is forbidden: pub unavailable allowed is negative"#.into())
+            );
+        }
+    }
+    let records: BTreeMap<String, Value> = (0..=MAX_RECORDS)
+        .map(|i| (format!("p-{i}"), json!("2026-01-01T00:00:00Z")))
+        .collect();
+    let crowded = budget(
+        json!({}),
+        json!({}),
+        json!({"unavailableAllowed": 5, "desiredAvailable": 3, "disruptedPods": records}),
+    );
+    assert_eq!(
+        run(Some(&crowded), &ready_pod("web-1"), PubOperation::Delete, false, ALL_GATES),
+        Decision::Deny(r#"podunavailablebudget.policy.kruise.io "web" is forbidden: DisruptedPods and UnavailablePods map too big - too many unavailable not confirmed by PUB controller"#.into())
+    );
+    assert_eq!(
+        conflicts_message("web"),
+        "Timeout: couldn't update PodUnavailableBudget web due to conflicts"
+    );
+}
+
+#[test]
+fn a_dry_run_is_answered_without_spending_the_budget() {
+    let b = budget(json!({}), json!({}), healthy_status());
+    assert_eq!(
+        run(
+            Some(&b),
+            &ready_pod("web-0"),
+            PubOperation::Evict,
+            true,
+            ALL_GATES
+        ),
+        Decision::Allow(Exempt::DryRun)
+    );
+}
+
+/// One webhook replica's request in flight: it read the budget at `read_version` and
+/// wants to write `status`.
+#[derive(Clone, Debug)]
+struct InFlight {
+    pod: usize,
+    operation: PubOperation,
+    read_version: u64,
+    status: PodUnavailableBudgetStatus,
+    attempts: usize,
+}
+
+#[derive(Clone, Debug)]
+enum Step {
+    /// A replica receives an operation on a pod and decides on the budget as it reads it.
+    Begin {
+        replica: usize,
+        pod: usize,
+        operation: PubOperation,
+    },
+    /// A replica's conditioned status write reaches the API server.
+    Commit { replica: usize },
+    /// A pod's readiness flips on its own (not for pods already disrupted).
+    Churn { pod: usize },
+    /// The PUB controller recomputes the status from the pods.
+    Reconcile,
+}
+
+fn step() -> impl Strategy<Value = Step> {
+    let op = proptest::sample::select(vec![
+        PubOperation::Delete,
+        PubOperation::Evict,
+        PubOperation::Update,
+    ]);
+    prop_oneof![
+        4 => (0usize..2, 0usize..8, op).prop_map(|(replica, pod, operation)| Step::Begin { replica, pod, operation }),
+        4 => (0usize..2).prop_map(|replica| Step::Commit { replica }),
+        1 => (0usize..8).prop_map(|pod| Step::Churn { pod }),
+        1 => Just(Step::Reconcile),
+    ]
+}
+
+/// The budget store: the status and a resourceVersion bumped on every write.
+struct Store {
+    budget: PodUnavailableBudget,
+    version: u64,
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
+
+    /// Any interleaving of deletes, evictions and updates across two webhook replicas, with
+    /// pod readiness churn and controller recomputes, never disrupts more pods than the
+    /// budget allows, because each grant is a status write conditioned on the version its
+    /// decision read.
+    #[test]
+    fn concurrent_replicas_never_exceed_the_budget(
+        max_unavailable in 0i32..4,
+        steps in proptest::collection::vec(step(), 1..80),
+    ) {
+        const PODS: usize = 8;
+        let spec = json!({"maxUnavailable": max_unavailable});
+        let mut ready = [true; PODS];
+        let mut disrupted: BTreeSet<usize> = BTreeSet::new();
+        let pods_now = |ready: &[bool; PODS]| -> Vec<PodState> {
+            (0..PODS).map(|i| PodState { name: format!("web-{i}"), active: true, available: ready[i] }).collect()
+        };
+        let recompute = |b: &PodUnavailableBudget, ready: &[bool; PODS]| {
+            let pods = pods_now(ready);
+            let status = b.status.clone().unwrap_or_default();
+            plan(&BudgetInput { spec: &b.spec, generation: 1, status: &status, pods: &pods, expected: 8, now: now() })
+                .unwrap()
+                .status
+        };
+        let mut store = Store { budget: budget(spec, json!({}), json!({})), version: 1 };
+        store.budget.status = Some(recompute(&store.budget, &ready));
+        let mut in_flight: [Option<InFlight>; 2] = [None, None];
+
+        for step in steps {
+            match step {
+                Step::Begin { replica, pod, operation } => {
+                    if in_flight[replica].is_some() {
+                        continue;
+                    }
+                    let p = pod_in(pod, ready[pod]);
+                    if let Decision::Consume(status) = run(Some(&store.budget), &p, operation.clone(), false, ALL_GATES) {
+                        in_flight[replica] = Some(InFlight { pod, operation, read_version: store.version, status, attempts: 1 });
+                    }
+                }
+                Step::Commit { replica } => {
+                    let Some(mut flight) = in_flight[replica].take() else { continue };
+                    if flight.read_version == store.version {
+                        store.budget.status = Some(flight.status);
+                        store.version += 1;
+                        disrupted.insert(flight.pod);
+                        ready[flight.pod] = false;
+                    } else if flight.attempts < MAX_ATTEMPTS {
+                        // Conflict: read again and decide again.
+                        let p = pod_in(flight.pod, ready[flight.pod]);
+                        if let Decision::Consume(status) = run(Some(&store.budget), &p, flight.operation.clone(), false, ALL_GATES) {
+                            flight.read_version = store.version;
+                            flight.status = status;
+                            flight.attempts += 1;
+                            in_flight[replica] = Some(flight);
+                        }
+                    }
+                }
+                Step::Churn { pod } => {
+                    if !disrupted.contains(&pod) {
+                        ready[pod] = !ready[pod];
+                    }
+                }
+                Step::Reconcile => {
+                    store.budget.status = Some(recompute(&store.budget, &ready));
+                    store.version += 1;
+                }
+            }
+            let granted = i32::try_from(disrupted.len()).unwrap();
+            prop_assert!(granted <= max_unavailable, "{} pods disrupted, budget {}", granted, max_unavailable);
+        }
+    }
+}
+
+fn pod_in(index: usize, ready: bool) -> Pod {
+    pod(
+        &format!("web-{index}"),
+        ready,
+        json!({"app": "web"}),
+        json!({}),
+    )
+}

@@ -1,0 +1,135 @@
+//! The PUB step of the validating pod chain end to end: kruise-sim calls `/validate-pod`
+//! over HTTPS for pod deletions and evictions, and answers a refused eviction with the
+//! webhook's 429 (as kube-apiserver answers one a PodDisruptionBudget forbids).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Pod;
+use kruise_common::admission::AdmissionRoutes;
+use kruise_common::admission::certs::{generate_ca, issue_serving};
+use kruise_common::admission::pod_chain::ValidatingPodChain;
+use kruise_common::admission::publish::{Endpoint, Owned, publish};
+use kruise_common::family::{LiveCluster, StepContext};
+use kruise_common::featuregate::FeatureGates;
+use kruise_protection::pod_admission::pub_validator_step;
+use kube::api::{Api, EvictParams};
+use serde_json::json;
+use support::*;
+use tokio_util::sync::CancellationToken;
+
+const EXHAUSTED: &str = r#"podunavailablebudget.policy.kruise.io "web" is forbidden: pub unavailable allowed is negative"#;
+
+fn api_error(e: kube::Error) -> (u16, String) {
+    match e {
+        kube::Error::Api(status) => (status.code, status.message),
+        other => panic!("not an API error: {other}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn evictions_and_deletions_are_refused_once_the_budget_is_used() {
+    let (sim, client) = sim(2).await;
+    let _controller = start(&client);
+    deployment(&client, "web", 4, 4).await;
+    budget(
+        &client,
+        "web",
+        json!({"selector": {"matchLabels": {"app": "web"}}, "maxUnavailable": 1}),
+    )
+    .await;
+    wait_for_numbers(&client, "web", (1, 4, 3, 4)).await;
+
+    // The step as kruise-webhook builds it, served over TLS, its entries published.
+    kruise_common::runtime::install_crypto_provider();
+    let shutdown = CancellationToken::new();
+    let _stop = shutdown.clone().drop_guard();
+    let step = pub_validator_step(&StepContext {
+        gates: FeatureGates::default(),
+        live: Some(LiveCluster {
+            client: client.clone(),
+            refresh: Arc::new(tokio::sync::Notify::new()),
+            shutdown: shutdown.clone(),
+        }),
+    });
+    let chain = ValidatingPodChain::new(vec![step]);
+    let specs = eventually("the budget's scope", WAIT, || {
+        let specs = chain.webhook_specs();
+        async move { (!specs.is_empty()).then_some(specs) }
+    })
+    .await;
+    let names: Vec<&str> = specs.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(names, ["vpod.kb.io", "vpodeviction.kb.io"]);
+
+    let now = jiff::Timestamp::now();
+    let ca = generate_ca("test-ca", now, Duration::from_secs(3600)).unwrap();
+    let (cert, key) = issue_serving(
+        &ca,
+        &["127.0.0.1".to_string()],
+        now,
+        Duration::from_secs(3600),
+    )
+    .unwrap();
+    let tls = axum_server::tls_rustls::RustlsConfig::from_pem(cert.into_bytes(), key.into_bytes())
+        .await
+        .unwrap();
+    let routes = AdmissionRoutes::new().handler(chain);
+    let server = kruise_common::admission::serve(
+        "127.0.0.1:0".parse().unwrap(),
+        routes.clone(),
+        tls,
+        shutdown.clone(),
+    )
+    .await
+    .unwrap();
+    let owned = Owned {
+        mutating: None,
+        validating: Some("kruise-validating-webhook-configuration".into()),
+        crds: Vec::new(),
+    };
+    let endpoint = Endpoint::Url(format!("https://127.0.0.1:{}", server.addr.port()));
+    publish(&client, &routes, &owned, &endpoint, &ca.cert_pem)
+        .await
+        .unwrap();
+
+    // kube's client retries a 429 (15 times, with backoff): this one shows it.
+    let pods = Api::<Pod>::namespaced(sim.client_without_retries().unwrap(), "default");
+    // The first eviction spends the budget.
+    pods.evict("web-7d4b9-0", &EvictParams::default())
+        .await
+        .unwrap();
+    // The second is refused with 429, the reason OpenKruise gives.
+    let (code, message) = api_error(
+        pods.evict("web-7d4b9-1", &EvictParams::default())
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(code, 429, "{message}");
+    assert_eq!(
+        message,
+        format!("admission webhook \"vpodeviction.kb.io\" denied the request: {EXHAUSTED}")
+    );
+    // A deletion too, with 403.
+    let (code, message) = api_error(
+        pods.delete("web-7d4b9-2", &Default::default())
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(code, 403, "{message}");
+    assert_eq!(
+        message,
+        format!("admission webhook \"vpod.kb.io\" denied the request: {EXHAUSTED}")
+    );
+    // A pod no budget covers is never sent to the webhook.
+    let _: Pod = create(
+        &client,
+        json!({"apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "other", "labels": {"app": "other"}},
+        "spec": {"containers": [{"name": "main", "image": "nginx:1.25"}]}}),
+    )
+    .await;
+    pods.delete("other", &Default::default()).await.unwrap();
+}

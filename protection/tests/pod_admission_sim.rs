@@ -1,0 +1,195 @@
+//! The PUB admission decision and its status write against kruise-sim: two webhook
+//! replicas evicting concurrently never spend more than the budget; ignoredPodSelector,
+//! dry runs and a budget deleted meanwhile (K#1567).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use k8s_openapi::api::core::v1::Pod;
+use kruise_protection::api::v1beta1::{PodUnavailableBudget, PubOperation};
+use kruise_protection::plan::decision::Gates;
+use kruise_protection::pod_admission::{PubAdmission, Verdict};
+use kube::api::{Api, Patch, PatchParams};
+use serde_json::json;
+use support::*;
+
+const EXHAUSTED: &str = r#"podunavailablebudget.policy.kruise.io "web" is forbidden: pub unavailable allowed is negative"#;
+
+async fn pod(client: &kube::Client, name: &str) -> Pod {
+    Api::<Pod>::namespaced(client.clone(), "default")
+        .get(name)
+        .await
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_evictions_across_two_replicas_spend_the_budget_once() {
+    let (sim, client) = sim(2).await;
+    let _controller = start(&client);
+    deployment(&client, "web", 4, 4).await;
+    budget(
+        &client,
+        "web",
+        json!({"selector": {"matchLabels": {"app": "web"}}, "maxUnavailable": 1}),
+    )
+    .await;
+    wait_for_numbers(&client, "web", (1, 4, 3, 4)).await;
+
+    let replicas = [
+        PubAdmission::new(sim.client().unwrap(), Gates::default(), None),
+        PubAdmission::new(sim.client().unwrap(), Gates::default(), None),
+    ];
+    let mut tasks = Vec::new();
+    for i in 0..4 {
+        let admission = replicas[i % 2].clone();
+        let pod = pod(&client, &format!("web-7d4b9-{i}")).await;
+        tasks.push(tokio::spawn(async move {
+            admission
+                .admit(&pod, &PubOperation::Evict, false)
+                .await
+                .unwrap()
+        }));
+    }
+    let mut verdicts = Vec::new();
+    for task in tasks {
+        verdicts.push(task.await.unwrap());
+    }
+    let allowed = verdicts.iter().filter(|v| **v == Verdict::Allowed).count();
+    assert_eq!(allowed, 1, "{verdicts:?}");
+    for verdict in &verdicts {
+        if let Verdict::Denied(message) = verdict {
+            assert!(
+                message == EXHAUSTED
+                    || message
+                        == "Timeout: couldn't update PodUnavailableBudget web due to conflicts",
+                "{message}"
+            );
+        }
+    }
+    let status = Api::<PodUnavailableBudget>::namespaced(client.clone(), "default")
+        .get("web")
+        .await
+        .unwrap()
+        .status
+        .unwrap();
+    assert_eq!(status.disrupted_pods.len(), 1);
+    assert_eq!(status.unavailable_allowed, 0);
+
+    // The pod already granted goes through again without spending anything.
+    let granted = status.disrupted_pods.keys().next().unwrap().clone();
+    assert_eq!(
+        replicas[0]
+            .admit(&pod(&client, &granted).await, &PubOperation::Delete, false)
+            .await
+            .unwrap(),
+        Verdict::Allowed
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ignored_pods_dry_runs_and_a_deleted_budget() {
+    let (_sim, client) = sim(2).await;
+    let _controller = start(&client);
+    deployment(&client, "web", 2, 2).await;
+    budget(
+        &client,
+        "web",
+        json!({"selector": {"matchLabels": {"app": "web"}}, "maxUnavailable": 1,
+        "ignoredPodSelector": {"matchLabels": {"drain": "ok"}}}),
+    )
+    .await;
+    wait_for_numbers(&client, "web", (1, 2, 1, 2)).await;
+    let admission = PubAdmission::new(client.clone(), Gates::default(), None);
+
+    // A dry run is answered without spending the budget.
+    let first = pod(&client, "web-7d4b9-0").await;
+    assert_eq!(
+        admission
+            .admit(&first, &PubOperation::Evict, true)
+            .await
+            .unwrap(),
+        Verdict::Allowed
+    );
+    wait_for_numbers(&client, "web", (1, 2, 1, 2)).await;
+    assert_eq!(
+        admission
+            .admit(&first, &PubOperation::Evict, false)
+            .await
+            .unwrap(),
+        Verdict::Allowed
+    );
+    let second = pod(&client, "web-7d4b9-1").await;
+    assert_eq!(
+        admission
+            .admit(&second, &PubOperation::Evict, false)
+            .await
+            .unwrap(),
+        Verdict::Denied(EXHAUSTED.into())
+    );
+    // The update gate is off by default: an update is not checked.
+    assert_eq!(
+        admission
+            .admit(&second, &PubOperation::Update, false)
+            .await
+            .unwrap(),
+        Verdict::Allowed
+    );
+
+    // Labelled for the ignoredPodSelector, the pod bypasses the budget.
+    let pods = Api::<Pod>::namespaced(client.clone(), "default");
+    pods.patch(
+        "web-7d4b9-1",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"labels": {"drain": "ok"}}})),
+    )
+    .await
+    .unwrap();
+    let ignored = pod(&client, "web-7d4b9-1").await;
+    assert_eq!(
+        admission
+            .admit(&ignored, &PubOperation::Evict, false)
+            .await
+            .unwrap(),
+        Verdict::Allowed
+    );
+
+    // A budget deleted meanwhile lets the deletion through (K#1567).
+    pods.patch(
+        "web-7d4b9-1",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"labels": {"drain": null}}})),
+    )
+    .await
+    .unwrap();
+    let covered = pod(&client, "web-7d4b9-1").await;
+    assert_eq!(
+        admission
+            .admit(&covered, &PubOperation::Delete, false)
+            .await
+            .unwrap(),
+        Verdict::Denied(EXHAUSTED.into())
+    );
+    Api::<PodUnavailableBudget>::namespaced(client.clone(), "default")
+        .delete("web", &Default::default())
+        .await
+        .unwrap();
+    eventually("the budget is gone", WAIT, || {
+        let client = client.clone();
+        async move {
+            Api::<PodUnavailableBudget>::namespaced(client, "default")
+                .get_opt("web")
+                .await
+                .unwrap()
+                .is_none()
+                .then_some(())
+        }
+    })
+    .await;
+    assert_eq!(
+        admission
+            .admit(&covered, &PubOperation::Delete, false)
+            .await
+            .unwrap(),
+        Verdict::Allowed
+    );
+}

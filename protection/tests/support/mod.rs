@@ -1,0 +1,126 @@
+//! Fixtures for the protection family against kruise-sim: the PUB controller in-process,
+//! a Deployment with its ReplicaSet and pods as the Deployment controller would leave them,
+//! budgets, and waiting on a budget's numbers.
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+
+use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
+use k8s_openapi::api::core::v1::Pod;
+use kruise_common::runtime::{Metrics, Readiness, RunOptions};
+use kruise_protection::api::v1beta1::{PodUnavailableBudget, PodUnavailableBudgetStatus};
+use kruise_protection::controller;
+pub use kruise_testkit::{WAIT, eventually};
+use kube::api::{Api, PostParams};
+use kube::{Client, ResourceExt as _};
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+/// A simulator with `nodes` nodes and the PodUnavailableBudget CRD installed.
+pub async fn sim(nodes: usize) -> (kruise_sim::Sim, Client) {
+    kruise_testkit::sim_with_crds(nodes, &[kruise_protection::api::crd::crd().unwrap()]).await
+}
+
+/// The controller in-process until dropped.
+pub struct Running(CancellationToken);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.0.cancel();
+    }
+}
+
+pub fn start(client: &Client) -> Running {
+    let shutdown = CancellationToken::new();
+    let opts = RunOptions {
+        name: controller::CONTROLLER_NAME.into(),
+        concurrency: 2,
+        metrics: Metrics::new(),
+        readiness: Readiness::default(),
+        shutdown: shutdown.clone(),
+        leadership: Default::default(),
+    };
+    let client = client.clone();
+    tokio::spawn(async move { controller::run(client, Some("default"), opts).await });
+    Running(shutdown)
+}
+
+pub async fn create<K>(client: &Client, object: Value) -> K
+where
+    K: kube::Resource<Scope = kube::core::NamespaceResourceScope>
+        + Clone
+        + serde::de::DeserializeOwned
+        + serde::Serialize
+        + std::fmt::Debug,
+    K::DynamicType: Default,
+{
+    let object: K = serde_json::from_value(object).unwrap();
+    Api::<K>::namespaced(client.clone(), "default")
+        .create(&PostParams::default(), &object)
+        .await
+        .unwrap()
+}
+
+/// A Deployment of `replicas` (`app=<app>`), its ReplicaSet, and the ReplicaSet's pods, as
+/// the Deployment controller would leave them (kruise-sim has none).
+pub async fn deployment(client: &Client, app: &str, replicas: i32, pods: usize) {
+    let selector = json!({"matchLabels": {"app": app}});
+    let template = json!({"metadata": {"labels": {"app": app}},
+        "spec": {"containers": [{"name": "main", "image": "nginx:1.25"}]}});
+    let deploy: Deployment = create(
+        client,
+        json!({"apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": app},
+        "spec": {"replicas": replicas, "selector": selector, "template": template}}),
+    )
+    .await;
+    let rs: ReplicaSet = create(
+        client,
+        json!({"apiVersion": "apps/v1", "kind": "ReplicaSet",
+        "metadata": {"name": format!("{app}-7d4b9"), "ownerReferences": [{"apiVersion": "apps/v1",
+            "kind": "Deployment", "name": app, "uid": deploy.uid().unwrap(), "controller": true}]},
+        "spec": {"replicas": replicas, "selector": selector, "template": template}}),
+    )
+    .await;
+    for i in 0..pods {
+        let _: Pod = create(
+            client,
+            json!({"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": format!("{app}-7d4b9-{i}"), "labels": {"app": app},
+                "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet",
+                    "name": rs.name_any(), "uid": rs.uid().unwrap(), "controller": true}]},
+            "spec": template["spec"]}),
+        )
+        .await;
+    }
+}
+
+pub async fn budget(client: &Client, name: &str, spec: Value) {
+    let _: PodUnavailableBudget = create(
+        client,
+        json!({"apiVersion": "policy.kruise.io/v1beta1",
+        "kind": "PodUnavailableBudget", "metadata": {"name": name}, "spec": spec}),
+    )
+    .await;
+}
+
+/// Waits until the budget's (allowed, current, desired, total) are `want`.
+pub async fn wait_for_numbers(
+    client: &Client,
+    name: &str,
+    want: (i32, i32, i32, i32),
+) -> PodUnavailableBudgetStatus {
+    let api = Api::<PodUnavailableBudget>::namespaced(client.clone(), "default");
+    eventually(&format!("{name} at {want:?}"), WAIT, || {
+        let api = api.clone();
+        async move {
+            let status = api.get(name).await.ok()?.status?;
+            let got = (
+                status.unavailable_allowed,
+                status.current_available,
+                status.desired_available,
+                status.total_replicas,
+            );
+            (got == want).then_some(status)
+        }
+    })
+    .await
+}
