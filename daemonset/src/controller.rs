@@ -1,6 +1,6 @@
 //! The Advanced DaemonSet controller shell (see [`crate::plan`] for every decision):
-//! **observe** (the caches, the expectations) -> **validate** -> **plan** -> **execute** ->
-//! **status**.
+//! **observe** (the caches, the expectations) -> **validate** -> **revisions** -> **plan** ->
+//! **execute** -> **status** -> **history**.
 //!
 //! * **Cache only what it reads.** Pods through the `controller-revision-hash` label every
 //!   daemon pod carries; nodes reduced to their labels and taints, and a node change wakes
@@ -15,6 +15,8 @@
 //! * **preDelete hook.** A pod to delete that `lifecycle.preDelete` holds (any of its labels
 //!   or finalizers present) is marked `PreparingDelete` instead, and deleted once the hook
 //!   lets go.
+//! * **Revisions before pods.** The update revision is written before any pod carries its
+//!   hash; history is pruned only after a pass whose writes all succeeded.
 
 use std::collections::HashMap;
 use std::collections::hash_map::DefaultHasher;
@@ -24,6 +26,7 @@ use std::time::Duration;
 
 use futures::StreamExt as _;
 use jiff::Timestamp;
+use k8s_openapi::api::apps::v1::ControllerRevision;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kruise_common::api::keys::CONTROLLER_REVISION_HASH_KEY;
 use kruise_common::api::lifecycle::LifecycleState;
@@ -36,6 +39,7 @@ use kruise_common::revision::template_hash;
 use kruise_common::runtime::errors::{ShellError, WriteError, is_not_found};
 use kruise_common::runtime::events::{EventQueue, EventRecord, Recorder, pod_reference};
 use kruise_common::runtime::execute::{Lane, Scheduled, execute};
+use kruise_common::runtime::revisions::{RevisionStep, write_planned_revisions};
 use kruise_common::runtime::status::write_status_if_changed;
 use kruise_common::runtime::watch::{TouchedStream, Watch};
 use kruise_common::runtime::{ReconcileError, RunOptions, run_controller, warm_until_leading};
@@ -51,6 +55,7 @@ use crate::api::{KIND, Served};
 use crate::plan::pods::{
     Placement, new_pod, node_view, plan_node, plan_pod, plan_strategy, target_node,
 };
+use crate::plan::revisions::{plan_revisions, revisions_to_prune};
 use crate::plan::{Action, PlanInput, PlanStrategy, plan};
 
 /// The controller's name (metrics, readiness `controller/daemonset`).
@@ -145,6 +150,7 @@ struct Shared {
     client: Client,
     pods: Store<Pod>,
     nodes: Store<Node>,
+    revisions: Store<ControllerRevision>,
     expectations: SharedExpectations<ScaleExpectations>,
     backoff: Mutex<Backoff>,
     recorder: EventQueue,
@@ -175,9 +181,17 @@ pub async fn run(client: Client, settings: Settings, opts: RunOptions) {
     let (nodes, mut node_stream) = Watch::<Node>::new(client.clone(), None)
         .shrink(eligibility_view)
         .reflect();
+    let (revisions, mut revision_stream) = Watch::<ControllerRevision>::new(client.clone(), ns)
+        .keep_only(owned_by_daemonset)
+        .reflect();
     if !warm_until_leading(
         &opts,
-        &mut [&mut set_stream, &mut pod_stream, &mut node_stream],
+        &mut [
+            &mut set_stream,
+            &mut pod_stream,
+            &mut node_stream,
+            &mut revision_stream,
+        ],
     )
     .await
     {
@@ -187,6 +201,7 @@ pub async fn run(client: Client, settings: Settings, opts: RunOptions) {
         client,
         pods,
         nodes,
+        revisions,
         expectations: SharedExpectations::new(ScaleExpectations::new(settings.expectation_timeout)),
         backoff: Mutex::default(),
         recorder,
@@ -197,6 +212,7 @@ pub async fn run(client: Client, settings: Settings, opts: RunOptions) {
     let controller = Controller::for_stream(set_stream, sets)
         .reconcile_all_on(futures::stream::once(async {}))
         .owns_stream(pod_stream)
+        .owns_stream(revision_stream)
         .watches_stream(node_changes, move |_: Node| {
             all_sets
                 .state()
@@ -205,6 +221,15 @@ pub async fn run(client: Client, settings: Settings, opts: RunOptions) {
                 .collect::<Vec<_>>()
         });
     run_controller(controller, reconcile, shared, opts).await;
+}
+
+/// Revisions an Advanced DaemonSet controls (the only ones cached).
+fn owned_by_daemonset(rev: &ControllerRevision) -> bool {
+    rev.owner_references().iter().any(|o| {
+        o.controller == Some(true)
+            && o.kind == KIND
+            && kruise_common::pods::api_group(&o.api_version) == crate::api::GROUP
+    })
 }
 
 /// The node events whose labels or taints changed, every first sight of a node, and every
@@ -341,6 +366,39 @@ async fn reconcile(original: Arc<DaemonSet>, shared: Arc<Shared>) -> Result<Requ
     let template = serde_json::to_value(&ds.spec.template).unwrap_or_default();
     let collision_count = original.status.as_ref().and_then(|s| s.collision_count);
     let hash = template_hash(&template, collision_count);
+
+    // Revisions: the update revision exists before any pod carries its hash.
+    let history: Vec<ControllerRevision> = shared
+        .revisions
+        .state()
+        .into_iter()
+        .filter(|r| r.metadata.namespace.as_deref() == Some(namespace.as_str()))
+        .filter(|r| kruise_common::pods::is_controlled_by(&r.metadata, &uid))
+        .map(|r| (*r).clone())
+        .collect();
+    let revision_api: Api<ControllerRevision> = Api::namespaced(shared.client.clone(), &namespace);
+    let planned = plan_revisions(&ds, &hash, &history);
+    let set_api: Api<DaemonSet> = Api::namespaced(shared.client.clone(), &namespace);
+    let (history, update_name) = match write_planned_revisions(
+        &revision_api,
+        planned,
+        collision_count.unwrap_or(0),
+        history,
+    )
+    .await
+    .map_err(|e| Error::Shell(ShellError::Revision(e)))?
+    {
+        RevisionStep::Ready(active) => (active.all, active.update.name_any()),
+        RevisionStep::Collision(count) => {
+            // The next pass hashes with the new count, which renames the revision.
+            let mut status = original.status.clone().unwrap_or_default();
+            status.collision_count = Some(count);
+            write_status_if_changed(&set_api, &original, original.status.as_ref(), &status)
+                .await
+                .map_err(ShellError::status_of(name))?;
+            return Ok(Requeue::requeue(EXPECTATIONS_REQUEUE));
+        }
+    };
     let mut nodes: Vec<_> = shared
         .nodes
         .state()
@@ -495,14 +553,34 @@ async fn reconcile(original: Arc<DaemonSet>, shared: Arc<Shared>) -> Result<Requ
         number_unavailable: counts.number_unavailable,
         collision_count: previous.collision_count,
         conditions: previous.conditions.clone(),
-        update_revision: hash,
+        update_revision: hash.clone(),
     };
-    let set_api: Api<DaemonSet> = Api::namespaced(shared.client.clone(), &namespace);
     write_status_if_changed(&set_api, &original, original.status.as_ref(), &status)
         .await
-        .map_err(ShellError::status_of(name))?;
+        .map_err(ShellError::status_of(name.clone()))?;
     if let Some(e) = first_error {
         return Err(e);
+    }
+
+    // History: the oldest revisions beyond the limit that no pod uses.
+    let pod_hashes = pods
+        .iter()
+        .filter_map(|p| p.labels().get(CONTROLLER_REVISION_HASH_KEY).cloned())
+        .collect();
+    for revision in revisions_to_prune(&ds, &history, &update_name, &pod_hashes) {
+        match revision_api
+            .delete(&revision, &DeleteParams::default())
+            .await
+        {
+            Ok(_) => {}
+            Err(e) if is_not_found(&e) => {}
+            Err(e) => {
+                return Err(Error::Shell(ShellError::Revision(WriteError {
+                    name: revision,
+                    source: e,
+                })));
+            }
+        }
     }
     Ok(match plan.requeue_after {
         Some(secs) => Requeue::requeue(Duration::from_secs(secs.max(1).unsigned_abs())),

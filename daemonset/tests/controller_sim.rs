@@ -727,3 +727,145 @@ async fn a_pre_delete_hook_holds_pods_in_preparing_delete_until_it_lets_go() {
     .await;
     running.stop().await;
 }
+
+/// The names of the ControllerRevisions in `default`.
+async fn revision_names(client: &Client) -> BTreeSet<String> {
+    Api::<k8s_openapi::api::apps::v1::ControllerRevision>::namespaced(client.clone(), "default")
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .iter()
+        .map(|r| r.name_any())
+        .collect()
+}
+
+async fn update_revision(client: &Client, name: &str) -> String {
+    let ds = Api::<DaemonSet>::namespaced(client.clone(), "default")
+        .get(name)
+        .await
+        .unwrap();
+    ds.status.unwrap().update_revision
+}
+
+async fn wait_revisions(client: &Client, want: &[&str]) {
+    let want: BTreeSet<String> = want.iter().map(|h| format!("agent-{h}")).collect();
+    eventually(&format!("revisions {want:?}"), WAIT, || {
+        let (client, want) = (client.clone(), want.clone());
+        async move { (revision_names(&client).await == want).then_some(()) }
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn revisions_follow_the_template_and_history_keeps_only_what_pods_use() {
+    let (_sim, client) = sim(2).await;
+    let running = Running::start(&client);
+    create(
+        &client,
+        &daemonset(
+            "agent",
+            json!({"revisionHistoryLimit": 0,
+                   "updateStrategy": {"rollingUpdate": {"partition": 1}}}),
+        ),
+    )
+    .await;
+    let nodes = node_names(&client).await;
+    let first = wait_for_pods(&client, "agent", &nodes, "nginx:1").await;
+    wait_status(&client, "agent", "every pod updated", |s| {
+        s.updated_number_scheduled == 2
+    })
+    .await;
+    let h1 = update_revision(&client, "agent").await;
+    wait_revisions(&client, &[&h1]).await;
+    let revision = Api::<k8s_openapi::api::apps::v1::ControllerRevision>::namespaced(
+        client.clone(),
+        "default",
+    )
+    .get(&format!("agent-{h1}"))
+    .await
+    .unwrap();
+    assert_eq!(revision.labels().get("controller-revision-hash"), Some(&h1));
+    let owner = &revision.owner_references()[0];
+    assert_eq!(
+        (owner.kind.as_str(), owner.controller),
+        ("DaemonSet", Some(true))
+    );
+    for pod in &first {
+        assert_eq!(pod.labels().get("controller-revision-hash"), Some(&h1));
+    }
+
+    // Partition 1 keeps the first node on h1: its revision outlives the history limit of 0.
+    let image = |i: &str| json!({"spec": {"template": {"spec": {"containers": [{"name": "main", "image": i}]}}}});
+    patch_set(&client, "agent", image("nginx:2")).await;
+    wait_status(&client, "agent", "one pod updated", |s| {
+        s.updated_number_scheduled == 1 && s.number_available == 2
+    })
+    .await;
+    let h2 = update_revision(&client, "agent").await;
+    assert_ne!(h1, h2);
+    wait_revisions(&client, &[&h1, &h2]).await;
+
+    // Once no pod uses h2 it goes; h1 stays for the partitioned pod.
+    patch_set(&client, "agent", image("nginx:3")).await;
+    wait_status(&client, "agent", "one pod on nginx:3", |s| {
+        s.updated_number_scheduled == 1 && s.number_available == 2
+    })
+    .await;
+    let h3 = update_revision(&client, "agent").await;
+    wait_revisions(&client, &[&h1, &h3]).await;
+
+    // With the partition lifted every pod moves to h3 and h1 goes too.
+    patch_set(
+        &client,
+        "agent",
+        json!({"spec": {"updateStrategy": {"rollingUpdate": {"partition": 0}}}}),
+    )
+    .await;
+    wait_for_pods(&client, "agent", &nodes, "nginx:3").await;
+    wait_revisions(&client, &[&h3]).await;
+    running.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_revision_name_taken_by_other_data_raises_collision_count() {
+    let (_sim, client) = sim(1).await;
+    let set = daemonset("agent", json!({}));
+    create(&client, &set).await;
+    let stored = Api::<DaemonSet>::namespaced(client.clone(), "default")
+        .get("agent")
+        .await
+        .unwrap();
+    let template = serde_json::to_value(&stored.spec.template).unwrap();
+    let taken = kruise_common::revision::template_hash(&template, None);
+    let squatter: k8s_openapi::api::apps::v1::ControllerRevision = serde_json::from_value(json!({
+        "metadata": {"name": format!("agent-{taken}"), "namespace": "default"},
+        "data": {"spec": {"template": {"metadata": {"labels": {"other": "data"}}}}},
+        "revision": 1
+    }))
+    .unwrap();
+    Api::namespaced(client.clone(), "default")
+        .create(&PostParams::default(), &squatter)
+        .await
+        .unwrap();
+
+    let running = Running::start(&client);
+    wait_status(
+        &client,
+        "agent",
+        "collisionCount 1 and the pod placed",
+        |s| s.collision_count == Some(1) && s.number_available == 1,
+    )
+    .await;
+    let renamed = kruise_common::revision::template_hash(&template, Some(1));
+    assert_eq!(update_revision(&client, "agent").await, renamed);
+    let names = revision_names(&client).await;
+    assert!(names.contains(&format!("agent-{renamed}")), "{names:?}");
+    let pods = pods_of(&client, "agent").await;
+    assert_eq!(pods.len(), 1);
+    assert_eq!(
+        pods[0].labels().get("controller-revision-hash"),
+        Some(&renamed)
+    );
+    running.stop().await;
+}
