@@ -18,8 +18,8 @@
 //! * **Revisions before pods.** The update revision is written before any pod carries its
 //!   hash; history is pruned only after a pass whose writes all succeeded.
 
-use std::collections::HashMap;
 use std::collections::hash_map::DefaultHasher;
+use std::collections::{BTreeMap, HashMap};
 use std::hash::{Hash as _, Hasher as _};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -32,6 +32,9 @@ use kruise_common::api::keys::CONTROLLER_REVISION_HASH_KEY;
 use kruise_common::api::lifecycle::LifecycleState;
 use kruise_common::expectations::{
     Satisfaction, ScaleAction, ScaleExpectations, SharedExpectations,
+};
+use kruise_common::inplace::{
+    CompletionCheck, RefreshAction, UpdateRequest, begin_update, calculate_update_spec, refresh,
 };
 use kruise_common::pods::lifecycle::{is_hooked, state_patch};
 use kruise_common::pods::lifecycle_state;
@@ -80,6 +83,10 @@ pub mod reason {
     pub const FAILED_CREATE: &str = "FailedCreate";
     /// A pod was deleted.
     pub const SUCCESSFUL_DELETE: &str = "SuccessfulDelete";
+    /// A pod was updated in place.
+    pub const SUCCESSFUL_UPDATE_POD_IN_PLACE: &str = "SuccessfulUpdatePodInPlace";
+    /// An in-place update of a pod failed.
+    pub const FAILED_UPDATE_POD_IN_PLACE: &str = "FailedUpdatePodInPlace";
     /// The object fails validation.
     pub const INVALID_SPEC: &str = "InvalidSpec";
 }
@@ -123,6 +130,9 @@ pub enum Error {
     /// Marking a pod `PreparingDelete`.
     #[error("marking {0} PreparingDelete")]
     PrepareDelete(#[source] WriteError),
+    /// Updating a pod in place, or finishing such an update.
+    #[error("updating {0} in place")]
+    InPlace(#[source] WriteError),
 }
 
 impl ReconcileError for Error {
@@ -132,13 +142,16 @@ impl ReconcileError for Error {
             Error::Create(_) => "create",
             Error::Delete(_) => "delete",
             Error::PrepareDelete(_) => "lifecycle",
+            Error::InPlace(_) => "update",
         }
     }
 
     fn is_conflict(&self) -> bool {
         match self {
             Error::Shell(e) => e.is_conflict(),
-            Error::Create(e) | Error::Delete(e) | Error::PrepareDelete(e) => e.is_conflict(),
+            Error::Create(e) | Error::Delete(e) | Error::PrepareDelete(e) | Error::InPlace(e) => {
+                e.is_conflict()
+            }
         }
     }
 }
@@ -153,6 +166,8 @@ struct Shared {
     revisions: Store<ControllerRevision>,
     expectations: SharedExpectations<ScaleExpectations>,
     backoff: Mutex<Backoff>,
+    /// In-place updates sent and not yet in the cache, per DaemonSet: pod name -> hash.
+    in_flight: Mutex<HashMap<String, HashMap<String, String>>>,
     recorder: EventQueue,
     settings: Settings,
 }
@@ -204,6 +219,7 @@ pub async fn run(client: Client, settings: Settings, opts: RunOptions) {
         revisions,
         expectations: SharedExpectations::new(ScaleExpectations::new(settings.expectation_timeout)),
         backoff: Mutex::default(),
+        in_flight: Mutex::default(),
         recorder,
         settings,
     });
@@ -379,6 +395,7 @@ async fn reconcile(original: Arc<DaemonSet>, shared: Arc<Shared>) -> Result<Requ
     let revision_api: Api<ControllerRevision> = Api::namespaced(shared.client.clone(), &namespace);
     let planned = plan_revisions(&ds, &hash, &history);
     let set_api: Api<DaemonSet> = Api::namespaced(shared.client.clone(), &namespace);
+    let update_data: Option<serde_json::Value>;
     let (history, update_name) = match write_planned_revisions(
         &revision_api,
         planned,
@@ -388,7 +405,10 @@ async fn reconcile(original: Arc<DaemonSet>, shared: Arc<Shared>) -> Result<Requ
     .await
     .map_err(|e| Error::Shell(ShellError::Revision(e)))?
     {
-        RevisionStep::Ready(active) => (active.all, active.update.name_any()),
+        RevisionStep::Ready(active) => {
+            update_data = active.update.data.as_ref().map(|d| d.0.clone());
+            (active.all, active.update.name_any())
+        }
         RevisionStep::Collision(count) => {
             // The next pass hashes with the new count, which renames the revision.
             let mut status = original.status.clone().unwrap_or_default();
@@ -398,6 +418,46 @@ async fn reconcile(original: Arc<DaemonSet>, shared: Arc<Shared>) -> Result<Requ
                 .map_err(ShellError::status_of(name))?;
             return Ok(Requeue::requeue(EXPECTATIONS_REQUEUE));
         }
+    };
+
+    // In place: wait for the cache to show the updates already sent, then finish the ones
+    // the kubelet has carried out (InPlaceUpdateReady=True).
+    if in_place_pending(&shared, &key, &pods) {
+        return Ok(Requeue::requeue(EXPECTATIONS_REQUEUE));
+    }
+    let pod_api: Api<Pod> = Api::namespaced(shared.client.clone(), &namespace);
+    let refresh_after = refresh_in_place(&pod_api, &pods, now).await?;
+    let in_place = plan_strategy(&ds.spec).in_place;
+    let in_place_request = |pod: &Pod| -> Option<UpdateRequest> {
+        let old_hash = pod.labels().get(CONTROLLER_REVISION_HASH_KEY)?;
+        if !in_place || *old_hash == hash {
+            return None;
+        }
+        let old = history
+            .iter()
+            .find(|r| r.labels().get(CONTROLLER_REVISION_HASH_KEY) == Some(old_hash))?;
+        Some(UpdateRequest {
+            old_revision_data: old.data.as_ref()?.0.clone(),
+            new_revision_data: update_data.clone()?,
+            revision: hash.clone(),
+            revision_labels: BTreeMap::from([(
+                CONTROLLER_REVISION_HASH_KEY.to_string(),
+                hash.clone(),
+            )]),
+            ..UpdateRequest::default()
+        })
+    };
+    let in_place_possible = |pod: &Pod| {
+        in_place_request(pod).is_some_and(|r| {
+            calculate_update_spec(
+                &r.old_revision_data,
+                &r.new_revision_data,
+                &r.revision,
+                r.gates,
+                r.grace_period_seconds,
+            )
+            .is_ok()
+        })
     };
     let mut nodes: Vec<_> = shared
         .nodes
@@ -419,7 +479,7 @@ async fn reconcile(original: Arc<DaemonSet>, shared: Arc<Shared>) -> Result<Requ
         nodes,
         pods: pods
             .iter()
-            .filter_map(|p| plan_pod(p, &hash, false))
+            .filter_map(|p| plan_pod(p, &hash, in_place_possible(p)))
             .collect(),
         strategy: PlanStrategy {
             prune_ineligible_nodes: shared.settings.prune_ineligible_nodes,
@@ -445,10 +505,17 @@ async fn reconcile(original: Arc<DaemonSet>, shared: Arc<Shared>) -> Result<Requ
     }
 
     // Execute.
-    let pod_api: Api<Pod> = Api::namespaced(shared.client.clone(), &namespace);
     let outcomes = execute(&plan.actions, 8, |action| {
-        let (pod_api, recorder, shared, key, ds, hash, pods) =
-            (&pod_api, &recorder, &shared, &key, &ds, &hash, &pods);
+        let (pod_api, recorder, shared, key, ds, hash, pods, in_place_request) = (
+            &pod_api,
+            &recorder,
+            &shared,
+            &key,
+            &ds,
+            &hash,
+            &pods,
+            &in_place_request,
+        );
         let namespace = namespace.as_str();
         async move {
             match action {
@@ -480,7 +547,32 @@ async fn reconcile(original: Arc<DaemonSet>, shared: Arc<Shared>) -> Result<Requ
                         }
                     }
                 }
-                // Not planned yet: in-place updates need the revision diff (see the docs).
+                Action::UpdateInPlace { pod }
+                    if in_place_update(pod_api, shared, key, pods, pod, in_place_request, now)
+                        .await
+                        .inspect(|done| {
+                            if *done {
+                                recorder.record(
+                                    EventRecord::normal(
+                                        reason::SUCCESSFUL_UPDATE_POD_IN_PLACE,
+                                        format!("successfully update pod {pod} in-place"),
+                                    )
+                                    .related_to(Some(pod_reference(Some(namespace), pod))),
+                                );
+                            }
+                        })
+                        .inspect_err(|e| {
+                            recorder.record(EventRecord::warning(
+                                reason::FAILED_UPDATE_POD_IN_PLACE,
+                                format!(
+                                    "failed to update pod {pod} in-place(revision {hash}): {e}"
+                                ),
+                            ));
+                        })? =>
+                {
+                    Ok(())
+                }
+                // Not in place after all (the change needs a new pod): recreated.
                 Action::Delete { pod } | Action::UpdateInPlace { pod } => {
                     // A pod its preDelete hook holds is marked PreparingDelete instead.
                     let hook = ds
@@ -582,8 +674,11 @@ async fn reconcile(original: Arc<DaemonSet>, shared: Arc<Shared>) -> Result<Requ
             }
         }
     }
-    Ok(match plan.requeue_after {
-        Some(secs) => Requeue::requeue(Duration::from_secs(secs.max(1).unsigned_abs())),
+    let planned_after = plan
+        .requeue_after
+        .map(|secs| Duration::from_secs(secs.max(1).unsigned_abs()));
+    Ok(match planned_after.into_iter().chain(refresh_after).min() {
+        Some(after) => Requeue::requeue(after),
         None => Requeue::await_change(),
     })
 }
@@ -598,4 +693,147 @@ fn expect(shared: &Shared, key: &str, action: ScaleAction, name: &str) -> Result
 fn forget(shared: &Shared, key: &str, action: ScaleAction, name: &str) {
     // A poisoned lock refuses the next reconcile anyway.
     let _ = shared.expectations.with(|e| e.observe(key, action, name));
+}
+
+/// Whether an in-place update sent for one of `pods` is not yet in the cache; forgets those
+/// that are, and those of pods gone.
+fn in_place_pending(shared: &Shared, key: &str, pods: &[Arc<Pod>]) -> bool {
+    let Ok(mut in_flight) = shared.in_flight.lock() else {
+        return true;
+    };
+    let Some(sent) = in_flight.get_mut(key) else {
+        return false;
+    };
+    sent.retain(|name, hash| {
+        pods.iter()
+            .find(|p| p.metadata.name.as_deref() == Some(name.as_str()))
+            .is_some_and(|p| p.labels().get(CONTROLLER_REVISION_HASH_KEY) != Some(hash))
+    });
+    let pending = !sent.is_empty();
+    if !pending {
+        in_flight.remove(key);
+    }
+    pending
+}
+
+/// Carries the in-place updates of `pods` forward (`common::inplace::refresh`): the next
+/// container batch, and `InPlaceUpdateReady=True` once the kubelet is done. Returns when to
+/// look again for a grace period.
+async fn refresh_in_place(
+    pod_api: &Api<Pod>,
+    pods: &[Arc<Pod>],
+    now: Timestamp,
+) -> Result<Option<Duration>, Error> {
+    let mut after: Option<Duration> = None;
+    for pod in pods {
+        let name = pod.name_any();
+        let failed = |source| {
+            Error::InPlace(WriteError {
+                name: name.clone(),
+                source,
+            })
+        };
+        // The check is not Send: the decision is taken before any write is awaited.
+        let action = refresh(&**pod, now, &CompletionCheck::default());
+        match action {
+            RefreshAction::Nothing | RefreshAction::Invalid(_) => {}
+            RefreshAction::WaitGrace { requeue_after } => {
+                let wait = Duration::from_secs(requeue_after.as_secs().max(1).unsigned_abs());
+                after = Some(after.map_or(wait, |a| a.min(wait)));
+            }
+            RefreshAction::Write(write) => {
+                if let Some(patch) = write.patch {
+                    pod_api
+                        .patch(&name, &PatchParams::default(), &Patch::Strategic(&patch))
+                        .await
+                        .map_err(failed)?;
+                }
+            }
+            RefreshAction::SetReady(status) => {
+                send_conditions(pod_api, pod, &status)
+                    .await
+                    .map_err(failed)?;
+            }
+        }
+    }
+    Ok(after)
+}
+
+/// Patches `pods/status` with the conditions `status` changes on `pod`.
+async fn send_conditions(
+    pod_api: &Api<Pod>,
+    pod: &Pod,
+    status: &k8s_openapi::api::core::v1::PodStatus,
+) -> Result<(), kube::Error> {
+    let body = kruise_common::pods::status_patch(pod, status, &serde_json::Value::Null)
+        .map_err(kube::Error::SerdeError)?;
+    if let Some(body) = body {
+        pod_api
+            .patch_subresource(
+                "status",
+                &pod.name_any(),
+                &PatchParams::default(),
+                &Patch::Strategic(body),
+            )
+            .await?;
+    }
+    Ok(())
+}
+
+/// Updates `name` in place: `InPlaceUpdateReady=False` first, then the new images, hash
+/// label and `apps.kruise.io/inplace-update-state`. `Ok(false)` when the change cannot be
+/// made in place (the caller recreates the pod).
+async fn in_place_update(
+    pod_api: &Api<Pod>,
+    shared: &Shared,
+    key: &str,
+    pods: &[Arc<Pod>],
+    name: &str,
+    request: &impl Fn(&Pod) -> Option<UpdateRequest>,
+    now: Timestamp,
+) -> Result<bool, Error> {
+    let Some(pod) = pods
+        .iter()
+        .find(|p| p.metadata.name.as_deref() == Some(name))
+    else {
+        return Ok(false);
+    };
+    let Some(req) = request(pod) else {
+        return Ok(false);
+    };
+    let Ok(update) = begin_update(&**pod, &req, now) else {
+        return Ok(false);
+    };
+    let writes = update.into_writes(&**pod);
+    let failed = |source| {
+        Error::InPlace(WriteError {
+            name: name.to_string(),
+            source,
+        })
+    };
+    if let Some(unready) = &writes.unready_conditions {
+        send_conditions(pod_api, pod, unready)
+            .await
+            .map_err(failed)?;
+    }
+    if let Some(patch) = &writes.patch {
+        if let Ok(mut in_flight) = shared.in_flight.lock() {
+            in_flight
+                .entry(key.to_string())
+                .or_default()
+                .insert(name.to_string(), req.revision.clone());
+        }
+        if let Err(e) = pod_api
+            .patch(name, &PatchParams::default(), &Patch::Strategic(patch))
+            .await
+        {
+            if let Ok(mut in_flight) = shared.in_flight.lock()
+                && let Some(sent) = in_flight.get_mut(key)
+            {
+                sent.remove(name);
+            }
+            return Err(failed(e));
+        }
+    }
+    Ok(true)
 }

@@ -869,3 +869,106 @@ async fn a_revision_name_taken_by_other_data_raises_collision_count() {
     );
     running.stop().await;
 }
+
+fn uid_by_name(pods: &[Pod]) -> BTreeSet<(String, String)> {
+    pods.iter()
+        .map(|p| (p.name_any(), p.uid().unwrap_or_default()))
+        .collect()
+}
+
+fn condition(p: &Pod, type_: &str) -> Option<String> {
+    p.status
+        .as_ref()?
+        .conditions
+        .as_ref()?
+        .iter()
+        .find(|c| c.type_ == type_)
+        .map(|c| c.status.clone())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn in_place_if_possible_keeps_names_and_uids_and_recreates_what_it_cannot() {
+    let (_sim, client) = sim(3).await;
+    let running = Running::start(&client);
+    create(
+        &client,
+        &daemonset(
+            "agent",
+            json!({"updateStrategy": {"rollingUpdate": {
+                "rollingUpdateType": "InPlaceIfPossible", "maxUnavailable": "100%"}}}),
+        ),
+    )
+    .await;
+    let nodes = node_names(&client).await;
+    let first = wait_for_pods(&client, "agent", &nodes, "nginx:1").await;
+    for pod in &first {
+        let gates = pod.spec.as_ref().unwrap().readiness_gates.clone().unwrap();
+        assert!(
+            gates
+                .iter()
+                .any(|g| g.condition_type == "InPlaceUpdateReady")
+        );
+    }
+
+    patch_set(
+        &client,
+        "agent",
+        json!({"spec": {"template": {"spec": {"containers": [{"name": "main", "image": "nginx:2"}]}}}}),
+    )
+    .await;
+    let updated = wait_for_pods(&client, "agent", &nodes, "nginx:2").await;
+    assert_eq!(uid_by_name(&updated), uid_by_name(&first));
+    wait_status(&client, "agent", "3 updated and available", |s| {
+        s.updated_number_scheduled == 3 && s.number_available == 3
+    })
+    .await;
+    let hash = update_revision(&client, "agent").await;
+    for pod in pods_of(&client, "agent").await {
+        let status = pod.status.as_ref().unwrap();
+        let restarts = status.container_statuses.as_ref().unwrap()[0].restart_count;
+        assert_eq!(restarts, 1, "{}", pod.name_any());
+        assert_eq!(pod.labels().get("controller-revision-hash"), Some(&hash));
+        assert_eq!(
+            condition(&pod, "InPlaceUpdateReady").as_deref(),
+            Some("True")
+        );
+        let state = pod
+            .annotations()
+            .get("apps.kruise.io/inplace-update-state")
+            .unwrap();
+        let state: Value = serde_json::from_str(state).unwrap();
+        assert_eq!(state["revision"], json!(hash));
+    }
+    eventually("a SuccessfulUpdatePodInPlace event per pod", WAIT, || {
+        let client = client.clone();
+        async move {
+            let events = kruise_testkit::events_about(&client, "default", "agent").await;
+            let in_place = events
+                .iter()
+                .filter(|e| e.reason.as_deref() == Some("SuccessfulUpdatePodInPlace"))
+                .count();
+            (in_place == 3).then_some(())
+        }
+    })
+    .await;
+
+    // An env change cannot be made in place: the pods are recreated.
+    patch_set(
+        &client,
+        "agent",
+        json!({"spec": {"template": {"spec": {"containers": [
+            {"name": "main", "image": "nginx:2", "env": [{"name": "MODE", "value": "x"}]}]}}}}),
+    )
+    .await;
+    let hash_before = hash;
+    wait_status(&client, "agent", "a new revision rolled out", |s| {
+        s.update_revision != hash_before
+            && s.updated_number_scheduled == 3
+            && s.number_available == 3
+    })
+    .await;
+    let recreated = wait_for_pods(&client, "agent", &nodes, "nginx:2").await;
+    let old_names: BTreeSet<String> = first.iter().map(|p| p.name_any()).collect();
+    assert!(recreated.iter().all(|p| !old_names.contains(&p.name_any())));
+    running.stop().await;
+}
