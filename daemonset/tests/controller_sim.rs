@@ -972,3 +972,53 @@ async fn in_place_if_possible_keeps_names_and_uids_and_recreates_what_it_cannot(
     assert!(recreated.iter().all(|p| !old_names.contains(&p.name_any())));
     running.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_controller_started_mid_in_place_rollout_finishes_it() {
+    let (_sim, client) = sim(3).await;
+    let running = Running::start(&client);
+    create(
+        &client,
+        &daemonset(
+            "agent",
+            json!({"updateStrategy": {"rollingUpdate": {"rollingUpdateType": "InPlaceIfPossible"}}}),
+        ),
+    )
+    .await;
+    let nodes = node_names(&client).await;
+    let first = wait_for_pods(&client, "agent", &nodes, "nginx:1").await;
+    patch_set(
+        &client,
+        "agent",
+        json!({"spec": {"template": {"spec": {"containers": [{"name": "main", "image": "nginx:2"}]}}}}),
+    )
+    .await;
+    eventually("one pod updated in place", WAIT, || {
+        let client = client.clone();
+        async move {
+            pods_of(&client, "agent")
+                .await
+                .iter()
+                .any(|p| image_of(p) == "nginx:2")
+                .then_some(())
+        }
+    })
+    .await;
+    running.stop().await;
+
+    let restarted = Running::start(&client);
+    let updated = wait_for_pods(&client, "agent", &nodes, "nginx:2").await;
+    assert_eq!(uid_by_name(&updated), uid_by_name(&first));
+    eventually("InPlaceUpdateReady True on every pod", WAIT, || {
+        let client = client.clone();
+        async move {
+            pods_of(&client, "agent")
+                .await
+                .iter()
+                .all(|p| condition(p, "InPlaceUpdateReady").as_deref() == Some("True"))
+                .then_some(())
+        }
+    })
+    .await;
+    restarted.stop().await;
+}
