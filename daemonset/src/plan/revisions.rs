@@ -176,4 +176,40 @@ mod tests {
         let unlimited = daemonset("a:0", None);
         assert!(revisions_to_prune(&unlimited, &history, "agent-h5", &in_use).is_empty());
     }
+
+    proptest::proptest! {
+        /// Whatever the history, limit and pods: the update revision and every revision a
+        /// pod uses survive, and at most `limit` others do, the newest ones.
+        #[test]
+        fn pruning_never_touches_live_revisions(
+            count in 1i64..12,
+            limit in 0i32..5,
+            update in 1i64..12,
+            used in proptest::collection::btree_set(1i64..12, 0..4),
+        ) {
+            let ds = daemonset("a:0", Some(limit));
+            let history: Vec<_> = (1..=count)
+                .map(|i| stored(&daemonset(&format!("a:{i}"), None), &format!("h{i}"), i))
+                .collect();
+            let update_name = format!("agent-h{update}");
+            let in_use: BTreeSet<String> = used.iter().map(|i| format!("h{i}")).collect();
+            let pruned = revisions_to_prune(&ds, &history, &update_name, &in_use);
+            let live = |i: i64| i == update || used.contains(&i);
+            for name in &pruned {
+                let i: i64 = name.trim_start_matches("agent-h").parse().unwrap();
+                proptest::prop_assert!(!live(i), "{name} is live");
+            }
+            let kept_others: Vec<i64> = (1..=count)
+                .filter(|i| !live(*i) && !pruned.contains(&format!("agent-h{i}")))
+                .collect();
+            let others = (1..=count).filter(|i| !live(*i)).count();
+            proptest::prop_assert_eq!(kept_others.len(), others.min(limit as usize));
+            let newest: Vec<i64> = (1..=count)
+                .filter(|i| !live(*i))
+                .rev()
+                .take(limit as usize)
+                .collect();
+            proptest::prop_assert!(kept_others.iter().all(|i| newest.contains(i)));
+        }
+    }
 }
