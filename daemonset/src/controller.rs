@@ -547,33 +547,32 @@ async fn reconcile(original: Arc<DaemonSet>, shared: Arc<Shared>) -> Result<Requ
                         }
                     }
                 }
-                Action::UpdateInPlace { pod }
-                    if in_place_update(pod_api, shared, key, pods, pod, in_place_request, now)
-                        .await
-                        .inspect(|done| {
-                            if *done {
-                                recorder.record(
-                                    EventRecord::normal(
-                                        reason::SUCCESSFUL_UPDATE_POD_IN_PLACE,
-                                        format!("successfully update pod {pod} in-place"),
-                                    )
-                                    .related_to(Some(pod_reference(Some(namespace), pod))),
-                                );
-                            }
-                        })
-                        .inspect_err(|e| {
-                            recorder.record(EventRecord::warning(
+                Action::Delete { pod } | Action::UpdateInPlace { pod } => {
+                    if matches!(action, Action::UpdateInPlace { .. }) {
+                        let updated =
+                            in_place_update(pod_api, shared, key, pods, pod, in_place_request, now)
+                                .await;
+                        match &updated {
+                            Ok(true) => recorder.record(
+                                EventRecord::normal(
+                                    reason::SUCCESSFUL_UPDATE_POD_IN_PLACE,
+                                    format!("successfully update pod {pod} in-place"),
+                                )
+                                .related_to(Some(pod_reference(Some(namespace), pod))),
+                            ),
+                            Ok(false) => {}
+                            Err(e) => recorder.record(EventRecord::warning(
                                 reason::FAILED_UPDATE_POD_IN_PLACE,
                                 format!(
                                     "failed to update pod {pod} in-place(revision {hash}): {e}"
                                 ),
-                            ));
-                        })? =>
-                {
-                    Ok(())
-                }
-                // Not in place after all (the change needs a new pod): recreated.
-                Action::Delete { pod } | Action::UpdateInPlace { pod } => {
+                            )),
+                        }
+                        // Not in place after all (the change needs a new pod): recreated.
+                        if updated? {
+                            return Ok(());
+                        }
+                    }
                     // A pod its preDelete hook holds is marked PreparingDelete instead.
                     let hook = ds
                         .spec
