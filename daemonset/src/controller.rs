@@ -15,6 +15,9 @@
 //! * **preDelete hook.** A pod to delete that `lifecycle.preDelete` holds (any of its labels
 //!   or finalizers present) is marked `PreparingDelete` instead, and deleted once the hook
 //!   lets go.
+//! * **In place** (`InPlaceIfPossible`): the diff of the pod's revision and the update
+//!   revision decides; an update sent is waited for in the cache before the next plan, and
+//!   every pass finishes what the kubelet has done (`InPlaceUpdateReady=True`).
 //! * **Revisions before pods.** The update revision is written before any pod carries its
 //!   hash; history is pruned only after a pass whose writes all succeeded.
 
