@@ -1,6 +1,6 @@
 //! The Advanced DaemonSet controller shell (see [`crate::plan`] for every decision):
-//! **observe** (the caches, the expectations) -> **validate** -> **plan** -> **execute** ->
-//! **status**.
+//! **observe** (the caches, the expectations) -> **validate** -> **revisions** -> **plan** ->
+//! **execute** -> **status** -> **history**.
 //!
 //! * **Cache only what it reads.** Pods through the `controller-revision-hash` label every
 //!   daemon pod carries; nodes reduced to their labels and taints, and a node change wakes
@@ -15,20 +15,29 @@
 //! * **preDelete hook.** A pod to delete that `lifecycle.preDelete` holds (any of its labels
 //!   or finalizers present) is marked `PreparingDelete` instead, and deleted once the hook
 //!   lets go.
+//! * **In place** (`InPlaceIfPossible`): the diff of the pod's revision and the update
+//!   revision decides; an update sent is waited for in the cache before the next plan, and
+//!   every pass finishes what the kubelet has done (`InPlaceUpdateReady=True`).
+//! * **Revisions before pods.** The update revision is written before any pod carries its
+//!   hash; history is pruned only after a pass whose writes all succeeded.
 
-use std::collections::HashMap;
 use std::collections::hash_map::DefaultHasher;
+use std::collections::{BTreeMap, HashMap};
 use std::hash::{Hash as _, Hasher as _};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::StreamExt as _;
 use jiff::Timestamp;
+use k8s_openapi::api::apps::v1::ControllerRevision;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kruise_common::api::keys::CONTROLLER_REVISION_HASH_KEY;
 use kruise_common::api::lifecycle::LifecycleState;
 use kruise_common::expectations::{
     Satisfaction, ScaleAction, ScaleExpectations, SharedExpectations,
+};
+use kruise_common::inplace::{
+    CompletionCheck, RefreshAction, UpdateRequest, begin_update, calculate_update_spec, refresh,
 };
 use kruise_common::pods::lifecycle::{is_hooked, state_patch};
 use kruise_common::pods::lifecycle_state;
@@ -36,6 +45,7 @@ use kruise_common::revision::template_hash;
 use kruise_common::runtime::errors::{ShellError, WriteError, is_not_found};
 use kruise_common::runtime::events::{EventQueue, EventRecord, Recorder, pod_reference};
 use kruise_common::runtime::execute::{Lane, Scheduled, execute};
+use kruise_common::runtime::revisions::{RevisionStep, write_planned_revisions};
 use kruise_common::runtime::status::write_status_if_changed;
 use kruise_common::runtime::watch::{TouchedStream, Watch};
 use kruise_common::runtime::{ReconcileError, RunOptions, run_controller, warm_until_leading};
@@ -51,6 +61,7 @@ use crate::api::{KIND, Served};
 use crate::plan::pods::{
     Placement, new_pod, node_view, plan_node, plan_pod, plan_strategy, target_node,
 };
+use crate::plan::revisions::{plan_revisions, revisions_to_prune};
 use crate::plan::{Action, PlanInput, PlanStrategy, plan};
 
 /// The controller's name (metrics, readiness `controller/daemonset`).
@@ -75,6 +86,10 @@ pub mod reason {
     pub const FAILED_CREATE: &str = "FailedCreate";
     /// A pod was deleted.
     pub const SUCCESSFUL_DELETE: &str = "SuccessfulDelete";
+    /// A pod was updated in place.
+    pub const SUCCESSFUL_UPDATE_POD_IN_PLACE: &str = "SuccessfulUpdatePodInPlace";
+    /// An in-place update of a pod failed.
+    pub const FAILED_UPDATE_POD_IN_PLACE: &str = "FailedUpdatePodInPlace";
     /// The object fails validation.
     pub const INVALID_SPEC: &str = "InvalidSpec";
 }
@@ -118,6 +133,9 @@ pub enum Error {
     /// Marking a pod `PreparingDelete`.
     #[error("marking {0} PreparingDelete")]
     PrepareDelete(#[source] WriteError),
+    /// Updating a pod in place, or finishing such an update.
+    #[error("updating {0} in place")]
+    InPlace(#[source] WriteError),
 }
 
 impl ReconcileError for Error {
@@ -127,13 +145,16 @@ impl ReconcileError for Error {
             Error::Create(_) => "create",
             Error::Delete(_) => "delete",
             Error::PrepareDelete(_) => "lifecycle",
+            Error::InPlace(_) => "update",
         }
     }
 
     fn is_conflict(&self) -> bool {
         match self {
             Error::Shell(e) => e.is_conflict(),
-            Error::Create(e) | Error::Delete(e) | Error::PrepareDelete(e) => e.is_conflict(),
+            Error::Create(e) | Error::Delete(e) | Error::PrepareDelete(e) | Error::InPlace(e) => {
+                e.is_conflict()
+            }
         }
     }
 }
@@ -145,8 +166,11 @@ struct Shared {
     client: Client,
     pods: Store<Pod>,
     nodes: Store<Node>,
+    revisions: Store<ControllerRevision>,
     expectations: SharedExpectations<ScaleExpectations>,
     backoff: Mutex<Backoff>,
+    /// In-place updates sent and not yet in the cache, per DaemonSet: pod name -> hash.
+    in_flight: Mutex<HashMap<String, HashMap<String, String>>>,
     recorder: EventQueue,
     settings: Settings,
 }
@@ -175,9 +199,17 @@ pub async fn run(client: Client, settings: Settings, opts: RunOptions) {
     let (nodes, mut node_stream) = Watch::<Node>::new(client.clone(), None)
         .shrink(eligibility_view)
         .reflect();
+    let (revisions, mut revision_stream) = Watch::<ControllerRevision>::new(client.clone(), ns)
+        .keep_only(owned_by_daemonset)
+        .reflect();
     if !warm_until_leading(
         &opts,
-        &mut [&mut set_stream, &mut pod_stream, &mut node_stream],
+        &mut [
+            &mut set_stream,
+            &mut pod_stream,
+            &mut node_stream,
+            &mut revision_stream,
+        ],
     )
     .await
     {
@@ -187,8 +219,10 @@ pub async fn run(client: Client, settings: Settings, opts: RunOptions) {
         client,
         pods,
         nodes,
+        revisions,
         expectations: SharedExpectations::new(ScaleExpectations::new(settings.expectation_timeout)),
         backoff: Mutex::default(),
+        in_flight: Mutex::default(),
         recorder,
         settings,
     });
@@ -197,6 +231,7 @@ pub async fn run(client: Client, settings: Settings, opts: RunOptions) {
     let controller = Controller::for_stream(set_stream, sets)
         .reconcile_all_on(futures::stream::once(async {}))
         .owns_stream(pod_stream)
+        .owns_stream(revision_stream)
         .watches_stream(node_changes, move |_: Node| {
             all_sets
                 .state()
@@ -205,6 +240,15 @@ pub async fn run(client: Client, settings: Settings, opts: RunOptions) {
                 .collect::<Vec<_>>()
         });
     run_controller(controller, reconcile, shared, opts).await;
+}
+
+/// Revisions an Advanced DaemonSet controls (the only ones cached).
+fn owned_by_daemonset(rev: &ControllerRevision) -> bool {
+    rev.owner_references().iter().any(|o| {
+        o.controller == Some(true)
+            && o.kind == KIND
+            && kruise_common::pods::api_group(&o.api_version) == crate::api::GROUP
+    })
 }
 
 /// The node events whose labels or taints changed, every first sight of a node, and every
@@ -341,6 +385,83 @@ async fn reconcile(original: Arc<DaemonSet>, shared: Arc<Shared>) -> Result<Requ
     let template = serde_json::to_value(&ds.spec.template).unwrap_or_default();
     let collision_count = original.status.as_ref().and_then(|s| s.collision_count);
     let hash = template_hash(&template, collision_count);
+
+    // Revisions: the update revision exists before any pod carries its hash.
+    let history: Vec<ControllerRevision> = shared
+        .revisions
+        .state()
+        .into_iter()
+        .filter(|r| r.metadata.namespace.as_deref() == Some(namespace.as_str()))
+        .filter(|r| kruise_common::pods::is_controlled_by(&r.metadata, &uid))
+        .map(|r| (*r).clone())
+        .collect();
+    let revision_api: Api<ControllerRevision> = Api::namespaced(shared.client.clone(), &namespace);
+    let planned = plan_revisions(&ds, &hash, &history);
+    let set_api: Api<DaemonSet> = Api::namespaced(shared.client.clone(), &namespace);
+    let update_data: Option<serde_json::Value>;
+    let (history, update_name) = match write_planned_revisions(
+        &revision_api,
+        planned,
+        collision_count.unwrap_or(0),
+        history,
+    )
+    .await
+    .map_err(|e| Error::Shell(ShellError::Revision(e)))?
+    {
+        RevisionStep::Ready(active) => {
+            update_data = active.update.data.as_ref().map(|d| d.0.clone());
+            (active.all, active.update.name_any())
+        }
+        RevisionStep::Collision(count) => {
+            // The next pass hashes with the new count, which renames the revision.
+            let mut status = original.status.clone().unwrap_or_default();
+            status.collision_count = Some(count);
+            write_status_if_changed(&set_api, &original, original.status.as_ref(), &status)
+                .await
+                .map_err(ShellError::status_of(name))?;
+            return Ok(Requeue::requeue(EXPECTATIONS_REQUEUE));
+        }
+    };
+
+    // In place: wait for the cache to show the updates already sent, then finish the ones
+    // the kubelet has carried out (InPlaceUpdateReady=True).
+    if in_place_pending(&shared, &key, &pods) {
+        return Ok(Requeue::requeue(EXPECTATIONS_REQUEUE));
+    }
+    let pod_api: Api<Pod> = Api::namespaced(shared.client.clone(), &namespace);
+    let refresh_after = refresh_in_place(&pod_api, &pods, now).await?;
+    let in_place = plan_strategy(&ds.spec).in_place;
+    let in_place_request = |pod: &Pod| -> Option<UpdateRequest> {
+        let old_hash = pod.labels().get(CONTROLLER_REVISION_HASH_KEY)?;
+        if !in_place || *old_hash == hash {
+            return None;
+        }
+        let old = history
+            .iter()
+            .find(|r| r.labels().get(CONTROLLER_REVISION_HASH_KEY) == Some(old_hash))?;
+        Some(UpdateRequest {
+            old_revision_data: old.data.as_ref()?.0.clone(),
+            new_revision_data: update_data.clone()?,
+            revision: hash.clone(),
+            revision_labels: BTreeMap::from([(
+                CONTROLLER_REVISION_HASH_KEY.to_string(),
+                hash.clone(),
+            )]),
+            ..UpdateRequest::default()
+        })
+    };
+    let in_place_possible = |pod: &Pod| {
+        in_place_request(pod).is_some_and(|r| {
+            calculate_update_spec(
+                &r.old_revision_data,
+                &r.new_revision_data,
+                &r.revision,
+                r.gates,
+                r.grace_period_seconds,
+            )
+            .is_ok()
+        })
+    };
     let mut nodes: Vec<_> = shared
         .nodes
         .state()
@@ -361,7 +482,7 @@ async fn reconcile(original: Arc<DaemonSet>, shared: Arc<Shared>) -> Result<Requ
         nodes,
         pods: pods
             .iter()
-            .filter_map(|p| plan_pod(p, &hash, false))
+            .filter_map(|p| plan_pod(p, &hash, in_place_possible(p)))
             .collect(),
         strategy: PlanStrategy {
             prune_ineligible_nodes: shared.settings.prune_ineligible_nodes,
@@ -387,10 +508,17 @@ async fn reconcile(original: Arc<DaemonSet>, shared: Arc<Shared>) -> Result<Requ
     }
 
     // Execute.
-    let pod_api: Api<Pod> = Api::namespaced(shared.client.clone(), &namespace);
     let outcomes = execute(&plan.actions, 8, |action| {
-        let (pod_api, recorder, shared, key, ds, hash, pods) =
-            (&pod_api, &recorder, &shared, &key, &ds, &hash, &pods);
+        let (pod_api, recorder, shared, key, ds, hash, pods, in_place_request) = (
+            &pod_api,
+            &recorder,
+            &shared,
+            &key,
+            &ds,
+            &hash,
+            &pods,
+            &in_place_request,
+        );
         let namespace = namespace.as_str();
         async move {
             match action {
@@ -422,8 +550,32 @@ async fn reconcile(original: Arc<DaemonSet>, shared: Arc<Shared>) -> Result<Requ
                         }
                     }
                 }
-                // Not planned yet: in-place updates need the revision diff (see the docs).
                 Action::Delete { pod } | Action::UpdateInPlace { pod } => {
+                    if matches!(action, Action::UpdateInPlace { .. }) {
+                        let updated =
+                            in_place_update(pod_api, shared, key, pods, pod, in_place_request, now)
+                                .await;
+                        match &updated {
+                            Ok(true) => recorder.record(
+                                EventRecord::normal(
+                                    reason::SUCCESSFUL_UPDATE_POD_IN_PLACE,
+                                    format!("successfully update pod {pod} in-place"),
+                                )
+                                .related_to(Some(pod_reference(Some(namespace), pod))),
+                            ),
+                            Ok(false) => {}
+                            Err(e) => recorder.record(EventRecord::warning(
+                                reason::FAILED_UPDATE_POD_IN_PLACE,
+                                format!(
+                                    "failed to update pod {pod} in-place(revision {hash}): {e}"
+                                ),
+                            )),
+                        }
+                        // Not in place after all (the change needs a new pod): recreated.
+                        if updated? {
+                            return Ok(());
+                        }
+                    }
                     // A pod its preDelete hook holds is marked PreparingDelete instead.
                     let hook = ds
                         .spec
@@ -495,17 +647,40 @@ async fn reconcile(original: Arc<DaemonSet>, shared: Arc<Shared>) -> Result<Requ
         number_unavailable: counts.number_unavailable,
         collision_count: previous.collision_count,
         conditions: previous.conditions.clone(),
-        update_revision: hash,
+        update_revision: hash.clone(),
     };
-    let set_api: Api<DaemonSet> = Api::namespaced(shared.client.clone(), &namespace);
     write_status_if_changed(&set_api, &original, original.status.as_ref(), &status)
         .await
-        .map_err(ShellError::status_of(name))?;
+        .map_err(ShellError::status_of(name.clone()))?;
     if let Some(e) = first_error {
         return Err(e);
     }
-    Ok(match plan.requeue_after {
-        Some(secs) => Requeue::requeue(Duration::from_secs(secs.max(1).unsigned_abs())),
+
+    // History: the oldest revisions beyond the limit that no pod uses.
+    let pod_hashes = pods
+        .iter()
+        .filter_map(|p| p.labels().get(CONTROLLER_REVISION_HASH_KEY).cloned())
+        .collect();
+    for revision in revisions_to_prune(&ds, &history, &update_name, &pod_hashes) {
+        match revision_api
+            .delete(&revision, &DeleteParams::default())
+            .await
+        {
+            Ok(_) => {}
+            Err(e) if is_not_found(&e) => {}
+            Err(e) => {
+                return Err(Error::Shell(ShellError::Revision(WriteError {
+                    name: revision,
+                    source: e,
+                })));
+            }
+        }
+    }
+    let planned_after = plan
+        .requeue_after
+        .map(|secs| Duration::from_secs(secs.max(1).unsigned_abs()));
+    Ok(match planned_after.into_iter().chain(refresh_after).min() {
+        Some(after) => Requeue::requeue(after),
         None => Requeue::await_change(),
     })
 }
@@ -520,4 +695,147 @@ fn expect(shared: &Shared, key: &str, action: ScaleAction, name: &str) -> Result
 fn forget(shared: &Shared, key: &str, action: ScaleAction, name: &str) {
     // A poisoned lock refuses the next reconcile anyway.
     let _ = shared.expectations.with(|e| e.observe(key, action, name));
+}
+
+/// Whether an in-place update sent for one of `pods` is not yet in the cache; forgets those
+/// that are, and those of pods gone.
+fn in_place_pending(shared: &Shared, key: &str, pods: &[Arc<Pod>]) -> bool {
+    let Ok(mut in_flight) = shared.in_flight.lock() else {
+        return true;
+    };
+    let Some(sent) = in_flight.get_mut(key) else {
+        return false;
+    };
+    sent.retain(|name, hash| {
+        pods.iter()
+            .find(|p| p.metadata.name.as_deref() == Some(name.as_str()))
+            .is_some_and(|p| p.labels().get(CONTROLLER_REVISION_HASH_KEY) != Some(hash))
+    });
+    let pending = !sent.is_empty();
+    if !pending {
+        in_flight.remove(key);
+    }
+    pending
+}
+
+/// Carries the in-place updates of `pods` forward (`common::inplace::refresh`): the next
+/// container batch, and `InPlaceUpdateReady=True` once the kubelet is done. Returns when to
+/// look again for a grace period.
+async fn refresh_in_place(
+    pod_api: &Api<Pod>,
+    pods: &[Arc<Pod>],
+    now: Timestamp,
+) -> Result<Option<Duration>, Error> {
+    let mut after: Option<Duration> = None;
+    for pod in pods {
+        let name = pod.name_any();
+        let failed = |source| {
+            Error::InPlace(WriteError {
+                name: name.clone(),
+                source,
+            })
+        };
+        // The check is not Send: the decision is taken before any write is awaited.
+        let action = refresh(&**pod, now, &CompletionCheck::default());
+        match action {
+            RefreshAction::Nothing | RefreshAction::Invalid(_) => {}
+            RefreshAction::WaitGrace { requeue_after } => {
+                let wait = Duration::from_secs(requeue_after.as_secs().max(1).unsigned_abs());
+                after = Some(after.map_or(wait, |a| a.min(wait)));
+            }
+            RefreshAction::Write(write) => {
+                if let Some(patch) = write.patch {
+                    pod_api
+                        .patch(&name, &PatchParams::default(), &Patch::Strategic(&patch))
+                        .await
+                        .map_err(failed)?;
+                }
+            }
+            RefreshAction::SetReady(status) => {
+                send_conditions(pod_api, pod, &status)
+                    .await
+                    .map_err(failed)?;
+            }
+        }
+    }
+    Ok(after)
+}
+
+/// Patches `pods/status` with the conditions `status` changes on `pod`.
+async fn send_conditions(
+    pod_api: &Api<Pod>,
+    pod: &Pod,
+    status: &k8s_openapi::api::core::v1::PodStatus,
+) -> Result<(), kube::Error> {
+    let body = kruise_common::pods::status_patch(pod, status, &serde_json::Value::Null)
+        .map_err(kube::Error::SerdeError)?;
+    if let Some(body) = body {
+        pod_api
+            .patch_subresource(
+                "status",
+                &pod.name_any(),
+                &PatchParams::default(),
+                &Patch::Strategic(body),
+            )
+            .await?;
+    }
+    Ok(())
+}
+
+/// Updates `name` in place: `InPlaceUpdateReady=False` first, then the new images, hash
+/// label and `apps.kruise.io/inplace-update-state`. `Ok(false)` when the change cannot be
+/// made in place (the caller recreates the pod).
+async fn in_place_update(
+    pod_api: &Api<Pod>,
+    shared: &Shared,
+    key: &str,
+    pods: &[Arc<Pod>],
+    name: &str,
+    request: &impl Fn(&Pod) -> Option<UpdateRequest>,
+    now: Timestamp,
+) -> Result<bool, Error> {
+    let Some(pod) = pods
+        .iter()
+        .find(|p| p.metadata.name.as_deref() == Some(name))
+    else {
+        return Ok(false);
+    };
+    let Some(req) = request(pod) else {
+        return Ok(false);
+    };
+    let Ok(update) = begin_update(&**pod, &req, now) else {
+        return Ok(false);
+    };
+    let writes = update.into_writes(&**pod);
+    let failed = |source| {
+        Error::InPlace(WriteError {
+            name: name.to_string(),
+            source,
+        })
+    };
+    if let Some(unready) = &writes.unready_conditions {
+        send_conditions(pod_api, pod, unready)
+            .await
+            .map_err(failed)?;
+    }
+    if let Some(patch) = &writes.patch {
+        if let Ok(mut in_flight) = shared.in_flight.lock() {
+            in_flight
+                .entry(key.to_string())
+                .or_default()
+                .insert(name.to_string(), req.revision.clone());
+        }
+        if let Err(e) = pod_api
+            .patch(name, &PatchParams::default(), &Patch::Strategic(patch))
+            .await
+        {
+            if let Ok(mut in_flight) = shared.in_flight.lock()
+                && let Some(sent) = in_flight.get_mut(key)
+            {
+                sent.remove(name);
+            }
+            return Err(failed(e));
+        }
+    }
+    Ok(true)
 }

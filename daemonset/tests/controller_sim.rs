@@ -727,3 +727,298 @@ async fn a_pre_delete_hook_holds_pods_in_preparing_delete_until_it_lets_go() {
     .await;
     running.stop().await;
 }
+
+/// The names of the ControllerRevisions in `default`.
+async fn revision_names(client: &Client) -> BTreeSet<String> {
+    Api::<k8s_openapi::api::apps::v1::ControllerRevision>::namespaced(client.clone(), "default")
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .iter()
+        .map(|r| r.name_any())
+        .collect()
+}
+
+async fn update_revision(client: &Client, name: &str) -> String {
+    let ds = Api::<DaemonSet>::namespaced(client.clone(), "default")
+        .get(name)
+        .await
+        .unwrap();
+    ds.status.unwrap().update_revision
+}
+
+async fn wait_revisions(client: &Client, want: &[&str]) {
+    let want: BTreeSet<String> = want.iter().map(|h| format!("agent-{h}")).collect();
+    eventually(&format!("revisions {want:?}"), WAIT, || {
+        let (client, want) = (client.clone(), want.clone());
+        async move { (revision_names(&client).await == want).then_some(()) }
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn revisions_follow_the_template_and_history_keeps_only_what_pods_use() {
+    let (_sim, client) = sim(2).await;
+    let running = Running::start(&client);
+    create(
+        &client,
+        &daemonset(
+            "agent",
+            json!({"revisionHistoryLimit": 0,
+                   "updateStrategy": {"rollingUpdate": {"partition": 1}}}),
+        ),
+    )
+    .await;
+    let nodes = node_names(&client).await;
+    let first = wait_for_pods(&client, "agent", &nodes, "nginx:1").await;
+    wait_status(&client, "agent", "every pod updated", |s| {
+        s.updated_number_scheduled == 2
+    })
+    .await;
+    let h1 = update_revision(&client, "agent").await;
+    wait_revisions(&client, &[&h1]).await;
+    let revision = Api::<k8s_openapi::api::apps::v1::ControllerRevision>::namespaced(
+        client.clone(),
+        "default",
+    )
+    .get(&format!("agent-{h1}"))
+    .await
+    .unwrap();
+    assert_eq!(revision.labels().get("controller-revision-hash"), Some(&h1));
+    let owner = &revision.owner_references()[0];
+    assert_eq!(
+        (owner.kind.as_str(), owner.controller),
+        ("DaemonSet", Some(true))
+    );
+    for pod in &first {
+        assert_eq!(pod.labels().get("controller-revision-hash"), Some(&h1));
+    }
+
+    // Partition 1 keeps the first node on h1: its revision outlives the history limit of 0.
+    let image = |i: &str| json!({"spec": {"template": {"spec": {"containers": [{"name": "main", "image": i}]}}}});
+    patch_set(&client, "agent", image("nginx:2")).await;
+    wait_status(&client, "agent", "one pod updated", |s| {
+        s.updated_number_scheduled == 1 && s.number_available == 2
+    })
+    .await;
+    let h2 = update_revision(&client, "agent").await;
+    assert_ne!(h1, h2);
+    wait_revisions(&client, &[&h1, &h2]).await;
+
+    // Once no pod uses h2 it goes; h1 stays for the partitioned pod.
+    patch_set(&client, "agent", image("nginx:3")).await;
+    wait_status(&client, "agent", "one pod on nginx:3", |s| {
+        s.updated_number_scheduled == 1 && s.number_available == 2
+    })
+    .await;
+    let h3 = update_revision(&client, "agent").await;
+    wait_revisions(&client, &[&h1, &h3]).await;
+
+    // With the partition lifted every pod moves to h3 and h1 goes too.
+    patch_set(
+        &client,
+        "agent",
+        json!({"spec": {"updateStrategy": {"rollingUpdate": {"partition": 0}}}}),
+    )
+    .await;
+    wait_for_pods(&client, "agent", &nodes, "nginx:3").await;
+    wait_revisions(&client, &[&h3]).await;
+    running.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_revision_name_taken_by_other_data_raises_collision_count() {
+    let (_sim, client) = sim(1).await;
+    let set = daemonset("agent", json!({}));
+    create(&client, &set).await;
+    let stored = Api::<DaemonSet>::namespaced(client.clone(), "default")
+        .get("agent")
+        .await
+        .unwrap();
+    let template = serde_json::to_value(&stored.spec.template).unwrap();
+    let taken = kruise_common::revision::template_hash(&template, None);
+    let squatter: k8s_openapi::api::apps::v1::ControllerRevision = serde_json::from_value(json!({
+        "metadata": {"name": format!("agent-{taken}"), "namespace": "default"},
+        "data": {"spec": {"template": {"metadata": {"labels": {"other": "data"}}}}},
+        "revision": 1
+    }))
+    .unwrap();
+    Api::namespaced(client.clone(), "default")
+        .create(&PostParams::default(), &squatter)
+        .await
+        .unwrap();
+
+    let running = Running::start(&client);
+    wait_status(
+        &client,
+        "agent",
+        "collisionCount 1 and the pod placed",
+        |s| s.collision_count == Some(1) && s.number_available == 1,
+    )
+    .await;
+    let renamed = kruise_common::revision::template_hash(&template, Some(1));
+    assert_eq!(update_revision(&client, "agent").await, renamed);
+    let names = revision_names(&client).await;
+    assert!(names.contains(&format!("agent-{renamed}")), "{names:?}");
+    let pods = pods_of(&client, "agent").await;
+    assert_eq!(pods.len(), 1);
+    assert_eq!(
+        pods[0].labels().get("controller-revision-hash"),
+        Some(&renamed)
+    );
+    running.stop().await;
+}
+
+fn uid_by_name(pods: &[Pod]) -> BTreeSet<(String, String)> {
+    pods.iter()
+        .map(|p| (p.name_any(), p.uid().unwrap_or_default()))
+        .collect()
+}
+
+fn condition(p: &Pod, type_: &str) -> Option<String> {
+    p.status
+        .as_ref()?
+        .conditions
+        .as_ref()?
+        .iter()
+        .find(|c| c.type_ == type_)
+        .map(|c| c.status.clone())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn in_place_if_possible_keeps_names_and_uids_and_recreates_what_it_cannot() {
+    let (_sim, client) = sim(3).await;
+    let running = Running::start(&client);
+    create(
+        &client,
+        &daemonset(
+            "agent",
+            json!({"updateStrategy": {"rollingUpdate": {
+                "rollingUpdateType": "InPlaceIfPossible", "maxUnavailable": "100%"}}}),
+        ),
+    )
+    .await;
+    let nodes = node_names(&client).await;
+    let first = wait_for_pods(&client, "agent", &nodes, "nginx:1").await;
+    for pod in &first {
+        let gates = pod.spec.as_ref().unwrap().readiness_gates.clone().unwrap();
+        assert!(
+            gates
+                .iter()
+                .any(|g| g.condition_type == "InPlaceUpdateReady")
+        );
+    }
+
+    patch_set(
+        &client,
+        "agent",
+        json!({"spec": {"template": {"spec": {"containers": [{"name": "main", "image": "nginx:2"}]}}}}),
+    )
+    .await;
+    let updated = wait_for_pods(&client, "agent", &nodes, "nginx:2").await;
+    assert_eq!(uid_by_name(&updated), uid_by_name(&first));
+    wait_status(&client, "agent", "3 updated and available", |s| {
+        s.updated_number_scheduled == 3 && s.number_available == 3
+    })
+    .await;
+    let hash = update_revision(&client, "agent").await;
+    for pod in pods_of(&client, "agent").await {
+        let status = pod.status.as_ref().unwrap();
+        let restarts = status.container_statuses.as_ref().unwrap()[0].restart_count;
+        assert_eq!(restarts, 1, "{}", pod.name_any());
+        assert_eq!(pod.labels().get("controller-revision-hash"), Some(&hash));
+        assert_eq!(
+            condition(&pod, "InPlaceUpdateReady").as_deref(),
+            Some("True")
+        );
+        let state = pod
+            .annotations()
+            .get("apps.kruise.io/inplace-update-state")
+            .unwrap();
+        let state: Value = serde_json::from_str(state).unwrap();
+        assert_eq!(state["revision"], json!(hash));
+    }
+    eventually("a SuccessfulUpdatePodInPlace event per pod", WAIT, || {
+        let client = client.clone();
+        async move {
+            let events = kruise_testkit::events_about(&client, "default", "agent").await;
+            let in_place = events
+                .iter()
+                .filter(|e| e.reason.as_deref() == Some("SuccessfulUpdatePodInPlace"))
+                .count();
+            (in_place == 3).then_some(())
+        }
+    })
+    .await;
+
+    // An env change cannot be made in place: the pods are recreated.
+    patch_set(
+        &client,
+        "agent",
+        json!({"spec": {"template": {"spec": {"containers": [
+            {"name": "main", "image": "nginx:2", "env": [{"name": "MODE", "value": "x"}]}]}}}}),
+    )
+    .await;
+    let hash_before = hash;
+    wait_status(&client, "agent", "a new revision rolled out", |s| {
+        s.update_revision != hash_before
+            && s.updated_number_scheduled == 3
+            && s.number_available == 3
+    })
+    .await;
+    let recreated = wait_for_pods(&client, "agent", &nodes, "nginx:2").await;
+    let old_names: BTreeSet<String> = first.iter().map(|p| p.name_any()).collect();
+    assert!(recreated.iter().all(|p| !old_names.contains(&p.name_any())));
+    running.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_controller_started_mid_in_place_rollout_finishes_it() {
+    let (_sim, client) = sim(3).await;
+    let running = Running::start(&client);
+    create(
+        &client,
+        &daemonset(
+            "agent",
+            json!({"updateStrategy": {"rollingUpdate": {"rollingUpdateType": "InPlaceIfPossible"}}}),
+        ),
+    )
+    .await;
+    let nodes = node_names(&client).await;
+    let first = wait_for_pods(&client, "agent", &nodes, "nginx:1").await;
+    patch_set(
+        &client,
+        "agent",
+        json!({"spec": {"template": {"spec": {"containers": [{"name": "main", "image": "nginx:2"}]}}}}),
+    )
+    .await;
+    eventually("one pod updated in place", WAIT, || {
+        let client = client.clone();
+        async move {
+            pods_of(&client, "agent")
+                .await
+                .iter()
+                .any(|p| image_of(p) == "nginx:2")
+                .then_some(())
+        }
+    })
+    .await;
+    running.stop().await;
+
+    let restarted = Running::start(&client);
+    let updated = wait_for_pods(&client, "agent", &nodes, "nginx:2").await;
+    assert_eq!(uid_by_name(&updated), uid_by_name(&first));
+    eventually("InPlaceUpdateReady True on every pod", WAIT, || {
+        let client = client.clone();
+        async move {
+            pods_of(&client, "agent")
+                .await
+                .iter()
+                .all(|p| condition(p, "InPlaceUpdateReady").as_deref() == Some("True"))
+                .then_some(())
+        }
+    })
+    .await;
+    restarted.stop().await;
+}

@@ -3,7 +3,7 @@
 # plus the kruise-daemonset binary, its CRD and webhooks registered as a user would.
 # Placement by nodeSelector as nodes get a label, a rolling update bounded by
 # rollingUpdate.selector, then by partition, a maxSurge update, cordon and taints, and
-# OpenKruise's printer columns. (In-place updates are not done yet: see docs/daemonset.md.)
+# OpenKruise's printer columns, and an in-place update keeping names and uids.
 #
 #   KRUISE_BIN_DIR=.../debug daemonset/tests/kubectl-daemonset.sh
 set -euo pipefail
@@ -112,3 +112,18 @@ assert_eq "$(node_images)" "$(all nginx:1.27)" "cordoned and NoSchedule-tainted 
 want="${NODES[0]}=nginx:1.27 ${NODES[1]}=nginx:1.27 ${NODES[2]}=nginx:1.27 ${NODES[4]}=nginx:1.27"
 wait_for 60 "the NoExecute node's pod removed" expect_images "$want"
 pass "a tainted node loses its pod only for NoExecute; a cordoned node keeps it"
+
+# InPlaceIfPossible: an image change restarts the containers of the same pods.
+names_uids() {
+  "$KUBECTL" get pods -l app=agent -o jsonpath='{range .items[*]}{.metadata.name}={.metadata.uid}{"\n"}{end}' | sort | tr '\n' ' '
+}
+before="$(names_uids)"
+"$KUBECTL" patch ads agent --type merge -p '{"spec":{"updateStrategy":{"rollingUpdate":{"rollingUpdateType":"InPlaceIfPossible","maxSurge":0,"maxUnavailable":"100%"}},
+  "template":{"spec":{"containers":[{"name":"main","image":"nginx:1.28"}]}}}}' >/dev/null
+want="${NODES[0]}=nginx:1.28 ${NODES[1]}=nginx:1.28 ${NODES[2]}=nginx:1.28 ${NODES[4]}=nginx:1.28"
+wait_for 60 "every pod on nginx:1.28 and Ready" expect_images "$want"
+wait_for 30 "status observed" synced
+assert_eq "$(names_uids)" "$before" "InPlaceIfPossible keeps pod names and uids"
+restarts="$("$KUBECTL" get pods -l app=agent -o jsonpath='{range .items[*]}{.status.containerStatuses[0].restartCount}{" "}{end}')"
+assert_eq "$restarts" "1 1 1 1 " "each pod restarted once"
+pass "InPlaceIfPossible image change keeps names and uids with restartCount 1"

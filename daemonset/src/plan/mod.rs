@@ -26,6 +26,7 @@
 
 pub mod eligibility;
 pub mod pods;
+pub mod revisions;
 
 use std::collections::{BTreeMap, BTreeSet};
 

@@ -1,0 +1,215 @@
+//! The DaemonSet's ControllerRevisions, as upstream's `constructHistory`: the update
+//! revision is named `<daemonset>-<hash>` after the template hash the pods carry (with
+//! `status.collisionCount`), labelled `controller-revision-hash: <hash>`; an older revision
+//! with equal data is reused with its `.revision` bumped (a rollback), otherwise one is
+//! created. History beyond `revisionHistoryLimit` is pruned, never a revision a pod uses.
+
+use std::collections::BTreeSet;
+
+use k8s_openapi::api::apps::v1::ControllerRevision;
+use kruise_common::api::keys::CONTROLLER_REVISION_HASH_KEY;
+use kruise_common::api::version::APPS_V1BETA1;
+use kruise_common::revision::{
+    NewRevision, UpdateRevisionDecision, controller_owner_ref, decide_update_revision,
+    new_controller_revision, revisions_to_truncate, sort_revisions, template_revision_data,
+};
+use serde_json::Value;
+
+use crate::api::v1beta1::DaemonSet;
+use crate::api::{DEFAULT_REVISION_HISTORY_LIMIT, KIND};
+
+pub use kruise_common::revision::{RevisionPlan, RevisionWrite};
+
+/// Chooses the update revision (`hash` is the template hash pods get) from the history.
+/// A DaemonSet has no separate current revision: both are the update revision.
+pub fn plan_revisions(ds: &DaemonSet, hash: &str, history: &[ControllerRevision]) -> RevisionPlan {
+    let mut sorted = history.to_vec();
+    sort_revisions(&mut sorted);
+    let template = serde_json::to_value(&ds.spec.template).unwrap_or(Value::Null);
+    let data = template_revision_data(&template);
+    let named = |name: &str| {
+        sorted
+            .iter()
+            .find(|r| r.metadata.name.as_deref() == Some(name))
+            .cloned()
+            .unwrap_or_default()
+    };
+    let (update, write) = match decide_update_revision(&sorted, &data) {
+        UpdateRevisionDecision::ReuseNewest { name } => (named(&name), RevisionWrite::None),
+        UpdateRevisionDecision::BumpRevision { name, revision } => {
+            let mut found = named(&name);
+            found.revision = revision;
+            (found.clone(), RevisionWrite::Update(Box::new(found)))
+        }
+        UpdateRevisionDecision::Create { revision } => {
+            let name = ds.metadata.name.clone().unwrap_or_default();
+            let created = new_controller_revision(&NewRevision {
+                parent_name: name.clone(),
+                namespace: ds.metadata.namespace.clone(),
+                owner: Some(controller_owner_ref(
+                    APPS_V1BETA1,
+                    KIND,
+                    &name,
+                    ds.metadata.uid.as_deref().unwrap_or_default(),
+                )),
+                labels: ds
+                    .spec
+                    .template
+                    .metadata
+                    .as_ref()
+                    .and_then(|m| m.labels.clone())
+                    .unwrap_or_default(),
+                annotations: ds.metadata.annotations.clone().unwrap_or_default(),
+                data,
+                revision,
+                collision_count: ds.status.as_ref().and_then(|s| s.collision_count),
+                hash_override: Some(hash.to_string()),
+                hash_label: Some(CONTROLLER_REVISION_HASH_KEY.to_string()),
+            });
+            (created.clone(), RevisionWrite::Create(Box::new(created)))
+        }
+    };
+    RevisionPlan {
+        current: update.clone(),
+        update,
+        write,
+    }
+}
+
+/// The revisions to delete: the oldest beyond `revisionHistoryLimit` (default 10) of those
+/// neither the update revision nor named by a pod's `controller-revision-hash`.
+pub fn revisions_to_prune(
+    ds: &DaemonSet,
+    history: &[ControllerRevision],
+    update: &str,
+    pod_hashes: &BTreeSet<String>,
+) -> Vec<String> {
+    let mut sorted = history.to_vec();
+    sort_revisions(&mut sorted);
+    let limit = ds
+        .spec
+        .revision_history_limit
+        .unwrap_or(DEFAULT_REVISION_HISTORY_LIMIT);
+    revisions_to_truncate(&sorted, limit, update, update, pod_hashes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn daemonset(image: &str, limit: Option<i32>) -> DaemonSet {
+        serde_json::from_value(json!({
+            "apiVersion": "apps.kruise.io/v1beta1", "kind": "DaemonSet",
+            "metadata": {"name": "agent", "namespace": "ns", "uid": "u1"},
+            "spec": {
+                "selector": {"matchLabels": {"app": "agent"}},
+                "revisionHistoryLimit": limit,
+                "template": {"metadata": {"labels": {"app": "agent"}},
+                    "spec": {"containers": [{"name": "c", "image": image}]}}
+            }
+        }))
+        .unwrap()
+    }
+
+    fn stored(ds: &DaemonSet, hash: &str, revision: i64) -> ControllerRevision {
+        let mut rev = plan_revisions(ds, hash, &[]).update;
+        rev.revision = revision;
+        rev
+    }
+
+    #[test]
+    fn a_new_template_creates_a_revision_named_after_the_pod_hash() {
+        let ds = daemonset("a:1", None);
+        let plan = plan_revisions(&ds, "h1", &[]);
+        let RevisionWrite::Create(rev) = &plan.write else {
+            panic!("expected a create, got {:?}", plan.write);
+        };
+        assert_eq!(rev.metadata.name.as_deref(), Some("agent-h1"));
+        assert_eq!(rev.revision, 1);
+        let labels = rev.metadata.labels.clone().unwrap();
+        assert_eq!(labels["controller-revision-hash"], "h1");
+        assert_eq!(labels["app"], "agent");
+        let owner = &rev.metadata.owner_references.as_ref().unwrap()[0];
+        assert_eq!(
+            (owner.kind.as_str(), owner.uid.as_str()),
+            ("DaemonSet", "u1")
+        );
+        assert_eq!(owner.controller, Some(true));
+        assert_eq!(plan.current, plan.update);
+    }
+
+    #[test]
+    fn an_unchanged_template_reuses_the_newest_revision() {
+        let ds = daemonset("a:1", None);
+        let history = vec![stored(&ds, "h1", 1)];
+        let plan = plan_revisions(&ds, "h1", &history);
+        assert_eq!(plan.write, RevisionWrite::None);
+        assert_eq!(plan.update.metadata.name.as_deref(), Some("agent-h1"));
+    }
+
+    #[test]
+    fn a_rollback_bumps_the_older_equal_revision() {
+        let old = daemonset("a:1", None);
+        let new = daemonset("a:2", None);
+        let history = vec![stored(&old, "h1", 1), stored(&new, "h2", 2)];
+        let plan = plan_revisions(&old, "h1", &history);
+        let RevisionWrite::Update(rev) = &plan.write else {
+            panic!("expected an update, got {:?}", plan.write);
+        };
+        assert_eq!(rev.metadata.name.as_deref(), Some("agent-h1"));
+        assert_eq!(rev.revision, 3);
+    }
+
+    #[test]
+    fn pruning_keeps_the_limit_the_update_revision_and_revisions_pods_use() {
+        let ds = daemonset("a:0", Some(1));
+        let history: Vec<_> = (1..=5)
+            .map(|i| stored(&daemonset(&format!("a:{i}"), None), &format!("h{i}"), i))
+            .collect();
+        let in_use = BTreeSet::from(["h1".to_string()]);
+        // h5 is the update revision, h1 a pod's; of h2..h4 only the newest (h4) stays.
+        assert_eq!(
+            revisions_to_prune(&ds, &history, "agent-h5", &in_use),
+            vec!["agent-h2".to_string(), "agent-h3".to_string()]
+        );
+        let unlimited = daemonset("a:0", None);
+        assert!(revisions_to_prune(&unlimited, &history, "agent-h5", &in_use).is_empty());
+    }
+
+    proptest::proptest! {
+        /// Whatever the history, limit and pods: the update revision and every revision a
+        /// pod uses survive, and at most `limit` others do, the newest ones.
+        #[test]
+        fn pruning_never_touches_live_revisions(
+            count in 1i64..12,
+            limit in 0i32..5,
+            update in 1i64..12,
+            used in proptest::collection::btree_set(1i64..12, 0..4),
+        ) {
+            let ds = daemonset("a:0", Some(limit));
+            let history: Vec<_> = (1..=count)
+                .map(|i| stored(&daemonset(&format!("a:{i}"), None), &format!("h{i}"), i))
+                .collect();
+            let update_name = format!("agent-h{update}");
+            let in_use: BTreeSet<String> = used.iter().map(|i| format!("h{i}")).collect();
+            let pruned = revisions_to_prune(&ds, &history, &update_name, &in_use);
+            let live = |i: i64| i == update || used.contains(&i);
+            for name in &pruned {
+                let i: i64 = name.trim_start_matches("agent-h").parse().unwrap();
+                proptest::prop_assert!(!live(i), "{name} is live");
+            }
+            let kept_others: Vec<i64> = (1..=count)
+                .filter(|i| !live(*i) && !pruned.contains(&format!("agent-h{i}")))
+                .collect();
+            let others = (1..=count).filter(|i| !live(*i)).count();
+            proptest::prop_assert_eq!(kept_others.len(), others.min(limit as usize));
+            let newest: Vec<i64> = (1..=count)
+                .filter(|i| !live(*i))
+                .rev()
+                .take(limit as usize)
+                .collect();
+            proptest::prop_assert!(kept_others.iter().all(|i| newest.contains(i)));
+        }
+    }
+}
