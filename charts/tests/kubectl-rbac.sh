@@ -39,7 +39,7 @@ start_as() {
   PIDS+=($!)
   wait_for 60 "kruise-$family ready as its ServiceAccount" curl -sf "http://127.0.0.1:$health/readyz"
 }
-families=(cloneset statefulset broadcastjob daemonset imagepull crr sidecarset webhook)
+families=(cloneset statefulset broadcastjob daemonset imagepull crr protection sidecarset webhook)
 for family in "${families[@]}"; do start_as "$family"; done
 lease_holder() { "$KUBECTL" get lease "kruise-$1" -n "$NS" -o jsonpath='{.spec.holderIdentity}' 2>/dev/null; }
 for family in "${families[@]}"; do

@@ -44,7 +44,7 @@ use kruise_common::pods::lifecycle_state;
 use kruise_common::revision::template_hash;
 use kruise_common::runtime::errors::{ShellError, WriteError, is_not_found};
 use kruise_common::runtime::events::{EventQueue, EventRecord, Recorder, pod_reference};
-use kruise_common::runtime::execute::{Lane, Scheduled, execute};
+use kruise_common::runtime::execute::{Lane, Scheduled, WRITE_CONCURRENCY, execute};
 use kruise_common::runtime::revisions::{RevisionStep, write_planned_revisions};
 use kruise_common::runtime::status::write_status_if_changed;
 use kruise_common::runtime::watch::{TouchedStream, Watch};
@@ -508,7 +508,7 @@ async fn reconcile(original: Arc<DaemonSet>, shared: Arc<Shared>) -> Result<Requ
     }
 
     // Execute.
-    let outcomes = execute(&plan.actions, 8, |action| {
+    let outcomes = execute(&plan.actions, WRITE_CONCURRENCY, |action| {
         let (pod_api, recorder, shared, key, ds, hash, pods, in_place_request) = (
             &pod_api,
             &recorder,
