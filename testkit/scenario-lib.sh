@@ -133,11 +133,12 @@ start_external_cluster() {
   PIDS+=($!)
   wait_for 60 "kruise-sim nodes Ready" grep -q '^kruise-sim nodes: .* Ready' "$CLUSTER_LOG"
   [[ "$name" == kruise-playground ]] || return 0
-  local family binary crds steps started=() enable=()
-  while IFS=$'\t' read -r family binary crds steps; do
+  local family binary crds steps agent started=() enable=() agents=()
+  while IFS=$'\t' read -r family binary crds steps agent; do
     [[ "$controllers" == all || ",$controllers," == *",$family,"* ]] || continue
     started+=("$family")
     [[ "$steps" == - ]] || enable+=("$steps")
+    [[ "$agent" != agent ]] || agents+=("$family")
   done < <("$bin" families)
   local enable_flag names
   enable_flag="--enable=$(IFS=,; echo "${enable[*]}")"
@@ -145,9 +146,36 @@ start_external_cluster() {
     # kruise-webhook hosts the pod chain: the steps of the families beside it.
     if [[ "$family" == webhook ]]; then start_family "$family" "$enable_flag"; else start_family "$family"; fi
   done
+  # Node agents, as `kruise-playground up --cri-dir` runs them: one per simulated node on
+  # that node's fake CRI socket (`kruise-<family> agent`, as the chart's DaemonSet runs it).
+  local cri_dir="" node
+  for ((i = 0; i < ${#nodes_flags[@]}; i++)); do
+    case "${nodes_flags[i]}" in
+      --cri-dir) cri_dir="${nodes_flags[i + 1]}" ;;
+      --cri-dir=*) cri_dir="${nodes_flags[i]#*=}" ;;
+    esac
+  done
+  if [[ -n "$cri_dir" ]]; then
+    for family in "${agents[@]}"; do
+      for node in $(sed -n 's/^kruise-sim nodes: [0-9]* Ready (\(.*\))$/\1/p' "$CLUSTER_LOG" | node_names); do
+        "$(kruise_bin "kruise-$family")" agent --kubeconfig "$KUBECONFIG" --node-name "$node" \
+          --cri-socket "$cri_dir/$node.sock" >>"$WORK/kruise-$family-agent.log" 2>&1 &
+        PIDS+=($!)
+      done
+    done
+  fi
   names="$(IFS=,; echo "${started[*]}")"
   # As `kruise-playground up` prints it.
   echo "controllers running against $KRUISE_E2E_KUBECONFIG: ${names//,/, }" >>"$CLUSTER_LOG"
+}
+
+# node_names: "sim-node-0 .. sim-node-2" on stdin -> sim-node-0 sim-node-1 sim-node-2.
+node_names() {
+  local first last prefix i
+  read -r first _ last
+  last="${last:-$first}"
+  prefix="${first%-*}"
+  for ((i = ${first##*-}; i <= ${last##*-}; i++)); do echo "$prefix-$i"; done
 }
 
 # external_cleanup: what a scenario leaves in an external cluster goes, first while the

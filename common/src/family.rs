@@ -140,6 +140,19 @@ impl Family {
         &self.pod_validators
     }
 
+    /// The names `--enable` takes for what it lends kruise-webhook: its mutating steps'
+    /// and its validating steps', each once, in that order.
+    pub fn lent_step_names(&self) -> Vec<&'static str> {
+        let mut names: Vec<&'static str> = Vec::new();
+        let all = self.pod_steps.iter().map(|s| s.name);
+        for name in all.chain(self.pod_validators.iter().map(|s| s.name)) {
+            if !names.contains(&name) {
+                names.push(name);
+            }
+        }
+        names
+    }
+
     /// The pod-chain steps it lends kruise-webhook.
     pub fn pod_steps(&self) -> &[PodStep] {
         &self.pod_steps

@@ -38,8 +38,9 @@ pub fn choose(registered: Vec<Family>, spec: &str) -> anyhow::Result<Vec<Family>
         .collect())
 }
 
-/// A family as `kruise-playground families` prints it: name, binary, CRDs and pod-chain
-/// steps, tab-separated (`-` for an empty list).
+/// A family as `kruise-playground families` prints it: name, binary, CRDs, the pod-chain
+/// steps it lends (mutating and validating) and `agent` when it has a node agent,
+/// tab-separated (`-` for an empty list or no agent).
 pub fn describe(family: &Family) -> String {
     let list = |items: Vec<String>| {
         if items.is_empty() {
@@ -54,12 +55,17 @@ pub fn describe(family: &Family) -> String {
         .map(|crd| crd.metadata.name.clone().unwrap_or_default())
         .collect();
     let steps = family
-        .pod_steps()
-        .iter()
-        .map(|step| step.name.to_string())
+        .lent_step_names()
+        .into_iter()
+        .map(String::from)
         .collect();
+    let agent = if family.node_agent().is_some() {
+        "agent"
+    } else {
+        "-"
+    };
     format!(
-        "{}\t{}\t{}\t{}",
+        "{}\t{}\t{}\t{}\t{agent}",
         family.name(),
         family.binary_name(),
         list(crds),
@@ -131,11 +137,9 @@ pub async fn start(
     shutdown: &CancellationToken,
 ) -> anyhow::Result<Vec<JoinHandle<()>>> {
     let client = sim.client()?;
-    // The pod chain's host serves the steps of the families that run beside it.
-    let enable: Vec<&str> = families
-        .iter()
-        .flat_map(|f| f.pod_steps().iter().map(|step| step.name))
-        .collect();
+    // The pod chain's host serves the steps (mutating and validating) of the families that
+    // run beside it.
+    let enable: Vec<&str> = families.iter().flat_map(Family::lent_step_names).collect();
     let enable = format!("--enable={}", enable.join(","));
     let mut ports = Ports::default();
     let mut argvs = Vec::new();
@@ -299,19 +303,20 @@ mod tests {
     }
 
     #[test]
-    fn families_lists_name_binary_crds_and_steps() {
+    fn families_lists_name_binary_crds_steps_and_agent() {
         let lines: Vec<String> = registered().iter().map(describe).collect();
         assert_eq!(
             lines,
             [
-                "cloneset\tkruise-cloneset\tclonesets.apps.kruise.io\t-",
-                "sidecarset\tkruise-sidecarset\tsidecarsets.apps.kruise.io\tsidecarset",
-                "statefulset\tkruise-statefulset\tstatefulsets.apps.kruise.io\t-",
-                "broadcastjob\tkruise-broadcastjob\tbroadcastjobs.apps.kruise.io,advancedcronjobs.apps.kruise.io\t-",
-                "imagepull\tkruise-imagepull\timagepulljobs.apps.kruise.io,imagelistpulljobs.apps.kruise.io,nodeimages.apps.kruise.io\t-",
-                "daemonset\tkruise-daemonset\tdaemonsets.apps.kruise.io\t-",
-                "crr\tkruise-crr\tcontainerrecreaterequests.apps.kruise.io\tcrr",
-                "webhook\tkruise-webhook\t-\tworkloads",
+                "cloneset\tkruise-cloneset\tclonesets.apps.kruise.io\t-\t-",
+                "sidecarset\tkruise-sidecarset\tsidecarsets.apps.kruise.io\tsidecarset\t-",
+                "statefulset\tkruise-statefulset\tstatefulsets.apps.kruise.io\t-\t-",
+                "broadcastjob\tkruise-broadcastjob\tbroadcastjobs.apps.kruise.io,advancedcronjobs.apps.kruise.io\t-\t-",
+                "imagepull\tkruise-imagepull\timagepulljobs.apps.kruise.io,imagelistpulljobs.apps.kruise.io,nodeimages.apps.kruise.io\t-\tagent",
+                "daemonset\tkruise-daemonset\tdaemonsets.apps.kruise.io\t-\t-",
+                "crr\tkruise-crr\tcontainerrecreaterequests.apps.kruise.io\tcrr\tagent",
+                "protection\tkruise-protection\tpodunavailablebudgets.policy.kruise.io\tprotection\t-",
+                "webhook\tkruise-webhook\t-\tworkloads\t-",
             ]
         );
     }

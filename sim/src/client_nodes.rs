@@ -359,10 +359,59 @@ async fn watch_pods(
     }
 }
 
-/// The kubelet's reads (the watch cache) and writes (a kube client).
+/// The ConfigMaps' `data` by (namespace, name), kept by [`watch_config_maps`]; `None` until
+/// its first list is done (the kubelet then cannot tell whether a key exists).
+type ConfigMapCache = Arc<RwLock<Option<HashMap<(String, String), Value>>>>;
+
+/// Watches every ConfigMap into `cache`, for the env `configMapKeyRef`s the kubelet waits on
+/// (container launch priority's barrier).
+async fn watch_config_maps(client: kube::Client, cache: ConfigMapCache) {
+    let ar = resource("", "v1", "ConfigMap", "configmaps");
+    let api: Api<DynamicObject> = Api::all_with(client, &ar);
+    let mut events = watcher::watcher(api, watcher::Config::default()).boxed();
+    let mut relisted = HashMap::new();
+    let key = |obj: &DynamicObject| {
+        (
+            obj.metadata.namespace.clone().unwrap_or_default(),
+            obj.metadata.name.clone().unwrap_or_default(),
+        )
+    };
+    let data = |obj: &DynamicObject| obj.data.get("data").cloned().unwrap_or(Value::Null);
+    while let Some(event) = events.next().await {
+        let event = match event {
+            Ok(event) => event,
+            Err(e) => {
+                tracing::warn!(error = %e, "watching config maps");
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                continue;
+            }
+        };
+        let mut cached = cache.write().unwrap_or_else(|e| e.into_inner());
+        match event {
+            watcher::Event::Apply(obj) => {
+                if let Some(cached) = cached.as_mut() {
+                    cached.insert(key(&obj), data(&obj));
+                }
+            }
+            watcher::Event::Delete(obj) => {
+                if let Some(cached) = cached.as_mut() {
+                    cached.remove(&key(&obj));
+                }
+            }
+            watcher::Event::Init => relisted.clear(),
+            watcher::Event::InitApply(obj) => {
+                relisted.insert(key(&obj), data(&obj));
+            }
+            watcher::Event::InitDone => *cached = Some(std::mem::take(&mut relisted)),
+        }
+    }
+}
+
+/// The kubelet's reads (the watch caches) and writes (a kube client).
 struct ClientApi {
     client: kube::Client,
     cache: PodCache,
+    config_maps: ConfigMapCache,
 }
 
 impl ClientApi {
@@ -372,6 +421,12 @@ impl ClientApi {
 }
 
 impl KubeletApi for ClientApi {
+    fn config_map_data(&self, namespace: &str, name: &str) -> Option<Option<Value>> {
+        let cached = self.config_maps.read().unwrap_or_else(|e| e.into_inner());
+        let key = (namespace.to_string(), name.to_string());
+        cached.as_ref().map(|maps| maps.get(&key).cloned())
+    }
+
     fn pod(&self, key: &PodKey) -> Option<Arc<Value>> {
         self.cache
             .read()
@@ -543,7 +598,16 @@ pub async fn start(flags: &NodesFlags) -> anyhow::Result<Nodes> {
             &stop_rx,
         )?);
     }
-    let api = ClientApi { client, cache };
+    let config_maps = ConfigMapCache::default();
+    tasks.push(tokio::spawn(watch_config_maps(
+        client.clone(),
+        config_maps.clone(),
+    )));
+    let api = ClientApi {
+        client,
+        cache,
+        config_maps,
+    };
     tasks.push(tokio::spawn(kubelet::run_with(
         api,
         change_rx,

@@ -114,7 +114,6 @@ mod tests {
         );
         let steps: Vec<&str> = pod_steps().unwrap().iter().map(|s| s.name).collect();
         assert_eq!(steps, ["sidecarset", "crr", crate::WORKLOADS]);
-        assert_eq!(steps, ["sidecarset", crate::WORKLOADS]);
         let validators: Vec<&str> = pod_validators().unwrap().iter().map(|s| s.name).collect();
         assert_eq!(validators, ["protection"]);
     }

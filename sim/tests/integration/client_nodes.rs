@@ -286,3 +286,49 @@ async fn the_volume_provisioner_pre_binds_a_volume_to_a_waiting_claim_and_delete
     .await;
     nodes.shutdown().await;
 }
+
+#[tokio::test]
+async fn a_container_waits_for_its_config_map_key_read_through_the_api() {
+    let sim = sim().await;
+    let client = sim.client().unwrap();
+    let nodes = client_nodes::start(&flags(sim.kubeconfig_path().unwrap()))
+        .await
+        .unwrap();
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let env = json!({"spec": {"containers": [{"name": "c", "image": "nginx:1.25", "env": [
+        {"name": "KRUISE_CONTAINER_BARRIER",
+         "valueFrom": {"configMapKeyRef": {"name": "gated-barrier", "key": "p_0"}}}]}]}});
+    pods.create(&PostParams::default(), &pod("gated", "ext-0", env))
+        .await
+        .unwrap();
+    let waiting = wait_pod(&pods, "gated", "waiting on its ConfigMap", |p| {
+        let s = p
+            .status
+            .as_ref()
+            .and_then(|s| s.container_statuses.as_ref());
+        s.and_then(|cs| cs.first())
+            .and_then(|c| c.state.as_ref()?.waiting.as_ref()?.reason.clone())
+            .as_deref()
+            == Some("CreateContainerConfigError")
+    })
+    .await;
+    assert_eq!(waiting.status.unwrap().phase.as_deref(), Some("Pending"));
+    let barrier: k8s_openapi::api::core::v1::ConfigMap = serde_json::from_value(
+        json!({"metadata": {"name": "gated-barrier"}, "data": {"p_0": "true"}}),
+    )
+    .unwrap();
+    Api::namespaced(client, "default")
+        .create(&PostParams::default(), &barrier)
+        .await
+        .unwrap();
+    wait_pod(&pods, "gated", "running once the key exists", |p| {
+        let s = p
+            .status
+            .as_ref()
+            .and_then(|s| s.container_statuses.as_ref());
+        s.and_then(|cs| cs.first())
+            .is_some_and(|c| c.state.as_ref().is_some_and(|st| st.running.is_some()))
+    })
+    .await;
+    nodes.shutdown().await;
+}
