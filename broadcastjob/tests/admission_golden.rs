@@ -3,8 +3,8 @@
 //! path), the ConversionReview at `/convert`, and arbitrary JSON never panicking a handler.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use base64::Engine as _;
 use kruise_broadcastjob::admission::routes;
+use kruise_testkit::admission::{self, Target, decoded_patch};
 use pretty_assertions::assert_eq;
 use proptest::prelude::*;
 use serde_json::{Value, json};
@@ -21,23 +21,8 @@ fn review_body(
     operation: &str,
     object: Value,
 ) -> Vec<u8> {
-    serde_json::to_vec(&json!({
-        "apiVersion": "admission.k8s.io/v1",
-        "kind": "AdmissionReview",
-        "request": {
-            "uid": "705ab4f5-6393-11e8-b7cc-42010a800002",
-            "kind": {"group": "apps.kruise.io", "version": version, "kind": kind},
-            "resource": {"group": "apps.kruise.io", "version": version, "resource": resource},
-            "name": "demo",
-            "namespace": "default",
-            "operation": operation,
-            "userInfo": {"username": "admin"},
-            "object": object,
-            "oldObject": null,
-            "dryRun": false
-        }
-    }))
-    .unwrap()
+    let target = Target::apps(version, kind, resource, "demo");
+    admission::review_body(target, operation, Some(object), None)
 }
 
 fn object(kind: &str, version: &str, spec: Value) -> Value {
@@ -51,19 +36,7 @@ fn object(kind: &str, version: &str, spec: Value) -> Value {
 
 async fn answer(path: &str, body: &[u8]) -> Value {
     let out = routes().review(path, body).await.unwrap();
-    assert_eq!(
-        out["response"]["uid"],
-        "705ab4f5-6393-11e8-b7cc-42010a800002"
-    );
-    out["response"].clone()
-}
-
-fn decoded_patch(response: &Value) -> Value {
-    assert_eq!(response["patchType"], "JSONPatch");
-    let bytes = base64::engine::general_purpose::STANDARD
-        .decode(response["patch"].as_str().unwrap())
-        .unwrap();
-    serde_json::from_slice(&bytes).unwrap()
+    admission::response_of(&out)
 }
 
 fn pod_template() -> Value {

@@ -3,11 +3,11 @@
 //! defaults), the ConversionReview at `/convert`, and arbitrary JSON never panicking a handler.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use base64::Engine as _;
 use kruise_cloneset::admission::{
     MUTATE_PATH, MutateCloneSet, VALIDATE_PATH, ValidateCloneSet, routes, routes_for,
 };
 use kruise_common::admission::AdmissionHandler as _;
+use kruise_testkit::admission::{self, Target, decoded_patch};
 use kube::core::DynamicObject;
 use kube::core::admission::{AdmissionRequest, AdmissionReview};
 use pretty_assertions::assert_eq;
@@ -18,25 +18,10 @@ fn review_body(
     version: &str,
     operation: &str,
     object: Option<Value>,
-    old_object: Option<Value>,
+    old: Option<Value>,
 ) -> Vec<u8> {
-    serde_json::to_vec(&json!({
-        "apiVersion": "admission.k8s.io/v1",
-        "kind": "AdmissionReview",
-        "request": {
-            "uid": "705ab4f5-6393-11e8-b7cc-42010a800002",
-            "kind": {"group": "apps.kruise.io", "version": version, "kind": "CloneSet"},
-            "resource": {"group": "apps.kruise.io", "version": version, "resource": "clonesets"},
-            "name": "web",
-            "namespace": "default",
-            "operation": operation,
-            "userInfo": {"username": "admin"},
-            "object": object,
-            "oldObject": old_object,
-            "dryRun": false
-        }
-    }))
-    .unwrap()
+    let target = Target::apps(version, "CloneSet", "clonesets", "web");
+    admission::review_body(target, operation, object, old)
 }
 
 fn cloneset(version: &str, spec: Value) -> Value {
@@ -80,11 +65,7 @@ async fn answer(path: &str, body: &[u8]) -> Value {
     let out = routes(None).review(path, body).await.unwrap();
     assert_eq!(out["apiVersion"], "admission.k8s.io/v1");
     assert_eq!(out["kind"], "AdmissionReview");
-    assert_eq!(
-        out["response"]["uid"],
-        "705ab4f5-6393-11e8-b7cc-42010a800002"
-    );
-    out["response"].clone()
+    admission::response_of(&out)
 }
 
 /// The pod-template defaults a CREATE of [`minimal_spec`] gets (OpenKruise's
@@ -114,14 +95,6 @@ fn with_template_defaults(first: Value, rest: Vec<Value>) -> Value {
     ops.extend(template_default_ops());
     ops.extend(rest);
     Value::Array(ops)
-}
-
-fn decoded_patch(response: &Value) -> Value {
-    assert_eq!(response["patchType"], "JSONPatch");
-    let bytes = base64::engine::general_purpose::STANDARD
-        .decode(response["patch"].as_str().unwrap())
-        .unwrap();
-    serde_json::from_slice(&bytes).unwrap()
 }
 
 #[tokio::test]

@@ -3,12 +3,10 @@
 //! versions; the ConversionReview at `/convert`; arbitrary JSON never panicking a handler.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use base64::Engine as _;
 use kruise_daemonset::admission::{MUTATE_PATH, VALIDATE_PATH, routes};
+use kruise_testkit::admission::{self, Target, decoded_patch};
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
-
-const UID: &str = "705ab4f5-6393-11e8-b7cc-42010a800002";
 
 fn review_body(
     version: &str,
@@ -16,23 +14,8 @@ fn review_body(
     object: Option<Value>,
     old: Option<Value>,
 ) -> Vec<u8> {
-    serde_json::to_vec(&json!({
-        "apiVersion": "admission.k8s.io/v1",
-        "kind": "AdmissionReview",
-        "request": {
-            "uid": UID,
-            "kind": {"group": "apps.kruise.io", "version": version, "kind": "DaemonSet"},
-            "resource": {"group": "apps.kruise.io", "version": version, "resource": "daemonsets"},
-            "name": "agent",
-            "namespace": "default",
-            "operation": operation,
-            "userInfo": {"username": "admin"},
-            "object": object,
-            "oldObject": old,
-            "dryRun": false
-        }
-    }))
-    .unwrap()
+    let target = Target::apps(version, "DaemonSet", "daemonsets", "agent");
+    admission::review_body(target, operation, object, old)
 }
 
 fn daemonset(version: &str, spec: Value) -> Value {
@@ -56,16 +39,7 @@ fn minimal_spec() -> Value {
 
 async fn answer(path: &str, body: &[u8]) -> Value {
     let out = routes().review(path, body).await.unwrap();
-    assert_eq!(out["response"]["uid"], UID);
-    out["response"].clone()
-}
-
-fn decoded_patch(response: &Value) -> Value {
-    assert_eq!(response["patchType"], "JSONPatch");
-    let bytes = base64::engine::general_purpose::STANDARD
-        .decode(response["patch"].as_str().unwrap())
-        .unwrap();
-    serde_json::from_slice(&bytes).unwrap()
+    admission::response_of(&out)
 }
 
 #[tokio::test]

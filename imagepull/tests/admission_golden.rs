@@ -6,11 +6,11 @@
 
 use std::sync::Arc;
 
-use base64::Engine as _;
 use kruise_imagepull::admission::routes;
 use kruise_imagepull::conversion::{
     IMAGELISTPULLJOB_CONVERTER, IMAGEPULLJOB_CONVERTER, NODEIMAGE_CONVERTER,
 };
+use kruise_testkit::admission::{self, Target, decoded_patch};
 use pretty_assertions::assert_eq;
 use proptest::prelude::*;
 use serde_json::{Value, json};
@@ -21,8 +21,6 @@ const ILPJ_MUTATE: &str = "/mutate-apps-kruise-io-imagelistpulljob";
 const ILPJ_VALIDATE: &str = "/validate-apps-kruise-io-imagelistpulljob";
 const NI_MUTATE: &str = "/mutate-apps-kruise-io-nodeimage";
 const NI_VALIDATE: &str = "/validate-apps-kruise-io-nodeimage";
-const UID: &str = "705ab4f5-6393-11e8-b7cc-42010a800002";
-
 fn review_body(
     kind: &str,
     resource: &str,
@@ -31,23 +29,8 @@ fn review_body(
     object: Value,
     old: Value,
 ) -> Vec<u8> {
-    serde_json::to_vec(&json!({
-        "apiVersion": "admission.k8s.io/v1",
-        "kind": "AdmissionReview",
-        "request": {
-            "uid": UID,
-            "kind": {"group": "apps.kruise.io", "version": version, "kind": kind},
-            "resource": {"group": "apps.kruise.io", "version": version, "resource": resource},
-            "name": "demo",
-            "namespace": "default",
-            "operation": operation,
-            "userInfo": {"username": "admin"},
-            "object": object,
-            "oldObject": old,
-            "dryRun": false
-        }
-    }))
-    .unwrap()
+    let target = Target::apps(version, kind, resource, "demo");
+    admission::review_body(target, operation, Some(object), Some(old))
 }
 
 fn object(kind: &str, version: &str, spec: Value) -> Value {
@@ -61,16 +44,7 @@ fn object(kind: &str, version: &str, spec: Value) -> Value {
 
 async fn answer(path: &str, body: &[u8]) -> Value {
     let out = routes().review(path, body).await.unwrap();
-    assert_eq!(out["response"]["uid"], UID);
-    out["response"].clone()
-}
-
-fn decoded_patch(response: &Value) -> Value {
-    assert_eq!(response["patchType"], "JSONPatch");
-    let bytes = base64::engine::general_purpose::STANDARD
-        .decode(response["patch"].as_str().unwrap())
-        .unwrap();
-    serde_json::from_slice(&bytes).unwrap()
+    admission::response_of(&out)
 }
 
 #[tokio::test]

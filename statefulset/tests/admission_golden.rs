@@ -3,9 +3,9 @@
 //! for both served versions.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use base64::Engine as _;
 use kruise_statefulset::admission::{MUTATE_PATH, VALIDATE_PATH, routes};
 use kruise_statefulset::api::defaults::DefaultingGates;
+use kruise_testkit::admission::{self, Target, decoded_patch};
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 
@@ -15,23 +15,8 @@ fn review_body(
     object: Option<Value>,
     old: Option<Value>,
 ) -> Vec<u8> {
-    serde_json::to_vec(&json!({
-        "apiVersion": "admission.k8s.io/v1",
-        "kind": "AdmissionReview",
-        "request": {
-            "uid": "705ab4f5-6393-11e8-b7cc-42010a800002",
-            "kind": {"group": "apps.kruise.io", "version": version, "kind": "StatefulSet"},
-            "resource": {"group": "apps.kruise.io", "version": version, "resource": "statefulsets"},
-            "name": "web",
-            "namespace": "default",
-            "operation": operation,
-            "userInfo": {"username": "admin"},
-            "object": object,
-            "oldObject": old,
-            "dryRun": false
-        }
-    }))
-    .unwrap()
+    let target = Target::apps(version, "StatefulSet", "statefulsets", "web");
+    admission::review_body(target, operation, object, old)
 }
 
 fn statefulset(version: &str, spec: Value) -> Value {
@@ -60,19 +45,7 @@ async fn answer(path: &str, body: &[u8]) -> Value {
         .review(path, body)
         .await
         .unwrap();
-    assert_eq!(
-        out["response"]["uid"],
-        "705ab4f5-6393-11e8-b7cc-42010a800002"
-    );
-    out["response"].clone()
-}
-
-fn decoded_patch(response: &Value) -> Value {
-    assert_eq!(response["patchType"], "JSONPatch");
-    let bytes = base64::engine::general_purpose::STANDARD
-        .decode(response["patch"].as_str().unwrap())
-        .unwrap();
-    serde_json::from_slice(&bytes).unwrap()
+    admission::response_of(&out)
 }
 
 #[tokio::test]

@@ -12,6 +12,7 @@
 // Support code for tests: a failure panics the test that called it, with what was expected.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+pub mod admission;
 pub mod floor;
 pub mod http;
 pub mod process;
