@@ -60,22 +60,31 @@ fn readiness_gate_step(ctx: &StepContext) -> Arc<dyn PodMutator> {
     })
 }
 
-/// The pod chain of the enabled steps (all compiled in when `enable` is empty).
+/// The pod chain of the enabled steps (all compiled in when `enable` is empty); a name
+/// that lends only a validating step is that chain's.
 fn pod_chain(enable: &[String], ctx: &StepContext) -> anyhow::Result<PodChain> {
     let lent: Vec<PodStep> = registry::pod_steps()?;
+    let validating: Vec<PodValidatorStep> = registry::pod_validators()?;
     let mut steps: Vec<Arc<dyn PodMutator>> = Vec::new();
     if enable.is_empty() {
         steps.extend(lent.iter().map(|step| (step.build)(ctx)));
     }
     for name in enable {
-        let Some(step) = lent.iter().find(|step| step.name == name.as_str()) else {
-            let compiled_in: Vec<&str> = lent.iter().map(|step| step.name).collect();
-            anyhow::bail!(
-                "--enable: unknown family {name:?} (compiled in: {})",
-                compiled_in.join(",")
-            );
-        };
-        steps.push((step.build)(ctx));
+        match lent.iter().find(|step| step.name == name.as_str()) {
+            Some(step) => steps.push((step.build)(ctx)),
+            None if validating.iter().any(|step| step.name == name.as_str()) => {}
+            None => {
+                let compiled_in: Vec<&str> = lent
+                    .iter()
+                    .map(|step| step.name)
+                    .chain(validating.iter().map(|step| step.name))
+                    .collect();
+                anyhow::bail!(
+                    "--enable: unknown family {name:?} (compiled in: {})",
+                    compiled_in.join(",")
+                );
+            }
+        }
     }
     Ok(PodChain::new(steps))
 }

@@ -71,3 +71,20 @@ fn an_unknown_family_is_refused_by_name() {
     let err = String::from_utf8(out.stderr).unwrap();
     assert!(err.contains("unknown family \"nosuchfamily\""), "{err}");
 }
+
+#[test]
+fn a_family_lending_only_a_validating_step_is_enabled_by_name() {
+    let out = Command::new(BIN)
+        .args(["manifests", "--enable", "workloads,protection"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // Its webhook entries follow the budgets it watches, so `manifests` (no cluster) prints
+    // none; the mutating chain is there.
+    let manifests = String::from_utf8(out.stdout).unwrap();
+    assert!(manifests.contains("/mutate-pod"), "{manifests}");
+}
