@@ -24,6 +24,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+pub use kruise_common::api::job::{CompletionPolicy, CompletionPolicyType};
+
 pub(crate) use kruise_common::api::serde_helpers::{
     is_default, is_false, is_zero_i32, preserve_unknown_fields,
 };
@@ -52,16 +54,6 @@ pub const SCHEDULED_AT_ANNOTATION: &str = "apps.kruise.io/scheduled-at";
 pub const DEFAULT_SUCCESSFUL_HISTORY_LIMIT: i32 = 3;
 /// Default `failedJobsHistoryLimit`.
 pub const DEFAULT_FAILED_HISTORY_LIMIT: i32 = 1;
-
-string_enum! {
-    /// `completionPolicy.type`.
-    CompletionPolicyType {
-        /// The job finishes once every desired node has a finished pod (or on its deadline).
-        Always = "Always",
-        /// The job never finishes: nodes that join later get a pod too.
-        Never = "Never",
-    }
-}
 
 string_enum! {
     /// `failurePolicy.type`.
@@ -96,28 +88,6 @@ string_enum! {
         BroadcastJob = "BroadcastJob",
         /// ImageListPullJobs (v1beta1 only).
         ImageListPullJob = "ImageListPullJob",
-    }
-}
-
-/// `spec.completionPolicy` of a BroadcastJob.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct CompletionPolicy {
-    /// `Always` (default) or `Never`.
-    #[serde(rename = "type", default, skip_serializing_if = "Option::is_none")]
-    pub type_: Option<CompletionPolicyType>,
-    /// Seconds after `status.startTime` the job may run before it fails (`Always` only).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub active_deadline_seconds: Option<i64>,
-    /// Seconds after it finished the job is deleted (`Always` only).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub ttl_seconds_after_finished: Option<i32>,
-}
-
-impl CompletionPolicy {
-    /// Whether the job never finishes.
-    pub fn is_never(&self) -> bool {
-        self.type_ == Some(CompletionPolicyType::Never)
     }
 }
 

@@ -9,6 +9,7 @@
 //! * [`crd_fields`]: a CRD schema as a flat field list, to compare with OpenKruise's.
 //! * [`field`]: Kubernetes-style field errors, printed as kube-apiserver prints them.
 //! * [`serde_helpers`]: the `skip_serializing_if` / schema helpers every kind's types use.
+//! * [`job`]: `CompletionPolicy`, shared by BroadcastJob and ImagePullJob.
 //! * [`intstr`]: int-or-percent arithmetic with OpenKruise's rounding rules (reference §0.1).
 //! * [`pod_defaults`]: the pod-template and claim-template defaults OpenKruise's workload
 //!   webhooks inject (Kubernetes' `SetDefaults_*`), with [`quantity`]'s canonical quantities.
@@ -17,6 +18,7 @@ pub mod crd;
 pub mod crd_fields;
 pub mod field;
 pub mod intstr;
+pub mod job;
 pub mod keys;
 pub mod lifecycle;
 pub mod pod_defaults;

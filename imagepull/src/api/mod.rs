@@ -25,6 +25,8 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+pub use kruise_common::api::job::{CompletionPolicy, CompletionPolicyType};
+
 pub(crate) use kruise_common::api::serde_helpers::{is_zero_i32, is_zero_i64};
 pub(crate) use kruise_common::string_enum;
 
@@ -68,16 +70,6 @@ pub const MAX_NODEIMAGE_IMAGES: usize = 256;
 pub const MAX_IMAGELIST_IMAGES: usize = 255;
 
 string_enum! {
-    /// `completionPolicy.type`.
-    CompletionPolicyType {
-        /// The job finishes once every desired node answered (or on its deadline).
-        Always = "Always",
-        /// The job never finishes: nodes that join later pull too.
-        Never = "Never",
-    }
-}
-
-string_enum! {
     /// `imagePullPolicy` of a job or a NodeImage tag.
     ImagePullPolicy {
         /// Pull even when the image is on the node.
@@ -98,28 +90,6 @@ string_enum! {
         Succeeded = "Succeeded",
         /// The pull failed (after its retries) or timed out.
         Failed = "Failed",
-    }
-}
-
-/// `spec.completionPolicy` (BroadcastJob's type in OpenKruise).
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct CompletionPolicy {
-    /// `Always` (default) or `Never`.
-    #[serde(rename = "type", default, skip_serializing_if = "Option::is_none")]
-    pub type_: Option<CompletionPolicyType>,
-    /// Seconds after `status.startTime` the job may run before it fails (`Always` only).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub active_deadline_seconds: Option<i64>,
-    /// Seconds after it finished the job is deleted (`Always` only).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub ttl_seconds_after_finished: Option<i32>,
-}
-
-impl CompletionPolicy {
-    /// Whether the job never finishes.
-    pub fn is_never(&self) -> bool {
-        self.type_ == Some(CompletionPolicyType::Never)
     }
 }
 
