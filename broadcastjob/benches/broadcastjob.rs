@@ -10,16 +10,15 @@
 //! default 10000), `BROADCASTJOB_RUN` (each pod's run time, default "2s").
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Pod;
 use kruise_broadcastjob::api::crd::crds;
 use kruise_broadcastjob::api::v1beta1::BroadcastJob;
-use kruise_testkit::process::{cpu_secs, rss, settled_rss, vm_rss_kib};
+use kruise_testkit::bench::{PeakRss, create_foreign_pods, env_or, start_controller};
+use kruise_testkit::floor;
+use kruise_testkit::process::{cpu_secs, rss, settled_rss};
 use kruise_testkit::requests::Writes;
-use kruise_testkit::{Replica, floor, free_port};
 use kube::Api;
 use kube::api::{ListParams, PostParams};
 use serde_json::{Value, json};
@@ -30,13 +29,6 @@ static ALLOCATOR: kruise_common::runtime::Allocator = kruise_common::runtime::Al
 
 const BIN: &str = env!("CARGO_BIN_EXE_kruise-broadcastjob");
 const AGENT: &str = "kruise-broadcastjob/";
-
-fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
 
 /// The job's pod template: one container that exits 0 after `run`.
 fn template(run: &str) -> Value {
@@ -71,37 +63,6 @@ async fn wait_all_succeeded(client: &kube::Client, namespace: &str, want: usize,
     }
 }
 
-/// Samples the controller's VmRSS every 100 ms until dropped; `peak()` is the highest.
-struct PeakRss {
-    peak: Arc<AtomicI64>,
-    task: tokio::task::JoinHandle<()>,
-}
-
-impl PeakRss {
-    fn watch(pid: u32) -> PeakRss {
-        let peak = Arc::new(AtomicI64::new(vm_rss_kib(pid)));
-        let sampled = peak.clone();
-        let task = tokio::spawn(async move {
-            loop {
-                sampled.fetch_max(vm_rss_kib(pid), Ordering::Relaxed);
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
-        });
-        PeakRss { peak, task }
-    }
-
-    fn peak_mib(self) -> f64 {
-        self.task.abort();
-        self.peak.load(Ordering::Relaxed) as f64 / 1024.0
-    }
-}
-
-async fn start_controller(kubeconfig: &std::path::Path) -> Replica {
-    let controller = kruise_testkit::spawn_replica(BIN, kubeconfig, free_port(), &[], &[]);
-    controller.wait_ready(Duration::from_secs(60)).await;
-    controller
-}
-
 /// The same pods created by a client, one per node (`sim-node-<i>`) through the scheduler
 /// (the node affinity the controller sets), 32 requests in flight; the time until all
 /// succeeded.
@@ -130,21 +91,14 @@ async fn main() {
     let timings = sim.shared().config.kubelet;
     if others > 0 {
         let started = Instant::now();
-        floor::create_pods_in(&client, "others", others, |i| {
-            json!({
-                "metadata": {"name": format!("other-{i}"), "labels": {"app": "other"}},
-                "spec": {"nodeSelector": {"bench": "nowhere"},
-                         "containers": [{"name": "app", "image": "nginx:1.25"}]}
-            })
-        })
-        .await;
+        create_foreign_pods(&client, others).await;
         println!(
             "{others} pods of no job created in {:.1} s",
             started.elapsed().as_secs_f64()
         );
     }
     let kubeconfig = sim.kubeconfig_path().unwrap();
-    let controller = start_controller(&kubeconfig).await;
+    let controller = start_controller(BIN, &kubeconfig).await;
     let pid = controller.child.id();
     println!(
         "controller RSS idle ({others} foreign pods): {}",

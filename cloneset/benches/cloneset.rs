@@ -16,10 +16,11 @@
 
 use std::time::{Duration, Instant};
 
-use kruise_sim::Sim;
+use kruise_testkit::bench::{
+    controller_writes, create_foreign_pods, env_or, scale, start_controller, wait_status,
+};
 use kruise_testkit::process::{cpu_secs, rss, settled_rss};
-use kruise_testkit::requests::{self, Writes};
-use kruise_testkit::{Replica, floor, free_port};
+use kruise_testkit::{Replica, floor};
 use kube::Api;
 use kube::api::{DynamicObject, Patch, PatchParams, PostParams};
 use serde_json::json;
@@ -31,88 +32,16 @@ static ALLOCATOR: kruise_common::runtime::Allocator = kruise_common::runtime::Al
 const BIN: &str = env!("CARGO_BIN_EXE_kruise-cloneset");
 const AGENT: &str = "kruise-cloneset/";
 
-fn env_count(name: &str, default: i64) -> i64 {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
-/// Pods of no CloneSet in their own namespace, Pending on a node selector no node has: they
-/// cost the simulated kubelet nothing, and a controller that cached pods cluster-wide would
-/// hold them all.
-async fn create_other_pods(client: &kube::Client, count: i64) {
-    floor::create_pods_in(client, "others", count, |i| {
-        json!({
-            "metadata": {"name": format!("other-{i}"), "labels": {"app": "other"}},
-            "spec": {"nodeSelector": {"bench": "nowhere"},
-                     "containers": [{"name": "app", "image": "nginx:1.25"}]}
-        })
-    })
-    .await;
-}
-
-async fn scale(api: &Api<DynamicObject>, replicas: i64) {
-    api.patch(
-        "bench",
-        &PatchParams::default(),
-        &Patch::Merge(json!({"spec": {"replicas": replicas}})),
-    )
-    .await
-    .unwrap();
-}
-
-async fn wait_status(
-    api: &Api<DynamicObject>,
-    field: &str,
-    want: i64,
-    limit: Duration,
-) -> Duration {
-    let start = Instant::now();
-    loop {
-        let cs = api.get("bench").await.unwrap();
-        if cs.data["status"][field].as_i64() == Some(want)
-            && cs.data["status"]["observedGeneration"]
-                == cs.metadata.generation.map(|g| json!(g)).unwrap_or_default()
-        {
-            return start.elapsed();
-        }
-        assert!(
-            start.elapsed() < limit,
-            "status.{field} never reached {want}: {}",
-            cs.data["status"]
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
-/// Starts the controller and waits until it is ready (caches synced).
-async fn start_controller(bin: &str, kubeconfig: &std::path::Path) -> Replica {
-    let controller = kruise_testkit::spawn_replica(bin, kubeconfig, free_port(), &[], &[]);
-    controller.wait_ready(Duration::from_secs(60)).await;
-    controller
-}
-
-/// The controller's writes so far; with `CLONESET_BENCH_DETAIL`, its pod requests too.
-fn controller_writes(sim: &Sim) -> Writes {
-    if std::env::var_os("CLONESET_BENCH_DETAIL").is_some() {
-        for line in requests::pod_request_lines(sim, AGENT) {
-            println!("  {line}");
-        }
-    }
-    Writes::of(sim, AGENT)
-}
-
 #[tokio::main]
 async fn main() {
-    let n = env_count("CLONESET_PODS", 1000);
-    let large = env_count("CLONESET_PODS_LARGE", 10_000);
-    let others = env_count("CLONESET_OTHER_PODS", 10_000);
+    let n = env_or("CLONESET_PODS", 1000);
+    let large = env_or("CLONESET_PODS_LARGE", 10_000);
+    let others = env_or("CLONESET_OTHER_PODS", 10_000);
     let crd = kruise_cloneset::api::crd::crd().unwrap();
     let (sim, client) = kruise_testkit::sim_with_crds(100, std::slice::from_ref(&crd)).await;
     let timings = sim.shared().config.kubelet;
     let started = Instant::now();
-    create_other_pods(&client, others).await;
+    create_foreign_pods(&client, others).await;
     println!(
         "{others} pods of no CloneSet created in {:.1} s",
         started.elapsed().as_secs_f64()
@@ -142,10 +71,10 @@ async fn main() {
         timings.pull_delay, timings.start_delay, timings.ready_delay
     );
 
-    let before = controller_writes(&sim);
+    let before = controller_writes(&sim, AGENT, "CLONESET_BENCH_DETAIL");
     api.create(&PostParams::default(), &cs).await.unwrap();
-    let took = wait_status(&api, "readyReplicas", n, Duration::from_secs(600)).await;
-    let after = controller_writes(&sim);
+    let took = wait_status(&api, "bench", "readyReplicas", n, Duration::from_secs(600)).await;
+    let after = controller_writes(&sim, AGENT, "CLONESET_BENCH_DETAIL");
     println!("scale 0 -> {n} ready: {:.1} s", took.as_secs_f64());
     println!("{}", after.since(before).per_pod("create", n));
     println!(
@@ -153,7 +82,7 @@ async fn main() {
         controller_rss(&controller)
     );
 
-    let before = controller_writes(&sim);
+    let before = controller_writes(&sim, AGENT, "CLONESET_BENCH_DETAIL");
     let controller_pid = controller.child.id().to_string();
     let cpu_before = (cpu_secs(&controller_pid), cpu_secs("self"));
     api.patch(
@@ -166,8 +95,15 @@ async fn main() {
     )
     .await
     .unwrap();
-    let took = wait_status(&api, "updatedReadyReplicas", n, Duration::from_secs(600)).await;
-    let after = controller_writes(&sim);
+    let took = wait_status(
+        &api,
+        "bench",
+        "updatedReadyReplicas",
+        n,
+        Duration::from_secs(600),
+    )
+    .await;
+    let after = controller_writes(&sim, AGENT, "CLONESET_BENCH_DETAIL");
     println!(
         "  CPU during the rollout: controller {:.2} s, simulator (API server, kubelet, scheduler) {:.2} s",
         cpu_secs(&controller_pid) - cpu_before.0,
@@ -194,10 +130,17 @@ async fn main() {
 
     let mut owned = n;
     if large > n {
-        let before = controller_writes(&sim);
-        scale(&api, large).await;
-        let took = wait_status(&api, "readyReplicas", large, Duration::from_secs(1200)).await;
-        let after = controller_writes(&sim);
+        let before = controller_writes(&sim, AGENT, "CLONESET_BENCH_DETAIL");
+        scale(&api, "bench", large).await;
+        let took = wait_status(
+            &api,
+            "bench",
+            "readyReplicas",
+            large,
+            Duration::from_secs(1200),
+        )
+        .await;
+        let after = controller_writes(&sim, AGENT, "CLONESET_BENCH_DETAIL");
         println!("scale {n} -> {large} ready: {:.1} s", took.as_secs_f64());
         println!("{}", after.since(before).per_pod("create", large - n));
         println!(
@@ -213,10 +156,10 @@ async fn main() {
         owned = large;
     }
 
-    let before = controller_writes(&sim);
-    scale(&api, 0).await;
-    wait_status(&api, "replicas", 0, Duration::from_secs(1200)).await;
-    let after = controller_writes(&sim);
+    let before = controller_writes(&sim, AGENT, "CLONESET_BENCH_DETAIL");
+    scale(&api, "bench", 0).await;
+    wait_status(&api, "bench", "replicas", 0, Duration::from_secs(1200)).await;
+    let after = controller_writes(&sim, AGENT, "CLONESET_BENCH_DETAIL");
     println!("{}", after.since(before).per_pod("delete", owned));
     drop(controller);
     sim.shutdown().await;

@@ -17,10 +17,11 @@
 
 use std::time::{Duration, Instant};
 
-use kruise_sim::Sim;
+use kruise_testkit::bench::{
+    controller_writes, create_foreign_pods, env_or, scale, start_controller, wait_status,
+};
 use kruise_testkit::process::{cpu_secs, rss, settled_rss};
-use kruise_testkit::requests::{self, Writes};
-use kruise_testkit::{Replica, floor, free_port};
+use kruise_testkit::{Replica, floor};
 use kube::Api;
 use kube::api::{DynamicObject, Patch, PatchParams, PostParams};
 use serde_json::json;
@@ -32,83 +33,6 @@ static ALLOCATOR: kruise_common::runtime::Allocator = kruise_common::runtime::Al
 const BIN: &str = env!("CARGO_BIN_EXE_kruise-statefulset");
 const AGENT: &str = "kruise-statefulset/";
 
-fn env_count(name: &str, default: i64) -> i64 {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
-/// Pods of no StatefulSet in their own namespace, Pending on a node selector no node has,
-/// as CloneSet's benchmark makes them (no `statefulset.kubernetes.io/pod-name` label: pods
-/// of built-in StatefulSets, which carry it, would be cached too).
-async fn create_other_pods(client: &kube::Client, count: i64) {
-    floor::create_pods_in(client, "others", count, |i| {
-        json!({
-            "metadata": {"name": format!("other-{i}"), "labels": {"app": "other"}},
-            "spec": {"nodeSelector": {"bench": "nowhere"},
-                     "containers": [{"name": "app", "image": "nginx:1.25"}]}
-        })
-    })
-    .await;
-}
-
-async fn scale(api: &Api<DynamicObject>, replicas: i64) {
-    api.patch(
-        "bench",
-        &PatchParams::default(),
-        &Patch::Merge(json!({"spec": {"replicas": replicas}})),
-    )
-    .await
-    .unwrap();
-}
-
-/// Waits until `status.<field>` is `want` for the set's current generation.
-async fn wait_status(
-    api: &Api<DynamicObject>,
-    field: &str,
-    want: i64,
-    limit: Duration,
-) -> Duration {
-    let start = Instant::now();
-    loop {
-        let set = api.get("bench").await.unwrap();
-        if set.data["status"][field].as_i64() == Some(want)
-            && set.data["status"]["observedGeneration"]
-                == set
-                    .metadata
-                    .generation
-                    .map(|g| json!(g))
-                    .unwrap_or_default()
-        {
-            return start.elapsed();
-        }
-        assert!(
-            start.elapsed() < limit,
-            "status.{field} never reached {want}: {}",
-            set.data["status"]
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
-/// Starts the controller and waits until it is ready (caches synced).
-async fn start_controller(bin: &str, kubeconfig: &std::path::Path) -> Replica {
-    let controller = kruise_testkit::spawn_replica(bin, kubeconfig, free_port(), &[], &[]);
-    controller.wait_ready(Duration::from_secs(60)).await;
-    controller
-}
-
-/// The controller's writes so far; with `STATEFULSET_BENCH_DETAIL`, its pod requests too.
-fn controller_writes(sim: &Sim) -> Writes {
-    if std::env::var_os("STATEFULSET_BENCH_DETAIL").is_some() {
-        for line in requests::pod_request_lines(sim, AGENT) {
-            println!("  {line}");
-        }
-    }
-    Writes::of(sim, AGENT)
-}
-
 /// The pod template at `image` (the `InPlaceUpdateReady` gate in-place updates require).
 fn template(image: &str) -> serde_json::Value {
     json!({"metadata": {"labels": {"app": "bench"}},
@@ -119,14 +43,14 @@ fn template(image: &str) -> serde_json::Value {
 
 #[tokio::main]
 async fn main() {
-    let n = env_count("STATEFULSET_PODS", 1000);
-    let large = env_count("STATEFULSET_PODS_LARGE", 10_000);
-    let others = env_count("STATEFULSET_OTHER_PODS", 10_000);
+    let n = env_or("STATEFULSET_PODS", 1000);
+    let large = env_or("STATEFULSET_PODS_LARGE", 10_000);
+    let others = env_or("STATEFULSET_OTHER_PODS", 10_000);
     let crd = kruise_statefulset::api::crd::crd().unwrap();
     let (sim, client) = kruise_testkit::sim_with_crds(100, std::slice::from_ref(&crd)).await;
     let timings = sim.shared().config.kubelet;
     let started = Instant::now();
-    create_other_pods(&client, others).await;
+    create_foreign_pods(&client, others).await;
     println!(
         "{others} pods of no StatefulSet created in {:.1} s",
         started.elapsed().as_secs_f64()
@@ -154,10 +78,10 @@ async fn main() {
         timings.pull_delay, timings.start_delay, timings.ready_delay
     );
 
-    let before = controller_writes(&sim);
+    let before = controller_writes(&sim, AGENT, "STATEFULSET_BENCH_DETAIL");
     api.create(&PostParams::default(), &set).await.unwrap();
-    let took = wait_status(&api, "readyReplicas", n, Duration::from_secs(600)).await;
-    let after = controller_writes(&sim);
+    let took = wait_status(&api, "bench", "readyReplicas", n, Duration::from_secs(600)).await;
+    let after = controller_writes(&sim, AGENT, "STATEFULSET_BENCH_DETAIL");
     println!("Parallel scale 0 -> {n} ready: {:.1} s", took.as_secs_f64());
     println!("{}", after.since(before).per_pod("create", n));
     println!(
@@ -165,7 +89,7 @@ async fn main() {
         controller_rss(&controller)
     );
 
-    let before = controller_writes(&sim);
+    let before = controller_writes(&sim, AGENT, "STATEFULSET_BENCH_DETAIL");
     let controller_pid = controller.child.id().to_string();
     let cpu_before = (cpu_secs(&controller_pid), cpu_secs("self"));
     api.patch(
@@ -177,8 +101,15 @@ async fn main() {
     )
     .await
     .unwrap();
-    let took = wait_status(&api, "updatedReadyReplicas", n, Duration::from_secs(600)).await;
-    let after = controller_writes(&sim);
+    let took = wait_status(
+        &api,
+        "bench",
+        "updatedReadyReplicas",
+        n,
+        Duration::from_secs(600),
+    )
+    .await;
+    let after = controller_writes(&sim, AGENT, "STATEFULSET_BENCH_DETAIL");
     println!(
         "  CPU during the rollout: controller {:.2} s, simulator (API server, kubelet, scheduler) {:.2} s",
         cpu_secs(&controller_pid) - cpu_before.0,
@@ -205,10 +136,17 @@ async fn main() {
 
     let mut owned = n;
     if large > n {
-        let before = controller_writes(&sim);
-        scale(&api, large).await;
-        let took = wait_status(&api, "readyReplicas", large, Duration::from_secs(1200)).await;
-        let after = controller_writes(&sim);
+        let before = controller_writes(&sim, AGENT, "STATEFULSET_BENCH_DETAIL");
+        scale(&api, "bench", large).await;
+        let took = wait_status(
+            &api,
+            "bench",
+            "readyReplicas",
+            large,
+            Duration::from_secs(1200),
+        )
+        .await;
+        let after = controller_writes(&sim, AGENT, "STATEFULSET_BENCH_DETAIL");
         println!("scale {n} -> {large} ready: {:.1} s", took.as_secs_f64());
         println!("{}", after.since(before).per_pod("create", large - n));
         println!(
@@ -224,10 +162,10 @@ async fn main() {
         owned = large;
     }
 
-    let before = controller_writes(&sim);
-    scale(&api, 0).await;
-    wait_status(&api, "replicas", 0, Duration::from_secs(1200)).await;
-    let after = controller_writes(&sim);
+    let before = controller_writes(&sim, AGENT, "STATEFULSET_BENCH_DETAIL");
+    scale(&api, "bench", 0).await;
+    wait_status(&api, "bench", "replicas", 0, Duration::from_secs(1200)).await;
+    let after = controller_writes(&sim, AGENT, "STATEFULSET_BENCH_DETAIL");
     println!("{}", after.since(before).per_pod("delete", owned));
     drop(controller);
     sim.shutdown().await;

@@ -6,6 +6,7 @@
 //! - [`process`]: a binary started as one replica against the simulator, its RSS and CPU;
 //! - [`requests`]: API writes counted by the simulator, per client;
 //! - [`floor`]: the minimal writer, the floor a controller's rollout is compared with.
+//! - [`bench`]: what the benchmarks share (sizes, foreign pods, status waits, peak RSS).
 //!
 //! The kubectl scenarios' shell library is beside this crate, `testkit/scenario-lib.sh`.
 
@@ -13,6 +14,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 pub mod admission;
+pub mod bench;
 pub mod floor;
 pub mod http;
 pub mod process;
