@@ -137,6 +137,9 @@ enum Zero {
     Struct,
     /// `null` (a pointer without `omitempty`).
     Null,
+    /// Omitted when absent or `null`, written as it is otherwise, even `0`, `false` or `""`
+    /// (a pointer, or a value without `omitempty`).
+    Kept,
 }
 
 struct Field {
@@ -150,6 +153,14 @@ const fn f(name: &'static str) -> Field {
         name,
         ty: Ty::Leaf,
         zero: Zero::Omit,
+    }
+}
+/// A pointer leaf (`*bool`, `*int64`, `*string`) or a value without `omitempty`.
+const fn kept(name: &'static str) -> Field {
+    Field {
+        name,
+        ty: Ty::Leaf,
+        zero: Zero::Kept,
     }
 }
 const fn always_str(name: &'static str) -> Field {
@@ -181,8 +192,8 @@ const fn list(name: &'static str, fields: &'static [Field]) -> Field {
     }
 }
 
-const LOCAL_OBJECT_REF_OPTIONAL: &[Field] = &[f("name"), f("optional")];
-const KEY_SELECTOR: &[Field] = &[f("name"), always_str("key"), f("optional")];
+const LOCAL_OBJECT_REF_OPTIONAL: &[Field] = &[f("name"), kept("optional")];
+const KEY_SELECTOR: &[Field] = &[f("name"), always_str("key"), kept("optional")];
 const OBJECT_FIELD_SELECTOR: &[Field] = &[f("apiVersion"), always_str("fieldPath")];
 const RESOURCE_FIELD_SELECTOR: &[Field] = &[
     f("containerName"),
@@ -212,7 +223,7 @@ const ENV_FROM: &[Field] = &[
 const CONTAINER_PORT: &[Field] = &[
     f("name"),
     f("hostPort"),
-    f("containerPort"),
+    kept("containerPort"),
     f("protocol"),
     f("hostIP"),
 ];
@@ -234,10 +245,10 @@ const RESIZE_POLICY: &[Field] = &[always_str("resourceName"), always_str("restar
 const VOLUME_MOUNT: &[Field] = &[
     always_str("name"),
     f("readOnly"),
-    f("recursiveReadOnly"),
+    kept("recursiveReadOnly"),
     always_str("mountPath"),
     f("subPath"),
-    f("mountPropagation"),
+    kept("mountPropagation"),
     f("subPathExpr"),
 ];
 const VOLUME_DEVICE: &[Field] = &[always_str("name"), always_str("devicePath")];
@@ -245,21 +256,21 @@ const EXEC: &[Field] = &[f("command")];
 const HTTP_HEADER: &[Field] = &[always_str("name"), always_str("value")];
 const HTTP_GET: &[Field] = &[
     f("path"),
-    f("port"),
+    kept("port"),
     f("host"),
     f("scheme"),
     list("httpHeaders", HTTP_HEADER),
 ];
-const TCP_SOCKET: &[Field] = &[f("port"), f("host")];
+const TCP_SOCKET: &[Field] = &[kept("port"), f("host")];
 const GRPC: &[Field] = &[
-    f("port"),
+    kept("port"),
     Field {
         name: "service",
         ty: Ty::Leaf,
         zero: Zero::Null,
     },
 ];
-const SLEEP: &[Field] = &[f("seconds")];
+const SLEEP: &[Field] = &[kept("seconds")];
 const PROBE: &[Field] = &[
     obj("exec", EXEC),
     obj("httpGet", HTTP_GET),
@@ -270,7 +281,7 @@ const PROBE: &[Field] = &[
     f("periodSeconds"),
     f("successThreshold"),
     f("failureThreshold"),
-    f("terminationGracePeriodSeconds"),
+    kept("terminationGracePeriodSeconds"),
 ];
 const LIFECYCLE_HANDLER: &[Field] = &[
     obj("exec", EXEC),
@@ -281,28 +292,28 @@ const LIFECYCLE_HANDLER: &[Field] = &[
 const LIFECYCLE: &[Field] = &[
     obj("postStart", LIFECYCLE_HANDLER),
     obj("preStop", LIFECYCLE_HANDLER),
-    f("stopSignal"),
+    kept("stopSignal"),
 ];
 const CAPABILITIES: &[Field] = &[f("add"), f("drop")];
 const SE_LINUX: &[Field] = &[f("user"), f("role"), f("type"), f("level")];
 const WINDOWS: &[Field] = &[
-    f("gmsaCredentialSpecName"),
-    f("gmsaCredentialSpec"),
-    f("runAsUserName"),
-    f("hostProcess"),
+    kept("gmsaCredentialSpecName"),
+    kept("gmsaCredentialSpec"),
+    kept("runAsUserName"),
+    kept("hostProcess"),
 ];
-const PROFILE: &[Field] = &[always_str("type"), f("localhostProfile")];
+const PROFILE: &[Field] = &[always_str("type"), kept("localhostProfile")];
 const SECURITY_CONTEXT: &[Field] = &[
     obj("capabilities", CAPABILITIES),
-    f("privileged"),
+    kept("privileged"),
     obj("seLinuxOptions", SE_LINUX),
     obj("windowsOptions", WINDOWS),
-    f("runAsUser"),
-    f("runAsGroup"),
-    f("runAsNonRoot"),
-    f("readOnlyRootFilesystem"),
-    f("allowPrivilegeEscalation"),
-    f("procMount"),
+    kept("runAsUser"),
+    kept("runAsGroup"),
+    kept("runAsNonRoot"),
+    kept("readOnlyRootFilesystem"),
+    kept("allowPrivilegeEscalation"),
+    kept("procMount"),
     obj("seccompProfile", PROFILE),
     obj("appArmorProfile", PROFILE),
 ];
@@ -338,7 +349,7 @@ const SIDECAR_CONTAINER: &[Field] = &[
     list("env", ENV_VAR),
     strukt("resources", RESOURCES),
     list("resizePolicy", RESIZE_POLICY),
-    f("restartPolicy"),
+    kept("restartPolicy"),
     list("volumeMounts", VOLUME_MOUNT),
     list("volumeDevices", VOLUME_DEVICE),
     obj("livenessProbe", PROBE),
@@ -397,81 +408,24 @@ fn write_field_value(out: &mut String, v: &Value, ty: Ty) {
     }
 }
 
-const NANO: i128 = 1_000_000_000;
-
-/// A quantity as Go's `resource.Quantity` marshals it (canonical form, format kept from the
-/// suffix: binary, decimal SI or decimal exponent); the input unchanged when it does not parse
-/// or falls outside what this reproduces.
+/// A quantity as Go's `resource.Quantity` marshals it after decoding
+/// ([`kruise_common::api::quantity::canonical_quantity`]); the input unchanged when it is
+/// not a quantity.
 pub fn canonical_quantity(q: &str) -> String {
-    canonical_quantity_opt(q).unwrap_or_else(|| q.to_string())
+    kruise_common::api::quantity::canonical_quantity(q).unwrap_or_else(|| q.to_string())
 }
 
-fn canonical_quantity_opt(q: &str) -> Option<String> {
-    let nanos = kruise_common::inplace::quantity::parse_quantity(q)?;
-    // Go keeps int64 amounts; larger values take another path we do not reproduce.
-    if nanos.abs() > i128::from(i64::MAX) {
-        return None;
+/// Whether Go's `omitempty` leaves `value` out of a field of type `ty`: the zero values of
+/// scalars, slices and maps (a struct pointer to `{}` is written).
+fn go_omits(value: &Value, ty: Ty) -> bool {
+    match value {
+        Value::Null => true,
+        Value::Bool(b) => !b,
+        Value::Number(n) => n.as_f64() == Some(0.0),
+        Value::String(s) => s.is_empty(),
+        Value::Array(items) => items.is_empty(),
+        Value::Object(entries) => entries.is_empty() && matches!(ty, Ty::Quantities),
     }
-    if nanos == 0 {
-        return Some("0".into());
-    }
-    let trimmed = q.trim();
-    let binary = ["Ki", "Mi", "Gi", "Ti", "Pi", "Ei"]
-        .iter()
-        .any(|s| trimmed.ends_with(s));
-    let exponent_form = !binary
-        && trimmed
-            .trim_end_matches(|c: char| c.is_ascii_digit() || c == '-' || c == '+')
-            .ends_with(['e', 'E']);
-    if binary && nanos.abs() >= 1024 * NANO && nanos % NANO == 0 {
-        let mut amount = nanos / NANO;
-        let mut times = 0usize;
-        while amount.abs() >= 1024 && amount % 1024 == 0 && times < 6 {
-            amount /= 1024;
-            times += 1;
-        }
-        let suffix = ["", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei"][times];
-        return Some(format!("{amount}{suffix}"));
-    }
-    let mut amount = nanos;
-    let mut exponent: i32 = -9;
-    while amount.abs() >= 10 && amount % 10 == 0 {
-        amount /= 10;
-        exponent += 1;
-    }
-    // Go's `%` truncates like Rust's: the same adjustment to a multiple of 3.
-    match exponent % 3 {
-        1 | -2 => {
-            amount *= 10;
-            exponent -= 1;
-        }
-        2 | -1 => {
-            amount *= 100;
-            exponent -= 2;
-        }
-        _ => {}
-    }
-    if exponent_form {
-        return Some(if exponent == 0 {
-            amount.to_string()
-        } else {
-            format!("{amount}e{exponent}")
-        });
-    }
-    let suffix = match exponent {
-        -9 => "n",
-        -6 => "u",
-        -3 => "m",
-        0 => "",
-        3 => "k",
-        6 => "M",
-        9 => "G",
-        12 => "T",
-        15 => "P",
-        18 => "E",
-        _ => return None,
-    };
-    Some(format!("{amount}{suffix}"))
 }
 
 fn write_struct(out: &mut String, v: &Value, fields: &'static [Field]) {
@@ -486,7 +440,12 @@ fn write_struct(out: &mut String, v: &Value, fields: &'static [Field]) {
         first = false;
     };
     for field in fields {
-        match map.get(field.name) {
+        // Go decodes `null` as the zero value, and `omitempty` leaves zero values out
+        // (found by sidecarset/tests/openkruise_oracle.rs).
+        let present = map.get(field.name).filter(|value| {
+            !(value.is_null() || (field.zero == Zero::Omit && go_omits(value, field.ty)))
+        });
+        match present {
             Some(value) => {
                 sep(out);
                 out.push_str(&to_go_json(&Value::String(field.name.into())));
@@ -495,7 +454,7 @@ fn write_struct(out: &mut String, v: &Value, fields: &'static [Field]) {
             }
             None => {
                 let zero = match field.zero {
-                    Zero::Omit => continue,
+                    Zero::Omit | Zero::Kept => continue,
                     Zero::EmptyString => Value::String(String::new()),
                     Zero::Struct => Value::Object(serde_json::Map::new()),
                     Zero::Null => Value::Null,
@@ -540,6 +499,20 @@ mod tests {
 
     fn sc(v: Value) -> SidecarContainer {
         serde_json::from_value(v).unwrap()
+    }
+
+    /// Go's `omitempty` and `null` decoding, found by the differential test against
+    /// OpenKruise (tests/openkruise_oracle.rs): zero values of omitempty fields are not
+    /// hashed, pointers keep theirs.
+    #[test]
+    fn zero_values_are_hashed_as_go_writes_them() {
+        let c = sc(json!({"name": "c", "args": [], "securityContext": null,
+            "resources": {"requests": {}},
+            "startupProbe": {"failureThreshold": 0, "terminationGracePeriodSeconds": 0}}));
+        assert_eq!(
+            hash_input(&[c], &[], false).unwrap(),
+            r#"{"containers":[{"name":"c","resources":{},"startupProbe":{"terminationGracePeriodSeconds":0},"upgradeStrategy":{},"shareVolumePolicy":{}}]}"#
+        );
     }
 
     #[test]

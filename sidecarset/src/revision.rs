@@ -18,6 +18,7 @@ use std::collections::BTreeSet;
 
 use k8s_openapi::api::apps::v1::ControllerRevision;
 use k8s_openapi::apimachinery::pkg::runtime::RawExtension;
+use kruise_common::api::pod_defaults::go_encoded_volumes;
 use kruise_common::revision::{
     NewRevision, controller_owner_ref, new_controller_revision, sort_revisions, to_go_json,
 };
@@ -79,7 +80,10 @@ pub fn revision_data(set: &SidecarSet) -> Result<Value, HashError> {
         "patchPodMetadata".into(),
         to_value_or_null(&spec.patch_pod_metadata)?,
     );
-    inner.insert("volumes".into(), to_value_or_null(&spec.volumes)?);
+    inner.insert(
+        "volumes".into(),
+        go_encoded_volumes(&to_value_or_null(&spec.volumes)?),
+    );
     Ok(json!({ "spec": Value::Object(inner) }))
 }
 

@@ -7,6 +7,7 @@
 //! - [`requests`]: API writes counted by the simulator, per client;
 //! - [`floor`]: the minimal writer, the floor a controller's rollout is compared with.
 //! - [`bench`]: what the benchmarks share (sizes, foreign pods, status waits, peak RSS).
+//! - [`oracle`]: differential tests against OpenKruise's own Go functions.
 //!
 //! The kubectl scenarios' shell library is beside this crate, `testkit/scenario-lib.sh`.
 
@@ -17,6 +18,7 @@ pub mod admission;
 pub mod bench;
 pub mod floor;
 pub mod http;
+pub mod oracle;
 pub mod process;
 pub mod requests;
 pub mod sim;

@@ -138,30 +138,94 @@ pub fn go_encoded_pod_template(template: &Value) -> Value {
         canonicalize_list(resources.get_mut("requests"), canonical_quantity);
     }
     for volume in objects_mut(spec, "volumes") {
-        if let Some(size) = volume
-            .get_mut("emptyDir")
-            .and_then(|e| e.get_mut("sizeLimit"))
-        {
-            canonicalize(size, canonical_quantity);
-        }
-        if let Some(Value::Object(claim)) = volume
-            .get_mut("ephemeral")
-            .and_then(|e| e.get_mut("volumeClaimTemplate"))
-        {
-            encode_claim_template(claim);
-        }
-        if let Some(Value::Object(downward)) = volume.get_mut("downwardAPI") {
-            encode_item_divisors(downward);
-        }
-        if let Some(Value::Object(projected)) = volume.get_mut("projected") {
-            for source in objects_mut(projected, "sources") {
-                if let Some(Value::Object(downward)) = source.get_mut("downwardAPI") {
-                    encode_item_divisors(downward);
-                }
+        encode_volume(volume);
+    }
+    drop_omitted_empties(&mut encoded);
+    encoded
+}
+
+/// Volumes as Go's `json.Marshal` writes them back after decoding (what
+/// [`go_encoded_pod_template`] does to a template's volumes): SidecarSet revisions carry
+/// their volumes so.
+pub fn go_encoded_volumes(volumes: &Value) -> Value {
+    let mut encoded = volumes.clone();
+    if let Value::Array(items) = &mut encoded {
+        for item in items.iter_mut() {
+            if let Value::Object(volume) = item {
+                encode_volume(volume);
             }
+            drop_omitted_empties(item);
         }
     }
     encoded
+}
+
+fn encode_volume(volume: &mut Map<String, Value>) {
+    if let Some(size) = volume
+        .get_mut("emptyDir")
+        .and_then(|e| e.get_mut("sizeLimit"))
+    {
+        canonicalize(size, canonical_quantity);
+    }
+    if let Some(Value::Object(claim)) = volume
+        .get_mut("ephemeral")
+        .and_then(|e| e.get_mut("volumeClaimTemplate"))
+    {
+        encode_claim_template(claim);
+    }
+    if let Some(Value::Object(downward)) = volume.get_mut("downwardAPI") {
+        encode_item_divisors(downward);
+    }
+    if let Some(Value::Object(projected)) = volume.get_mut("projected") {
+        for source in objects_mut(projected, "sources") {
+            if let Some(Value::Object(downward)) = source.get_mut("downwardAPI") {
+                encode_item_divisors(downward);
+            }
+        }
+    }
+}
+
+/// The pod template's map-typed fields (Go `map[string]…`, `omitempty`): an empty one is
+/// not written back. Struct-typed fields (`emptyDir: {}`, `resources: {}`) are.
+const MAP_FIELDS: &[&str] = &[
+    "labels",
+    "annotations",
+    "nodeSelector",
+    "limits",
+    "requests",
+    "overhead",
+    "volumeAttributes",
+];
+
+/// The pod template's slice-typed fields Go writes even when empty (no `omitempty`).
+const ALWAYS_WRITTEN_SLICES: &[&str] = &["containers", "sources", "nodeSelectorTerms"];
+
+/// What Go's `omitempty` leaves out when OpenKruise's webhook writes the decoded template
+/// back: empty maps, empty slices (but [`ALWAYS_WRITTEN_SLICES`]) and nulls (but
+/// `creationTimestamp`, a struct Go writes as `null`). Found by the differential test
+/// against OpenKruise (`cloneset/tests/openkruise_oracle.rs`).
+fn drop_omitted_empties(value: &mut Value) {
+    match value {
+        Value::Object(map) => {
+            map.retain(|key, field| match field {
+                Value::Null => key == "creationTimestamp",
+                Value::Array(items) => {
+                    !items.is_empty() || ALWAYS_WRITTEN_SLICES.contains(&key.as_str())
+                }
+                Value::Object(entries) => {
+                    !entries.is_empty() || !MAP_FIELDS.contains(&key.as_str())
+                }
+                _ => true,
+            });
+            for (key, field) in map.iter_mut() {
+                if !MAP_FIELDS.contains(&key.as_str()) {
+                    drop_omitted_empties(field);
+                }
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(drop_omitted_empties),
+        _ => {}
+    }
 }
 
 /// An ephemeral volume's claim template as Go writes it: `metadata.creationTimestamp`,

@@ -5,8 +5,9 @@
 //! * init containers `podInjectPolicy` AfterAppContainer, containers BeforeAppContainer;
 //!   `upgradeStrategy.upgradeType` ColdUpgrade; `shareVolumePolicy.type` disabled;
 //! * the core container defaults (`SetDefaults_Container`: termination message path and
-//!   policy, image pull policy from the tag, port protocol TCP, fieldRef apiVersion v1, probe
-//!   and HTTPGet defaults), also on `transferEnv[].sourceContainerNameFrom.fieldRef`;
+//!   policy, image pull policy from the tag, port protocol TCP, fieldRef apiVersion v1,
+//!   resource lists rounded up to milli-units, liveness/readiness probe and HTTPGet
+//!   defaults), also on `transferEnv[].sourceContainerNameFrom.fieldRef`;
 //! * volume defaults (`SetDefaults_Volume` and its sources: emptyDir when no source,
 //!   defaultMode 420, hostPath type `""`, token expiration 3600);
 //! * `revisionHistoryLimit` 10, `patchPodMetadata[].patchPolicy` Retain,
@@ -25,6 +26,8 @@ use super::{
     SidecarSetPatchPolicy, SidecarSetUpdateStrategy, SidecarSetUpdateStrategyType, v1alpha1,
     v1beta1,
 };
+use kruise_common::api::quantity::canonical_milli_quantity;
+
 use crate::hash::{HashError, sidecarset_hash, sidecarset_hash_without_image};
 
 /// Defaults either version's SidecarSet (their specs differ only in fields without
@@ -138,7 +141,9 @@ fn default_sidecar_container(c: &mut SidecarContainer, policy: PodInjectPolicy) 
     default_container(&mut c.container);
 }
 
-/// Kubernetes' `SetDefaults_Container` plus the nested defaults OpenKruise applies.
+/// Kubernetes' `SetDefaults_Container` plus the nested defaults OpenKruise's
+/// `setDefaultContainer` applies (resource lists, liveness/readiness probes, lifecycle
+/// handlers).
 pub fn default_container(c: &mut Container) {
     if c.termination_message_path
         .as_deref()
@@ -172,13 +177,24 @@ pub fn default_container(c: &mut Container) {
             default_field_selector(fr);
         }
     }
-    for probe in [
-        c.liveness_probe.as_mut(),
-        c.readiness_probe.as_mut(),
-        c.startup_probe.as_mut(),
-    ]
-    .into_iter()
-    .flatten()
+    if let Some(resources) = c.resources.as_mut() {
+        for list in [resources.limits.as_mut(), resources.requests.as_mut()]
+            .into_iter()
+            .flatten()
+        {
+            for quantity in list.values_mut() {
+                // `SetDefaults_ResourceList`: rounded up to milli-units, written canonical.
+                if let Some(canonical) = canonical_milli_quantity(&quantity.0) {
+                    quantity.0 = canonical;
+                }
+            }
+        }
+    }
+    // OpenKruise's `setDefaultContainer` defaults the liveness and readiness probes only (a
+    // sidecar's startupProbe is left as written, and so hashed).
+    for probe in [c.liveness_probe.as_mut(), c.readiness_probe.as_mut()]
+        .into_iter()
+        .flatten()
     {
         default_probe(probe);
     }
@@ -303,6 +319,24 @@ pub fn default_volumes(volumes: &mut [Volume]) {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    /// Found by the differential test against OpenKruise (tests/openkruise_oracle.rs).
+    #[test]
+    fn resource_lists_round_up_and_a_startup_probe_is_left_alone() {
+        let mut c: Container = serde_json::from_value(json!({
+            "name": "c", "image": "i",
+            "resources": {"limits": {"memory": "296.174m", "cpu": "0697T"}},
+            "startupProbe": {"tcpSocket": {"port": 80}}
+        }))
+        .unwrap();
+        default_container(&mut c);
+        let v = serde_json::to_value(&c).unwrap();
+        assert_eq!(
+            v["resources"]["limits"],
+            json!({"memory": "297m", "cpu": "0697T"})
+        );
+        assert_eq!(v["startupProbe"], json!({"tcpSocket": {"port": 80}}));
+    }
 
     #[test]
     fn defaults_like_openkruise() {

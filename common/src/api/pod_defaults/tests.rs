@@ -307,3 +307,28 @@ mod properties {
         }
     }
 }
+
+/// Go's `omitempty` when OpenKruise's webhook writes the template back, found by the
+/// differential test against OpenKruise (cloneset/tests/openkruise_oracle.rs): empty maps,
+/// empty lists and nulls go, struct fields (`emptyDir: {}`) and `containers` stay.
+#[test]
+fn empty_maps_lists_and_nulls_are_not_written_back() {
+    let encoded = go_encoded_pod_template(&json!({
+        "metadata": {"labels": {}},
+        "spec": {
+            "containers": [{"name": "a", "image": "b", "args": [], "securityContext": null,
+                            "resources": {"limits": {}}}],
+            "volumes": [{"name": "v", "emptyDir": {}}]
+        }
+    }));
+    assert_eq!(
+        encoded,
+        json!({
+            "metadata": {"creationTimestamp": null},
+            "spec": {
+                "containers": [{"name": "a", "image": "b", "resources": {}}],
+                "volumes": [{"name": "v", "emptyDir": {}}]
+            }
+        })
+    );
+}
