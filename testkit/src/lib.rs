@@ -7,6 +7,7 @@
 //! - [`requests`]: API writes counted by the simulator, per client;
 //! - [`floor`]: the minimal writer, the floor a controller's rollout is compared with.
 //! - [`bench`]: what the benchmarks share (sizes, foreign pods, status waits, peak RSS).
+//! - [`migration`]: an OpenKruise cluster loaded from a fixture, and what a takeover checks.
 //!
 //! The kubectl scenarios' shell library is beside this crate, `testkit/scenario-lib.sh`.
 
@@ -17,6 +18,7 @@ pub mod admission;
 pub mod bench;
 pub mod floor;
 pub mod http;
+pub mod migration;
 pub mod process;
 pub mod requests;
 pub mod sim;
