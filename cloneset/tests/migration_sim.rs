@@ -17,11 +17,14 @@ mod support;
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::apps::v1::ControllerRevision;
-use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
+use k8s_openapi::api::core::v1::Pod;
 use kruise_cloneset::api::v1beta1::CloneSet;
-use kruise_common::pods::{PodView as _, is_pod_ready};
 use kruise_sim::Sim;
-use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams, PostParams};
+use kruise_testkit::migration::{
+    FixtureLayout, Identity, forbidden_writes, identities, is_running_and_ready,
+    load_openkruise_cluster,
+};
+use kube::api::{Api, ListParams, Patch, PatchParams};
 use kube::{Client, ResourceExt as _};
 use serde_json::{Value, json};
 use support::{RunningController, WAIT, eventually, sim_with_crd};
@@ -36,131 +39,19 @@ const PARTITIONED: &str = include_str!("fixtures/openkruise/migration/cloneset-p
 const OPENKRUISE_OLD_REVISION: &str = "sample-664965d66d";
 const OPENKRUISE_REVISION: &str = "sample-b947c44dc";
 
-/// Writes on the resources the takeover must leave alone, by anyone: pod creates,
-/// deletes, updates and patches (the `status` subresource excluded), and every write on
-/// ControllerRevisions and PVCs.
-fn forbidden_writes(sim: &Sim) -> BTreeMap<String, u64> {
-    let mut writes = BTreeMap::new();
-    for (key, n) in sim.counters().snapshot() {
-        let write = matches!(
-            key.verb.as_str(),
-            "create" | "update" | "patch" | "delete" | "deletecollection"
-        );
-        let watched = match key.resource.as_str() {
-            "pods" => key.subresource.is_empty(),
-            "controllerrevisions" | "persistentvolumeclaims" => true,
-            _ => false,
-        };
-        if write && watched {
-            *writes
-                .entry(format!("{} {}/{}", key.verb, key.resource, key.subresource))
-                .or_default() += n;
-        }
-    }
-    writes
-}
-
-/// `metadata.ownerReferences[*].uid` set to the stored CloneSet's uid (the fixture's uid
-/// is OpenKruise's; the simulator assigns its own).
-fn owned_by(mut object: Value, uid: &str) -> Value {
-    for owner in object["metadata"]["ownerReferences"]
-        .as_array_mut()
-        .unwrap()
-    {
-        owner["uid"] = json!(uid);
-    }
-    object
-}
+/// Kinds nobody may write during the takeover, besides pods.
+const UNTOUCHED: &[&str] = &["controllerrevisions", "persistentvolumeclaims"];
 
 /// Loads the fixture as kruise-manager leaves it: objects created, statuses written as
 /// OpenKruise and the kubelet wrote them, every pod Running and Ready.
-async fn load_openkruise_cluster(client: &Client, fixture: &str) -> Value {
-    let fixture: Value = serde_json::from_str(fixture).unwrap();
+async fn load_fixture(client: &Client, fixture: &str) -> Value {
     let crd = kruise_cloneset::api::crd::crd().unwrap();
-    let clonesets: Api<DynamicObject> = Api::namespaced_with(
-        client.clone(),
-        "default",
-        &kruise_testkit::sim::stored_resource(&crd),
-    );
-    let mut cloneset = fixture["cloneset"].clone();
-    let status = cloneset.as_object_mut().unwrap().remove("status").unwrap();
-    cloneset["metadata"].as_object_mut().unwrap().remove("uid");
-    let created = clonesets
-        .create(
-            &PostParams::default(),
-            &serde_json::from_value(cloneset).unwrap(),
-        )
-        .await
-        .unwrap();
-    let uid = created.uid().unwrap();
-    clonesets
-        .patch_status(
-            "sample",
-            &PatchParams::default(),
-            &Patch::Merge(json!({ "status": status })),
-        )
-        .await
-        .unwrap();
-
-    let revisions: Api<ControllerRevision> = Api::namespaced(client.clone(), "default");
-    for revision in fixture["revisions"].as_array().unwrap() {
-        let revision = serde_json::from_value(owned_by(revision.clone(), &uid)).unwrap();
-        revisions
-            .create(&PostParams::default(), &revision)
-            .await
-            .unwrap();
-    }
-    let claims: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), "default");
-    for claim in fixture["persistentVolumeClaims"].as_array().unwrap() {
-        let claim = serde_json::from_value(owned_by(claim.clone(), &uid)).unwrap();
-        claims.create(&PostParams::default(), &claim).await.unwrap();
-    }
-    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
-    for pod in fixture["pods"].as_array().unwrap() {
-        let mut pod = owned_by(pod.clone(), &uid);
-        // Status is not taken on create: the conditions OpenKruise's in-place engine wrote
-        // (InPlaceUpdateReady True) go through the status subresource, as it wrote them.
-        let status = pod.as_object_mut().unwrap().remove("status").unwrap();
-        let pod: Pod = serde_json::from_value(pod).unwrap();
-        pods.create(&PostParams::default(), &pod).await.unwrap();
-        pods.patch_status(
-            &pod.name_any(),
-            &PatchParams::default(),
-            &Patch::Strategic(json!({ "status": status })),
-        )
-        .await
-        .unwrap();
-    }
-    eventually("the OpenKruise pods Running and Ready", WAIT, || async {
-        let listed = pods.list(&ListParams::default()).await.ok()?;
-        (listed.items.len() == 3 && listed.items.iter().all(is_ready)).then_some(())
-    })
-    .await;
-    fixture
-}
-
-fn is_ready(pod: &Pod) -> bool {
-    pod.phase() == "Running" && is_pod_ready(pod)
-}
-
-/// Each pod's name, uid and summed container restart count.
-async fn identities(client: &Client) -> BTreeMap<String, (String, i32)> {
-    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
-    pods.list(&ListParams::default())
-        .await
-        .unwrap()
-        .items
-        .into_iter()
-        .map(|p| {
-            let restarts = p
-                .status
-                .as_ref()
-                .and_then(|s| s.container_statuses.as_ref())
-                .map(|c| c.iter().map(|c| c.restart_count).sum())
-                .unwrap_or_default();
-            (p.name_any(), (p.uid().unwrap(), restarts))
-        })
-        .collect()
+    let layout = FixtureLayout {
+        workload: &kruise_testkit::sim::stored_resource(&crd),
+        key: "cloneset",
+        revisions_namespace: "default",
+    };
+    load_openkruise_cluster(client, &layout, fixture).await
 }
 
 /// Successful reconciles of the CloneSet controller so far.
@@ -185,7 +76,7 @@ struct TakenOver {
     fixture: Value,
     controller: RunningController,
     /// Pod identities and forbidden-write counts from before the controller started.
-    before: BTreeMap<String, (String, i32)>,
+    before: BTreeMap<String, Identity>,
     writes_before: BTreeMap<String, u64>,
 }
 
@@ -195,9 +86,9 @@ struct TakenOver {
 /// OpenKruise's two revisions are the only ones.
 async fn take_over(fixture: &str) -> TakenOver {
     let (sim, client) = sim_with_crd().await;
-    let fixture = load_openkruise_cluster(&client, fixture).await;
-    let before = identities(&client).await;
-    let writes_before = forbidden_writes(&sim);
+    let fixture = load_fixture(&client, fixture).await;
+    let before = identities(&client, "default").await;
+    let writes_before = forbidden_writes(&sim, UNTOUCHED);
     let clonesets: Api<CloneSet> = Api::namespaced(client.clone(), "default");
 
     let controller = RunningController::start(&client);
@@ -220,12 +111,12 @@ async fn take_over(fixture: &str) -> TakenOver {
     .await;
 
     assert_eq!(
-        forbidden_writes(&sim),
+        forbidden_writes(&sim, UNTOUCHED),
         writes_before,
         "the takeover wrote pods, revisions or claims"
     );
     assert_eq!(
-        identities(&client).await,
+        identities(&client, "default").await,
         before,
         "pods replaced or restarted"
     );
@@ -259,7 +150,7 @@ async fn take_over(fixture: &str) -> TakenOver {
 async fn wait_in_place(
     client: &Client,
     image: &str,
-    before: &BTreeMap<String, (String, i32)>,
+    before: &BTreeMap<String, Identity>,
     restarted: &[&str],
 ) {
     let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
@@ -269,7 +160,7 @@ async fn wait_in_place(
             .items
             .iter()
             .all(|p| {
-                is_ready(p)
+                is_running_and_ready(p)
                     && p.status
                         .as_ref()
                         .and_then(|s| s.container_statuses.as_ref())
@@ -278,10 +169,13 @@ async fn wait_in_place(
             .then_some(())
     })
     .await;
-    let after = identities(client).await;
+    let after = identities(client, "default").await;
     assert_eq!(after.len(), before.len());
     for (name, (uid, restarts)) in before {
-        let expected = restarts + i32::from(restarted.contains(&name.as_str()));
+        let mut expected = restarts.clone();
+        if restarted.contains(&name.as_str()) {
+            *expected.entry("main".to_string()).or_default() += 1;
+        }
         assert_eq!(
             after.get(name),
             Some(&(uid.clone(), expected)),
@@ -292,7 +186,7 @@ async fn wait_in_place(
 
 /// Asserts no pod was created or deleted since `before`.
 fn assert_no_pod_created_or_deleted(sim: &Sim, before: &BTreeMap<String, u64>) {
-    let writes = forbidden_writes(sim);
+    let writes = forbidden_writes(sim, UNTOUCHED);
     for what in ["create pods/", "delete pods/"] {
         assert_eq!(writes.get(what), before.get(what), "{what}");
     }

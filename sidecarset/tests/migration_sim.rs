@@ -20,13 +20,14 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::apps::v1::ControllerRevision;
 use k8s_openapi::api::core::v1::Pod;
-use kruise_common::pods::{PodView as _, is_pod_ready};
 use kruise_common::runtime::{Metrics, RunOptions};
 use kruise_sidecarset::api::v1beta1::SidecarSet;
 use kruise_sidecarset::controller::{self, Settings};
-use kruise_sim::Sim;
+use kruise_testkit::migration::{
+    FixtureLayout, forbidden_writes, identities, is_running_and_ready, load_openkruise_cluster,
+};
 use kruise_testkit::{WAIT, eventually, sim_with_crds};
-use kube::api::{Api, ApiResource, DynamicObject, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, ApiResource, ListParams, Patch, PatchParams};
 use kube::{Client, ResourceExt as _};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
@@ -35,118 +36,18 @@ const FIXTURE: &str = include_str!("fixtures/openkruise/migration/sidecarset.jso
 /// OpenKruise's name for the current revision (Kubernetes' history hash of its data).
 const OPENKRUISE_REVISION: &str = "log-agent-77c6d878cc";
 
-/// Writes on the resources the takeover must leave alone, by anyone: pod creates,
-/// deletes, updates and patches (the `status` subresource excluded), and every write on
-/// ControllerRevisions.
-fn forbidden_writes(sim: &Sim) -> BTreeMap<String, u64> {
-    let mut writes = BTreeMap::new();
-    for (key, n) in sim.counters().snapshot() {
-        let write = matches!(
-            key.verb.as_str(),
-            "create" | "update" | "patch" | "delete" | "deletecollection"
-        );
-        let watched = match key.resource.as_str() {
-            "pods" => key.subresource.is_empty(),
-            "controllerrevisions" => true,
-            _ => false,
-        };
-        if write && watched {
-            *writes
-                .entry(format!("{} {}/{}", key.verb, key.resource, key.subresource))
-                .or_default() += n;
-        }
-    }
-    writes
-}
-
-fn is_ready(pod: &Pod) -> bool {
-    pod.phase() == "Running" && is_pod_ready(pod)
-}
-
-/// Each pod's name, uid and per-container restart counts.
-async fn identities(client: &Client) -> BTreeMap<String, (String, BTreeMap<String, i32>)> {
-    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
-    pods.list(&ListParams::default())
-        .await
-        .unwrap()
-        .items
-        .into_iter()
-        .map(|p| {
-            let restarts = p
-                .status
-                .as_ref()
-                .and_then(|s| s.container_statuses.as_ref())
-                .map(|c| {
-                    c.iter()
-                        .map(|c| (c.name.clone(), c.restart_count))
-                        .collect()
-                })
-                .unwrap_or_default();
-            (p.name_any(), (p.uid().unwrap(), restarts))
-        })
-        .collect()
-}
+/// Kinds nobody may write during the takeover, besides pods.
+const UNTOUCHED: &[&str] = &["controllerrevisions"];
 
 /// Loads the fixture: the SidecarSet with OpenKruise's status, its revisions owned by it,
 /// the injected pods Running and Ready.
-async fn load_openkruise_cluster(client: &Client) -> Value {
-    let fixture: Value = serde_json::from_str(FIXTURE).unwrap();
-    let sets: Api<DynamicObject> =
-        Api::all_with(client.clone(), &ApiResource::erase::<SidecarSet>(&()));
-    let mut set = fixture["sidecarSet"].clone();
-    let status = set.as_object_mut().unwrap().remove("status").unwrap();
-    set["metadata"].as_object_mut().unwrap().remove("uid");
-    let created = sets
-        .create(
-            &PostParams::default(),
-            &serde_json::from_value(set).unwrap(),
-        )
-        .await
-        .unwrap();
-    let uid = created.uid().unwrap();
-    sets.patch_status(
-        "log-agent",
-        &PatchParams::default(),
-        &Patch::Merge(json!({ "status": status })),
-    )
-    .await
-    .unwrap();
-    let revisions: Api<ControllerRevision> = Api::namespaced(client.clone(), "kruise-system");
-    for revision in fixture["revisions"].as_array().unwrap() {
-        let mut revision = revision.clone();
-        revision["metadata"]["ownerReferences"][0]["uid"] = json!(uid);
-        revisions
-            .create(
-                &PostParams::default(),
-                &serde_json::from_value(revision).unwrap(),
-            )
-            .await
-            .unwrap();
-    }
-    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
-    for pod in fixture["pods"].as_array().unwrap() {
-        let mut pod = pod.clone();
-        // Status is not taken on create: the condition OpenKruise's controller wrote after
-        // its in-place upgrade (SidecarSetUpgradable) goes through the status subresource.
-        let status = pod.as_object_mut().unwrap().remove("status");
-        let pod: Pod = serde_json::from_value(pod).unwrap();
-        pods.create(&PostParams::default(), &pod).await.unwrap();
-        if let Some(status) = status {
-            pods.patch_status(
-                &pod.name_any(),
-                &PatchParams::default(),
-                &Patch::Strategic(json!({ "status": status })),
-            )
-            .await
-            .unwrap();
-        }
-    }
-    eventually("the OpenKruise pods Running and Ready", WAIT, || async {
-        let listed = pods.list(&ListParams::default()).await.ok()?;
-        (listed.items.len() == 2 && listed.items.iter().all(is_ready)).then_some(())
-    })
-    .await;
-    fixture
+async fn load_fixture(client: &Client) -> Value {
+    let layout = FixtureLayout {
+        workload: &ApiResource::erase::<SidecarSet>(&()),
+        key: "sidecarSet",
+        revisions_namespace: "kruise-system",
+    };
+    load_openkruise_cluster(client, &layout, FIXTURE).await
 }
 
 /// Successful reconciles of the SidecarSet controller so far.
@@ -178,9 +79,9 @@ fn sidecar_image(pod: &Pod) -> Option<String> {
 #[tokio::test]
 async fn takes_over_an_openkruise_sidecarset_without_touching_a_pod() {
     let (sim, client) = sim_with_crds(2, &[kruise_sidecarset::api::crd::crd().unwrap()]).await;
-    let fixture = load_openkruise_cluster(&client).await;
-    let before = identities(&client).await;
-    let writes_before = forbidden_writes(&sim);
+    let fixture = load_fixture(&client).await;
+    let before = identities(&client, "default").await;
+    let writes_before = forbidden_writes(&sim, UNTOUCHED);
     let sets: Api<SidecarSet> = Api::all(client.clone());
 
     let shutdown = CancellationToken::new();
@@ -224,12 +125,12 @@ async fn takes_over_an_openkruise_sidecarset_without_touching_a_pod() {
     );
     assert_eq!(status.observed_generation, 1);
     assert_eq!(
-        forbidden_writes(&sim),
+        forbidden_writes(&sim, UNTOUCHED),
         writes_before,
         "the takeover wrote pods or revisions"
     );
     assert_eq!(
-        identities(&client).await,
+        identities(&client, "default").await,
         before,
         "pods replaced or restarted"
     );
@@ -269,18 +170,18 @@ async fn takes_over_an_openkruise_sidecarset_without_touching_a_pod() {
         listed
             .items
             .iter()
-            .all(|p| is_ready(p) && sidecar_image(p).as_deref() == Some("busybox:1.38"))
+            .all(|p| is_running_and_ready(p) && sidecar_image(p).as_deref() == Some("busybox:1.38"))
             .then_some(())
     })
     .await;
-    let after = identities(&client).await;
+    let after = identities(&client, "default").await;
     for (name, (uid, restarts)) in &before {
         let (uid_after, restarts_after) = after.get(name).unwrap();
         assert_eq!(uid_after, uid, "{name} kept");
         assert_eq!(restarts_after["log-agent"], restarts["log-agent"] + 1);
         assert_eq!(restarts_after["app"], restarts["app"]);
     }
-    let writes = forbidden_writes(&sim);
+    let writes = forbidden_writes(&sim, UNTOUCHED);
     assert_eq!(
         writes.get("create pods/"),
         writes_before.get("create pods/")

@@ -422,6 +422,48 @@ async fn a_controller_restart_mid_rollout_creates_no_pod_twice() {
     controller.stop().await;
 }
 
+/// The benchmark's stall (docs/statefulset.md): a reconcile waiting on a request the API
+/// server never answers held its set forever (kube-runtime reconciles one object at a time,
+/// so later pod events only marked it dirty). With the request deadline every kruise-rs
+/// client has (`kruise_common::runtime::deadline`, here 1 s instead of 70 s) the create
+/// fails, the reconcile is requeued and the set completes.
+#[tokio::test]
+async fn a_pod_create_the_server_never_answers_holds_back_no_set() {
+    use kruise_sim::faults::FaultRule;
+    let (sim, _) = sim().await;
+    // The first pod create is answered after an hour: never, for this test.
+    sim.faults().add(
+        FaultRule::new()
+            .verb("create")
+            .resource("pods")
+            .latency(Duration::from_secs(3600))
+            .times(1),
+    );
+    let client = kruise_common::runtime::deadline::client_with_deadline(
+        sim.client_config().unwrap(),
+        Duration::from_secs(1),
+    )
+    .unwrap();
+    let controller = RunningController::start(&client);
+    sets(&client)
+        .create(
+            &PostParams::default(),
+            &statefulset(
+                "hang",
+                "nginx:1",
+                json!({"podManagementPolicy": "Parallel"}),
+            ),
+        )
+        .await
+        .unwrap();
+    wait_rolled_out(&client, "hang", 3).await;
+    assert_eq!(
+        names(&pods_of(&client, "hang").await),
+        ["hang-0", "hang-1", "hang-2"]
+    );
+    controller.stop().await;
+}
+
 #[tokio::test]
 async fn injected_errors_conflicts_and_watch_drops_break_no_bound() {
     use kruise_sim::faults::FaultRule;

@@ -8,6 +8,7 @@
 //! - [`floor`]: the minimal writer, the floor a controller's rollout is compared with.
 //! - [`bench`]: what the benchmarks share (sizes, foreign pods, status waits, peak RSS).
 //! - [`oracle`]: differential tests against OpenKruise's own Go functions.
+//! - [`migration`]: an OpenKruise cluster loaded from a fixture, and what a takeover checks.
 //!
 //! The kubectl scenarios' shell library is beside this crate, `testkit/scenario-lib.sh`.
 
@@ -18,6 +19,7 @@ pub mod admission;
 pub mod bench;
 pub mod floor;
 pub mod http;
+pub mod migration;
 pub mod oracle;
 pub mod process;
 pub mod requests;

@@ -20,6 +20,7 @@
 //! ```
 
 pub mod controller;
+pub mod deadline;
 pub mod errors;
 pub mod events;
 pub mod execute;
@@ -661,7 +662,8 @@ pub async fn build_client(flags: &Flags, name: &str, version: &str) -> anyhow::R
     client_from(flags.kubeconfig.as_deref(), name, version).await
 }
 
-/// A client from `kubeconfig` (or the inferred config), with a user-agent naming the binary.
+/// A client from `kubeconfig` (or the inferred config), with a user-agent naming the binary
+/// and [`deadline::REQUEST_DEADLINE`] on every request but watches.
 pub async fn client_from(
     kubeconfig: Option<&std::path::Path>,
     name: &str,
@@ -682,7 +684,10 @@ pub async fn client_from(
     let agent = http::HeaderValue::from_str(&format!("{name}/{version}"))
         .context("binary name is not a valid user-agent")?;
     config.headers.push((http::header::USER_AGENT, agent));
-    Client::try_from(config).context("building the Kubernetes client")
+    // Every request but a watch gets a deadline, so one the server never answers fails
+    // and requeues its reconcile instead of holding the object's key forever.
+    deadline::client_with_deadline(config, deadline::REQUEST_DEADLINE)
+        .context("building the Kubernetes client")
 }
 
 /// Resolves on SIGTERM or SIGINT and cancels `token`.
