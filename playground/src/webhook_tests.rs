@@ -244,7 +244,7 @@ async fn denials_reach_the_client_with_openkruise_codes_and_reasons() {
             eprintln!("kubectl delete protected: {delete}kubectl create invalid: {create}");
             assert!(
                 delete.contains(
-                    "Error from server (Forbidden): admission webhook \"vcloneset.kb.io\" denied the request: forbidden by ResourcesDeletionProtection"
+                    "Error from server (Forbidden): admission webhook \"vcloneset.kb.io\" denied the request: forbidden by ResourcesProtectionDeletion"
                 ),
                 "{delete}"
             );
