@@ -320,15 +320,21 @@ async fn deletion_protection_on_delete() {
     assert_eq!(response["status"]["code"], 403);
     assert_eq!(
         response["status"]["message"],
-        "forbidden by ResourcesDeletionProtection for policy.kruise.io/delete-protection=Always"
+        "forbidden by ResourcesProtectionDeletion for policy.kruise.io/delete-protection=Always"
     );
     let response = answer(VALIDATE_PATH, &protected("Cascading", 3)).await;
     assert_eq!(
         response["status"]["message"],
-        "forbidden by ResourcesDeletionProtection for policy.kruise.io/delete-protection=Cascading and active replicas 3>0"
+        "forbidden by ResourcesProtectionDeletion for policy.kruise.io/delete-protection=Cascading and replicas 3>0"
     );
     let response = answer(VALIDATE_PATH, &protected("Cascading", 0)).await;
     assert_eq!(response["allowed"], true);
+    // Already being deleted (finalizers pending): OpenKruise lets the DELETE through.
+    let mut deleting = cloneset("v1beta1", minimal_spec());
+    deleting["metadata"]["labels"] = json!({"policy.kruise.io/delete-protection": "Always"});
+    deleting["metadata"]["deletionTimestamp"] = json!("2024-01-01T00:00:00Z");
+    let body = review_body("v1beta1", "DELETE", None, Some(deleting));
+    assert_eq!(answer(VALIDATE_PATH, &body).await["allowed"], true);
     let body = review_body(
         "v1beta1",
         "DELETE",

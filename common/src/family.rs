@@ -34,10 +34,11 @@ use futures::future::BoxFuture;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use tokio_util::sync::CancellationToken;
 
+use crate::admission::AdmissionHandler;
 use crate::admission::pod_chain::{PodMutator, PodValidator};
 use crate::featuregate::FeatureGates;
 use crate::runtime::telemetry::{LogFormat, Telemetry};
-use crate::runtime::{Binary, Outcome, client_from, signal_shutdown};
+use crate::runtime::{Binary, Metrics, Outcome, client_from, signal_shutdown};
 
 /// One family: its names, its binary, and what it lends other binaries.
 pub struct Family {
@@ -48,6 +49,7 @@ pub struct Family {
     controllers: Vec<&'static str>,
     pod_steps: Vec<PodStep>,
     pod_validators: Vec<PodValidatorStep>,
+    lent_webhooks: Vec<LentWebhooks>,
     hosts_pod_chain: bool,
     agent: Option<Agent>,
 }
@@ -68,6 +70,7 @@ impl Family {
             controllers: Vec::new(),
             pod_steps: Vec::new(),
             pod_validators: Vec::new(),
+            lent_webhooks: Vec::new(),
             hosts_pod_chain: false,
             agent: None,
         }
@@ -94,6 +97,13 @@ impl Family {
     /// A step it lends kruise-webhook's validating pod chain (`/validate-pod`).
     pub fn pod_validator(mut self, step: PodValidatorStep) -> Self {
         self.pod_validators.push(step);
+        self
+    }
+
+    /// Admission handlers for kinds no family owns (built-in kinds: namespaces, Deployments,
+    /// …) it lends kruise-webhook, which serves and publishes them in its own configurations.
+    pub fn lent_webhooks(mut self, webhooks: LentWebhooks) -> Self {
+        self.lent_webhooks.push(webhooks);
         self
     }
 
@@ -140,12 +150,19 @@ impl Family {
         &self.pod_validators
     }
 
-    /// The names `--enable` takes for what it lends kruise-webhook: its mutating steps'
-    /// and its validating steps', each once, in that order.
+    /// The admission handlers for other kinds it lends kruise-webhook.
+    pub fn lent_webhook_sets(&self) -> &[LentWebhooks] {
+        &self.lent_webhooks
+    }
+
+    /// The names `--enable` takes for what it lends kruise-webhook: its mutating steps',
+    /// its validating steps' and its lent webhooks', each once, in that order.
     pub fn lent_step_names(&self) -> Vec<&'static str> {
         let mut names: Vec<&'static str> = Vec::new();
         let all = self.pod_steps.iter().map(|s| s.name);
-        for name in all.chain(self.pod_validators.iter().map(|s| s.name)) {
+        let validators = self.pod_validators.iter().map(|s| s.name);
+        let lent = self.lent_webhooks.iter().map(|s| s.name);
+        for name in all.chain(validators).chain(lent) {
             if !names.contains(&name) {
                 names.push(name);
             }
@@ -268,6 +285,19 @@ pub struct PodValidatorStep {
     pub name: &'static str,
     /// Builds the step (once per process; it may start watches from [`StepContext::live`]).
     pub build: fn(&StepContext) -> Arc<dyn PodValidator>,
+}
+
+/// Admission handlers a family lends kruise-webhook for kinds it does not own (the
+/// protection family's deletion protection of namespaces, CRDs, Deployments, …), enabled by
+/// its name in `--enable` as a pod-chain step is. They are served whether or not the pod
+/// chain is (gate `PodWebhook`).
+#[derive(Clone, Copy)]
+pub struct LentWebhooks {
+    /// The name `--enable` takes (`protection`).
+    pub name: &'static str,
+    /// Builds the handlers (once per process) from kruise-webhook's gates and cluster, and
+    /// the registry their metrics go to; none when the gates switch the feature off.
+    pub build: fn(&StepContext, &Metrics) -> Vec<Arc<dyn AdmissionHandler>>,
 }
 
 /// A family's node agent (`kruise-<family> agent`, run as a DaemonSet): it acts on one node

@@ -193,7 +193,7 @@ async fn denials_reach_the_client_with_openkruise_codes_and_reasons() {
     assert_eq!((status.code, status.reason.as_str()), (403, "Forbidden"));
     assert_eq!(
         status.message,
-        "admission webhook \"vcloneset.kb.io\" denied the request: forbidden by ResourcesDeletionProtection for policy.kruise.io/delete-protection=Always"
+        "admission webhook \"vcloneset.kb.io\" denied the request: forbidden by ResourcesProtectionDeletion for policy.kruise.io/delete-protection=Always"
     );
     assert!(api.get_opt("protected").await.unwrap().is_some());
 
@@ -244,7 +244,7 @@ async fn denials_reach_the_client_with_openkruise_codes_and_reasons() {
             eprintln!("kubectl delete protected: {delete}kubectl create invalid: {create}");
             assert!(
                 delete.contains(
-                    "Error from server (Forbidden): admission webhook \"vcloneset.kb.io\" denied the request: forbidden by ResourcesDeletionProtection"
+                    "Error from server (Forbidden): admission webhook \"vcloneset.kb.io\" denied the request: forbidden by ResourcesProtectionDeletion"
                 ),
                 "{delete}"
             );

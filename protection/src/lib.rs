@@ -6,5 +6,7 @@ pub mod api;
 pub mod binary;
 pub mod controller;
 pub mod conversion;
+pub mod deletion;
+pub mod deletion_webhook;
 pub mod plan;
 pub mod pod_admission;

@@ -155,6 +155,7 @@ fn typed_round_trip(group: &str, kind: &str, obj: &Value) -> Option<Value> {
     use k8s_openapi::api::coordination::v1 as coordination_v1;
     use k8s_openapi::api::core::v1 as core_v1;
     use k8s_openapi::api::events::v1 as events_v1;
+    use k8s_openapi::api::networking::v1 as networking_v1;
     use k8s_openapi::api::policy::v1 as policy_v1;
     use k8s_openapi::api::rbac::v1 as rbac_v1;
     use k8s_openapi::api::scheduling::v1 as scheduling_v1;
@@ -190,6 +191,8 @@ fn typed_round_trip(group: &str, kind: &str, obj: &Value) -> Option<Value> {
         }
         ("scheduling.k8s.io", "PriorityClass") => round_trip::<scheduling_v1::PriorityClass>(obj),
         ("storage.k8s.io", "StorageClass") => round_trip::<storage_v1::StorageClass>(obj),
+        ("networking.k8s.io", "Ingress") => round_trip::<networking_v1::Ingress>(obj),
+        ("networking.k8s.io", "IngressClass") => round_trip::<networking_v1::IngressClass>(obj),
         ("apiextensions.k8s.io", "CustomResourceDefinition") => {
             round_trip::<apiextensions_v1::CustomResourceDefinition>(obj)
         }

@@ -521,6 +521,32 @@ fn builtin_table() -> Vec<Builtin> {
                 false,
             )
         },
+        // Served so that Ingress deletion protection can be tested end to end; nothing
+        // routes traffic.
+        Builtin {
+            short_names: &["ing"],
+            status: true,
+            generation: true,
+            ..b(
+                "networking.k8s.io",
+                "v1",
+                "ingresses",
+                "ingress",
+                "Ingress",
+                true,
+            )
+        },
+        Builtin {
+            generation: true,
+            ..b(
+                "networking.k8s.io",
+                "v1",
+                "ingressclasses",
+                "ingressclass",
+                "IngressClass",
+                false,
+            )
+        },
     ]
 }
 

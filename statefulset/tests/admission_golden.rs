@@ -144,6 +144,10 @@ async fn deletion_protection_refuses_delete_of_a_protected_set() {
     let response = answer(VALIDATE_PATH, &body).await;
     assert_eq!(response["allowed"], false);
     assert_eq!(response["status"]["code"], 403);
+    assert_eq!(
+        response["status"]["message"],
+        "forbidden by ResourcesProtectionDeletion for policy.kruise.io/delete-protection=Cascading and replicas 3>0"
+    );
     old["spec"]["replicas"] = json!(0);
     let body = review_body("v1beta1", "DELETE", None, Some(old));
     assert_eq!(answer(VALIDATE_PATH, &body).await["allowed"], true);

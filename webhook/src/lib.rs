@@ -2,7 +2,9 @@
 //! chain and the validating pod chain (`/validate-pod`: pod updates, deletions, evictions)
 //! from the steps the enabled families lend it (`--enable`), each step scoped to the pods it
 //! can act on and with its own failure policy, so a stopped webhook blocks nothing no
-//! enabled family cares about. Each family's own CRD webhooks stay in its binary.
+//! enabled family cares about; and the handlers families lend it for other built-in kinds
+//! (deletion protection of namespaces, CRDs, Deployments, …), served whether or not the pod
+//! chain is. Each family's own CRD webhooks stay in its binary.
 //!
 //! The families it composes are the ones in [`registry`], the one list of kruise-rs
 //! families (a Cargo feature each). In the library so that hosts such as
@@ -20,9 +22,11 @@ use kruise_common::admission::pod_chain::{
 };
 use kruise_common::admission::publish::{self, Owned};
 use kruise_common::admission::runner::{self, AdmissionFlags};
-use kruise_common::family::{Family, LiveCluster, PodStep, PodValidatorStep, StepContext};
+use kruise_common::family::{
+    Family, LentWebhooks, LiveCluster, PodStep, PodValidatorStep, StepContext,
+};
 use kruise_common::featuregate::FeatureGates;
-use kruise_common::runtime::{Binary, Context, Flags};
+use kruise_common::runtime::{Binary, Context, Flags, Metrics};
 
 /// The name `--controllers` takes for kruise-webhook.
 pub const NAME: &str = "webhook";
@@ -64,7 +68,11 @@ fn readiness_gate_step(ctx: &StepContext) -> Arc<dyn PodMutator> {
 /// that lends only a validating step is that chain's.
 fn pod_chain(enable: &[String], ctx: &StepContext) -> anyhow::Result<PodChain> {
     let lent: Vec<PodStep> = registry::pod_steps()?;
-    let validating: Vec<PodValidatorStep> = registry::pod_validators()?;
+    let validating: Vec<&'static str> = registry::pod_validators()?
+        .iter()
+        .map(|step| step.name)
+        .chain(registry::lent_webhooks()?.iter().map(|set| set.name))
+        .collect();
     let mut steps: Vec<Arc<dyn PodMutator>> = Vec::new();
     if enable.is_empty() {
         steps.extend(lent.iter().map(|step| (step.build)(ctx)));
@@ -72,12 +80,12 @@ fn pod_chain(enable: &[String], ctx: &StepContext) -> anyhow::Result<PodChain> {
     for name in enable {
         match lent.iter().find(|step| step.name == name.as_str()) {
             Some(step) => steps.push((step.build)(ctx)),
-            None if validating.iter().any(|step| step.name == name.as_str()) => {}
+            None if validating.contains(&name.as_str()) => {}
             None => {
                 let compiled_in: Vec<&str> = lent
                     .iter()
                     .map(|step| step.name)
-                    .chain(validating.iter().map(|step| step.name))
+                    .chain(validating.iter().copied())
                     .collect();
                 anyhow::bail!(
                     "--enable: unknown family {name:?} (compiled in: {})",
@@ -104,8 +112,18 @@ fn validating_pod_chain(
     Ok(ValidatingPodChain::new(steps))
 }
 
-fn routes(args: &WebhookArgs, ctx: &StepContext) -> anyhow::Result<AdmissionRoutes> {
+fn routes(
+    args: &WebhookArgs,
+    ctx: &StepContext,
+    metrics: &Metrics,
+) -> anyhow::Result<AdmissionRoutes> {
     let mut routes = AdmissionRoutes::new();
+    let lent: Vec<LentWebhooks> = registry::lent_webhooks()?;
+    for set in lent.iter().filter(|set| args.enables(set.name)) {
+        for handler in (set.build)(ctx, metrics) {
+            routes = routes.shared_handler(handler);
+        }
+    }
     if ctx.gates.enabled("PodWebhook") {
         routes = routes.handler(pod_chain(&args.enable, ctx)?);
         let validating = validating_pod_chain(&args.enable, ctx)?;
@@ -129,7 +147,7 @@ fn manifests(flags: &Flags, args: &WebhookArgs) -> anyhow::Result<String> {
         gates: FeatureGates::parse(&flags.feature_gates)?,
         live: None,
     };
-    let routes = routes(args, &ctx)?;
+    let routes = routes(args, &ctx, &Metrics::new())?;
     let endpoint = args.admission.endpoint(BINARY);
     Ok(publish::configurations_yaml(&routes, &owned(), &endpoint)?)
 }
@@ -159,7 +177,7 @@ pub fn binary() -> Binary<WebhookArgs> {
                     shutdown: ctx.shutdown.clone(),
                 }),
             };
-            let routes = routes(&ctx.args, &steps)?
+            let routes = routes(&ctx.args, &steps, &ctx.metrics)?
                 .with_refresh(refresh)
                 .with_metrics(&ctx.metrics);
             runner::run(

@@ -7,7 +7,7 @@
 //! its code. The list lives here because kruise-webhook is the one binary that composes
 //! across families; no family depends on this crate, so there is no cycle.
 
-use kruise_common::family::{Family, PodStep, PodValidatorStep};
+use kruise_common::family::{Family, LentWebhooks, PodStep, PodValidatorStep};
 
 /// Each family's registration (its `binary::family`), in start order. kruise-webhook
 /// comes last: it serves the pod chain the others lend steps to.
@@ -41,6 +41,15 @@ pub fn pod_validators() -> anyhow::Result<Vec<PodValidatorStep>> {
     Ok(families()?
         .iter()
         .flat_map(|family| family.pod_validators().iter().copied())
+        .collect())
+}
+
+/// The admission handlers for other kinds the families lend kruise-webhook, in
+/// [`FAMILIES`] order.
+pub fn lent_webhooks() -> anyhow::Result<Vec<LentWebhooks>> {
+    Ok(families()?
+        .iter()
+        .flat_map(|family| family.lent_webhook_sets().iter().copied())
         .collect())
 }
 

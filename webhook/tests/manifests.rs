@@ -88,3 +88,86 @@ fn a_family_lending_only_a_validating_step_is_enabled_by_name() {
     let manifests = String::from_utf8(out.stdout).unwrap();
     assert!(manifests.contains("/mutate-pod"), "{manifests}");
 }
+
+#[test]
+fn deletion_protection_is_published_with_its_gate_and_without_the_pod_webhook() {
+    use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
+    let manifests = |args: &[&str]| {
+        let out = Command::new(BIN).args(args).output().unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    };
+    // The pod chain off (K#1526), deletion protection on: only its entries, each seeing only
+    // DELETEs of labelled objects.
+    let yaml = manifests(&[
+        "manifests",
+        "--feature-gates",
+        "PodWebhook=false,ResourcesDeletionProtection=true",
+    ]);
+    let config: ValidatingWebhookConfiguration =
+        serde_saphyr::from_str(yaml.trim_start_matches("---\n")).unwrap();
+    let hooks = config.webhooks.unwrap();
+    let entries: Vec<(&str, Option<&str>)> = hooks
+        .iter()
+        .map(|h| {
+            let path = h.client_config.service.as_ref().unwrap().path.as_deref();
+            (h.name.as_str(), path)
+        })
+        .collect();
+    assert_eq!(
+        entries,
+        [
+            (
+                "vbuiltindeployment.kb.io",
+                Some("/validate-apps-deployment")
+            ),
+            (
+                "vbuiltinreplicaset.kb.io",
+                Some("/validate-apps-replicaset")
+            ),
+            (
+                "vbuiltinstatefulset.kb.io",
+                Some("/validate-apps-statefulset")
+            ),
+            (
+                "vcustomresourcedefinition.kb.io",
+                Some("/validate-customresourcedefinition")
+            ),
+            ("vingress.kb.io", Some("/validate-ingress")),
+            ("vnamespace.kb.io", Some("/validate-namespace")),
+            ("vservice.kb.io", Some("/validate-service")),
+        ]
+    );
+    for hook in &hooks {
+        let rules = hook.rules.as_ref().unwrap();
+        assert_eq!(
+            rules[0].operations.as_deref(),
+            Some(&["DELETE".to_string()][..])
+        );
+        let selector = hook.object_selector.as_ref().unwrap();
+        let expr = &selector.match_expressions.as_ref().unwrap()[0];
+        assert_eq!(
+            (expr.key.as_str(), expr.operator.as_str()),
+            ("policy.kruise.io/delete-protection", "Exists"),
+            "{}",
+            hook.name
+        );
+        assert_eq!(hook.failure_policy.as_deref(), Some("Fail"));
+    }
+    // Gate off (the default): nothing that could block a deletion.
+    let yaml = manifests(&["manifests", "--feature-gates", "PodWebhook=false"]);
+    assert_eq!(yaml, "");
+    // Not enabled: not lent.
+    let yaml = manifests(&[
+        "manifests",
+        "--enable",
+        "workloads",
+        "--feature-gates",
+        "ResourcesDeletionProtection=true",
+    ]);
+    assert!(!yaml.contains("vnamespace.kb.io"), "{yaml}");
+}

@@ -225,40 +225,94 @@ fn same_shape(target: &Value, before: &Value, after: &Value) -> bool {
     }
 }
 
-/// OpenKruise's `ValidateWorkloadDeletion`: on DELETE, `policy.kruise.io/delete-protection:
-/// Always` forbids deleting the workload, `Cascading` forbids it while the replicas at
-/// `replicas_pointer` (e.g. `/spec/replicas`; absent counts as 1) are above 0. `None` lets
-/// the request through.
+/// OpenKruise's `ValidateWorkloadDeletion`: on DELETE of an object not already being
+/// deleted, `policy.kruise.io/delete-protection: Always` forbids deleting the workload,
+/// `Cascading` forbids it while the replicas at `replicas_pointer` (e.g. `/spec/replicas`;
+/// absent counts as 1, the API default) are above 0. `None` lets the request through.
 pub fn deny_protected_deletion(
     request: &AdmissionRequest<DynamicObject>,
     replicas_pointer: &str,
 ) -> Option<AdmissionResponse> {
-    if request.operation != Operation::Delete {
+    if request.operation != Operation::Delete || request.sub_resource.is_some() {
         return None;
     }
     let old = request.old_object.as_ref()?;
+    if old.metadata.deletion_timestamp.is_some() {
+        return None;
+    }
     let replicas = old
         .data
         .pointer(replicas_pointer)
         .and_then(Value::as_i64)
         .unwrap_or(1);
     let message = deletion_protection(old.metadata.labels.as_ref(), replicas)?;
-    Some(deny(request, FORBIDDEN, message))
+    Some(deny_forbidden(request, message))
 }
 
-/// Why the protection label forbids deleting a workload with `replicas` active replicas.
+/// Denies `request` with `message`, HTTP 403, as OpenKruise answers a protected deletion
+/// (`admission.Errored(http.StatusForbidden, …)`).
+pub fn deny_forbidden(
+    request: &AdmissionRequest<DynamicObject>,
+    message: String,
+) -> AdmissionResponse {
+    deny(request, FORBIDDEN, message)
+}
+
+/// The value of the protection label in `labels`, when it is one that protects.
+pub fn protection_level(labels: Option<&BTreeMap<String, String>>) -> Option<ProtectionLevel> {
+    match labels?.get(DELETION_PROTECTION_KEY).map(String::as_str) {
+        Some(DELETION_PROTECTION_ALWAYS) => Some(ProtectionLevel::Always),
+        Some(DELETION_PROTECTION_CASCADING) => Some(ProtectionLevel::Cascading),
+        _ => None,
+    }
+}
+
+/// `Always`: never deleted while labelled.
+pub const DELETION_PROTECTION_ALWAYS: &str = "Always";
+/// `Cascading`: deleted only once nothing it holds is left.
+pub const DELETION_PROTECTION_CASCADING: &str = "Cascading";
+
+/// What `policy.kruise.io/delete-protection` asks for (any other value protects nothing).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ProtectionLevel {
+    /// `Always`.
+    Always,
+    /// `Cascading`.
+    Cascading,
+}
+
+impl ProtectionLevel {
+    /// The label's value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ProtectionLevel::Always => DELETION_PROTECTION_ALWAYS,
+            ProtectionLevel::Cascading => DELETION_PROTECTION_CASCADING,
+        }
+    }
+
+    /// OpenKruise's refusal, `forbidden by ResourcesProtectionDeletion for
+    /// policy.kruise.io/delete-protection=<value>` followed by `detail` (e.g. ` and replicas
+    /// 3>0`; empty for `Always`).
+    pub fn refusal(self, detail: &str) -> String {
+        format!(
+            "forbidden by ResourcesProtectionDeletion for {DELETION_PROTECTION_KEY}={}{detail}",
+            self.as_str()
+        )
+    }
+}
+
+/// Why the protection label forbids deleting a workload with `replicas` replicas (OpenKruise's
+/// messages, word for word).
 pub fn deletion_protection(
     labels: Option<&BTreeMap<String, String>>,
     replicas: i64,
 ) -> Option<String> {
-    match labels?.get(DELETION_PROTECTION_KEY).map(String::as_str) {
-        Some("Always") => Some(format!(
-            "forbidden by ResourcesDeletionProtection for {DELETION_PROTECTION_KEY}=Always"
-        )),
-        Some("Cascading") if replicas > 0 => Some(format!(
-            "forbidden by ResourcesDeletionProtection for {DELETION_PROTECTION_KEY}=Cascading and active replicas {replicas}>0"
-        )),
-        _ => None,
+    match protection_level(labels)? {
+        ProtectionLevel::Always => Some(ProtectionLevel::Always.refusal("")),
+        ProtectionLevel::Cascading if replicas > 0 => {
+            Some(ProtectionLevel::Cascading.refusal(&format!(" and replicas {replicas}>0")))
+        }
+        ProtectionLevel::Cascading => None,
     }
 }
 
@@ -328,13 +382,13 @@ mod tests {
         assert_eq!(
             deletion_protection(Some(&labels("Always")), 0).as_deref(),
             Some(
-                "forbidden by ResourcesDeletionProtection for policy.kruise.io/delete-protection=Always"
+                "forbidden by ResourcesProtectionDeletion for policy.kruise.io/delete-protection=Always"
             )
         );
         assert_eq!(
             deletion_protection(Some(&labels("Cascading")), 3).as_deref(),
             Some(
-                "forbidden by ResourcesDeletionProtection for policy.kruise.io/delete-protection=Cascading and active replicas 3>0"
+                "forbidden by ResourcesProtectionDeletion for policy.kruise.io/delete-protection=Cascading and replicas 3>0"
             )
         );
         assert_eq!(deletion_protection(Some(&labels("Cascading")), 0), None);

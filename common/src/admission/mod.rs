@@ -265,6 +265,12 @@ impl AdmissionRoutes {
         self
     }
 
+    /// Adds a handler built elsewhere (one a family lends kruise-webhook) at its path.
+    pub fn shared_handler(mut self, h: Arc<dyn AdmissionHandler>) -> Self {
+        self.handlers.insert(h.path().to_string(), h);
+        self
+    }
+
     /// Adds a CRD converter served at `/convert`.
     pub fn converter(mut self, c: impl Converter) -> Self {
         self.converters.push(Arc::new(c));

@@ -1,0 +1,364 @@
+//! Deletion protection of built-in kinds end to end: the webhooks the protection family
+//! lends kruise-webhook, built as kruise-webhook builds them (gates
+//! `ResourcesDeletionProtection` and `DeletionProtectionForCRDCascadingGate` on), served
+//! over TLS and published; kruise-sim calls them for DELETEs of labelled objects.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use std::time::Duration;
+
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{Namespace, PersistentVolumeClaim, Pod, Service};
+use k8s_openapi::api::networking::v1::Ingress;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kruise_common::admission::AdmissionRoutes;
+use kruise_common::admission::certs::{generate_ca, issue_serving};
+use kruise_common::admission::publish::{Endpoint, Owned, publish};
+use kruise_common::family::{LiveCluster, StepContext};
+use kruise_common::featuregate::FeatureGates;
+use kruise_common::runtime::Metrics;
+use kruise_protection::deletion_webhook::lent_webhooks;
+use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
+use kube::{Client, Resource};
+use serde::de::DeserializeOwned;
+use serde_json::{Value, json};
+use support::*;
+use tokio_util::sync::CancellationToken;
+
+const ALWAYS: &str =
+    "forbidden by ResourcesProtectionDeletion for policy.kruise.io/delete-protection=Always";
+
+/// Serves the lent webhooks against `client`'s cluster until the token is cancelled, and
+/// publishes their entries in kruise-webhook's validating configuration.
+async fn serve_protection(client: &Client, metrics: &Metrics) -> CancellationToken {
+    kruise_common::runtime::install_crypto_provider();
+    let shutdown = CancellationToken::new();
+    let gates = FeatureGates::parse(
+        "ResourcesDeletionProtection=true,DeletionProtectionForCRDCascadingGate=true",
+    )
+    .unwrap();
+    let handlers = lent_webhooks(
+        &StepContext {
+            gates,
+            live: Some(LiveCluster {
+                client: client.clone(),
+                refresh: Default::default(),
+                shutdown: shutdown.clone(),
+            }),
+        },
+        metrics,
+    );
+    assert_eq!(handlers.len(), 7);
+    let routes = handlers
+        .into_iter()
+        .fold(AdmissionRoutes::new(), AdmissionRoutes::shared_handler);
+    let now = jiff::Timestamp::now();
+    let ca = generate_ca("test-ca", now, Duration::from_secs(3600)).unwrap();
+    let (cert, key) = issue_serving(
+        &ca,
+        &["127.0.0.1".to_string()],
+        now,
+        Duration::from_secs(3600),
+    )
+    .unwrap();
+    let tls = axum_server::tls_rustls::RustlsConfig::from_pem(cert.into_bytes(), key.into_bytes())
+        .await
+        .unwrap();
+    let server = kruise_common::admission::serve(
+        "127.0.0.1:0".parse().unwrap(),
+        routes.clone(),
+        tls,
+        shutdown.clone(),
+    )
+    .await
+    .unwrap();
+    let owned = Owned {
+        mutating: None,
+        validating: Some("kruise-validating-webhook-configuration".into()),
+        crds: Vec::new(),
+    };
+    let endpoint = Endpoint::Url(format!("https://127.0.0.1:{}", server.addr.port()));
+    publish(client, &routes, &owned, &endpoint, &ca.cert_pem)
+        .await
+        .unwrap();
+    shutdown
+}
+
+/// The refusal `webhook` gives, as the client reads it: (code, message).
+fn refusal(webhook: &str, reason: &str) -> (u16, String) {
+    (
+        403,
+        format!("admission webhook \"{webhook}\" denied the request: {reason}"),
+    )
+}
+
+async fn delete_error<K>(api: &Api<K>, name: &str) -> (u16, String)
+where
+    K: Resource + Clone + DeserializeOwned + std::fmt::Debug,
+{
+    match api.delete(name, &DeleteParams::default()).await {
+        Err(kube::Error::Api(status)) => (status.code, status.message),
+        other => panic!("deleting {name}: expected a refusal, got {other:?}"),
+    }
+}
+
+async fn apply<K>(api: &Api<K>, object: Value) -> K
+where
+    K: Resource + Clone + DeserializeOwned + serde::Serialize + std::fmt::Debug,
+{
+    let object: K = serde_json::from_value(object).unwrap();
+    api.create(&PostParams::default(), &object).await.unwrap()
+}
+
+async fn label<K>(api: &Api<K>, name: &str, value: Option<&str>)
+where
+    K: Resource + Clone + DeserializeOwned + std::fmt::Debug,
+{
+    let patch = json!({"metadata": {"labels": {"policy.kruise.io/delete-protection": value}}});
+    api.patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn namespaces_are_protected_always_and_while_they_hold_pods_or_bound_claims() {
+    let (_sim, client) = sim(1).await;
+    let metrics = Metrics::new();
+    let _stop = serve_protection(&client, &metrics).await.drop_guard();
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    apply(
+        &namespaces,
+        json!({"metadata": {"name": "team", "labels": {"policy.kruise.io/delete-protection": "Always"}}}),
+    )
+    .await;
+    assert_eq!(
+        delete_error(&namespaces, "team").await,
+        refusal("vnamespace.kb.io", ALWAYS)
+    );
+    assert!(
+        metrics
+            .encode()
+            .unwrap()
+            .contains("namespace_deletion_protection_total{name=\"team\"")
+    );
+
+    label(&namespaces, "team", Some("Cascading")).await;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "team");
+    apply(
+        &pods,
+        json!({"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c", "image": "nginx:1.25"}]}}),
+    )
+    .await;
+    assert_eq!(
+        delete_error(&namespaces, "team").await,
+        refusal(
+            "vnamespace.kb.io",
+            "forbidden by ResourcesProtectionDeletion for policy.kruise.io/delete-protection=Cascading and active pods 1>0"
+        )
+    );
+    pods.delete("p", &DeleteParams::default().grace_period(0))
+        .await
+        .unwrap();
+    eventually("the pod gone or terminating", WAIT, || async {
+        match pods.get_opt("p").await.unwrap() {
+            None => Some(()),
+            Some(p) => p.metadata.deletion_timestamp.map(|_| ()),
+        }
+    })
+    .await;
+
+    // K#1223: a Bound claim protects a namespace without pods.
+    let claims: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), "team");
+    apply(
+        &claims,
+        json!({"metadata": {"name": "data"}, "spec": {"accessModes": ["ReadWriteOnce"],
+            "storageClassName": "elsewhere",
+            "resources": {"requests": {"storage": "1Gi"}}}}),
+    )
+    .await;
+    claims
+        .patch_status(
+            "data",
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"status": {"phase": "Bound"}})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        delete_error(&namespaces, "team").await,
+        refusal(
+            "vnamespace.kb.io",
+            "forbidden by ResourcesProtectionDeletion for policy.kruise.io/delete-protection=Cascading and \"Bound\" status pvc 1>0"
+        )
+    );
+    claims
+        .delete("data", &DeleteParams::default())
+        .await
+        .unwrap();
+    eventually("the claim gone or terminating", WAIT, || async {
+        match claims.get_opt("data").await.unwrap() {
+            None => Some(()),
+            Some(c) => c.metadata.deletion_timestamp.map(|_| ()),
+        }
+    })
+    .await;
+    namespaces
+        .delete("team", &DeleteParams::default())
+        .await
+        .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn workloads_services_and_ingresses_are_protected() {
+    let (_sim, client) = sim(1).await;
+    let metrics = Metrics::new();
+    let stop = serve_protection(&client, &metrics).await;
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), "default");
+    let deployment = |name: &str, value: &str, replicas: i32| {
+        json!({"metadata": {"name": name, "labels": {"policy.kruise.io/delete-protection": value}},
+            "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": name}},
+                "template": {"metadata": {"labels": {"app": name}},
+                    "spec": {"containers": [{"name": "c", "image": "nginx:1.25"}]}}}})
+    };
+    apply(&deployments, deployment("always", "Always", 0)).await;
+    assert_eq!(
+        delete_error(&deployments, "always").await,
+        refusal("vbuiltindeployment.kb.io", ALWAYS)
+    );
+    apply(&deployments, deployment("cascading", "Cascading", 2)).await;
+    assert_eq!(
+        delete_error(&deployments, "cascading").await,
+        refusal(
+            "vbuiltindeployment.kb.io",
+            "forbidden by ResourcesProtectionDeletion for policy.kruise.io/delete-protection=Cascading and replicas 2>0"
+        )
+    );
+    assert!(metrics.encode().unwrap().contains(
+        "workload_deletion_protection_total{kind_namespace_name=\"Deployment_default_cascading\""
+    ));
+    deployments
+        .patch(
+            "cascading",
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"spec": {"replicas": 0}})),
+        )
+        .await
+        .unwrap();
+    deployments
+        .delete("cascading", &DeleteParams::default())
+        .await
+        .unwrap();
+
+    let services: Api<Service> = Api::namespaced(client.clone(), "default");
+    let service = |name: &str, value: &str| {
+        json!({"metadata": {"name": name, "labels": {"policy.kruise.io/delete-protection": value}},
+            "spec": {"ports": [{"port": 80}], "selector": {"app": "web"}}})
+    };
+    apply(&services, service("web", "Always")).await;
+    assert_eq!(
+        delete_error(&services, "web").await,
+        refusal("vservice.kb.io", ALWAYS)
+    );
+    label(&services, "web", None).await;
+    services
+        .delete("web", &DeleteParams::default())
+        .await
+        .unwrap();
+    // OpenKruise has no Cascading for a Service.
+    apply(&services, service("cascading", "Cascading")).await;
+    services
+        .delete("cascading", &DeleteParams::default())
+        .await
+        .unwrap();
+
+    let ingresses: Api<Ingress> = Api::namespaced(client.clone(), "default");
+    apply(
+        &ingresses,
+        json!({"metadata": {"name": "web", "labels": {"policy.kruise.io/delete-protection": "Always"}},
+            "spec": {"defaultBackend": {"service": {"name": "web", "port": {"number": 80}}}}}),
+    )
+    .await;
+    assert_eq!(
+        delete_error(&ingresses, "web").await,
+        refusal("vingress.kb.io", ALWAYS)
+    );
+    label(&ingresses, "web", None).await;
+    ingresses
+        .delete("web", &DeleteParams::default())
+        .await
+        .unwrap();
+
+    // kube-system is exempt (K#1526).
+    let system: Api<Deployment> = Api::namespaced(client.clone(), "kube-system");
+    apply(&system, deployment("dns", "Always", 2)).await;
+    system
+        .delete("dns", &DeleteParams::default())
+        .await
+        .unwrap();
+
+    // With the webhook stopped, unlabelled objects are never sent to it; labelled ones
+    // fail closed.
+    stop.cancel();
+    apply(&deployments, deployment("plain", "None", 1)).await;
+    label(&deployments, "plain", None).await;
+    deployments
+        .delete("plain", &DeleteParams::default())
+        .await
+        .unwrap();
+    assert!(
+        deployments
+            .delete("always", &DeleteParams::default())
+            .await
+            .is_err()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn crds_are_protected_always_and_while_objects_of_their_kind_remain() {
+    let (_sim, client) = sim(1).await;
+    let metrics = Metrics::new();
+    let _stop = serve_protection(&client, &metrics).await.drop_guard();
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let crd = |plural: &str, kind: &str, value: &str| {
+        json!({"metadata": {"name": format!("{plural}.example.com"),
+                "labels": {"policy.kruise.io/delete-protection": value}},
+            "spec": {"group": "example.com", "scope": "Namespaced",
+                "names": {"plural": plural, "singular": kind.to_lowercase(), "kind": kind},
+                "versions": [{"name": "v1", "served": true, "storage": true,
+                    "schema": {"openAPIV3Schema": {"type": "object",
+                        "x-kubernetes-preserve-unknown-fields": true}}}]}})
+    };
+    apply(&crds, crd("gadgets", "Gadget", "Always")).await;
+    assert_eq!(
+        delete_error(&crds, "gadgets.example.com").await,
+        refusal("vcustomresourcedefinition.kb.io", ALWAYS)
+    );
+
+    apply(&crds, crd("widgets", "Widget", "Cascading")).await;
+    let resource = ApiResource {
+        group: "example.com".into(),
+        version: "v1".into(),
+        api_version: "example.com/v1".into(),
+        kind: "Widget".into(),
+        plural: "widgets".into(),
+    };
+    let widgets: Api<DynamicObject> = Api::namespaced_with(client.clone(), "default", &resource);
+    let widget = eventually("the Widget kind served", WAIT, || async {
+        let widget = DynamicObject::new("w", &resource).data(json!({"spec": {}}));
+        widgets.create(&PostParams::default(), &widget).await.ok()
+    })
+    .await;
+    assert_eq!(widget.metadata.name.as_deref(), Some("w"));
+    assert_eq!(
+        delete_error(&crds, "widgets.example.com").await,
+        refusal(
+            "vcustomresourcedefinition.kb.io",
+            "forbidden by ResourcesProtectionDeletion for policy.kruise.io/delete-protection=Cascading and active CRs 1>0"
+        )
+    );
+    widgets.delete("w", &DeleteParams::default()).await.unwrap();
+    crds.delete("widgets.example.com", &DeleteParams::default())
+        .await
+        .unwrap();
+}
