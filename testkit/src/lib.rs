@@ -1,6 +1,7 @@
 //! Test and benchmark support shared by the kruise-rs families (a dev-dependency only):
 //!
 //! - [`sim`]: kruise-sim started with a family's CRDs, served and listable;
+//! - [`rbac`]: the chart's RBAC enforced on the controller under test (`KRUISE_TEST_AUTHORIZE=1`);
 //! - [`eventually`]: a condition polled until a deadline, never a fixed sleep;
 //! - [`http`]: HTTPS posts trusting one caBundle, AdmissionReviews, plain GETs, free ports;
 //! - [`process`]: a binary started as one replica against the simulator, its RSS and CPU;
@@ -18,6 +19,7 @@ pub mod bench;
 pub mod floor;
 pub mod http;
 pub mod process;
+pub mod rbac;
 pub mod requests;
 pub mod sim;
 
@@ -25,6 +27,7 @@ use std::time::Duration;
 
 pub use http::{free_port, http_get, post_tls, review};
 pub use process::{Replica, spawn_replica};
+pub use rbac::{agent_client, controller_client};
 pub use sim::{events_about, sim_with_crds, wait_for_warning, warnings_about};
 
 /// The default deadline of a wait.
