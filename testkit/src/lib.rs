@@ -7,7 +7,7 @@
 //! - [`process`]: a binary started as one replica against the simulator, its RSS and CPU;
 //! - [`requests`]: API writes counted by the simulator, per client;
 //! - [`floor`]: the minimal writer, the floor a controller's rollout is compared with.
-//! - [`bench`]: what the benchmarks share (sizes, foreign pods, status waits, peak RSS).
+//! - [`bench`](mod@bench): what the benchmarks share (sizes, foreign pods, status waits, peak RSS).
 //!
 //! The kubectl scenarios' shell library is beside this crate, `testkit/scenario-lib.sh`.
 
