@@ -51,14 +51,12 @@ impl Cluster {
             std::process::id(),
             rand_suffix()
         ));
-        let sim = Sim::start(SimConfig {
+        let (sim, client) = kruise_testkit::sim::start(SimConfig {
             nodes: 1,
             cri_dir: Some(dir.clone()),
             ..Default::default()
         })
-        .await
-        .unwrap();
-        let client = sim.client().unwrap();
+        .await;
         kruise_testkit::sim::install_crds(&client, &[kruise_crr::api::crd::crd().unwrap()]).await;
         let shutdown = CancellationToken::new();
         let opts = RunOptions {
@@ -70,11 +68,11 @@ impl Cluster {
             leadership: Default::default(),
         };
         let controller = {
-            let client = client.clone();
+            let client = kruise_testkit::controller_client(&client, "crr");
             tokio::spawn(async move { controller::run(client, None, opts).await })
         };
         let ctx = AgentContext {
-            client: client.clone(),
+            client: kruise_testkit::agent_client(&client, "crr"),
             node: NODE.into(),
             cri_socket: socket.unwrap_or_else(|| sim.cri_socket(NODE).unwrap()),
             shutdown: shutdown.clone(),

@@ -46,7 +46,7 @@ impl Running {
             placement,
             ..Settings::default()
         };
-        let client = client.clone();
+        let client = kruise_testkit::controller_client(client, "daemonset");
         let task = tokio::spawn(async move { controller::run(client, settings, opts).await });
         Self { shutdown, task }
     }

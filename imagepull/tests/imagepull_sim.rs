@@ -30,6 +30,7 @@ impl Controllers {
             creation_delay: Duration::ZERO,
             ..Settings::default()
         };
+        let client = kruise_testkit::controller_client(client, "imagepull");
         let shutdown = CancellationToken::new();
         let metrics = Metrics::new();
         let opts = |name: &str| RunOptions {

@@ -46,7 +46,7 @@ impl RunningController {
             namespace: Some("default".into()),
             ..settings
         };
-        let client = client.clone();
+        let client = kruise_testkit::controller_client(client, "statefulset");
         let task =
             tokio::spawn(async move { controller::run(client, settings, &metrics, opts).await });
         Self { shutdown, task }

@@ -1,12 +1,13 @@
 //! Test and benchmark support shared by the kruise-rs families (a dev-dependency only):
 //!
 //! - [`sim`]: kruise-sim started with a family's CRDs, served and listable;
+//! - [`rbac`]: the chart's RBAC enforced on the controller under test (`KRUISE_TEST_AUTHORIZE=1`);
 //! - [`eventually`]: a condition polled until a deadline, never a fixed sleep;
 //! - [`http`]: HTTPS posts trusting one caBundle, AdmissionReviews, plain GETs, free ports;
 //! - [`process`]: a binary started as one replica against the simulator, its RSS and CPU;
 //! - [`requests`]: API writes counted by the simulator, per client;
 //! - [`floor`]: the minimal writer, the floor a controller's rollout is compared with.
-//! - [`bench`]: what the benchmarks share (sizes, foreign pods, status waits, peak RSS).
+//! - [`bench`](mod@bench): what the benchmarks share (sizes, foreign pods, status waits, peak RSS).
 //! - [`oracle`]: differential tests against OpenKruise's own Go functions.
 //! - [`migration`]: an OpenKruise cluster loaded from a fixture, and what a takeover checks.
 //!
@@ -22,6 +23,7 @@ pub mod http;
 pub mod migration;
 pub mod oracle;
 pub mod process;
+pub mod rbac;
 pub mod requests;
 pub mod sim;
 
@@ -29,6 +31,7 @@ use std::time::Duration;
 
 pub use http::{free_port, http_get, post_tls, review};
 pub use process::{Replica, spawn_replica};
+pub use rbac::{agent_client, controller_client};
 pub use sim::{events_about, sim_with_crds, wait_for_warning, warnings_about};
 
 /// The default deadline of a wait.

@@ -1,4 +1,5 @@
-//! kruise-sim with a family's CRDs installed.
+//! kruise-sim with a family's CRDs installed; under `KRUISE_TEST_AUTHORIZE=1` with the
+//! chart's RBAC enforced (see [`crate::rbac`]).
 
 use k8s_openapi::api::core::v1::Event;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
@@ -11,14 +12,25 @@ use crate::{WAIT, eventually};
 /// A simulator with `nodes` simulated nodes (scheduler and kubelet when at least one) and
 /// `crds` installed, returned once every one of their kinds can be listed.
 pub async fn sim_with_crds(nodes: usize, crds: &[CustomResourceDefinition]) -> (Sim, Client) {
-    let sim = Sim::start(SimConfig {
+    let (sim, client) = start(SimConfig {
         nodes,
         ..Default::default()
     })
-    .await
-    .unwrap();
-    let client = sim.client().unwrap();
+    .await;
     install_crds(&client, crds).await;
+    (sim, client)
+}
+
+/// A simulator started with `config` and its admin client. When the chart's RBAC is
+/// [enforced](crate::rbac::enforced), it authorizes requests that carry a token and holds
+/// every family's chart roles, so a controller given
+/// [`controller_client`](crate::rbac::controller_client) runs as its ServiceAccount.
+pub async fn start(config: SimConfig) -> (Sim, Client) {
+    let sim = Sim::start(crate::rbac::sim_config(config)).await.unwrap();
+    let client = sim.client().unwrap();
+    if crate::rbac::enforced() {
+        crate::rbac::install_chart_roles(&client).await;
+    }
     (sim, client)
 }
 

@@ -80,6 +80,7 @@ impl Controllers {
         }
         let shutdown = CancellationToken::new();
         let metrics = Metrics::new();
+        let client = kruise_testkit::controller_client(client, "broadcastjob");
         let opts = |name: &str| RunOptions {
             name: name.into(),
             concurrency: 3,

@@ -56,7 +56,7 @@ impl RunningController {
             shutdown: shutdown.clone(),
             leadership: Default::default(),
         };
-        let client = client.clone();
+        let client = kruise_testkit::controller_client(client, "cloneset");
         let m = metrics.clone();
         let task = tokio::spawn(async move { controller::run(client, settings, &m, opts).await });
         Self {

@@ -278,6 +278,14 @@ impl<A> Context<A> {
 }
 
 type BoxFut = Pin<Box<dyn Future<Output = anyhow::Result<()>> + Send>>;
+
+/// `task` polled once (run up to its first await), to be spawned.
+async fn started(mut task: BoxFut) -> BoxFut {
+    match futures::poll!(&mut task) {
+        std::task::Poll::Ready(result) => Box::pin(async move { result }),
+        std::task::Poll::Pending => task,
+    }
+}
 type Task<A> = Box<dyn FnOnce(Context<A>) -> BoxFut + Send>;
 type ManifestsFn<A> = Box<dyn Fn(&Flags, &A) -> anyhow::Result<String> + Send + Sync>;
 
@@ -491,6 +499,22 @@ impl<A: Args + Clone + Send + Sync + 'static> Binary<A> {
             shutdown: shutdown.clone(),
             leadership: leadership.clone(),
         };
+        // Each task runs up to its first await before `/readyz` is served, so a readiness
+        // check it registers there (the admission server's, a controller's caches) holds
+        // `/readyz` at 503 from the first probe, instead of letting it pass until the task
+        // first runs.
+        let mut replica_tasks = tokio::task::JoinSet::new();
+        for task in self.every_replica {
+            replica_tasks.spawn(started(task(ctx.clone())).await);
+        }
+        // Leader work stops on shutdown or on lost leadership, whichever comes first.
+        let leader_stop = shutdown.child_token();
+        let mut leader_tasks = tokio::task::JoinSet::new();
+        for task in self.controllers {
+            let mut c = ctx.clone();
+            c.shutdown = leader_stop.clone();
+            leader_tasks.spawn(started(task(c)).await);
+        }
         let servers =
             serve_endpoints(&flags, metrics.clone(), readiness.clone(), shutdown.clone()).await?;
         tracing::info!(
@@ -500,18 +524,6 @@ impl<A: Args + Clone + Send + Sync + 'static> Binary<A> {
             health = %servers.health,
             "started"
         );
-        let mut replica_tasks = tokio::task::JoinSet::new();
-        for task in self.every_replica {
-            replica_tasks.spawn(task(ctx.clone()));
-        }
-        // Leader work stops on shutdown or on lost leadership, whichever comes first.
-        let leader_stop = shutdown.child_token();
-        let mut leader_tasks = tokio::task::JoinSet::new();
-        for task in self.controllers {
-            let mut c = ctx.clone();
-            c.shutdown = leader_stop.clone();
-            leader_tasks.spawn(task(c));
-        }
         let lease_name = flags
             .leader_elect_id
             .clone()

@@ -38,7 +38,7 @@ pub fn start(client: &Client) -> Running {
         shutdown: shutdown.clone(),
         leadership: Default::default(),
     };
-    let client = client.clone();
+    let client = kruise_testkit::controller_client(client, "protection");
     tokio::spawn(async move { controller::run(client, Some("default"), opts).await });
     Running(shutdown)
 }

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Each family's controller integration tests with the chart's RBAC enforced
+# (KRUISE_TEST_AUTHORIZE=1, kruise_testkit::rbac): kruise-sim authorizes requests that carry
+# a token, holds every subchart's roles and bindings (files/rbac.yaml), and the controller
+# (and node agent) under test runs as its ServiceAccount; a request its role lacks ends the
+# test binary with the request named. The tests' own client stays admin.
+#   usage: charts/tests/rbac-integration.sh [FAMILY...]   (default: every family below)
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/../.."
+
+# The integration tests whose controller gets its client from kruise_testkit::controller_client.
+declare -A tests=(
+  [cloneset]="controller_sim decode_guard_sim invalid_pod_write_sim migration_sim"
+  [statefulset]="controller_sim"
+  [daemonset]="controller_sim"
+  [broadcastjob]="broadcastjob_sim cron_sim"
+  [imagepull]="imagepull_sim"
+  [crr]="crr_sim"
+  [protection]="budget_sim eviction_sim"
+)
+families=("$@")
+failed=()
+[[ ${#families[@]} -gt 0 ]] || families=(cloneset statefulset daemonset broadcastjob imagepull crr protection)
+for family in "${families[@]}"; do
+  [[ -n "${tests[$family]:-}" ]] || { echo "rbac-integration.sh: no tests listed for $family" >&2; exit 1; }
+  args=()
+  for t in ${tests[$family]}; do args+=(--test "$t"); done
+  echo "=== $family as kruise-$family: ${tests[$family]}"
+  KRUISE_TEST_AUTHORIZE=1 cargo test -p "kruise-$family" "${args[@]}" || failed+=("$family")
+done
+[[ ${#failed[@]} -eq 0 ]] || { echo "rbac-integration.sh: failed as their ServiceAccounts: ${failed[*]}" >&2; exit 1; }
