@@ -70,12 +70,7 @@ impl PubCheck {
                 0
             }
         };
-        let mut index = 0;
-        actions.retain(|action| {
-            let keep = index < first_held || !is_update(action);
-            index += 1;
-            keep
-        });
+        hold_from(actions, first_held);
         true
     }
 
@@ -145,10 +140,54 @@ impl PubCheck {
     }
 }
 
+/// Drops the pod updates from index `first` on; every other action stays, in order.
+fn hold_from(actions: &mut Vec<Action>, first: usize) {
+    let mut index = 0;
+    actions.retain(|action| {
+        let keep = index < first || !is_update(action);
+        index += 1;
+        keep
+    });
+}
+
 /// A pod update a budget must allow: in place, or the recreate mark.
 fn is_update(action: &Action) -> bool {
     matches!(
         action,
         Action::UpdateInPlace { .. } | Action::MarkSpecifiedDelete { .. }
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn mark(name: &str) -> Action {
+        Action::MarkSpecifiedDelete {
+            name: name.into(),
+            revision: "r2".into(),
+        }
+    }
+
+    fn delete(name: &str) -> Action {
+        Action::DeletePod {
+            name: name.into(),
+            pvcs: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn updates_from_the_first_refused_wait_and_other_actions_go_ahead() {
+        let planned = vec![mark("a"), delete("x"), mark("b"), delete("y"), mark("c")];
+        let cases: [(usize, Vec<Action>); 3] = [
+            (0, vec![delete("x"), delete("y")]),
+            (2, vec![mark("a"), delete("x"), delete("y")]),
+            (4, vec![mark("a"), delete("x"), mark("b"), delete("y")]),
+        ];
+        for (first, want) in cases {
+            let mut actions = planned.clone();
+            hold_from(&mut actions, first);
+            assert_eq!(actions, want, "held from {first}");
+        }
+    }
 }
