@@ -204,13 +204,15 @@ impl PodUnavailableBudget {
     }
 }
 
-/// OpenKruise's `IsPodReady` and `IsPodStateConsistent` together: Running and Ready, no
-/// `unavailable-pod.kruise.io/*` label, and no in-place update under way
-/// (`InPlaceUpdateReady` not False). Image digests are not compared: containerd reports the
-/// config digest as `imageID`, so a digest-pinned Ready pod would never count (K#2570).
+/// OpenKruise's `IsPodReady` and `IsPodStateConsistent` together: Running, Ready and not
+/// terminating (`IsRunningAndReady`), no `unavailable-pod.kruise.io/*` label, and no
+/// in-place update under way (`InPlaceUpdateReady` not False). Image digests are not
+/// compared: containerd reports the config digest as `imageID`, so a digest-pinned Ready
+/// pod would never count (K#2570).
 pub fn is_available(pod: &Pod) -> bool {
     let running = pod.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running");
     running
+        && pod.metadata.deletion_timestamp.is_none()
         && is_pod_ready(pod)
         && !has_unavailable_label(pod)
         && pod_condition(pod, "InPlaceUpdateReady").is_none_or(|c| c.status != "False")
