@@ -44,6 +44,7 @@ pub fn binary() -> anyhow::Result<Binary<AdmissionFlags>> {
                 let settings = controller::Settings {
                     namespace: ctx.flags.namespace.clone(),
                     gates: controller::plan_gates(&ctx.gates),
+                    pub_check: ctx.gates.enabled(crate::pub_check::UPDATE_GATE),
                     ..controller::Settings::default()
                 };
                 controller::run(

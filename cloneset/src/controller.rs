@@ -66,6 +66,7 @@ use crate::api::v1beta1::CloneSet;
 use crate::api::validation::{to_message, validate_v1beta1};
 use crate::api::{CloneSetCondition, CloneSetStatus, KIND, condition, defaults};
 use crate::plan::{self, PlanGates, PlanInput};
+use crate::pub_check::{HELD_REQUEUE, PubCheck};
 use kruise_common::api::version::APPS_V1BETA1;
 
 mod error;
@@ -121,6 +122,9 @@ pub struct Settings {
     pub gates: PlanGates,
     /// How long a scale expectation may stay unsatisfied before it is reported and dropped.
     pub expectation_timeout: jiff::SignedDuration,
+    /// `PodUnavailableBudgetUpdateGate`: pod updates are checked against their budgets
+    /// first ([`crate::pub_check`]).
+    pub pub_check: bool,
 }
 
 impl Default for Settings {
@@ -129,6 +133,7 @@ impl Default for Settings {
             namespace: None,
             gates: PlanGates::default(),
             expectation_timeout: kruise_common::expectations::DEFAULT_EXPECTATION_TIMEOUT,
+            pub_check: false,
         }
     }
 }
@@ -151,6 +156,8 @@ struct Shared {
     expectations_expired: Counter,
     /// Per CloneSet (`namespace/name`): its pod writes the API server refused as invalid.
     refused_writes: RefusedPodWrites,
+    /// PodUnavailableBudgets checked before pod updates.
+    pub_check: PubCheck,
 }
 
 impl Shared {
@@ -167,6 +174,7 @@ impl Shared {
             "Scale expectations of a CloneSet that expired unsatisfied (the controller then acted on what it observed)",
             expectations_expired.clone(),
         );
+        let pub_check = PubCheck::new(client.clone(), settings.pub_check);
         Self {
             client,
             caches,
@@ -180,6 +188,7 @@ impl Shared {
             recorder,
             expectations_expired,
             refused_writes: RefusedPodWrites::default(),
+            pub_check,
         }
     }
 }
@@ -328,7 +337,7 @@ async fn reconcile(original: Arc<CloneSet>, shared: Arc<Shared>) -> Result<Reque
         .saturating_add(8))
         .map(|_| random_instance_id())
         .collect();
-    let plan = plan::plan(&PlanInput {
+    let mut plan = plan::plan(&PlanInput {
         cloneset: &cs,
         pods: &observed.pods,
         pvcs: &observed.pvcs,
@@ -354,6 +363,12 @@ async fn reconcile(original: Arc<CloneSet>, shared: Arc<Shared>) -> Result<Reque
             e.message.clone(),
         )
     }));
+
+    // PodUnavailableBudgets hold the pod updates they do not allow.
+    let held = shared
+        .pub_check
+        .hold_updates(&namespace, &mut plan.actions, &observed.pods)
+        .await;
 
     // Execute.
     let probe_patches = shared.refused_writes.any(&key);
@@ -394,6 +409,12 @@ async fn reconcile(original: Arc<CloneSet>, shared: Arc<Shared>) -> Result<Reque
     }
     write_status(&shared, &original, &status).await?;
     executed?;
+    if held {
+        let after = plan
+            .requeue_after
+            .map_or(HELD_REQUEUE, |d| d.unsigned_abs().min(HELD_REQUEUE));
+        return Ok(Requeue::requeue(after));
+    }
     match observed.satisfaction {
         Satisfaction::Pending { remaining, .. } => Ok(Requeue::requeue(
             remaining.unsigned_abs().min(Duration::from_secs(1)),

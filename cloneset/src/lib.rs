@@ -9,6 +9,8 @@
 //!   `kruise-cloneset` binary itself;
 //! * [`binary`]: the family's registration and the `kruise-cloneset` binary's composition,
 //!   also run in-process by `kruise-playground up`;
+//! * [`pub_check`]: PodUnavailableBudgets checked before the CloneSet's own pod updates
+//!   (`PodUnavailableBudgetUpdateGate`);
 //! * [`plan`]: the pure planner — (CloneSet, pods, PVCs, revisions, now, gates, expectations)
 //!   -> actions + status — and revision selection ([`plan::plan_revisions`]).
 //!
@@ -23,3 +25,4 @@ pub mod binary;
 pub mod controller;
 pub mod conversion;
 pub mod plan;
+pub mod pub_check;

@@ -1,16 +1,16 @@
 //! The shell of the PUB admission decision ([`crate::plan::decision`]): find the pod's
 //! budget, decide, and make the grant one optimistic-concurrency step — the status the
 //! decision computed is written with `replace_status`, conditioned on the resourceVersion
-//! the decision read. A conflict (another webhook replica, or the controller, wrote first)
-//! reads the budget again and decides again, [`MAX_ATTEMPTS`] times in all, then refuses
-//! with [`conflicts_message`]. A budget deleted meanwhile lets the operation through
-//! (K#1567). A refusal records the event `PubPreventPodDeletion` on the pod.
+//! the decision read (`kruise_common::pub_budget::check`, which CloneSet's pre-check takes
+//! too). A conflict (another webhook replica, or the controller, wrote first) reads the
+//! budget again and decides again, 4 times in all, then refuses with the timeout message. A
+//! budget deleted meanwhile lets the operation through (K#1567). A refusal records the
+//! event `PubPreventPodDeletion` on the pod.
 
 use std::sync::Arc;
 
 use futures::StreamExt as _;
 use futures::future::BoxFuture;
-use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use kruise_common::admission::pod_chain::{
@@ -18,28 +18,19 @@ use kruise_common::admission::pod_chain::{
 };
 use kruise_common::admission::{FailurePolicy, HandlerError};
 use kruise_common::family::StepContext;
-use kruise_common::pods::selector::selector_matches;
+use kruise_common::pub_budget::check::check_pod;
 use kruise_common::runtime::Metrics;
-use kruise_common::runtime::errors::{is_conflict, is_not_found};
 use kruise_common::runtime::events::{EventQueue, EventRecord, Recorder, pod_reference};
-use kube::api::{Api, PostParams};
+use kube::api::Api;
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt as _, watcher};
 use kube::{Client, ResourceExt as _};
 
 use crate::api::v1beta1::{PodUnavailableBudget, PubOperation};
-use crate::api::{LEGACY_RELATED_PUB_ANNOTATION, RELATED_PUB_ANNOTATION};
 use crate::plan::budget::has_unavailable_label;
-use crate::plan::decision::{Decision, Gates, MAX_ATTEMPTS, Request, conflicts_message, decide};
+use crate::plan::decision::Gates;
 
-/// The answer to one pod operation.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Verdict {
-    /// Let it through.
-    Allowed,
-    /// Refuse it with this message.
-    Denied(String),
-}
+pub use kruise_common::pub_budget::check::Verdict;
 
 /// Decides pod operations against their budgets, writing each grant before answering.
 #[derive(Clone)]
@@ -59,79 +50,19 @@ impl PubAdmission {
         }
     }
 
-    /// Decides on `operation` on `pod` (for an UPDATE, the pod before it).
+    /// Decides on `operation` on `pod` (for an UPDATE, the pod before it): the grant as
+    /// `kruise_common::pub_budget::check::check_pod` makes it, a refusal recorded as an event.
     pub async fn admit(
         &self,
         pod: &Pod,
         operation: &PubOperation,
         dry_run: bool,
     ) -> Result<Verdict, kube::Error> {
-        let namespace = pod.namespace().unwrap_or_default();
-        let api = Api::<PodUnavailableBudget>::namespaced(self.client.clone(), &namespace);
-        let mut budget = self.budget_of(&api, pod).await?;
-        let budget_name = budget.as_ref().map(|b| b.name_any()).unwrap_or_default();
-        for _ in 0..MAX_ATTEMPTS {
-            let request = Request {
-                pod,
-                operation,
-                dry_run,
-                now: Timestamp::now(),
-            };
-            let status = match decide(budget.as_ref(), &request, self.gates) {
-                Decision::Allow(_) => return Ok(Verdict::Allowed),
-                Decision::Deny(message) => {
-                    self.record_refusal(pod);
-                    return Ok(Verdict::Denied(message));
-                }
-                Decision::Consume(status) => status,
-            };
-            // `decide` consumes only with a budget.
-            let Some(mut granted) = budget.take() else {
-                return Ok(Verdict::Allowed);
-            };
-            let name = granted.name_any();
-            granted.status = Some(status);
-            match api
-                .replace_status(&name, &PostParams::default(), &granted)
-                .await
-            {
-                Ok(_) => return Ok(Verdict::Allowed),
-                Err(e) if is_not_found(&e) => return Ok(Verdict::Allowed),
-                Err(e) if is_conflict(&e) => budget = api.get_opt(&name).await?,
-                Err(e) => return Err(e),
-            }
+        let verdict = check_pod(&self.client, pod, operation, dry_run, self.gates).await?;
+        if matches!(verdict, Verdict::Denied(_)) {
+            self.record_refusal(pod);
         }
-        self.record_refusal(pod);
-        Ok(Verdict::Denied(conflicts_message(&budget_name)))
-    }
-
-    /// The pod's budget: the one its related-pub annotation names, else the first of its
-    /// namespace whose selector matches it.
-    async fn budget_of(
-        &self,
-        api: &Api<PodUnavailableBudget>,
-        pod: &Pod,
-    ) -> Result<Option<PodUnavailableBudget>, kube::Error> {
-        let annotations = pod.annotations();
-        let named = annotations
-            .get(RELATED_PUB_ANNOTATION)
-            .or_else(|| annotations.get(LEGACY_RELATED_PUB_ANNOTATION))
-            .filter(|n| !n.is_empty());
-        if let Some(name) = named {
-            return api.get_opt(name).await;
-        }
-        let labels = pod.labels();
-        Ok(api
-            .list(&Default::default())
-            .await?
-            .items
-            .into_iter()
-            .find(|b| {
-                b.spec
-                    .selector
-                    .as_ref()
-                    .is_some_and(|s| selector_matches(s, labels).unwrap_or(false))
-            }))
+        Ok(verdict)
     }
 
     fn record_refusal(&self, pod: &Pod) {

@@ -13,9 +13,8 @@ use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kruise_common::api::intstr::{IntOrPercentError, value_from_int_or_percent};
-use kruise_common::pods::{is_pod_active, is_pod_ready, pod_condition};
+use kruise_common::pods::is_pod_active;
 
-use crate::api::UNAVAILABLE_LABEL_PREFIX;
 use crate::api::v1beta1::{PodUnavailableBudgetSpec, PodUnavailableBudgetStatus};
 
 /// How long a granted deletion or eviction is counted before the pod is expected gone.
@@ -45,26 +44,8 @@ impl PodState {
     }
 }
 
-/// OpenKruise's `IsPodReady` and `IsPodStateConsistent` together: Running and Ready, no
-/// `unavailable-pod.kruise.io/*` label, and no in-place update under way
-/// (`InPlaceUpdateReady` not False). Image digests are not compared: containerd reports the
-/// config digest as `imageID`, so a digest-pinned Ready pod would never count (K#2570).
-pub fn is_available(pod: &Pod) -> bool {
-    let running = pod.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running");
-    running
-        && is_pod_ready(pod)
-        && !has_unavailable_label(pod)
-        && pod_condition(pod, "InPlaceUpdateReady").is_none_or(|c| c.status != "False")
-}
-
-/// Whether the pod carries a label under `unavailable-pod.kruise.io/`.
-pub fn has_unavailable_label(pod: &Pod) -> bool {
-    pod.metadata
-        .labels
-        .iter()
-        .flatten()
-        .any(|(k, _)| k.starts_with(UNAVAILABLE_LABEL_PREFIX))
-}
+// Pod availability as a budget counts it, shared with the admission decision.
+pub use kruise_common::pub_budget::{has_unavailable_label, is_available};
 
 /// Everything one status computation reads.
 #[derive(Clone, Debug)]

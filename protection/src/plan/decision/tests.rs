@@ -214,6 +214,20 @@ fn exemptions_in_openkruise_order() {
             Decision::Allow(Exempt::PodUnavailable),
         ),
         (
+            // OpenKruise's IsRunningAndReady: a terminating pod is not ready, so a second
+            // eviction or deletion of it spends nothing (found by the pub_load benchmark).
+            "pod terminating",
+            Some(b.clone()),
+            {
+                let mut terminating = p.clone();
+                terminating.metadata.deletion_timestamp = Some(Time(now()));
+                terminating
+            },
+            PubOperation::Evict,
+            ALL_GATES,
+            Decision::Allow(Exempt::PodUnavailable),
+        ),
+        (
             "unavailable label",
             Some(b.clone()),
             pod(

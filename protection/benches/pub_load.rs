@@ -1,0 +1,571 @@
+//! PodUnavailableBudget under load: 50 concurrent clients evicting the pods of a 200-pod
+//! workload through kruise-sim's eviction subresource, under a budget with
+//! `maxUnavailable: 10`, with two replicas of kruise-webhook's validating pod chain (the
+//! PUB step as kruise-webhook builds it, each with its own client and budget watch) behind
+//! one address that spreads the API server's calls over both, as a Service does. The PUB
+//! controller runs in-process, and every evicted pod is replaced at once (as its workload
+//! would replace it), so the churn goes on for the whole run.
+//!
+//! The pods are plain pods labelled as the workload's (`app: bench`), recreated by the
+//! benchmark, with the budget's expected count from `protectTotalReplicas`: a CloneSet
+//! controller would add its own writes and none of the budget's.
+//!
+//! Printed: the most pods ever unavailable at once (sampled on every pod change seen by a
+//! watch; must stay <= maxUnavailable), evictions granted and refused, the webhook's
+//! latency (p50/p99/max, timed around each review in the webhook, target p99 < 5 ms), and
+//! the eviction round trip seen by the clients against the floor: the same clients evicting
+//! with no webhook configured, in the same run.
+//!
+//! `cargo bench -p kruise-protection --bench pub_load`. Environment: `PUB_BENCH_PODS`
+//! (default 200), `PUB_BENCH_CLIENTS` (50), `PUB_BENCH_MAX_UNAVAILABLE` (10),
+//! `PUB_BENCH_SECS` (30, the run under the budget), `PUB_BENCH_FLOOR_SECS` (10),
+//! `PUB_BENCH_BACKOFF_MS` (100: how long a refused client waits before its next eviction).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use futures::StreamExt as _;
+use futures::future::BoxFuture;
+use k8s_openapi::api::core::v1::Pod;
+use kruise_common::admission::certs::{generate_ca, issue_serving};
+use kruise_common::admission::pod_chain::ValidatingPodChain;
+use kruise_common::admission::publish::{Endpoint, Owned, publish};
+use kruise_common::admission::{AdmissionHandler, AdmissionRoutes, HandlerError, WebhookSpec};
+use kruise_common::family::{LiveCluster, StepContext};
+use kruise_common::featuregate::FeatureGates;
+use kruise_common::pods::is_pod_active;
+use kruise_common::runtime::{Metrics, Readiness, RunOptions};
+use kruise_protection::api::v1beta1::PodUnavailableBudget;
+use kruise_protection::controller;
+use kruise_protection::plan::budget::is_available;
+use kruise_protection::pod_admission::pub_validator_step;
+use kruise_sim::{Sim, SimConfig};
+use kruise_testkit::bench::env_or;
+use kube::api::{Api, EvictParams, PostParams};
+use kube::core::DynamicObject;
+use kube::core::admission::{AdmissionRequest, AdmissionResponse};
+use kube::runtime::watcher;
+use kube::{Client, ResourceExt as _};
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+
+#[global_allocator]
+static ALLOCATOR: kruise_common::runtime::Allocator = kruise_common::runtime::Allocator;
+
+const NAMESPACE: &str = "default";
+
+/// The validating pod chain of one webhook replica, each review timed.
+struct Timed {
+    chain: ValidatingPodChain,
+    samples: Arc<Mutex<Vec<Duration>>>,
+}
+
+impl AdmissionHandler for Timed {
+    fn path(&self) -> &str {
+        self.chain.path()
+    }
+
+    fn webhook(&self) -> WebhookSpec {
+        self.chain.webhook()
+    }
+
+    fn webhooks(&self) -> Vec<WebhookSpec> {
+        self.chain.webhooks()
+    }
+
+    fn handle<'a>(
+        &'a self,
+        request: &'a AdmissionRequest<DynamicObject>,
+    ) -> BoxFuture<'a, Result<AdmissionResponse, HandlerError>> {
+        Box::pin(async move {
+            let start = Instant::now();
+            let outcome = self.chain.handle(request).await;
+            self.samples.lock().unwrap().push(start.elapsed());
+            outcome
+        })
+    }
+}
+
+/// One webhook replica: the PUB step built as kruise-webhook builds it, on its own client,
+/// served over TLS on a port of its own.
+struct WebhookReplica {
+    routes: AdmissionRoutes,
+    addr: std::net::SocketAddr,
+    samples: Arc<Mutex<Vec<Duration>>>,
+}
+
+async fn webhook_replica(
+    sim: &Sim,
+    tls: axum_server::tls_rustls::RustlsConfig,
+    shutdown: &CancellationToken,
+) -> WebhookReplica {
+    let step = pub_validator_step(&StepContext {
+        gates: FeatureGates::default(),
+        live: Some(LiveCluster {
+            client: sim.client().unwrap(),
+            refresh: Arc::new(tokio::sync::Notify::new()),
+            shutdown: shutdown.clone(),
+        }),
+    });
+    let chain = ValidatingPodChain::new(vec![step]);
+    // The budget's scope, once the step's watch has seen it.
+    kruise_testkit::eventually(
+        "the budget in the step's scope",
+        kruise_testkit::WAIT,
+        || {
+            let empty = chain.webhook_specs().is_empty();
+            async move { (!empty).then_some(()) }
+        },
+    )
+    .await;
+    let samples = Arc::new(Mutex::new(Vec::new()));
+    let routes = AdmissionRoutes::new().handler(Timed {
+        chain,
+        samples: samples.clone(),
+    });
+    let server = kruise_common::admission::serve(
+        "127.0.0.1:0".parse().unwrap(),
+        routes.clone(),
+        tls,
+        shutdown.clone(),
+    )
+    .await
+    .unwrap();
+    WebhookReplica {
+        routes,
+        addr: server.addr,
+        samples,
+    }
+}
+
+/// One address in front of `backends`, each new connection to the next (the API server
+/// opens one per webhook call, so calls alternate), as a Service's endpoints are chosen.
+async fn round_robin(
+    backends: Vec<std::net::SocketAddr>,
+    shutdown: CancellationToken,
+) -> std::net::SocketAddr {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        let mut next = 0usize;
+        loop {
+            let accepted = tokio::select! {
+                () = shutdown.cancelled() => return,
+                accepted = listener.accept() => accepted,
+            };
+            let Ok((mut inbound, _)) = accepted else {
+                continue;
+            };
+            let backend = backends[next % backends.len()];
+            next += 1;
+            tokio::spawn(async move {
+                if let Ok(mut outbound) = tokio::net::TcpStream::connect(backend).await {
+                    let _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound).await;
+                }
+            });
+        }
+    });
+    addr
+}
+
+fn pod(name: &str) -> Pod {
+    serde_json::from_value(json!({"apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "labels": {"app": "bench"}},
+        "spec": {"containers": [{"name": "main", "image": "nginx:1.25",
+            "resources": {"requests": {"cpu": "1m", "memory": "1Mi"}}}]}}))
+    .unwrap()
+}
+
+/// What the watch of the workload's pods keeps: the pods available now, the most ever
+/// unavailable while sampling, and which gone or terminating pods were replaced.
+#[derive(Default)]
+struct WorkloadPods {
+    available: HashMap<String, bool>,
+    replaced: HashSet<String>,
+    sampling: bool,
+    max_unavailable: usize,
+}
+
+impl WorkloadPods {
+    fn available_names(&self) -> Vec<String> {
+        self.available
+            .iter()
+            .filter(|(_, a)| **a)
+            .map(|(n, _)| n.clone())
+            .collect()
+    }
+
+    fn available_count(&self) -> usize {
+        self.available.values().filter(|a| **a).count()
+    }
+}
+
+/// Watches the pods: keeps the view, samples unavailability on every change, and sends
+/// every pod that is deleted or starts terminating to be replaced.
+fn watch_pods(
+    client: Client,
+    desired: usize,
+    view: Arc<Mutex<WorkloadPods>>,
+    replace: tokio::sync::mpsc::UnboundedSender<()>,
+    shutdown: CancellationToken,
+) {
+    let api = Api::<Pod>::namespaced(client, NAMESPACE);
+    let stream = watcher(api, watcher::Config::default().labels("app=bench"));
+    tokio::spawn(async move {
+        let mut stream = std::pin::pin!(stream);
+        loop {
+            let event = tokio::select! {
+                () = shutdown.cancelled() => return,
+                event = stream.next() => event,
+            };
+            let Some(Ok(event)) = event else {
+                continue;
+            };
+            let mut view = view.lock().unwrap();
+            let (pod, gone) = match event {
+                watcher::Event::Apply(pod) | watcher::Event::InitApply(pod) => (pod, false),
+                watcher::Event::Delete(pod) => (pod, true),
+                watcher::Event::Init | watcher::Event::InitDone => continue,
+            };
+            let name = pod.name_any();
+            let terminating = gone || !is_pod_active(&pod);
+            if gone {
+                view.available.remove(&name);
+            } else {
+                view.available
+                    .insert(name.clone(), is_pod_active(&pod) && is_available(&pod));
+            }
+            if terminating && view.replaced.insert(name) {
+                let _ = replace.send(());
+            }
+            if view.sampling {
+                let unavailable = desired.saturating_sub(view.available_count());
+                view.max_unavailable = view.max_unavailable.max(unavailable);
+            }
+        }
+    });
+}
+
+/// Creates a new pod for every one replaced.
+fn replace_pods(
+    client: Client,
+    mut replace: tokio::sync::mpsc::UnboundedReceiver<()>,
+    created: Arc<AtomicUsize>,
+) {
+    let api = Api::<Pod>::namespaced(client, NAMESPACE);
+    tokio::spawn(async move {
+        while replace.recv().await.is_some() {
+            let n = created.fetch_add(1, Ordering::Relaxed);
+            let api = api.clone();
+            tokio::spawn(async move {
+                let _ = api
+                    .create(&PostParams::default(), &pod(&format!("bench-{n}")))
+                    .await;
+            });
+        }
+    });
+}
+
+/// What the evicting clients saw.
+#[derive(Default)]
+struct Outcomes {
+    granted: AtomicU64,
+    refused: AtomicU64,
+    gone: AtomicU64,
+    errors: AtomicU64,
+    latencies: Mutex<Vec<Duration>>,
+}
+
+/// `clients` clients, each on its own connection pool (no retries, so a 429 is seen),
+/// evicting a random available pod after another for `secs`; a refused client waits
+/// `backoff` first.
+async fn evict_for(
+    sim: &Sim,
+    clients: usize,
+    secs: u64,
+    backoff: Duration,
+    view: &Arc<Mutex<WorkloadPods>>,
+) -> Arc<Outcomes> {
+    let outcomes = Arc::new(Outcomes::default());
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    let mut tasks = Vec::new();
+    for i in 0..clients {
+        let pods = Api::<Pod>::namespaced(sim.client_without_retries().unwrap(), NAMESPACE);
+        let view = view.clone();
+        let outcomes = outcomes.clone();
+        tasks.push(tokio::spawn(async move {
+            // xorshift64: a different, reproducible pick sequence per client.
+            let mut state = 0x9E37_79B9_7F4A_7C15u64 ^ (i as u64 + 1);
+            while Instant::now() < deadline {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                let candidates = view.lock().unwrap().available_names();
+                if candidates.is_empty() {
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                    continue;
+                }
+                let name = &candidates[(state % candidates.len() as u64) as usize];
+                let start = Instant::now();
+                let result = pods.evict(name, &EvictParams::default()).await;
+                outcomes.latencies.lock().unwrap().push(start.elapsed());
+                match result {
+                    Ok(_) => {
+                        outcomes.granted.fetch_add(1, Ordering::Relaxed);
+                    }
+                    Err(kube::Error::Api(status)) if status.code == 429 => {
+                        outcomes.refused.fetch_add(1, Ordering::Relaxed);
+                        tokio::time::sleep(backoff).await;
+                    }
+                    Err(kube::Error::Api(status)) if status.code == 404 => {
+                        outcomes.gone.fetch_add(1, Ordering::Relaxed);
+                    }
+                    Err(e) => {
+                        if outcomes.errors.fetch_add(1, Ordering::Relaxed) < 3 {
+                            println!("  eviction error: {e}");
+                        }
+                    }
+                }
+            }
+        }));
+    }
+    for task in tasks {
+        task.await.unwrap();
+    }
+    outcomes
+}
+
+/// p50, p99 and max, in ms.
+fn percentiles(samples: &mut [Duration]) -> String {
+    if samples.is_empty() {
+        return "no samples".into();
+    }
+    samples.sort();
+    let at = |q: f64| {
+        let i = ((samples.len() as f64 * q).ceil() as usize).clamp(1, samples.len()) - 1;
+        samples[i].as_secs_f64() * 1000.0
+    };
+    format!(
+        "p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms ({} samples)",
+        at(0.50),
+        at(0.99),
+        at(1.0),
+        samples.len()
+    )
+}
+
+fn p99_ms(samples: &mut [Duration]) -> f64 {
+    samples.sort();
+    let i = ((samples.len() as f64 * 0.99).ceil() as usize).clamp(1, samples.len().max(1)) - 1;
+    samples.get(i).map_or(0.0, |d| d.as_secs_f64() * 1000.0)
+}
+
+fn loadavg() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .unwrap_or_default()
+        .split_whitespace()
+        .take(3)
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+async fn wait_all_available(view: &Arc<Mutex<WorkloadPods>>, desired: usize) -> Duration {
+    let start = Instant::now();
+    kruise_testkit::eventually("every pod available", Duration::from_secs(300), || {
+        let count = view.lock().unwrap().available_count();
+        async move { (count >= desired).then_some(()) }
+    })
+    .await;
+    start.elapsed()
+}
+
+#[tokio::main]
+async fn main() {
+    let desired: usize = env_or("PUB_BENCH_PODS", 200);
+    let clients: usize = env_or("PUB_BENCH_CLIENTS", 50);
+    let max_unavailable: usize = env_or("PUB_BENCH_MAX_UNAVAILABLE", 10);
+    let secs: u64 = env_or("PUB_BENCH_SECS", 30);
+    let floor_secs: u64 = env_or("PUB_BENCH_FLOOR_SECS", 10);
+    let backoff = Duration::from_millis(env_or("PUB_BENCH_BACKOFF_MS", 100));
+    println!(
+        "{desired} pods on 10 simulated nodes, {clients} evicting clients, maxUnavailable {max_unavailable}; load average at start {}",
+        loadavg()
+    );
+
+    let sim = Sim::start(SimConfig {
+        nodes: 10,
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    let client = sim.client().unwrap();
+    kruise_testkit::sim::install_crds(&client, &[kruise_protection::api::crd::crd().unwrap()])
+        .await;
+    let shutdown = CancellationToken::new();
+
+    // The pods, their watch and their replacement.
+    let view = Arc::new(Mutex::new(WorkloadPods::default()));
+    let (replace_tx, replace_rx) = tokio::sync::mpsc::unbounded_channel();
+    let created = Arc::new(AtomicUsize::new(desired));
+    watch_pods(
+        client.clone(),
+        desired,
+        view.clone(),
+        replace_tx,
+        shutdown.clone(),
+    );
+    replace_pods(client.clone(), replace_rx, created.clone());
+    let pods = Api::<Pod>::namespaced(client.clone(), NAMESPACE);
+    for i in 0..desired {
+        pods.create(&PostParams::default(), &pod(&format!("bench-{i}")))
+            .await
+            .unwrap();
+    }
+    let took = wait_all_available(&view, desired).await;
+    println!("{desired} pods available in {:.1} s", took.as_secs_f64());
+
+    // The floor: the same clients, no webhook.
+    let replaced_before = created.load(Ordering::Relaxed);
+    let floor = evict_for(&sim, clients, floor_secs, backoff, &view).await;
+    let floor_replaced = created.load(Ordering::Relaxed) - replaced_before;
+    let mut floor_latencies = std::mem::take(&mut *floor.latencies.lock().unwrap());
+    let floor_granted = floor.granted.load(Ordering::Relaxed);
+    println!(
+        "floor, no webhook: {floor_granted} evictions answered 201 in {floor_secs} s ({:.0}/s; {floor_replaced} pods evicted, the rest already terminating), round trip {}",
+        floor_granted as f64 / floor_secs as f64,
+        percentiles(&mut floor_latencies)
+    );
+    let took = wait_all_available(&view, desired).await;
+    println!(
+        "{desired} pods available again {:.1} s after",
+        took.as_secs_f64()
+    );
+
+    // The budget, its controller and two webhook replicas.
+    let budget: PodUnavailableBudget = serde_json::from_value(json!({
+        "apiVersion": "policy.kruise.io/v1beta1", "kind": "PodUnavailableBudget",
+        "metadata": {"name": "bench"},
+        "spec": {"selector": {"matchLabels": {"app": "bench"}},
+                 "maxUnavailable": max_unavailable, "protectTotalReplicas": desired}
+    }))
+    .unwrap();
+    let budgets = Api::<PodUnavailableBudget>::namespaced(client.clone(), NAMESPACE);
+    budgets
+        .create(&PostParams::default(), &budget)
+        .await
+        .unwrap();
+    let opts = RunOptions {
+        name: controller::CONTROLLER_NAME.into(),
+        concurrency: 2,
+        metrics: Metrics::new(),
+        readiness: Readiness::default(),
+        shutdown: shutdown.clone(),
+        leadership: Default::default(),
+    };
+    tokio::spawn(controller::run(
+        sim.client().unwrap(),
+        Some(NAMESPACE),
+        opts,
+    ));
+    kruise_testkit::eventually("the budget's status", kruise_testkit::WAIT, || {
+        let budgets = budgets.clone();
+        async move {
+            let status = budgets.get("bench").await.ok()?.status?;
+            (status.unavailable_allowed == max_unavailable as i32).then_some(())
+        }
+    })
+    .await;
+
+    kruise_common::runtime::install_crypto_provider();
+    let now = jiff::Timestamp::now();
+    let ca = generate_ca("bench-ca", now, Duration::from_secs(3600)).unwrap();
+    let (cert, key) = issue_serving(
+        &ca,
+        &["127.0.0.1".to_string()],
+        now,
+        Duration::from_secs(3600),
+    )
+    .unwrap();
+    let tls = axum_server::tls_rustls::RustlsConfig::from_pem(cert.into_bytes(), key.into_bytes())
+        .await
+        .unwrap();
+    let replicas = [
+        webhook_replica(&sim, tls.clone(), &shutdown).await,
+        webhook_replica(&sim, tls, &shutdown).await,
+    ];
+    let front = round_robin(replicas.iter().map(|r| r.addr).collect(), shutdown.clone()).await;
+    let owned = Owned {
+        mutating: None,
+        validating: Some("kruise-validating-webhook-configuration".into()),
+        crds: Vec::new(),
+    };
+    publish(
+        &client,
+        &replicas[0].routes,
+        &owned,
+        &Endpoint::Url(format!("https://127.0.0.1:{}", front.port())),
+        &ca.cert_pem,
+    )
+    .await
+    .unwrap();
+
+    // The churn under the budget.
+    view.lock().unwrap().sampling = true;
+    let cpu_before = kruise_testkit::process::cpu_secs("self");
+    let replaced_before = created.load(Ordering::Relaxed);
+    let under = evict_for(&sim, clients, secs, backoff, &view).await;
+    let replaced = created.load(Ordering::Relaxed) - replaced_before;
+    let cpu = kruise_testkit::process::cpu_secs("self") - cpu_before;
+    let max_seen = view.lock().unwrap().max_unavailable;
+    let granted = under.granted.load(Ordering::Relaxed);
+    let refused = under.refused.load(Ordering::Relaxed);
+    let mut latencies = std::mem::take(&mut *under.latencies.lock().unwrap());
+    println!(
+        "under the budget, {secs} s: {granted} evictions granted ({:.1}/s; {replaced} pods evicted and replaced, the rest granted again to pods already recorded), {refused} refused with 429, {} of pods already gone, {} errors",
+        granted as f64 / secs as f64,
+        under.gone.load(Ordering::Relaxed),
+        under.errors.load(Ordering::Relaxed)
+    );
+    println!(
+        "most pods unavailable at once: {max_seen} (budget {max_unavailable}): {}",
+        if max_seen <= max_unavailable {
+            "within the budget"
+        } else {
+            "BUDGET EXCEEDED"
+        }
+    );
+    let mut all = Vec::new();
+    for (i, replica) in replicas.iter().enumerate() {
+        let mut samples = replica.samples.lock().unwrap().clone();
+        println!(
+            "  webhook replica {i}: {}",
+            percentiles(&mut samples.clone())
+        );
+        all.append(&mut samples);
+    }
+    let webhook_p99 = p99_ms(&mut all);
+    println!(
+        "webhook latency, both replicas: {} (target p99 < 5 ms)",
+        percentiles(&mut all)
+    );
+    let floor_p99 = p99_ms(&mut floor_latencies);
+    let eviction_p99 = p99_ms(&mut latencies);
+    println!(
+        "eviction round trip through the webhook: {}; p99 {:.1}x the floor's",
+        percentiles(&mut latencies),
+        eviction_p99 / floor_p99.max(f64::EPSILON)
+    );
+    println!(
+        "CPU of this process (simulator, controller, webhooks, clients) during the run: {cpu:.1} s; load average at end {}; webhook p99 {webhook_p99:.2} ms",
+        loadavg()
+    );
+    assert!(
+        max_seen <= max_unavailable,
+        "{max_seen} pods unavailable at once, budget {max_unavailable}"
+    );
+    shutdown.cancel();
+    sim.shutdown().await;
+}

@@ -1,0 +1,298 @@
+//! Lessons from OpenKruise's bug tracker and §8's e2e cases not covered elsewhere, against
+//! kruise-sim: digest-pinned Ready pods count as available (K#2570, K#2563); a selector
+//! budget created before its pods converges once they exist, counting a Deployment's
+//! canary ReplicaSet as the Deployment's (K#1857, K#2571); specified-delete labels never
+//! raise the allowed count (K#2175); through the validating pod chain, an eviction without
+//! deleteOptions is decided like any other (K#706), and a pod the `ignoredPodSelector`
+//! selects is evicted from an exhausted budget once labelled (e2e, v1beta1).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
+use k8s_openapi::api::core::v1::Pod;
+use kruise_common::admission::AdmissionRoutes;
+use kruise_common::admission::certs::{generate_ca, issue_serving};
+use kruise_common::admission::pod_chain::ValidatingPodChain;
+use kruise_common::admission::publish::{Endpoint, Owned, publish};
+use kruise_common::family::{LiveCluster, StepContext};
+use kruise_common::featuregate::FeatureGates;
+use kruise_protection::pod_admission::pub_validator_step;
+use kube::api::{Api, EvictParams, Patch, PatchParams, PostParams};
+use kube::{Client, ResourceExt as _};
+use serde_json::{Value, json};
+use support::*;
+use tokio_util::sync::CancellationToken;
+
+const EXHAUSTED: &str = r#"podunavailablebudget.policy.kruise.io "web" is forbidden: pub unavailable allowed is negative"#;
+
+/// A pod of ReplicaSet `rs` labelled `labels`, running `image`.
+async fn replica_set_pod(client: &Client, rs: &ReplicaSet, name: &str, labels: Value, image: &str) {
+    let _: Pod = create(
+        client,
+        json!({"apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "labels": labels,
+            "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet",
+                "name": rs.name_any(), "uid": rs.uid().unwrap(), "controller": true}]},
+        "spec": {"containers": [{"name": "main", "image": image}]}}),
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn digest_pinned_ready_pods_count_as_available() {
+    let (_sim, client) = sim(2).await;
+    let _controller = start(&client);
+    let image = format!("nginx@sha256:{}", "a".repeat(64));
+    let deploy: Deployment = create(
+        &client,
+        json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web"},
+        "spec": {"replicas": 4, "selector": {"matchLabels": {"app": "web"}},
+            "template": {"metadata": {"labels": {"app": "web"}},
+                "spec": {"containers": [{"name": "main", "image": image}]}}}}),
+    )
+    .await;
+    let rs: ReplicaSet = create(
+        &client,
+        json!({"apiVersion": "apps/v1", "kind": "ReplicaSet",
+        "metadata": {"name": "web-digest", "ownerReferences": [{"apiVersion": "apps/v1",
+            "kind": "Deployment", "name": "web", "uid": deploy.uid().unwrap(), "controller": true}]},
+        "spec": {"replicas": 4, "selector": {"matchLabels": {"app": "web"}},
+            "template": {"metadata": {"labels": {"app": "web"}},
+                "spec": {"containers": [{"name": "main", "image": image}]}}}}),
+    )
+    .await;
+    for i in 0..4 {
+        replica_set_pod(
+            &client,
+            &rs,
+            &format!("web-{i}"),
+            json!({"app": "web"}),
+            &image,
+        )
+        .await;
+    }
+    budget(
+        &client,
+        "web",
+        json!({"selector": {"matchLabels": {"app": "web"}}, "maxUnavailable": 1}),
+    )
+    .await;
+    // The kubelet reports an imageID whose digest is not the spec's, as containerd reports
+    // the config digest; the Ready pods count all the same.
+    let pod = Api::<Pod>::namespaced(client.clone(), "default")
+        .get("web-0")
+        .await
+        .unwrap();
+    let image_id = pod.status.unwrap().container_statuses.unwrap()[0]
+        .image_id
+        .clone();
+    assert!(!image_id.ends_with(&"a".repeat(64)), "{image_id}");
+    wait_for_numbers(&client, "web", (1, 4, 3, 4)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_budget_created_before_its_pods_counts_a_canary_replica_set_as_its_deployment() {
+    let (_sim, client) = sim(2).await;
+    let _controller = start(&client);
+    budget(
+        &client,
+        "web",
+        json!({"selector": {"matchLabels": {"app": "web"}}, "maxUnavailable": "25%"}),
+    )
+    .await;
+    wait_for_numbers(&client, "web", (0, 0, 0, 0)).await;
+    // A Deployment of 4 mid-rollout, as Kruise Rollout leaves it: a stable ReplicaSet of 3
+    // and a canary of 1, both the Deployment's.
+    deployment(&client, "web", 4, 3).await;
+    let deploy = Api::<Deployment>::namespaced(client.clone(), "default")
+        .get("web")
+        .await
+        .unwrap();
+    let canary: ReplicaSet = create(
+        &client,
+        json!({"apiVersion": "apps/v1", "kind": "ReplicaSet",
+        "metadata": {"name": "web-canary", "ownerReferences": [{"apiVersion": "apps/v1",
+            "kind": "Deployment", "name": "web", "uid": deploy.uid().unwrap(), "controller": true}]},
+        "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "web", "track": "canary"}},
+            "template": {"metadata": {"labels": {"app": "web", "track": "canary"}},
+                "spec": {"containers": [{"name": "main", "image": "nginx:1.26"}]}}}}),
+    )
+    .await;
+    replica_set_pod(
+        &client,
+        &canary,
+        "web-canary-0",
+        json!({"app": "web", "track": "canary"}),
+        "nginx:1.26",
+    )
+    .await;
+    // Expected: the Deployment's 4 once (not 4 + 1 for the canary's own replicas).
+    wait_for_numbers(&client, "web", (1, 4, 3, 4)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn specified_delete_labels_never_raise_the_allowed_count() {
+    let (_sim, client) = sim(2).await;
+    let _controller = start(&client);
+    deployment(&client, "web", 4, 4).await;
+    budget(
+        &client,
+        "web",
+        json!({"selector": {"matchLabels": {"app": "web"}}, "maxUnavailable": 1}),
+    )
+    .await;
+    wait_for_numbers(&client, "web", (1, 4, 3, 4)).await;
+    let pods = Api::<Pod>::namespaced(client.clone(), "default");
+    for name in ["web-7d4b9-0", "web-7d4b9-1"] {
+        pods.patch(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(
+                json!({"metadata": {"labels": {"apps.kruise.io/specified-delete": "true"}}}),
+            ),
+        )
+        .await
+        .unwrap();
+    }
+    // The labelled pods still count as available: a third pod made unavailable after the
+    // labels takes the budget to 0 allowed, 3 available (not 1 allowed, or 1 available).
+    pods.patch(
+        "web-7d4b9-2",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"labels": {"unavailable-pod.kruise.io/drain": "true"}}})),
+    )
+    .await
+    .unwrap();
+    wait_for_numbers(&client, "web", (0, 3, 3, 4)).await;
+}
+
+/// The PUB step of kruise-webhook's validating pod chain served over TLS and registered in
+/// the simulator, until the token is cancelled.
+async fn serve_pod_chain(client: &Client, shutdown: &CancellationToken) {
+    kruise_common::runtime::install_crypto_provider();
+    let step = pub_validator_step(&StepContext {
+        gates: FeatureGates::default(),
+        live: Some(LiveCluster {
+            client: client.clone(),
+            refresh: Arc::new(tokio::sync::Notify::new()),
+            shutdown: shutdown.clone(),
+        }),
+    });
+    let chain = ValidatingPodChain::new(vec![step]);
+    eventually("the budget's scope", WAIT, || {
+        let empty = chain.webhook_specs().is_empty();
+        async move { (!empty).then_some(()) }
+    })
+    .await;
+    let now = jiff::Timestamp::now();
+    let ca = generate_ca("test-ca", now, Duration::from_secs(3600)).unwrap();
+    let (cert, key) = issue_serving(
+        &ca,
+        &["127.0.0.1".to_string()],
+        now,
+        Duration::from_secs(3600),
+    )
+    .unwrap();
+    let tls = axum_server::tls_rustls::RustlsConfig::from_pem(cert.into_bytes(), key.into_bytes())
+        .await
+        .unwrap();
+    let routes = AdmissionRoutes::new().handler(chain);
+    let server = kruise_common::admission::serve(
+        "127.0.0.1:0".parse().unwrap(),
+        routes.clone(),
+        tls,
+        shutdown.clone(),
+    )
+    .await
+    .unwrap();
+    let owned = Owned {
+        mutating: None,
+        validating: Some("kruise-validating-webhook-configuration".into()),
+        crds: Vec::new(),
+    };
+    let endpoint = Endpoint::Url(format!("https://127.0.0.1:{}", server.addr.port()));
+    publish(client, &routes, &owned, &endpoint, &ca.cert_pem)
+        .await
+        .unwrap();
+}
+
+/// POSTs an Eviction of `pod` with no deleteOptions, as old clients send it; the status
+/// code and, on refusal, the message.
+async fn evict_without_delete_options(client: &Client, pod: &str) -> (u16, String) {
+    let body = json!({"apiVersion": "policy/v1", "kind": "Eviction",
+        "metadata": {"name": pod, "namespace": "default"}});
+    let pods = Api::<Pod>::namespaced(client.clone(), "default");
+    match pods
+        .create_subresource::<Value, Value>("eviction", pod, &PostParams::default(), &body)
+        .await
+    {
+        Ok(_) => (201, String::new()),
+        Err(kube::Error::Api(status)) => (status.code, status.message),
+        Err(other) => panic!("not an API error: {other}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn evictions_without_delete_options_and_ignored_pods_through_the_webhook() {
+    let (sim, client) = sim(2).await;
+    let _controller = start(&client);
+    deployment(&client, "web", 4, 4).await;
+    budget(
+        &client,
+        "web",
+        json!({"selector": {"matchLabels": {"app": "web"}}, "maxUnavailable": 1,
+        "ignoredPodSelector": {"matchLabels": {"drain": "ok"}}}),
+    )
+    .await;
+    wait_for_numbers(&client, "web", (1, 4, 3, 4)).await;
+    let shutdown = CancellationToken::new();
+    let _stop = shutdown.clone().drop_guard();
+    serve_pod_chain(&client, &shutdown).await;
+
+    // K#706: an Eviction without deleteOptions spends the budget like any other, and the
+    // next one is refused with 429.
+    let plain = sim.client_without_retries().unwrap();
+    let (code, message) = evict_without_delete_options(&plain, "web-7d4b9-0").await;
+    assert_eq!(code, 201, "{message}");
+    let (code, message) = evict_without_delete_options(&plain, "web-7d4b9-1").await;
+    assert_eq!(code, 429, "{message}");
+    assert_eq!(
+        message,
+        format!("admission webhook \"vpodeviction.kb.io\" denied the request: {EXHAUSTED}")
+    );
+
+    // ignoredPodSelector: refused while the pod is protected, evicted once labelled.
+    let pods = Api::<Pod>::namespaced(plain.clone(), "default");
+    let refused = pods
+        .evict("web-7d4b9-2", &EvictParams::default())
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&refused, kube::Error::Api(s) if s.code == 429),
+        "{refused}"
+    );
+    pods.patch(
+        "web-7d4b9-2",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"labels": {"drain": "ok"}}})),
+    )
+    .await
+    .unwrap();
+    pods.evict("web-7d4b9-2", &EvictParams::default())
+        .await
+        .unwrap();
+    eventually("the ignored pod evicted", WAIT, || {
+        let pods = pods.clone();
+        async move {
+            match pods.get_opt("web-7d4b9-2").await.unwrap() {
+                None => Some(()),
+                Some(pod) => pod.metadata.deletion_timestamp.map(|_| ()),
+            }
+        }
+    })
+    .await;
+}
