@@ -42,4 +42,6 @@ pub use types::{
 };
 
 #[cfg(test)]
+mod priority_tests;
+#[cfg(test)]
 mod tests;
