@@ -61,7 +61,7 @@ use crate::api::{KIND, Served};
 use crate::plan::pods::{
     Placement, new_pod, node_view, plan_node, plan_pod, plan_strategy, target_node,
 };
-use crate::plan::revisions::{plan_revisions, revisions_to_prune};
+use crate::plan::revisions::{plan_revisions, revision_hash, revisions_to_prune};
 use crate::plan::{Action, PlanInput, PlanStrategy, plan};
 
 /// The controller's name (metrics, readiness `controller/daemonset`).
@@ -384,7 +384,7 @@ async fn reconcile(original: Arc<DaemonSet>, shared: Arc<Shared>) -> Result<Requ
     }
     let template = serde_json::to_value(&ds.spec.template).unwrap_or_default();
     let collision_count = original.status.as_ref().and_then(|s| s.collision_count);
-    let hash = template_hash(&template, collision_count);
+    let template_hash = template_hash(&template, collision_count);
 
     // Revisions: the update revision exists before any pod carries its hash.
     let history: Vec<ControllerRevision> = shared
@@ -396,9 +396,10 @@ async fn reconcile(original: Arc<DaemonSet>, shared: Arc<Shared>) -> Result<Requ
         .map(|r| (*r).clone())
         .collect();
     let revision_api: Api<ControllerRevision> = Api::namespaced(shared.client.clone(), &namespace);
-    let planned = plan_revisions(&ds, &hash, &history);
+    let planned = plan_revisions(&ds, &template_hash, &history);
     let set_api: Api<DaemonSet> = Api::namespaced(shared.client.clone(), &namespace);
     let update_data: Option<serde_json::Value>;
+    let hash: String;
     let (history, update_name) = match write_planned_revisions(
         &revision_api,
         planned,
@@ -410,6 +411,9 @@ async fn reconcile(original: Arc<DaemonSet>, shared: Arc<Shared>) -> Result<Requ
     {
         RevisionStep::Ready(active) => {
             update_data = active.update.data.as_ref().map(|d| d.0.clone());
+            // An existing revision with this template's data (one OpenKruise named after
+            // its own hash, say) is the update revision, and its hash the one pods carry.
+            hash = revision_hash(&active.update).unwrap_or(template_hash);
             (active.all, active.update.name_any())
         }
         RevisionStep::Collision(count) => {
