@@ -171,6 +171,10 @@ struct Shared {
     backoff: Mutex<Backoff>,
     /// In-place updates sent and not yet in the cache, per DaemonSet: pod name -> hash.
     in_flight: Mutex<HashMap<String, HashMap<String, String>>>,
+    /// `InPlaceUpdateReady=True` sent and not yet in the cache, per DaemonSet: pod name ->
+    /// the pod's resourceVersion when it was sent (a pass on a stale cache would send it
+    /// again).
+    ready_sent: Mutex<HashMap<String, HashMap<String, String>>>,
     recorder: EventQueue,
     settings: Settings,
 }
@@ -223,6 +227,7 @@ pub async fn run(client: Client, settings: Settings, opts: RunOptions) {
         expectations: SharedExpectations::new(ScaleExpectations::new(settings.expectation_timeout)),
         backoff: Mutex::default(),
         in_flight: Mutex::default(),
+        ready_sent: Mutex::default(),
         recorder,
         settings,
     });
@@ -433,7 +438,7 @@ async fn reconcile(original: Arc<DaemonSet>, shared: Arc<Shared>) -> Result<Requ
         return Ok(Requeue::requeue(EXPECTATIONS_REQUEUE));
     }
     let pod_api: Api<Pod> = Api::namespaced(shared.client.clone(), &namespace);
-    let refresh_after = refresh_in_place(&pod_api, &pods, now).await?;
+    let refresh_after = refresh_in_place(&pod_api, &shared, &key, &pods, now).await?;
     let in_place = plan_strategy(&ds.spec).in_place;
     let in_place_request = |pod: &Pod| -> Option<UpdateRequest> {
         let old_hash = pod.labels().get(CONTROLLER_REVISION_HASH_KEY)?;
@@ -727,8 +732,41 @@ fn in_place_pending(shared: &Shared, key: &str, pods: &[Arc<Pod>]) -> bool {
 /// look again for a grace period.
 async fn refresh_in_place(
     pod_api: &Api<Pod>,
+    shared: &Shared,
+    key: &str,
     pods: &[Arc<Pod>],
     now: Timestamp,
+) -> Result<Option<Duration>, Error> {
+    // Taken out while the writes are awaited (a key is never reconciled twice at once);
+    // what the cache now shows a newer version of is forgotten.
+    let mut sent = shared
+        .ready_sent
+        .lock()
+        .ok()
+        .and_then(|mut s| s.remove(key))
+        .unwrap_or_default();
+    sent.retain(|name, version| {
+        pods.iter().any(|p| {
+            p.metadata.name.as_deref() == Some(name.as_str())
+                && p.metadata.resource_version.as_deref() == Some(version.as_str())
+        })
+    });
+    let refreshed = refresh_pods(pod_api, pods, now, &mut sent).await;
+    if !sent.is_empty()
+        && let Ok(mut s) = shared.ready_sent.lock()
+    {
+        s.insert(key.to_string(), sent);
+    }
+    refreshed
+}
+
+/// [`refresh_in_place`] for each pod, skipping the pods in `ready_sent` and adding those it
+/// sends `InPlaceUpdateReady=True` to.
+async fn refresh_pods(
+    pod_api: &Api<Pod>,
+    pods: &[Arc<Pod>],
+    now: Timestamp,
+    ready_sent: &mut HashMap<String, String>,
 ) -> Result<Option<Duration>, Error> {
     let mut after: Option<Duration> = None;
     for pod in pods {
@@ -755,10 +793,14 @@ async fn refresh_in_place(
                         .map_err(failed)?;
                 }
             }
+            RefreshAction::SetReady(_) if ready_sent.contains_key(&name) => {}
             RefreshAction::SetReady(status) => {
                 send_conditions(pod_api, pod, &status)
                     .await
                     .map_err(failed)?;
+                if let Some(version) = pod.metadata.resource_version.clone() {
+                    ready_sent.insert(name, version);
+                }
             }
         }
     }
