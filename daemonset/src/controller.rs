@@ -61,7 +61,7 @@ use crate::api::{KIND, Served};
 use crate::plan::pods::{
     Placement, new_pod, node_view, plan_node, plan_pod, plan_strategy, target_node,
 };
-use crate::plan::revisions::{plan_revisions, revisions_to_prune};
+use crate::plan::revisions::{plan_revisions, revision_hash, revisions_to_prune};
 use crate::plan::{Action, PlanInput, PlanStrategy, plan};
 
 /// The controller's name (metrics, readiness `controller/daemonset`).
@@ -171,6 +171,10 @@ struct Shared {
     backoff: Mutex<Backoff>,
     /// In-place updates sent and not yet in the cache, per DaemonSet: pod name -> hash.
     in_flight: Mutex<HashMap<String, HashMap<String, String>>>,
+    /// `InPlaceUpdateReady=True` sent and not yet in the cache, per DaemonSet: pod name ->
+    /// the pod's resourceVersion when it was sent (a pass on a stale cache would send it
+    /// again).
+    ready_sent: Mutex<HashMap<String, HashMap<String, String>>>,
     recorder: EventQueue,
     settings: Settings,
 }
@@ -223,6 +227,7 @@ pub async fn run(client: Client, settings: Settings, opts: RunOptions) {
         expectations: SharedExpectations::new(ScaleExpectations::new(settings.expectation_timeout)),
         backoff: Mutex::default(),
         in_flight: Mutex::default(),
+        ready_sent: Mutex::default(),
         recorder,
         settings,
     });
@@ -384,7 +389,7 @@ async fn reconcile(original: Arc<DaemonSet>, shared: Arc<Shared>) -> Result<Requ
     }
     let template = serde_json::to_value(&ds.spec.template).unwrap_or_default();
     let collision_count = original.status.as_ref().and_then(|s| s.collision_count);
-    let hash = template_hash(&template, collision_count);
+    let template_hash = template_hash(&template, collision_count);
 
     // Revisions: the update revision exists before any pod carries its hash.
     let history: Vec<ControllerRevision> = shared
@@ -396,9 +401,10 @@ async fn reconcile(original: Arc<DaemonSet>, shared: Arc<Shared>) -> Result<Requ
         .map(|r| (*r).clone())
         .collect();
     let revision_api: Api<ControllerRevision> = Api::namespaced(shared.client.clone(), &namespace);
-    let planned = plan_revisions(&ds, &hash, &history);
+    let planned = plan_revisions(&ds, &template_hash, &history);
     let set_api: Api<DaemonSet> = Api::namespaced(shared.client.clone(), &namespace);
     let update_data: Option<serde_json::Value>;
+    let hash: String;
     let (history, update_name) = match write_planned_revisions(
         &revision_api,
         planned,
@@ -410,6 +416,9 @@ async fn reconcile(original: Arc<DaemonSet>, shared: Arc<Shared>) -> Result<Requ
     {
         RevisionStep::Ready(active) => {
             update_data = active.update.data.as_ref().map(|d| d.0.clone());
+            // An existing revision with this template's data (one OpenKruise named after
+            // its own hash, say) is the update revision, and its hash the one pods carry.
+            hash = revision_hash(&active.update).unwrap_or(template_hash);
             (active.all, active.update.name_any())
         }
         RevisionStep::Collision(count) => {
@@ -429,7 +438,7 @@ async fn reconcile(original: Arc<DaemonSet>, shared: Arc<Shared>) -> Result<Requ
         return Ok(Requeue::requeue(EXPECTATIONS_REQUEUE));
     }
     let pod_api: Api<Pod> = Api::namespaced(shared.client.clone(), &namespace);
-    let refresh_after = refresh_in_place(&pod_api, &pods, now).await?;
+    let refresh_after = refresh_in_place(&pod_api, &shared, &key, &pods, now).await?;
     let in_place = plan_strategy(&ds.spec).in_place;
     let in_place_request = |pod: &Pod| -> Option<UpdateRequest> {
         let old_hash = pod.labels().get(CONTROLLER_REVISION_HASH_KEY)?;
@@ -723,8 +732,41 @@ fn in_place_pending(shared: &Shared, key: &str, pods: &[Arc<Pod>]) -> bool {
 /// look again for a grace period.
 async fn refresh_in_place(
     pod_api: &Api<Pod>,
+    shared: &Shared,
+    key: &str,
     pods: &[Arc<Pod>],
     now: Timestamp,
+) -> Result<Option<Duration>, Error> {
+    // Taken out while the writes are awaited (a key is never reconciled twice at once);
+    // what the cache now shows a newer version of is forgotten.
+    let mut sent = shared
+        .ready_sent
+        .lock()
+        .ok()
+        .and_then(|mut s| s.remove(key))
+        .unwrap_or_default();
+    sent.retain(|name, version| {
+        pods.iter().any(|p| {
+            p.metadata.name.as_deref() == Some(name.as_str())
+                && p.metadata.resource_version.as_deref() == Some(version.as_str())
+        })
+    });
+    let refreshed = refresh_pods(pod_api, pods, now, &mut sent).await;
+    if !sent.is_empty()
+        && let Ok(mut s) = shared.ready_sent.lock()
+    {
+        s.insert(key.to_string(), sent);
+    }
+    refreshed
+}
+
+/// [`refresh_in_place`] for each pod, skipping the pods in `ready_sent` and adding those it
+/// sends `InPlaceUpdateReady=True` to.
+async fn refresh_pods(
+    pod_api: &Api<Pod>,
+    pods: &[Arc<Pod>],
+    now: Timestamp,
+    ready_sent: &mut HashMap<String, String>,
 ) -> Result<Option<Duration>, Error> {
     let mut after: Option<Duration> = None;
     for pod in pods {
@@ -751,10 +793,14 @@ async fn refresh_in_place(
                         .map_err(failed)?;
                 }
             }
+            RefreshAction::SetReady(_) if ready_sent.contains_key(&name) => {}
             RefreshAction::SetReady(status) => {
                 send_conditions(pod_api, pod, &status)
                     .await
                     .map_err(failed)?;
+                if let Some(version) = pod.metadata.resource_version.clone() {
+                    ready_sent.insert(name, version);
+                }
             }
         }
     }

@@ -76,6 +76,20 @@ pub fn plan_revisions(ds: &DaemonSet, hash: &str, history: &[ControllerRevision]
     }
 }
 
+/// The hash pods of `revision` carry: its `controller-revision-hash` label. Upstream takes
+/// the hash from the revision it found rather than recomputing it, which is what lets a
+/// revision another controller named (OpenKruise, with Kubernetes' `ComputeHash`) stay the
+/// update revision, its pods untouched.
+pub fn revision_hash(revision: &ControllerRevision) -> Option<String> {
+    revision
+        .metadata
+        .labels
+        .as_ref()?
+        .get(CONTROLLER_REVISION_HASH_KEY)
+        .filter(|hash| !hash.is_empty())
+        .cloned()
+}
+
 /// The revisions to delete: the oldest beyond `revisionHistoryLimit` (default 10) of those
 /// neither the update revision nor named by a pod's `controller-revision-hash`.
 pub fn revisions_to_prune(
@@ -146,6 +160,34 @@ mod tests {
         let plan = plan_revisions(&ds, "h1", &history);
         assert_eq!(plan.write, RevisionWrite::None);
         assert_eq!(plan.update.metadata.name.as_deref(), Some("agent-h1"));
+    }
+
+    #[test]
+    fn an_equal_revision_under_another_name_is_the_update_revision_with_its_hash() {
+        // As OpenKruise leaves it: its own hash names the revision, data as its getPatch.
+        let ds = daemonset("a:1", None);
+        let mut openkruise = stored(&ds, "7989c9cddf", 1);
+        openkruise.data = Some(k8s_openapi::apimachinery::pkg::runtime::RawExtension(
+            json!({
+                "spec": {"template": {"$patch": "replace",
+                    "metadata": {"creationTimestamp": null, "labels": {"app": "agent"}},
+                    "spec": {"containers": [{"image": "a:1", "name": "c", "resources": {}}]}}}
+            }),
+        ));
+        let plan = plan_revisions(&ds, "ours", &[openkruise]);
+        assert_eq!(plan.write, RevisionWrite::None);
+        assert_eq!(
+            plan.update.metadata.name.as_deref(),
+            Some("agent-7989c9cddf")
+        );
+        assert_eq!(revision_hash(&plan.update).as_deref(), Some("7989c9cddf"));
+    }
+
+    #[test]
+    fn a_revision_without_the_hash_label_has_no_hash() {
+        let mut rev = stored(&daemonset("a:1", None), "h1", 1);
+        rev.metadata.labels = None;
+        assert_eq!(revision_hash(&rev), None);
     }
 
     #[test]

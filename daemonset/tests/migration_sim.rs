@@ -1,0 +1,338 @@
+//! Taking a DaemonSet over from OpenKruise: the cluster as kruise-manager leaves it
+//! (`fixtures/openkruise/daemonset.json`: the DaemonSet as OpenKruise's webhook stored it,
+//! its ControllerRevision named after Kubernetes' `ComputeHash` of the template with the data
+//! OpenKruise's `getPatch` writes, and one Running pod per node carrying that hash) is loaded
+//! into kruise-sim, then kruise-rs's DaemonSet controller starts. It must adopt all of it
+//! without a pod create, delete or spec/metadata write, nor any revision write, because it
+//! recognises OpenKruise's revision by its data (as upstream's history code does) and uses
+//! that revision's hash; a later image change still rolls out in place.
+//!
+//! The fixture's computed values (defaults, the hash `7989c9cddf`, the revision, the pods)
+//! are what `cloneset/tests/fixtures/openkruise/expected-values/daemonset` (OpenKruise
+//! v1.8.3's and Kubernetes v1.30's own code) prints for the template `main` image
+//! `nginx:1.25-alpine`, InPlaceIfPossible at maxUnavailable 100%, nodes `sim-node-0..2`;
+//! pod names and the condition time are the fixture's. OpenKruise v1.8 stores DaemonSets as
+//! `v1alpha1`; kruise-rs reads them as `v1beta1`, so the test stores the object through
+//! this crate's own conversion, as the `/convert` webhook would serve it.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use k8s_openapi::api::apps::v1::ControllerRevision;
+use k8s_openapi::api::core::v1::Pod;
+use kruise_common::admission::conversion::VersionMapping as _;
+use kruise_common::pods::{PodView as _, is_pod_ready};
+use kruise_common::runtime::{Metrics, Readiness, RunOptions};
+use kruise_daemonset::api::v1beta1::DaemonSet;
+use kruise_daemonset::controller::{self, Settings};
+use kruise_daemonset::conversion::DaemonSetConverter;
+use kruise_sim::Sim;
+use kruise_testkit::{WAIT, eventually};
+use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams, PostParams};
+use kube::{Client, ResourceExt as _};
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+const FIXTURE: &str = include_str!("fixtures/openkruise/daemonset.json");
+/// Kubernetes' `ComputeHash` of the fixture's template, as OpenKruise named the revision and
+/// labelled the pods (printed by `expected-values/daemonset`).
+const OPENKRUISE_HASH: &str = "7989c9cddf";
+const OPENKRUISE_REVISION: &str = "agent-7989c9cddf";
+
+/// The controller in-process for `default`, with its metrics to count reconciles.
+struct Running {
+    shutdown: CancellationToken,
+    task: tokio::task::JoinHandle<()>,
+    metrics: Metrics,
+}
+
+impl Running {
+    fn start(client: &Client) -> Self {
+        let shutdown = CancellationToken::new();
+        let metrics = Metrics::new();
+        let opts = RunOptions {
+            name: controller::CONTROLLER_NAME.into(),
+            concurrency: 3,
+            metrics: metrics.clone(),
+            readiness: Readiness::default(),
+            shutdown: shutdown.clone(),
+            leadership: Default::default(),
+        };
+        let settings = Settings {
+            namespace: Some("default".into()),
+            ..Settings::default()
+        };
+        let client = client.clone();
+        let task = tokio::spawn(async move { controller::run(client, settings, opts).await });
+        Self {
+            shutdown,
+            task,
+            metrics,
+        }
+    }
+
+    /// Successful reconciles so far.
+    fn reconciles(&self) -> u64 {
+        self.metrics
+            .encode()
+            .unwrap()
+            .lines()
+            .filter(|l| {
+                l.starts_with("controller_runtime_reconcile_total{")
+                    && l.contains(&format!("controller=\"{}\"", controller::CONTROLLER_NAME))
+                    && l.contains("result=\"success\"")
+            })
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .map(|n| n as u64)
+            .sum()
+    }
+
+    async fn stop(self) {
+        self.shutdown.cancel();
+        tokio::time::timeout(Duration::from_secs(30), self.task)
+            .await
+            .unwrap()
+            .unwrap();
+    }
+}
+
+/// Writes on what the takeover must leave alone, by anyone: pod creates, deletes, updates
+/// and patches (the `status` subresource excluded), and every ControllerRevision write.
+fn forbidden_writes(sim: &Sim) -> BTreeMap<String, u64> {
+    let mut writes = BTreeMap::new();
+    for (key, n) in sim.counters().snapshot() {
+        let write = matches!(
+            key.verb.as_str(),
+            "create" | "update" | "patch" | "delete" | "deletecollection"
+        );
+        let watched = match key.resource.as_str() {
+            "pods" => key.subresource.is_empty(),
+            "controllerrevisions" => true,
+            _ => false,
+        };
+        if write && watched {
+            *writes
+                .entry(format!("{} {}/{}", key.verb, key.resource, key.subresource))
+                .or_default() += n;
+        }
+    }
+    writes
+}
+
+/// `metadata.ownerReferences[*].uid` set to the stored DaemonSet's uid (the fixture's uid
+/// is OpenKruise's; the simulator assigns its own).
+fn owned_by(mut object: Value, uid: &str) -> Value {
+    for owner in object["metadata"]["ownerReferences"]
+        .as_array_mut()
+        .unwrap()
+    {
+        owner["uid"] = json!(uid);
+    }
+    object
+}
+
+fn is_ready(pod: &Pod) -> bool {
+    pod.phase() == "Running" && is_pod_ready(pod)
+}
+
+/// Loads the fixture as kruise-manager leaves it: objects created, statuses written as
+/// OpenKruise and the kubelet wrote them, every pod Running and Ready.
+async fn load_openkruise_cluster(client: &Client) -> Value {
+    let fixture: Value = serde_json::from_str(FIXTURE).unwrap();
+    let crd = kruise_daemonset::api::crd::crd().unwrap();
+    let stored = kruise_testkit::sim::stored_resource(&crd);
+    let daemonsets: Api<DynamicObject> = Api::namespaced_with(client.clone(), "default", &stored);
+    let mut daemonset = fixture["daemonSet"].as_object().unwrap().clone();
+    DaemonSetConverter.spoke_to_hub(&mut daemonset).unwrap();
+    daemonset.insert("apiVersion".into(), json!(stored.api_version));
+    let status = daemonset.remove("status").unwrap();
+    daemonset["metadata"].as_object_mut().unwrap().remove("uid");
+    let created = daemonsets
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(Value::Object(daemonset)).unwrap(),
+        )
+        .await
+        .unwrap();
+    let uid = created.uid().unwrap();
+    daemonsets
+        .patch_status(
+            "agent",
+            &PatchParams::default(),
+            &Patch::Merge(json!({ "status": status })),
+        )
+        .await
+        .unwrap();
+
+    let revisions: Api<ControllerRevision> = Api::namespaced(client.clone(), "default");
+    let revision = serde_json::from_value(owned_by(fixture["revision"].clone(), &uid)).unwrap();
+    revisions
+        .create(&PostParams::default(), &revision)
+        .await
+        .unwrap();
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    for pod in fixture["pods"].as_array().unwrap() {
+        let mut pod = owned_by(pod.clone(), &uid);
+        // The InPlaceUpdateReady condition goes through the status subresource, as
+        // OpenKruise wrote it.
+        let status = pod.as_object_mut().unwrap().remove("status").unwrap();
+        let pod: Pod = serde_json::from_value(pod).unwrap();
+        pods.create(&PostParams::default(), &pod).await.unwrap();
+        pods.patch_status(
+            &pod.name_any(),
+            &PatchParams::default(),
+            &Patch::Strategic(json!({ "status": status })),
+        )
+        .await
+        .unwrap();
+    }
+    eventually("the OpenKruise pods Running and Ready", WAIT, || async {
+        let listed = pods.list(&ListParams::default()).await.ok()?;
+        (listed.items.len() == 3 && listed.items.iter().all(is_ready)).then_some(())
+    })
+    .await;
+    fixture
+}
+
+/// Each pod's name -> (uid, node, summed container restart count).
+async fn identities(client: &Client) -> BTreeMap<String, (String, String, i32)> {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    pods.list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .map(|p| {
+            let restarts = p
+                .status
+                .as_ref()
+                .and_then(|s| s.container_statuses.as_ref())
+                .map(|c| c.iter().map(|c| c.restart_count).sum())
+                .unwrap_or_default();
+            let node = p
+                .spec
+                .as_ref()
+                .and_then(|s| s.node_name.clone())
+                .unwrap_or_default();
+            (p.name_any(), (p.uid().unwrap(), node, restarts))
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn takes_over_an_openkruise_daemonset_without_touching_a_pod() {
+    let (sim, client) =
+        kruise_testkit::sim_with_crds(3, &[kruise_daemonset::api::crd::crd().unwrap()]).await;
+    let fixture = load_openkruise_cluster(&client).await;
+    let before = identities(&client).await;
+    let writes_before = forbidden_writes(&sim);
+    let daemonsets: Api<DaemonSet> = Api::namespaced(client.clone(), "default");
+
+    // Settled: reconciled, then reconciled again after a metadata-only change, so every
+    // requeue of the first look ran.
+    let running = Running::start(&client);
+    eventually("a first reconcile", WAIT, || async {
+        (running.reconciles() >= 1).then_some(())
+    })
+    .await;
+    let first = running.reconciles();
+    daemonsets
+        .patch(
+            "agent",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"annotations": {"migration.test/touched": "1"}}})),
+        )
+        .await
+        .unwrap();
+    eventually("a reconcile after the touch", WAIT, || async {
+        (running.reconciles() > first).then_some(())
+    })
+    .await;
+
+    assert_eq!(
+        forbidden_writes(&sim),
+        writes_before,
+        "the takeover wrote pods or revisions"
+    );
+    assert_eq!(
+        identities(&client).await,
+        before,
+        "pods replaced or restarted"
+    );
+    let revisions: Api<ControllerRevision> = Api::namespaced(client.clone(), "default");
+    let names: Vec<String> = revisions
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .iter()
+        .map(|r| r.name_any())
+        .collect();
+    assert_eq!(
+        names,
+        [OPENKRUISE_REVISION],
+        "OpenKruise's revision is in use"
+    );
+    let status = daemonsets.get("agent").await.unwrap().status.unwrap();
+    assert_eq!(status.update_revision, OPENKRUISE_HASH);
+    assert_eq!(
+        (
+            status.desired_number_scheduled,
+            status.current_number_scheduled,
+            status.updated_number_scheduled,
+            status.number_available,
+        ),
+        (3, 3, 3, 3)
+    );
+
+    // An image change afterwards rolls out in place as usual: same pods on the same nodes,
+    // the container restarted once, labelled with kruise-rs's new revision.
+    let mut container = fixture["daemonSet"]["spec"]["template"]["spec"]["containers"][0].clone();
+    container["image"] = json!("nginx:1.27-alpine");
+    daemonsets
+        .patch(
+            "agent",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"template": {"spec": {"containers": [container]}}}})),
+        )
+        .await
+        .unwrap();
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    eventually("every pod on nginx:1.27-alpine and Ready", WAIT, || async {
+        let listed = pods.list(&ListParams::default()).await.ok()?;
+        listed
+            .items
+            .iter()
+            .all(|p| {
+                is_ready(p)
+                    && p.status
+                        .as_ref()
+                        .and_then(|s| s.container_statuses.as_ref())
+                        .is_some_and(|c| c.iter().all(|c| c.image == "nginx:1.27-alpine"))
+            })
+            .then_some(())
+    })
+    .await;
+    let after = identities(&client).await;
+    let expected: BTreeMap<_, _> = before
+        .into_iter()
+        .map(|(name, (uid, node, restarts))| (name, (uid, node, restarts + 1)))
+        .collect();
+    assert_eq!(after, expected, "every pod updated in place");
+    let status = daemonsets.get("agent").await.unwrap().status.unwrap();
+    let new_hash = status.update_revision;
+    assert_ne!(new_hash, OPENKRUISE_HASH);
+    for pod in pods.list(&ListParams::default()).await.unwrap() {
+        assert_eq!(
+            pod.labels().get("controller-revision-hash"),
+            Some(&new_hash)
+        );
+    }
+    let writes = forbidden_writes(&sim);
+    for what in ["create pods/", "delete pods/"] {
+        assert_eq!(writes.get(what), writes_before.get(what), "{what}");
+    }
+    running.stop().await;
+    sim.shutdown().await;
+}
