@@ -185,15 +185,9 @@ impl Family {
         self.agent.as_ref()
     }
 
-    /// The process entry point of its binary (see [`Binary::main`]); with a node agent,
-    /// `kruise-<family> agent [FLAGS]` runs the agent instead (see [`AgentArgs`]).
+    /// The process entry point of its binary (see [`Binary::main`]; a family with a node
+    /// agent starts through [`main_with_agent`], which runs the agent before this is built).
     pub fn main(self) -> ExitCode {
-        let argv: Vec<String> = std::env::args().collect();
-        if let Some(agent) = &self.agent
-            && argv.get(1).map(String::as_str) == Some("agent")
-        {
-            return agent_main(self.binary_name, agent.clone(), argv);
-        }
         self.binary.main()
     }
 
@@ -245,6 +239,23 @@ pub fn main(family: impl FnOnce() -> anyhow::Result<Family>) -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// A family's `main` when it has a node agent: `kruise-<family> agent [FLAGS]` runs
+/// `agent()` (see [`AgentArgs`]) without building the family, whose CRD schemas, webhooks
+/// and controllers serve nothing on a node: building them kept some 8 MiB of the binary
+/// resident in every agent (the agent's idle RSS is a target, docs/crr.md). Anything else
+/// builds and runs the family as [`main`] does.
+pub fn main_with_agent(
+    binary_name: &'static str,
+    agent: fn() -> Agent,
+    family: impl FnOnce() -> anyhow::Result<Family>,
+) -> ExitCode {
+    let argv: Vec<String> = std::env::args().collect();
+    if argv.get(1).map(String::as_str) == Some("agent") {
+        return agent_main(binary_name, agent(), argv);
+    }
+    main(family)
 }
 
 /// What a pod-chain step is built from.

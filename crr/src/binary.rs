@@ -38,7 +38,12 @@ pub fn family() -> anyhow::Result<Family> {
             name: NAME,
             build: launch_priority::step,
         })
-        .agent(Agent::new(|ctx: AgentContext| agent::run(ctx))))
+        .agent(node_agent()))
+}
+
+/// The node agent, `kruise-crr agent` (started by `main` without building the family).
+pub fn node_agent() -> Agent {
+    Agent::new(|ctx: AgentContext| agent::run(ctx))
 }
 
 /// `kruise-crr`, ready for [`Binary::main`] or [`Binary::run_argv`].

@@ -6,5 +6,6 @@
 static ALLOCATOR: kruise_common::runtime::Allocator = kruise_common::runtime::Allocator;
 
 fn main() -> std::process::ExitCode {
-    kruise_common::family::main(kruise_crr::binary::family)
+    use kruise_crr::binary::{BINARY, family, node_agent};
+    kruise_common::family::main_with_agent(BINARY, node_agent, family)
 }
