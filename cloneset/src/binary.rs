@@ -44,6 +44,7 @@ pub fn binary() -> anyhow::Result<Binary<AdmissionFlags>> {
                 let settings = controller::Settings {
                     namespace: ctx.flags.namespace.clone(),
                     gates: controller::plan_gates(&ctx.gates),
+                    pre_download: ctx.gates.enabled("PreDownloadImageForInPlaceUpdate"),
                     ..controller::Settings::default()
                 };
                 controller::run(

@@ -121,6 +121,8 @@ pub struct Settings {
     pub gates: PlanGates,
     /// How long a scale expectation may stay unsatisfied before it is reported and dropped.
     pub expectation_timeout: jiff::SignedDuration,
+    /// `PreDownloadImageForInPlaceUpdate`: ImagePullJobs before in-place rollouts.
+    pub pre_download: bool,
 }
 
 impl Default for Settings {
@@ -129,6 +131,7 @@ impl Default for Settings {
             namespace: None,
             gates: PlanGates::default(),
             expectation_timeout: kruise_common::expectations::DEFAULT_EXPECTATION_TIMEOUT,
+            pre_download: false,
         }
     }
 }
@@ -151,6 +154,7 @@ struct Shared {
     expectations_expired: Counter,
     /// Per CloneSet (`namespace/name`): its pod writes the API server refused as invalid.
     refused_writes: RefusedPodWrites,
+    pre_download: crate::predownload::PreDownload,
 }
 
 impl Shared {
@@ -180,6 +184,7 @@ impl Shared {
             recorder,
             expectations_expired,
             refused_writes: RefusedPodWrites::default(),
+            pre_download: crate::predownload::PreDownload::new(settings.pre_download),
         }
     }
 }
@@ -319,6 +324,13 @@ async fn reconcile(original: Arc<CloneSet>, shared: Arc<Shared>) -> Result<Reque
             return Ok(Requeue::requeue(Duration::from_millis(100)));
         }
     };
+
+    // Pre-download: the new images' ImagePullJobs go out before pods update.
+    let (current, update) = (&revisions.current, &revisions.update);
+    let client = &shared.client;
+    (shared.pre_download)
+        .step(client, &cs, current, update, shared.gates, &recorder)
+        .await;
 
     // Plan.
     let replicas = usize::try_from(cs.spec.replicas.unwrap_or(1).max(0)).unwrap_or(0);

@@ -10,7 +10,9 @@
 //! * [`binary`]: the family's registration and the `kruise-cloneset` binary's composition,
 //!   also run in-process by `kruise-playground up`;
 //! * [`plan`]: the pure planner — (CloneSet, pods, PVCs, revisions, now, gates, expectations)
-//!   -> actions + status — and revision selection ([`plan::plan_revisions`]).
+//!   -> actions + status — and revision selection ([`plan::plan_revisions`]);
+//! * [`predownload`]: ImagePullJobs for the new images of an in-place rollout
+//!   (`PreDownloadImageForInPlaceUpdate`), when the ImagePullJob kind is served.
 //!
 //! Deliberate differences from OpenKruise are documented where they are made: validation of
 //! `v1beta1` requests is as strict as of `v1alpha1` ([`api::validation`]); the ready-pod
@@ -23,3 +25,4 @@ pub mod binary;
 pub mod controller;
 pub mod conversion;
 pub mod plan;
+pub mod predownload;
