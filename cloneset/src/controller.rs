@@ -125,6 +125,8 @@ pub struct Settings {
     /// `PodUnavailableBudgetUpdateGate`: pod updates are checked against their budgets
     /// first ([`crate::pub_check`]).
     pub pub_check: bool,
+    /// `PreDownloadImageForInPlaceUpdate`: ImagePullJobs before in-place rollouts.
+    pub pre_download: bool,
 }
 
 impl Default for Settings {
@@ -134,6 +136,7 @@ impl Default for Settings {
             gates: PlanGates::default(),
             expectation_timeout: kruise_common::expectations::DEFAULT_EXPECTATION_TIMEOUT,
             pub_check: false,
+            pre_download: false,
         }
     }
 }
@@ -158,6 +161,7 @@ struct Shared {
     refused_writes: RefusedPodWrites,
     /// PodUnavailableBudgets checked before pod updates.
     pub_check: PubCheck,
+    pre_download: crate::predownload::PreDownload,
 }
 
 impl Shared {
@@ -189,6 +193,7 @@ impl Shared {
             expectations_expired,
             refused_writes: RefusedPodWrites::default(),
             pub_check,
+            pre_download: crate::predownload::PreDownload::new(settings.pre_download),
         }
     }
 }
@@ -328,6 +333,13 @@ async fn reconcile(original: Arc<CloneSet>, shared: Arc<Shared>) -> Result<Reque
             return Ok(Requeue::requeue(Duration::from_millis(100)));
         }
     };
+
+    // Pre-download: the new images' ImagePullJobs go out before pods update.
+    let (current, update) = (&revisions.current, &revisions.update);
+    let client = &shared.client;
+    (shared.pre_download)
+        .step(client, &cs, current, update, shared.gates, &recorder)
+        .await;
 
     // Plan.
     let replicas = usize::try_from(cs.spec.replicas.unwrap_or(1).max(0)).unwrap_or(0);

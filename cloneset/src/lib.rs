@@ -12,7 +12,9 @@
 //! * [`pub_check`]: PodUnavailableBudgets checked before the CloneSet's own pod updates
 //!   (`PodUnavailableBudgetUpdateGate`);
 //! * [`plan`]: the pure planner — (CloneSet, pods, PVCs, revisions, now, gates, expectations)
-//!   -> actions + status — and revision selection ([`plan::plan_revisions`]).
+//!   -> actions + status — and revision selection ([`plan::plan_revisions`]);
+//! * [`predownload`]: ImagePullJobs for the new images of an in-place rollout
+//!   (`PreDownloadImageForInPlaceUpdate`), when the ImagePullJob kind is served.
 //!
 //! Deliberate differences from OpenKruise are documented where they are made: validation of
 //! `v1beta1` requests is as strict as of `v1alpha1` ([`api::validation`]); the ready-pod
@@ -25,4 +27,5 @@ pub mod binary;
 pub mod controller;
 pub mod conversion;
 pub mod plan;
+pub mod predownload;
 pub mod pub_check;

@@ -12,7 +12,9 @@
 //!   controller) matched to the image's registry ([`crate::plan::credentials`]) go as CRI
 //!   auth.
 //! * Status writes are throttled: at most one per `poll`, carrying every answer since the
-//!   last, with the NodeImage's `resourceVersion` as precondition.
+//!   last, with the NodeImage's `resourceVersion` as precondition; a pull that finishes
+//!   wakes the loop at once, so a final answer does not wait for the next poll (the
+//!   controller hands the tag to the next node sooner).
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -26,7 +28,7 @@ use kruise_cri::ImageServiceClient;
 use kruise_cri::v1::{AuthConfig, ImageSpec as CriImageSpec, ImageStatusRequest, PullImageRequest};
 use kube::Client;
 use kube::api::{Api, Patch, PatchParams};
-use tokio::sync::Semaphore;
+use tokio::sync::{Notify, Semaphore};
 use tokio_util::sync::CancellationToken;
 use tonic::transport::Channel;
 
@@ -79,12 +81,15 @@ pub async fn run(ctx: AgentContext, settings: AgentSettings) -> anyhow::Result<(
     let api: Api<NodeImage> = Api::all(ctx.client.clone());
     let permits = Arc::new(Semaphore::new(settings.max_workers.max(1)));
     let answers: Answers = Arc::default();
+    // Signalled by a worker with a final answer.
+    let answered = Arc::new(Notify::new());
     let mut workers: BTreeMap<(String, String), Worker> = BTreeMap::new();
     let mut written: BTreeMap<(String, String), ImageTagStatus> = BTreeMap::new();
     loop {
         tokio::select! {
             _ = ctx.shutdown.cancelled() => break,
             _ = tokio::time::sleep(settings.poll) => {}
+            _ = answered.notified() => {}
         }
         let node_image = match api.get_opt(&ctx.node).await {
             Ok(Some(n)) => n,
@@ -95,12 +100,12 @@ pub async fn run(ctx: AgentContext, settings: AgentSettings) -> anyhow::Result<(
             }
         };
         let wanted = tasks(&node_image);
-        // Cancel workers of versions no longer asked for; forget finished ones.
+        // Cancel workers of versions no longer asked for. A finished worker stays until its
+        // answer is in the NodeImage, so the version is not pulled again meanwhile.
         workers.retain(|key, worker| {
             let keep = wanted
                 .iter()
-                .any(|t| (&t.image, &t.tag) == (&key.0, &key.1) && t.version == worker.version)
-                && !worker.cancel.is_cancelled();
+                .any(|t| (&t.image, &t.tag) == (&key.0, &key.1) && t.version == worker.version);
             if !keep {
                 worker.cancel.cancel();
             }
@@ -125,6 +130,7 @@ pub async fn run(ctx: AgentContext, settings: AgentSettings) -> anyhow::Result<(
                 ctx.client.clone(),
                 permits.clone(),
                 answers.clone(),
+                answered.clone(),
                 cancel,
             ));
         }
@@ -180,6 +186,7 @@ async fn pull(
     client: Client,
     permits: Arc<Semaphore>,
     answers: Answers,
+    answered: Arc<Notify>,
     cancel: CancellationToken,
 ) {
     let base = ImageTagStatus {
@@ -228,6 +235,7 @@ async fn pull(
         },
     };
     report(&answers, &task.image, answer);
+    answered.notify_one();
     cancel.cancel();
 }
 

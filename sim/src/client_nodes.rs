@@ -21,6 +21,7 @@ use kube::runtime::watcher;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
+use crate::cluster::images::ImagePulls;
 use crate::cluster::kubelet_api::{KubeletApi, PodChange, PodKey, WriteError};
 use crate::cluster::{EventSource, KubeletTimings, cri, event_object, kubelet, nodes};
 use crate::{ApiResult, client_volumes, meta};
@@ -595,6 +596,7 @@ pub async fn start(flags: &NodesFlags) -> anyhow::Result<Nodes> {
             &names,
             &cri_tx,
             flags.pull_delay,
+            &ImagePulls::default(),
             &stop_rx,
         )?);
     }
@@ -613,6 +615,7 @@ pub async fn start(flags: &NodesFlags) -> anyhow::Result<Nodes> {
         change_rx,
         names.clone(),
         flags.timings(),
+        ImagePulls::default(),
         cri_rx,
     )));
     Ok(Nodes { names, tasks, stop })

@@ -54,6 +54,7 @@ use futures::future::BoxFuture;
 use serde_json::Value;
 
 pub use cluster::KubeletTimings;
+pub use cluster::images::{ImagePull, ImagePulls};
 pub use error::{ApiError, ApiResult, StatusCause};
 pub use faults::{FaultRule, Faults};
 pub use metrics::{Counters, RequestKey};
@@ -82,6 +83,9 @@ pub struct SimConfig {
     pub nodes: usize,
     /// How long the simulated kubelet takes to pull, start and ready containers.
     pub kubelet: KubeletTimings,
+    /// Per-image pull latencies and failures (the kubelet's and the fake CRI's), over
+    /// `kubelet.pull_delay`.
+    pub image_pulls: ImagePulls,
     /// Serve a fake CRI runtime for each simulated node on `<dir>/<node>.sock`
     /// (RuntimeService and ImageService subsets, answered from the kubelet's state).
     pub cri_dir: Option<PathBuf>,
@@ -104,6 +108,7 @@ impl Default for SimConfig {
             admission_webhooks: true,
             nodes: 0,
             kubelet: KubeletTimings::default(),
+            image_pulls: ImagePulls::default(),
             cri_dir: None,
             event_ttl: Duration::from_secs(3600),
             authorize: false,
@@ -224,6 +229,7 @@ impl Sim {
                 shared.clone(),
                 config.nodes,
                 config.kubelet,
+                config.image_pulls.clone(),
                 cri_rx,
             )));
             if let Some(dir) = &config.cri_dir {
@@ -233,6 +239,7 @@ impl Sim {
                     &names,
                     &cri_tx,
                     config.kubelet.pull_delay,
+                    &config.image_pulls,
                     &shared.shutdown_signal(),
                 )?);
             }

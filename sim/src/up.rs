@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 
-use crate::{KubeletTimings, Sim, SimConfig};
+use crate::{ImagePull, ImagePulls, KubeletTimings, Sim, SimConfig};
 
 /// The simulated cluster's flags.
 #[derive(clap::Args, Debug, Clone)]
@@ -32,6 +32,10 @@ pub struct UpFlags {
     /// Kubelet image pull delay (e.g. 50ms, 1s).
     #[arg(long, default_value = "50ms", value_parser = duration)]
     pub pull_delay: Duration,
+    /// One image's pull latency or failure, repeatable: `IMAGE=DURATION` (`nginx:1.25=2s`)
+    /// or `IMAGE=fail:MESSAGE`; for the kubelet and the fake CRI.
+    #[arg(long = "image-pull", value_name = "IMAGE=DURATION|IMAGE=fail:MESSAGE", value_parser = ImagePull::parse_flag)]
+    pub image_pulls: Vec<(String, ImagePull)>,
     /// Kubelet delay from pulled to running.
     #[arg(long, default_value = "50ms", value_parser = duration)]
     pub start_delay: Duration,
@@ -69,6 +73,12 @@ pub struct Up {
 impl UpFlags {
     /// The simulator these flags describe.
     pub fn config(&self) -> SimConfig {
+        let image_pulls = self
+            .image_pulls
+            .iter()
+            .fold(ImagePulls::default(), |pulls, (image, pull)| {
+                pulls.with(image, pull.clone())
+            });
         SimConfig {
             bind: SocketAddr::new(self.address, self.port),
             watch_history: self.watch_history,
@@ -78,6 +88,7 @@ impl UpFlags {
                 start_delay: self.start_delay,
                 ready_delay: self.ready_delay,
             },
+            image_pulls,
             cri_dir: self.cri_dir.clone(),
             event_ttl: self.event_ttl,
             authorize: self.authorize,

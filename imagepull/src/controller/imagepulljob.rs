@@ -8,10 +8,10 @@
 //!   shows each write, the job waits (an expectation per job: two jobs on one node never
 //!   wait on each other, K#1528).
 //! * **Watches**: ImagePullJobs and NodeImages (a NodeImage event wakes the unfinished
-//!   jobs). Pods (for `podSelector`) and secrets are read when a job needs them, not cached.
+//!   jobs it concerns, [`crate::plan::wakeups`]). Pods (for `podSelector`) and secrets are read when a job needs them, not cached.
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::{Pod, Secret};
@@ -27,11 +27,13 @@ use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Client, Resource as _, ResourceExt as _};
 
 use super::{Error, REASON_INVALID_SPEC, Settings, cache_ready};
+use crate::api::image::ImageRef;
 use crate::api::v1beta1::{ImagePullJob, NodeImage};
 use crate::api::validation::validate_imagepulljob;
 use crate::api::{IMAGEPULLJOB_KIND, PROTECTION_FINALIZER, defaults};
 use crate::plan::imagepulljob::{Finished, PlanInput, finished, plan, target_nodes};
 use crate::plan::secrets::{self, SecretAction, SecretSyncInput};
+use crate::plan::wakeups::{Fingerprint, changes, fingerprint};
 
 /// The event reporter, as OpenKruise names it.
 pub const EVENT_REPORTER: &str = "imagepulljob-controller";
@@ -71,9 +73,26 @@ pub async fn run(client: Client, settings: Settings, opts: RunOptions) {
         settings,
     });
     let all_jobs = jobs.clone();
+    let cached_node_images = shared.node_images.clone();
+    let prints: Mutex<HashMap<String, Fingerprint>> = Mutex::default();
     let controller = Controller::for_stream(job_stream, jobs)
         .reconcile_all_on(futures::stream::once(async {}))
-        .watches_stream(node_image_stream, move |_: NodeImage| {
+        .watches_stream(node_image_stream, move |node_image: NodeImage| {
+            let name = node_image.name_any();
+            // The store already reflects the event: a NodeImage missing from it is gone.
+            let present = cached_node_images.get(&ObjectRef::new(&name)).is_some();
+            let changed = {
+                let mut prints = prints.lock().unwrap_or_else(PoisonError::into_inner);
+                if present {
+                    let new = fingerprint(&node_image);
+                    prints
+                        .insert(name, new.clone())
+                        .and_then(|old| changes(&old, &new))
+                } else {
+                    prints.remove(&name);
+                    None
+                }
+            };
             all_jobs
                 .state()
                 .iter()
@@ -81,6 +100,10 @@ pub async fn run(client: Client, settings: Settings, opts: RunOptions) {
                     j.status
                         .as_ref()
                         .is_none_or(|s| s.completion_time.is_none())
+                })
+                .filter(|j| match (&changed, ImageRef::parse(&j.spec.image)) {
+                    (Some(c), Ok(image)) => c.concern(&image.familiar_name(), &image.api_tag()),
+                    _ => true,
                 })
                 .map(|j| ObjectRef::from(j.as_ref()))
                 .collect::<Vec<_>>()

@@ -8,7 +8,8 @@
 //! * [`secrets`]: the pull secrets copied once per source into the agent's namespace,
 //!   shared across jobs by a reference annotation;
 //! * [`nodeimage`]: one NodeImage per Ready node, labels mirrored, tags pruned, tags the agent
-//!   never answered failed, status counters.
+//!   never answered failed, status counters;
+//! * [`wakeups`]: which ImagePullJobs a NodeImage change concerns.
 
 pub mod credentials;
 pub mod imagelistpulljob;
@@ -16,6 +17,7 @@ pub mod imagepulljob;
 pub mod nodeimage;
 pub mod puller;
 pub mod secrets;
+pub mod wakeups;
 
 use std::time::Duration;
 

@@ -12,7 +12,7 @@ use kruise_cri::v1;
 use tokio::sync::{mpsc, oneshot};
 use tonic::{Request, Response, Status};
 
-use super::images::NodeImage;
+use super::images::{ImagePulls, NodeImage};
 
 /// What the kubelet knows about one container, in CRI terms.
 #[derive(Debug, Clone)]
@@ -76,6 +76,7 @@ pub(crate) fn serve_sockets(
     nodes: &[String],
     tx: &mpsc::Sender<CriRequest>,
     pull_delay: Duration,
+    pulls: &ImagePulls,
     stop: &tokio::sync::watch::Receiver<bool>,
 ) -> anyhow::Result<Vec<tokio::task::JoinHandle<()>>> {
     use anyhow::Context as _;
@@ -86,6 +87,7 @@ pub(crate) fn serve_sockets(
             node: node.clone(),
             tx: tx.clone(),
             pull_delay,
+            pulls: pulls.clone(),
         };
         let mut stop = stop.clone();
         let shutdown = async move {
@@ -109,6 +111,8 @@ pub(crate) struct NodeRuntime {
     pub node: String,
     pub tx: mpsc::Sender<CriRequest>,
     pub pull_delay: Duration,
+    /// Per-image latencies and failures, over `pull_delay`.
+    pub pulls: ImagePulls,
 }
 
 impl NodeRuntime {
@@ -381,7 +385,15 @@ impl kruise_cri::ImageService for NodeRuntime {
                 "image reference must not be empty",
             ));
         }
-        tokio::time::sleep(self.pull_delay).await;
+        let how = self.pulls.of(&image);
+        tokio::time::sleep(how.delay.unwrap_or(self.pull_delay)).await;
+        if let Some(message) = how.failure {
+            // containerd's wording; nothing is added to the node.
+            return Err(Status::unknown(format!(
+                "failed to pull and unpack image \"{}\": {message}",
+                NodeImage::of(&image).repo_tag
+            )));
+        }
         let node = self.node.clone();
         let pulled = self
             .ask(|reply| CriRequest::AddImage { node, image, reply })

@@ -4,6 +4,7 @@
 //! which is what makes pre-downloading images worth it, as on a real node.
 
 use std::collections::{BTreeMap, HashMap};
+use std::time::Duration;
 
 use serde_json::Value;
 
@@ -150,6 +151,95 @@ impl ImageStore {
     }
 }
 
+/// How pulling one image behaves on every simulated node, for the kubelet and the fake
+/// CRI alike.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ImagePull {
+    /// The pull's latency; unset: the kubelet's `pull_delay`.
+    pub delay: Option<Duration>,
+    /// The pull fails, after its latency, with this message (CRI `PullImage` only).
+    pub failure: Option<String>,
+}
+
+/// Per-image pull behaviour (`SimConfig::image_pulls`, `up --image-pull`), keyed by the
+/// image reference as configured and matched as containerd matches names (`nginx:1.25`
+/// is `docker.io/library/nginx:1.25`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ImagePulls {
+    images: Vec<(NodeImage, ImagePull)>,
+}
+
+impl ImagePulls {
+    /// Pulling `image` takes `delay`.
+    pub fn delay(mut self, image: &str, delay: Duration) -> Self {
+        self.entry(image).delay = Some(delay);
+        self
+    }
+
+    /// Pulling `image` fails with `message` (after its delay).
+    pub fn fail(mut self, image: &str, message: &str) -> Self {
+        self.entry(image).failure = Some(message.to_string());
+        self
+    }
+
+    fn entry(&mut self, image: &str) -> &mut ImagePull {
+        let key = NodeImage::of(image);
+        let i = match self.images.iter().position(|(k, _)| *k == key) {
+            Some(i) => i,
+            None => {
+                self.images.push((key, ImagePull::default()));
+                self.images.len() - 1
+            }
+        };
+        &mut self.images[i].1
+    }
+
+    /// How pulling `image` behaves (the default behaviour when it is not configured).
+    pub fn of(&self, image: &str) -> ImagePull {
+        self.images
+            .iter()
+            .find(|(k, _)| k.matches(image))
+            .map(|(_, p)| p.clone())
+            .unwrap_or_default()
+    }
+
+    /// Sets what `pull` sets for `image`.
+    pub fn with(mut self, image: &str, pull: ImagePull) -> Self {
+        let entry = self.entry(image);
+        if pull.delay.is_some() {
+            entry.delay = pull.delay;
+        }
+        if pull.failure.is_some() {
+            entry.failure = pull.failure;
+        }
+        self
+    }
+}
+
+impl ImagePull {
+    /// Parses an `up --image-pull` value: `IMAGE=DURATION` (`nginx:1.25=2s`) or
+    /// `IMAGE=fail:MESSAGE`. An image reference holds no `=`; a message may.
+    pub fn parse_flag(value: &str) -> Result<(String, ImagePull), String> {
+        let (image, how) = value
+            .split_once('=')
+            .filter(|(image, _)| !image.trim().is_empty())
+            .ok_or_else(|| format!("{value:?} is not IMAGE=DURATION or IMAGE=fail:MESSAGE"))?;
+        let pull = match how.strip_prefix("fail:") {
+            Some(message) => ImagePull {
+                failure: Some(message.to_string()),
+                ..Default::default()
+            },
+            None => ImagePull {
+                delay: Some(super::parse_duration(how).ok_or_else(|| {
+                    format!("invalid duration {how:?} in {value:?} (e.g. 50ms, 2s)")
+                })?),
+                ..Default::default()
+            },
+        };
+        Ok((image.to_string(), pull))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -193,5 +283,48 @@ mod tests {
         assert!(s.remove("n", "nginx:1.25"));
         assert!(!s.remove("n", "nginx:1.25"));
         assert_eq!(s.list("n").len(), 1);
+    }
+
+    #[test]
+    fn per_image_pulls_match_names_as_containerd_does() {
+        let pulls = ImagePulls::default()
+            .delay("nginx:1.25", Duration::from_secs(2))
+            .fail("registry:5000/app:v1", "not found")
+            .delay("registry:5000/app:v1", Duration::from_millis(10));
+        assert_eq!(
+            pulls.of("docker.io/library/nginx:1.25").delay,
+            Some(Duration::from_secs(2))
+        );
+        assert_eq!(pulls.of("nginx:1.26"), ImagePull::default());
+        let app = pulls.of("registry:5000/app:v1");
+        assert_eq!(app.delay, Some(Duration::from_millis(10)));
+        assert_eq!(app.failure.as_deref(), Some("not found"));
+    }
+
+    #[test]
+    fn image_pull_flags() {
+        let pulls = [
+            "nginx:1.25=1.5s",
+            "bad:1=fail:manifest unknown: x=y",
+            "bad:1=3s",
+        ]
+        .iter()
+        .map(|f| ImagePull::parse_flag(f).unwrap())
+        .fold(ImagePulls::default(), |p, (image, pull)| {
+            p.with(&image, pull)
+        });
+        assert_eq!(
+            pulls.of("nginx:1.25").delay,
+            Some(Duration::from_millis(1500))
+        );
+        assert_eq!(
+            pulls.of("bad:1").failure.as_deref(),
+            Some("manifest unknown: x=y"),
+            "an image reference holds no '=', a message may"
+        );
+        assert_eq!(pulls.of("bad:1").delay, Some(Duration::from_secs(3)));
+        assert!(ImagePull::parse_flag("nginx").is_err());
+        assert!(ImagePull::parse_flag("=2s").is_err());
+        assert!(ImagePull::parse_flag("nginx:1=soon").is_err());
     }
 }

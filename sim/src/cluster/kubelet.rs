@@ -18,7 +18,7 @@ use serde_json::{Map, Value, json};
 use tokio::time::Instant;
 
 use super::cri::{CriContainer, CriRequest};
-use super::images::{ImageStore, image_id};
+use super::images::{ImagePulls, ImageStore, image_id};
 use super::kubelet_api::{
     KubeletApi, PodChange, PodChanges, PodKey, StoreApi, StoreChanges, Waiting,
 };
@@ -275,6 +275,8 @@ fn str_of<'a>(v: &'a Value, k: &str) -> &'a str {
 struct Kubelet<A> {
     api: A,
     timings: KubeletTimings,
+    /// Per-image pull latencies over `timings.pull_delay`.
+    pulls: ImagePulls,
     /// Simulated node name -> index.
     nodes: HashMap<String, usize>,
     pods: HashMap<Key, PodRt>,
@@ -314,10 +316,14 @@ impl<A: KubeletApi> Kubelet<A> {
 
     /// The pull a container start costs on `node`; the image is on the node after.
     fn pull_delay(&mut self, node: &str, container: &Value) -> Duration {
+        let image = str_of(container, "image");
         let pull = self.images.needs_pull(node, container);
-        self.images.add(node, str_of(container, "image"));
+        self.images.add(node, image);
         if pull {
-            self.timings.pull_delay
+            self.pulls
+                .of(image)
+                .delay
+                .unwrap_or(self.timings.pull_delay)
         } else {
             Duration::ZERO
         }
@@ -1000,13 +1006,14 @@ pub(crate) async fn run(
     sh: Arc<SimShared>,
     node_count: usize,
     timings: KubeletTimings,
+    pulls: ImagePulls,
     cri: mpsc::Receiver<CriRequest>,
 ) {
     let changes = StoreChanges {
         rx: sh.store.subscribe(),
     };
     let names = (0..node_count).map(nodes::node_name).collect();
-    run_with(StoreApi { sh }, changes, names, timings, cri).await;
+    run_with(StoreApi { sh }, changes, names, timings, pulls, cri).await;
 }
 
 /// Runs the kubelet of `node_names` (node `i` gets `nodes::node_ip(i)` and the pod range
@@ -1016,11 +1023,13 @@ pub(crate) async fn run_with<A: KubeletApi>(
     mut changes: impl PodChanges,
     node_names: Vec<String>,
     timings: KubeletTimings,
+    pulls: ImagePulls,
     mut cri: mpsc::Receiver<CriRequest>,
 ) {
     let mut k = Kubelet {
         api,
         timings,
+        pulls,
         nodes: node_names
             .into_iter()
             .enumerate()

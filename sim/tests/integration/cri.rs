@@ -232,3 +232,85 @@ async fn stop_container_is_restarted_by_the_kubelet() {
     sim.shutdown().await;
     let _ = std::fs::remove_dir_all(dir);
 }
+
+/// Seconds from now until pod `name` has every container running.
+async fn seconds_until_running(pods: &Api<Pod>, name: &str, node: &str, image: &str) -> f64 {
+    let pod: Pod = serde_json::from_value(json!({
+        "metadata": {"name": name},
+        "spec": {"nodeName": node, "containers": [{"name": "app", "image": image}]},
+    }))
+    .unwrap();
+    let started = std::time::Instant::now();
+    pods.create(&PostParams::default(), &pod).await.unwrap();
+    eventually(20, "the pod running", || async {
+        let p = pods.get(name).await.ok()?;
+        let running = p
+            .status?
+            .container_statuses?
+            .iter()
+            .all(|c| c.state.as_ref().is_some_and(|s| s.running.is_some()));
+        running.then_some(())
+    })
+    .await;
+    started.elapsed().as_secs_f64()
+}
+
+#[tokio::test]
+async fn per_image_pull_latency_and_failures() {
+    let dir = std::env::temp_dir().join(format!("kruise-sim-pulls-{}", std::process::id()));
+    let slow = std::time::Duration::from_secs(3);
+    let sim = sim_with(kruise_sim::SimConfig {
+        nodes: 2,
+        cri_dir: Some(dir.clone()),
+        image_pulls: kruise_sim::ImagePulls::default()
+            .delay("registry.local/app:v2", slow)
+            .fail("registry.local/app:missing", "not found"),
+        ..Default::default()
+    })
+    .await;
+    let channel = kruise_cri::connect(sim.cri_socket("sim-node-0").unwrap()).unwrap();
+    let mut images = ImageServiceClient::new(channel);
+
+    // An agent's pull of the slow image takes its latency.
+    let started = std::time::Instant::now();
+    images
+        .pull_image(v1::PullImageRequest {
+            image: image("registry.local/app:v2"),
+            auth: None,
+        })
+        .await
+        .unwrap();
+    assert!(started.elapsed() >= slow, "took {:?}", started.elapsed());
+
+    // A failing image fails with containerd's wording and is not on the node after.
+    let failed = images
+        .pull_image(v1::PullImageRequest {
+            image: image("registry.local/app:missing"),
+            auth: None,
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(failed.code(), tonic::Code::Unknown);
+    assert_eq!(
+        failed.message(),
+        "failed to pull and unpack image \"registry.local/app:missing\": not found"
+    );
+    let missing = images
+        .image_status(v1::ImageStatusRequest {
+            image: image("registry.local/app:missing"),
+            verbose: false,
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(missing.image.is_none());
+
+    // A pod of the pre-pulled image starts without the pull; on the other node it pays it.
+    let pods: Api<Pod> = Api::namespaced(sim.client().unwrap(), "default");
+    let warm = seconds_until_running(&pods, "warm", "sim-node-0", "registry.local/app:v2").await;
+    let cold = seconds_until_running(&pods, "cold", "sim-node-1", "registry.local/app:v2").await;
+    assert!(cold >= slow.as_secs_f64(), "cold start {cold:.2}s");
+    assert!(warm < 2.0, "warm start {warm:.2}s, the 3s pull skipped");
+    sim.shutdown().await;
+    let _ = std::fs::remove_dir_all(dir);
+}
