@@ -68,9 +68,12 @@ pub fn family() -> anyhow::Result<Family> {
             IMAGEPULLJOB_CONTROLLER,
             IMAGELISTPULLJOB_CONTROLLER,
         ])
-        .agent(Agent::new(|ctx: AgentContext| {
-            crate::agent::run(ctx, crate::agent::AgentSettings::default())
-        })))
+        .agent(node_agent()))
+}
+
+/// The node agent, `kruise-imagepull agent` (started by `main` without building the family).
+pub fn node_agent() -> Agent {
+    Agent::new(|ctx: AgentContext| crate::agent::run(ctx, crate::agent::AgentSettings::default()))
 }
 
 /// `kruise-imagepull`, ready for [`Binary::main`] or [`Binary::run_argv`].

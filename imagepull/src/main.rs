@@ -1,9 +1,11 @@
 //! `kruise-imagepull [run|crd|manifests]`: the ImagePullJob, ImageListPullJob and NodeImage
-//! webhooks — defaulting, validation, `/convert` — on every replica.
+//! webhooks — defaulting, validation, `/convert` — on every replica and its controllers on
+//! the leader; `kruise-imagepull agent`: the node agent pulling through CRI (a DaemonSet).
 
 #[global_allocator]
 static ALLOCATOR: kruise_common::runtime::Allocator = kruise_common::runtime::Allocator;
 
 fn main() -> std::process::ExitCode {
-    kruise_common::family::main(kruise_imagepull::binary::family)
+    use kruise_imagepull::binary::{BINARY, family, node_agent};
+    kruise_common::family::main_with_agent(BINARY, node_agent, family)
 }
