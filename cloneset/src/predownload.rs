@@ -3,7 +3,7 @@
 //! rollout changes images, one ImagePullJob per changed container pulls the new image on
 //! the nodes of the pods not yet updated, so their in-place update does not wait on the pull.
 //!
-//! The decision is [`plan`], pure; [`PreDownload::step`] is the shell. Families never
+//! The decision is [`plan`], pure; `PreDownload::step` is the shell. Families never
 //! depend on each other: the job is written as JSON of `apps.kruise.io/v1beta1`
 //! ImagePullJob, and only once discovery shows that kind served (a cluster without the
 //! imagepull family is unaffected). Failures are logged and never fail the reconcile, as
