@@ -22,14 +22,14 @@ use std::time::Duration;
 use k8s_openapi::api::apps::v1::ControllerRevision;
 use k8s_openapi::api::core::v1::Pod;
 use kruise_common::admission::conversion::VersionMapping as _;
-use kruise_common::pods::{PodView as _, is_pod_ready};
 use kruise_common::runtime::{Metrics, Readiness, RunOptions};
 use kruise_daemonset::api::v1beta1::DaemonSet;
 use kruise_daemonset::controller::{self, Settings};
 use kruise_daemonset::conversion::DaemonSetConverter;
 use kruise_sim::Sim;
+use kruise_testkit::migration::{self, FixtureLayout};
 use kruise_testkit::{WAIT, eventually};
-use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, ListParams, Patch, PatchParams};
 use kube::{Client, ResourceExt as _};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
@@ -97,127 +97,27 @@ impl Running {
     }
 }
 
-/// Writes on what the takeover must leave alone, by anyone: pod creates, deletes, updates
-/// and patches (the `status` subresource excluded), and every ControllerRevision write.
-fn forbidden_writes(sim: &Sim) -> BTreeMap<String, u64> {
-    let mut writes = BTreeMap::new();
-    for (key, n) in sim.counters().snapshot() {
-        let write = matches!(
-            key.verb.as_str(),
-            "create" | "update" | "patch" | "delete" | "deletecollection"
-        );
-        let watched = match key.resource.as_str() {
-            "pods" => key.subresource.is_empty(),
-            "controllerrevisions" => true,
-            _ => false,
-        };
-        if write && watched {
-            *writes
-                .entry(format!("{} {}/{}", key.verb, key.resource, key.subresource))
-                .or_default() += n;
-        }
-    }
-    writes
-}
-
-/// `metadata.ownerReferences[*].uid` set to the stored DaemonSet's uid (the fixture's uid
-/// is OpenKruise's; the simulator assigns its own).
-fn owned_by(mut object: Value, uid: &str) -> Value {
-    for owner in object["metadata"]["ownerReferences"]
-        .as_array_mut()
-        .unwrap()
-    {
-        owner["uid"] = json!(uid);
-    }
-    object
-}
-
-fn is_ready(pod: &Pod) -> bool {
-    pod.phase() == "Running" && is_pod_ready(pod)
-}
-
-/// Loads the fixture as kruise-manager leaves it: objects created, statuses written as
-/// OpenKruise and the kubelet wrote them, every pod Running and Ready.
+/// Loads the fixture through `kruise_testkit::migration`: the DaemonSet converted to the
+/// stored version first, as this crate's `/convert` would serve it.
 async fn load_openkruise_cluster(client: &Client) -> Value {
-    let fixture: Value = serde_json::from_str(FIXTURE).unwrap();
+    let mut fixture: Value = serde_json::from_str(FIXTURE).unwrap();
     let crd = kruise_daemonset::api::crd::crd().unwrap();
     let stored = kruise_testkit::sim::stored_resource(&crd);
-    let daemonsets: Api<DynamicObject> = Api::namespaced_with(client.clone(), "default", &stored);
-    let mut daemonset = fixture["daemonSet"].as_object().unwrap().clone();
-    DaemonSetConverter.spoke_to_hub(&mut daemonset).unwrap();
+    let daemonset = fixture["daemonSet"].as_object_mut().unwrap();
+    DaemonSetConverter.spoke_to_hub(daemonset).unwrap();
     daemonset.insert("apiVersion".into(), json!(stored.api_version));
-    let status = daemonset.remove("status").unwrap();
-    daemonset["metadata"].as_object_mut().unwrap().remove("uid");
-    let created = daemonsets
-        .create(
-            &PostParams::default(),
-            &serde_json::from_value(Value::Object(daemonset)).unwrap(),
-        )
-        .await
-        .unwrap();
-    let uid = created.uid().unwrap();
-    daemonsets
-        .patch_status(
-            "agent",
-            &PatchParams::default(),
-            &Patch::Merge(json!({ "status": status })),
-        )
-        .await
-        .unwrap();
-
-    let revisions: Api<ControllerRevision> = Api::namespaced(client.clone(), "default");
-    let revision = serde_json::from_value(owned_by(fixture["revision"].clone(), &uid)).unwrap();
-    revisions
-        .create(&PostParams::default(), &revision)
-        .await
-        .unwrap();
-    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
-    for pod in fixture["pods"].as_array().unwrap() {
-        let mut pod = owned_by(pod.clone(), &uid);
-        // The InPlaceUpdateReady condition goes through the status subresource, as
-        // OpenKruise wrote it.
-        let status = pod.as_object_mut().unwrap().remove("status").unwrap();
-        let pod: Pod = serde_json::from_value(pod).unwrap();
-        pods.create(&PostParams::default(), &pod).await.unwrap();
-        pods.patch_status(
-            &pod.name_any(),
-            &PatchParams::default(),
-            &Patch::Strategic(json!({ "status": status })),
-        )
-        .await
-        .unwrap();
-    }
-    eventually("the OpenKruise pods Running and Ready", WAIT, || async {
-        let listed = pods.list(&ListParams::default()).await.ok()?;
-        (listed.items.len() == 3 && listed.items.iter().all(is_ready)).then_some(())
-    })
-    .await;
-    fixture
+    fixture["revisions"] = json!([fixture["revision"].clone()]);
+    let layout = FixtureLayout {
+        workload: &stored,
+        key: "daemonSet",
+        revisions_namespace: "default",
+    };
+    migration::load_openkruise_cluster(client, &layout, &fixture.to_string()).await
 }
 
-/// Each pod's name -> (uid, node, summed container restart count).
-async fn identities(client: &Client) -> BTreeMap<String, (String, String, i32)> {
-    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
-    pods.list(&ListParams::default())
-        .await
-        .unwrap()
-        .items
-        .into_iter()
-        .map(|p| {
-            let restarts = p
-                .status
-                .as_ref()
-                .and_then(|s| s.container_statuses.as_ref())
-                .map(|c| c.iter().map(|c| c.restart_count).sum())
-                .unwrap_or_default();
-            let node = p
-                .spec
-                .as_ref()
-                .and_then(|s| s.node_name.clone())
-                .unwrap_or_default();
-            (p.name_any(), (p.uid().unwrap(), node, restarts))
-        })
-        .collect()
+/// The writes the takeover must not make: pods, and every ControllerRevision write.
+fn forbidden_writes(sim: &Sim) -> BTreeMap<String, u64> {
+    migration::forbidden_writes(sim, &["controllerrevisions"])
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -225,7 +125,7 @@ async fn takes_over_an_openkruise_daemonset_without_touching_a_pod() {
     let (sim, client) =
         kruise_testkit::sim_with_crds(3, &[kruise_daemonset::api::crd::crd().unwrap()]).await;
     let fixture = load_openkruise_cluster(&client).await;
-    let before = identities(&client).await;
+    let before = migration::identities(&client, "default").await;
     let writes_before = forbidden_writes(&sim);
     let daemonsets: Api<DaemonSet> = Api::namespaced(client.clone(), "default");
 
@@ -256,7 +156,7 @@ async fn takes_over_an_openkruise_daemonset_without_touching_a_pod() {
         "the takeover wrote pods or revisions"
     );
     assert_eq!(
-        identities(&client).await,
+        migration::identities(&client, "default").await,
         before,
         "pods replaced or restarted"
     );
@@ -305,7 +205,7 @@ async fn takes_over_an_openkruise_daemonset_without_touching_a_pod() {
             .items
             .iter()
             .all(|p| {
-                is_ready(p)
+                migration::is_running_and_ready(p)
                     && p.status
                         .as_ref()
                         .and_then(|s| s.container_statuses.as_ref())
@@ -314,10 +214,13 @@ async fn takes_over_an_openkruise_daemonset_without_touching_a_pod() {
             .then_some(())
     })
     .await;
-    let after = identities(&client).await;
+    let after = migration::identities(&client, "default").await;
     let expected: BTreeMap<_, _> = before
         .into_iter()
-        .map(|(name, (uid, node, restarts))| (name, (uid, node, restarts + 1)))
+        .map(|(name, (uid, restarts))| {
+            let restarted = restarts.into_iter().map(|(c, n)| (c, n + 1)).collect();
+            (name, (uid, restarted))
+        })
         .collect();
     assert_eq!(after, expected, "every pod updated in place");
     let status = daemonsets.get("agent").await.unwrap().status.unwrap();
