@@ -6,15 +6,11 @@
 
 mod support;
 
-use std::time::Duration;
-
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Namespace, PersistentVolumeClaim, Pod, Service};
 use k8s_openapi::api::networking::v1::Ingress;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kruise_common::admission::AdmissionRoutes;
-use kruise_common::admission::certs::{generate_ca, issue_serving};
-use kruise_common::admission::publish::{Endpoint, Owned, publish};
 use kruise_common::family::{LiveCluster, StepContext};
 use kruise_common::featuregate::FeatureGates;
 use kruise_common::runtime::Metrics;
@@ -53,35 +49,7 @@ async fn serve_protection(client: &Client, metrics: &Metrics) -> CancellationTok
     let routes = handlers
         .into_iter()
         .fold(AdmissionRoutes::new(), AdmissionRoutes::shared_handler);
-    let now = jiff::Timestamp::now();
-    let ca = generate_ca("test-ca", now, Duration::from_secs(3600)).unwrap();
-    let (cert, key) = issue_serving(
-        &ca,
-        &["127.0.0.1".to_string()],
-        now,
-        Duration::from_secs(3600),
-    )
-    .unwrap();
-    let tls = axum_server::tls_rustls::RustlsConfig::from_pem(cert.into_bytes(), key.into_bytes())
-        .await
-        .unwrap();
-    let server = kruise_common::admission::serve(
-        "127.0.0.1:0".parse().unwrap(),
-        routes.clone(),
-        tls,
-        shutdown.clone(),
-    )
-    .await
-    .unwrap();
-    let owned = Owned {
-        mutating: None,
-        validating: Some("kruise-validating-webhook-configuration".into()),
-        crds: Vec::new(),
-    };
-    let endpoint = Endpoint::Url(format!("https://127.0.0.1:{}", server.addr.port()));
-    publish(client, &routes, &owned, &endpoint, &ca.cert_pem)
-        .await
-        .unwrap();
+    serve_validating(client, routes, &shutdown).await;
     shutdown
 }
 

@@ -1,10 +1,16 @@
 //! Fixtures for the protection family against kruise-sim: the PUB controller in-process,
 //! a Deployment with its ReplicaSet and pods as the Deployment controller would leave them,
-//! budgets, and waiting on a budget's numbers.
+//! budgets, waiting on a budget's numbers, and admission routes served and published as
+//! kruise-webhook publishes its validating configuration.
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 use k8s_openapi::api::core::v1::Pod;
+use std::time::Duration;
+
+use kruise_common::admission::AdmissionRoutes;
+use kruise_common::admission::certs::{generate_ca, issue_serving};
+use kruise_common::admission::publish::{Endpoint, Owned, publish};
 use kruise_common::runtime::{Metrics, Readiness, RunOptions};
 use kruise_protection::api::v1beta1::{PodUnavailableBudget, PodUnavailableBudgetStatus};
 use kruise_protection::controller;
@@ -17,6 +23,45 @@ use tokio_util::sync::CancellationToken;
 /// A simulator with `nodes` nodes and the PodUnavailableBudget CRD installed.
 pub async fn sim(nodes: usize) -> (kruise_sim::Sim, Client) {
     kruise_testkit::sim_with_crds(nodes, &[kruise_protection::api::crd::crd().unwrap()]).await
+}
+
+/// Serves `routes` over TLS on 127.0.0.1 (a fresh CA) until `shutdown`, and publishes them
+/// in `kruise-validating-webhook-configuration`, calling that address, as kruise-webhook
+/// publishes its validating pod chain.
+pub async fn serve_validating(
+    client: &Client,
+    routes: AdmissionRoutes,
+    shutdown: &CancellationToken,
+) {
+    let now = jiff::Timestamp::now();
+    let ca = generate_ca("test-ca", now, Duration::from_secs(3600)).unwrap();
+    let (cert, key) = issue_serving(
+        &ca,
+        &["127.0.0.1".to_string()],
+        now,
+        Duration::from_secs(3600),
+    )
+    .unwrap();
+    let tls = axum_server::tls_rustls::RustlsConfig::from_pem(cert.into_bytes(), key.into_bytes())
+        .await
+        .unwrap();
+    let server = kruise_common::admission::serve(
+        "127.0.0.1:0".parse().unwrap(),
+        routes.clone(),
+        tls,
+        shutdown.clone(),
+    )
+    .await
+    .unwrap();
+    let owned = Owned {
+        mutating: None,
+        validating: Some("kruise-validating-webhook-configuration".into()),
+        crds: Vec::new(),
+    };
+    let endpoint = Endpoint::Url(format!("https://127.0.0.1:{}", server.addr.port()));
+    publish(client, &routes, &owned, &endpoint, &ca.cert_pem)
+        .await
+        .unwrap();
 }
 
 /// The controller in-process until dropped.
