@@ -80,8 +80,9 @@ async fn in_place_update_restarts_the_higher_priority_sidecar_first() {
                 "unused",
                 json!({
                     "updateStrategy": {"rollingUpdate": {"podUpdatePolicy": "InPlaceIfPossible"}},
-                    // Long enough for the test to see the sidecar restarted but not ready.
-                    "template": {"metadata": {"annotations": {"sim.kruise.io/ready-delay": "700ms"}},
+                    // Long enough for the test to see the sidecar restarted but not ready, and
+                    // longer than a second: startedAt is a Time, kept to whole seconds.
+                    "template": {"metadata": {"annotations": {"sim.kruise.io/ready-delay": "1500ms"}},
                                  "spec": {"containers": containers("app:1", "sidecar:1")}},
                 }),
             ),
@@ -157,7 +158,8 @@ async fn in_place_update_restarts_the_higher_priority_sidecar_first() {
             .collect::<Vec<_>>(),
         ["app", "sidecar"]
     );
-    // The app container started only after the new sidecar was ready (its ready delay).
+    // The app container started only after the new sidecar was ready (its ready delay of
+    // 1.5 s, which whole-second timestamps show as at least one second).
     let started_at = |pod: &Pod, name: &str| {
         pod.status
             .as_ref()
@@ -169,7 +171,7 @@ async fn in_place_update_restarts_the_higher_priority_sidecar_first() {
     };
     let gap = started_at(&after, "app").duration_since(started_at(&after, "sidecar"));
     assert!(
-        gap >= jiff::SignedDuration::from_millis(700),
+        gap >= jiff::SignedDuration::from_secs(1),
         "app started {gap} after the sidecar"
     );
 
