@@ -161,7 +161,7 @@ struct Shared {
     refused_writes: RefusedPodWrites,
     /// PodUnavailableBudgets checked before pod updates.
     pub_check: PubCheck,
-    pre_download: crate::predownload::PreDownload,
+    pre_download: kruise_common::predownload::PreDownload,
 }
 
 impl Shared {
@@ -193,7 +193,7 @@ impl Shared {
             expectations_expired,
             refused_writes: RefusedPodWrites::default(),
             pub_check,
-            pre_download: crate::predownload::PreDownload::new(settings.pre_download),
+            pre_download: kruise_common::predownload::PreDownload::new(settings.pre_download),
         }
     }
 }
@@ -336,10 +336,14 @@ async fn reconcile(original: Arc<CloneSet>, shared: Arc<Shared>) -> Result<Reque
 
     // Pre-download: the new images' ImagePullJobs go out before pods update.
     let (current, update) = (&revisions.current, &revisions.update);
-    let client = &shared.client;
-    (shared.pre_download)
-        .step(client, &cs, current, update, shared.gates, &recorder)
-        .await;
+    if shared.pre_download.enabled() {
+        let decision = crate::predownload::plan(&cs, current, update, shared.gates);
+        let uid = cs.uid().unwrap_or_default();
+        let owner = crate::predownload::job_owner(&cs, &namespace, &uid);
+        (shared.pre_download)
+            .step(&shared.client, &owner, update, decision, &recorder)
+            .await;
+    }
 
     // Plan.
     let replicas = usize::try_from(cs.spec.replicas.unwrap_or(1).max(0)).unwrap_or(0);
