@@ -130,7 +130,10 @@ pub fn plan(
             why: "the revision cannot update in place",
         };
     }
-    let (namespace, uid) = (cs.namespace().unwrap_or_default(), cs.uid().unwrap_or_default());
+    let (namespace, uid) = (
+        cs.namespace().unwrap_or_default(),
+        cs.uid().unwrap_or_default(),
+    );
     PreDownloadPlan::Create(jobs(&job_owner(cs, &namespace, &uid), &[current], update))
 }
 
@@ -147,9 +150,9 @@ mod tests {
         IMAGE_PREDOWNLOAD_IGNORED_KEY,
     };
     use kruise_common::predownload::changed_images;
-    use serde_json::{Value, json};
     use kruise_common::revision::{NewRevision, new_controller_revision, template_revision_data};
     use pretty_assertions::assert_eq;
+    use serde_json::{Value, json};
 
     fn template(app: &str, sidecar: &str) -> Value {
         json!({"metadata": {"labels": {"app": "demo"}, "annotations": {"team": "a"}},

@@ -125,7 +125,8 @@ pub fn min_updated_ready_from_annotation(
 /// Whether the pre-download of `update` was already created or ignored.
 pub fn decided(update: &ControllerRevision) -> bool {
     update.metadata.labels.as_ref().is_some_and(|l| {
-        l.contains_key(IMAGE_PREDOWNLOAD_CREATED_KEY) || l.contains_key(IMAGE_PREDOWNLOAD_IGNORED_KEY)
+        l.contains_key(IMAGE_PREDOWNLOAD_CREATED_KEY)
+            || l.contains_key(IMAGE_PREDOWNLOAD_IGNORED_KEY)
     })
 }
 
@@ -364,12 +365,24 @@ impl PreDownload {
             PreDownloadPlan::Ignore { why } => {
                 tracing::debug!(kind = owner.kind, workload = %key, why,
                     "no image pre-download for this revision");
-                label_revision(client, owner.namespace, update, IMAGE_PREDOWNLOAD_IGNORED_KEY).await
+                label_revision(
+                    client,
+                    owner.namespace,
+                    update,
+                    IMAGE_PREDOWNLOAD_IGNORED_KEY,
+                )
+                .await
             }
             PreDownloadPlan::Create(new_jobs) => {
                 self.set_without_jobs(&key, false);
                 create_jobs(&jobs, new_jobs, recorder).await;
-                label_revision(client, owner.namespace, update, IMAGE_PREDOWNLOAD_CREATED_KEY).await
+                label_revision(
+                    client,
+                    owner.namespace,
+                    update,
+                    IMAGE_PREDOWNLOAD_CREATED_KEY,
+                )
+                .await
             }
         };
         if let Err(e) = result {
@@ -483,7 +496,10 @@ mod tests {
     #[test]
     fn a_container_changed_against_any_old_revision_counts() {
         let update = revision("app:v3", "side:v2", 3);
-        let (a, b) = (revision("app:v3", "side:v1", 1), revision("app:v2", "side:v2", 2));
+        let (a, b) = (
+            revision("app:v3", "side:v1", 1),
+            revision("app:v2", "side:v2", 2),
+        );
         // Against one old revision: only what differs from it.
         assert_eq!(
             changed_images(&[&a], &update),
@@ -532,7 +548,10 @@ mod tests {
         );
         let min = |v: &str, total| {
             min_updated_ready_from_annotation(
-                Some(&annotations(&[(IMAGE_PREDOWNLOAD_MIN_UPDATED_READY_PODS_KEY, v)])),
+                Some(&annotations(&[(
+                    IMAGE_PREDOWNLOAD_MIN_UPDATED_READY_PODS_KEY,
+                    v,
+                )])),
                 total,
             )
         };

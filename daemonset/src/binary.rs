@@ -67,6 +67,7 @@ pub fn binary() -> anyhow::Result<Binary<DaemonSetFlags>> {
                         Placement::NodeName
                     },
                     prune_ineligible_nodes: ctx.gates.enabled("DaemonSetPruneIneligibleNodes"),
+                    pre_download: ctx.gates.enabled("PreDownloadImageForDaemonSetUpdate"),
                     ..controller::Settings::default()
                 };
                 controller::run(

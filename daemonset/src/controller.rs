@@ -41,6 +41,7 @@ use kruise_common::inplace::{
 };
 use kruise_common::pods::lifecycle::{is_hooked, state_patch};
 use kruise_common::pods::lifecycle_state;
+use kruise_common::predownload::PreDownload;
 use kruise_common::revision::template_hash;
 use kruise_common::runtime::errors::{ShellError, WriteError, is_not_found};
 use kruise_common::runtime::events::{EventQueue, EventRecord, Recorder, pod_reference};
@@ -105,6 +106,8 @@ pub struct Settings {
     pub expectation_timeout: jiff::SignedDuration,
     /// Gate `DaemonSetPruneIneligibleNodes` (see [`crate::plan::PlanStrategy`]).
     pub prune_ineligible_nodes: bool,
+    /// Gate `PreDownloadImageForDaemonSetUpdate`: ImagePullJobs for a rollout's new images.
+    pub pre_download: bool,
 }
 
 impl Default for Settings {
@@ -114,6 +117,7 @@ impl Default for Settings {
             placement: Placement::Scheduler,
             expectation_timeout: kruise_common::expectations::DEFAULT_EXPECTATION_TIMEOUT,
             prune_ineligible_nodes: false,
+            pre_download: false,
         }
     }
 }
@@ -176,6 +180,7 @@ struct Shared {
     /// again).
     ready_sent: Mutex<HashMap<String, HashMap<String, String>>>,
     recorder: EventQueue,
+    pre_download: PreDownload,
     settings: Settings,
 }
 
@@ -229,6 +234,7 @@ pub async fn run(client: Client, settings: Settings, opts: RunOptions) {
         in_flight: Mutex::default(),
         ready_sent: Mutex::default(),
         recorder,
+        pre_download: PreDownload::new(settings.pre_download),
         settings,
     });
     let node_changes = only_eligibility_changes(node_stream, shared.nodes.clone());
@@ -431,6 +437,21 @@ async fn reconcile(original: Arc<DaemonSet>, shared: Arc<Shared>) -> Result<Requ
             return Ok(Requeue::requeue(EXPECTATIONS_REQUEUE));
         }
     };
+
+    // Pre-download: the new images' ImagePullJobs go out before pods update.
+    if shared.pre_download.enabled()
+        && let Some(update) = history.iter().find(|r| r.name_any() == update_name)
+    {
+        let olds: Vec<&ControllerRevision> = history
+            .iter()
+            .filter(|r| r.name_any() != update_name)
+            .collect();
+        let decision = crate::predownload::plan(&ds, &olds, update, &hash);
+        let owner = crate::predownload::job_owner(&ds, &namespace, &uid);
+        (shared.pre_download)
+            .step(&shared.client, &owner, update, decision, &recorder)
+            .await;
+    }
 
     // In place: wait for the cache to show the updates already sent, then finish the ones
     // the kubelet has carried out (InPlaceUpdateReady=True).

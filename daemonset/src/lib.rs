@@ -6,6 +6,7 @@
 //! * [`conversion`]: `v1alpha1` <-> `v1beta1` for `/convert`;
 //! * [`plan`]: the pure planner — nodes, pods, strategy, time -> creates, deletes, in-place
 //!   updates, status counts and when to look again;
+//! * [`predownload`]: ImagePullJobs for the new images of a rollout;
 //! * [`binary`]: the family's registration and the `kruise-daemonset` binary.
 
 pub mod admission;
@@ -14,3 +15,4 @@ pub mod binary;
 pub mod controller;
 pub mod conversion;
 pub mod plan;
+pub mod predownload;

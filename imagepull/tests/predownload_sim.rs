@@ -1,12 +1,17 @@
-//! CloneSet pre-download end to end against kruise-sim, with both families in-process and
-//! an agent per node: a rollout to a slow image (3 s per pull) creates the ImagePullJob
-//! before any pod updates (the partition holds them), the job pulls on every node of the
-//! pods not yet updated, and once the partition is released the updated pods start without
-//! the pull: the whole rollout takes less than one pull.
+//! Image pre-download end to end against kruise-sim, for each workload family that does it
+//! (CloneSet, Advanced StatefulSet, Advanced DaemonSet), with the imagepull family and the
+//! workload's controller in-process and an agent per node: a rollout to a slow image (3 s
+//! per pull) creates the ImagePullJob before any pod updates (the partition holds them),
+//! the job pulls on every node of the pods not yet updated, and once the partition is
+//! released the updated pods start without the pull: the whole rollout takes less than
+//! one pull.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kruise_common::family::AgentContext;
 use kruise_common::runtime::{Metrics, Readiness, RunOptions};
 use kruise_imagepull::agent::{self, AgentSettings};
@@ -16,7 +21,7 @@ use kruise_sim::{ImagePulls, Sim, SimConfig};
 use kruise_testkit::{WAIT, eventually};
 use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt as _};
-use serde_json::json;
+use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 const NODES: usize = 4;
@@ -35,9 +40,123 @@ fn run_options(name: &str, metrics: &Metrics, shutdown: &CancellationToken) -> R
     }
 }
 
-/// The NodeImage and ImagePullJob controllers, an agent per node and the CloneSet
+/// A workload family under test: its CRD, a workload of it with one pod per node held at
+/// the old revision by its partition, the patch that releases the partition, and its
+/// controller started with pre-download on.
+struct Workload {
+    kind: &'static str,
+    crd: CustomResourceDefinition,
+    manifest: Value,
+    release: Value,
+    start: fn(&Client, &Metrics, &CancellationToken),
+}
+
+fn template(image: &str) -> Value {
+    json!({"metadata": {"labels": {"app": "web"}},
+           "spec": {"containers": [{"name": "main", "image": image}],
+                    "readinessGates": [{"conditionType": "InPlaceUpdateReady"}]}})
+}
+
+fn cloneset() -> Workload {
+    Workload {
+        kind: "CloneSet",
+        crd: kruise_cloneset::api::crd::crd().unwrap(),
+        manifest: json!({
+            "apiVersion": "apps.kruise.io/v1beta1", "kind": "CloneSet",
+            "metadata": {"name": "web", "namespace": "default"},
+            "spec": {
+                "replicas": NODES,
+                "selector": {"matchLabels": {"app": "web"}},
+                "template": template(OLD),
+                "updateStrategy": {"rollingUpdate": {"podUpdatePolicy": "InPlaceIfPossible",
+                                                     "partition": NODES, "maxUnavailable": 1}},
+            },
+        }),
+        release: json!({"spec": {"updateStrategy": {"rollingUpdate": {"partition": 0}}}}),
+        start: |client, metrics, shutdown| {
+            let settings = kruise_cloneset::controller::Settings {
+                pre_download: true,
+                ..Default::default()
+            };
+            let name = kruise_cloneset::controller::CONTROLLER_NAME;
+            let (c, m, o) = (
+                client.clone(),
+                metrics.clone(),
+                run_options(name, metrics, shutdown),
+            );
+            tokio::spawn(async move { kruise_cloneset::controller::run(c, settings, &m, o).await });
+        },
+    }
+}
+
+fn statefulset() -> Workload {
+    Workload {
+        kind: "StatefulSet",
+        crd: kruise_statefulset::api::crd::crd().unwrap(),
+        manifest: json!({
+            "apiVersion": "apps.kruise.io/v1beta1", "kind": "StatefulSet",
+            "metadata": {"name": "web", "namespace": "default"},
+            "spec": {
+                "replicas": NODES,
+                "serviceName": "web",
+                "podManagementPolicy": "Parallel",
+                "selector": {"matchLabels": {"app": "web"}},
+                "template": template(OLD),
+                "updateStrategy": {"type": "RollingUpdate",
+                                   "rollingUpdate": {"podUpdatePolicy": "InPlaceIfPossible",
+                                                     "partition": NODES, "maxUnavailable": 1}},
+            },
+        }),
+        release: json!({"spec": {"updateStrategy": {"rollingUpdate": {"partition": 0}}}}),
+        start: |client, metrics, shutdown| {
+            let settings = kruise_statefulset::controller::Settings {
+                pre_download: true,
+                ..Default::default()
+            };
+            let name = kruise_statefulset::controller::CONTROLLER_NAME;
+            let (c, m, o) = (
+                client.clone(),
+                metrics.clone(),
+                run_options(name, metrics, shutdown),
+            );
+            tokio::spawn(
+                async move { kruise_statefulset::controller::run(c, settings, &m, o).await },
+            );
+        },
+    }
+}
+
+fn daemonset() -> Workload {
+    Workload {
+        kind: "DaemonSet",
+        crd: kruise_daemonset::api::crd::crd().unwrap(),
+        manifest: json!({
+            "apiVersion": "apps.kruise.io/v1beta1", "kind": "DaemonSet",
+            "metadata": {"name": "web", "namespace": "default"},
+            "spec": {
+                "selector": {"matchLabels": {"app": "web"}},
+                "template": template(OLD),
+                "updateStrategy": {"type": "RollingUpdate",
+                                   "rollingUpdate": {"rollingUpdateType": "InPlaceIfPossible",
+                                                     "partition": NODES, "maxUnavailable": 1}},
+            },
+        }),
+        release: json!({"spec": {"updateStrategy": {"rollingUpdate": {"partition": 0}}}}),
+        start: |client, metrics, shutdown| {
+            let settings = kruise_daemonset::controller::Settings {
+                pre_download: true,
+                ..Default::default()
+            };
+            let name = kruise_daemonset::controller::CONTROLLER_NAME;
+            let (c, o) = (client.clone(), run_options(name, metrics, shutdown));
+            tokio::spawn(async move { kruise_daemonset::controller::run(c, settings, o).await });
+        },
+    }
+}
+
+/// The NodeImage and ImagePullJob controllers, an agent per node and the workload's
 /// controller with pre-download on.
-fn start_families(sim: &Sim, client: &Client, shutdown: &CancellationToken) {
+fn start_families(sim: &Sim, client: &Client, workload: &Workload, shutdown: &CancellationToken) {
     let metrics = Metrics::new();
     let settings = Settings {
         creation_delay: Duration::ZERO,
@@ -68,42 +187,55 @@ fn start_families(sim: &Sim, client: &Client, shutdown: &CancellationToken) {
         };
         tokio::spawn(agent::run(ctx, settings));
     }
-    let cloneset_settings = kruise_cloneset::controller::Settings {
-        pre_download: true,
-        ..Default::default()
-    };
-    let (c, o) = (
-        client.clone(),
-        run_options(
-            kruise_cloneset::controller::CONTROLLER_NAME,
-            &metrics,
-            shutdown,
-        ),
-    );
-    tokio::spawn(async move {
-        kruise_cloneset::controller::run(c, cloneset_settings, &metrics, o).await
-    });
+    (workload.start)(client, &metrics, shutdown);
 }
 
-fn clonesets(client: &Client) -> Api<DynamicObject> {
-    let crd = kruise_cloneset::api::crd::crd().unwrap();
-    Api::namespaced_with(
-        client.clone(),
-        "default",
-        &kruise_testkit::sim::stored_resource(&crd),
-    )
+/// The workload's pods: `(node, spec image, running image and ready)` each.
+async fn pods(client: &Client) -> Vec<(String, String, Option<(String, bool)>)> {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let listed = pods
+        .list(&ListParams::default().labels("app=web"))
+        .await
+        .unwrap();
+    listed
+        .items
+        .iter()
+        .filter(|p| p.metadata.deletion_timestamp.is_none())
+        .map(|p| {
+            let spec = p.spec.as_ref().unwrap();
+            let running = p
+                .status
+                .as_ref()
+                .and_then(|s| s.container_statuses.as_ref())
+                .and_then(|cs| cs.iter().find(|c| c.name == "main"))
+                .filter(|c| c.state.as_ref().is_some_and(|s| s.running.is_some()))
+                .map(|c| (c.image.clone(), c.ready));
+            (
+                spec.node_name.clone().unwrap_or_default(),
+                spec.containers[0].image.clone().unwrap_or_default(),
+                running,
+            )
+        })
+        .collect()
 }
 
-/// `(updatedReadyReplicas, readyReplicas)` of the CloneSet `web`.
-async fn rollout(client: &Client) -> (i64, i64) {
-    let cs = clonesets(client).get("web").await.unwrap();
-    let field = |k: &str| cs.data["status"][k].as_i64().unwrap_or(0);
-    (field("updatedReadyReplicas"), field("readyReplicas"))
+/// Whether there are `NODES` pods, all running `image` and ready.
+async fn all_running(client: &Client, image: &str) -> bool {
+    let pods = pods(client).await;
+    pods.len() == NODES
+        && pods.iter().all(|(_, _, running)| {
+            running
+                .as_ref()
+                .is_some_and(|(i, ready)| i == image && *ready)
+        })
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn pre_downloaded_images_spare_the_updated_pods_the_pull() {
-    let cri_dir = std::env::temp_dir().join(format!("kruise-predownload-{}", std::process::id()));
+async fn pre_downloaded_images_spare_the_updated_pods_the_pull(workload: Workload) {
+    let cri_dir = std::env::temp_dir().join(format!(
+        "kruise-predownload-{}-{}",
+        workload.kind,
+        std::process::id()
+    ));
     let sim = Sim::start(SimConfig {
         nodes: NODES,
         cri_dir: Some(cri_dir.clone()),
@@ -114,10 +246,10 @@ async fn pre_downloaded_images_spare_the_updated_pods_the_pull() {
     .unwrap();
     let client = sim.client().unwrap();
     let mut crds = kruise_imagepull::api::crd::crds().unwrap();
-    crds.push(kruise_cloneset::api::crd::crd().unwrap());
+    crds.push(workload.crd.clone());
     kruise_testkit::sim::install_crds(&client, &crds).await;
     let shutdown = CancellationToken::new();
-    start_families(&sim, &client, &shutdown);
+    start_families(&sim, &client, &workload, &shutdown);
     eventually("a NodeImage per node", WAIT, || async {
         let listed = Api::<NodeImage>::all(client.clone())
             .list(&ListParams::default())
@@ -127,26 +259,19 @@ async fn pre_downloaded_images_spare_the_updated_pods_the_pull() {
     })
     .await;
 
-    // Four pods, one per node, held at the old revision by the partition.
-    let cloneset: DynamicObject = serde_json::from_value(json!({
-        "apiVersion": "apps.kruise.io/v1beta1", "kind": "CloneSet",
-        "metadata": {"name": "web", "namespace": "default"},
-        "spec": {
-            "replicas": NODES,
-            "selector": {"matchLabels": {"app": "web"}},
-            "template": {"metadata": {"labels": {"app": "web"}},
-                         "spec": {"containers": [{"name": "main", "image": OLD}]}},
-            "updateStrategy": {"rollingUpdate": {"podUpdatePolicy": "InPlaceIfPossible",
-                                                 "partition": NODES, "maxUnavailable": 1}},
-        },
-    }))
-    .unwrap();
-    let api = clonesets(&client);
-    api.create(&PostParams::default(), &cloneset).await.unwrap();
+    // Four pods, held at the old revision by the partition.
+    let api: Api<DynamicObject> = Api::namespaced_with(
+        client.clone(),
+        "default",
+        &kruise_testkit::sim::stored_resource(&workload.crd),
+    );
+    let object: DynamicObject = serde_json::from_value(workload.manifest.clone()).unwrap();
+    api.create(&PostParams::default(), &object).await.unwrap();
     eventually("4 pods ready", WAIT, || async {
-        (rollout(&client).await.1 == NODES as i64).then_some(())
+        all_running(&client, OLD).await.then_some(())
     })
     .await;
+    let nodes: BTreeSet<String> = pods(&client).await.into_iter().map(|p| p.0).collect();
 
     // The new image: a job per changed container before any pod updates.
     let image_patch =
@@ -155,39 +280,49 @@ async fn pre_downloaded_images_spare_the_updated_pods_the_pull() {
         .await
         .unwrap();
     let jobs: Api<ImagePullJob> = Api::namespaced(client.clone(), "default");
+    // (A DaemonSet created with a partition also gets a job for its first image, as
+    // upstream's: no older revision, so every image counts as changed.)
     let job = eventually("the pre-download job", WAIT, || async {
-        jobs.list(&ListParams::default()).await.unwrap().items.pop()
+        let listed = jobs.list(&ListParams::default()).await.unwrap();
+        listed.items.into_iter().find(|j| j.spec.image == NEW)
     })
     .await;
-    let cs_uid = api.get("web").await.unwrap().uid().unwrap();
+    let uid = api.get("web").await.unwrap().uid().unwrap();
     assert!(job.name_any().ends_with("-main"), "{}", job.name_any());
     assert_eq!(job.spec.image, NEW);
     let owner = &job.owner_references()[0];
     assert_eq!(
         (owner.kind.as_str(), owner.uid.as_str()),
-        ("CloneSet", cs_uid.as_str())
+        (workload.kind, uid.as_str())
     );
-    assert_eq!(rollout(&client).await.0, 0, "no pod updated yet");
+    assert!(
+        pods(&client).await.iter().all(|(_, image, _)| image == OLD),
+        "no pod updated yet"
+    );
 
-    // It pulls on the nodes of the four old pods.
+    // It pulls on the nodes of the old pods.
     let done = eventually("the job succeeded on every node", WAIT, || async {
         let status = jobs.get(&job.name_any()).await.unwrap().status?;
-        (status.succeeded == NODES as i32).then_some(status)
+        (status.desired > 0 && status.succeeded == status.desired).then_some(status)
     })
     .await;
-    assert_eq!(done.failed, 0);
+    assert_eq!(
+        (done.desired, done.failed),
+        (i32::try_from(nodes.len()).unwrap(), 0),
+        "one pull per node of the old pods"
+    );
 
     // Released, the rollout of four pods one at a time takes less than one pull.
     let started = Instant::now();
     api.patch(
         "web",
         &PatchParams::default(),
-        &Patch::Merge(json!({"spec": {"updateStrategy": {"rollingUpdate": {"partition": 0}}}})),
+        &Patch::Merge(&workload.release),
     )
     .await
     .unwrap();
     eventually("every pod updated and ready", WAIT, || async {
-        (rollout(&client).await.0 == NODES as i64).then_some(())
+        all_running(&client, NEW).await.then_some(())
     })
     .await;
     let took = started.elapsed();
@@ -195,7 +330,7 @@ async fn pre_downloaded_images_spare_the_updated_pods_the_pull() {
         took < SLOW_PULL,
         "the rollout took {took:?}, at least one pull of {SLOW_PULL:?}"
     );
-    // Rolled out, the CloneSet's jobs are removed.
+    // Rolled out, the workload's jobs are removed.
     eventually("the job deleted", WAIT, || async {
         jobs.list(&ListParams::default())
             .await
@@ -208,4 +343,19 @@ async fn pre_downloaded_images_spare_the_updated_pods_the_pull() {
     shutdown.cancel();
     sim.shutdown().await;
     let _ = std::fs::remove_dir_all(cri_dir);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cloneset_pre_downloads_before_its_in_place_rollout() {
+    pre_downloaded_images_spare_the_updated_pods_the_pull(cloneset()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn statefulset_pre_downloads_before_its_in_place_rollout() {
+    pre_downloaded_images_spare_the_updated_pods_the_pull(statefulset()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn daemonset_pre_downloads_before_its_in_place_rollout() {
+    pre_downloaded_images_spare_the_updated_pods_the_pull(daemonset()).await;
 }

@@ -45,6 +45,7 @@ pub fn binary() -> anyhow::Result<Binary<AdmissionFlags>> {
                     namespace: ctx.flags.namespace.clone(),
                     gates: controller::plan_gates(&ctx.gates),
                     defaulting: controller::defaulting_gates(&ctx.gates),
+                    pre_download: ctx.gates.enabled("PreDownloadImageForInPlaceUpdate"),
                     ..controller::Settings::default()
                 };
                 controller::run(

@@ -40,6 +40,7 @@ use kruise_common::expectations::{
 };
 use kruise_common::featuregate::FeatureGates;
 use kruise_common::pods::{CachedPod, PodView};
+use kruise_common::predownload::PreDownload;
 use kruise_common::runtime::errors::ShellError;
 use kruise_common::runtime::events::{EventQueue, EventRecord, Recorder};
 use kruise_common::runtime::status::write_status_if_changed;
@@ -104,6 +105,8 @@ pub struct Settings {
     pub defaulting: DefaultingGates,
     /// How long an expectation may stay unsatisfied.
     pub expectation_timeout: jiff::SignedDuration,
+    /// Gate `PreDownloadImageForInPlaceUpdate`: ImagePullJobs for a rollout's new images.
+    pub pre_download: bool,
 }
 
 impl Default for Settings {
@@ -113,6 +116,7 @@ impl Default for Settings {
             gates: PlanGates::default(),
             defaulting: DefaultingGates::default(),
             expectation_timeout: kruise_common::expectations::DEFAULT_EXPECTATION_TIMEOUT,
+            pre_download: false,
         }
     }
 }
@@ -133,6 +137,7 @@ struct Shared {
     update_expectations: SharedExpectations<UpdateExpectations>,
     settings: Settings,
     recorder: EventQueue,
+    pre_download: PreDownload,
 }
 
 /// True when a ControllerRevision is controlled by an `apps.kruise.io` StatefulSet (not by
@@ -196,6 +201,7 @@ pub async fn run(client: Client, settings: Settings, metrics: &Metrics, opts: Ru
         scale_expectations: SharedExpectations::new(ScaleExpectations::new(timeout)),
         pod_versions: SharedExpectations::new(ResourceVersionExpectations::new(timeout)),
         update_expectations: SharedExpectations::new(BTreeMap::new()),
+        pre_download: PreDownload::new(settings.pre_download),
         settings,
         recorder,
     });
@@ -459,6 +465,17 @@ async fn reconcile(original: Arc<StatefulSet>, shared: Arc<Shared>) -> Result<Re
             return Ok(Requeue::requeue(Duration::from_millis(100)));
         }
     };
+
+    // Pre-download: the new images' ImagePullJobs go out before pods update.
+    if shared.pre_download.enabled() {
+        let (current, update) = (&revisions.current, &revisions.update);
+        let decision = crate::predownload::plan(&set, current, update, shared.settings.gates);
+        let uid = set.uid().unwrap_or_default();
+        let owner = crate::predownload::job_owner(&set, &namespace, &uid);
+        (shared.pre_download)
+            .step(&shared.client, &owner, update, decision, &recorder)
+            .await;
+    }
 
     // Plan.
     let plan = plan::plan(&PlanInput {

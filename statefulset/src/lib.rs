@@ -7,7 +7,8 @@
 //! * [`controller`]: the shell — caches, revisions, planner, writes, status and events;
 //! * [`binary`]: the family's registration and the `kruise-statefulset` binary;
 //! * [`plan`]: the pure planner — (set, pods, revisions, now, gates, expectations) -> writes
-//!   and status — and revision selection.
+//!   and status — and revision selection;
+//! * [`predownload`]: ImagePullJobs for the new images of an in-place rollout.
 
 pub mod admission;
 pub mod api;
@@ -15,3 +16,4 @@ pub mod binary;
 pub mod controller;
 pub mod conversion;
 pub mod plan;
+pub mod predownload;
