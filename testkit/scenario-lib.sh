@@ -101,7 +101,7 @@ start_cluster() {
 # default, so its kubectl calls need no -n), `kruise-system` when missing (the families'
 # namespace, FAMILY_NAMESPACE), and
 # `kruise-sim nodes` with up's node flags (--nodes, default 3, and the kubelet's
-# --pull-delay, --start-delay, --ready-delay, --cri-dir); for kruise-playground, the
+# --pull-delay, --image-pull, --start-delay, --ready-delay, --cri-dir); for kruise-playground, the
 # families `--controllers` names (default all) start as their own processes, webhooks on
 # 127.0.0.1 as start_family does. At exit, external_cleanup removes what the scenario
 # left in that cluster.
@@ -109,8 +109,8 @@ start_external_cluster() {
   local name="$1" bin="$2" nodes_flags=() controllers=all; shift 2
   while (( $# > 0 )); do
     case "$1" in
-      --nodes|--pull-delay|--start-delay|--ready-delay|--cri-dir) nodes_flags+=("$1" "$2"); shift 2 ;;
-      --nodes=*|--pull-delay=*|--start-delay=*|--ready-delay=*|--cri-dir=*) nodes_flags+=("$1"); shift ;;
+      --nodes|--pull-delay|--image-pull|--start-delay|--ready-delay|--cri-dir) nodes_flags+=("$1" "$2"); shift 2 ;;
+      --nodes=*|--pull-delay=*|--image-pull=*|--start-delay=*|--ready-delay=*|--cri-dir=*) nodes_flags+=("$1"); shift ;;
       --controllers) controllers="$2"; shift 2 ;;
       --controllers=*) controllers="${1#*=}"; shift ;;
       --port|--address|--kubeconfig|--watch-history|--event-ttl) shift 2 ;;  # the API server's own

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # ImagePullJob and NodeImage with a real kubectl: kruise-playground (5 simulated nodes,
 # each with a fake CRI socket) running the imagepull family in-process — its controllers,
-# its webhooks, and its node agent once per node, pulling through that node's CRI.
+# its webhooks, and its node agent once per node, pulling through that node's CRI — and the
+# CloneSet family, whose in-place rollout pre-downloads its new image.
 #
 #   KRUISE_BIN_DIR=.../debug imagepull/tests/kubectl-imagepull.sh
 set -euo pipefail
@@ -11,8 +12,13 @@ source "$(dirname "${BASH_SOURCE[0]}")/../../testkit/scenario-lib.sh"
 scenario_init
 
 mkdir -p "$WORK/cri"
-start_cluster kruise-playground --nodes 5 --cri-dir "$WORK/cri" --controllers imagepull
-pass "kruise-playground up with the imagepull family and an agent per node"
+# The CloneSet family beside it, with image pre-download on; its two later images take 10 s
+# to pull (well above a rollout's own time on a loaded machine), every other image 50 ms.
+SLOW_PULL_MS=10000
+export FEATURE_GATES=PreDownloadImageForInPlaceUpdate=true
+start_cluster kruise-playground --nodes 5 --cri-dir "$WORK/cri" --controllers imagepull,cloneset \
+  --image-pull registry.local/web:v2=10s --image-pull registry.local/web:v3=10s
+pass "kruise-playground up with the imagepull and cloneset families and an agent per node"
 
 # One NodeImage per Ready node (after --nodeimage-creation-delay, 30s).
 node_images() { [[ "$("$KUBECTL" get nodeimages -o name | wc -l)" -eq "$1" ]]; }
@@ -89,3 +95,86 @@ YAML
 )
 assert_contains "$out" 'spec.parallelism: Invalid value: "50%": parallelism does not support percentage value' "invalid ImagePullJob refused"
 pass "an invalid ImagePullJob is refused with the field"
+
+# Pre-download: a CloneSet of 5 pods held by its partition changes its image; the new
+# image's ImagePullJob, owned by the CloneSet, pulls on the nodes of the old pods before any
+# pod updates (on 5 nodes at once: imagePreDownloadParallelism). Released (every pod at
+# once), the rollout takes less than one pull; the
+# next image, changed with every pod in one batch, is not pre-downloaded (the revision is
+# labelled ignored, as OpenKruise does) and its rollout pays the pull.
+"$KUBECTL" apply -f - >/dev/null <<'YAML'
+apiVersion: apps.kruise.io/v1beta1
+kind: CloneSet
+metadata:
+  name: web
+spec:
+  replicas: 5
+  selector:
+    matchLabels:
+      app: web
+  template:
+    metadata:
+      labels:
+        app: web
+    spec:
+      containers:
+      - name: main
+        image: registry.local/web:v1
+  updateStrategy:
+    rollingUpdate:
+      podUpdatePolicy: InPlaceIfPossible
+      partition: 5
+      maxUnavailable: 1
+      inPlaceUpdateStrategy:
+        imagePreDownloadParallelism: 5
+YAML
+cs() { "$KUBECTL" get cloneset web -o jsonpath="{$1}"; }
+all_ready() { [[ "$(cs .status.readyReplicas)" == 5 ]]; }
+wait_for 90 "CloneSet web: 5 pods ready" all_ready
+set_image() {
+  "$KUBECTL" patch cloneset web --type merge \
+    -p "{\"spec\":{\"template\":{\"spec\":{\"containers\":[{\"name\":\"main\",\"image\":\"$1\"}]}}}}" >/dev/null
+}
+set_image registry.local/web:v2
+jobs_for() {
+  "$KUBECTL" get imagepulljobs -o jsonpath="{range .items[?(@.spec.image==\"$1\")]}{.metadata.name}{end}"
+}
+has_job() { [[ -n "$(jobs_for registry.local/web:v2)" ]]; }
+wait_for 30 "the pre-download ImagePullJob for web:v2" has_job
+job=$(jobs_for registry.local/web:v2)
+assert_eq "$("$KUBECTL" get imagepulljob "$job" -o jsonpath='{.metadata.ownerReferences[0].kind}/{.metadata.ownerReferences[0].name}')" \
+  "CloneSet/web" "the pre-download job's owner"
+assert_contains "$job" "-main" "the job is named after the revision and the container"
+assert_eq "$("$KUBECTL" get imagepulljob "$job" -o jsonpath='{.spec.parallelism}')" "5" "the job's parallelism"
+assert_eq "$(cs .status.updatedReplicas)" "0" "pods updated before the pull"
+pulled() {
+  local progress; progress=$("$KUBECTL" get imagepulljob "$job" -o jsonpath='{.status.succeeded}/{.status.desired}')
+  [[ "$progress" =~ ^([1-9][0-9]*)/([0-9]+)$ && "${BASH_REMATCH[1]}" == "${BASH_REMATCH[2]}" ]]
+}
+wait_for 90 "the pre-download job pulled on every node of the old pods" pulled
+assert_eq "$(cs .status.updatedReplicas)" "0" "pods updated while the job pulled"
+pass "a CloneSet in-place rollout with pre-download creates the ImagePullJob first and it pulls on the pods' nodes"
+
+# timed_rollout PATCH: applies the merge PATCH to the CloneSet and sets ROLLOUT_MS to the
+# milliseconds until every pod is updated and ready.
+timed_rollout() {
+  local start; start=$(date +%s%N)
+  "$KUBECTL" patch cloneset web --type merge -p "$1" >/dev/null
+  rolled_out() {
+    [[ "$(cs .status.updatedReadyReplicas)" == 5 && "$(cs .status.currentRevision)" == "$(cs .status.updateRevision)" ]]
+  }
+  wait_for 90 "every pod of CloneSet web updated and ready" rolled_out
+  ROLLOUT_MS=$(( ($(date +%s%N) - start) / 1000000 ))
+}
+timed_rollout '{"spec":{"updateStrategy":{"rollingUpdate":{"partition":0,"maxUnavailable":"100%"}}}}'
+with_ms=$ROLLOUT_MS
+(( with_ms < SLOW_PULL_MS )) || fail "the pre-downloaded rollout took ${with_ms} ms, at least one pull (${SLOW_PULL_MS} ms)"
+gone() { [[ -z "$(jobs_for registry.local/web:v2)" ]]; }
+wait_for 30 "the pre-download job deleted once rolled out" gone
+timed_rollout '{"spec":{"template":{"spec":{"containers":[{"name":"main","image":"registry.local/web:v3"}]}}}}'
+without_ms=$ROLLOUT_MS
+(( without_ms >= SLOW_PULL_MS )) || fail "the rollout without pre-download took ${without_ms} ms, less than a pull"
+assert_eq "$(jobs_for registry.local/web:v3)" "" "a job for an image whose pods update in one batch"
+ignored=$("$KUBECTL" get controllerrevisions -l apps.kruise.io/image-predownload-ignored=true -o name | wc -l)
+(( ignored >= 1 )) || fail "no revision labelled apps.kruise.io/image-predownload-ignored"
+pass "the pre-downloaded pods updated in ${with_ms} ms, without pre-download ${without_ms} ms (one pull: ${SLOW_PULL_MS} ms); the job is deleted once rolled out"

@@ -21,7 +21,6 @@ use kube::runtime::watcher;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
-use crate::cluster::images::ImagePulls;
 use crate::cluster::kubelet_api::{KubeletApi, PodChange, PodKey, WriteError};
 use crate::cluster::{EventSource, KubeletTimings, cri, event_object, kubelet, nodes};
 use crate::{ApiResult, client_volumes, meta};
@@ -57,6 +56,9 @@ pub struct NodesFlags {
     /// Kubelet image pull delay (e.g. 50ms, 1s).
     #[arg(long, default_value = "50ms", value_parser = crate::up::duration)]
     pub pull_delay: Duration,
+    /// One image's pull latency or failure, repeatable, as `kruise-sim up --image-pull`.
+    #[arg(long = "image-pull", value_name = "IMAGE=DURATION|IMAGE=fail:MESSAGE", value_parser = crate::ImagePull::parse_flag)]
+    pub image_pulls: Vec<(String, crate::ImagePull)>,
     /// Kubelet delay from pulled to running.
     #[arg(long, default_value = "50ms", value_parser = crate::up::duration)]
     pub start_delay: Duration,
@@ -590,13 +592,14 @@ pub async fn start(flags: &NodesFlags) -> anyhow::Result<Nodes> {
     }
     let (stop, stop_rx) = tokio::sync::watch::channel(false);
     let (cri_tx, cri_rx) = mpsc::channel(64);
+    let image_pulls = crate::up::image_pulls(&flags.image_pulls);
     if let Some(dir) = &flags.cri_dir {
         tasks.extend(cri::serve_sockets(
             dir,
             &names,
             &cri_tx,
             flags.pull_delay,
-            &ImagePulls::default(),
+            &image_pulls,
             &stop_rx,
         )?);
     }
@@ -615,7 +618,7 @@ pub async fn start(flags: &NodesFlags) -> anyhow::Result<Nodes> {
         change_rx,
         names.clone(),
         flags.timings(),
-        ImagePulls::default(),
+        image_pulls,
         cri_rx,
     )));
     Ok(Nodes { names, tasks, stop })
@@ -641,6 +644,7 @@ mod tests {
             memory: "8Gi".into(),
             max_pods: 20,
             pull_delay: Duration::ZERO,
+            image_pulls: Vec::new(),
             start_delay: Duration::ZERO,
             ready_delay: Duration::ZERO,
             cri_dir: None,

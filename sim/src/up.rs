@@ -70,15 +70,19 @@ pub struct Up {
     pub kubeconfig: PathBuf,
 }
 
+/// The pull latencies and failures `--image-pull` flags name.
+pub fn image_pulls(flags: &[(String, ImagePull)]) -> ImagePulls {
+    flags
+        .iter()
+        .fold(ImagePulls::default(), |pulls, (image, pull)| {
+            pulls.with(image, pull.clone())
+        })
+}
+
 impl UpFlags {
     /// The simulator these flags describe.
     pub fn config(&self) -> SimConfig {
-        let image_pulls = self
-            .image_pulls
-            .iter()
-            .fold(ImagePulls::default(), |pulls, (image, pull)| {
-                pulls.with(image, pull.clone())
-            });
+        let image_pulls = image_pulls(&self.image_pulls);
         SimConfig {
             bind: SocketAddr::new(self.address, self.port),
             watch_history: self.watch_history,

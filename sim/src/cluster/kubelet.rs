@@ -314,18 +314,23 @@ impl<A: KubeletApi> Kubelet<A> {
         ip
     }
 
-    /// The pull a container start costs on `node`; the image is on the node after.
+    /// The pull a container start costs on `node`; the image is on the node after. An
+    /// `Always` pull of an image the node already has costs `pull_delay` only: the runtime
+    /// asks the registry for the manifest and finds every layer present (the image's own
+    /// latency is its layers' download).
     fn pull_delay(&mut self, node: &str, container: &Value) -> Duration {
         let image = str_of(container, "image");
         let pull = self.images.needs_pull(node, container);
+        let present = self.images.find(node, image).is_some();
         self.images.add(node, image);
-        if pull {
-            self.pulls
+        match (pull, present) {
+            (false, _) => Duration::ZERO,
+            (true, true) => self.timings.pull_delay,
+            (true, false) => self
+                .pulls
                 .of(image)
                 .delay
-                .unwrap_or(self.timings.pull_delay)
-        } else {
-            Duration::ZERO
+                .unwrap_or(self.timings.pull_delay),
         }
     }
 

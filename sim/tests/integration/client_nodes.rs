@@ -20,6 +20,7 @@ fn flags(kubeconfig: std::path::PathBuf) -> NodesFlags {
         memory: "8Gi".into(),
         max_pods: 30,
         pull_delay: Duration::from_millis(20),
+        image_pulls: Vec::new(),
         start_delay: Duration::from_millis(20),
         ready_delay: Duration::from_millis(50),
         cri_dir: None,
