@@ -63,7 +63,7 @@ pub use pods::{
 };
 pub use resize::{
     OWNED_BY_ASTS_KEY, compatible_and_ready, compatible_without_size, expansion_completed,
-    needs_expansion,
+    needs_expansion, storage_size,
 };
 pub use revisions::{RevisionPlan, RevisionWrite, orphans_to_adopt, plan_revisions};
 pub use status::calculate_status;
