@@ -4,14 +4,17 @@
 //!   OpenKruise's defaulting of either version ([`crate::api::defaults`]), answered with a
 //!   JSONPatch of only the defaulted fields;
 //! * [`ValidateStatefulSet`] at `/validate-apps-kruise-io-statefulset`
-//!   (`vstatefulset.kb.io`): [`crate::api::validation`] on CREATE and UPDATE, and
-//!   OpenKruise's deletion protection (`policy.kruise.io/delete-protection`) on DELETE;
+//!   (`vstatefulset.kb.io`): [`crate::api::validation`] on CREATE and UPDATE (with
+//!   `StatefulSetAutoResizePVCGate`, a resized claim template's StorageClass read through
+//!   the binary's client), and OpenKruise's deletion protection
+//!   (`policy.kruise.io/delete-protection`) on DELETE;
 //! * [`crate::conversion::StatefulSetConverter`] at `/convert`.
 //!
 //! Both versions carry the same spec, so a `v1alpha1` request is decoded, defaulted and
 //! validated exactly as a `v1beta1` one (OpenKruise converts it first, to the same effect).
 
 use futures::future::BoxFuture;
+use k8s_openapi::api::storage::v1::StorageClass;
 use kruise_common::admission::crd_webhooks::{
     Defaulting, decode, defaults_patch, deny_invalid, deny_protected_deletion, object_json,
     validating_webhook,
@@ -23,7 +26,10 @@ use kube::core::admission::{AdmissionRequest, AdmissionResponse, Operation};
 use serde_json::Value;
 
 use crate::api::defaults::{DefaultingGates, default_spec};
-use crate::api::validation::{validate, validate_claim_template_update};
+use crate::api::validation::{
+    ErrorList, resized_claim_templates, validate, validate_claim_template_expansion,
+    validate_claim_template_update,
+};
 use crate::api::{KIND, PLURAL, v1beta1};
 use crate::conversion::StatefulSetConverter;
 
@@ -39,11 +45,11 @@ pub const VALIDATE_WEBHOOK: &str = "vstatefulset.kb.io";
 const TIMEOUT_SECONDS: i32 = 30;
 
 /// The routes `kruise-statefulset` serves: defaulting (with the gates it depends on),
-/// validation and conversion.
-pub fn routes(gates: DefaultingGates) -> AdmissionRoutes {
+/// validation (reading StorageClasses through `client` when given) and conversion.
+pub fn routes(gates: DefaultingGates, client: Option<kube::Client>) -> AdmissionRoutes {
     AdmissionRoutes::new()
         .handler(MutateStatefulSet { gates })
-        .handler(ValidateStatefulSet { gates })
+        .handler(ValidateStatefulSet { gates, client })
         .converter(StatefulSetConverter)
 }
 
@@ -87,6 +93,8 @@ impl Defaulting for MutateStatefulSet {
 pub struct ValidateStatefulSet {
     /// `StatefulSetAutoResizePVCGate` adds the claim-template update rules.
     pub gates: DefaultingGates,
+    /// Reads StorageClasses for a resized claim template; `None` skips that check.
+    pub client: Option<kube::Client>,
 }
 
 /// `object` (of either served version) as the storage version's type.
@@ -99,7 +107,32 @@ fn as_v1beta1(object: &DynamicObject) -> Result<v1beta1::StatefulSet, HandlerErr
 }
 
 impl ValidateStatefulSet {
-    fn validate(
+    /// OpenKruise's StorageClass check of the templates `new` resizes (none read when no
+    /// template is resized).
+    async fn check_expansion(
+        &self,
+        new: &v1beta1::StatefulSetSpec,
+        old: &v1beta1::StatefulSetSpec,
+    ) -> ErrorList {
+        let Some(client) = &self.client else {
+            return ErrorList::new();
+        };
+        let resized = resized_claim_templates(new, old);
+        if resized.is_empty() {
+            return ErrorList::new();
+        }
+        let api: kube::Api<StorageClass> = kube::Api::all(client.clone());
+        match api.list(&Default::default()).await {
+            Ok(list) => validate_claim_template_expansion(&resized, Ok(&list.items)),
+            Err(e) => {
+                let reason = e.to_string();
+                tracing::warn!(error = %reason, "listing StorageClasses for a claim template resize");
+                validate_claim_template_expansion(&resized, Err(reason.as_str()))
+            }
+        }
+    }
+
+    async fn validate(
         &self,
         req: &AdmissionRequest<DynamicObject>,
     ) -> Result<AdmissionResponse, HandlerError> {
@@ -124,6 +157,9 @@ impl ValidateStatefulSet {
             && let Some(old) = &old
         {
             errors = validate_claim_template_update(&new.spec, &old.spec);
+            if errors.is_empty() {
+                errors = self.check_expansion(&new.spec, &old.spec).await;
+            }
         }
         Ok(deny_invalid(req, &errors))
     }
@@ -145,6 +181,6 @@ impl AdmissionHandler for ValidateStatefulSet {
         &'a self,
         request: &'a AdmissionRequest<DynamicObject>,
     ) -> BoxFuture<'a, Result<AdmissionResponse, HandlerError>> {
-        Box::pin(async move { self.validate(request) })
+        Box::pin(self.validate(request))
     }
 }

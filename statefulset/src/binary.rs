@@ -38,7 +38,7 @@ pub fn binary() -> anyhow::Result<Binary<AdmissionFlags>> {
                 let gates = ctx.map_or_else(Default::default, |ctx| {
                     controller::defaulting_gates(&ctx.gates)
                 });
-                admission::routes(gates)
+                admission::routes(gates, ctx.map(|ctx| ctx.client.clone()))
             })
             .controller(|ctx: Context<AdmissionFlags>| async move {
                 let settings = controller::Settings {

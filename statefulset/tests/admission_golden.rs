@@ -41,7 +41,7 @@ fn minimal_spec() -> Value {
 }
 
 async fn answer(path: &str, body: &[u8]) -> Value {
-    let out = routes(DefaultingGates::default())
+    let out = routes(DefaultingGates::default(), None)
         .review(path, body)
         .await
         .unwrap();
@@ -197,7 +197,7 @@ proptest::proptest! {
         ] {
             let object = (operation != "DELETE").then(|| statefulset(version, spec.clone()));
             let body = review_body(version, operation, object, old);
-            let out = runtime.block_on(routes(DefaultingGates::default()).review(path, &body));
+            let out = runtime.block_on(routes(DefaultingGates::default(), None).review(path, &body));
             proptest::prop_assert!(out.is_ok(), "{out:?}");
         }
     }
@@ -216,10 +216,13 @@ async fn with_the_resize_gate_an_on_pod_rolling_update_claim_template_keeps_its_
     };
     let mut old = spec.clone();
     old["volumeClaimTemplates"] = claims("a", "1Gi");
-    let gated = routes(DefaultingGates {
-        auto_resize_pvc: true,
-        ..DefaultingGates::default()
-    });
+    let gated = routes(
+        DefaultingGates {
+            auto_resize_pvc: true,
+            ..DefaultingGates::default()
+        },
+        None,
+    );
     for (class, size, allowed) in [("a", "2Gi", true), ("b", "1Gi", false)] {
         let mut new = spec.clone();
         new["volumeClaimTemplates"] = claims(class, size);
@@ -242,5 +245,106 @@ async fn with_the_resize_gate_an_on_pod_rolling_update_claim_template_keeps_its_
         }
         // Without the gate, the class change is not refused.
         assert_eq!(answer(VALIDATE_PATH, &body).await["allowed"], true);
+    }
+}
+
+/// With the resize gate, a claim template's size change is refused when its StorageClass,
+/// read from kruise-sim through the webhook's client, forbids expansion (OpenKruise's
+/// `ValidateVolumeClaimTemplateUpdate`); allowed when the class allows it.
+#[tokio::test]
+async fn with_the_resize_gate_a_resize_needs_a_class_read_from_the_cluster_that_allows_it() {
+    use k8s_openapi::api::storage::v1::StorageClass;
+    let (_sim, client) = kruise_testkit::sim_with_crds(1, &[]).await;
+    let classes: kube::Api<StorageClass> = kube::Api::all(client.clone());
+    for (name, expandable, default) in [
+        ("fixed", false, false),
+        ("growing", true, false),
+        ("standard", false, true),
+    ] {
+        let mut class = json!({"metadata": {"name": name}, "provisioner": "sim.kruise.io/hostpath",
+                               "allowVolumeExpansion": expandable});
+        if default {
+            class["metadata"]["annotations"] =
+                json!({"storageclass.kubernetes.io/is-default-class": "true"});
+        }
+        classes
+            .create(&Default::default(), &serde_json::from_value(class).unwrap())
+            .await
+            .unwrap();
+    }
+    let mut spec = minimal_spec();
+    spec["podManagementPolicy"] = json!("OrderedReady");
+    spec["updateStrategy"] = json!({"type": "RollingUpdate", "rollingUpdate": {
+        "partition": 0, "maxUnavailable": 1, "podUpdatePolicy": "ReCreate", "minReadySeconds": 0}});
+    spec["volumeClaimUpdateStrategy"] = json!({"type": "OnPodRollingUpdate"});
+    let claims = |class: Option<&str>, size: &str| {
+        let mut template = json!({"metadata": {"name": "data"}, "spec": {
+            "accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": size}}}});
+        if let Some(class) = class {
+            template["spec"]["storageClassName"] = json!(class);
+        }
+        json!([template])
+    };
+    let gated = routes(
+        DefaultingGates {
+            auto_resize_pvc: true,
+            ..DefaultingGates::default()
+        },
+        Some(client.clone()),
+    );
+    let storage = "spec.volumeClaimTemplates[data].spec.resources.requests.storage";
+    for (class, denial) in [
+        (Some("growing"), None),
+        (
+            Some("fixed"),
+            Some(format!(
+                "{storage}: Forbidden: storage class fixed does not support volume expansion"
+            )),
+        ),
+        (
+            Some("missing"),
+            Some(
+                "spec.volumeClaimTemplates[data].spec.storageClassName: Invalid value: \"missing\": can not get sc"
+                    .to_string(),
+            ),
+        ),
+        // No class named: the cluster's default one, which forbids expansion.
+        (
+            None,
+            Some(format!(
+                "{storage}: Forbidden: storage class standard does not support volume expansion"
+            )),
+        ),
+    ] {
+        let mut old = spec.clone();
+        old["volumeClaimTemplates"] = claims(class, "1Gi");
+        let mut new = spec.clone();
+        new["volumeClaimTemplates"] = claims(class, "2Gi");
+        let body = review_body(
+            "v1beta1",
+            "UPDATE",
+            Some(statefulset("v1beta1", new.clone())),
+            Some(statefulset("v1beta1", old.clone())),
+        );
+        let out = gated.review(VALIDATE_PATH, &body).await.unwrap();
+        assert_eq!(
+            out["response"]["allowed"],
+            denial.is_none(),
+            "{class:?}: {out}"
+        );
+        if let Some(denial) = denial {
+            let message = out["response"]["status"]["message"].as_str().unwrap();
+            assert!(message.contains(&denial), "{class:?}: {message}");
+            assert_eq!(out["response"]["status"]["code"], 422, "{out}");
+        }
+        // The same template unchanged in size is not checked.
+        let body = review_body(
+            "v1beta1",
+            "UPDATE",
+            Some(statefulset("v1beta1", old.clone())),
+            Some(statefulset("v1beta1", old)),
+        );
+        let out = gated.review(VALIDATE_PATH, &body).await.unwrap();
+        assert_eq!(out["response"]["allowed"], true, "{class:?}: {out}");
     }
 }

@@ -11,11 +11,15 @@
 //! the retention policy; replicas; selector (required, non-empty, matching the template);
 //! the template (`common::api::podtemplate`), restartPolicy `Always`, no
 //! activeDeadlineSeconds; on UPDATE the immutable fields and `InPlaceOnly`'s image-only rule.
-//! Not yet: the volumeClaimTemplates resize rules of `StatefulSetAutoResizePVCGate`.
+//! With `StatefulSetAutoResizePVCGate`, the claim-template update rules of
+//! `volumeClaimUpdateStrategy: OnPodRollingUpdate` ([`validate_claim_template_update`]) and,
+//! for a template whose size changed, its StorageClass ([`validate_claim_template_expansion`],
+//! the webhook reading the classes).
 
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::PodSpec;
+use k8s_openapi::api::storage::v1::StorageClass;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kruise_common::api::field::{BadValue, DNS1123_SUBDOMAIN_MESSAGE, Path, is_dns1123_subdomain};
 pub use kruise_common::api::field::{ErrorList, FieldError, bracketed as to_message};
@@ -400,9 +404,9 @@ fn validate_update(new: &StatefulSetSpec, old: &StatefulSetSpec) -> ErrorList {
 
 /// With `StatefulSetAutoResizePVCGate` and `volumeClaimUpdateStrategy: OnPodRollingUpdate`
 /// (OpenKruise's `ValidateVolumeClaimTemplateUpdate`): claim templates can be neither added,
-/// removed nor renamed, nor change their storage class or access modes. (Whether the
-/// StorageClass allows expansion is not checked here: the rolling update reports
-/// `FailedUpdatePVC` and waits.)
+/// removed nor renamed, nor change their storage class or access modes. Whether the
+/// StorageClass of a resized template allows expansion is
+/// [`validate_claim_template_expansion`]'s (it needs the classes).
 pub fn validate_claim_template_update(new: &StatefulSetSpec, old: &StatefulSetSpec) -> ErrorList {
     use super::VolumeClaimUpdateStrategyType;
     if new.volume_claim_update_strategy.type_
@@ -435,6 +439,115 @@ pub fn validate_claim_template_update(new: &StatefulSetSpec, old: &StatefulSetSp
                 at,
                 BadValue::Omitted,
                 "volumeClaimTemplate can not be modified when OnRollingUpdate",
+            )];
+        }
+    }
+    Vec::new()
+}
+
+/// The annotation that makes a StorageClass the cluster's default.
+pub const DEFAULT_STORAGE_CLASS_KEY: &str = "storageclass.kubernetes.io/is-default-class";
+
+/// A claim template whose storage request or limit changed, in an update
+/// [`validate_claim_template_update`] allows: its StorageClass must allow expansion.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResizedClaimTemplate {
+    /// The template's name.
+    pub name: String,
+    /// Its `storageClassName` (`None`: the cluster's default class).
+    pub storage_class: Option<String>,
+}
+
+/// The claim templates of an `OnPodRollingUpdate` set whose storage request or limit the
+/// update changes (OpenKruise's `isPVCResize`: an absent value counts as zero), in order.
+pub fn resized_claim_templates(
+    new: &StatefulSetSpec,
+    old: &StatefulSetSpec,
+) -> Vec<ResizedClaimTemplate> {
+    use super::VolumeClaimUpdateStrategyType;
+    if new.volume_claim_update_strategy.type_
+        != Some(VolumeClaimUpdateStrategyType::OnPodRollingUpdate)
+    {
+        return Vec::new();
+    }
+    new.volume_claim_templates
+        .iter()
+        .filter_map(|template| {
+            let previous = old
+                .volume_claim_templates
+                .iter()
+                .find(|t| t.metadata.name == template.metadata.name)?;
+            let resized = crate::plan::compatible_without_size(previous, template)
+                && crate::plan::storage_size(previous) != crate::plan::storage_size(template);
+            resized.then(|| ResizedClaimTemplate {
+                name: template.metadata.name.clone().unwrap_or_default(),
+                storage_class: template
+                    .spec
+                    .as_ref()
+                    .and_then(|s| s.storage_class_name.clone()),
+            })
+        })
+        .collect()
+}
+
+/// The cluster's default StorageClass: of those annotated default, the newest (as
+/// Kubernetes picks it).
+fn default_storage_class(classes: &[StorageClass]) -> Option<&StorageClass> {
+    classes
+        .iter()
+        .filter(|c| {
+            c.metadata
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get(DEFAULT_STORAGE_CLASS_KEY))
+                .is_some_and(|v| v == "true")
+        })
+        .max_by_key(|c| c.metadata.creation_timestamp.as_ref().map(|t| t.0))
+}
+
+/// OpenKruise's StorageClass check of `ValidateVolumeClaimTemplateUpdate`: the class of each
+/// resized template (its own, else the cluster's default; no default skips the check) must
+/// not set `allowVolumeExpansion: false`. `classes` is the cluster's StorageClasses, or why
+/// they could not be read. The first error only, as OpenKruise returns.
+pub fn validate_claim_template_expansion(
+    resized: &[ResizedClaimTemplate],
+    classes: Result<&[StorageClass], &str>,
+) -> ErrorList {
+    for template in resized {
+        let at = format!("spec.volumeClaimTemplates[{}].spec", template.name);
+        let class = match (&template.storage_class, classes) {
+            (None, Err(_)) => {
+                return vec![FieldError::invalid(
+                    format!("{at}.storageClassName"),
+                    "nil",
+                    "can not list storage class",
+                )];
+            }
+            (None, Ok(classes)) => match default_storage_class(classes) {
+                Some(class) => class,
+                None => continue,
+            },
+            (Some(name), classes) => {
+                let found = classes
+                    .ok()
+                    .and_then(|all| all.iter().find(|c| c.metadata.name.as_ref() == Some(name)));
+                let Some(class) = found else {
+                    return vec![FieldError::invalid(
+                        format!("{at}.storageClassName"),
+                        name,
+                        "can not get sc",
+                    )];
+                };
+                class
+            }
+        };
+        if class.allow_volume_expansion == Some(false) {
+            return vec![FieldError::forbidden(
+                format!("{at}.resources.requests.storage"),
+                format!(
+                    "storage class {} does not support volume expansion",
+                    class.metadata.name.as_deref().unwrap_or_default()
+                ),
             )];
         }
     }

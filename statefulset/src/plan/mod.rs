@@ -63,10 +63,22 @@ pub use pods::{
 };
 pub use resize::{
     OWNED_BY_ASTS_KEY, compatible_and_ready, compatible_without_size, expansion_completed,
-    needs_expansion,
+    needs_expansion, storage_size,
 };
 pub use revisions::{RevisionPlan, RevisionWrite, orphans_to_adopt, plan_revisions};
 pub use status::calculate_status;
+
+/// Pods one plan creates at most; a larger `Parallel` scale-up continues in the next
+/// reconciles, once the cache shows these. OpenKruise creates the whole difference in one
+/// pass, but every new pod of a plan is held in memory until its write is done, and the
+/// allocator keeps much of that peak afterwards (scale 1,000 -> 10,000 at once: ~28 MiB
+/// more resident, settled, than the same pods after a restart).
+pub const MAX_CREATIONS_PER_PLAN: usize = 500;
+
+/// Existing pods one plan writes at most in its refresh and in its rolling update; the rest
+/// follow in the next reconciles. Each planned write holds its patch until the plan is
+/// done (9,000 new pods given `InPlaceUpdateReady` at once).
+pub const MAX_POD_WRITES_PER_PLAN: usize = 1000;
 
 /// Feature gates the planner reads (OpenKruise's defaults via [`Default`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -316,6 +328,8 @@ struct Planner<'a> {
     min_ready: i32,
     /// Pods written by this plan (one write per pod).
     written: BTreeSet<String>,
+    /// Pods this plan creates (at most [`MAX_CREATIONS_PER_PLAN`]).
+    creations: usize,
     /// Every cached pod name in the namespace: a name another pod holds (released, or
     /// someone else's) is never created over.
     occupied: BTreeSet<&'a str>,
@@ -363,8 +377,8 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
         planner.plan.actions.clear();
         return planner.plan;
     }
-    let lifecycle_changed = planner.refresh();
-    if planner.replicas() && planner.condemned() && !lifecycle_changed {
+    let update_waits = planner.refresh();
+    if planner.replicas() && planner.condemned() && !update_waits {
         planner.rolling_update();
     }
     planner.truncate_history();
@@ -457,6 +471,7 @@ impl<'a> Planner<'a> {
             by_ordinal,
             min_ready,
             written: BTreeSet::new(),
+            creations: 0,
             occupied: input.pods.iter().map(|p| p.name()).collect(),
             claims: input
                 .claims

@@ -28,6 +28,19 @@ fn requested(claim: &PersistentVolumeClaim) -> Option<Nanos> {
     storage(spec.resources.as_ref()?.requests.as_ref()?.get("storage"))
 }
 
+/// A claim's (or template's) storage request and limit, an absent one as zero (Go's
+/// `ResourceList.Storage()`): two claims of the same size have equal values.
+pub fn storage_size(claim: &PersistentVolumeClaim) -> (Nanos, Nanos) {
+    let resources = claim.spec.as_ref().and_then(|s| s.resources.as_ref());
+    let of = |list: Option<&std::collections::BTreeMap<String, Quantity>>| {
+        storage(list.and_then(|l| l.get("storage"))).unwrap_or(0)
+    };
+    (
+        of(resources.and_then(|r| r.requests.as_ref())),
+        of(resources.and_then(|r| r.limits.as_ref())),
+    )
+}
+
 fn capacity(claim: &PersistentVolumeClaim) -> Option<Nanos> {
     storage(claim.status.as_ref()?.capacity.as_ref()?.get("storage"))
 }

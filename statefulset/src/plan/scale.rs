@@ -7,8 +7,8 @@ use kruise_common::api::intstr::value_from_int_or_percent;
 use kruise_common::pods::PodView as _;
 
 use super::{
-    Action, DeleteReason, IdentityGates, PlannedEvent, Planner, new_pod, pod_name, push_requeue,
-    revision_name, template_for,
+    Action, DeleteReason, IdentityGates, MAX_CREATIONS_PER_PLAN, PlannedEvent, Planner, new_pod,
+    pod_name, push_requeue, revision_name, template_for,
 };
 
 /// How soon a pod waiting for a stale claim's deletion is looked at again.
@@ -76,6 +76,7 @@ impl Planner<'_> {
             pod: Box::new(pod),
             claims: self.claims_for_new_pod(ordinal),
         });
+        self.creations += 1;
         true
     }
 
@@ -117,7 +118,7 @@ impl Planner<'_> {
                     }
                     continue;
                 }
-                if budget.is_some_and(|b| b <= 0) {
+                if budget.is_some_and(|b| b <= 0) || self.creations >= MAX_CREATIONS_PER_PLAN {
                     continue;
                 }
                 if self.has_stale_claim(ordinal) {

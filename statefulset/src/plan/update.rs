@@ -14,18 +14,26 @@ use kruise_common::inplace::{
 use kruise_common::pods::lifecycle::{Intent, NotReadyChange, PodHookView, decide, state_patch};
 use kruise_common::pods::{CachedPod, PodView as _};
 
-use super::{Action, DeleteReason, PlannedEvent, Planner, push_requeue, revision_name};
+use super::{
+    Action, DeleteReason, MAX_POD_WRITES_PER_PLAN, PlannedEvent, Planner, push_requeue,
+    revision_name,
+};
 use crate::api::v1beta1::{PodUpdatePolicy, RollingUpdateStatefulSetStrategy};
 
 impl Planner<'_> {
-    /// Step 2: in-place refresh and lifecycle; true when a lifecycle state changed (the
-    /// rolling update then waits a round, as OpenKruise's does).
+    /// Step 2: in-place refresh and lifecycle; true when the rolling update waits a round:
+    /// a lifecycle state changed (as OpenKruise's does), or more pods need a refresh write
+    /// than one plan makes ([`MAX_POD_WRITES_PER_PLAN`]; the rest get theirs first).
     pub(super) fn refresh(&mut self) -> bool {
         let now = self.input.now;
         let check = self.check();
-        let mut lifecycle_changed = false;
+        let mut update_waits = false;
         let mut actions = Vec::new();
         for facts in self.by_ordinal.values() {
+            if actions.len() >= MAX_POD_WRITES_PER_PLAN {
+                update_waits = true;
+                break;
+            }
             let pod = facts.pod;
             let name = pod.name().to_string();
             if self.written.contains(&name) {
@@ -51,7 +59,7 @@ impl Planner<'_> {
                     // The lifecycle change the completed update allows (Updating -> Normal)
                     // travels in the same status write: an in-place update costs 3 writes.
                     let change = self.lifecycle_refresh(pod, &check);
-                    lifecycle_changed |= change.is_some();
+                    update_waits |= change.is_some();
                     let (metadata, not_ready) = change.unzip();
                     if let Some(marked) = not_ready
                         .flatten()
@@ -73,13 +81,13 @@ impl Planner<'_> {
             }
             if let Some((patch, not_ready)) = self.lifecycle_refresh(pod, &check) {
                 actions.push(self.lifecycle_write(pod, patch, not_ready.as_ref()));
-                lifecycle_changed = true;
+                update_waits = true;
             }
         }
         for action in actions {
             self.push(action);
         }
-        lifecycle_changed
+        update_waits
     }
 
     /// The lifecycle part of `refreshPodState`: e.g. `Updating` -> `Normal` once the
@@ -109,6 +117,12 @@ impl Planner<'_> {
         .ok()?;
         let next = decision.next.filter(|n| *n != state)?;
         Some((state_patch(next, self.input.now, None), decision.not_ready))
+    }
+
+    /// Whether this plan writes as many existing pods as one plan may
+    /// ([`MAX_POD_WRITES_PER_PLAN`]); the rolling update goes on in the next reconcile.
+    fn pod_writes_full(&self) -> bool {
+        self.written.len().saturating_sub(self.creations) >= MAX_POD_WRITES_PER_PLAN
     }
 
     /// Whether an in-place update of the update revision is sent but not yet in the cache.
@@ -185,6 +199,7 @@ impl Planner<'_> {
                 || self.written.contains(&name)
                 || !kruise_common::pods::is_specified_delete(facts.pod, &BTreeSet::new())
                 || !budget_left(&unavailable, &name)
+                || self.pod_writes_full()
             {
                 continue;
             }
@@ -210,7 +225,7 @@ impl Planner<'_> {
             if updated && claims_match {
                 continue;
             }
-            if !budget_left(&unavailable, &name) {
+            if !budget_left(&unavailable, &name) || self.pod_writes_full() {
                 return;
             }
             if terminating || self.written.contains(&name) {

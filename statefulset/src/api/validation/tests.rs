@@ -270,3 +270,181 @@ fn on_pod_rolling_update_claim_templates_may_change_only_in_size() {
     new.spec.volume_claim_templates = vec![];
     assert!(validate_claim_template_update(&new.spec, &on_delete.spec).is_empty());
 }
+
+fn class(name: &str, expandable: Option<bool>, default_since: Option<i64>) -> StorageClass {
+    let mut value = json!({"metadata": {"name": name}, "provisioner": "example.com/disk"});
+    if let Some(expandable) = expandable {
+        value["allowVolumeExpansion"] = json!(expandable);
+    }
+    if let Some(second) = default_since {
+        value["metadata"]["annotations"] = json!({DEFAULT_STORAGE_CLASS_KEY: "true"});
+        value["metadata"]["creationTimestamp"] =
+            json!(jiff::Timestamp::from_second(second).unwrap().to_string());
+    }
+    serde_json::from_value(value).unwrap()
+}
+
+#[test]
+fn only_a_size_change_of_an_on_pod_rolling_update_template_needs_its_class_checked() {
+    let template = |name: &str, class: Option<&str>, request: &str, limit: Option<&str>| {
+        let mut value = json!({"metadata": {"name": name},
+            "spec": {"accessModes": ["ReadWriteOnce"],
+                     "resources": {"requests": {"storage": request}}}});
+        if let Some(class) = class {
+            value["spec"]["storageClassName"] = json!(class);
+        }
+        if let Some(limit) = limit {
+            value["spec"]["resources"]["limits"] = json!({"storage": limit});
+        }
+        serde_json::from_value::<k8s_openapi::api::core::v1::PersistentVolumeClaim>(value).unwrap()
+    };
+    let mut old = set(&sample());
+    old.spec.volume_claim_update_strategy.type_ =
+        Some(crate::api::VolumeClaimUpdateStrategyType::OnPodRollingUpdate);
+    old.spec.volume_claim_templates = vec![
+        template("data", Some("fast"), "1Gi", None),
+        template("logs", None, "1Gi", None),
+    ];
+    let resized = |templates: Vec<k8s_openapi::api::core::v1::PersistentVolumeClaim>| {
+        let mut new = old.clone();
+        new.spec.volume_claim_templates = templates;
+        resized_claim_templates(&new.spec, &old.spec)
+    };
+    let data = ResizedClaimTemplate {
+        name: "data".into(),
+        storage_class: Some("fast".into()),
+    };
+    let logs = ResizedClaimTemplate {
+        name: "logs".into(),
+        storage_class: None,
+    };
+    // The same size written otherwise is no resize.
+    assert_eq!(
+        resized(vec![
+            template("data", Some("fast"), "1024Mi", None),
+            template("logs", None, "1Gi", None),
+        ]),
+        []
+    );
+    assert_eq!(
+        resized(vec![
+            template("data", Some("fast"), "2Gi", None),
+            template("logs", None, "1Gi", Some("3Gi")),
+        ]),
+        [data.clone(), logs]
+    );
+    // A shrink is a resize too (OpenKruise's isPVCResize compares for inequality).
+    assert_eq!(
+        resized(vec![
+            template("data", Some("fast"), "512Mi", None),
+            template("logs", None, "1Gi", None),
+        ]),
+        [data]
+    );
+    // A class change is no resize (validate_claim_template_update refuses it).
+    assert_eq!(
+        resized(vec![
+            template("data", Some("slow"), "2Gi", None),
+            template("logs", None, "1Gi", None),
+        ]),
+        []
+    );
+    // OnDelete: nothing is checked.
+    let mut on_delete = old.clone();
+    on_delete.spec.volume_claim_update_strategy.type_ =
+        Some(crate::api::VolumeClaimUpdateStrategyType::OnDelete);
+    let mut new = on_delete.clone();
+    new.spec.volume_claim_templates[0] = template("data", Some("fast"), "2Gi", None);
+    assert_eq!(resized_claim_templates(&new.spec, &on_delete.spec), []);
+}
+
+/// Resized templates, the classes (or why they could not be read), the errors expected.
+type Case<'a> = (
+    Vec<ResizedClaimTemplate>,
+    Result<&'a [StorageClass], &'a str>,
+    Vec<String>,
+);
+
+#[test]
+fn a_resized_template_needs_a_class_that_does_not_forbid_expansion() {
+    let named = |class: &str| ResizedClaimTemplate {
+        name: "data".into(),
+        storage_class: Some(class.into()),
+    };
+    let unnamed = ResizedClaimTemplate {
+        name: "data".into(),
+        storage_class: None,
+    };
+    let classes = [
+        class("fixed", Some(false), None),
+        class("growing", Some(true), None),
+        class("unsaid", None, None),
+    ];
+    let errors = |resized: &[ResizedClaimTemplate], classes: Result<&[StorageClass], &str>| {
+        validate_claim_template_expansion(resized, classes)
+            .into_iter()
+            .map(|e| to_message(&[e]))
+            .collect::<Vec<_>>()
+    };
+    let storage = "spec.volumeClaimTemplates[data].spec.resources.requests.storage";
+    let class_name = "spec.volumeClaimTemplates[data].spec.storageClassName";
+    let cases: Vec<Case> = vec![
+        (vec![named("growing")], Ok(&classes), vec![]),
+        // OpenKruise refuses only an explicit `allowVolumeExpansion: false`.
+        (vec![named("unsaid")], Ok(&classes), vec![]),
+        (
+            vec![named("fixed")],
+            Ok(&classes),
+            vec![format!(
+                "[{storage}: Forbidden: storage class fixed does not support volume expansion]"
+            )],
+        ),
+        (
+            vec![named("growing"), named("missing"), named("fixed")],
+            Ok(&classes),
+            vec![format!(
+                "[{class_name}: Invalid value: \"missing\": can not get sc]"
+            )],
+        ),
+        (
+            vec![named("growing")],
+            Err("forbidden"),
+            vec![format!(
+                "[{class_name}: Invalid value: \"growing\": can not get sc]"
+            )],
+        ),
+        // No class named and no default class: nothing to check.
+        (vec![unnamed.clone()], Ok(&classes), vec![]),
+        (
+            vec![unnamed],
+            Err("forbidden"),
+            vec![format!(
+                "[{class_name}: Invalid value: \"nil\": can not list storage class]"
+            )],
+        ),
+    ];
+    for (resized, classes, expected) in cases {
+        assert_eq!(errors(&resized, classes), expected, "{resized:?}");
+    }
+}
+
+#[test]
+fn an_unnamed_class_is_the_newest_default_one() {
+    let unnamed = [ResizedClaimTemplate {
+        name: "data".into(),
+        storage_class: None,
+    }];
+    let refused = |classes: &[StorageClass]| {
+        !validate_claim_template_expansion(&unnamed, Ok(classes)).is_empty()
+    };
+    assert!(refused(&[
+        class("old", Some(true), Some(1_000)),
+        class("new", Some(false), Some(2_000))
+    ]));
+    assert!(!refused(&[
+        class("old", Some(false), Some(1_000)),
+        class("new", Some(true), Some(2_000))
+    ]));
+    // A class not annotated default is not the default.
+    assert!(!refused(&[class("fixed", Some(false), None)]));
+}

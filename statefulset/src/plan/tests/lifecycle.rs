@@ -1,4 +1,4 @@
-//! Lifecycle hooks `preDelete` and `preNormal`, and `markPodNotReady`.
+//! Lifecycle hooks `preDelete`, `preNormal` and `inPlaceUpdate`, and `markPodNotReady`.
 
 use k8s_openapi::api::core::v1::PodReadinessGate;
 
@@ -135,4 +135,65 @@ fn pre_normal_keeps_a_new_pod_preparing_normal_and_ordered_ready_waits_for_it() 
         .insert("warm".into(), "true".into());
     let w = World::ready(carried);
     assert_eq!(state(&w, "demo-2"), "Normal");
+}
+
+/// Sets the template (a new generation) and syncs the revisions, as an edit does.
+fn set_template(w: &mut World, template: k8s_openapi::api::core::v1::PodTemplateSpec) {
+    w.set.spec.template = template;
+    w.set.metadata.generation = Some(w.set.metadata.generation.unwrap_or(1) + 1);
+    w.sync_revisions();
+}
+
+/// K#1156, K#1183: a pod held in `PreparingUpdate` by the `inPlaceUpdate` hook goes back to
+/// `Normal` when the template is rolled back to its revision, without being updated.
+#[test]
+fn a_rollback_releases_a_pod_held_in_preparing_update_back_to_normal() {
+    let mut set = statefulset(
+        "nginx:1",
+        json!({"lifecycle": {"inPlaceUpdate": {"labelsHandler": {"hold": "true"}}},
+               "updateStrategy": {"rollingUpdate": {"podUpdatePolicy": "InPlaceIfPossible"}}}),
+    );
+    set.spec
+        .template
+        .metadata
+        .get_or_insert_with(Default::default)
+        .labels
+        .get_or_insert_with(Default::default)
+        .insert("hold".into(), "true".into());
+    let mut w = World::ready(set);
+    let uids: Vec<Option<String>> = w.pods.values().map(|p| p.metadata.uid.clone()).collect();
+    let original = w.revision_of("demo-2");
+    // The image changes and the template keeps its hook label.
+    let before = w.set.spec.template.clone();
+    let mut changed = before.clone();
+    changed.spec.as_mut().unwrap().containers[0].image = Some("nginx:2".into());
+    set_template(&mut w, changed);
+    for _ in 0..3 {
+        let p = w.step();
+        assert!(in_place(&p).is_empty(), "held by the hook: {:?}", p.actions);
+    }
+    assert_eq!(state(&w, "demo-2"), "PreparingUpdate");
+    set_template(&mut w, before);
+    w.settle(10);
+    for name in ["demo-0", "demo-1", "demo-2"] {
+        assert_eq!(state(&w, name), "Normal", "{name}");
+        assert_eq!(w.revision_of(name), original, "{name}");
+        assert!(w.is_ready(name), "{name}");
+        let restarts = w.pods[name]
+            .status
+            .as_ref()
+            .unwrap()
+            .container_statuses
+            .as_ref()
+            .unwrap()[0]
+            .restart_count;
+        assert_eq!(restarts, 0, "{name} restarted");
+    }
+    let after: Vec<Option<String>> = w.pods.values().map(|p| p.metadata.uid.clone()).collect();
+    assert_eq!(after, uids);
+    assert!(
+        w.plans
+            .iter()
+            .all(|p| in_place(p).is_empty() && deletes(p).is_empty())
+    );
 }

@@ -2,6 +2,7 @@
 //! can hang in Terminating) driven by the planner; table tests per behaviour and property
 //! tests for the bounds.
 
+mod bounds;
 mod claims;
 mod lifecycle;
 mod props;
