@@ -330,3 +330,50 @@ async fn crds_are_protected_always_and_while_objects_of_their_kind_remain() {
         .await
         .unwrap();
 }
+
+/// kruise-rs's own CRDs as `crd` prints them for the chart carry `Cascading`: once
+/// kruise-webhook protects deletions, a CRD is deleted only when no object of its kind is
+/// left.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kruise_rs_crds_as_the_chart_installs_them_are_deleted_only_once_empty() {
+    let (_sim, client) = kruise_testkit::sim::start(Default::default()).await;
+    let printed =
+        kruise_common::runtime::deletion_protected(kruise_protection::api::crd::crd().unwrap());
+    kruise_testkit::sim::install_crds(&client, &[printed]).await;
+    let metrics = Metrics::new();
+    let _stop = serve_protection(&client, &metrics).await.drop_guard();
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let name = "podunavailablebudgets.policy.kruise.io";
+    let installed = crds.get(name).await.unwrap();
+    assert_eq!(
+        installed
+            .metadata
+            .labels
+            .unwrap_or_default()
+            .get("policy.kruise.io/delete-protection")
+            .map(String::as_str),
+        Some("Cascading")
+    );
+
+    budget(
+        &client,
+        "web",
+        json!({"selector": {"matchLabels": {"app": "web"}}, "maxUnavailable": 1}),
+    )
+    .await;
+    assert_eq!(
+        delete_error(&crds, name).await,
+        refusal(
+            "vcustomresourcedefinition.kb.io",
+            "forbidden by ResourcesProtectionDeletion for policy.kruise.io/delete-protection=Cascading and active CRs 1>0"
+        )
+    );
+    Api::<kruise_protection::api::v1beta1::PodUnavailableBudget>::namespaced(
+        client.clone(),
+        "default",
+    )
+    .delete("web", &DeleteParams::default())
+    .await
+    .unwrap();
+    crds.delete(name, &DeleteParams::default()).await.unwrap();
+}
