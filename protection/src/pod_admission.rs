@@ -24,9 +24,9 @@ use kruise_common::admission::pod_chain::{
 use kruise_common::admission::{FailurePolicy, HandlerError};
 use kruise_common::family::StepContext;
 use kruise_common::pub_budget::check::{BudgetCache, check_pod};
-use kruise_common::runtime::Metrics;
 use kruise_common::runtime::controller::trim_for_cache;
 use kruise_common::runtime::events::{EventQueue, EventRecord, Recorder, pod_reference};
+use kruise_common::runtime::{Metrics, protection_log};
 use kube::api::Api;
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt as _, watcher};
@@ -141,6 +141,12 @@ impl PubAdmission {
             Some(pod) => Ok(self.admit(&pod, &operation, dry_run).await?),
             None => Ok(Verdict::Allowed),
         }
+    }
+
+    /// The pod as the watch holds it, when there is one.
+    fn watched_pod(&self, namespace: &str, name: &str) -> Option<Arc<Pod>> {
+        let watched = self.watched.as_ref()?;
+        watched.pods.get(&ObjectRef::new(name).within(namespace))
     }
 
     /// Waits for the watches to have listed the cluster, when there are any.
@@ -338,6 +344,17 @@ impl PodValidator for PubPodValidator {
                         .await
                 }
             };
+            if let Ok(Verdict::Denied(_)) = &verdict {
+                let watched;
+                let pod = match &request.pod {
+                    Some(pod) => Some(pod),
+                    None => {
+                        watched = admission.watched_pod(&request.namespace, &request.name);
+                        watched.as_deref()
+                    }
+                };
+                log_refusal(pod, request);
+            }
             match verdict {
                 Ok(Verdict::Allowed) => Ok(PodVerdict::Allow),
                 Ok(Verdict::Denied(message)) => Ok(PodVerdict::Deny(message)),
@@ -345,6 +362,34 @@ impl PodValidator for PubPodValidator {
             }
         })
     }
+}
+
+/// The refusal in the protection log (`--protection-log-path`), as OpenKruise writes it: the
+/// pod's controller (`unknown` and the pod's name without one), its namespace (`default`
+/// when empty) and who asked.
+fn log_refusal(pod: Option<&Pod>, request: &PodValidationRequest) {
+    let controller = pod.and_then(|p| {
+        p.metadata
+            .owner_references
+            .iter()
+            .flatten()
+            .find(|r| r.controller == Some(true))
+    });
+    let (kind, name) = match controller {
+        Some(owner) => (owner.kind.as_str(), owner.name.as_str()),
+        None => ("unknown", request.name.as_str()),
+    };
+    let namespace = match request.namespace.as_str() {
+        "" => "default",
+        namespace => namespace,
+    };
+    protection_log::record(
+        protection_log::EVENT_PUB,
+        kind,
+        namespace,
+        name,
+        &request.username,
+    );
 }
 
 /// OpenKruise's `IsPodUnavailableChanged`: the spec changed, or an `unavailable-pod.kruise.io/*`

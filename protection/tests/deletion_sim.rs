@@ -28,6 +28,7 @@ const ALWAYS: &str =
 /// Serves the lent webhooks against `client`'s cluster until the token is cancelled, and
 /// publishes their entries in kruise-webhook's validating configuration.
 async fn serve_protection(client: &Client, metrics: &Metrics) -> CancellationToken {
+    kruise_common::runtime::protection_log::init(&log_dir()).unwrap();
     kruise_common::runtime::install_crypto_provider();
     let shutdown = CancellationToken::new();
     let gates = FeatureGates::parse(
@@ -51,6 +52,20 @@ async fn serve_protection(client: &Client, metrics: &Metrics) -> CancellationTok
         .fold(AdmissionRoutes::new(), AdmissionRoutes::shared_handler);
     serve_validating(client, routes, &shutdown).await;
     shutdown
+}
+
+/// The protection log's lines so far (kruise-webhook's `--protection-log-path`), one
+/// directory for the whole test binary: the log is process-wide.
+fn logged_refusals() -> Vec<String> {
+    std::fs::read_to_string(log_dir().join("protection.log"))
+        .unwrap_or_default()
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+fn log_dir() -> std::path::PathBuf {
+    std::env::temp_dir().join(format!("kruise-deletion-sim-{}", std::process::id()))
 }
 
 /// The refusal `webhook` gives, as the client reads it: (code, message).
@@ -109,6 +124,13 @@ async fn namespaces_are_protected_always_and_while_they_hold_pods_or_bound_claim
             .encode()
             .unwrap()
             .contains("namespace_deletion_protection_total{name=\"team\"")
+    );
+    assert!(
+        logged_refusals().iter().any(|line| line.starts_with(
+            r#"{"Event":"DeletionProtection","Kind":"Namespace","Namespace":"","Name":"team","UserAgent":""#
+        )),
+        "{:?}",
+        logged_refusals()
     );
 
     label(&namespaces, "team", Some("Cascading")).await;

@@ -37,6 +37,7 @@ pub use tikv_jemallocator::Jemalloc as Allocator;
 
 pub mod leader;
 pub mod metrics;
+pub mod protection_log;
 pub mod revisions;
 pub mod status;
 pub mod telemetry;
