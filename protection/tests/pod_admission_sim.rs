@@ -246,11 +246,17 @@ async fn from_its_watches_a_replica_refuses_without_a_request_and_grants_with_on
         budgets.clone(),
         pods,
     );
-    eventually("the budget in the watch", WAIT, || {
+    // The watch holds the budget as the API does (the controller's last write included).
+    let budget_api = Api::<PodUnavailableBudget>::namespaced(client.clone(), "default");
+    eventually("the budget in the watch, current", WAIT, || {
         let budgets = budgets.clone();
+        let budget_api = budget_api.clone();
         async move {
             let cached = budgets.state().into_iter().next()?;
-            (cached.status.as_ref()?.unavailable_allowed == 2).then_some(())
+            let current = budget_api.get("web").await.ok()?;
+            (cached.status.as_ref()?.unavailable_allowed == 2
+                && cached.metadata.resource_version == current.metadata.resource_version)
+                .then_some(())
         }
     })
     .await;

@@ -59,9 +59,8 @@ pub async fn check_pod(
 /// What [`decide_and_write`] did.
 struct Outcome {
     verdict: Verdict,
-    /// The status write that made the grant: the version it was conditioned on and the
-    /// budget the API server returned.
-    written: Option<(String, PodUnavailableBudget)>,
+    /// The budget the grant's status write returned.
+    written: Option<PodUnavailableBudget>,
 }
 
 /// Decides against `budget` and writes a grant, conditioned on the version decided on;
@@ -96,7 +95,6 @@ async fn decide_and_write(
             return Ok(answer(Verdict::Allowed));
         };
         let name = granted.name_any();
-        let read_version = granted.resource_version().unwrap_or_default();
         granted.status = Some(status);
         match api
             .replace_status(&name, &PostParams::default(), &granted)
@@ -105,7 +103,7 @@ async fn decide_and_write(
             Ok(written) => {
                 return Ok(Outcome {
                     verdict: Verdict::Allowed,
-                    written: Some((read_version, written)),
+                    written: Some(written),
                 });
             }
             Err(e) if is_not_found(&e) => return Ok(answer(Verdict::Allowed)),
@@ -157,7 +155,8 @@ fn selects(budget: &PodUnavailableBudget, pod: &Pod) -> bool {
 /// the version before the grant, conflict, and need the API after all.
 pub struct BudgetCache {
     store: Store<PodUnavailableBudget>,
-    /// Per budget, the version a grant was conditioned on and the budget it wrote.
+    /// Per budget, the version the watch held when this process last granted on it, and
+    /// the budget that grant wrote.
     written: Mutex<HashMap<ObjectRef<PodUnavailableBudget>, (String, PodUnavailableBudget)>>,
 }
 
@@ -191,7 +190,10 @@ impl BudgetCache {
     ) -> Result<Verdict, kube::Error> {
         let namespace = pod.namespace().unwrap_or_default();
         let api = Api::<PodUnavailableBudget>::namespaced(client.clone(), &namespace);
-        let budget = self.budget_of(&namespace, pod);
+        let (budget, watched_version) = match self.budget_of(&namespace, pod) {
+            Some((budget, version)) => (Some(budget), version),
+            None => (None, String::new()),
+        };
         let current;
         let mut pod = pod;
         if pod_from_watch {
@@ -213,17 +215,18 @@ impl BudgetCache {
             }
         }
         let outcome = decide_and_write(&api, budget, pod, operation, dry_run, gates).await?;
-        if let Some((read_version, written)) = outcome.written {
+        if let Some(written) = outcome.written {
             let key = ObjectRef::from_obj(&written);
             if let Ok(mut grants) = self.written.lock() {
-                grants.insert(key, (read_version, written));
+                grants.insert(key, (watched_version, written));
             }
         }
         Ok(outcome.verdict)
     }
 
-    /// The pod's budget as [`budget_of`] finds it, from the cache.
-    fn budget_of(&self, namespace: &str, pod: &Pod) -> Option<PodUnavailableBudget> {
+    /// The pod's budget as [`budget_of`] finds it, from the cache, with the version the
+    /// watch holds.
+    fn budget_of(&self, namespace: &str, pod: &Pod) -> Option<(PodUnavailableBudget, String)> {
         let cached = match related_pub(pod) {
             Some(name) => self.store.get(&ObjectRef::new(name).within(namespace)),
             None => self
@@ -233,20 +236,22 @@ impl BudgetCache {
                 .filter(|b| b.namespace().as_deref() == Some(namespace))
                 .find(|b| selects(b, pod)),
         }?;
-        Some(self.newest(&cached))
+        let watched_version = cached.resource_version().unwrap_or_default();
+        Some((self.newest(&cached), watched_version))
     }
 
-    /// The cached budget, or the grant this process wrote on it when the watch has not
-    /// delivered that write yet (the cache still holds the version the grant was
-    /// conditioned on). Once the cache moved on, the record is dropped.
+    /// The cached budget, or the last grant this process wrote on it while the watch still
+    /// holds the version it held then (a run of grants on one replica builds on the last
+    /// one written, however far the watch lags). Once the watch moved on, the record is
+    /// dropped.
     fn newest(&self, cached: &PodUnavailableBudget) -> PodUnavailableBudget {
         let key = ObjectRef::from_obj(cached);
         let Ok(mut grants) = self.written.lock() else {
             return cached.clone();
         };
         match grants.get(&key) {
-            Some((read_version, written))
-                if cached.resource_version().as_deref() == Some(read_version.as_str()) =>
+            Some((watched_version, written))
+                if cached.resource_version().as_deref() == Some(watched_version.as_str()) =>
             {
                 written.clone()
             }

@@ -397,6 +397,8 @@ fn a_dry_run_is_answered_without_spending_the_budget() {
 struct InFlight {
     pod: usize,
     operation: PubOperation,
+    /// The version the replica's watch held when it decided.
+    watched_version: u64,
     read_version: u64,
     status: PodUnavailableBudgetStatus,
     attempts: usize,
@@ -443,8 +445,8 @@ struct Store {
     version: u64,
 }
 
-/// What one webhook replica's watches hold, and the grant it last wrote (the version it was
-/// conditioned on, and the budget written), as `kruise_common::pub_budget::check::BudgetCache`.
+/// What one webhook replica's watches hold, and the grant it last wrote (the version its
+/// watch held then, and the budget written), as `kruise_common::pub_budget::check::BudgetCache`.
 #[derive(Clone)]
 struct Replica {
     budget: Store,
@@ -453,11 +455,11 @@ struct Replica {
 }
 
 impl Replica {
-    /// The budget a decision starts from: the replica's own grant while the watch still
-    /// holds the version it was conditioned on, else the watch's copy.
+    /// The budget a decision starts from: the replica's own last grant while the watch still
+    /// holds the version it held then, else the watch's copy.
     fn budget(&self) -> &Store {
         match &self.written {
-            Some((read_version, written)) if *read_version == self.budget.version => written,
+            Some((watched_version, written)) if *watched_version == self.budget.version => written,
             _ => &self.budget,
         }
     }
@@ -514,7 +516,7 @@ proptest! {
                     }
                     match decision {
                         Decision::Consume(status) => {
-                            in_flight[replica] = Some(InFlight { pod, operation, read_version: from.version, status, attempts: 1 });
+                            in_flight[replica] = Some(InFlight { pod, operation, watched_version: cache.budget.version, read_version: from.version, status, attempts: 1 });
                         }
                         Decision::Allow(_) if ready[pod] && !disrupted.contains(&pod) => {
                             // Let through unrecorded, yet it was available.
@@ -529,7 +531,7 @@ proptest! {
                     if flight.read_version == store.version {
                         store.budget.status = Some(flight.status);
                         store.version += 1;
-                        replicas[replica].written = Some((flight.read_version, store.clone()));
+                        replicas[replica].written = Some((flight.watched_version, store.clone()));
                         disrupted.insert(flight.pod);
                         ready[flight.pod] = false;
                     } else if flight.attempts < MAX_ATTEMPTS {
