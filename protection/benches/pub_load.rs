@@ -30,8 +30,12 @@ use std::time::{Duration, Instant};
 use futures::StreamExt as _;
 use futures::future::BoxFuture;
 use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+use kruise_common::admission::FailurePolicy;
 use kruise_common::admission::certs::{generate_ca, issue_serving};
-use kruise_common::admission::pod_chain::ValidatingPodChain;
+use kruise_common::admission::pod_chain::{
+    PodScope, PodValidationRequest, PodValidator, PodVerdict, ValidatingPodChain,
+};
 use kruise_common::admission::publish::{Endpoint, Owned, publish};
 use kruise_common::admission::{AdmissionHandler, AdmissionRoutes, HandlerError, WebhookSpec};
 use kruise_common::family::{LiveCluster, StepContext};
@@ -57,10 +61,13 @@ static ALLOCATOR: kruise_common::runtime::Allocator = kruise_common::runtime::Al
 
 const NAMESPACE: &str = "default";
 
+/// One review's time in the webhook and whether it was allowed.
+type Sample = (Duration, bool);
+
 /// The validating pod chain of one webhook replica, each review timed.
 struct Timed {
     chain: ValidatingPodChain,
-    samples: Arc<Mutex<Vec<Duration>>>,
+    samples: Arc<Mutex<Vec<Sample>>>,
 }
 
 impl AdmissionHandler for Timed {
@@ -83,33 +90,84 @@ impl AdmissionHandler for Timed {
         Box::pin(async move {
             let start = Instant::now();
             let outcome = self.chain.handle(request).await;
-            self.samples.lock().unwrap().push(start.elapsed());
+            let allowed = outcome.as_ref().is_ok_and(|r| r.allowed);
+            self.samples
+                .lock()
+                .unwrap()
+                .push((start.elapsed(), allowed));
             outcome
         })
     }
 }
 
-/// One webhook replica: the PUB step built as kruise-webhook builds it, on its own client,
-/// served over TLS on a port of its own.
+/// The webhook floor: a step that covers the workload's pods and allows everything, so a
+/// review costs only the chain and the admission round trip.
+struct AllowAll;
+
+impl PodValidator for AllowAll {
+    fn name(&self) -> &'static str {
+        "allow-all"
+    }
+
+    fn order(&self) -> u32 {
+        50
+    }
+
+    fn scopes(&self) -> Vec<PodScope> {
+        vec![PodScope {
+            namespace_selector: None,
+            object_selector: Some(LabelSelector {
+                match_labels: Some([("app".to_string(), "bench".to_string())].into()),
+                ..Default::default()
+            }),
+        }]
+    }
+
+    fn failure_policy(&self) -> FailurePolicy {
+        FailurePolicy::Fail
+    }
+
+    fn validate<'a>(
+        &'a self,
+        _request: &'a PodValidationRequest,
+    ) -> BoxFuture<'a, Result<PodVerdict, HandlerError>> {
+        Box::pin(async { Ok(PodVerdict::Allow) })
+    }
+}
+
+/// One webhook replica: a step of the validating pod chain (the PUB step built as
+/// kruise-webhook builds it, on its own client; or the floor's), served over TLS on a port
+/// of its own.
 struct WebhookReplica {
     routes: AdmissionRoutes,
     addr: std::net::SocketAddr,
-    samples: Arc<Mutex<Vec<Duration>>>,
+    samples: Arc<Mutex<Vec<Sample>>>,
+}
+
+/// Which step a replica serves.
+#[derive(Clone, Copy)]
+enum StepKind {
+    Pub,
+    AllowAll,
 }
 
 async fn webhook_replica(
     sim: &Sim,
+    kind: StepKind,
     tls: axum_server::tls_rustls::RustlsConfig,
     shutdown: &CancellationToken,
 ) -> WebhookReplica {
-    let step = pub_validator_step(&StepContext {
-        gates: FeatureGates::default(),
-        live: Some(LiveCluster {
-            client: sim.client().unwrap(),
-            refresh: Arc::new(tokio::sync::Notify::new()),
-            shutdown: shutdown.clone(),
+    let step: Arc<dyn PodValidator> = match kind {
+        StepKind::Pub => pub_validator_step(&StepContext {
+            gates: FeatureGates::default(),
+            live: Some(LiveCluster {
+                client: sim.client().unwrap(),
+                refresh: Arc::new(tokio::sync::Notify::new()),
+                shutdown: shutdown.clone(),
+            }),
         }),
-    });
+        StepKind::AllowAll => Arc::new(AllowAll),
+    };
     let chain = ValidatingPodChain::new(vec![step]);
     // The budget's scope, once the step's watch has seen it.
     kruise_testkit::eventually(
@@ -427,6 +485,25 @@ async fn main() {
     let took = wait_all_available(&view, desired).await;
     println!("{desired} pods available in {:.1} s", took.as_secs_f64());
 
+    kruise_common::runtime::install_crypto_provider();
+    let now = jiff::Timestamp::now();
+    let ca = generate_ca("bench-ca", now, Duration::from_secs(3600)).unwrap();
+    let (cert, key) = issue_serving(
+        &ca,
+        &["127.0.0.1".to_string()],
+        now,
+        Duration::from_secs(3600),
+    )
+    .unwrap();
+    let tls = axum_server::tls_rustls::RustlsConfig::from_pem(cert.into_bytes(), key.into_bytes())
+        .await
+        .unwrap();
+    let owned = Owned {
+        mutating: None,
+        validating: Some("kruise-validating-webhook-configuration".into()),
+        crds: Vec::new(),
+    };
+
     // The floor: the same clients, no webhook.
     let replaced_before = created.load(Ordering::Relaxed);
     let floor = evict_for(&sim, clients, floor_secs, backoff, &view).await;
@@ -437,6 +514,42 @@ async fn main() {
         "floor, no webhook: {floor_granted} evictions answered 201 in {floor_secs} s ({:.0}/s; {floor_replaced} pods evicted, the rest already terminating), round trip {}",
         floor_granted as f64 / floor_secs as f64,
         percentiles(&mut floor_latencies)
+    );
+    let took = wait_all_available(&view, desired).await;
+    println!(
+        "{desired} pods available again {:.1} s after",
+        took.as_secs_f64()
+    );
+
+    // The webhook floor: the same clients through two replicas of a chain that allows
+    // everything, each with its own server behind the same round robin.
+    let allow_all = [
+        webhook_replica(&sim, StepKind::AllowAll, tls.clone(), &shutdown).await,
+        webhook_replica(&sim, StepKind::AllowAll, tls.clone(), &shutdown).await,
+    ];
+    let allow_all_front =
+        round_robin(allow_all.iter().map(|r| r.addr).collect(), shutdown.clone()).await;
+    publish(
+        &client,
+        &allow_all[0].routes,
+        &owned,
+        &Endpoint::Url(format!("https://127.0.0.1:{}", allow_all_front.port())),
+        &ca.cert_pem,
+    )
+    .await
+    .unwrap();
+    let webhook_floor = evict_for(&sim, clients, floor_secs, backoff, &view).await;
+    let mut webhook_floor_latencies = std::mem::take(&mut *webhook_floor.latencies.lock().unwrap());
+    let mut allow_all_reviews: Vec<Duration> = allow_all
+        .iter()
+        .flat_map(|r| r.samples.lock().unwrap().clone())
+        .map(|(d, _)| d)
+        .collect();
+    println!(
+        "webhook floor, a chain that allows everything: {} evictions in {floor_secs} s, round trip {}; review in the webhook {}",
+        webhook_floor.granted.load(Ordering::Relaxed),
+        percentiles(&mut webhook_floor_latencies),
+        percentiles(&mut allow_all_reviews)
     );
     let took = wait_all_available(&view, desired).await;
     println!(
@@ -479,29 +592,11 @@ async fn main() {
     })
     .await;
 
-    kruise_common::runtime::install_crypto_provider();
-    let now = jiff::Timestamp::now();
-    let ca = generate_ca("bench-ca", now, Duration::from_secs(3600)).unwrap();
-    let (cert, key) = issue_serving(
-        &ca,
-        &["127.0.0.1".to_string()],
-        now,
-        Duration::from_secs(3600),
-    )
-    .unwrap();
-    let tls = axum_server::tls_rustls::RustlsConfig::from_pem(cert.into_bytes(), key.into_bytes())
-        .await
-        .unwrap();
     let replicas = [
-        webhook_replica(&sim, tls.clone(), &shutdown).await,
-        webhook_replica(&sim, tls, &shutdown).await,
+        webhook_replica(&sim, StepKind::Pub, tls.clone(), &shutdown).await,
+        webhook_replica(&sim, StepKind::Pub, tls, &shutdown).await,
     ];
     let front = round_robin(replicas.iter().map(|r| r.addr).collect(), shutdown.clone()).await;
-    let owned = Owned {
-        mutating: None,
-        validating: Some("kruise-validating-webhook-configuration".into()),
-        crds: Vec::new(),
-    };
     publish(
         &client,
         &replicas[0].routes,
@@ -539,24 +634,29 @@ async fn main() {
     );
     let mut all = Vec::new();
     for (i, replica) in replicas.iter().enumerate() {
-        let mut samples = replica.samples.lock().unwrap().clone();
-        println!(
-            "  webhook replica {i}: {}",
-            percentiles(&mut samples.clone())
-        );
-        all.append(&mut samples);
+        let samples = replica.samples.lock().unwrap().clone();
+        let mut times: Vec<Duration> = samples.iter().map(|(d, _)| *d).collect();
+        println!("  webhook replica {i}: {}", percentiles(&mut times));
+        all.extend(samples);
     }
+    let mut grants: Vec<Duration> = all.iter().filter(|(_, a)| *a).map(|(d, _)| *d).collect();
+    let mut refusals: Vec<Duration> = all.iter().filter(|(_, a)| !*a).map(|(d, _)| *d).collect();
+    let mut all: Vec<Duration> = all.into_iter().map(|(d, _)| d).collect();
+    println!("webhook latency, allowed: {}", percentiles(&mut grants));
+    println!("webhook latency, refused: {}", percentiles(&mut refusals));
     let webhook_p99 = p99_ms(&mut all);
     println!(
         "webhook latency, both replicas: {} (target p99 < 5 ms)",
         percentiles(&mut all)
     );
+    let webhook_floor_p99 = p99_ms(&mut webhook_floor_latencies);
     let floor_p99 = p99_ms(&mut floor_latencies);
     let eviction_p99 = p99_ms(&mut latencies);
     println!(
-        "eviction round trip through the webhook: {}; p99 {:.1}x the floor's",
+        "eviction round trip through the webhook: {}; p99 {:.1}x the floor's without a webhook, {:.1}x the allow-everything webhook's",
         percentiles(&mut latencies),
-        eviction_p99 / floor_p99.max(f64::EPSILON)
+        eviction_p99 / floor_p99.max(f64::EPSILON),
+        eviction_p99 / webhook_floor_p99.max(f64::EPSILON)
     );
     println!(
         "CPU of this process (simulator, controller, webhooks, clients) during the run: {cpu:.1} s; load average at end {}; webhook p99 {webhook_p99:.2} ms",

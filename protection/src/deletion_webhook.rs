@@ -18,7 +18,7 @@ use kruise_common::admission::{
 };
 use kruise_common::api::keys::DELETION_PROTECTION_KEY;
 use kruise_common::family::StepContext;
-use kruise_common::runtime::Metrics;
+use kruise_common::runtime::{Metrics, protection_log};
 use kube::api::{Api, ApiResource, DynamicObject, ListParams};
 use kube::core::admission::{AdmissionRequest, AdmissionResponse, Operation};
 use prometheus_client::encoding::EncodeLabelSet;
@@ -400,6 +400,18 @@ impl DeletionProtection {
             return Ok(allowed);
         };
         self.metrics.count(self.target.kind, request, &name);
+        // OpenKruise logs a namespace or CRD with no namespace.
+        let logged_namespace = match self.target.kind {
+            Kind::Namespace | Kind::CustomResourceDefinition => "",
+            _ => request.namespace.as_deref().unwrap_or_default(),
+        };
+        protection_log::record(
+            protection_log::EVENT_DELETION_PROTECTION,
+            &request.kind.kind,
+            logged_namespace,
+            &name,
+            request.user_info.username.as_deref().unwrap_or_default(),
+        );
         tracing::info!(
             kind = %request.kind.kind,
             namespace = request.namespace.as_deref().unwrap_or_default(),

@@ -6,8 +6,13 @@
 //! budget again and decides again, 4 times in all, then refuses with the timeout message. A
 //! budget deleted meanwhile lets the operation through (K#1567). A refusal records the
 //! event `PubPreventPodDeletion` on the pod.
+//!
+//! In kruise-webhook the first decision is made from the step's watches of the budgets and
+//! the pods ([`BudgetCache`]), as OpenKruise's webhook decides from its informers: a refusal
+//! costs no API request, a grant the one conditioned write.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use futures::StreamExt as _;
 use futures::future::BoxFuture;
@@ -18,11 +23,12 @@ use kruise_common::admission::pod_chain::{
 };
 use kruise_common::admission::{FailurePolicy, HandlerError};
 use kruise_common::family::StepContext;
-use kruise_common::pub_budget::check::check_pod;
-use kruise_common::runtime::Metrics;
+use kruise_common::pub_budget::check::{BudgetCache, check_pod};
+use kruise_common::runtime::controller::trim_for_cache;
 use kruise_common::runtime::events::{EventQueue, EventRecord, Recorder, pod_reference};
+use kruise_common::runtime::{Metrics, protection_log};
 use kube::api::Api;
-use kube::runtime::reflector::{self, Store};
+use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt as _, watcher};
 use kube::{Client, ResourceExt as _};
 
@@ -38,7 +44,19 @@ pub struct PubAdmission {
     client: Client,
     gates: Gates,
     events: Option<EventQueue>,
+    /// The watches the first decision is made from; without them, the API.
+    watched: Option<Arc<Watched>>,
 }
+
+/// The step's watches: the budgets (with the grants this replica wrote) and the pods.
+struct Watched {
+    budgets: BudgetCache,
+    pods: Store<Pod>,
+}
+
+/// How long a review waits for the step's watches to list the cluster once (a replica just
+/// started); after it the review fails, and the entry fails closed.
+const CACHE_SYNC_TIMEOUT: Duration = Duration::from_secs(10);
 
 impl PubAdmission {
     /// Admission through `client` under `gates`; refusals are recorded through `events`.
@@ -47,6 +65,26 @@ impl PubAdmission {
             client,
             gates,
             events,
+            watched: None,
+        }
+    }
+
+    /// As [`PubAdmission::new`], deciding first from the watches `budgets` and `pods`.
+    pub fn watched(
+        client: Client,
+        gates: Gates,
+        events: Option<EventQueue>,
+        budgets: Store<PodUnavailableBudget>,
+        pods: Store<Pod>,
+    ) -> Self {
+        Self {
+            client,
+            gates,
+            events,
+            watched: Some(Arc::new(Watched {
+                budgets: BudgetCache::new(budgets),
+                pods,
+            })),
         }
     }
 
@@ -57,12 +95,66 @@ impl PubAdmission {
         pod: &Pod,
         operation: &PubOperation,
         dry_run: bool,
-    ) -> Result<Verdict, kube::Error> {
-        let verdict = check_pod(&self.client, pod, operation, dry_run, self.gates).await?;
+    ) -> Result<Verdict, AdmitError> {
+        self.wait_until_synced().await?;
+        let verdict = match &self.watched {
+            Some(watched) => {
+                watched
+                    .budgets
+                    .check_pod(&self.client, pod, false, operation, dry_run, self.gates)
+                    .await?
+            }
+            None => check_pod(&self.client, pod, operation, dry_run, self.gates).await?,
+        };
         if matches!(verdict, Verdict::Denied(_)) {
             self.record_refusal(pod);
         }
         Ok(verdict)
+    }
+
+    /// Decides on evicting the pod `namespace/name` (the eviction does not carry the pod):
+    /// from the watch's copy when it has one, confirmed on the API's where the pod's own
+    /// state would exempt it; read from the API otherwise. A pod that is gone is let through.
+    pub async fn admit_eviction(
+        &self,
+        namespace: &str,
+        name: &str,
+        dry_run: bool,
+    ) -> Result<Verdict, AdmitError> {
+        let operation = PubOperation::Evict;
+        if let Some(watched) = &self.watched {
+            watched.wait_until_synced().await?;
+            let key = ObjectRef::new(name).within(namespace);
+            if let Some(pod) = watched.pods.get(&key) {
+                let verdict = watched
+                    .budgets
+                    .check_pod(&self.client, &pod, true, &operation, dry_run, self.gates)
+                    .await?;
+                if matches!(verdict, Verdict::Denied(_)) {
+                    self.record_refusal(&pod);
+                }
+                return Ok(verdict);
+            }
+        }
+        let pods = Api::<Pod>::namespaced(self.client.clone(), namespace);
+        match pods.get_opt(name).await? {
+            Some(pod) => Ok(self.admit(&pod, &operation, dry_run).await?),
+            None => Ok(Verdict::Allowed),
+        }
+    }
+
+    /// The pod as the watch holds it, when there is one.
+    fn watched_pod(&self, namespace: &str, name: &str) -> Option<Arc<Pod>> {
+        let watched = self.watched.as_ref()?;
+        watched.pods.get(&ObjectRef::new(name).within(namespace))
+    }
+
+    /// Waits for the watches to have listed the cluster, when there are any.
+    async fn wait_until_synced(&self) -> Result<(), AdmitError> {
+        match &self.watched {
+            Some(watched) => watched.wait_until_synced().await,
+            None => Ok(()),
+        }
     }
 
     fn record_refusal(&self, pod: &Pod) {
@@ -75,6 +167,32 @@ impl PubAdmission {
                 "PubPreventPodDeletion",
                 "openkruise pub prevents pod deletion",
             ));
+        }
+    }
+}
+
+/// Why a pod operation could not be decided.
+#[derive(Debug, thiserror::Error)]
+pub enum AdmitError {
+    /// Reading or writing the budget or the pod failed.
+    #[error(transparent)]
+    Api(#[from] kube::Error),
+    /// The step's watches have not listed the cluster yet.
+    #[error("the PodUnavailableBudget and pod watches have not synced within {0:?}")]
+    NotSynced(Duration),
+}
+
+impl Watched {
+    /// Waits (bounded) for both watches' first list: an empty cache would find no budget and
+    /// let every operation through.
+    async fn wait_until_synced(&self) -> Result<(), AdmitError> {
+        let both = async {
+            self.budgets.store().wait_until_ready().await?;
+            self.pods.wait_until_ready().await
+        };
+        match tokio::time::timeout(CACHE_SYNC_TIMEOUT, both).await {
+            Ok(Ok(())) => Ok(()),
+            _ => Err(AdmitError::NotSynced(CACHE_SYNC_TIMEOUT)),
         }
     }
 }
@@ -104,33 +222,54 @@ pub fn pub_validator_step(ctx: &StepContext) -> Arc<dyn PodValidator> {
         });
     };
     let events = EventQueue::for_controller(live.client.clone(), WEBHOOK_REPORTER, &Metrics::new());
-    let (store, writer) = reflector::store::<PodUnavailableBudget>();
-    let stream = reflector::reflector(
-        writer,
+    let (budgets, budget_writer) = reflector::store::<PodUnavailableBudget>();
+    let budget_stream = reflector::reflector(
+        budget_writer,
         // Backed off, so a cluster without the CRD (or an API server away) is retried
         // calmly rather than in a tight loop.
         watcher::watcher(Api::all(live.client.clone()), watcher::Config::default())
             .default_backoff(),
     );
+    // Every pod, for the evictions (which name a pod without carrying it): the budgets'
+    // pods may be in any namespace, and a budget's selector may change.
+    let (pods, pod_writer) = reflector::store::<Pod>();
+    let pod_stream = reflector::reflector(
+        pod_writer,
+        watcher::watcher(Api::all(live.client.clone()), watcher::Config::default())
+            .default_backoff()
+            .map(|event| event.map(|e| e.modify(trim_for_cache))),
+    );
     let refresh = live.refresh.clone();
     let shutdown = live.shutdown.clone();
     tokio::spawn(async move {
-        let mut stream = std::pin::pin!(stream);
+        let mut budget_stream = std::pin::pin!(budget_stream);
+        let mut pod_stream = std::pin::pin!(pod_stream);
         loop {
             tokio::select! {
                 () = shutdown.cancelled() => return,
-                event = stream.next() => match event {
+                event = budget_stream.next() => match event {
                     // A budget came, went or changed its selector: the entries follow.
                     Some(Ok(_)) => refresh.notify_one(),
                     Some(Err(e)) => tracing::warn!(error = %e, "watching PodUnavailableBudgets"),
+                    None => return,
+                },
+                event = pod_stream.next() => match event {
+                    Some(Ok(_)) => {}
+                    Some(Err(e)) => tracing::warn!(error = %e, "watching pods"),
                     None => return,
                 },
             }
         }
     });
     Arc::new(PubPodValidator {
-        admission: Some(PubAdmission::new(live.client.clone(), gates, Some(events))),
-        budgets: Some(store),
+        admission: Some(PubAdmission::watched(
+            live.client.clone(),
+            gates,
+            Some(events),
+            budgets.clone(),
+            pods,
+        )),
+        budgets: Some(budgets),
     })
 }
 
@@ -197,26 +336,60 @@ impl PodValidator for PubPodValidator {
                     PubOperation::Update
                 }
             };
-            let pod = match &request.pod {
-                Some(pod) => pod.clone(),
+            let verdict = match &request.pod {
+                Some(pod) => admission.admit(pod, &operation, request.dry_run).await,
                 None => {
-                    let pods = Api::<Pod>::namespaced(admission.client.clone(), &request.namespace);
-                    match pods.get_opt(&request.name).await {
-                        Ok(Some(pod)) => pod,
-                        Ok(None) => return Ok(PodVerdict::Allow),
-                        Err(e) => {
-                            return Err(HandlerError::Internal(format!("reading the pod: {e}")));
-                        }
-                    }
+                    admission
+                        .admit_eviction(&request.namespace, &request.name, request.dry_run)
+                        .await
                 }
             };
-            match admission.admit(&pod, &operation, request.dry_run).await {
+            if let Ok(Verdict::Denied(_)) = &verdict {
+                let watched;
+                let pod = match &request.pod {
+                    Some(pod) => Some(pod),
+                    None => {
+                        watched = admission.watched_pod(&request.namespace, &request.name);
+                        watched.as_deref()
+                    }
+                };
+                log_refusal(pod, request);
+            }
+            match verdict {
                 Ok(Verdict::Allowed) => Ok(PodVerdict::Allow),
                 Ok(Verdict::Denied(message)) => Ok(PodVerdict::Deny(message)),
                 Err(e) => Err(HandlerError::Internal(format!("PodUnavailableBudget: {e}"))),
             }
         })
     }
+}
+
+/// The refusal in the protection log (`--protection-log-path`), as OpenKruise writes it: the
+/// pod's controller (`unknown` and the pod's name without one), its namespace (`default`
+/// when empty) and who asked.
+fn log_refusal(pod: Option<&Pod>, request: &PodValidationRequest) {
+    let controller = pod.and_then(|p| {
+        p.metadata
+            .owner_references
+            .iter()
+            .flatten()
+            .find(|r| r.controller == Some(true))
+    });
+    let (kind, name) = match controller {
+        Some(owner) => (owner.kind.as_str(), owner.name.as_str()),
+        None => ("unknown", request.name.as_str()),
+    };
+    let namespace = match request.namespace.as_str() {
+        "" => "default",
+        namespace => namespace,
+    };
+    protection_log::record(
+        protection_log::EVENT_PUB,
+        kind,
+        namespace,
+        name,
+        &request.username,
+    );
 }
 
 /// OpenKruise's `IsPodUnavailableChanged`: the spec changed, or an `unavailable-pod.kruise.io/*`

@@ -28,6 +28,7 @@ const ALWAYS: &str =
 /// Serves the lent webhooks against `client`'s cluster until the token is cancelled, and
 /// publishes their entries in kruise-webhook's validating configuration.
 async fn serve_protection(client: &Client, metrics: &Metrics) -> CancellationToken {
+    kruise_common::runtime::protection_log::init(&log_dir()).unwrap();
     kruise_common::runtime::install_crypto_provider();
     let shutdown = CancellationToken::new();
     let gates = FeatureGates::parse(
@@ -51,6 +52,20 @@ async fn serve_protection(client: &Client, metrics: &Metrics) -> CancellationTok
         .fold(AdmissionRoutes::new(), AdmissionRoutes::shared_handler);
     serve_validating(client, routes, &shutdown).await;
     shutdown
+}
+
+/// The protection log's lines so far (kruise-webhook's `--protection-log-path`), one
+/// directory for the whole test binary: the log is process-wide.
+fn logged_refusals() -> Vec<String> {
+    std::fs::read_to_string(log_dir().join("protection.log"))
+        .unwrap_or_default()
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+fn log_dir() -> std::path::PathBuf {
+    std::env::temp_dir().join(format!("kruise-deletion-sim-{}", std::process::id()))
 }
 
 /// The refusal `webhook` gives, as the client reads it: (code, message).
@@ -109,6 +124,13 @@ async fn namespaces_are_protected_always_and_while_they_hold_pods_or_bound_claim
             .encode()
             .unwrap()
             .contains("namespace_deletion_protection_total{name=\"team\"")
+    );
+    assert!(
+        logged_refusals().iter().any(|line| line.starts_with(
+            r#"{"Event":"DeletionProtection","Kind":"Namespace","Namespace":"","Name":"team","UserAgent":""#
+        )),
+        "{:?}",
+        logged_refusals()
     );
 
     label(&namespaces, "team", Some("Cascading")).await;
@@ -329,4 +351,51 @@ async fn crds_are_protected_always_and_while_objects_of_their_kind_remain() {
     crds.delete("widgets.example.com", &DeleteParams::default())
         .await
         .unwrap();
+}
+
+/// kruise-rs's own CRDs as `crd` prints them for the chart carry `Cascading`: once
+/// kruise-webhook protects deletions, a CRD is deleted only when no object of its kind is
+/// left.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kruise_rs_crds_as_the_chart_installs_them_are_deleted_only_once_empty() {
+    let (_sim, client) = kruise_testkit::sim::start(Default::default()).await;
+    let printed =
+        kruise_common::runtime::deletion_protected(kruise_protection::api::crd::crd().unwrap());
+    kruise_testkit::sim::install_crds(&client, &[printed]).await;
+    let metrics = Metrics::new();
+    let _stop = serve_protection(&client, &metrics).await.drop_guard();
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let name = "podunavailablebudgets.policy.kruise.io";
+    let installed = crds.get(name).await.unwrap();
+    assert_eq!(
+        installed
+            .metadata
+            .labels
+            .unwrap_or_default()
+            .get("policy.kruise.io/delete-protection")
+            .map(String::as_str),
+        Some("Cascading")
+    );
+
+    budget(
+        &client,
+        "web",
+        json!({"selector": {"matchLabels": {"app": "web"}}, "maxUnavailable": 1}),
+    )
+    .await;
+    assert_eq!(
+        delete_error(&crds, name).await,
+        refusal(
+            "vcustomresourcedefinition.kb.io",
+            "forbidden by ResourcesProtectionDeletion for policy.kruise.io/delete-protection=Cascading and active CRs 1>0"
+        )
+    );
+    Api::<kruise_protection::api::v1beta1::PodUnavailableBudget>::namespaced(
+        client.clone(),
+        "default",
+    )
+    .delete("web", &DeleteParams::default())
+    .await
+    .unwrap();
+    crds.delete(name, &DeleteParams::default()).await.unwrap();
 }

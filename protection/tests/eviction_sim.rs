@@ -40,6 +40,10 @@ async fn evictions_and_deletions_are_refused_once_the_budget_is_used() {
     .await;
     wait_for_numbers(&client, "web", (1, 4, 3, 4)).await;
 
+    // kruise-webhook's `--protection-log-path`.
+    let log_dir = std::env::temp_dir().join(format!("kruise-eviction-sim-{}", std::process::id()));
+    kruise_common::runtime::protection_log::init(&log_dir).unwrap();
+
     // The step as kruise-webhook builds it, served over TLS, its entries published.
     kruise_common::runtime::install_crypto_provider();
     let shutdown = CancellationToken::new();
@@ -91,6 +95,18 @@ async fn evictions_and_deletions_are_refused_once_the_budget_is_used() {
         message,
         format!("admission webhook \"vpod.kb.io\" denied the request: {EXHAUSTED}")
     );
+    // Each refusal is one line of the protection log, naming the pod's controller and who
+    // asked; the granted eviction none.
+    let logged = std::fs::read_to_string(log_dir.join("protection.log")).unwrap();
+    let lines: Vec<&str> = logged.lines().collect();
+    assert_eq!(lines.len(), 2, "{logged}");
+    for line in lines {
+        assert!(
+            line.starts_with(r#"{"Event":"PodUnavailableBudget","Kind":"ReplicaSet","Namespace":"default","Name":"web-7d4b9","UserAgent":""#),
+            "{line}"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&log_dir);
     // A pod no budget covers is never sent to the webhook.
     let _: Pod = create(
         &client,

@@ -1,15 +1,18 @@
 //! The PUB admission decision and its status write against kruise-sim: two webhook
-//! replicas evicting concurrently never spend more than the budget; ignoredPodSelector,
-//! dry runs and a budget deleted meanwhile (K#1567).
+//! replicas evicting concurrently never spend more than the budget; a replica deciding from
+//! its watches refuses without an API request and grants with one write;
+//! ignoredPodSelector, dry runs and a budget deleted meanwhile (K#1567).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod support;
 
+use futures::StreamExt as _;
 use k8s_openapi::api::core::v1::Pod;
 use kruise_protection::api::v1beta1::{PodUnavailableBudget, PubOperation};
 use kruise_protection::plan::decision::Gates;
 use kruise_protection::pod_admission::{PubAdmission, Verdict};
 use kube::api::{Api, Patch, PatchParams};
+use kube::runtime::{reflector, watcher};
 use serde_json::json;
 use support::*;
 
@@ -192,4 +195,119 @@ async fn ignored_pods_dry_runs_and_a_deleted_budget() {
             .unwrap(),
         Verdict::Allowed
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn from_its_watches_a_replica_refuses_without_a_request_and_grants_with_one_write() {
+    let (sim, client) = sim(2).await;
+    let controller = start(&client);
+    deployment(&client, "web", 4, 4).await;
+    budget(
+        &client,
+        "web",
+        json!({"selector": {"matchLabels": {"app": "web"}}, "maxUnavailable": 2}),
+    )
+    .await;
+    wait_for_numbers(&client, "web", (2, 4, 2, 4)).await;
+    // Nothing else writes the budget from here on, so the requests counted are the
+    // admission's own.
+    drop(controller);
+
+    let (budgets, budget_writer) = reflector::store::<PodUnavailableBudget>();
+    let budget_watch = reflector::reflector(
+        budget_writer,
+        watcher::watcher(Api::all(client.clone()), watcher::Config::default()),
+    );
+    tokio::spawn(budget_watch.for_each(|_| async {}));
+    // The pods' watch as it stands a moment behind the API: web-7d4b9-3 still NotReady
+    // there, though it is Ready.
+    let (pods, mut pod_writer) = reflector::store::<Pod>();
+    let pod_api = Api::<Pod>::namespaced(client.clone(), "default");
+    pod_writer.apply_watcher_event(&watcher::Event::Init);
+    for mut cached in pod_api.list(&Default::default()).await.unwrap().items {
+        if cached.metadata.name.as_deref() == Some("web-7d4b9-3") {
+            for condition in cached
+                .status
+                .iter_mut()
+                .flat_map(|s| s.conditions.iter_mut().flatten())
+            {
+                if condition.type_ == "Ready" {
+                    condition.status = "False".into();
+                }
+            }
+        }
+        pod_writer.apply_watcher_event(&watcher::Event::InitApply(cached));
+    }
+    pod_writer.apply_watcher_event(&watcher::Event::InitDone);
+    let admission = PubAdmission::watched(
+        client.clone(),
+        Gates::default(),
+        None,
+        budgets.clone(),
+        pods,
+    );
+    // The watch holds the budget as the API does (the controller's last write included).
+    let budget_api = Api::<PodUnavailableBudget>::namespaced(client.clone(), "default");
+    eventually("the budget in the watch, current", WAIT, || {
+        let budgets = budgets.clone();
+        let budget_api = budget_api.clone();
+        async move {
+            let cached = budgets.state().into_iter().next()?;
+            let current = budget_api.get("web").await.ok()?;
+            (cached.status.as_ref()?.unavailable_allowed == 2
+                && cached.metadata.resource_version == current.metadata.resource_version)
+                .then_some(())
+        }
+    })
+    .await;
+
+    sim.counters().reset();
+    for name in ["web-7d4b9-0", "web-7d4b9-1"] {
+        assert_eq!(
+            admission
+                .admit_eviction("default", name, false)
+                .await
+                .unwrap(),
+            Verdict::Allowed,
+            "{name}"
+        );
+    }
+    assert_eq!(
+        admission
+            .admit_eviction("default", "web-7d4b9-2", false)
+            .await
+            .unwrap(),
+        Verdict::Denied(EXHAUSTED.into())
+    );
+    let counters = sim.counters();
+    assert_eq!(
+        counters.count_sub("update", "podunavailablebudgets", "status"),
+        2,
+        "one conditioned write per grant, the second on the first's version"
+    );
+    assert_eq!(counters.count("get", "podunavailablebudgets"), 0);
+    assert_eq!(counters.count("list", "podunavailablebudgets"), 0);
+    assert_eq!(counters.count("get", "pods"), 0);
+
+    // The watch's copy would exempt web-7d4b9-3 as unavailable; the pod as the API has it
+    // is Ready, so it is refused.
+    assert_eq!(
+        admission
+            .admit_eviction("default", "web-7d4b9-3", false)
+            .await
+            .unwrap(),
+        Verdict::Denied(EXHAUSTED.into())
+    );
+    assert_eq!(counters.count("get", "pods"), 1);
+    let status = Api::<PodUnavailableBudget>::namespaced(client.clone(), "default")
+        .get("web")
+        .await
+        .unwrap()
+        .status
+        .unwrap();
+    assert_eq!(
+        status.disrupted_pods.keys().collect::<Vec<_>>(),
+        ["web-7d4b9-0", "web-7d4b9-1"]
+    );
+    assert_eq!(status.unavailable_allowed, 0);
 }

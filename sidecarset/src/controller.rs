@@ -59,6 +59,12 @@ pub const EVENT_REPORTER: &str = "sidecarset-controller";
 pub const REASON_INVALID_SPEC: &str = "InvalidSpec";
 /// Pod writes in flight at once: one, in plan order.
 const WRITE_CONCURRENCY: usize = 1;
+/// When the upgrade looks again after an admission webhook refused a pod write: a
+/// PodUnavailableBudget (the PUB step's UPDATE check) refuses until the budget frees up,
+/// which no object this controller watches signals, so the error backoff, growing to
+/// minutes, would leave the upgrade stalled long after. OpenKruise's CloneSet looks again
+/// in a second after a budget refusal.
+const REFUSED_REQUEUE: Duration = Duration::from_secs(1);
 
 /// Which step of a reconcile failed.
 #[derive(Debug, thiserror::Error)]
@@ -299,6 +305,12 @@ async fn reconcile(original: Arc<SidecarSet>, shared: Arc<Shared>) -> Result<Req
 
     // Status (also when a write failed).
     write_status(&shared, &original, &plan.status).await?;
+    if let Err(e) = &executed
+        && refused_by_admission(e)
+    {
+        tracing::info!(sidecarset = %set.name_any(), error = %e, "a pod upgrade was refused; looking again in a second");
+        return Ok(Requeue::requeue(REFUSED_REQUEUE));
+    }
     executed?;
     Ok(match plan.requeue_after {
         Some(d) => Requeue::requeue(d),
@@ -375,6 +387,19 @@ async fn perform(shared: &Shared, pods: &[Pod], action: &Action) -> Result<(), E
             })?;
             Ok(())
         }
+    }
+}
+
+/// Whether a pod write was refused by an admission webhook (kube-apiserver's 403 `admission
+/// webhook "…" denied the request: …`), as the PUB step refuses an update the budget has no
+/// room for.
+fn refused_by_admission(e: &Error) -> bool {
+    match e {
+        Error::Shell(ShellError::UpdatePod(WriteError {
+            source: kube::Error::Api(status),
+            ..
+        })) => status.code == 403 && status.message.contains("denied the request"),
+        _ => false,
     }
 }
 

@@ -42,6 +42,10 @@ pub struct WebhookArgs {
     /// compiled in (workloads, and each family of the registry that lends a step).
     #[arg(long, env = "ENABLE", value_delimiter = ',', global = true)]
     pub enable: Vec<String>,
+    /// Directory of the protection audit log (`protection.log`: one JSON line per pod
+    /// disruption or deletion a protection refuses, as OpenKruise's); none when unset.
+    #[arg(long, env = "PROTECTION_LOG_PATH", global = true)]
+    pub protection_log_path: Option<std::path::PathBuf>,
     /// Where the admission server listens and how its certificates are kept.
     #[command(flatten)]
     pub admission: AdmissionFlags,
@@ -168,6 +172,9 @@ pub fn binary() -> Binary<WebhookArgs> {
     Binary::<WebhookArgs>::new(BINARY, env!("CARGO_PKG_VERSION"))
         .manifests(manifests)
         .every_replica(|ctx: Context<WebhookArgs>| async move {
+            if let Some(dir) = &ctx.args.protection_log_path {
+                kruise_common::runtime::protection_log::init(dir)?;
+            }
             let refresh = Arc::new(tokio::sync::Notify::new());
             let steps = StepContext {
                 gates: ctx.gates.clone(),

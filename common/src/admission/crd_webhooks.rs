@@ -246,6 +246,13 @@ pub fn deny_protected_deletion(
         .and_then(Value::as_i64)
         .unwrap_or(1);
     let message = deletion_protection(old.metadata.labels.as_ref(), replicas)?;
+    crate::runtime::protection_log::record(
+        crate::runtime::protection_log::EVENT_DELETION_PROTECTION,
+        &request.kind.kind,
+        old.metadata.namespace.as_deref().unwrap_or_default(),
+        old.metadata.name.as_deref().unwrap_or_default(),
+        request.user_info.username.as_deref().unwrap_or_default(),
+    );
     Some(deny_forbidden(request, message))
 }
 

@@ -5,10 +5,20 @@
 //! first) reads the budget again and decides again, [`MAX_ATTEMPTS`] times in all, then
 //! refuses with [`conflicts_message`]. A budget deleted meanwhile, or a cluster without the
 //! kind, lets the operation through (K#1567).
+//!
+//! [`check_pod`] reads the budget from the API. [`BudgetCache::check_pod`] makes the first
+//! decision from a watch of the budgets instead, as OpenKruise's webhook decides from its
+//! informer, so a refusal costs no API request and a grant one (the conditioned write): a
+//! stale copy can only make the write conflict (then the budget is read from the API) or
+//! refuse an operation a fresher copy would allow, never grant one too many.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
 
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, PostParams};
+use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Client, ResourceExt as _};
 
 use super::decision::{Decision, Gates, MAX_ATTEMPTS, Request, conflicts_message, decide};
@@ -38,8 +48,36 @@ pub async fn check_pod(
 ) -> Result<Verdict, kube::Error> {
     let namespace = pod.namespace().unwrap_or_default();
     let api = Api::<PodUnavailableBudget>::namespaced(client.clone(), &namespace);
-    let mut budget = budget_of(&api, pod).await?;
+    let budget = budget_of(&api, pod).await?;
+    Ok(
+        decide_and_write(&api, budget, pod, operation, dry_run, gates)
+            .await?
+            .verdict,
+    )
+}
+
+/// What [`decide_and_write`] did.
+struct Outcome {
+    verdict: Verdict,
+    /// The budget the grant's status write returned.
+    written: Option<PodUnavailableBudget>,
+}
+
+/// Decides against `budget` and writes a grant, conditioned on the version decided on;
+/// after a conflict the budget is read from the API.
+async fn decide_and_write(
+    api: &Api<PodUnavailableBudget>,
+    mut budget: Option<PodUnavailableBudget>,
+    pod: &Pod,
+    operation: &PubOperation,
+    dry_run: bool,
+    gates: Gates,
+) -> Result<Outcome, kube::Error> {
     let budget_name = budget.as_ref().map(|b| b.name_any()).unwrap_or_default();
+    let answer = |verdict| Outcome {
+        verdict,
+        written: None,
+    };
     for _ in 0..MAX_ATTEMPTS {
         let request = Request {
             pod,
@@ -48,13 +86,13 @@ pub async fn check_pod(
             now: Timestamp::now(),
         };
         let status = match decide(budget.as_ref(), &request, gates) {
-            Decision::Allow(_) => return Ok(Verdict::Allowed),
-            Decision::Deny(message) => return Ok(Verdict::Denied(message)),
+            Decision::Allow(_) => return Ok(answer(Verdict::Allowed)),
+            Decision::Deny(message) => return Ok(answer(Verdict::Denied(message))),
             Decision::Consume(status) => status,
         };
         // `decide` consumes only with a budget.
         let Some(mut granted) = budget.take() else {
-            return Ok(Verdict::Allowed);
+            return Ok(answer(Verdict::Allowed));
         };
         let name = granted.name_any();
         granted.status = Some(status);
@@ -62,13 +100,18 @@ pub async fn check_pod(
             .replace_status(&name, &PostParams::default(), &granted)
             .await
         {
-            Ok(_) => return Ok(Verdict::Allowed),
-            Err(e) if is_not_found(&e) => return Ok(Verdict::Allowed),
+            Ok(written) => {
+                return Ok(Outcome {
+                    verdict: Verdict::Allowed,
+                    written: Some(written),
+                });
+            }
+            Err(e) if is_not_found(&e) => return Ok(answer(Verdict::Allowed)),
             Err(e) if is_conflict(&e) => budget = api.get_opt(&name).await?,
             Err(e) => return Err(e),
         }
     }
-    Ok(Verdict::Denied(conflicts_message(&budget_name)))
+    Ok(answer(Verdict::Denied(conflicts_message(&budget_name))))
 }
 
 /// The pod's budget: the one its related-pub annotation names, else the first of its
@@ -77,12 +120,7 @@ async fn budget_of(
     api: &Api<PodUnavailableBudget>,
     pod: &Pod,
 ) -> Result<Option<PodUnavailableBudget>, kube::Error> {
-    let annotations = pod.annotations();
-    let named = annotations
-        .get(RELATED_PUB_ANNOTATION)
-        .or_else(|| annotations.get(LEGACY_RELATED_PUB_ANNOTATION))
-        .filter(|n| !n.is_empty());
-    if let Some(name) = named {
+    if let Some(name) = related_pub(pod) {
         return api.get_opt(name).await;
     }
     let budgets = match api.list(&Default::default()).await {
@@ -90,11 +128,138 @@ async fn budget_of(
         Err(e) if is_not_found(&e) => return Ok(None),
         Err(e) => return Err(e),
     };
-    let labels = pod.labels();
-    Ok(budgets.into_iter().find(|b| {
-        b.spec
-            .selector
-            .as_ref()
-            .is_some_and(|s| selector_matches(s, labels).unwrap_or(false))
-    }))
+    Ok(budgets.into_iter().find(|b| selects(b, pod)))
+}
+
+/// The budget the pod's related-pub annotation names (the legacy one second).
+fn related_pub(pod: &Pod) -> Option<&str> {
+    let annotations = pod.annotations();
+    annotations
+        .get(RELATED_PUB_ANNOTATION)
+        .or_else(|| annotations.get(LEGACY_RELATED_PUB_ANNOTATION))
+        .map(String::as_str)
+        .filter(|n| !n.is_empty())
+}
+
+/// Whether the budget's selector matches the pod (a targetRef budget is found by name only).
+fn selects(budget: &PodUnavailableBudget, pod: &Pod) -> bool {
+    budget
+        .spec
+        .selector
+        .as_ref()
+        .is_some_and(|s| selector_matches(s, pod.labels()).unwrap_or(false))
+}
+
+/// The budgets as a watch holds them, with each grant this process wrote kept until the
+/// watch has caught up with it: without it the next decision on the same budget would read
+/// the version before the grant, conflict, and need the API after all.
+pub struct BudgetCache {
+    store: Store<PodUnavailableBudget>,
+    /// Per budget, the version the watch held when this process last granted on it, and
+    /// the budget that grant wrote.
+    written: Mutex<HashMap<ObjectRef<PodUnavailableBudget>, (String, PodUnavailableBudget)>>,
+}
+
+impl BudgetCache {
+    /// Decisions from `store`, a reflector's store of every budget the pods may have.
+    pub fn new(store: Store<PodUnavailableBudget>) -> Self {
+        Self {
+            store,
+            written: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The budgets of the watch.
+    pub fn store(&self) -> &Store<PodUnavailableBudget> {
+        &self.store
+    }
+
+    /// As [`check_pod`], the first decision made on the cached budget: a refusal is answered
+    /// without a request, a grant written conditioned on the cached version. `pod_from_watch`:
+    /// the pod is a watch's copy (an eviction names the pod but does not carry it), so an
+    /// exemption that rests on the pod's state is confirmed on the pod read from the API
+    /// first — a stale copy could show a pod unavailable that is Ready by now.
+    pub async fn check_pod(
+        &self,
+        client: &Client,
+        pod: &Pod,
+        pod_from_watch: bool,
+        operation: &PubOperation,
+        dry_run: bool,
+        gates: Gates,
+    ) -> Result<Verdict, kube::Error> {
+        let namespace = pod.namespace().unwrap_or_default();
+        let api = Api::<PodUnavailableBudget>::namespaced(client.clone(), &namespace);
+        let (budget, watched_version) = match self.budget_of(&namespace, pod) {
+            Some((budget, version)) => (Some(budget), version),
+            None => (None, String::new()),
+        };
+        let current;
+        let mut pod = pod;
+        if pod_from_watch {
+            let request = Request {
+                pod,
+                operation,
+                dry_run,
+                now: Timestamp::now(),
+            };
+            if let Decision::Allow(exempt) = decide(budget.as_ref(), &request, gates)
+                && exempt.depends_on_pod()
+            {
+                let pods = Api::<Pod>::namespaced(client.clone(), &namespace);
+                match pods.get_opt(&pod.name_any()).await? {
+                    Some(read) => current = read,
+                    None => return Ok(Verdict::Allowed),
+                }
+                pod = &current;
+            }
+        }
+        let outcome = decide_and_write(&api, budget, pod, operation, dry_run, gates).await?;
+        if let Some(written) = outcome.written {
+            let key = ObjectRef::from_obj(&written);
+            if let Ok(mut grants) = self.written.lock() {
+                grants.insert(key, (watched_version, written));
+            }
+        }
+        Ok(outcome.verdict)
+    }
+
+    /// The pod's budget as [`budget_of`] finds it, from the cache, with the version the
+    /// watch holds.
+    fn budget_of(&self, namespace: &str, pod: &Pod) -> Option<(PodUnavailableBudget, String)> {
+        let cached = match related_pub(pod) {
+            Some(name) => self.store.get(&ObjectRef::new(name).within(namespace)),
+            None => self
+                .store
+                .state()
+                .into_iter()
+                .filter(|b| b.namespace().as_deref() == Some(namespace))
+                .find(|b| selects(b, pod)),
+        }?;
+        let watched_version = cached.resource_version().unwrap_or_default();
+        Some((self.newest(&cached), watched_version))
+    }
+
+    /// The cached budget, or the last grant this process wrote on it while the watch still
+    /// holds the version it held then (a run of grants on one replica builds on the last
+    /// one written, however far the watch lags). Once the watch moved on, the record is
+    /// dropped.
+    fn newest(&self, cached: &PodUnavailableBudget) -> PodUnavailableBudget {
+        let key = ObjectRef::from_obj(cached);
+        let Ok(mut grants) = self.written.lock() else {
+            return cached.clone();
+        };
+        match grants.get(&key) {
+            Some((watched_version, written))
+                if cached.resource_version().as_deref() == Some(watched_version.as_str()) =>
+            {
+                written.clone()
+            }
+            Some(_) => {
+                grants.remove(&key);
+                cached.clone()
+            }
+            None => cached.clone(),
+        }
+    }
 }

@@ -77,6 +77,18 @@ pub enum Exempt {
     DryRun,
 }
 
+impl Exempt {
+    /// Whether the exemption rests on the pod's own state (its annotation, readiness or
+    /// labels), so a decision on a cached copy of the pod must be confirmed on the pod as
+    /// it is before it lets the operation through unrecorded.
+    pub fn depends_on_pod(self) -> bool {
+        matches!(
+            self,
+            Exempt::NoProtectAnnotation | Exempt::PodUnavailable | Exempt::IgnoredPod
+        )
+    }
+}
+
 /// The decision on one operation.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Decision {

@@ -37,6 +37,7 @@ pub use tikv_jemallocator::Jemalloc as Allocator;
 
 pub mod leader;
 pub mod metrics;
+pub mod protection_log;
 pub mod revisions;
 pub mod status;
 pub mod telemetry;
@@ -659,14 +660,31 @@ pub fn install_crypto_provider() {
     let _ = rustls::crypto::ring::default_provider().install_default();
 }
 
-/// Renders CRDs as a multi-document YAML stream.
+/// Renders CRDs as a multi-document YAML stream, each [`deletion_protected`]: what `crd`
+/// prints and the chart installs.
 pub fn crds_yaml(crds: &[CustomResourceDefinition]) -> anyhow::Result<String> {
     let mut out = String::new();
     for crd in crds {
         out.push_str("---\n");
-        out.push_str(&serde_saphyr::to_string(crd).context("serialising a CRD to YAML")?);
+        out.push_str(
+            &serde_saphyr::to_string(&deletion_protected(crd.clone()))
+                .context("serialising a CRD to YAML")?,
+        );
     }
     Ok(out)
+}
+
+/// The CRD labelled `policy.kruise.io/delete-protection: Cascading`: deleting a kruise-rs
+/// CRD deletes every object of its kind (and a workload's pods with it), so once kruise-webhook
+/// runs with `ResourcesDeletionProtection` and `DeletionProtectionForCRDCascadingGate`, the
+/// deletion is refused while any such object remains. A label already set is kept.
+pub fn deletion_protected(mut crd: CustomResourceDefinition) -> CustomResourceDefinition {
+    crd.metadata
+        .labels
+        .get_or_insert_with(Default::default)
+        .entry(crate::api::keys::DELETION_PROTECTION_KEY.to_string())
+        .or_insert_with(|| "Cascading".to_string());
+    crd
 }
 
 /// A client from `--kubeconfig` (or the inferred config), with a user-agent naming the binary.

@@ -25,12 +25,28 @@ pub async fn sim(nodes: usize) -> (kruise_sim::Sim, Client) {
     kruise_testkit::sim_with_crds(nodes, &[kruise_protection::api::crd::crd().unwrap()]).await
 }
 
-/// Serves `routes` over TLS on 127.0.0.1 (a fresh CA) until `shutdown`, and publishes them
-/// in `kruise-validating-webhook-configuration`, calling that address, as kruise-webhook
+/// Serves `routes` over TLS as [`serve`] does and publishes them in
+/// `kruise-validating-webhook-configuration`, calling that address, as kruise-webhook
 /// publishes its validating pod chain.
 pub async fn serve_validating(
     client: &Client,
     routes: AdmissionRoutes,
+    shutdown: &CancellationToken,
+) {
+    let owned = Owned {
+        mutating: None,
+        validating: Some("kruise-validating-webhook-configuration".into()),
+        crds: Vec::new(),
+    };
+    serve(client, routes, &owned, shutdown).await;
+}
+
+/// Serves `routes` over TLS on 127.0.0.1 (a fresh CA) until `shutdown`, and publishes them
+/// in the configurations `owned` names.
+pub async fn serve(
+    client: &Client,
+    routes: AdmissionRoutes,
+    owned: &Owned,
     shutdown: &CancellationToken,
 ) {
     let now = jiff::Timestamp::now();
@@ -53,13 +69,8 @@ pub async fn serve_validating(
     )
     .await
     .unwrap();
-    let owned = Owned {
-        mutating: None,
-        validating: Some("kruise-validating-webhook-configuration".into()),
-        crds: Vec::new(),
-    };
     let endpoint = Endpoint::Url(format!("https://127.0.0.1:{}", server.addr.port()));
-    publish(client, &routes, &owned, &endpoint, &ca.cert_pem)
+    publish(client, &routes, owned, &endpoint, &ca.cert_pem)
         .await
         .unwrap();
 }

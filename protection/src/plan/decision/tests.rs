@@ -391,12 +391,14 @@ fn a_dry_run_is_answered_without_spending_the_budget() {
     );
 }
 
-/// One webhook replica's request in flight: it read the budget at `read_version` and
+/// One webhook replica's request in flight: it decided on the budget at `read_version` and
 /// wants to write `status`.
 #[derive(Clone, Debug)]
 struct InFlight {
     pod: usize,
     operation: PubOperation,
+    /// The version the replica's watch held when it decided.
+    watched_version: u64,
     read_version: u64,
     status: PodUnavailableBudgetStatus,
     attempts: usize,
@@ -404,7 +406,8 @@ struct InFlight {
 
 #[derive(Clone, Debug)]
 enum Step {
-    /// A replica receives an operation on a pod and decides on the budget as it reads it.
+    /// A replica receives an operation on a pod and decides on the budget as its watch
+    /// holds it (or as it last wrote it, while the watch has not caught up).
     Begin {
         replica: usize,
         pod: usize,
@@ -412,6 +415,8 @@ enum Step {
     },
     /// A replica's conditioned status write reaches the API server.
     Commit { replica: usize },
+    /// A replica's watches deliver what changed since they last did.
+    Sync { replica: usize },
     /// A pod's readiness flips on its own (not for pods already disrupted).
     Churn { pod: usize },
     /// The PUB controller recomputes the status from the pods.
@@ -427,24 +432,49 @@ fn step() -> impl Strategy<Value = Step> {
     prop_oneof![
         4 => (0usize..2, 0usize..8, op).prop_map(|(replica, pod, operation)| Step::Begin { replica, pod, operation }),
         4 => (0usize..2).prop_map(|replica| Step::Commit { replica }),
+        2 => (0usize..2).prop_map(|replica| Step::Sync { replica }),
         1 => (0usize..8).prop_map(|pod| Step::Churn { pod }),
         1 => Just(Step::Reconcile),
     ]
 }
 
 /// The budget store: the status and a resourceVersion bumped on every write.
+#[derive(Clone)]
 struct Store {
     budget: PodUnavailableBudget,
     version: u64,
 }
 
+/// What one webhook replica's watches hold, and the grant it last wrote (the version its
+/// watch held then, and the budget written), as `kruise_common::pub_budget::check::BudgetCache`.
+#[derive(Clone)]
+struct Replica {
+    budget: Store,
+    ready: [bool; 8],
+    written: Option<(u64, Store)>,
+}
+
+impl Replica {
+    /// The budget a decision starts from: the replica's own last grant while the watch still
+    /// holds the version it held then, else the watch's copy.
+    fn budget(&self) -> &Store {
+        match &self.written {
+            Some((watched_version, written)) if *watched_version == self.budget.version => written,
+            _ => &self.budget,
+        }
+    }
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
 
-    /// Any interleaving of deletes, evictions and updates across two webhook replicas, with
-    /// pod readiness churn and controller recomputes, never disrupts more pods than the
-    /// budget allows, because each grant is a status write conditioned on the version its
-    /// decision read.
+    /// Any interleaving of deletes, evictions and updates across two webhook replicas, each
+    /// deciding first from watches that lag the API (the budget, and for an eviction the
+    /// pod), with pod readiness churn and controller recomputes, never disrupts more pods
+    /// than the budget allows: each grant is a status write conditioned on the version its
+    /// decision read, and an eviction the cached pod would exempt is decided again on the
+    /// pod as it is. An operation let through on a pod that is in fact available counts as a
+    /// disruption too.
     #[test]
     fn concurrent_replicas_never_exceed_the_budget(
         max_unavailable in 0i32..4,
@@ -466,6 +496,8 @@ proptest! {
         };
         let mut store = Store { budget: budget(spec, json!({}), json!({})), version: 1 };
         store.budget.status = Some(recompute(&store.budget, &ready));
+        let synced = Replica { budget: store.clone(), ready, written: None };
+        let mut replicas = [synced.clone(), synced];
         let mut in_flight: [Option<InFlight>; 2] = [None, None];
 
         for step in steps {
@@ -474,9 +506,24 @@ proptest! {
                     if in_flight[replica].is_some() {
                         continue;
                     }
-                    let p = pod_in(pod, ready[pod]);
-                    if let Decision::Consume(status) = run(Some(&store.budget), &p, operation.clone(), false, ALL_GATES) {
-                        in_flight[replica] = Some(InFlight { pod, operation, read_version: store.version, status, attempts: 1 });
+                    let cache = &replicas[replica];
+                    let from = cache.budget().clone();
+                    // A DELETE or UPDATE carries the pod; an eviction takes the watch's.
+                    let seen_ready = if operation == PubOperation::Evict { cache.ready[pod] } else { ready[pod] };
+                    let mut decision = run(Some(&from.budget), &pod_in(pod, seen_ready), operation.clone(), false, ALL_GATES);
+                    if let Decision::Allow(exempt) = &decision && exempt.depends_on_pod() && seen_ready != ready[pod] {
+                        decision = run(Some(&from.budget), &pod_in(pod, ready[pod]), operation.clone(), false, ALL_GATES);
+                    }
+                    match decision {
+                        Decision::Consume(status) => {
+                            in_flight[replica] = Some(InFlight { pod, operation, watched_version: cache.budget.version, read_version: from.version, status, attempts: 1 });
+                        }
+                        Decision::Allow(_) if ready[pod] && !disrupted.contains(&pod) => {
+                            // Let through unrecorded, yet it was available.
+                            disrupted.insert(pod);
+                            ready[pod] = false;
+                        }
+                        _ => {}
                     }
                 }
                 Step::Commit { replica } => {
@@ -484,10 +531,11 @@ proptest! {
                     if flight.read_version == store.version {
                         store.budget.status = Some(flight.status);
                         store.version += 1;
+                        replicas[replica].written = Some((flight.watched_version, store.clone()));
                         disrupted.insert(flight.pod);
                         ready[flight.pod] = false;
                     } else if flight.attempts < MAX_ATTEMPTS {
-                        // Conflict: read again and decide again.
+                        // Conflict: read the budget and the pod from the API and decide again.
                         let p = pod_in(flight.pod, ready[flight.pod]);
                         if let Decision::Consume(status) = run(Some(&store.budget), &p, flight.operation.clone(), false, ALL_GATES) {
                             flight.read_version = store.version;
@@ -496,6 +544,10 @@ proptest! {
                             in_flight[replica] = Some(flight);
                         }
                     }
+                }
+                Step::Sync { replica } => {
+                    replicas[replica].budget = store.clone();
+                    replicas[replica].ready = ready;
                 }
                 Step::Churn { pod } => {
                     if !disrupted.contains(&pod) {
