@@ -41,6 +41,38 @@ fn template(run: &str) -> Value {
     })
 }
 
+/// Waits until the scheduler has tried each of the `want` pods of no job (in `others`) and
+/// marked it Unschedulable, so the job starts against a settled simulator rather than
+/// the scheduler's first pass over them.
+async fn wait_foreign_pods_unschedulable(client: &kube::Client, want: usize, limit: Duration) {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "others");
+    let start = Instant::now();
+    loop {
+        let list = pods.list(&ListParams::default()).await.unwrap();
+        let tried = list
+            .items
+            .iter()
+            .filter(|p| {
+                p.status
+                    .as_ref()
+                    .and_then(|s| s.conditions.as_ref())
+                    .is_some_and(|cs| {
+                        cs.iter()
+                            .any(|c| c.type_ == "PodScheduled" && c.status == "False")
+                    })
+            })
+            .count();
+        if tried >= want {
+            return;
+        }
+        assert!(
+            start.elapsed() < limit,
+            "{tried} of {want} foreign pods marked Unschedulable"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
 /// Waits until `want` pods in `namespace` have succeeded.
 async fn wait_all_succeeded(client: &kube::Client, namespace: &str, want: usize, limit: Duration) {
     let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
@@ -94,6 +126,11 @@ async fn main() {
         create_foreign_pods(&client, others).await;
         println!(
             "{others} pods of no job created in {:.1} s",
+            started.elapsed().as_secs_f64()
+        );
+        wait_foreign_pods_unschedulable(&client, others as usize, Duration::from_secs(600)).await;
+        println!(
+            "... and all marked Unschedulable by the scheduler after {:.1} s",
             started.elapsed().as_secs_f64()
         );
     }

@@ -66,9 +66,13 @@ pub fn binary() -> anyhow::Result<Binary<BroadcastJobFlags>> {
     Ok(
         Binary::<BroadcastJobFlags>::new(BINARY, env!("CARGO_PKG_VERSION"))
             .crds(crds)
-            .crd_webhooks(WEBHOOKS, |_: Option<&Context<BroadcastJobFlags>>| {
-                admission::routes()
-            })
+            .crd_webhooks(
+                WEBHOOKS,
+                |ctx: Option<&Context<BroadcastJobFlags>>| match ctx {
+                    Some(ctx) => admission::routes_for(&ctx.gates),
+                    None => admission::routes(),
+                },
+            )
             .controller(move |ctx: Context<BroadcastJobFlags>| async move {
                 let opts = ctx.controller_options(BROADCASTJOB_CONTROLLER);
                 controller::broadcastjob::run(ctx.client.clone(), settings(&ctx), opts).await;

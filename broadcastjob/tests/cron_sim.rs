@@ -358,6 +358,19 @@ async fn an_image_list_pull_job_template_creates_its_child_once_the_kind_is_inst
         child.spec.fields.get("images"),
         Some(&json!(["nginx:1.25"]))
     );
+    // No webhook runs here: the controller applied OpenKruise's template defaults itself.
+    assert_eq!(
+        (
+            child.spec.fields.get("completionPolicy"),
+            child.spec.fields.get("pullPolicy"),
+            child.spec.fields.get("imagePullPolicy")
+        ),
+        (
+            Some(&json!({"type": "Always"})),
+            Some(&json!({"timeoutSeconds": 600, "backoffLimit": 3})),
+            Some(&json!("IfNotPresent"))
+        )
+    );
     api.patch_status(
         &name,
         &kube::api::PatchParams::default(),

@@ -5,10 +5,12 @@
 //! feasible nodes it picks the one with the fewest pods (then by name), so replicas
 //! spread. Pods that fit nowhere get PodScheduled=False/Unschedulable with the
 //! scheduler's FitError message and wait, as in kube-scheduler's unschedulable queue,
-//! until their spec changes, capacity may have appeared (a node changes, a pod is deleted
-//! or finishes) or a minute has passed. Like kube-scheduler it keeps its own cache, fed by
-//! the change stream, of the pods waiting and of what each node's pods request, so a
-//! pass costs the pods waiting, never a walk over every pod in the cluster.
+//! until their spec changes, a node changes, room may have appeared (a pod is deleted or
+//! finishes: only for pods some node lacked room for, as only kube-scheduler's
+//! NodeResourcesFit asks to be woken by that) or a minute has passed. Like kube-scheduler
+//! it keeps its own cache, fed by the change stream, of the pods waiting and of what each
+//! node's pods request, so a pass costs the pods waiting, never a walk over every pod in
+//! the cluster.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
@@ -280,19 +282,49 @@ fn fit_error(total: usize, reasons: &BTreeMap<String, usize>) -> String {
 #[derive(Default)]
 struct Queue {
     active: HashSet<Key>,
-    /// Pods found unschedulable: key -> (uid, generation) when last tried.
-    parked: HashMap<Key, (String, i64)>,
+    /// Pods found unschedulable, and why.
+    parked: HashMap<Key, Parked>,
     parked_since: Option<Instant>,
     /// Each bound, non-terminal pod's node and requests, and their sums per node.
     bound: HashMap<Key, (String, Res)>,
     used: HashMap<String, Res>,
+    /// Each node's resourceVersion as last seen, to tell after a lag whether one changed.
+    node_versions: HashMap<String, String>,
 }
 
 type Key = (String, String);
 
+/// A pod found unschedulable.
+struct Parked {
+    /// Its (uid, generation) when last tried: a spec change wakes it.
+    version: (String, i64),
+    /// Some node lacked room for it (pod count, cpu, memory): a pod deleted or finished
+    /// may make room. A pod no node admits for other reasons (affinity, taints,
+    /// cordons) waits for a node change, as kube-scheduler's queueing hints have it: a
+    /// pod going away wakes only the pods NodeResourcesFit rejected.
+    waits_for_room: bool,
+}
+
+/// Whether a filter reason is NodeResourcesFit's: the node has no room left.
+fn is_room_reason(reason: &str) -> bool {
+    reason == "Too many pods" || reason.starts_with("Insufficient ")
+}
+
 /// kube-scheduler flushes its unschedulable queue after podMaxInUnschedulablePodsDuration
 /// (5 minutes); the simulator retries sooner.
 const UNSCHEDULABLE_FLUSH: Duration = Duration::from_secs(60);
+
+fn node_versions(nodes: &[Arc<Value>]) -> HashMap<String, String> {
+    nodes
+        .iter()
+        .map(|n| {
+            (
+                meta::name_of(n).to_string(),
+                meta::meta_str(n, "resourceVersion").to_string(),
+            )
+        })
+        .collect()
+}
 
 fn key_of(pod: &Value) -> Key {
     (
@@ -318,13 +350,41 @@ impl Res {
 }
 
 impl Queue {
-    /// Rebuilt from every stored pod (at start, and when the change stream lagged).
+    /// Built from every stored pod (at start, and by [`Queue::resync`]).
     fn rebuild(pods: &[Arc<Value>]) -> Self {
         let mut q = Queue::default();
         for p in pods {
             q.observe(key_of(p), Some(p));
         }
         q
+    }
+
+    /// Rebuilt after the change stream lagged: the pods' state from the store, but a parked
+    /// pod whose spec is unchanged stays parked unless it waits for room (a missed pod
+    /// deletion may have made some) or a node changed meanwhile. Re-trying every pod that
+    /// fits nowhere after each lag made a pass over 10,000 of them times every node, long
+    /// enough for the stream to lag again.
+    fn resync(&mut self, pods: &[Arc<Value>], nodes: &[Arc<Value>]) {
+        let mut next = Queue::rebuild(pods);
+        next.node_versions = node_versions(nodes);
+        if next.node_versions == self.node_versions {
+            for pod in pods {
+                let key = key_of(pod);
+                let still_parked = self.parked.get(&key).is_some_and(|parked| {
+                    !parked.waits_for_room && spec_version(pod).as_ref() == Some(&parked.version)
+                });
+                if still_parked
+                    && next.active.remove(&key)
+                    && let Some(parked) = self.parked.remove(&key)
+                {
+                    next.parked.insert(key, parked);
+                }
+            }
+            if !next.parked.is_empty() {
+                next.parked_since = self.parked_since;
+            }
+        }
+        *self = next;
     }
 
     /// Takes a pod's latest state (None: deleted).
@@ -337,7 +397,7 @@ impl Queue {
         };
         if wants_scheduling(pod) {
             let unchanged = match (self.parked.get(&key), spec_version(pod)) {
-                (Some(parked), Some(v)) => *parked == v,
+                (Some(parked), Some(v)) => parked.version == v,
                 _ => false,
             };
             if !unchanged {
@@ -367,9 +427,15 @@ impl Queue {
         }
     }
 
-    fn park(&mut self, key: Key, pod: &Value) {
-        if let Some(v) = spec_version(pod) {
-            self.parked.insert(key, v);
+    fn park(&mut self, key: Key, pod: &Value, waits_for_room: bool) {
+        if let Some(version) = spec_version(pod) {
+            self.parked.insert(
+                key,
+                Parked {
+                    version,
+                    waits_for_room,
+                },
+            );
             self.parked_since.get_or_insert_with(Instant::now);
         } else {
             // Without a generation a spec change cannot be told apart: keep trying.
@@ -377,7 +443,24 @@ impl Queue {
         }
     }
 
-    /// Every parked pod is tried again (room may have appeared).
+    /// The parked pods that wait for room are tried again.
+    fn unpark_waiting_for_room(&mut self) {
+        let waking: Vec<Key> = self
+            .parked
+            .iter()
+            .filter(|(_, parked)| parked.waits_for_room)
+            .map(|(key, _)| key.clone())
+            .collect();
+        for key in waking {
+            self.parked.remove(&key);
+            self.active.insert(key);
+        }
+        if self.parked.is_empty() {
+            self.parked_since = None;
+        }
+    }
+
+    /// Every parked pod is tried again (a node changed, or the minute is up).
     fn unpark_all(&mut self) {
         self.active.extend(self.parked.drain().map(|(k, _)| k));
         self.parked_since = None;
@@ -388,7 +471,17 @@ impl Queue {
             return;
         }
         match ev.gr.resource.as_str() {
-            "nodes" => self.unpark_all(),
+            "nodes" => {
+                if ev.event_type == EventType::Deleted {
+                    self.node_versions.remove(&ev.name);
+                } else {
+                    self.node_versions.insert(
+                        ev.name.clone(),
+                        meta::meta_str(&ev.object, "resourceVersion").to_string(),
+                    );
+                }
+                self.unpark_all();
+            }
             "pods" => {
                 let key = (ev.namespace.clone(), ev.name.clone());
                 let deleted = ev.event_type == EventType::Deleted;
@@ -398,7 +491,7 @@ impl Queue {
                         && ev.previous.as_deref().is_some_and(|p| !is_terminal(p)));
                 self.observe(key, (!deleted).then_some(&*ev.object));
                 if room {
-                    self.unpark_all();
+                    self.unpark_waiting_for_room();
                 }
             }
             _ => {}
@@ -494,7 +587,8 @@ async fn schedule_pass(sh: &Arc<SimShared>, queue: &mut Queue) {
             }
             None => {
                 mark_unschedulable(sh, &pod, &fit_error(nodes.len(), &reasons)).await;
-                queue.park(key, &pod);
+                let waits_for_room = reasons.keys().any(|r| is_room_reason(r));
+                queue.park(key, &pod, waits_for_room);
             }
         }
     }
@@ -577,8 +671,10 @@ async fn mark_unschedulable(sh: &Arc<SimShared>, pod: &Value, message: &str) {
 /// safety net (and to flush the parked pods after a minute).
 pub async fn run(sh: Arc<SimShared>) {
     let pods_gr = GroupResource::new("", "pods");
+    let nodes_gr = GroupResource::new("", "nodes");
     let mut rx = sh.store.subscribe();
     let mut queue = Queue::rebuild(&sh.store.list(&pods_gr, None).0);
+    queue.node_versions = node_versions(&sh.store.list(&nodes_gr, None).0);
     let mut tick = tokio::time::interval(Duration::from_secs(1));
     loop {
         let mut lagged = false;
@@ -600,7 +696,10 @@ pub async fn run(sh: Arc<SimShared>) {
         }
         if lagged {
             // Changes were missed: start again from what is stored.
-            queue = Queue::rebuild(&sh.store.list(&pods_gr, None).0);
+            queue.resync(
+                &sh.store.list(&pods_gr, None).0,
+                &sh.store.list(&nodes_gr, None).0,
+            );
         }
         schedule_pass(&sh, &mut queue).await;
     }
@@ -699,7 +798,7 @@ mod tests {
             Arc::new(pod("running", "n1", 1, "Running")),
         ]);
         q.active.clear();
-        q.park(key("waiting"), &pod("waiting", "", 1, "Pending"));
+        q.park(key("waiting"), &pod("waiting", "", 1, "Pending"), true);
         // A status write (same generation) leaves it parked.
         q.on_event(&event(
             EventType::Modified,
@@ -716,8 +815,8 @@ mod tests {
         assert!(q.active.contains(&key("waiting")));
 
         q.active.clear();
-        q.park(key("waiting"), &pod("waiting", "", 2, "Pending"));
-        // Another pod finishing frees room: every parked pod is tried again.
+        q.park(key("waiting"), &pod("waiting", "", 2, "Pending"), true);
+        // Another pod finishing frees room: a pod waiting for room is tried again.
         q.on_event(&event(
             EventType::Modified,
             pod("running", "n1", 1, "Succeeded"),
@@ -727,7 +826,7 @@ mod tests {
         assert_eq!(q.used["n1"].pods, 0);
 
         q.active.clear();
-        q.park(key("waiting"), &pod("waiting", "", 2, "Pending"));
+        q.park(key("waiting"), &pod("waiting", "", 2, "Pending"), true);
         let node = StoreEvent {
             gr: GroupResource::new("", "nodes"),
             ..event(
@@ -738,6 +837,99 @@ mod tests {
         };
         q.on_event(&node);
         assert!(q.active.contains(&key("waiting")));
+        assert!(q.parked.is_empty());
+    }
+
+    /// A pod no node admits for its affinity (or taints) is not tried again each time a
+    /// pod finishes or is deleted — with thousands of such pods every finished pod cost a
+    /// pass over all of them times every node — only when a node changes or the minute is
+    /// up; a pod that lacked room is.
+    #[test]
+    fn room_wakes_only_the_pods_that_lacked_room() {
+        let mut q = Queue::rebuild(&[
+            Arc::new(pod("elsewhere", "", 1, "Pending")),
+            Arc::new(pod("crowded", "", 1, "Pending")),
+            Arc::new(pod("running", "n1", 1, "Running")),
+            Arc::new(pod("other", "n1", 1, "Running")),
+        ]);
+        q.active.clear();
+        q.park(key("elsewhere"), &pod("elsewhere", "", 1, "Pending"), false);
+        q.park(key("crowded"), &pod("crowded", "", 1, "Pending"), true);
+        q.on_event(&event(
+            EventType::Modified,
+            pod("running", "n1", 1, "Succeeded"),
+            Some(pod("running", "n1", 1, "Running")),
+        ));
+        assert_eq!(q.active, HashSet::from([key("crowded")]));
+        assert!(q.parked.contains_key(&key("elsewhere")));
+
+        q.active.clear();
+        q.park(key("crowded"), &pod("crowded", "", 1, "Pending"), true);
+        q.on_event(&event(
+            EventType::Deleted,
+            pod("other", "n1", 1, "Running"),
+            None,
+        ));
+        assert_eq!(q.active, HashSet::from([key("crowded")]));
+        assert_eq!(q.parked.len(), 1);
+
+        // The minute is up: every parked pod is tried again.
+        q.parked_since = Instant::now().checked_sub(UNSCHEDULABLE_FLUSH);
+        q.flush_if_due();
+        assert!(q.active.contains(&key("elsewhere")));
+        assert!(q.parked.is_empty());
+    }
+
+    #[test]
+    fn room_reasons_are_node_resources_fit_s() {
+        for reason in ["Too many pods", "Insufficient cpu", "Insufficient memory"] {
+            assert!(is_room_reason(reason), "{reason}");
+        }
+        for reason in [
+            "node(s) didn't match Pod's node affinity/selector",
+            "node(s) were unschedulable",
+            "node(s) had untolerated taint {a: b}",
+        ] {
+            assert!(!is_room_reason(reason), "{reason}");
+        }
+    }
+
+    /// After a lag, a pod that fit nowhere stays parked when its spec and every node are
+    /// unchanged; one waiting for room, or any after a node changed, is tried again.
+    #[test]
+    fn a_resync_after_a_lag_keeps_pods_parked_that_nothing_can_have_helped() {
+        let nodes = [Arc::new(
+            json!({"metadata": {"name": "n1", "resourceVersion": "5"}}),
+        )];
+        let pods = [
+            Arc::new(pod("elsewhere", "", 1, "Pending")),
+            Arc::new(pod("crowded", "", 1, "Pending")),
+            Arc::new(pod("respecced", "", 2, "Pending")),
+            Arc::new(pod("new", "", 1, "Pending")),
+        ];
+        let parked_queue = || {
+            let mut q = Queue::rebuild(&pods);
+            q.node_versions = node_versions(&nodes);
+            q.active.clear();
+            q.park(key("elsewhere"), &pod("elsewhere", "", 1, "Pending"), false);
+            q.park(key("crowded"), &pod("crowded", "", 1, "Pending"), true);
+            q.park(key("respecced"), &pod("respecced", "", 1, "Pending"), false);
+            q
+        };
+        let mut q = parked_queue();
+        q.resync(&pods, &nodes);
+        assert_eq!(
+            q.active,
+            HashSet::from([key("crowded"), key("respecced"), key("new")])
+        );
+        assert!(q.parked.contains_key(&key("elsewhere")) && q.parked_since.is_some());
+
+        let mut q = parked_queue();
+        let changed = [Arc::new(
+            json!({"metadata": {"name": "n1", "resourceVersion": "6"}}),
+        )];
+        q.resync(&pods, &changed);
+        assert_eq!(q.active.len(), 4);
         assert!(q.parked.is_empty());
     }
 }

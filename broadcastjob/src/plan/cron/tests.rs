@@ -505,9 +505,13 @@ fn image_list_pull_job_children() {
     let v = serde_json::to_value(&job).unwrap();
     assert_eq!(v["apiVersion"], "apps.kruise.io/v1beta1");
     assert_eq!(v["kind"], "ImageListPullJob");
+    // The template as defaulted (OpenKruise's webhook stores these defaults in it).
     assert_eq!(
         v["spec"],
-        json!({"images": ["nginx:1.25"], "parallelism": 2})
+        json!({"images": ["nginx:1.25"], "parallelism": 2,
+               "completionPolicy": {"type": "Always"},
+               "pullPolicy": {"timeoutSeconds": 600, "backoffLimit": 3},
+               "imagePullPolicy": "IfNotPresent"})
     );
     assert_eq!(v["metadata"]["labels"], json!({"k": "v"}));
     assert_eq!(
