@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Assembles a kruise-rs family's container image as an OCI layout, without a container
-# build daemon: the binary (as cargo built it), the shared libraries it links (glibc,
+# build daemon: the binary (as cargo built it; and `<binary>-agent` where it lies beside it,
+# for kruise-crr and kruise-imagepull), the shared libraries it links (glibc,
 # libgcc_s, libm, the loader: a distroless-style runtime with no shell or package
 # manager), the CA bundle, /etc/passwd and /etc/group with the non-root user 65532, and a config that
 # runs `kruise-<family> run` as that user. `Dockerfile` builds the same image with docker
@@ -20,6 +21,10 @@ trap 'rm -rf "$rootfs"' EXIT
 mkdir -p "$rootfs"/{etc,tmp}
 chmod 1777 "$rootfs/tmp"
 install -m 0755 "$binary" "$rootfs/$name"
+# A family with a node agent ships its agent-only binary beside it (`/kruise-<family>-agent`,
+# the command of the chart's DaemonSet), built by the same `cargo build`.
+agent="$(dirname "$binary")/$name-agent"
+[[ ! -x "$agent" ]] || install -m 0755 "$agent" "$rootfs/$name-agent"
 # The entrypoint every kruise-rs image shares (the Dockerfile's too).
 ln -s "$name" "$rootfs/entrypoint"
 # The loader and every library the binary links, at the paths the binary looks them up.

@@ -253,9 +253,19 @@ pub fn main_with_agent(
 ) -> ExitCode {
     let argv: Vec<String> = std::env::args().collect();
     if argv.get(1).map(String::as_str) == Some("agent") {
-        return agent_main(binary_name, agent(), argv);
+        // `agent` stands as the program name of the agent's own flags.
+        return agent_main(binary_name, agent(), argv.into_iter().skip(1).collect());
     }
     main(family)
+}
+
+/// The `main` of a family's dedicated agent binary (`kruise-<family>-agent [FLAGS]`, what
+/// its DaemonSet runs): the same agent, flags and user agent as `kruise-<family> agent`,
+/// in a binary that links only the agent's code. A binary holding the whole family kept
+/// its pages resident in every agent (the kernel maps the neighbours of each page a fault
+/// reads), which the agent's idle RSS target (10 MiB, docs/crr.md) cannot afford.
+pub fn agent_binary_main(binary_name: &'static str, agent: Agent) -> ExitCode {
+    agent_main(binary_name, agent, std::env::args().collect())
 }
 
 /// What a pod-chain step is built from.
@@ -371,19 +381,20 @@ pub struct AgentArgs {
     pub log_level: String,
 }
 
-/// Runs `agent` from `argv` (`argv[0]` the program, `argv[1]` `agent`) until SIGTERM or
-/// SIGINT; its client's user agent is `<binary>-agent/<version>`.
+/// Runs `agent` from `argv` (`argv[0]` the program name, then [`AgentArgs`]) until SIGTERM
+/// or SIGINT; its client's user agent is `<binary>-agent/<version>`. One thread: an agent
+/// waits on one watch and its node's runtime, and a runtime worker thread would add its
+/// stack and allocator cache to every node's memory for nothing.
 fn agent_main(binary_name: &'static str, agent: Agent, argv: Vec<String>) -> ExitCode {
     use clap::Parser as _;
-    let args = match AgentArgs::try_parse_from(argv.into_iter().skip(1)) {
+    let args = match AgentArgs::try_parse_from(argv) {
         Ok(args) => args,
         Err(e) => {
             let _ = e.print();
             return ExitCode::from(if e.use_stderr() { 2 } else { 0 });
         }
     };
-    let rt = match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
+    let rt = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
     {

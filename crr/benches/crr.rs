@@ -1,5 +1,5 @@
 //! ContainerRecreateRequest figures against kruise-sim: N requests (one per pod, pods spread
-//! over the simulated nodes) carried out by one `kruise-crr agent` process per node against
+//! over the simulated nodes) carried out by one `kruise-crr-agent` process per node against
 //! the node's fake CRI socket, with the cluster-side controller in this process; the time
 //! until every request is Completed against the restart floor measured in the same run
 //! (a minimal CRI client stopping the same containers through the same sockets, with no
@@ -8,7 +8,9 @@
 //!
 //! `cargo bench -p kruise-crr --bench crr`. Environment: `CRR_BENCH_NODES` (default 100),
 //! `CRR_BENCH_REQUESTS` (default 1000), `CRR_BENCH_IDLE_SECS` (the idle window, default 10),
-//! `KRUISE_TEST_LOGS=1` (the agents' logs on stderr).
+//! `KRUISE_TEST_LOGS=1` (the agents' logs on stderr), `KRUISE_AGENT_BIN` (the agent binary
+//! to run; default: this build's `kruise-crr-agent`, `release` profile: point it at
+//! `target/dist/kruise-crr-agent` to measure what the images ship).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::HashMap;
@@ -36,7 +38,12 @@ use tokio_util::sync::CancellationToken;
 #[global_allocator]
 static ALLOCATOR: kruise_common::runtime::Allocator = kruise_common::runtime::Allocator;
 
-const BIN: &str = env!("CARGO_BIN_EXE_kruise-crr");
+/// The agent binary the chart's DaemonSet runs (see `KRUISE_AGENT_BIN` above).
+fn agent_bin() -> PathBuf {
+    std::env::var_os("KRUISE_AGENT_BIN")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_kruise-crr-agent")))
+}
 const AGENT_USER_AGENT: &str = "kruise-crr-agent/";
 const NAMESPACE: &str = "default";
 const IN_FLIGHT: usize = 32;
@@ -60,8 +67,8 @@ impl Agents {
                 .map(|i| {
                     let node = format!("sim-node-{i}");
                     let socket = sim.cri_socket(&node).unwrap();
-                    let mut cmd = Command::new(BIN);
-                    cmd.args(["agent", "--node-name", &node, "--cri-socket"])
+                    let mut cmd = Command::new(agent_bin());
+                    cmd.args(["--node-name", &node, "--cri-socket"])
                         .arg(&socket)
                         .arg("--kubeconfig")
                         .arg(kubeconfig)

@@ -3,12 +3,14 @@
 //! (`kruise-imagepull run`, its own process) takes a job over every node with parallelism
 //! P to completion; the time is compared with the pull-latency floor, ceil(N / P) pulls
 //! one after another (no controller can do better with P nodes pulling at once). Also the
-//! controller's writes per node, its RSS with N NodeImages, and one `kruise-imagepull
-//! agent` process's idle RSS.
+//! controller's writes per node, its RSS with N NodeImages, and one `kruise-imagepull-agent`
+//! process's idle RSS (the binary the chart's DaemonSet runs).
 //!
 //! `cargo bench -p kruise-imagepull --bench imagepull`. Environment: `IMAGEPULL_NODES` (N,
 //! default 1000), `IMAGEPULL_PARALLELISM` (P, default 100), `IMAGEPULL_LATENCY` (each
-//! pull of the job's image, default "5s").
+//! pull of the job's image, default "5s"), `KRUISE_AGENT_BIN` (the agent binary to run;
+//! default: this build's `kruise-imagepull-agent`, `release` profile: point it at
+//! `target/dist/kruise-imagepull-agent` to measure what the images ship).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::time::{Duration, Instant};
@@ -33,6 +35,13 @@ static ALLOCATOR: kruise_common::runtime::Allocator = kruise_common::runtime::Al
 
 const BIN: &str = env!("CARGO_BIN_EXE_kruise-imagepull");
 const AGENT: &str = "kruise-imagepull/";
+
+/// The agent binary the chart's DaemonSet runs (see `KRUISE_AGENT_BIN` above).
+fn agent_bin() -> std::path::PathBuf {
+    std::env::var_os("KRUISE_AGENT_BIN")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| env!("CARGO_BIN_EXE_kruise-imagepull-agent").into())
+}
 const IMAGE: &str = "registry.local/bench:v1";
 
 /// Waits until `want` NodeImages exist.
@@ -164,8 +173,8 @@ async fn main() {
     shutdown.cancel();
 
     // One agent as its own process, idle on a node whose image is pulled.
-    let mut agent = std::process::Command::new(BIN)
-        .args(["agent", "--node-name", "sim-node-0", "--kubeconfig"])
+    let mut agent = std::process::Command::new(agent_bin())
+        .args(["--node-name", "sim-node-0", "--kubeconfig"])
         .arg(&kubeconfig)
         .arg("--cri-socket")
         .arg(sim.cri_socket("sim-node-0").unwrap())
@@ -176,7 +185,7 @@ async fn main() {
         .unwrap();
     tokio::time::sleep(Duration::from_secs(2)).await;
     println!(
-        "one `kruise-imagepull agent` process, idle: {}",
+        "one `kruise-imagepull-agent` process, idle: {}",
         settled_rss(agent.id()).await
     );
     let _ = agent.kill();

@@ -365,8 +365,11 @@ spec:
         - name: agent
           image: {{ include "kruise-family.image" . }}
           imagePullPolicy: {{ .Values.image.pullPolicy | default (.Values.global.image | default dict).pullPolicy | default "IfNotPresent" }}
+          # The agent's own binary (`<binary> agent` runs the same agent from the whole
+          # family's binary, which keeps more of itself resident on every node).
+          command:
+            - /{{ .Values.binary }}-agent
           args:
-            - agent
             - --log-format={{ .Values.logFormat | default .Values.global.logFormat }}
             - --log-level={{ .Values.logLevel | default .Values.global.logLevel }}
             {{- with .Values.agent.criSocket }}
