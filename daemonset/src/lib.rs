@@ -6,6 +6,7 @@
 //! * [`conversion`]: `v1alpha1` <-> `v1beta1` for `/convert`;
 //! * [`plan`]: the pure planner — nodes, pods, strategy, time -> creates, deletes, in-place
 //!   updates, status counts and when to look again;
+//! * [`nodes`]: the compact node the controller caches;
 //! * [`binary`]: the family's registration and the `kruise-daemonset` binary.
 
 pub mod admission;
@@ -13,4 +14,5 @@ pub mod api;
 pub mod binary;
 pub mod controller;
 pub mod conversion;
+pub mod nodes;
 pub mod plan;
