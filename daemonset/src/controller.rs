@@ -743,8 +743,17 @@ async fn refresh_in_place(
     refreshed
 }
 
+/// A write [`refresh_pods`] decided on.
+enum RefreshWrite {
+    /// The next container batch, or the spec once a grace period ended.
+    Patch(Arc<CachedPod>, serde_json::Value),
+    /// `InPlaceUpdateReady=True`.
+    Ready(Arc<CachedPod>, Box<k8s_openapi::api::core::v1::PodStatus>),
+}
+
 /// [`refresh_in_place`] for each pod, skipping the pods in `ready_sent` and adding those it
-/// sends `InPlaceUpdateReady=True` to.
+/// sends `InPlaceUpdateReady=True` to. The writes go out [`WRITE_CONCURRENCY`] at a time:
+/// after a rollout at maxUnavailable 100% every pod's condition is due at once.
 async fn refresh_pods(
     pod_api: &Api<Pod>,
     pods: &[Arc<CachedPod>],
@@ -752,17 +761,10 @@ async fn refresh_pods(
     ready_sent: &mut HashMap<String, String>,
 ) -> Result<Option<Duration>, Error> {
     let mut after: Option<Duration> = None;
+    let mut writes = Vec::new();
+    // The check is not Send: every decision is taken before any write is awaited.
     for pod in pods {
-        let name = pod.name().to_string();
-        let failed = |source| {
-            Error::InPlace(WriteError {
-                name: name.clone(),
-                source,
-            })
-        };
-        // The check is not Send: the decision is taken before any write is awaited.
-        let action = refresh(&**pod, now, &CompletionCheck::default());
-        match action {
+        match refresh(&**pod, now, &CompletionCheck::default()) {
             RefreshAction::Nothing | RefreshAction::Invalid(_) => {}
             RefreshAction::WaitGrace { requeue_after } => {
                 let wait = Duration::from_secs(requeue_after.as_secs().max(1).unsigned_abs());
@@ -770,24 +772,58 @@ async fn refresh_pods(
             }
             RefreshAction::Write(write) => {
                 if let Some(patch) = write.patch {
-                    pod_api
-                        .patch(&name, &PatchParams::default(), &Patch::Strategic(&patch))
-                        .await
-                        .map_err(failed)?;
+                    writes.push(RefreshWrite::Patch(pod.clone(), patch));
                 }
             }
-            RefreshAction::SetReady(_) if ready_sent.contains_key(&name) => {}
+            RefreshAction::SetReady(_) if ready_sent.contains_key(pod.name()) => {}
             RefreshAction::SetReady(status) => {
-                send_conditions(pod_api, pod, &status)
-                    .await
-                    .map_err(failed)?;
-                if let Some(version) = pod.meta().resource_version.clone() {
-                    ready_sent.insert(name, version);
-                }
+                writes.push(RefreshWrite::Ready(pod.clone(), status));
             }
         }
     }
-    Ok(after)
+    let outcomes: Vec<(Arc<CachedPod>, bool, Result<(), kube::Error>)> =
+        futures::stream::iter(writes)
+            .map(|write| async move {
+                match write {
+                    RefreshWrite::Patch(pod, patch) => {
+                        let sent = pod_api
+                            .patch(
+                                pod.name(),
+                                &PatchParams::default(),
+                                &Patch::Strategic(&patch),
+                            )
+                            .await;
+                        (pod, false, sent.map(|_| ()))
+                    }
+                    RefreshWrite::Ready(pod, status) => {
+                        let sent = send_conditions(pod_api, &pod, &status).await;
+                        (pod, true, sent)
+                    }
+                }
+            })
+            .buffer_unordered(WRITE_CONCURRENCY)
+            .collect()
+            .await;
+    let mut first_error = None;
+    for (pod, ready, outcome) in outcomes {
+        match outcome {
+            Ok(()) => {
+                if ready && let Some(version) = pod.meta().resource_version.clone() {
+                    ready_sent.insert(pod.name().to_string(), version);
+                }
+            }
+            Err(source) => {
+                first_error.get_or_insert(Error::InPlace(WriteError {
+                    name: pod.name().to_string(),
+                    source,
+                }));
+            }
+        }
+    }
+    match first_error {
+        Some(e) => Err(e),
+        None => Ok(after),
+    }
 }
 
 /// Patches `pods/status` with the conditions `status` changes on `pod`.
