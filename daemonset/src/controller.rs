@@ -3,9 +3,10 @@
 //! **execute** -> **status** -> **history**.
 //!
 //! * **Cache only what it reads.** Pods through the `controller-revision-hash` label every
-//!   daemon pod carries; nodes reduced to their labels and taints, and a node change wakes
-//!   the DaemonSets only when one of those changed (or the node came or went), not on
-//!   every status heartbeat.
+//!   daemon pod carries, decoded straight into the compact `CachedPod`
+//!   (`kruise_common::pods::cached`); nodes decoded straight into [`CachedNode`] (name,
+//!   labels, taints), and a node change wakes the DaemonSets only when its labels or taints
+//!   changed (or the node came or went), not on every status heartbeat.
 //! * **No double creates.** A scale expectation per node is recorded before its pod is
 //!   created and satisfied once a pod of the DaemonSet for that node is in the cache; a
 //!   deletion, once the pod is gone or terminating. While one is pending the planner does
@@ -21,16 +22,14 @@
 //! * **Revisions before pods.** The update revision is written before any pod carries its
 //!   hash; history is pruned only after a pass whose writes all succeeded.
 
-use std::collections::hash_map::DefaultHasher;
 use std::collections::{BTreeMap, HashMap};
-use std::hash::{Hash as _, Hasher as _};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::StreamExt as _;
 use jiff::Timestamp;
 use k8s_openapi::api::apps::v1::ControllerRevision;
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::Pod;
 use kruise_common::api::keys::CONTROLLER_REVISION_HASH_KEY;
 use kruise_common::api::lifecycle::LifecycleState;
 use kruise_common::expectations::{
@@ -40,7 +39,7 @@ use kruise_common::inplace::{
     CompletionCheck, RefreshAction, UpdateRequest, begin_update, calculate_update_spec, refresh,
 };
 use kruise_common::pods::lifecycle::{is_hooked, state_patch};
-use kruise_common::pods::lifecycle_state;
+use kruise_common::pods::{CachedPod, LabelsAndFinalizers as _, PodView, lifecycle_state};
 use kruise_common::predownload::PreDownload;
 use kruise_common::revision::template_hash;
 use kruise_common::runtime::errors::{ShellError, WriteError, is_not_found};
@@ -59,9 +58,8 @@ use crate::api::defaults::default_spec;
 use crate::api::v1beta1::{DaemonSet, DaemonSetStatus};
 use crate::api::validation::validate;
 use crate::api::{KIND, Served};
-use crate::plan::pods::{
-    Placement, new_pod, node_view, plan_node, plan_pod, plan_strategy, target_node,
-};
+use crate::nodes::CachedNode;
+use crate::plan::pods::{Placement, new_pod, plan_node, plan_pod, plan_strategy, target_node};
 use crate::plan::revisions::{plan_revisions, revision_hash, revisions_to_prune};
 use crate::plan::{Action, PlanInput, PlanStrategy, plan};
 
@@ -168,8 +166,8 @@ type Backoff = HashMap<(String, String), (i64, i64)>;
 
 struct Shared {
     client: Client,
-    pods: Store<Pod>,
-    nodes: Store<Node>,
+    pods: Store<CachedPod>,
+    nodes: Store<CachedNode>,
     revisions: Store<ControllerRevision>,
     expectations: SharedExpectations<ScaleExpectations>,
     backoff: Mutex<Backoff>,
@@ -184,29 +182,18 @@ struct Shared {
     settings: Settings,
 }
 
-/// Keeps of a node what eligibility reads (and what a cache needs to key it).
-fn eligibility_view(node: &mut Node) {
-    node.metadata.annotations = None;
-    node.metadata.managed_fields = None;
-    node.status = None;
-    if let Some(spec) = node.spec.as_mut() {
-        let taints = spec.taints.take();
-        *spec = Default::default();
-        spec.taints = taints;
-    }
-}
-
 /// Runs the DaemonSet controller until `opts.shutdown` fires.
 pub async fn run(client: Client, settings: Settings, opts: RunOptions) {
     let ns = settings.namespace.as_deref();
     let recorder = EventQueue::for_controller(client.clone(), EVENT_REPORTER, &opts.metrics);
     let (sets, mut set_stream) =
         Watch::<DaemonSet>::primary(client.clone(), ns, &opts, &recorder).reflect();
-    let (pods, mut pod_stream) = Watch::<Pod>::new(client.clone(), ns)
+    let (pods, mut pod_stream) = Watch::<CachedPod>::new(client.clone(), ns)
         .labels(CONTROLLER_REVISION_HASH_KEY)
+        .untrimmed()
         .reflect();
-    let (nodes, mut node_stream) = Watch::<Node>::new(client.clone(), None)
-        .shrink(eligibility_view)
+    let (nodes, mut node_stream) = Watch::<CachedNode>::new(client.clone(), None)
+        .untrimmed()
         .reflect();
     let (revisions, mut revision_stream) = Watch::<ControllerRevision>::new(client.clone(), ns)
         .keep_only(owned_by_daemonset)
@@ -243,7 +230,7 @@ pub async fn run(client: Client, settings: Settings, opts: RunOptions) {
         .reconcile_all_on(futures::stream::once(async {}))
         .owns_stream(pod_stream)
         .owns_stream(revision_stream)
-        .watches_stream(node_changes, move |_: Node| {
+        .watches_stream(node_changes, move |_: CachedNode| {
             all_sets
                 .state()
                 .iter()
@@ -264,19 +251,22 @@ fn owned_by_daemonset(rev: &ControllerRevision) -> bool {
 
 /// The node events whose labels or taints changed, every first sight of a node, and every
 /// deletion (the reflector has dropped the node from `store` by the time its event passes).
-fn only_eligibility_changes(nodes: TouchedStream<Node>, store: Store<Node>) -> TouchedStream<Node> {
+fn only_eligibility_changes(
+    nodes: TouchedStream<CachedNode>,
+    store: Store<CachedNode>,
+) -> TouchedStream<CachedNode> {
     let seen: Arc<Mutex<HashMap<String, u64>>> = Arc::default();
     nodes
         .filter(move |event| {
             let pass = match event {
                 Ok(node) => {
-                    let name = node.name_any();
-                    let gone = store.get(&ObjectRef::new(&name)).is_none();
+                    let name = node.name();
+                    let gone = store.get(&ObjectRef::new(name)).is_none();
                     match seen.lock() {
-                        Ok(mut seen) if gone => seen.remove(&name).is_some(),
+                        Ok(mut seen) if gone => seen.remove(name).is_some(),
                         Ok(mut seen) => {
-                            let print = fingerprint(node);
-                            seen.insert(name, print) != Some(print)
+                            let print = node.fingerprint();
+                            seen.insert(name.to_string(), print) != Some(print)
                         }
                         Err(_) => true,
                     }
@@ -286,15 +276,6 @@ fn only_eligibility_changes(nodes: TouchedStream<Node>, store: Store<Node>) -> T
             std::future::ready(pass)
         })
         .boxed()
-}
-
-fn fingerprint(node: &Node) -> u64 {
-    let mut h = DefaultHasher::new();
-    node.metadata.labels.hash(&mut h);
-    for t in node.spec.iter().flat_map(|s| s.taints.iter().flatten()) {
-        (&t.key, &t.value, &t.effect).hash(&mut h);
-    }
-    h.finish()
 }
 
 impl Scheduled for Action {
@@ -310,7 +291,7 @@ impl Scheduled for Action {
 fn observe_expectations(
     shared: &Shared,
     key: &str,
-    pods: &[Arc<Pod>],
+    pods: &[Arc<CachedPod>],
     now: Timestamp,
 ) -> Result<Satisfaction, Error> {
     Ok(shared
@@ -321,10 +302,9 @@ fn observe_expectations(
                     let seen = match action {
                         ScaleAction::Create => pods
                             .iter()
-                            .any(|p| target_node(p).as_deref() == Some(name.as_str())),
+                            .any(|p| target_node(&**p) == Some(name.as_str())),
                         ScaleAction::Delete => pods.iter().all(|p| {
-                            p.metadata.name.as_deref() != Some(name.as_str())
-                                || p.metadata.deletion_timestamp.is_some()
+                            p.name() != name.as_str() || p.meta().deletion_timestamp.is_some()
                         }),
                     };
                     if seen {
@@ -374,13 +354,13 @@ async fn reconcile(original: Arc<DaemonSet>, shared: Arc<Shared>) -> Result<Requ
         return Ok(Requeue::requeue(EXPECTATIONS_REQUEUE));
     }
     let uid = ds.uid().unwrap_or_default();
-    let pods: Vec<Arc<Pod>> = shared
+    let pods: Vec<Arc<CachedPod>> = shared
         .pods
         .state()
         .into_iter()
         .filter(|p| {
-            p.metadata.namespace.as_deref() == Some(namespace.as_str())
-                && kruise_common::pods::is_controlled_by(&p.metadata, &uid)
+            p.namespace() == namespace.as_str()
+                && kruise_common::pods::is_controlled_by(p.meta(), &uid)
         })
         .collect();
     match observe_expectations(&shared, &key, &pods, now)? {
@@ -461,14 +441,17 @@ async fn reconcile(original: Arc<DaemonSet>, shared: Arc<Shared>) -> Result<Requ
     let pod_api: Api<Pod> = Api::namespaced(shared.client.clone(), &namespace);
     let refresh_after = refresh_in_place(&pod_api, &shared, &key, &pods, now).await?;
     let in_place = plan_strategy(&ds.spec).in_place;
-    let in_place_request = |pod: &Pod| -> Option<UpdateRequest> {
-        let old_hash = pod.labels().get(CONTROLLER_REVISION_HASH_KEY)?;
-        if !in_place || *old_hash == hash {
+    let in_place_request = |pod: &CachedPod| -> Option<UpdateRequest> {
+        let old_hash = pod.label(CONTROLLER_REVISION_HASH_KEY)?;
+        if !in_place || old_hash == hash {
             return None;
         }
-        let old = history
-            .iter()
-            .find(|r| r.labels().get(CONTROLLER_REVISION_HASH_KEY) == Some(old_hash))?;
+        let old = history.iter().find(|r| {
+            r.labels()
+                .get(CONTROLLER_REVISION_HASH_KEY)
+                .map(String::as_str)
+                == Some(old_hash)
+        })?;
         Some(UpdateRequest {
             old_revision_data: old.data.as_ref()?.0.clone(),
             new_revision_data: update_data.clone()?,
@@ -480,7 +463,7 @@ async fn reconcile(original: Arc<DaemonSet>, shared: Arc<Shared>) -> Result<Requ
             ..UpdateRequest::default()
         })
     };
-    let in_place_possible = |pod: &Pod| {
+    let in_place_possible = |pod: &CachedPod| {
         in_place_request(pod).is_some_and(|r| {
             calculate_update_spec(
                 &r.old_revision_data,
@@ -496,7 +479,7 @@ async fn reconcile(original: Arc<DaemonSet>, shared: Arc<Shared>) -> Result<Requ
         .nodes
         .state()
         .iter()
-        .map(|n| plan_node(&ds.spec, &node_view(n)))
+        .map(|n| plan_node(&ds.spec, &n.view()))
         .collect();
     nodes.sort_by(|a, b| a.name.cmp(&b.name));
     let secs = now.as_second();
@@ -512,7 +495,7 @@ async fn reconcile(original: Arc<DaemonSet>, shared: Arc<Shared>) -> Result<Requ
         nodes,
         pods: pods
             .iter()
-            .filter_map(|p| plan_pod(p, &hash, in_place_possible(p)))
+            .filter_map(|p| plan_pod(&**p, &hash, in_place_possible(p)))
             .collect(),
         strategy: PlanStrategy {
             prune_ineligible_nodes: shared.settings.prune_ineligible_nodes,
@@ -614,7 +597,7 @@ async fn reconcile(original: Arc<DaemonSet>, shared: Arc<Shared>) -> Result<Requ
                         .and_then(|l| l.pre_delete.as_ref());
                     if let Some(held) = pods
                         .iter()
-                        .find(|p| p.metadata.name.as_deref() == Some(pod.as_str()))
+                        .find(|p| p.name() == pod.as_str())
                         .filter(|p| is_hooked(hook, &***p))
                     {
                         if lifecycle_state(&**held) == Some(LifecycleState::PreparingDelete) {
@@ -689,7 +672,7 @@ async fn reconcile(original: Arc<DaemonSet>, shared: Arc<Shared>) -> Result<Requ
     // History: the oldest revisions beyond the limit that no pod uses.
     let pod_hashes = pods
         .iter()
-        .filter_map(|p| p.labels().get(CONTROLLER_REVISION_HASH_KEY).cloned())
+        .filter_map(|p| p.label(CONTROLLER_REVISION_HASH_KEY).map(str::to_string))
         .collect();
     for revision in revisions_to_prune(&ds, &history, &update_name, &pod_hashes) {
         match revision_api
@@ -729,7 +712,7 @@ fn forget(shared: &Shared, key: &str, action: ScaleAction, name: &str) {
 
 /// Whether an in-place update sent for one of `pods` is not yet in the cache; forgets those
 /// that are, and those of pods gone.
-fn in_place_pending(shared: &Shared, key: &str, pods: &[Arc<Pod>]) -> bool {
+fn in_place_pending(shared: &Shared, key: &str, pods: &[Arc<CachedPod>]) -> bool {
     let Ok(mut in_flight) = shared.in_flight.lock() else {
         return true;
     };
@@ -738,8 +721,8 @@ fn in_place_pending(shared: &Shared, key: &str, pods: &[Arc<Pod>]) -> bool {
     };
     sent.retain(|name, hash| {
         pods.iter()
-            .find(|p| p.metadata.name.as_deref() == Some(name.as_str()))
-            .is_some_and(|p| p.labels().get(CONTROLLER_REVISION_HASH_KEY) != Some(hash))
+            .find(|p| p.name() == name.as_str())
+            .is_some_and(|p| p.label(CONTROLLER_REVISION_HASH_KEY) != Some(hash.as_str()))
     });
     let pending = !sent.is_empty();
     if !pending {
@@ -755,7 +738,7 @@ async fn refresh_in_place(
     pod_api: &Api<Pod>,
     shared: &Shared,
     key: &str,
-    pods: &[Arc<Pod>],
+    pods: &[Arc<CachedPod>],
     now: Timestamp,
 ) -> Result<Option<Duration>, Error> {
     // Taken out while the writes are awaited (a key is never reconciled twice at once);
@@ -768,8 +751,8 @@ async fn refresh_in_place(
         .unwrap_or_default();
     sent.retain(|name, version| {
         pods.iter().any(|p| {
-            p.metadata.name.as_deref() == Some(name.as_str())
-                && p.metadata.resource_version.as_deref() == Some(version.as_str())
+            p.name() == name.as_str()
+                && p.meta().resource_version.as_deref() == Some(version.as_str())
         })
     });
     let refreshed = refresh_pods(pod_api, pods, now, &mut sent).await;
@@ -781,26 +764,28 @@ async fn refresh_in_place(
     refreshed
 }
 
+/// A write [`refresh_pods`] decided on.
+enum RefreshWrite {
+    /// The next container batch, or the spec once a grace period ended.
+    Patch(Arc<CachedPod>, serde_json::Value),
+    /// `InPlaceUpdateReady=True`.
+    Ready(Arc<CachedPod>, Box<k8s_openapi::api::core::v1::PodStatus>),
+}
+
 /// [`refresh_in_place`] for each pod, skipping the pods in `ready_sent` and adding those it
-/// sends `InPlaceUpdateReady=True` to.
+/// sends `InPlaceUpdateReady=True` to. The writes go out [`WRITE_CONCURRENCY`] at a time:
+/// after a rollout at maxUnavailable 100% every pod's condition is due at once.
 async fn refresh_pods(
     pod_api: &Api<Pod>,
-    pods: &[Arc<Pod>],
+    pods: &[Arc<CachedPod>],
     now: Timestamp,
     ready_sent: &mut HashMap<String, String>,
 ) -> Result<Option<Duration>, Error> {
     let mut after: Option<Duration> = None;
+    let mut writes = Vec::new();
+    // The check is not Send: every decision is taken before any write is awaited.
     for pod in pods {
-        let name = pod.name_any();
-        let failed = |source| {
-            Error::InPlace(WriteError {
-                name: name.clone(),
-                source,
-            })
-        };
-        // The check is not Send: the decision is taken before any write is awaited.
-        let action = refresh(&**pod, now, &CompletionCheck::default());
-        match action {
+        match refresh(&**pod, now, &CompletionCheck::default()) {
             RefreshAction::Nothing | RefreshAction::Invalid(_) => {}
             RefreshAction::WaitGrace { requeue_after } => {
                 let wait = Duration::from_secs(requeue_after.as_secs().max(1).unsigned_abs());
@@ -808,30 +793,64 @@ async fn refresh_pods(
             }
             RefreshAction::Write(write) => {
                 if let Some(patch) = write.patch {
-                    pod_api
-                        .patch(&name, &PatchParams::default(), &Patch::Strategic(&patch))
-                        .await
-                        .map_err(failed)?;
+                    writes.push(RefreshWrite::Patch(pod.clone(), patch));
                 }
             }
-            RefreshAction::SetReady(_) if ready_sent.contains_key(&name) => {}
+            RefreshAction::SetReady(_) if ready_sent.contains_key(pod.name()) => {}
             RefreshAction::SetReady(status) => {
-                send_conditions(pod_api, pod, &status)
-                    .await
-                    .map_err(failed)?;
-                if let Some(version) = pod.metadata.resource_version.clone() {
-                    ready_sent.insert(name, version);
-                }
+                writes.push(RefreshWrite::Ready(pod.clone(), status));
             }
         }
     }
-    Ok(after)
+    let outcomes: Vec<(Arc<CachedPod>, bool, Result<(), kube::Error>)> =
+        futures::stream::iter(writes)
+            .map(|write| async move {
+                match write {
+                    RefreshWrite::Patch(pod, patch) => {
+                        let sent = pod_api
+                            .patch(
+                                pod.name(),
+                                &PatchParams::default(),
+                                &Patch::Strategic(&patch),
+                            )
+                            .await;
+                        (pod, false, sent.map(|_| ()))
+                    }
+                    RefreshWrite::Ready(pod, status) => {
+                        let sent = send_conditions(pod_api, &pod, &status).await;
+                        (pod, true, sent)
+                    }
+                }
+            })
+            .buffer_unordered(WRITE_CONCURRENCY)
+            .collect()
+            .await;
+    let mut first_error = None;
+    for (pod, ready, outcome) in outcomes {
+        match outcome {
+            Ok(()) => {
+                if ready && let Some(version) = pod.meta().resource_version.clone() {
+                    ready_sent.insert(pod.name().to_string(), version);
+                }
+            }
+            Err(source) => {
+                first_error.get_or_insert(Error::InPlace(WriteError {
+                    name: pod.name().to_string(),
+                    source,
+                }));
+            }
+        }
+    }
+    match first_error {
+        Some(e) => Err(e),
+        None => Ok(after),
+    }
 }
 
 /// Patches `pods/status` with the conditions `status` changes on `pod`.
 async fn send_conditions(
     pod_api: &Api<Pod>,
-    pod: &Pod,
+    pod: &CachedPod,
     status: &k8s_openapi::api::core::v1::PodStatus,
 ) -> Result<(), kube::Error> {
     let body = kruise_common::pods::status_patch(pod, status, &serde_json::Value::Null)
@@ -840,7 +859,7 @@ async fn send_conditions(
         pod_api
             .patch_subresource(
                 "status",
-                &pod.name_any(),
+                pod.name(),
                 &PatchParams::default(),
                 &Patch::Strategic(body),
             )
@@ -856,15 +875,12 @@ async fn in_place_update(
     pod_api: &Api<Pod>,
     shared: &Shared,
     key: &str,
-    pods: &[Arc<Pod>],
+    pods: &[Arc<CachedPod>],
     name: &str,
-    request: &impl Fn(&Pod) -> Option<UpdateRequest>,
+    request: &impl Fn(&CachedPod) -> Option<UpdateRequest>,
     now: Timestamp,
 ) -> Result<bool, Error> {
-    let Some(pod) = pods
-        .iter()
-        .find(|p| p.metadata.name.as_deref() == Some(name))
-    else {
+    let Some(pod) = pods.iter().find(|p| p.name() == name) else {
         return Ok(false);
     };
     let Some(req) = request(pod) else {

@@ -7,6 +7,7 @@
 //! * [`plan`]: the pure planner — nodes, pods, strategy, time -> creates, deletes, in-place
 //!   updates, status counts and when to look again;
 //! * [`predownload`]: ImagePullJobs for the new images of a rollout;
+//! * [`nodes`]: the compact node the controller caches;
 //! * [`binary`]: the family's registration and the `kruise-daemonset` binary.
 
 pub mod admission;
@@ -14,5 +15,6 @@ pub mod api;
 pub mod binary;
 pub mod controller;
 pub mod conversion;
+pub mod nodes;
 pub mod plan;
 pub mod predownload;

@@ -15,13 +15,16 @@ use std::sync::{Arc, LazyLock, Mutex};
 
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{
-    Container, ContainerResizePolicy, ContainerStatus, EnvVar, Pod, PodCondition, PodReadinessGate,
-    PodSpec, PodStatus, ResourceRequirements,
+    Affinity, Container, ContainerResizePolicy, ContainerStatus, EnvVar, NodeAffinity,
+    NodeSelector, Pod, PodCondition, PodReadinessGate, PodSpec, PodStatus, ResourceRequirements,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
 use serde::Deserialize;
 
-use super::view::{ConditionRef, ContainerRef, ContainerStatusRef, LabelsAndFinalizers, PodView};
+use super::view::{
+    ConditionRef, ContainerRef, ContainerStatusRef, LabelsAndFinalizers, PodView, pinned_node,
+    pinning_affinity,
+};
 
 /// A value shared by every holder that interned an equal one. Entries no holder uses any more
 /// are dropped when the table has doubled since the last sweep.
@@ -154,6 +157,8 @@ struct PodData {
     annotations: Box<[(Arc<str>, Arc<str>)]>,
     finalizers: Box<[Arc<str>]>,
     node_name: Option<Arc<str>>,
+    /// The node the required node affinity names alone ([`PodView::pinned_node`]).
+    pinned_node: Option<Arc<str>>,
     readiness_gates: Box<[Arc<str>]>,
     containers: Box<[CachedContainer]>,
     phase: Option<Arc<str>>,
@@ -218,6 +223,7 @@ impl CachedPod {
                 ..Default::default()
             },
             node_name: spec.node_name.as_deref().map(intern),
+            pinned_node: spec.affinity.as_ref().and_then(pinned_node).map(intern),
             readiness_gates: spec
                 .readiness_gates
                 .iter()
@@ -309,6 +315,20 @@ struct WireSpec {
     containers: Vec<WireContainer>,
     node_name: Option<String>,
     readiness_gates: Option<Vec<PodReadinessGate>>,
+    affinity: Option<WireAffinity>,
+}
+
+/// Of the affinity, only the required node affinity (where a pod may be pinned to a node).
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct WireAffinity {
+    node_affinity: Option<WireNodeAffinity>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct WireNodeAffinity {
+    required_during_scheduling_ignored_during_execution: Option<NodeSelector>,
 }
 
 #[derive(Deserialize)]
@@ -381,6 +401,14 @@ impl From<WirePod> for Pod {
                     .collect(),
                 node_name: s.node_name,
                 readiness_gates: s.readiness_gates,
+                affinity: s.affinity.and_then(|a| a.node_affinity).map(|a| Affinity {
+                    node_affinity: Some(NodeAffinity {
+                        required_during_scheduling_ignored_during_execution: a
+                            .required_during_scheduling_ignored_during_execution,
+                        ..Default::default()
+                    }),
+                    ..Default::default()
+                }),
                 ..Default::default()
             }),
             status: w.status.map(|s| PodStatus {
@@ -457,6 +485,9 @@ impl PodView for CachedPod {
     fn node_name(&self) -> Option<&str> {
         self.0.node_name.as_deref()
     }
+    fn pinned_node(&self) -> Option<&str> {
+        self.0.pinned_node.as_deref()
+    }
     fn readiness_gates(&self) -> impl Iterator<Item = &str> {
         self.0.readiness_gates.iter().map(|g| &**g)
     }
@@ -527,6 +558,7 @@ impl PodView for CachedPod {
                     })
                     .collect(),
                 node_name: self.0.node_name.as_deref().map(str::to_string),
+                affinity: self.0.pinned_node.as_deref().map(pinning_affinity),
                 readiness_gates: (!self.0.readiness_gates.is_empty()).then(|| {
                     self.0
                         .readiness_gates
@@ -608,6 +640,12 @@ mod tests {
                                 "livenessProbe": {"httpGet": {"path": "/", "port": 80}},
                                 "volumeMounts": [{"name": "v", "mountPath": "/v"}]}],
                 "volumes": [{"name": "v", "emptyDir": {}}],
+                "affinity": {
+                    "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+                        "nodeSelectorTerms": [{"matchFields": [
+                            {"key": "metadata.name", "operator": "In", "values": ["node-1"]}]}]}},
+                    "podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+                        {"weight": 1, "podAffinityTerm": {"topologyKey": "zone"}}]}},
                 "tolerations": [{"key": "k", "operator": "Exists"}]
             },
             "status": {
@@ -638,6 +676,8 @@ mod tests {
         );
         assert!(cached.has_finalizer("example.com/hook"));
         assert_eq!(cached.node_name(), Some("node-1"));
+        assert_eq!(cached.pinned_node(), Some("node-1"));
+        assert_eq!(cached.pinned_node(), full.pinned_node());
         assert!(cached.has_readiness_gate("InPlaceUpdateReady"));
         assert_eq!(cached.phase(), "Running");
         assert_eq!(
@@ -666,6 +706,11 @@ mod tests {
         assert_eq!(pod.metadata.generate_name, None);
         let spec = pod.spec.as_ref().unwrap();
         assert_eq!(spec.volumes, None);
+        assert_eq!(
+            spec.affinity,
+            Some(pinning_affinity("node-1")),
+            "only the pinning term is kept"
+        );
         assert_eq!(spec.containers[0].liveness_probe, None);
         assert_eq!(
             pod.status
@@ -678,6 +723,42 @@ mod tests {
             2
         );
         assert_eq!(CachedPod::from_pod(pod), cached);
+    }
+
+    #[test]
+    fn only_a_term_naming_one_node_pins_the_pod() {
+        let pinned = |node_affinity: serde_json::Value| {
+            let mut pod = sample();
+            pod["spec"]["affinity"] = json!({"nodeAffinity": node_affinity});
+            let full: Pod = serde_json::from_value(pod.clone()).unwrap();
+            let cached: CachedPod = serde_json::from_value(pod).unwrap();
+            assert_eq!(cached.pinned_node(), full.pinned_node());
+            cached.pinned_node().map(str::to_string)
+        };
+        let required = |terms: serde_json::Value| json!({"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": terms}});
+        assert_eq!(
+            pinned(required(json!([
+                {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a"]}]},
+                {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n2"]}]}
+            ]))),
+            Some("n2".into())
+        );
+        assert_eq!(
+            pinned(required(json!([{"matchFields": [
+                {"key": "metadata.name", "operator": "In", "values": ["n1", "n2"]}]}]))),
+            None
+        );
+        assert_eq!(
+            pinned(required(json!([{"matchFields": [
+                {"key": "metadata.name", "operator": "NotIn", "values": ["n1"]}]}]))),
+            None
+        );
+        assert_eq!(
+            pinned(json!({"preferredDuringSchedulingIgnoredDuringExecution": [
+                {"weight": 1, "preference": {"matchFields": [
+                    {"key": "metadata.name", "operator": "In", "values": ["n1"]}]}}]})),
+            None
+        );
     }
 
     #[test]

@@ -9,7 +9,8 @@ use std::sync::Arc;
 
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{
-    ContainerResizePolicy, EnvVar, Pod, PodStatus, ResourceRequirements,
+    Affinity, ContainerResizePolicy, EnvVar, NodeAffinity, NodeSelector, NodeSelectorRequirement,
+    NodeSelectorTerm, Pod, PodStatus, ResourceRequirements,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
@@ -79,6 +80,9 @@ pub trait PodView: LabelsAndFinalizers {
     fn annotation(&self, key: &str) -> Option<&str>;
     /// `spec.nodeName`.
     fn node_name(&self) -> Option<&str>;
+    /// The node a required node affinity term names alone (`metadata.name In [node]`): how
+    /// a DaemonSet aims a pod at its node before the scheduler binds it.
+    fn pinned_node(&self) -> Option<&str>;
     /// The condition types of `spec.readinessGates`.
     fn readiness_gates(&self) -> impl Iterator<Item = &str>;
     /// `status.phase` (`""` when unset).
@@ -113,6 +117,48 @@ pub trait PodView: LabelsAndFinalizers {
     /// Whether `spec.readinessGates` names `condition_type`.
     fn has_readiness_gate(&self, condition_type: &str) -> bool {
         self.readiness_gates().any(|g| g == condition_type)
+    }
+}
+
+/// The field a required node affinity names a node by.
+pub const NODE_NAME_FIELD: &str = "metadata.name";
+
+/// The node the first required node affinity term naming exactly one node by
+/// [`NODE_NAME_FIELD`] with `In` names.
+pub fn pinned_node(affinity: &Affinity) -> Option<&str> {
+    let terms = &affinity
+        .node_affinity
+        .as_ref()?
+        .required_during_scheduling_ignored_during_execution
+        .as_ref()?
+        .node_selector_terms;
+    terms.iter().find_map(|term| {
+        term.match_fields.iter().flatten().find_map(|r| {
+            match (r.key.as_str(), r.operator.as_str(), r.values.as_deref()) {
+                (NODE_NAME_FIELD, "In", Some([node])) => Some(node.as_str()),
+                _ => None,
+            }
+        })
+    })
+}
+
+/// The affinity whose only required term pins a pod to `node` (what [`pinned_node`] reads).
+pub fn pinning_affinity(node: &str) -> Affinity {
+    Affinity {
+        node_affinity: Some(NodeAffinity {
+            required_during_scheduling_ignored_during_execution: Some(NodeSelector {
+                node_selector_terms: vec![NodeSelectorTerm {
+                    match_fields: Some(vec![NodeSelectorRequirement {
+                        key: NODE_NAME_FIELD.into(),
+                        operator: "In".into(),
+                        values: Some(vec![node.to_string()]),
+                    }]),
+                    ..NodeSelectorTerm::default()
+                }],
+            }),
+            ..NodeAffinity::default()
+        }),
+        ..Affinity::default()
     }
 }
 
@@ -152,6 +198,9 @@ impl PodView for Pod {
     }
     fn node_name(&self) -> Option<&str> {
         self.spec.as_ref()?.node_name.as_deref()
+    }
+    fn pinned_node(&self) -> Option<&str> {
+        pinned_node(self.spec.as_ref()?.affinity.as_ref()?)
     }
     fn readiness_gates(&self) -> impl Iterator<Item = &str> {
         self.spec
@@ -234,6 +283,9 @@ macro_rules! forward_pod_view {
             }
             fn node_name(&self) -> Option<&str> {
                 (**self).node_name()
+            }
+            fn pinned_node(&self) -> Option<&str> {
+                (**self).pinned_node()
             }
             fn readiness_gates(&self) -> impl Iterator<Item = &str> {
                 (**self).readiness_gates()

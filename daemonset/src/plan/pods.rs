@@ -1,9 +1,10 @@
 //! What the shell needs around the planner, still pure: the pod a DaemonSet creates on a
-//! node, the node a pod is aimed at, the planner's view of a node, a pod and the strategy.
+//! node, the node a pod is aimed at, the planner's view of a node, a pod (any
+//! [`PodView`]: the cached pod in the controller, a whole pod in tests) and the strategy.
 
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{
-    Affinity, Node, NodeAffinity, NodeSelector, NodeSelectorRequirement, NodeSelectorTerm, Pod,
+    Affinity, NodeAffinity, NodeSelector, NodeSelectorRequirement, NodeSelectorTerm, Pod,
     PodReadinessGate,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
@@ -12,7 +13,8 @@ use kruise_common::api::keys::{CONTROLLER_REVISION_HASH_KEY, INPLACE_UPDATE_READ
 use kruise_common::api::lifecycle::LifecycleState;
 use kruise_common::api::version::APPS_V1BETA1;
 use kruise_common::pods::selector::selector_matches;
-use kruise_common::pods::{lifecycle_state, pod_phase, ready_since};
+use kruise_common::pods::view::NODE_NAME_FIELD;
+use kruise_common::pods::{PodView, lifecycle_state, pod_phase, ready_since};
 
 use super::eligibility::{NodeView, daemon_tolerations, eligibility};
 use super::{PlanNode, PlanPod, PlanStrategy};
@@ -21,8 +23,6 @@ use crate::api::{DEFAULT_BURST_REPLICAS, KIND};
 
 /// The scheduler name of pods placed by the controller itself (`--assign-pods-by-scheduler=false`).
 pub const DAEMONSET_SCHEDULER_NAME: &str = "kubernetes.io/daemonset-controller";
-/// The field a placement affinity names the node by.
-const NODE_NAME_FIELD: &str = "metadata.name";
 
 /// How a new pod reaches its node.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -116,40 +116,10 @@ fn rolling_type(spec: &DaemonSetSpec) -> Option<&RollingUpdateType> {
 
 /// The node a pod runs on or is aimed at: `spec.nodeName`, else the single node its
 /// required affinity names by `metadata.name`.
-pub fn target_node(pod: &Pod) -> Option<String> {
-    let spec = pod.spec.as_ref()?;
-    if let Some(node) = spec.node_name.as_ref().filter(|n| !n.is_empty()) {
-        return Some(node.clone());
-    }
-    let terms = &spec
-        .affinity
-        .as_ref()?
-        .node_affinity
-        .as_ref()?
-        .required_during_scheduling_ignored_during_execution
-        .as_ref()?
-        .node_selector_terms;
-    terms.iter().find_map(|term| {
-        term.match_fields.iter().flatten().find_map(|r| {
-            match (r.key.as_str(), r.operator.as_str(), r.values.as_deref()) {
-                (NODE_NAME_FIELD, "In", Some([node])) => Some(node.clone()),
-                _ => None,
-            }
-        })
-    })
-}
-
-/// What of a node eligibility reads.
-pub fn node_view(node: &Node) -> NodeView {
-    NodeView {
-        name: node.metadata.name.clone().unwrap_or_default(),
-        labels: node.metadata.labels.clone().unwrap_or_default(),
-        taints: node
-            .spec
-            .as_ref()
-            .and_then(|s| s.taints.clone())
-            .unwrap_or_default(),
-    }
+pub fn target_node<P: PodView + ?Sized>(pod: &P) -> Option<&str> {
+    pod.node_name()
+        .filter(|n| !n.is_empty())
+        .or_else(|| pod.pinned_node())
 }
 
 /// The planner's view of `node` for `ds`.
@@ -172,26 +142,22 @@ fn seconds(t: Timestamp) -> i64 {
 }
 
 /// The planner's view of `pod` at update revision `hash`; `None` for a pod aimed at no node.
-pub fn plan_pod(pod: &Pod, hash: &str, in_place_possible: bool) -> Option<PlanPod> {
-    let node = target_node(pod)?;
-    let meta = &pod.metadata;
+pub fn plan_pod<P: PodView + ?Sized>(
+    pod: &P,
+    hash: &str,
+    in_place_possible: bool,
+) -> Option<PlanPod> {
+    let node = target_node(pod)?.to_string();
+    let meta = pod.meta();
     Some(PlanPod {
-        name: meta.name.clone().unwrap_or_default(),
+        name: pod.name().to_string(),
         node,
-        bound: pod
-            .spec
-            .as_ref()
-            .and_then(|s| s.node_name.as_ref())
-            .is_some_and(|n| !n.is_empty()),
+        bound: pod.node_name().is_some_and(|n| !n.is_empty()),
         created: meta.creation_timestamp.as_ref().map_or(0, |t| seconds(t.0)),
         terminating: meta.deletion_timestamp.is_some(),
         failed: pod_phase(pod) == "Failed",
         preparing_delete: lifecycle_state(pod) == Some(LifecycleState::PreparingDelete),
-        updated: meta
-            .labels
-            .as_ref()
-            .and_then(|l| l.get(CONTROLLER_REVISION_HASH_KEY))
-            .is_some_and(|h| h == hash),
+        updated: pod.label(CONTROLLER_REVISION_HASH_KEY) == Some(hash),
         ready_since: ready_since(pod).map(seconds),
         in_place_possible,
     })
@@ -224,6 +190,7 @@ pub fn plan_strategy(spec: &DaemonSetSpec) -> PlanStrategy {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use kruise_common::pods::CachedPod;
     use pretty_assertions::assert_eq;
     use serde_json::json;
 
@@ -282,7 +249,10 @@ mod tests {
             json!([{"conditionType": "InPlaceUpdateReady"}])
         );
         assert_eq!(v["spec"]["tolerations"].as_array().unwrap().len(), 6);
-        assert_eq!(target_node(&pod).as_deref(), Some("n1"));
+        assert_eq!(target_node(&pod), Some("n1"));
+        // The cache keeps the pinning term: an unbound pod is still aimed at its node.
+        let cached: CachedPod = serde_json::from_value(v).unwrap();
+        assert_eq!(target_node(&cached), Some("n1"));
     }
 
     #[test]
@@ -295,7 +265,7 @@ mod tests {
             Some(DAEMONSET_SCHEDULER_NAME)
         );
         assert!(spec.readiness_gates.is_none());
-        assert_eq!(target_node(&pod).as_deref(), Some("n2"));
+        assert_eq!(target_node(&pod), Some("n2"));
     }
 
     #[test]
@@ -311,6 +281,8 @@ mod tests {
         }))
         .unwrap();
         let view = plan_pod(&pod, "abc123", false).unwrap();
+        let cached = CachedPod::from_pod(pod.clone());
+        assert_eq!(plan_pod(&cached, "abc123", false).as_ref(), Some(&view));
         assert_eq!(view.node, "n1");
         assert!(view.bound && view.updated && view.preparing_delete && !view.failed);
         assert_eq!(view.ready_since.unwrap() - view.created, 10);
