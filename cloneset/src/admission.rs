@@ -21,14 +21,13 @@ use kruise_common::admission::{
     AdmissionHandler, AdmissionRoutes, HandlerError, WebhookKind, WebhookSpec,
 };
 use kruise_common::api::pod_defaults::{
-    PodDefaultsOptions, default_pod_template, default_volume_claim_template,
-    go_encoded_pod_template,
+    PodDefaultsOptions, inject_workload_template_defaults, template_changed,
 };
 use kruise_common::api::version::{APPS_GROUP, V1ALPHA1, V1BETA1};
 use kruise_common::featuregate::FeatureGates;
 use kube::core::DynamicObject;
 use kube::core::admission::{AdmissionRequest, AdmissionResponse, Operation};
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use crate::api::validation::{PodLookup, validate_v1alpha1, validate_v1beta1};
 use crate::api::{KIND, defaults, v1alpha1, v1beta1};
@@ -129,20 +128,7 @@ impl MutateCloneSet {
         json_patch::patch(&mut defaulted, &spec_patch)
             .map_err(|e| HandlerError::Internal(format!("applying the spec defaults: {e}")))?;
         if inject_template {
-            if let Some(template) = defaulted.pointer_mut("/spec/template")
-                && template.is_object()
-            {
-                default_pod_template(template, self.pod_defaults);
-                // OpenKruise's webhook writes the template as Go encodes it.
-                *template = go_encoded_pod_template(template);
-            }
-            if let Some(Value::Array(claims)) = defaulted.pointer_mut("/spec/volumeClaimTemplates")
-            {
-                for claim in claims.iter_mut().filter(|c| c.is_object()) {
-                    default_volume_claim_template(claim);
-                    with_claim_go_artefacts(claim);
-                }
-            }
+            inject_workload_template_defaults(&mut defaulted, self.pod_defaults);
         }
         Ok(json_patch::diff(object, &defaulted))
     }
@@ -159,14 +145,11 @@ impl MutateCloneSet {
             return Ok(allowed);
         };
         let object = object_json(object)?;
-        let inject_template = self.template_defaults
-            && match (&req.operation, &req.old_object) {
-                (Operation::Update, Some(old)) => {
-                    let old = object_json(old)?;
-                    old.pointer("/spec/template") != object.pointer("/spec/template")
-                }
-                _ => true,
-            };
+        let old = match (&req.operation, &req.old_object) {
+            (Operation::Update, Some(old)) => Some(object_json(old)?),
+            _ => None,
+        };
+        let inject_template = self.template_defaults && template_changed(&object, old.as_ref());
         let patch = self.patch(&req.kind.version, &object, inject_template)?;
         if patch.0.is_empty() {
             return Ok(allowed);
@@ -174,33 +157,6 @@ impl MutateCloneSet {
         allowed
             .with_patch(patch)
             .map_err(|e| HandlerError::Internal(format!("encoding patch: {e}")))
-    }
-}
-
-/// What Go's encoding of a `PersistentVolumeClaim` always writes: `metadata.creationTimestamp`
-/// (`null`), `spec.resources` and `status` (`{}` when empty).
-fn with_claim_go_artefacts(claim: &mut Value) {
-    let Value::Object(claim) = claim else {
-        return;
-    };
-    for (key, empty) in [
-        ("metadata", json!({})),
-        ("spec", json!({})),
-        ("status", json!({})),
-    ] {
-        let part = claim.entry(key).or_insert(empty.clone());
-        if part.is_null() {
-            *part = empty;
-        }
-    }
-    if let Some(Value::Object(metadata)) = claim.get_mut("metadata") {
-        metadata.entry("creationTimestamp").or_insert(Value::Null);
-    }
-    if let Some(Value::Object(spec)) = claim.get_mut("spec") {
-        let resources = spec.entry("resources").or_insert(json!({}));
-        if resources.is_null() {
-            *resources = json!({});
-        }
     }
 }
 

@@ -1,8 +1,9 @@
 //! StatefulSet's own webhooks, served by `kruise-statefulset` through `common::admission`:
 //!
 //! * [`MutateStatefulSet`] at `/mutate-apps-kruise-io-statefulset` (`mstatefulset.kb.io`):
-//!   OpenKruise's defaulting of either version ([`crate::api::defaults`]), answered with a
-//!   JSONPatch of only the defaulted fields;
+//!   OpenKruise's defaulting of either version ([`crate::api::defaults`], and Kubernetes'
+//!   pod and claim template defaults unless `TemplateNoDefaults`), answered with a JSONPatch
+//!   of only the defaulted fields;
 //! * [`ValidateStatefulSet`] at `/validate-apps-kruise-io-statefulset`
 //!   (`vstatefulset.kb.io`): [`crate::api::validation`] on CREATE and UPDATE (with
 //!   `StatefulSetAutoResizePVCGate`, a resized claim template's StorageClass read through
@@ -16,11 +17,16 @@
 use futures::future::BoxFuture;
 use k8s_openapi::api::storage::v1::StorageClass;
 use kruise_common::admission::crd_webhooks::{
-    Defaulting, decode, defaults_patch, deny_invalid, deny_protected_deletion, object_json,
-    validating_webhook,
+    decode, defaults_patch, deny_invalid, deny_protected_deletion, object_json, validating_webhook,
 };
-use kruise_common::admission::{AdmissionHandler, AdmissionRoutes, HandlerError, WebhookSpec};
-use kruise_common::api::version::{APPS_V1BETA1, V1ALPHA1, V1BETA1};
+use kruise_common::admission::{
+    AdmissionHandler, AdmissionRoutes, HandlerError, WebhookKind, WebhookSpec,
+};
+use kruise_common::api::pod_defaults::{
+    PodDefaultsOptions, inject_workload_template_defaults, template_changed,
+};
+use kruise_common::api::version::{APPS_GROUP, APPS_V1BETA1, V1ALPHA1, V1BETA1};
+use kruise_common::featuregate::FeatureGates;
 use kube::core::DynamicObject;
 use kube::core::admission::{AdmissionRequest, AdmissionResponse, Operation};
 use serde_json::Value;
@@ -44,11 +50,12 @@ pub const VALIDATE_WEBHOOK: &str = "vstatefulset.kb.io";
 /// Seconds the API server waits for either webhook (OpenKruise's).
 const TIMEOUT_SECONDS: i32 = 30;
 
-/// The routes `kruise-statefulset` serves: defaulting (with the gates it depends on),
-/// validation (reading StorageClasses through `client` when given) and conversion.
-pub fn routes(gates: DefaultingGates, client: Option<kube::Client>) -> AdmissionRoutes {
+/// The routes `kruise-statefulset` serves: defaulting (`mutate`), validation (with the same
+/// gates, reading StorageClasses through `client` when given) and conversion.
+pub fn routes(mutate: MutateStatefulSet, client: Option<kube::Client>) -> AdmissionRoutes {
+    let gates = mutate.gates;
     AdmissionRoutes::new()
-        .handler(MutateStatefulSet { gates })
+        .handler(mutate)
         .handler(ValidateStatefulSet { gates, client })
         .converter(StatefulSetConverter)
 }
@@ -63,21 +70,47 @@ fn check_version(version: &str) -> Result<(), HandlerError> {
     }
 }
 
-/// OpenKruise's `SetDefaultsStatefulSet` as a JSONPatch.
+/// OpenKruise's `SetDefaultsStatefulSet` as a JSONPatch: the spec's defaults and, on CREATE
+/// and on an UPDATE that changes `spec.template`, the pod and claim template defaults
+/// ([`kruise_common::api::pod_defaults`]) unless `TemplateNoDefaults`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct MutateStatefulSet {
-    /// The gates the defaults depend on.
+    /// The gates the spec's defaults depend on.
     pub gates: DefaultingGates,
+    /// Inject the template defaults (`TemplateNoDefaults` off, OpenKruise's default).
+    pub template_defaults: bool,
+    /// `DefaultHostNetworkHostPortsInPodTemplates`.
+    pub pod_defaults: PodDefaultsOptions,
 }
 
-impl Defaulting for MutateStatefulSet {
-    const PATH: &'static str = MUTATE_PATH;
-    const WEBHOOK: &'static str = MUTATE_WEBHOOK;
-    const RESOURCE: &'static str = PLURAL;
-    const TIMEOUT_SECONDS: i32 = TIMEOUT_SECONDS;
+impl Default for MutateStatefulSet {
+    fn default() -> Self {
+        Self::from_gates(&FeatureGates::default())
+    }
+}
 
-    fn patch(&self, version: &str, object: &Value) -> Result<json_patch::Patch, HandlerError> {
+impl MutateStatefulSet {
+    /// The defaulting the binary's `--feature-gates` ask for.
+    pub fn from_gates(gates: &FeatureGates) -> Self {
+        MutateStatefulSet {
+            gates: crate::controller::defaulting_gates(gates),
+            template_defaults: !gates.enabled("TemplateNoDefaults"),
+            pod_defaults: PodDefaultsOptions {
+                host_network_host_ports: gates.enabled("DefaultHostNetworkHostPortsInPodTemplates"),
+            },
+        }
+    }
+
+    /// The patch that defaults `object` at `version`; `inject_template` adds the template
+    /// defaults.
+    pub fn patch(
+        &self,
+        version: &str,
+        object: &Value,
+        inject_template: bool,
+    ) -> Result<json_patch::Patch, HandlerError> {
         check_version(version)?;
-        defaults_patch(
+        let spec_patch = defaults_patch(
             object,
             "/spec",
             KIND,
@@ -85,7 +118,68 @@ impl Defaulting for MutateStatefulSet {
                 default_spec(spec, self.gates);
                 Ok(())
             },
-        )
+        )?;
+        if !inject_template {
+            return Ok(spec_patch);
+        }
+        let mut defaulted = object.clone();
+        json_patch::patch(&mut defaulted, &spec_patch)
+            .map_err(|e| HandlerError::Internal(format!("applying the spec defaults: {e}")))?;
+        inject_workload_template_defaults(&mut defaulted, self.pod_defaults);
+        Ok(json_patch::diff(object, &defaulted))
+    }
+
+    fn respond(
+        &self,
+        req: &AdmissionRequest<DynamicObject>,
+    ) -> Result<AdmissionResponse, HandlerError> {
+        let allowed = AdmissionResponse::from(req);
+        if !matches!(req.operation, Operation::Create | Operation::Update) {
+            return Ok(allowed);
+        }
+        let Some(object) = &req.object else {
+            return Ok(allowed);
+        };
+        let object = object_json(object)?;
+        let old = match (&req.operation, &req.old_object) {
+            (Operation::Update, Some(old)) => Some(object_json(old)?),
+            _ => None,
+        };
+        let inject_template = self.template_defaults && template_changed(&object, old.as_ref());
+        let patch = self.patch(&req.kind.version, &object, inject_template)?;
+        if patch.0.is_empty() {
+            return Ok(allowed);
+        }
+        allowed
+            .with_patch(patch)
+            .map_err(|e| HandlerError::Internal(format!("encoding patch: {e}")))
+    }
+}
+
+impl AdmissionHandler for MutateStatefulSet {
+    fn path(&self) -> &str {
+        MUTATE_PATH
+    }
+
+    fn webhook(&self) -> WebhookSpec {
+        WebhookSpec {
+            timeout_seconds: TIMEOUT_SECONDS,
+            ..WebhookSpec::crd(
+                MUTATE_WEBHOOK,
+                WebhookKind::Mutating,
+                &["CREATE", "UPDATE"],
+                APPS_GROUP,
+                &[V1ALPHA1, V1BETA1],
+                &[PLURAL],
+            )
+        }
+    }
+
+    fn handle<'a>(
+        &'a self,
+        request: &'a AdmissionRequest<DynamicObject>,
+    ) -> BoxFuture<'a, Result<AdmissionResponse, HandlerError>> {
+        Box::pin(async move { self.respond(request) })
     }
 }
 

@@ -35,10 +35,10 @@ pub fn binary() -> anyhow::Result<Binary<AdmissionFlags>> {
         Binary::<AdmissionFlags>::new(BINARY, env!("CARGO_PKG_VERSION"))
             .crds(vec![crd])
             .crd_webhooks(WEBHOOKS, |ctx: Option<&Context<AdmissionFlags>>| {
-                let gates = ctx.map_or_else(Default::default, |ctx| {
-                    controller::defaulting_gates(&ctx.gates)
+                let mutate = ctx.map_or_else(Default::default, |ctx| {
+                    admission::MutateStatefulSet::from_gates(&ctx.gates)
                 });
-                admission::routes(gates, ctx.map(|ctx| ctx.client.clone()))
+                admission::routes(mutate, ctx.map(|ctx| ctx.client.clone()))
             })
             .controller(|ctx: Context<AdmissionFlags>| async move {
                 let settings = controller::Settings {

@@ -3,7 +3,7 @@
 //! for both served versions.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use kruise_statefulset::admission::{MUTATE_PATH, VALIDATE_PATH, routes};
+use kruise_statefulset::admission::{MUTATE_PATH, MutateStatefulSet, VALIDATE_PATH, routes};
 use kruise_statefulset::api::defaults::DefaultingGates;
 use kruise_testkit::admission::{self, Target, decoded_patch};
 use pretty_assertions::assert_eq;
@@ -41,11 +41,20 @@ fn minimal_spec() -> Value {
 }
 
 async fn answer(path: &str, body: &[u8]) -> Value {
-    let out = routes(DefaultingGates::default(), None)
-        .review(path, body)
-        .await
-        .unwrap();
+    answer_with(MutateStatefulSet::default(), path, body).await
+}
+
+async fn answer_with(mutate: MutateStatefulSet, path: &str, body: &[u8]) -> Value {
+    let out = routes(mutate, None).review(path, body).await.unwrap();
     admission::response_of(&out)
+}
+
+/// Defaulting with `TemplateNoDefaults` on: the spec's defaults only.
+fn no_template_defaults() -> MutateStatefulSet {
+    MutateStatefulSet {
+        template_defaults: false,
+        ..MutateStatefulSet::default()
+    }
 }
 
 #[tokio::test]
@@ -57,7 +66,7 @@ async fn create_of_either_version_gets_openkruise_defaults_as_a_patch() {
             Some(statefulset(version, minimal_spec())),
             None,
         );
-        let response = answer(MUTATE_PATH, &body).await;
+        let response = answer_with(no_template_defaults(), MUTATE_PATH, &body).await;
         assert_eq!(response["allowed"], true);
         assert_eq!(
             decoded_patch(&response),
@@ -73,6 +82,81 @@ async fn create_of_either_version_gets_openkruise_defaults_as_a_patch() {
             "{version}"
         );
     }
+}
+
+/// `object` with the JSONPatch of `response` (if any) applied.
+fn patched(object: &Value, response: &Value) -> Value {
+    let mut out = object.clone();
+    if response.get("patch").is_none() {
+        return out;
+    }
+    let patch: json_patch::Patch = serde_json::from_value(decoded_patch(response)).unwrap();
+    json_patch::patch(&mut out, &patch).unwrap();
+    out
+}
+
+#[tokio::test]
+async fn templates_get_kubernetes_defaults_on_create_and_on_a_template_change_only() {
+    let mut spec = minimal_spec();
+    spec["volumeClaimTemplates"] = json!([{"metadata": {"name": "data"}, "spec": {
+        "accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1000Mi"}}}}]);
+    let created = statefulset("v1beta1", spec);
+    let body = review_body("v1beta1", "CREATE", Some(created.clone()), None);
+    let stored = patched(&created, &answer(MUTATE_PATH, &body).await);
+    // As OpenKruise stores it: SetDefaultPodSpec on the template, written as Go encodes it,
+    // and SetDefaults_PersistentVolumeClaim on each claim template.
+    assert_eq!(
+        stored["spec"]["template"],
+        json!({
+            "metadata": {"creationTimestamp": null, "labels": {"app": "web"}},
+            "spec": {
+                "containers": [{"name": "main", "image": "nginx:1", "resources": {},
+                                "x-unknown": "kept",
+                                "imagePullPolicy": "Always",
+                                "terminationMessagePath": "/dev/termination-log",
+                                "terminationMessagePolicy": "File"}],
+                "restartPolicy": "Always", "terminationGracePeriodSeconds": 30,
+                "dnsPolicy": "ClusterFirst", "securityContext": {},
+                "schedulerName": "default-scheduler",
+            },
+        })
+    );
+    assert_eq!(
+        stored["spec"]["volumeClaimTemplates"][0],
+        json!({"metadata": {"name": "data", "creationTimestamp": null},
+               "spec": {"accessModes": ["ReadWriteOnce"],
+                        "resources": {"requests": {"storage": "1000Mi"}}},
+               "status": {"phase": "Pending"}})
+    );
+    // An UPDATE that leaves the template alone gets the spec's defaults only; one that
+    // changes it gets the template defaults too.
+    let mut scaled = stored.clone();
+    scaled["spec"]["replicas"] = json!(5);
+    scaled["spec"]["template"]["spec"]
+        .as_object_mut()
+        .unwrap()
+        .remove("dnsPolicy");
+    let mut old = scaled.clone();
+    let body = review_body("v1beta1", "UPDATE", Some(scaled.clone()), Some(old.clone()));
+    let response = answer(MUTATE_PATH, &body).await;
+    assert_eq!(
+        patched(&scaled, &response)["spec"]["template"]["spec"].get("dnsPolicy"),
+        None
+    );
+    old["spec"]["template"]["spec"]["containers"][0]["image"] = json!("nginx:0");
+    let body = review_body("v1beta1", "UPDATE", Some(scaled.clone()), Some(old));
+    let response = answer(MUTATE_PATH, &body).await;
+    assert_eq!(
+        patched(&scaled, &response)["spec"]["template"]["spec"]["dnsPolicy"],
+        "ClusterFirst"
+    );
+    // TemplateNoDefaults: none.
+    let body = review_body("v1beta1", "CREATE", Some(created.clone()), None);
+    let response = answer_with(no_template_defaults(), MUTATE_PATH, &body).await;
+    assert_eq!(
+        patched(&created, &response)["spec"]["template"],
+        created["spec"]["template"]
+    );
 }
 
 #[tokio::test]
@@ -197,7 +281,7 @@ proptest::proptest! {
         ] {
             let object = (operation != "DELETE").then(|| statefulset(version, spec.clone()));
             let body = review_body(version, operation, object, old);
-            let out = runtime.block_on(routes(DefaultingGates::default(), None).review(path, &body));
+            let out = runtime.block_on(routes(MutateStatefulSet::default(), None).review(path, &body));
             proptest::prop_assert!(out.is_ok(), "{out:?}");
         }
     }
@@ -217,9 +301,12 @@ async fn with_the_resize_gate_an_on_pod_rolling_update_claim_template_keeps_its_
     let mut old = spec.clone();
     old["volumeClaimTemplates"] = claims("a", "1Gi");
     let gated = routes(
-        DefaultingGates {
-            auto_resize_pvc: true,
-            ..DefaultingGates::default()
+        MutateStatefulSet {
+            gates: DefaultingGates {
+                auto_resize_pvc: true,
+                ..DefaultingGates::default()
+            },
+            ..MutateStatefulSet::default()
         },
         None,
     );
@@ -286,9 +373,12 @@ async fn with_the_resize_gate_a_resize_needs_a_class_read_from_the_cluster_that_
         json!([template])
     };
     let gated = routes(
-        DefaultingGates {
-            auto_resize_pvc: true,
-            ..DefaultingGates::default()
+        MutateStatefulSet {
+            gates: DefaultingGates {
+                auto_resize_pvc: true,
+                ..DefaultingGates::default()
+            },
+            ..MutateStatefulSet::default()
         },
         Some(client.clone()),
     );

@@ -290,6 +290,58 @@ pub fn default_volume_claim_template(claim: &mut Value) {
     }
 }
 
+/// OpenKruise's template defaults of a workload (`injectTemplateDefaults` in the CloneSet
+/// and Advanced StatefulSet webhooks): Kubernetes' pod defaults in `spec.template`, written
+/// as Go encodes it, and each `spec.volumeClaimTemplates` entry defaulted and written with
+/// what Go's encoding always adds.
+pub fn inject_workload_template_defaults(object: &mut Value, options: PodDefaultsOptions) {
+    if let Some(template) = object.pointer_mut("/spec/template")
+        && template.is_object()
+    {
+        default_pod_template(template, options);
+        *template = go_encoded_pod_template(template);
+    }
+    if let Some(Value::Array(claims)) = object.pointer_mut("/spec/volumeClaimTemplates") {
+        for claim in claims.iter_mut().filter(|c| c.is_object()) {
+            default_volume_claim_template(claim);
+            with_claim_go_artefacts(claim);
+        }
+    }
+}
+
+/// Whether a workload webhook injects the template defaults (OpenKruise's rule): on CREATE
+/// (no `old`), and on UPDATE only when `spec.template` changed.
+pub fn template_changed(new: &Value, old: Option<&Value>) -> bool {
+    old.is_none_or(|old| old.pointer("/spec/template") != new.pointer("/spec/template"))
+}
+
+/// What Go's encoding of a `PersistentVolumeClaim` always writes: `metadata.creationTimestamp`
+/// (`null`), `spec.resources` and `status` (`{}` when empty).
+fn with_claim_go_artefacts(claim: &mut Value) {
+    let Value::Object(claim) = claim else {
+        return;
+    };
+    for (key, empty) in [
+        ("metadata", json!({})),
+        ("spec", json!({})),
+        ("status", json!({})),
+    ] {
+        let part = claim.entry(key).or_insert(empty.clone());
+        if part.is_null() {
+            *part = empty;
+        }
+    }
+    if let Some(Value::Object(metadata)) = claim.get_mut("metadata") {
+        metadata.entry("creationTimestamp").or_insert(Value::Null);
+    }
+    if let Some(Value::Object(spec)) = claim.get_mut("spec") {
+        let resources = spec.entry("resources").or_insert(json!({}));
+        if resources.is_null() {
+            *resources = json!({});
+        }
+    }
+}
+
 /// `SetDefaults_Container`: the pull policy by tag and the termination message fields.
 fn default_container(container: &mut Map<String, Value>) {
     if is_unset(container.get("imagePullPolicy")) {
