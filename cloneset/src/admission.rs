@@ -15,15 +15,14 @@ use std::collections::BTreeMap;
 use futures::future::BoxFuture;
 use k8s_openapi::api::core::v1::Pod;
 use kruise_common::admission::crd_webhooks::{
-    decode, defaults_patch, deny_invalid, deny_protected_deletion, object_json, validating_webhook,
+    Defaulting, decode, defaults_patch, deny_invalid, deny_protected_deletion, object_json,
+    validating_webhook,
 };
-use kruise_common::admission::{
-    AdmissionHandler, AdmissionRoutes, HandlerError, WebhookKind, WebhookSpec,
-};
+use kruise_common::admission::{AdmissionHandler, AdmissionRoutes, HandlerError, WebhookSpec};
 use kruise_common::api::pod_defaults::{
     PodDefaultsOptions, inject_workload_template_defaults, template_changed,
 };
-use kruise_common::api::version::{APPS_GROUP, V1ALPHA1, V1BETA1};
+use kruise_common::api::version::{V1ALPHA1, V1BETA1};
 use kruise_common::featuregate::FeatureGates;
 use kube::core::DynamicObject;
 use kube::core::admission::{AdmissionRequest, AdmissionResponse, Operation};
@@ -108,7 +107,7 @@ impl MutateCloneSet {
 
     /// The patch that defaults `object` at `version`; `inject_template` adds the template
     /// defaults.
-    pub fn patch(
+    fn patch_with(
         &self,
         version: &str,
         object: &Value,
@@ -132,58 +131,29 @@ impl MutateCloneSet {
         }
         Ok(json_patch::diff(object, &defaulted))
     }
-
-    fn respond(
-        &self,
-        req: &AdmissionRequest<DynamicObject>,
-    ) -> Result<AdmissionResponse, HandlerError> {
-        let allowed = AdmissionResponse::from(req);
-        if !matches!(req.operation, Operation::Create | Operation::Update) {
-            return Ok(allowed);
-        }
-        let Some(object) = &req.object else {
-            return Ok(allowed);
-        };
-        let object = object_json(object)?;
-        let old = match (&req.operation, &req.old_object) {
-            (Operation::Update, Some(old)) => Some(object_json(old)?),
-            _ => None,
-        };
-        let inject_template = self.template_defaults && template_changed(&object, old.as_ref());
-        let patch = self.patch(&req.kind.version, &object, inject_template)?;
-        if patch.0.is_empty() {
-            return Ok(allowed);
-        }
-        allowed
-            .with_patch(patch)
-            .map_err(|e| HandlerError::Internal(format!("encoding patch: {e}")))
-    }
 }
 
-impl AdmissionHandler for MutateCloneSet {
-    fn path(&self) -> &str {
-        MUTATE_PATH
+impl Defaulting for MutateCloneSet {
+    const PATH: &'static str = MUTATE_PATH;
+    const WEBHOOK: &'static str = MUTATE_WEBHOOK;
+    const RESOURCE: &'static str = RESOURCE;
+    const TIMEOUT_SECONDS: i32 = TIMEOUT_SECONDS;
+
+    /// The defaults of a CREATE: the spec's, and the template's unless `TemplateNoDefaults`.
+    fn patch(&self, version: &str, object: &Value) -> Result<json_patch::Patch, HandlerError> {
+        self.patch_with(version, object, self.template_defaults)
     }
 
-    fn webhook(&self) -> WebhookSpec {
-        WebhookSpec {
-            timeout_seconds: TIMEOUT_SECONDS,
-            ..WebhookSpec::crd(
-                MUTATE_WEBHOOK,
-                WebhookKind::Mutating,
-                &["CREATE", "UPDATE"],
-                APPS_GROUP,
-                &[V1ALPHA1, V1BETA1],
-                &[RESOURCE],
-            )
-        }
-    }
-
-    fn handle<'a>(
-        &'a self,
-        request: &'a AdmissionRequest<DynamicObject>,
-    ) -> BoxFuture<'a, Result<AdmissionResponse, HandlerError>> {
-        Box::pin(async move { self.respond(request) })
+    /// On UPDATE the template defaults go in only when `spec.template` changed.
+    fn patch_request(
+        &self,
+        version: &str,
+        object: &Value,
+        old: Option<&DynamicObject>,
+    ) -> Result<json_patch::Patch, HandlerError> {
+        let old = old.map(object_json).transpose()?;
+        let inject_template = self.template_defaults && template_changed(object, old.as_ref());
+        self.patch_with(version, object, inject_template)
     }
 }
 

@@ -14,6 +14,7 @@ use k8s_openapi::api::apps::v1::ControllerRevision;
 use kruise_cloneset::admission::MutateCloneSet;
 use kruise_cloneset::api::v1beta1;
 use kruise_cloneset::plan::{RevisionWrite, plan_revisions};
+use kruise_common::admission::crd_webhooks::Defaulting as _;
 use kruise_common::api::keys::CLONESET_VCT_HASH_KEY;
 use kruise_common::api::quantity::canonical_milli_quantity;
 use kruise_testkit::oracle;
@@ -75,8 +76,9 @@ fn stored_and_revision(
         "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "x"}},
                  "template": template, "volumeClaimTemplates": claims}
     });
+    // A CREATE's defaults (template defaults on, OpenKruise's default).
     let patch = MutateCloneSet::default()
-        .patch("v1alpha1", &object, true)
+        .patch("v1alpha1", &object)
         .unwrap();
     let mut stored = object.clone();
     json_patch::patch(&mut stored, &patch).unwrap();

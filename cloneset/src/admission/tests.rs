@@ -38,7 +38,7 @@ fn sample_template() -> Value {
 }
 
 fn defaulted(mutate: MutateCloneSet, version: &str, object: &Value, inject: bool) -> Value {
-    let patch = mutate.patch(version, object, inject).unwrap();
+    let patch = mutate.patch_with(version, object, inject).unwrap();
     let mut out = object.clone();
     json_patch::patch(&mut out, &patch).unwrap();
     out

@@ -82,6 +82,18 @@ pub trait Defaulting: Send + Sync + 'static {
     const TIMEOUT_SECONDS: i32 = 10;
     /// The patch that defaults `object`, an object of the kind at `version`.
     fn patch(&self, version: &str, object: &Value) -> Result<json_patch::Patch, HandlerError>;
+    /// The patch for a request: `object`, and on UPDATE the `old` object. [`Defaulting::patch`]
+    /// unless a kind's defaults depend on what the update changed (a workload's template
+    /// defaults go in only when its template changed).
+    fn patch_request(
+        &self,
+        version: &str,
+        object: &Value,
+        old: Option<&DynamicObject>,
+    ) -> Result<json_patch::Patch, HandlerError> {
+        let _ = old;
+        self.patch(version, object)
+    }
 }
 
 impl<D: Defaulting> AdmissionHandler for D {
@@ -108,7 +120,9 @@ impl<D: Defaulting> AdmissionHandler for D {
         request: &'a AdmissionRequest<DynamicObject>,
     ) -> BoxFuture<'a, Result<AdmissionResponse, HandlerError>> {
         Box::pin(async move {
-            defaulting_response(request, |version, object| self.patch(version, object))
+            defaulting_response(request, |version, object, old| {
+                self.patch_request(version, object, old)
+            })
         })
     }
 }
@@ -126,12 +140,12 @@ pub fn validating_webhook(name: &str, resource: &str, operations: &[&str]) -> We
     )
 }
 
-/// Answers a defaulting request: CREATE and UPDATE get `patch(version, object)` (the
-/// request's `kind.version` and its object as JSON) when it changes anything; everything
-/// else is allowed unchanged.
+/// Answers a defaulting request: CREATE and UPDATE get `patch(version, object, old)` (the
+/// request's `kind.version`, its object as JSON and, on UPDATE, its old object) when it
+/// changes anything; everything else is allowed unchanged.
 fn defaulting_response(
     request: &AdmissionRequest<DynamicObject>,
-    patch: impl FnOnce(&str, &Value) -> Result<json_patch::Patch, HandlerError>,
+    patch: impl FnOnce(&str, &Value, Option<&DynamicObject>) -> Result<json_patch::Patch, HandlerError>,
 ) -> Result<AdmissionResponse, HandlerError> {
     let allowed = AdmissionResponse::from(request);
     if !matches!(request.operation, Operation::Create | Operation::Update) {
@@ -140,7 +154,11 @@ fn defaulting_response(
     let Some(object) = &request.object else {
         return Ok(allowed);
     };
-    let patch = patch(&request.kind.version, &object_json(object)?)?;
+    let old = match request.operation {
+        Operation::Update => request.old_object.as_ref(),
+        _ => None,
+    };
+    let patch = patch(&request.kind.version, &object_json(object)?, old)?;
     if patch.0.is_empty() {
         return Ok(allowed);
     }
