@@ -9,7 +9,8 @@
 //!
 //! In kruise-webhook the first decision is made from the step's watches of the budgets and
 //! the pods ([`BudgetCache`]), as OpenKruise's webhook decides from its informers: a refusal
-//! costs no API request, a grant the one conditioned write.
+//! of a DELETE or UPDATE costs no API request (an eviction's, one pod read), a grant the one
+//! conditioned write.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -114,7 +115,7 @@ impl PubAdmission {
 
     /// Decides on evicting the pod `namespace/name` (the eviction does not carry the pod):
     /// from the watch's copy when it has one, confirmed on the API's where the pod's own
-    /// state would exempt it; read from the API otherwise. A pod that is gone is let through.
+    /// state would exempt it or the budget would refuse; read from the API otherwise. A pod that is gone is let through.
     pub async fn admit_eviction(
         &self,
         namespace: &str,

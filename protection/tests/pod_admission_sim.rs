@@ -198,7 +198,7 @@ async fn ignored_pods_dry_runs_and_a_deleted_budget() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn from_its_watches_a_replica_refuses_without_a_request_and_grants_with_one_write() {
+async fn from_its_watches_a_replica_grants_with_one_write_and_confirms_a_refusal_with_one_read() {
     let (sim, client) = sim(2).await;
     let controller = start(&client);
     deployment(&client, "web", 4, 4).await;
@@ -287,7 +287,11 @@ async fn from_its_watches_a_replica_refuses_without_a_request_and_grants_with_on
     );
     assert_eq!(counters.count("get", "podunavailablebudgets"), 0);
     assert_eq!(counters.count("list", "podunavailablebudgets"), 0);
-    assert_eq!(counters.count("get", "pods"), 0);
+    assert_eq!(
+        counters.count("get", "pods"),
+        1,
+        "a refusal of an eviction is confirmed on the pod as the API has it"
+    );
 
     // The watch's copy would exempt web-7d4b9-3 as unavailable; the pod as the API has it
     // is Ready, so it is refused.
@@ -298,7 +302,7 @@ async fn from_its_watches_a_replica_refuses_without_a_request_and_grants_with_on
             .unwrap(),
         Verdict::Denied(EXHAUSTED.into())
     );
-    assert_eq!(counters.count("get", "pods"), 1);
+    assert_eq!(counters.count("get", "pods"), 2);
     let status = Api::<PodUnavailableBudget>::namespaced(client.clone(), "default")
         .get("web")
         .await

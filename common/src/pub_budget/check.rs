@@ -8,7 +8,8 @@
 //!
 //! [`check_pod`] reads the budget from the API. [`BudgetCache::check_pod`] makes the first
 //! decision from a watch of the budgets instead, as OpenKruise's webhook decides from its
-//! informer, so a refusal costs no API request and a grant one (the conditioned write): a
+//! informer, so a refusal of a pod the request carries costs no API request and a grant one
+//! (the conditioned write): a
 //! stale copy can only make the write conflict (then the budget is read from the API) or
 //! refuse an operation a fresher copy would allow, never grant one too many.
 
@@ -177,8 +178,9 @@ impl BudgetCache {
     /// As [`check_pod`], the first decision made on the cached budget: a refusal is answered
     /// without a request, a grant written conditioned on the cached version. `pod_from_watch`:
     /// the pod is a watch's copy (an eviction names the pod but does not carry it), so an
-    /// exemption that rests on the pod's state is confirmed on the pod read from the API
-    /// first — a stale copy could show a pod unavailable that is Ready by now.
+    /// exemption that rests on the pod's state, and a refusal, are confirmed on the pod read
+    /// from the API first — a stale copy could show a pod unavailable that is Ready by now,
+    /// or miss the `ignoredPodSelector` label a user set just before evicting it.
     pub async fn check_pod(
         &self,
         client: &Client,
@@ -203,9 +205,12 @@ impl BudgetCache {
                 dry_run,
                 now: Timestamp::now(),
             };
-            if let Decision::Allow(exempt) = decide(budget.as_ref(), &request, gates)
-                && exempt.depends_on_pod()
-            {
+            let confirm = match decide(budget.as_ref(), &request, gates) {
+                Decision::Allow(exempt) => exempt.depends_on_pod(),
+                Decision::Deny(_) => true,
+                Decision::Consume(_) => false,
+            };
+            if confirm {
                 let pods = Api::<Pod>::namespaced(client.clone(), &namespace);
                 match pods.get_opt(&pod.name_any()).await? {
                     Some(read) => current = read,
