@@ -47,9 +47,7 @@ pub struct Family {
     binary: Box<dyn Launch>,
     webhooks: Vec<&'static str>,
     controllers: Vec<&'static str>,
-    pod_steps: Vec<PodStep>,
-    pod_validators: Vec<PodValidatorStep>,
-    lent_webhooks: Vec<LentWebhooks>,
+    lent: Lent,
     hosts_pod_chain: bool,
     agent: Option<Agent>,
 }
@@ -68,9 +66,7 @@ impl Family {
             binary: Box::new(binary),
             webhooks: Vec::new(),
             controllers: Vec::new(),
-            pod_steps: Vec::new(),
-            pod_validators: Vec::new(),
-            lent_webhooks: Vec::new(),
+            lent: Lent::NONE,
             hosts_pod_chain: false,
             agent: None,
         }
@@ -88,22 +84,10 @@ impl Family {
         self
     }
 
-    /// A step it lends kruise-webhook's pod mutating chain.
-    pub fn pod_step(mut self, step: PodStep) -> Self {
-        self.pod_steps.push(step);
-        self
-    }
-
-    /// A step it lends kruise-webhook's validating pod chain (`/validate-pod`).
-    pub fn pod_validator(mut self, step: PodValidatorStep) -> Self {
-        self.pod_validators.push(step);
-        self
-    }
-
-    /// Admission handlers for kinds no family owns (built-in kinds: namespaces, Deployments,
-    /// …) it lends kruise-webhook, which serves and publishes them in its own configurations.
-    pub fn lent_webhooks(mut self, webhooks: LentWebhooks) -> Self {
-        self.lent_webhooks.push(webhooks);
+    /// What it lends kruise-webhook (the family crate's `binary::LENT`, which the registry
+    /// names too).
+    pub fn lends(mut self, lent: Lent) -> Self {
+        self.lent = lent;
         self
     }
 
@@ -145,34 +129,14 @@ impl Family {
         &self.controllers
     }
 
-    /// The validating pod-chain steps it lends kruise-webhook.
-    pub fn pod_validators(&self) -> &[PodValidatorStep] {
-        &self.pod_validators
+    /// What it lends kruise-webhook.
+    pub fn lent(&self) -> Lent {
+        self.lent
     }
 
-    /// The admission handlers for other kinds it lends kruise-webhook.
-    pub fn lent_webhook_sets(&self) -> &[LentWebhooks] {
-        &self.lent_webhooks
-    }
-
-    /// The names `--enable` takes for what it lends kruise-webhook: its mutating steps',
-    /// its validating steps' and its lent webhooks', each once, in that order.
+    /// The names `--enable` takes for what it lends kruise-webhook (see [`Lent::names`]).
     pub fn lent_step_names(&self) -> Vec<&'static str> {
-        let mut names: Vec<&'static str> = Vec::new();
-        let all = self.pod_steps.iter().map(|s| s.name);
-        let validators = self.pod_validators.iter().map(|s| s.name);
-        let lent = self.lent_webhooks.iter().map(|s| s.name);
-        for name in all.chain(validators).chain(lent) {
-            if !names.contains(&name) {
-                names.push(name);
-            }
-        }
-        names
-    }
-
-    /// The pod-chain steps it lends kruise-webhook.
-    pub fn pod_steps(&self) -> &[PodStep] {
-        &self.pod_steps
+        self.lent.names()
     }
 
     /// Whether its binary serves the pod chain (see [`Family::hosts_pod_chain`]).
@@ -208,7 +172,7 @@ impl std::fmt::Debug for Family {
             .iter()
             .filter_map(|crd| crd.metadata.name.as_deref())
             .collect();
-        let steps: Vec<&str> = self.pod_steps.iter().map(|step| step.name).collect();
+        let steps: Vec<&str> = self.lent.pod_steps.iter().map(|step| step.name).collect();
         f.debug_struct("Family")
             .field("name", &self.name)
             .field("binary", &self.binary_name)
@@ -219,6 +183,7 @@ impl std::fmt::Debug for Family {
             .field(
                 "pod_validators",
                 &self
+                    .lent
                     .pod_validators
                     .iter()
                     .map(|step| step.name)
@@ -287,6 +252,45 @@ pub struct LiveCluster {
     pub refresh: Arc<tokio::sync::Notify>,
     /// Fires when kruise-webhook stops.
     pub shutdown: CancellationToken,
+}
+
+/// What a family lends kruise-webhook: plain data (names and constructor functions), a
+/// `const` in the family crate (`binary::LENT`) that kruise-webhook's registry lists. The
+/// registry lists it rather than the built [`Family`], so a kruise-webhook binary links the
+/// steps and not the families' controllers, CRDs and binaries.
+#[derive(Clone, Copy)]
+pub struct Lent {
+    /// Steps of the pod mutating chain.
+    pub pod_steps: &'static [PodStep],
+    /// Steps of the validating pod chain (`/validate-pod`).
+    pub pod_validators: &'static [PodValidatorStep],
+    /// Admission handlers for kinds no family owns (built-in kinds: namespaces,
+    /// Deployments, …), served and published in kruise-webhook's own configurations.
+    pub webhooks: &'static [LentWebhooks],
+}
+
+impl Lent {
+    /// Nothing lent.
+    pub const NONE: Lent = Lent {
+        pod_steps: &[],
+        pod_validators: &[],
+        webhooks: &[],
+    };
+
+    /// The names `--enable` takes for it: its mutating steps', its validating steps' and
+    /// its lent webhooks', each once, in that order.
+    pub fn names(&self) -> Vec<&'static str> {
+        let mut names: Vec<&'static str> = Vec::new();
+        let steps = self.pod_steps.iter().map(|s| s.name);
+        let validators = self.pod_validators.iter().map(|s| s.name);
+        let webhooks = self.webhooks.iter().map(|s| s.name);
+        for name in steps.chain(validators).chain(webhooks) {
+            if !names.contains(&name) {
+                names.push(name);
+            }
+        }
+        names
+    }
 }
 
 /// A step a family lends kruise-webhook's pod chain, enabled by its name in `--enable`.
@@ -506,7 +510,7 @@ mod tests {
         assert!(family.crds().is_empty());
         assert_eq!(family.webhook_names(), ["kruise-example-mutating"]);
         assert_eq!(family.controller_names(), ["example"]);
-        assert!(family.pod_steps().is_empty());
+        assert!(family.lent_step_names().is_empty());
         assert!(!family.is_pod_chain_host());
         assert!(family.node_agent().is_none());
     }

@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use kruise_common::admission::runner::{AdmissionFlags, CrdWebhooks};
-use kruise_common::family::{Agent, AgentContext, Family, PodStep};
+use kruise_common::family::{Agent, AgentContext, Family, Lent, PodStep};
 use kruise_common::runtime::{Binary, Context};
 
 use crate::admission::{self, KRUISE_DAEMON_GATE, LivePods, PodSource};
@@ -34,12 +34,19 @@ pub fn family() -> anyhow::Result<Family> {
             controller::CONTROLLER_NAME,
             launch_priority::CONTROLLER_NAME,
         ])
-        .pod_step(PodStep {
-            name: NAME,
-            build: launch_priority::step,
-        })
+        .lends(LENT)
         .agent(node_agent()))
 }
+
+/// What it lends kruise-webhook: container launch priority's barrier env in the pod
+/// mutating chain.
+pub const LENT: Lent = Lent {
+    pod_steps: &[PodStep {
+        name: NAME,
+        build: launch_priority::step,
+    }],
+    ..Lent::NONE
+};
 
 /// The node agent, `kruise-crr agent` (started by `main` without building the family).
 pub fn node_agent() -> Agent {

@@ -7,7 +7,7 @@
 use std::sync::Arc;
 
 use kruise_common::admission::runner::{AdmissionFlags, CrdWebhooks};
-use kruise_common::family::{Family, LentWebhooks, PodValidatorStep};
+use kruise_common::family::{Family, Lent, LentWebhooks, PodValidatorStep};
 use kruise_common::featuregate::FeatureGates;
 use kruise_common::runtime::{Binary, Context};
 
@@ -30,15 +30,22 @@ pub fn family() -> anyhow::Result<Family> {
     Ok(Family::new(NAME, BINARY, binary()?)
         .webhooks(WEBHOOKS.names())
         .controllers([controller::CONTROLLER_NAME])
-        .pod_validator(PodValidatorStep {
-            name: NAME,
-            build: pod_admission::pub_validator_step,
-        })
-        .lent_webhooks(LentWebhooks {
-            name: NAME,
-            build: deletion_webhook::lent_webhooks,
-        }))
+        .lends(LENT))
 }
+
+/// What it lends kruise-webhook: the PUB step of the validating pod chain and the
+/// deletion-protection webhooks of built-in kinds.
+pub const LENT: Lent = Lent {
+    pod_validators: &[PodValidatorStep {
+        name: NAME,
+        build: pod_admission::pub_validator_step,
+    }],
+    webhooks: &[LentWebhooks {
+        name: NAME,
+        build: deletion_webhook::lent_webhooks,
+    }],
+    ..Lent::NONE
+};
 
 /// `kruise-protection`, ready for [`Binary::main`] or [`Binary::run_argv`].
 pub fn binary() -> anyhow::Result<Binary<AdmissionFlags>> {

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use kruise_common::admission::AdmissionRoutes;
 use kruise_common::admission::pod_chain::PodMutator;
 use kruise_common::admission::runner::{AdmissionFlags, CrdWebhooks};
-use kruise_common::family::{Family, PodStep, StepContext};
+use kruise_common::family::{Family, Lent, PodStep, StepContext};
 use kruise_common::runtime::{Binary, Context};
 
 use crate::admission::{
@@ -43,11 +43,17 @@ pub fn family() -> anyhow::Result<Family> {
     Ok(Family::new(NAME, BINARY, binary()?)
         .webhooks(WEBHOOKS.names())
         .controllers([controller::CONTROLLER_NAME])
-        .pod_step(PodStep {
-            name: NAME,
-            build: injection_step,
-        }))
+        .lends(LENT))
 }
+
+/// What it lends kruise-webhook: SidecarSet injection in the pod mutating chain.
+pub const LENT: Lent = Lent {
+    pod_steps: &[PodStep {
+        name: NAME,
+        build: injection_step,
+    }],
+    ..Lent::NONE
+};
 
 /// The pod-chain step: injects the sidecars of the SidecarSets kruise-webhook watches
 /// (none without a live cluster, as for `manifests`).

@@ -23,7 +23,7 @@ use kruise_common::admission::pod_chain::{
 use kruise_common::admission::publish::{self, Owned};
 use kruise_common::admission::runner::{self, AdmissionFlags};
 use kruise_common::family::{
-    Family, LentWebhooks, LiveCluster, PodStep, PodValidatorStep, StepContext,
+    Family, Lent, LentWebhooks, LiveCluster, PodStep, PodValidatorStep, StepContext,
 };
 use kruise_common::featuregate::FeatureGates;
 use kruise_common::runtime::{Binary, Context, Flags, Metrics};
@@ -71,11 +71,11 @@ fn readiness_gate_step(ctx: &StepContext) -> Arc<dyn PodMutator> {
 /// The pod chain of the enabled steps (all compiled in when `enable` is empty); a name
 /// that lends only a validating step is that chain's.
 fn pod_chain(enable: &[String], ctx: &StepContext) -> anyhow::Result<PodChain> {
-    let lent: Vec<PodStep> = registry::pod_steps()?;
-    let validating: Vec<&'static str> = registry::pod_validators()?
+    let lent: Vec<PodStep> = registry::pod_steps();
+    let validating: Vec<&'static str> = registry::pod_validators()
         .iter()
         .map(|step| step.name)
-        .chain(registry::lent_webhooks()?.iter().map(|set| set.name))
+        .chain(registry::lent_webhooks().iter().map(|set| set.name))
         .collect();
     let mut steps: Vec<Arc<dyn PodMutator>> = Vec::new();
     if enable.is_empty() {
@@ -107,7 +107,7 @@ fn validating_pod_chain(
     enable: &[String],
     ctx: &StepContext,
 ) -> anyhow::Result<ValidatingPodChain> {
-    let lent: Vec<PodValidatorStep> = registry::pod_validators()?;
+    let lent: Vec<PodValidatorStep> = registry::pod_validators();
     let steps: Vec<Arc<dyn PodValidator>> = lent
         .iter()
         .filter(|step| enable.is_empty() || enable.iter().any(|name| name == step.name))
@@ -122,7 +122,7 @@ fn routes(
     metrics: &Metrics,
 ) -> anyhow::Result<AdmissionRoutes> {
     let mut routes = AdmissionRoutes::new();
-    let lent: Vec<LentWebhooks> = registry::lent_webhooks()?;
+    let lent: Vec<LentWebhooks> = registry::lent_webhooks();
     for set in lent.iter().filter(|set| args.enables(set.name)) {
         for handler in (set.build)(ctx, metrics) {
             routes = routes.shared_handler(handler);
@@ -160,12 +160,18 @@ fn manifests(flags: &Flags, args: &WebhookArgs) -> anyhow::Result<String> {
 pub fn family() -> anyhow::Result<Family> {
     Ok(Family::new(NAME, BINARY, binary())
         .webhooks([MUTATING, VALIDATING])
-        .pod_step(PodStep {
-            name: WORKLOADS,
-            build: readiness_gate_step,
-        })
+        .lends(LENT)
         .hosts_pod_chain())
 }
+
+/// Its own step of the pod chain: the `KruisePodReady` readiness gate for workload pods.
+pub const LENT: Lent = Lent {
+    pod_steps: &[PodStep {
+        name: WORKLOADS,
+        build: readiness_gate_step,
+    }],
+    ..Lent::NONE
+};
 
 /// `kruise-webhook`, ready for [`Binary::main`] or [`Binary::run_argv`].
 pub fn binary() -> Binary<WebhookArgs> {

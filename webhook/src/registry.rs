@@ -7,7 +7,7 @@
 //! its code. The list lives here because kruise-webhook is the one binary that composes
 //! across families; no family depends on this crate, so there is no cycle.
 
-use kruise_common::family::{Family, LentWebhooks, PodStep, PodValidatorStep};
+use kruise_common::family::{Family, Lent, LentWebhooks, PodStep, PodValidatorStep};
 
 /// Each family's registration (its `binary::family`), in start order. kruise-webhook
 /// comes last: it serves the pod chain the others lend steps to.
@@ -36,29 +36,46 @@ pub fn families() -> anyhow::Result<Vec<Family>> {
     FAMILIES.iter().map(|family| family()).collect()
 }
 
+/// What each family of [`FAMILIES`] lends kruise-webhook (its `binary::LENT`, which its
+/// `family()` registers too), in the same order, for the families that lend anything.
+/// kruise-webhook composes its chains from this list, never from [`FAMILIES`]: building a
+/// family would link its controllers and binary into kruise-webhook.
+pub const LENDERS: &[Lent] = &[
+    #[cfg(feature = "sidecarset")]
+    kruise_sidecarset::binary::LENT,
+    #[cfg(feature = "crr")]
+    kruise_crr::binary::LENT,
+    #[cfg(feature = "protection")]
+    kruise_protection::binary::LENT,
+    crate::LENT,
+];
+
 /// The validating pod-chain steps the families lend kruise-webhook, in [`FAMILIES`] order.
-pub fn pod_validators() -> anyhow::Result<Vec<PodValidatorStep>> {
-    Ok(families()?
+pub fn pod_validators() -> Vec<PodValidatorStep> {
+    LENDERS
         .iter()
-        .flat_map(|family| family.pod_validators().iter().copied())
-        .collect())
+        .flat_map(|lent| lent.pod_validators)
+        .copied()
+        .collect()
 }
 
 /// The admission handlers for other kinds the families lend kruise-webhook, in
 /// [`FAMILIES`] order.
-pub fn lent_webhooks() -> anyhow::Result<Vec<LentWebhooks>> {
-    Ok(families()?
+pub fn lent_webhooks() -> Vec<LentWebhooks> {
+    LENDERS
         .iter()
-        .flat_map(|family| family.lent_webhook_sets().iter().copied())
-        .collect())
+        .flat_map(|lent| lent.webhooks)
+        .copied()
+        .collect()
 }
 
 /// The pod-chain steps the families lend kruise-webhook, in [`FAMILIES`] order.
-pub fn pod_steps() -> anyhow::Result<Vec<PodStep>> {
-    Ok(families()?
+pub fn pod_steps() -> Vec<PodStep> {
+    LENDERS
         .iter()
-        .flat_map(|family| family.pod_steps().iter().copied())
-        .collect())
+        .flat_map(|lent| lent.pod_steps)
+        .copied()
+        .collect()
 }
 
 #[cfg(test)]
@@ -81,6 +98,18 @@ mod tests {
             );
         }
         assert_eq!(names.last(), Some(&crate::NAME));
+    }
+
+    #[test]
+    fn the_lenders_are_what_the_families_lend_in_their_order() {
+        let lent_by_families: Vec<Vec<&str>> = families()
+            .unwrap()
+            .iter()
+            .map(Family::lent_step_names)
+            .filter(|names| !names.is_empty())
+            .collect();
+        let lenders: Vec<Vec<&str>> = LENDERS.iter().map(Lent::names).collect();
+        assert_eq!(lenders, lent_by_families);
     }
 
     #[test]
@@ -121,9 +150,9 @@ mod tests {
                 "webhook"
             ]
         );
-        let steps: Vec<&str> = pod_steps().unwrap().iter().map(|s| s.name).collect();
+        let steps: Vec<&str> = pod_steps().iter().map(|s| s.name).collect();
         assert_eq!(steps, ["sidecarset", "crr", crate::WORKLOADS]);
-        let validators: Vec<&str> = pod_validators().unwrap().iter().map(|s| s.name).collect();
+        let validators: Vec<&str> = pod_validators().iter().map(|s| s.name).collect();
         assert_eq!(validators, ["protection"]);
     }
 }
