@@ -24,6 +24,7 @@ if [[ ${#suites[@]} -eq 0 ]]; then
 		kruise-statefulset:controller_sim
 		kruise-broadcastjob:broadcastjob_sim
 		kruise-broadcastjob:cron_sim
+		kruise-crr:crr_sim
 	)
 fi
 

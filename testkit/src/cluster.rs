@@ -27,7 +27,7 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::{Namespace, Node, Pod, ServiceAccount};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kruise_sim::client_nodes::{Nodes, NodesFlags};
-use kruise_sim::{Counters, RequestKey, Sim};
+use kruise_sim::{Counters, RequestKey, Sim, SimConfig};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::client::{Body, ClientBuilder};
 use kube::{Client, Config};
@@ -61,6 +61,7 @@ pub fn is_real() -> bool {
 pub struct TestCluster {
     client: Client,
     counters: Arc<Counters>,
+    cri_dir: Option<PathBuf>,
     backend: Backend,
 }
 
@@ -87,13 +88,44 @@ pub async fn cluster_with_crds(
     nodes: usize,
     crds: &[CustomResourceDefinition],
 ) -> (TestCluster, Client) {
+    cluster_with(
+        ClusterOptions {
+            nodes,
+            cri_dir: None,
+        },
+        crds,
+    )
+    .await
+}
+
+/// What a test's cluster has besides its CRDs.
+#[derive(Debug, Clone, Default)]
+pub struct ClusterOptions {
+    /// Simulated nodes `sim-node-0..N-1`.
+    pub nodes: usize,
+    /// Where each node serves its fake CRI runtime (`<dir>/<node>.sock`), for node agents.
+    pub cri_dir: Option<PathBuf>,
+}
+
+/// [`cluster_with_crds`] with these options.
+pub async fn cluster_with(
+    options: ClusterOptions,
+    crds: &[CustomResourceDefinition],
+) -> (TestCluster, Client) {
     let cluster = match real_kubeconfig() {
-        Some(kubeconfig) => TestCluster::real(&kubeconfig, nodes, crds).await,
+        Some(kubeconfig) => TestCluster::real(&kubeconfig, &options, crds).await,
         None => {
-            let (sim, client) = crate::sim::sim_with_crds(nodes, crds).await;
+            let (sim, client) = crate::sim::start(SimConfig {
+                nodes: options.nodes,
+                cri_dir: options.cri_dir.clone(),
+                ..Default::default()
+            })
+            .await;
+            crate::sim::install_crds(&client, crds).await;
             TestCluster {
                 client,
                 counters: Arc::new(Counters::default()),
+                cri_dir: options.cri_dir,
                 backend: Backend::Sim(sim),
             }
         }
@@ -105,9 +137,10 @@ pub async fn cluster_with_crds(
 impl TestCluster {
     async fn real(
         kubeconfig: &std::path::Path,
-        nodes: usize,
+        options: &ClusterOptions,
         crds: &[CustomResourceDefinition],
     ) -> Self {
+        let nodes = options.nodes;
         let turn = REAL_CLUSTER_TURN.clone().lock_owned().await;
         let config = config_from(kubeconfig).await;
         let admin = Client::try_from(config.clone()).unwrap();
@@ -131,7 +164,7 @@ impl TestCluster {
             image_pulls: Vec::new(),
             start_delay: timings.start_delay,
             ready_delay: timings.ready_delay,
-            cri_dir: None,
+            cri_dir: options.cri_dir.clone(),
             lease_renew_interval: Duration::from_secs(10),
             no_volume_provisioner: false,
         };
@@ -149,6 +182,7 @@ impl TestCluster {
         TestCluster {
             client,
             counters,
+            cri_dir: options.cri_dir.clone(),
             backend: Backend::Real(RealParts {
                 admin,
                 nodes,
@@ -173,6 +207,14 @@ impl TestCluster {
             Backend::Sim(sim) => sim.counters(),
             Backend::Real(_) => &self.counters,
         }
+    }
+
+    /// The fake CRI socket of simulated node `node`, when the cluster was started with a
+    /// [`ClusterOptions::cri_dir`].
+    pub fn cri_socket(&self, node: &str) -> Option<PathBuf> {
+        self.cri_dir
+            .as_deref()
+            .map(|dir| kruise_sim::cluster::cri::socket_path(dir, node))
     }
 
     /// The in-process simulator, when the test runs on one.
