@@ -25,6 +25,7 @@ if [[ ${#suites[@]} -eq 0 ]]; then
 		kruise-broadcastjob:broadcastjob_sim
 		kruise-broadcastjob:cron_sim
 		kruise-crr:crr_sim
+		kruise-crr:launch_priority_sim
 	)
 fi
 
