@@ -26,6 +26,8 @@ if [[ ${#suites[@]} -eq 0 ]]; then
 		kruise-broadcastjob:cron_sim
 		kruise-crr:crr_sim
 		kruise-crr:launch_priority_sim
+		kruise-imagepull:imagepull_sim
+		kruise-imagepull:agent_sim
 	)
 fi
 

@@ -16,7 +16,8 @@
 //!   kubelet's writes are not counted on either.
 //!
 //! The CRDs are applied (server-side, so a second test or run finds them in place) and
-//! waited for until Established and listable.
+//! waited for until Established and listable; the objects of their cluster-scoped kinds
+//! (NodeImage, SidecarSet, …) that an earlier test left are deleted first.
 
 use std::path::PathBuf;
 use std::pin::Pin;
@@ -28,7 +29,7 @@ use k8s_openapi::api::core::v1::{Namespace, Node, Pod, ServiceAccount};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kruise_sim::client_nodes::{Nodes, NodesFlags};
 use kruise_sim::{Counters, RequestKey, Sim, SimConfig};
-use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::client::{Body, ClientBuilder};
 use kube::{Client, Config};
 use serde_json::json;
@@ -296,6 +297,29 @@ async fn apply_crds(client: &Client, crds: &[CustomResourceDefinition]) {
         .await;
     }
     crate::sim::wait_listable(client, crds).await;
+    for crd in crds.iter().filter(|c| c.spec.scope == "Cluster") {
+        clear_cluster_scoped(client, crd).await;
+    }
+}
+
+/// Deletes every object of the cluster-scoped kind of `crd` that an earlier test left, so
+/// the test starts as on a fresh simulator (its namespaced kinds start empty in its own
+/// namespace).
+async fn clear_cluster_scoped(client: &Client, crd: &CustomResourceDefinition) {
+    let kind = crd.spec.names.kind.clone();
+    let api: Api<DynamicObject> = Api::all_with(client.clone(), &crate::sim::stored_resource(crd));
+    api.delete_collection(&DeleteParams::default(), &ListParams::default())
+        .await
+        .unwrap_or_else(|e| panic!("deleting the {kind} objects left: {e}"));
+    eventually(&format!("no {kind} object left"), WAIT, || async {
+        api.list(&ListParams::default())
+            .await
+            .ok()?
+            .items
+            .is_empty()
+            .then_some(())
+    })
+    .await;
 }
 
 /// A fresh namespace named after the running test, once its `default` ServiceAccount exists.
