@@ -56,6 +56,7 @@ impl Cluster {
             ClusterOptions {
                 nodes: 1,
                 cri_dir: Some(dir.clone()),
+                ..ClusterOptions::default()
             },
             &[kruise_crr::api::crd::crd().unwrap()],
         )

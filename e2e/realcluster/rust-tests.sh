@@ -28,6 +28,7 @@ if [[ ${#suites[@]} -eq 0 ]]; then
 		kruise-crr:launch_priority_sim
 		kruise-imagepull:imagepull_sim
 		kruise-imagepull:agent_sim
+		kruise-imagepull:predownload_sim
 	)
 fi
 

@@ -32,6 +32,7 @@ async fn cluster(nodes: usize, dir: &str) -> (TestCluster, Client, PathBuf) {
         ClusterOptions {
             nodes,
             cri_dir: Some(cri_dir.clone()),
+            ..ClusterOptions::default()
         },
         &kruise_imagepull::api::crd::crds().unwrap(),
     )

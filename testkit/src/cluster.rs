@@ -28,7 +28,7 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::{Namespace, Node, Pod, ServiceAccount};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kruise_sim::client_nodes::{Nodes, NodesFlags};
-use kruise_sim::{Counters, RequestKey, Sim, SimConfig};
+use kruise_sim::{Counters, ImagePull, RequestKey, Sim, SimConfig};
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::client::{Body, ClientBuilder};
 use kube::{Client, Config};
@@ -92,7 +92,7 @@ pub async fn cluster_with_crds(
     cluster_with(
         ClusterOptions {
             nodes,
-            cri_dir: None,
+            ..ClusterOptions::default()
         },
         crds,
     )
@@ -106,6 +106,8 @@ pub struct ClusterOptions {
     pub nodes: usize,
     /// Where each node serves its fake CRI runtime (`<dir>/<node>.sock`), for node agents.
     pub cri_dir: Option<PathBuf>,
+    /// Per-image pull latencies and failures on every node (`kruise-sim up --image-pull`).
+    pub image_pulls: Vec<(String, ImagePull)>,
 }
 
 /// [`cluster_with_crds`] with these options.
@@ -119,6 +121,7 @@ pub async fn cluster_with(
             let (sim, client) = crate::sim::start(SimConfig {
                 nodes: options.nodes,
                 cri_dir: options.cri_dir.clone(),
+                image_pulls: kruise_sim::up::image_pulls(&options.image_pulls),
                 ..Default::default()
             })
             .await;
@@ -162,7 +165,7 @@ impl TestCluster {
                 .and_then(|p| p.parse().ok())
                 .unwrap_or(110),
             pull_delay: timings.pull_delay,
-            image_pulls: Vec::new(),
+            image_pulls: options.image_pulls.clone(),
             start_delay: timings.start_delay,
             ready_delay: timings.ready_delay,
             cri_dir: options.cri_dir.clone(),
