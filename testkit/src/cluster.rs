@@ -25,13 +25,16 @@ use std::sync::{Arc, LazyLock};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
+use k8s_openapi::api::admissionregistration::v1::{
+    MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
+};
 use k8s_openapi::api::core::v1::{Namespace, Node, Pod, ServiceAccount};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kruise_sim::client_nodes::{Nodes, NodesFlags};
 use kruise_sim::{Counters, ImagePull, RequestKey, Sim, SimConfig};
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::client::{Body, ClientBuilder};
-use kube::{Client, Config};
+use kube::{Client, Config, ResourceExt as _};
 use serde_json::json;
 use tokio::sync::{Mutex, OwnedMutexGuard};
 
@@ -74,7 +77,12 @@ enum Backend {
 struct RealParts {
     /// An uncounted admin client, for the harness's own requests.
     admin: Client,
+    kubeconfig: PathBuf,
     nodes: Nodes,
+    /// The webhook configurations there were before the test (the ones it adds go).
+    webhooks_before: Vec<String>,
+    /// The test's CRDs, whose conversion a binary under test may point at itself.
+    crd_names: Vec<String>,
     // Held until the end: the simulated nodes are cluster-wide.
     _turn: OwnedMutexGuard<()>,
 }
@@ -149,6 +157,7 @@ impl TestCluster {
         let config = config_from(kubeconfig).await;
         let admin = Client::try_from(config.clone()).unwrap();
         apply_crds(&admin, crds).await;
+        let webhooks_before = webhook_configurations(&admin).await;
         let namespace = create_namespace(&admin).await;
         let node_names: Vec<String> = (0..nodes).map(|i| format!("sim-node-{i}")).collect();
         remove_nodes(&admin, &node_names).await;
@@ -189,7 +198,13 @@ impl TestCluster {
             cri_dir: options.cri_dir.clone(),
             backend: Backend::Real(RealParts {
                 admin,
+                kubeconfig: kubeconfig.to_path_buf(),
                 nodes,
+                webhooks_before,
+                crd_names: crds
+                    .iter()
+                    .filter_map(|c| c.metadata.name.clone())
+                    .collect(),
                 _turn: turn,
             }),
         }
@@ -219,6 +234,14 @@ impl TestCluster {
         self.cri_dir
             .as_deref()
             .map(|dir| kruise_sim::cluster::cri::socket_path(dir, node))
+    }
+
+    /// A kubeconfig for processes under test (a family binary), pointing at this cluster.
+    pub fn kubeconfig_path(&self) -> PathBuf {
+        match &self.backend {
+            Backend::Sim(sim) => sim.kubeconfig_path().unwrap(),
+            Backend::Real(real) => real.kubeconfig.clone(),
+        }
     }
 
     /// The in-process simulator, when the test runs on one.
@@ -263,6 +286,7 @@ impl TestCluster {
                 let names = real.nodes.names.clone();
                 real.nodes.shutdown().await;
                 remove_nodes(&real.admin, &names).await;
+                remove_webhooks_since(&real.admin, &real.webhooks_before, &real.crd_names).await;
             }
         }
     }
@@ -369,6 +393,67 @@ fn namespace_name(test: &str, pid: u32, nanos: u32) -> String {
     slug.truncate(44);
     let slug = slug.trim_matches('-');
     format!("kt-{slug}-{:x}", (pid ^ nanos) & 0xff_ffff)
+}
+
+/// `kind/name` of every mutating and validating webhook configuration.
+async fn webhook_configurations(client: &Client) -> Vec<String> {
+    let mutating: Api<MutatingWebhookConfiguration> = Api::all(client.clone());
+    let validating: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
+    let mut names: Vec<String> = mutating
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .iter()
+        .map(|w| format!("mutating/{}", w.name_any()))
+        .collect();
+    names.extend(
+        validating
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+            .iter()
+            .map(|w| format!("validating/{}", w.name_any())),
+    );
+    names
+}
+
+/// Undoes what a family binary under test published on the shared API server, so no later
+/// test calls a webhook whose process is gone: the webhook configurations that were not
+/// there before the test, and a conversion webhook on the test's CRDs.
+async fn remove_webhooks_since(client: &Client, before: &[String], crd_names: &[String]) {
+    let mutating: Api<MutatingWebhookConfiguration> = Api::all(client.clone());
+    let validating: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
+    for added in webhook_configurations(client).await {
+        if before.contains(&added) {
+            continue;
+        }
+        let deleted = match added.split_once('/') {
+            Some(("mutating", name)) => mutating
+                .delete(name, &DeleteParams::default())
+                .await
+                .map(|_| ()),
+            Some((_, name)) => validating
+                .delete(name, &DeleteParams::default())
+                .await
+                .map(|_| ()),
+            None => Ok(()),
+        };
+        if let Err(e) = deleted {
+            eprintln!("cleanup: deleting webhook configuration {added}: {e}");
+        }
+    }
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let no_conversion = json!({"spec": {"conversion": {"strategy": "None", "webhook": null}}});
+    for name in crd_names {
+        if let Err(e) = crds
+            .patch(name, &PatchParams::default(), &Patch::Merge(&no_conversion))
+            .await
+        {
+            eprintln!("cleanup: resetting the conversion of CRD {name}: {e}");
+        }
+    }
 }
 
 /// Deletes these Node objects (left by an earlier test) and waits until they are gone.
