@@ -22,6 +22,7 @@ if [[ ${#suites[@]} -eq 0 ]]; then
 		kruise-cloneset:controller_sim
 		kruise-cloneset:inplace_priority_sim
 		kruise-cloneset:binary_sim
+		kruise-cloneset:invalid_pod_write_sim
 		kruise-statefulset:controller_sim
 		kruise-broadcastjob:broadcastjob_sim
 		kruise-broadcastjob:cron_sim
