@@ -26,6 +26,7 @@ if [[ ${#suites[@]} -eq 0 ]]; then
 		kruise-statefulset:controller_sim
 		kruise-broadcastjob:broadcastjob_sim
 		kruise-broadcastjob:cron_sim
+		kruise-sidecarset:decode_guard_sim
 		kruise-crr:crr_sim
 		kruise-crr:launch_priority_sim
 		kruise-imagepull:imagepull_sim
