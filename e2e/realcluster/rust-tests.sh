@@ -23,6 +23,7 @@ if [[ ${#suites[@]} -eq 0 ]]; then
 		kruise-cloneset:inplace_priority_sim
 		kruise-cloneset:binary_sim
 		kruise-cloneset:invalid_pod_write_sim
+		kruise-cloneset:decode_guard_sim
 		kruise-statefulset:controller_sim
 		kruise-broadcastjob:broadcastjob_sim
 		kruise-broadcastjob:cron_sim
