@@ -56,15 +56,9 @@ pub fn real_kubeconfig() -> Option<PathBuf> {
         .map(PathBuf::from)
 }
 
-/// Whether the tests run against a real API server ([`KUBECONFIG_ENV`] set).
-pub fn is_real() -> bool {
-    real_kubeconfig().is_some()
-}
-
 /// The cluster of one test. End it with [`TestCluster::shutdown`].
 pub struct TestCluster {
     client: Client,
-    counters: Arc<Counters>,
     cri_dir: Option<PathBuf>,
     backend: Backend,
 }
@@ -77,6 +71,8 @@ enum Backend {
 struct RealParts {
     /// An uncounted admin client, for the harness's own requests.
     admin: Client,
+    /// The requests of the clients handed out (see the module docs).
+    counters: Arc<Counters>,
     kubeconfig: PathBuf,
     nodes: Nodes,
     /// The webhook configurations there were before the test (the ones it adds go).
@@ -136,7 +132,6 @@ pub async fn cluster_with(
             crate::sim::install_crds(&client, crds).await;
             TestCluster {
                 client,
-                counters: Arc::new(Counters::default()),
                 cri_dir: options.cri_dir,
                 backend: Backend::Sim(sim),
             }
@@ -194,10 +189,10 @@ impl TestCluster {
             .build();
         TestCluster {
             client,
-            counters,
             cri_dir: options.cri_dir.clone(),
             backend: Backend::Real(RealParts {
                 admin,
+                counters,
                 kubeconfig: kubeconfig.to_path_buf(),
                 nodes,
                 webhooks_before,
@@ -224,7 +219,7 @@ impl TestCluster {
     pub fn counters(&self) -> &Counters {
         match &self.backend {
             Backend::Sim(sim) => sim.counters(),
-            Backend::Real(_) => &self.counters,
+            Backend::Real(real) => &real.counters,
         }
     }
 
