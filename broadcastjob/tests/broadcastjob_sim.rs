@@ -1,5 +1,6 @@
-//! The BroadcastJob controller against kruise-sim: its scheduler binds the pods by their
-//! node affinity and its kubelet runs them to their exit.
+//! The BroadcastJob controller against kruise-sim, or the real API server of
+//! `KRUISE_TEST_KUBECONFIG`: the scheduler binds the pods by their node affinity and the
+//! simulated kubelet runs them to their exit.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod support;
@@ -15,7 +16,7 @@ use serde_json::json;
 use support::*;
 
 async fn create(client: &kube::Client, job: &BroadcastJob) {
-    Api::<BroadcastJob>::namespaced(client.clone(), "default")
+    Api::<BroadcastJob>::default_namespaced(client.clone())
         .create(&PostParams::default(), job)
         .await
         .unwrap();
@@ -32,7 +33,7 @@ fn is_active(p: &Pod) -> bool {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_job_on_four_nodes_completes_with_four_succeeded_then_its_ttl_deletes_it() {
-    let (_sim, client) = sim_with_crds(4).await;
+    let (cluster, client) = cluster_with_crds(4).await;
     let controllers = Controllers::start(&client);
     create(
         &client,
@@ -75,11 +76,12 @@ async fn a_job_on_four_nodes_completes_with_four_succeeded_then_its_ttl_deletes_
     })
     .await;
     controllers.stop().await;
+    cluster.shutdown().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn parallelism_one_runs_one_node_at_a_time() {
-    let (_sim, client) = sim_with_crds(3).await;
+    let (cluster, client) = cluster_with_crds(3).await;
     let controllers = Controllers::start(&client);
     create(
         &client,
@@ -108,11 +110,12 @@ async fn parallelism_one_runs_one_node_at_a_time() {
     }
     assert_eq!(most_active, 1);
     controllers.stop().await;
+    cluster.shutdown().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fail_fast_fails_the_job_on_a_failing_container_and_leaves_no_pod_running() {
-    let (_sim, client) = sim_with_crds(3).await;
+    let (cluster, client) = cluster_with_crds(3).await;
     let controllers = Controllers::start(&client);
     create(
         &client,
@@ -140,7 +143,8 @@ async fn fail_fast_fails_the_job_on_a_failing_container_and_leaves_no_pod_runnin
         }
     })
     .await;
-    let warnings = kruise_testkit::warnings_about(&client, "default", "failing").await;
+    let warnings =
+        kruise_testkit::warnings_about(&client, client.default_namespace(), "failing").await;
     assert!(
         warnings
             .iter()
@@ -148,12 +152,13 @@ async fn fail_fast_fails_the_job_on_a_failing_container_and_leaves_no_pod_runnin
         "{warnings:?}"
     );
     controllers.stop().await;
+    cluster.shutdown().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_never_job_runs_on_a_node_whose_taint_is_removed() {
     // K#1199 and node churn: a node that becomes fit gets its pod, a Never job stays running.
-    let (_sim, client) = sim_with_crds(2).await;
+    let (cluster, client) = cluster_with_crds(2).await;
     let nodes: Api<k8s_openapi::api::core::v1::Node> = Api::all(client.clone());
     let patch =
         |taints: serde_json::Value| kube::api::Patch::Merge(json!({"spec": {"taints": taints}}));
@@ -213,12 +218,13 @@ async fn a_never_job_runs_on_a_node_whose_taint_is_removed() {
         pods.iter().map(|p| p.name_any()).collect::<Vec<_>>()
     );
     controllers.stop().await;
+    cluster.shutdown().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_deadline_holds_across_a_controller_restart() {
     // K#1409: the restarted controller fails the job at its deadline with no other event.
-    let (_sim, client) = sim_with_crds(2).await;
+    let (cluster, client) = cluster_with_crds(2).await;
     let controllers = Controllers::start(&client);
     create(
         &client,
@@ -266,11 +272,12 @@ async fn the_deadline_holds_across_a_controller_restart() {
     })
     .await;
     controllers.stop().await;
+    cluster.shutdown().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_invalid_job_that_bypassed_the_webhook_is_reported_not_run() {
-    let (_sim, client) = sim_with_crds(2).await;
+    let (cluster, client) = cluster_with_crds(2).await;
     let controllers = Controllers::start(&client);
     let mut template = job_template("100ms", 0);
     template["spec"]["restartPolicy"] = json!("Always");
@@ -279,20 +286,26 @@ async fn an_invalid_job_that_bypassed_the_webhook_is_reported_not_run() {
         &broadcastjob("invalid", json!({"template": template})),
     )
     .await;
-    let message =
-        kruise_testkit::wait_for_warning(&client, "default", "invalid", "InvalidSpec").await;
+    let message = kruise_testkit::wait_for_warning(
+        &client,
+        client.default_namespace(),
+        "invalid",
+        "InvalidSpec",
+    )
+    .await;
     assert!(
         message.contains("spec.template.spec.restartPolicy: Invalid value: \"Always\""),
         "{message}"
     );
     assert!(pods_of(&client, "invalid").await.is_empty());
     controllers.stop().await;
+    cluster.shutdown().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_the_scheduler_pods_are_bound_by_node_name() {
     // `--assign-bcj-pods-by-scheduler=false`.
-    let (_sim, client) = sim_with_crds(2).await;
+    let (cluster, client) = cluster_with_crds(2).await;
     let controllers = Controllers::start_binding(
         &client,
         None,
@@ -320,11 +333,12 @@ async fn without_the_scheduler_pods_are_bound_by_node_name() {
         assert!(spec.node_name.is_some());
     }
     controllers.stop().await;
+    cluster.shutdown().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_never_job_follows_nodes_that_join_and_leave() {
-    let (_sim, client) = sim_with_crds(2).await;
+    let (cluster, client) = cluster_with_crds(2).await;
     let controllers = Controllers::start(&client);
     create(
         &client,
@@ -398,4 +412,5 @@ async fn a_never_job_follows_nodes_that_join_and_leave() {
         "no pod made twice"
     );
     controllers.stop().await;
+    cluster.shutdown().await;
 }

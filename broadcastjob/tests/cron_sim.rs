@@ -1,6 +1,8 @@
-//! The AdvancedCronJob controller against kruise-sim, on a clock the test moves: one child
-//! per run (a batch/v1 Job run by the simulator's Job controller, or a BroadcastJob run by
-//! this binary's own controller), none twice across a controller restart.
+//! The AdvancedCronJob controller against kruise-sim, or the real API server of
+//! `KRUISE_TEST_KUBECONFIG`, on a clock the test moves: one child per run (a batch/v1 Job
+//! run by the cluster's Job controller, or a BroadcastJob run by this binary's own
+//! controller), none twice across a controller restart. The `sim_only_*` test needs a kind
+//! that is not installed, then installs it: a shared cluster cannot promise the first.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod support;
@@ -21,7 +23,7 @@ fn next_minute(t: Timestamp) -> Timestamp {
 }
 
 async fn job_names(client: &kube::Client) -> Vec<String> {
-    let mut names: Vec<String> = Api::<Job>::namespaced(client.clone(), "default")
+    let mut names: Vec<String> = Api::<Job>::default_namespaced(client.clone())
         .list(&ListParams::default())
         .await
         .unwrap()
@@ -34,7 +36,7 @@ async fn job_names(client: &kube::Client) -> Vec<String> {
 }
 
 async fn create_cron(client: &kube::Client, cron: &AdvancedCronJob) -> AdvancedCronJob {
-    Api::<AdvancedCronJob>::namespaced(client.clone(), "default")
+    Api::<AdvancedCronJob>::default_namespaced(client.clone())
         .create(&PostParams::default(), cron)
         .await
         .unwrap()
@@ -42,7 +44,7 @@ async fn create_cron(client: &kube::Client, cron: &AdvancedCronJob) -> AdvancedC
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_job_per_run_and_none_twice_across_a_restart() {
-    let (_sim, client) = sim_with_crds(1).await;
+    let (cluster, client) = cluster_with_crds(1).await;
     let cron = create_cron(
         &client,
         &advancedcronjob(
@@ -62,7 +64,7 @@ async fn one_job_per_run_and_none_twice_across_a_restart() {
     let status = eventually("the status type", WAIT, || {
         let client = client.clone();
         async move {
-            Api::<AdvancedCronJob>::namespaced(client, "default")
+            Api::<AdvancedCronJob>::default_namespaced(client)
                 .get("tick")
                 .await
                 .unwrap()
@@ -81,7 +83,7 @@ async fn one_job_per_run_and_none_twice_across_a_restart() {
         async move { (job_names(&client).await == want).then_some(()) }
     })
     .await;
-    let job = Api::<Job>::namespaced(client.clone(), "default")
+    let job = Api::<Job>::default_namespaced(client.clone())
         .get(&first_name)
         .await
         .unwrap();
@@ -94,7 +96,7 @@ async fn one_job_per_run_and_none_twice_across_a_restart() {
     eventually("lastScheduleTime", WAIT, || {
         let client = client.clone();
         async move {
-            let s = Api::<AdvancedCronJob>::namespaced(client, "default")
+            let s = Api::<AdvancedCronJob>::default_namespaced(client)
                 .get("tick")
                 .await
                 .unwrap()
@@ -108,12 +110,12 @@ async fn one_job_per_run_and_none_twice_across_a_restart() {
     // previous leader created it) but the status never recorded the run.
     controllers.stop().await;
     let second = first.checked_add(SignedDuration::from_mins(1)).unwrap();
-    let cron = Api::<AdvancedCronJob>::namespaced(client.clone(), "default")
+    let cron = Api::<AdvancedCronJob>::default_namespaced(client.clone())
         .get("tick")
         .await
         .unwrap();
     let second_name = child_name(&cron, second);
-    Api::<Job>::namespaced(client.clone(), "default")
+    Api::<Job>::default_namespaced(client.clone())
         .create(
             &PostParams::default(),
             &new_job(&cron, &second_name, second).unwrap(),
@@ -125,7 +127,7 @@ async fn one_job_per_run_and_none_twice_across_a_restart() {
     eventually("the status catches up with the second run", WAIT, || {
         let client = client.clone();
         async move {
-            let s = Api::<AdvancedCronJob>::namespaced(client, "default")
+            let s = Api::<AdvancedCronJob>::default_namespaced(client)
                 .get("tick")
                 .await
                 .unwrap()
@@ -151,11 +153,12 @@ async fn one_job_per_run_and_none_twice_across_a_restart() {
     })
     .await;
     controllers.stop().await;
+    cluster.shutdown().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_broadcastjob_template_runs_without_the_job_controller_and_the_child_completes() {
-    let (_sim, client) = sim_with_crds(2).await;
+    let (cluster, client) = cluster_with_crds(2).await;
     let cron = create_cron(
         &client,
         &advancedcronjob(
@@ -176,7 +179,7 @@ async fn a_broadcastjob_template_runs_without_the_job_controller_and_the_child_c
         let client = client.clone();
         let name = name.clone();
         async move {
-            Api::<BroadcastJob>::namespaced(client, "default")
+            Api::<BroadcastJob>::default_namespaced(client)
                 .get_opt(&name)
                 .await
                 .unwrap()
@@ -192,7 +195,7 @@ async fn a_broadcastjob_template_runs_without_the_job_controller_and_the_child_c
     let status = eventually("the cron job has no active child", WAIT, || {
         let client = client.clone();
         async move {
-            Api::<AdvancedCronJob>::namespaced(client, "default")
+            Api::<AdvancedCronJob>::default_namespaced(client)
                 .get("nightly")
                 .await
                 .unwrap()
@@ -203,12 +206,13 @@ async fn a_broadcastjob_template_runs_without_the_job_controller_and_the_child_c
     .await;
     assert_eq!(status.type_.unwrap().as_str(), "BroadcastJob");
     controllers.stop().await;
+    cluster.shutdown().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn paused_runs_nothing_and_resuming_runs_only_the_latest_missed_run() {
     // OpenKruise's e2e: pause -> the count stays; resume -> more jobs.
-    let (_sim, client) = sim_with_crds(1).await;
+    let (cluster, client) = cluster_with_crds(1).await;
     let cron = create_cron(
         &client,
         &advancedcronjob(
@@ -221,7 +225,7 @@ async fn paused_runs_nothing_and_resuming_runs_only_the_latest_missed_run() {
     let created = cron.metadata.creation_timestamp.clone().unwrap().0;
     let clock = TestClock::at(created);
     let controllers = Controllers::start_with(&client, Some(&clock));
-    let api = Api::<AdvancedCronJob>::namespaced(client.clone(), "default");
+    let api = Api::<AdvancedCronJob>::default_namespaced(client.clone());
     eventually("the paused cron job's status", WAIT, || {
         let api = api.clone();
         async move {
@@ -266,11 +270,12 @@ async fn paused_runs_nothing_and_resuming_runs_only_the_latest_missed_run() {
     })
     .await;
     controllers.stop().await;
+    cluster.shutdown().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn replace_deletes_the_running_child_for_the_next_run() {
-    let (_sim, client) = sim_with_crds(1).await;
+    let (cluster, client) = cluster_with_crds(1).await;
     let cron = create_cron(
         &client,
         &advancedcronjob(
@@ -301,6 +306,7 @@ async fn replace_deletes_the_running_child_for_the_next_run() {
     })
     .await;
     controllers.stop().await;
+    cluster.shutdown().await;
 }
 
 /// A stand-in for the ImageListPullJob CRD (another family's): any spec, a status subresource.
@@ -326,7 +332,7 @@ fn pull_cron() -> AdvancedCronJob {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_image_list_pull_job_template_creates_its_child_once_the_kind_is_installed() {
+async fn sim_only_an_image_list_pull_job_template_creates_its_child_once_the_kind_is_installed() {
     use kruise_broadcastjob::api::imagelistpulljob::ImageListPullJob;
     let (_sim, client) = sim_with_crds(1).await;
     let cron = create_cron(&client, &pull_cron()).await;
@@ -335,14 +341,20 @@ async fn an_image_list_pull_job_template_creates_its_child_once_the_kind_is_inst
     let hour = Timestamp::from_second(s - s.rem_euclid(3600) + 3600).unwrap();
     let clock = TestClock::at(hour.checked_add(SignedDuration::from_secs(2)).unwrap());
     let controllers = Controllers::start_with(&client, Some(&clock));
-    let message = kruise_testkit::wait_for_warning(&client, "default", "pull", "MissingKind").await;
+    let message = kruise_testkit::wait_for_warning(
+        &client,
+        client.default_namespace(),
+        "pull",
+        "MissingKind",
+    )
+    .await;
     assert!(
         message.contains("imagelistpulljobs.apps.kruise.io is not installed"),
         "{message}"
     );
 
     kruise_testkit::sim::install_crds(&client, &[image_list_pull_job_crd()]).await;
-    let api = Api::<ImageListPullJob>::namespaced(client.clone(), "default");
+    let api = Api::<ImageListPullJob>::default_namespaced(client.clone());
     let name = format!("pull-{}", hour.as_second());
     let child = eventually(
         "the ImageListPullJob of the run",
@@ -382,7 +394,7 @@ async fn an_image_list_pull_job_template_creates_its_child_once_the_kind_is_inst
     let status = eventually("the finished child is not active", WAIT, || {
         let client = client.clone();
         async move {
-            Api::<AdvancedCronJob>::namespaced(client, "default")
+            Api::<AdvancedCronJob>::default_namespaced(client)
                 .get("pull")
                 .await
                 .unwrap()

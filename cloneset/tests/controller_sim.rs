@@ -1,6 +1,8 @@
-//! The CloneSet controller against kruise-sim, in-process: creation, scaling with
-//! `scaleStrategy.maxUnavailable`, `podsToDelete`, in-place update, partition, status, and a
-//! controller restart mid-rollout — with the API writes counted.
+//! The CloneSet controller in-process against kruise-sim, or the real API server of
+//! `KRUISE_TEST_KUBECONFIG`: creation, scaling with `scaleStrategy.maxUnavailable`,
+//! `podsToDelete`, in-place update, partition, status, and a controller restart mid-rollout
+//! — with the API writes counted. The `sim_only_*` tests inject faults, which only the
+//! simulator can.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod support;
@@ -15,11 +17,12 @@ use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt as _};
 use serde_json::json;
 use support::{
-    RunningController, WAIT, cloneset, eventually, pods_of, set_schedulable, sim_with_crd,
+    RunningController, WAIT, cloneset, cluster_with_crd, eventually, pods_of, set_schedulable,
+    sim_with_crd,
 };
 
 fn clonesets(client: &Client) -> Api<CloneSet> {
-    Api::namespaced(client.clone(), "default")
+    Api::default_namespaced(client.clone())
 }
 
 async fn get(client: &Client, name: &str) -> CloneSet {
@@ -57,7 +60,7 @@ async fn patch_spec(client: &Client, name: &str, spec: serde_json::Value) {
 }
 
 async fn event_reasons(client: &Client, name: &str) -> Vec<String> {
-    kruise_testkit::events_about(client, "default", name)
+    kruise_testkit::events_about(client, client.default_namespace(), name)
         .await
         .into_iter()
         .filter_map(|e| e.reason)
@@ -65,8 +68,8 @@ async fn event_reasons(client: &Client, name: &str) -> Vec<String> {
 }
 
 /// Successful (2xx) requests with this verb on pods/`subresource`.
-fn successful(sim: &kruise_sim::Sim, verb: &str, subresource: &str) -> u64 {
-    sim.counters()
+fn successful(counters: &kruise_sim::Counters, verb: &str, subresource: &str) -> u64 {
+    counters
         .snapshot()
         .into_iter()
         .filter(|(k, _)| {
@@ -88,7 +91,7 @@ fn container_image(pod: &Pod) -> String {
 
 #[tokio::test]
 async fn creates_pods_with_identity_and_reports_status() {
-    let (sim, client) = sim_with_crd().await;
+    let (cluster, client) = cluster_with_crd().await;
     let controller = RunningController::start(&client);
     clonesets(&client)
         .create(
@@ -133,22 +136,22 @@ async fn creates_pods_with_identity_and_reports_status() {
     // One create per pod, never more.
     // Per pod: one create, then one status-subresource patch once it is scheduled that
     // carries both InPlaceUpdateReady=True and the PreparingNormal -> Normal labels.
-    assert_eq!(sim.counters().count("create", "pods"), 3);
-    assert_eq!(sim.counters().count_sub("patch", "pods", ""), 0);
-    assert_eq!(sim.counters().count_sub("patch", "pods", "status"), 3);
-    assert_eq!(sim.counters().count("delete", "pods"), 0);
+    assert_eq!(cluster.counters().count("create", "pods"), 3);
+    assert_eq!(cluster.counters().count_sub("patch", "pods", ""), 0);
+    assert_eq!(cluster.counters().count_sub("patch", "pods", "status"), 3);
+    assert_eq!(cluster.counters().count("delete", "pods"), 0);
     eventually("SuccessfulCreate events", WAIT, || async {
         let reasons = event_reasons(&client, "web").await;
         (reasons.iter().filter(|r| *r == "SuccessfulCreate").count() >= 3).then_some(())
     })
     .await;
     controller.stop().await;
-    sim.shutdown().await;
+    cluster.shutdown().await;
 }
 
 #[tokio::test]
 async fn scale_up_respects_max_unavailable_and_pods_to_delete_removes_the_named_pod() {
-    let (sim, client) = sim_with_crd().await;
+    let (cluster, client) = cluster_with_crd().await;
     let controller = RunningController::start(&client);
     clonesets(&client)
         .create(
@@ -182,7 +185,7 @@ async fn scale_up_respects_max_unavailable_and_pods_to_delete_removes_the_named_
     assert_eq!(pods_of(&client, "web").await.len(), 3);
     set_schedulable(&client, true).await;
     wait_rolled_out(&client, "web", 4).await;
-    assert_eq!(sim.counters().count("create", "pods"), 4);
+    assert_eq!(cluster.counters().count("create", "pods"), 4);
 
     // podsToDelete: exactly the named pod goes, a replacement comes, the list is cleaned.
     let victim = pods_of(&client, "web").await[1].name_any();
@@ -202,8 +205,8 @@ async fn scale_up_respects_max_unavailable_and_pods_to_delete_removes_the_named_
             .then_some(())
     })
     .await;
-    assert_eq!(sim.counters().count("delete", "pods"), 1);
-    assert_eq!(sim.counters().count("create", "pods"), 5);
+    assert_eq!(cluster.counters().count("delete", "pods"), 1);
+    assert_eq!(cluster.counters().count("create", "pods"), 5);
 
     // Scale down.
     patch_spec(&client, "web", json!({"replicas": 1})).await;
@@ -218,14 +221,14 @@ async fn scale_up_respects_max_unavailable_and_pods_to_delete_removes_the_named_
             .then_some(())
     })
     .await;
-    assert_eq!(sim.counters().count("delete", "pods"), 4);
+    assert_eq!(cluster.counters().count("delete", "pods"), 4);
     controller.stop().await;
-    sim.shutdown().await;
+    cluster.shutdown().await;
 }
 
 #[tokio::test]
 async fn in_place_update_keeps_pod_identity_and_partition_keeps_old_pods() {
-    let (sim, client) = sim_with_crd().await;
+    let (cluster, client) = cluster_with_crd().await;
     let controller = RunningController::start(&client);
     clonesets(&client)
         .create(
@@ -241,9 +244,9 @@ async fn in_place_update_keeps_pod_identity_and_partition_keeps_old_pods() {
         .unwrap();
     let before = wait_rolled_out(&client, "web", 3).await;
     let old_pods = pods_of(&client, "web").await;
-    let creates = sim.counters().count("create", "pods");
-    let spec_patches = sim.counters().count_sub("patch", "pods", "");
-    let status_patches = successful(&sim, "patch", "status");
+    let creates = cluster.counters().count("create", "pods");
+    let spec_patches = cluster.counters().count_sub("patch", "pods", "");
+    let status_patches = successful(cluster.counters(), "patch", "status");
 
     // Partition 2 of 3: exactly one pod moves to the new image.
     patch_spec(
@@ -328,17 +331,20 @@ async fn in_place_update_keeps_pod_identity_and_partition_keeps_old_pods() {
             .restart_count;
         assert_eq!(restarts, 1, "{}", pod.name_any());
     }
-    assert_eq!(sim.counters().count("create", "pods"), creates);
-    assert_eq!(sim.counters().count("delete", "pods"), 0);
+    assert_eq!(cluster.counters().count("create", "pods"), creates);
+    assert_eq!(cluster.counters().count("delete", "pods"), 0);
     // Three writes per pod: InPlaceUpdateReady=False (status), the spec patch (image,
     // revision labels, state annotation, lifecycle Updating), and InPlaceUpdateReady=True
     // with the lifecycle back to Normal (status). kruise-sim's kubelet writes in-process,
     // so the counters see only the controller.
     assert_eq!(
-        sim.counters().count_sub("patch", "pods", "") - spec_patches,
+        cluster.counters().count_sub("patch", "pods", "") - spec_patches,
         3
     );
-    assert_eq!(successful(&sim, "patch", "status") - status_patches, 6);
+    assert_eq!(
+        successful(cluster.counters(), "patch", "status") - status_patches,
+        6
+    );
     eventually("SuccessfulUpdatePodInPlace events", WAIT, || async {
         let reasons = event_reasons(&client, "web").await;
         (reasons
@@ -350,12 +356,12 @@ async fn in_place_update_keeps_pod_identity_and_partition_keeps_old_pods() {
     })
     .await;
     controller.stop().await;
-    sim.shutdown().await;
+    cluster.shutdown().await;
 }
 
 #[tokio::test]
 async fn a_controller_restart_mid_rollout_does_not_double_create() {
-    let (sim, client) = sim_with_crd().await;
+    let (cluster, client) = cluster_with_crd().await;
     set_schedulable(&client, false).await;
     let first = RunningController::start(&client);
     clonesets(&client)
@@ -379,15 +385,15 @@ async fn a_controller_restart_mid_rollout_does_not_double_create() {
     set_schedulable(&client, true).await;
     wait_rolled_out(&client, "web", 6).await;
     assert_eq!(pods_of(&client, "web").await.len(), 6);
-    assert_eq!(sim.counters().count("create", "pods"), 6);
-    assert_eq!(sim.counters().count("delete", "pods"), 0);
+    assert_eq!(cluster.counters().count("create", "pods"), 6);
+    assert_eq!(cluster.counters().count("delete", "pods"), 0);
     second.stop().await;
-    sim.shutdown().await;
+    cluster.shutdown().await;
 }
 
 #[tokio::test]
 async fn an_invalid_cloneset_gets_a_condition_instead_of_pods() {
-    let (sim, client) = sim_with_crd().await;
+    let (cluster, client) = cluster_with_crd().await;
     let controller = RunningController::start(&client);
     // The selector does not match the template labels (no webhook in front of the sim).
     let mut cs = cloneset("bad", 2, "nginx:1", json!({}));
@@ -419,14 +425,14 @@ async fn an_invalid_cloneset_gets_a_condition_instead_of_pods() {
     })
     .await;
     assert!(pods_of(&client, "bad").await.is_empty());
-    assert_eq!(sim.counters().count("create", "pods"), 0);
+    assert_eq!(cluster.counters().count("create", "pods"), 0);
     controller.stop().await;
-    sim.shutdown().await;
+    cluster.shutdown().await;
 }
 
 /// Requests with this verb on pods (any subresource) answered with `code`.
-fn with_code(sim: &kruise_sim::Sim, verb: &str, code: u16) -> u64 {
-    sim.counters()
+fn with_code(counters: &kruise_sim::Counters, verb: &str, code: u16) -> u64 {
+    counters
         .snapshot()
         .into_iter()
         .filter(|(k, _)| {
@@ -437,7 +443,7 @@ fn with_code(sim: &kruise_sim::Sim, verb: &str, code: u16) -> u64 {
 }
 
 #[tokio::test]
-async fn failed_creates_stop_the_slow_start_batch_and_never_double_create() {
+async fn sim_only_failed_creates_stop_the_slow_start_batch_and_never_double_create() {
     let (sim, client) = sim_with_crd().await;
     // The controller sees every 500 itself (no client-side retries).
     let controller = RunningController::start(&sim.client_without_retries().unwrap());
@@ -462,8 +468,8 @@ async fn failed_creates_stop_the_slow_start_batch_and_never_double_create() {
         .unwrap();
     wait_rolled_out(&client, "web", 4).await;
     // Each failed reconcile tried one pod (a batch of 1) and stopped; then 1 + 2 + 1.
-    assert_eq!(with_code(&sim, "create", 500), 2);
-    assert_eq!(with_code(&sim, "create", 201), 4);
+    assert_eq!(with_code(sim.counters(), "create", 500), 2);
+    assert_eq!(with_code(sim.counters(), "create", 201), 4);
     assert_eq!(pods_of(&client, "web").await.len(), 4);
     eventually("FailedCreate events", WAIT, || async {
         event_reasons(&client, "web")
@@ -478,7 +484,7 @@ async fn failed_creates_stop_the_slow_start_batch_and_never_double_create() {
 }
 
 #[tokio::test]
-async fn conflicts_and_dropped_watches_do_not_break_the_bounds() {
+async fn sim_only_conflicts_and_dropped_watches_do_not_break_the_bounds() {
     let (sim, client) = sim_with_crd().await;
     let controller = RunningController::start(&sim.client_without_retries().unwrap());
     sim.faults().force_conflicts("clonesets", 3);
@@ -502,12 +508,12 @@ async fn conflicts_and_dropped_watches_do_not_break_the_bounds() {
 }
 
 #[tokio::test]
-async fn expired_scale_expectations_are_an_event_and_a_metric() {
+async fn sim_only_expired_scale_expectations_are_an_event_and_a_metric() {
     let (sim, client) = sim_with_crd().await;
     let controller = RunningController::start_with(
         &sim.client_without_retries().unwrap(),
         kruise_cloneset::controller::Settings {
-            namespace: Some("default".into()),
+            namespace: Some(client.default_namespace().into()),
             expectation_timeout: jiff::SignedDuration::from_secs(1),
             ..Default::default()
         },
@@ -569,7 +575,7 @@ async fn expired_scale_expectations_are_an_event_and_a_metric() {
 #[tokio::test]
 async fn each_pod_gets_its_claims_and_they_go_with_it_and_scale_subresource_works() {
     use k8s_openapi::api::core::v1::PersistentVolumeClaim;
-    let (sim, client) = sim_with_crd().await;
+    let (cluster, client) = cluster_with_crd().await;
     let controller = RunningController::start(&client);
     clonesets(&client)
         .create(
@@ -587,7 +593,7 @@ async fn each_pod_gets_its_claims_and_they_go_with_it_and_scale_subresource_work
         .await
         .unwrap();
     wait_rolled_out(&client, "web", 2).await;
-    let claims: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), "default");
+    let claims: Api<PersistentVolumeClaim> = Api::default_namespaced(client.clone());
     let claim_names = || async {
         let mut names: Vec<String> = claims
             .list(&ListParams::default())
@@ -620,7 +626,10 @@ async fn each_pod_gets_its_claims_and_they_go_with_it_and_scale_subresource_work
             format!("data-web-{}", pod.labels()[CLONESET_INSTANCE_ID_KEY])
         );
     }
-    assert_eq!(sim.counters().count("create", "persistentvolumeclaims"), 2);
+    assert_eq!(
+        cluster.counters().count("create", "persistentvolumeclaims"),
+        2
+    );
 
     // `kubectl scale` goes through the scale subresource.
     clonesets(&client)
@@ -652,12 +661,12 @@ async fn each_pod_gets_its_claims_and_they_go_with_it_and_scale_subresource_work
     let scale = clonesets(&client).get_scale("web").await.unwrap();
     assert_eq!(scale.status.unwrap().replicas, 1);
     controller.stop().await;
-    sim.shutdown().await;
+    cluster.shutdown().await;
 }
 
 #[tokio::test]
 async fn recreate_update_replaces_pods_within_max_unavailable() {
-    let (sim, client) = sim_with_crd().await;
+    let (cluster, client) = cluster_with_crd().await;
     let controller = RunningController::start(&client);
     clonesets(&client)
         .create(
@@ -712,15 +721,15 @@ async fn recreate_update_replaces_pods_within_max_unavailable() {
         .then_some(())
     })
     .await;
-    assert_eq!(sim.counters().count("delete", "pods"), 3);
-    assert_eq!(sim.counters().count("create", "pods"), 6);
+    assert_eq!(cluster.counters().count("delete", "pods"), 3);
+    assert_eq!(cluster.counters().count("create", "pods"), 6);
     controller.stop().await;
-    sim.shutdown().await;
+    cluster.shutdown().await;
 }
 
 #[tokio::test]
 async fn a_pod_deleted_by_someone_else_is_replaced() {
-    let (sim, client) = sim_with_crd().await;
+    let (cluster, client) = cluster_with_crd().await;
     let controller = RunningController::start(&client);
     clonesets(&client)
         .create(
@@ -731,7 +740,7 @@ async fn a_pod_deleted_by_someone_else_is_replaced() {
         .unwrap();
     wait_rolled_out(&client, "web", 2).await;
     let victim = pods_of(&client, "web").await[0].name_any();
-    Api::<Pod>::namespaced(client.clone(), "default")
+    Api::<Pod>::default_namespaced(client.clone())
         .delete(&victim, &Default::default())
         .await
         .unwrap();
@@ -741,14 +750,14 @@ async fn a_pod_deleted_by_someone_else_is_replaced() {
     })
     .await;
     wait_rolled_out(&client, "web", 2).await;
-    assert_eq!(sim.counters().count("create", "pods"), 3);
+    assert_eq!(cluster.counters().count("create", "pods"), 3);
     controller.stop().await;
-    sim.shutdown().await;
+    cluster.shutdown().await;
 }
 
 #[tokio::test]
 async fn priority_strategy_orders_the_in_place_update() {
-    let (sim, client) = sim_with_crd().await;
+    let (cluster, client) = cluster_with_crd().await;
     let controller = RunningController::start(&client);
     clonesets(&client)
         .create(
@@ -770,7 +779,7 @@ async fn priority_strategy_orders_the_in_place_update() {
     wait_rolled_out(&client, "web", 4).await;
     // Mark the last pod (by name) so the default order would not pick it first.
     let canary = pods_of(&client, "web").await[3].name_any();
-    Api::<Pod>::namespaced(client.clone(), "default")
+    Api::<Pod>::default_namespaced(client.clone())
         .patch(
             &canary,
             &PatchParams::default(),
@@ -815,12 +824,12 @@ async fn priority_strategy_orders_the_in_place_update() {
     assert_eq!(first, vec![canary], "the weighted pod goes first, alone");
     wait_rolled_out(&client, "web", 4).await;
     controller.stop().await;
-    sim.shutdown().await;
+    cluster.shutdown().await;
 }
 
 #[tokio::test]
 async fn pre_delete_hook_holds_a_scaled_down_pod_until_released() {
-    let (sim, client) = sim_with_crd().await;
+    let (cluster, client) = cluster_with_crd().await;
     let controller = RunningController::start(&client);
     let mut cs = cloneset(
         "web",
@@ -852,13 +861,13 @@ async fn pre_delete_hook_holds_a_scaled_down_pod_until_released() {
     })
     .await;
     assert_eq!(
-        sim.counters().count("delete", "pods"),
+        cluster.counters().count("delete", "pods"),
         0,
         "held by the hook"
     );
     assert_eq!(pods_of(&client, "web").await.len(), 2);
     // The owner of the hook releases it: the pod goes.
-    Api::<Pod>::namespaced(client.clone(), "default")
+    Api::<Pod>::default_namespaced(client.clone())
         .patch(
             &held.name_any(),
             &PatchParams::default(),
@@ -872,16 +881,16 @@ async fn pre_delete_hook_holds_a_scaled_down_pod_until_released() {
     })
     .await;
     controller.stop().await;
-    sim.shutdown().await;
+    cluster.shutdown().await;
 }
 
 #[tokio::test]
 async fn partition_rollback_gate_rolls_updated_pods_back_when_the_partition_rises() {
-    let (sim, client) = sim_with_crd().await;
+    let (cluster, client) = cluster_with_crd().await;
     let controller = RunningController::start_with(
         &client,
         kruise_cloneset::controller::Settings {
-            namespace: Some("default".into()),
+            namespace: Some(client.default_namespace().into()),
             gates: kruise_cloneset::plan::PlanGates {
                 partition_rollback: true,
                 ..Default::default()
@@ -946,12 +955,12 @@ async fn partition_rollback_gate_rolls_updated_pods_back_when_the_partition_rise
     let s = cs.status.unwrap();
     assert_ne!(s.update_revision, s.current_revision);
     assert_eq!(
-        sim.counters().count("delete", "pods"),
+        cluster.counters().count("delete", "pods"),
         0,
         "rolled back in place"
     );
     controller.stop().await;
-    sim.shutdown().await;
+    cluster.shutdown().await;
 }
 
 fn lifecycle_state(pod: &Pod) -> String {
@@ -962,7 +971,7 @@ fn lifecycle_state(pod: &Pod) -> String {
 }
 
 async fn set_pod_label(client: &Client, pod: &str, key: &str, value: Option<&str>) {
-    Api::<Pod>::namespaced(client.clone(), "default")
+    Api::<Pod>::default_namespaced(client.clone())
         .patch(
             pod,
             &PatchParams::default(),
@@ -975,7 +984,7 @@ async fn set_pod_label(client: &Client, pod: &str, key: &str, value: Option<&str
 #[tokio::test]
 async fn in_place_update_hook_holds_the_update_until_released_and_waits_for_it_again() {
     const HOOK: &str = "example.com/unready-blocker";
-    let (sim, client) = sim_with_crd().await;
+    let (cluster, client) = cluster_with_crd().await;
     let controller = RunningController::start(&client);
     let mut cs = cloneset(
         "web",
@@ -1027,13 +1036,13 @@ async fn in_place_update_hook_holds_the_update_until_released_and_waits_for_it_a
     .await;
     wait_rolled_out(&client, "web", 1).await;
     controller.stop().await;
-    sim.shutdown().await;
+    cluster.shutdown().await;
 }
 
 #[tokio::test]
 async fn pre_normal_hook_keeps_new_pods_unavailable_until_hooked() {
     const HOOK: &str = "example.com/registered";
-    let (sim, client) = sim_with_crd().await;
+    let (cluster, client) = cluster_with_crd().await;
     let controller = RunningController::start(&client);
     clonesets(&client)
         .create(
@@ -1075,12 +1084,12 @@ async fn pre_normal_hook_keeps_new_pods_unavailable_until_hooked() {
     .await;
     wait_rolled_out(&client, "web", 2).await;
     controller.stop().await;
-    sim.shutdown().await;
+    cluster.shutdown().await;
 }
 
 #[tokio::test]
 async fn scatter_strategy_interleaves_the_in_place_update() {
-    let (sim, client) = sim_with_crd().await;
+    let (cluster, client) = cluster_with_crd().await;
     let controller = RunningController::start(&client);
     clonesets(&client)
         .create(
@@ -1154,5 +1163,5 @@ async fn scatter_strategy_interleaves_the_in_place_update() {
     );
     wait_rolled_out(&client, "web", 6).await;
     controller.stop().await;
-    sim.shutdown().await;
+    cluster.shutdown().await;
 }

@@ -1,5 +1,6 @@
 //! A CloneSet that does not decode never stalls the kind: the controller's watch skips it
-//! with a Warning event and a metric, and every other CloneSet keeps reconciling.
+//! with a Warning event and a metric, and every other CloneSet keeps reconciling. Against
+//! kruise-sim, or the real API server of `KRUISE_TEST_KUBECONFIG`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod support;
@@ -9,24 +10,24 @@ use kruise_testkit::wait_for_warning;
 use kube::ResourceExt as _;
 use kube::api::{Api, ApiResource, DynamicObject, PostParams};
 use serde_json::json;
-use support::{RunningController, WAIT, cloneset, eventually, pods_of, sim_with_crd};
+use support::{RunningController, WAIT, cloneset, cluster_with_crd, eventually, pods_of};
 
 #[tokio::test]
 async fn a_cloneset_that_does_not_decode_gets_a_warning_and_the_others_reconcile() {
-    let (sim, client) = sim_with_crd().await;
+    let (cluster, client) = cluster_with_crd().await;
     // The template is schemaless, so the API server stores a container image that is a
     // number; the typed CloneSet cannot decode it.
     let mut bad = serde_json::to_value(cloneset("undecodable", 1, "nginx:1", json!({}))).unwrap();
     bad["spec"]["template"]["spec"]["containers"][0]["image"] = json!(5);
     let resource = ApiResource::erase::<CloneSet>(&());
-    let raw: Api<DynamicObject> = Api::namespaced_with(client.clone(), "default", &resource);
+    let raw: Api<DynamicObject> = Api::default_namespaced_with(client.clone(), &resource);
     raw.create(
         &PostParams::default(),
         &serde_json::from_value(bad).unwrap(),
     )
     .await
     .unwrap();
-    let clonesets: Api<CloneSet> = Api::namespaced(client.clone(), "default");
+    let clonesets: Api<CloneSet> = Api::default_namespaced(client.clone());
     clonesets
         .create(
             &PostParams::default(),
@@ -37,7 +38,13 @@ async fn a_cloneset_that_does_not_decode_gets_a_warning_and_the_others_reconcile
 
     // Started after both exist: the bad one is in the controller's first list.
     let controller = RunningController::start(&client);
-    let warning = wait_for_warning(&client, "default", "undecodable", "FailedDecode").await;
+    let warning = wait_for_warning(
+        &client,
+        client.default_namespace(),
+        "undecodable",
+        "FailedDecode",
+    )
+    .await;
     assert!(warning.contains("undecodable"), "{warning}");
     eventually("the CloneSet listed with it reconciled", WAIT, || async {
         (pods_of(&client, "before").await.len() == 2).then_some(())
@@ -68,5 +75,5 @@ async fn a_cloneset_that_does_not_decode_gets_a_warning_and_the_others_reconcile
     assert!(undecodable.data.get("status").is_none_or(|s| s.is_null()));
     assert_eq!(undecodable.name_any(), "undecodable");
     controller.stop().await;
-    sim.shutdown().await;
+    cluster.shutdown().await;
 }

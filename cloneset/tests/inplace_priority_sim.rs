@@ -1,6 +1,7 @@
 //! An in-place update of containers with launch priorities, against kruise-sim: the engine
 //! patches the higher-priority sidecar first and the app only once the new sidecar is ready
-//! (OpenKruise's container batches), on the same pod.
+//! (OpenKruise's container batches), on the same pod. Against kruise-sim, or the real API
+//! server of `KRUISE_TEST_KUBECONFIG`.
 //!
 //! The pods carry the barrier env `KRUISE_CONTAINER_BARRIER` in the template, as the
 //! launch-priority pod webhook (kruise-crr's, golden-tested there) would inject it; the
@@ -18,7 +19,7 @@ use kruise_common::inplace::InPlaceUpdateState;
 use kube::ResourceExt as _;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::json;
-use support::{RunningController, WAIT, cloneset, eventually, pods_of, sim_with_crd};
+use support::{RunningController, WAIT, cloneset, cluster_with_crd, eventually, pods_of};
 
 fn barrier_env(priority: i32) -> serde_json::Value {
     json!([{"name": "KRUISE_CONTAINER_BARRIER", "valueFrom": {"configMapKeyRef": {
@@ -56,13 +57,13 @@ fn containers_of(pod: &Pod) -> [(String, i32, bool); 2] {
 
 #[tokio::test]
 async fn in_place_update_restarts_the_higher_priority_sidecar_first() {
-    let (sim, client) = sim_with_crd().await;
-    let config_maps: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    let (cluster, client) = cluster_with_crd().await;
+    let config_maps: Api<ConfigMap> = Api::default_namespaced(client.clone());
     config_maps
         .create(
             &PostParams::default(),
             &serde_json::from_value(json!({
-                "metadata": {"name": "web-barrier", "namespace": "default"},
+                "metadata": {"name": "web-barrier"},
                 "data": {"p_0": "true", "p_1": "true"},
             }))
             .unwrap(),
@@ -70,7 +71,7 @@ async fn in_place_update_restarts_the_higher_priority_sidecar_first() {
         .await
         .unwrap();
     let controller = RunningController::start(&client);
-    let clonesets: Api<CloneSet> = Api::namespaced(client.clone(), "default");
+    let clonesets: Api<CloneSet> = Api::default_namespaced(client.clone());
     clonesets
         .create(
             &PostParams::default(),
@@ -186,5 +187,5 @@ async fn in_place_update_restarts_the_higher_priority_sidecar_first() {
     )
     .await;
     controller.stop().await;
-    sim.shutdown().await;
+    cluster.shutdown().await;
 }

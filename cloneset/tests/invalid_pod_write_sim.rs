@@ -2,7 +2,8 @@
 //! 1): a CloneSet template whose annotations fit kube-apiserver's 256 KiB limit on their
 //! own but not together with the annotations the in-place update adds to the pod (a refusal
 //! no template check can foresee) costs a bounded number of pod patches, a Warning event
-//! and a `FailedUpdate` condition, and never makes a pod unready.
+//! and a `FailedUpdate` condition, and never makes a pod unready. Against kruise-sim, or the
+//! real API server of `KRUISE_TEST_KUBECONFIG` (whose refusal kruise-sim mimics).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod support;
@@ -21,7 +22,7 @@ use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::runtime::watcher;
 use kube::{Client, ResourceExt as _};
 use serde_json::json;
-use support::{RunningController, WAIT, cloneset, eventually, pods_of, sim_with_crd};
+use support::{RunningController, WAIT, cloneset, cluster_with_crd, eventually, pods_of};
 
 fn condition_status<'a>(pod: &'a Pod, type_: &str) -> Option<&'a str> {
     pod.status
@@ -34,14 +35,14 @@ fn condition_status<'a>(pod: &'a Pod, type_: &str) -> Option<&'a str> {
 }
 
 /// Every spec or status patch sent for a pod, accepted or refused.
-fn pod_patches(sim: &kruise_sim::Sim) -> u64 {
-    sim.counters().count("patch", "pods")
+fn pod_patches(counters: &kruise_sim::Counters) -> u64 {
+    counters.count("patch", "pods")
 }
 
 /// Counts, per pod of `app`, the times its Ready condition was seen going True -> False.
 fn count_ready_flips(client: &Client, app: &str) -> Arc<Mutex<HashMap<String, u32>>> {
     let flips: Arc<Mutex<HashMap<String, u32>>> = Arc::default();
-    let api: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let api: Api<Pod> = Api::default_namespaced(client.clone());
     let config = watcher::Config::default().labels(&format!("app={app}"));
     let seen = flips.clone();
     tokio::spawn(async move {
@@ -66,9 +67,9 @@ fn count_ready_flips(client: &Client, app: &str) -> Arc<Mutex<HashMap<String, u3
 
 #[tokio::test]
 async fn an_invalid_template_annotation_is_not_retried_hot_and_pods_stay_ready() {
-    let (sim, client) = sim_with_crd().await;
+    let (cluster, client) = cluster_with_crd().await;
     let controller = RunningController::start(&client);
-    let clonesets: Api<CloneSet> = Api::namespaced(client.clone(), "default");
+    let clonesets: Api<CloneSet> = Api::default_namespaced(client.clone());
     clonesets
         .create(
             &PostParams::default(),
@@ -87,7 +88,7 @@ async fn an_invalid_template_annotation_is_not_retried_hot_and_pods_stay_ready()
     })
     .await;
     let flips = count_ready_flips(&client, "web");
-    let patches_before = pod_patches(&sim);
+    let patches_before = pod_patches(cluster.counters());
 
     // 40 bytes under the limit in the template; the in-place state annotation the update
     // adds takes the pod over it, and kube-apiserver (and kruise-sim) refuse it with 422.
@@ -104,7 +105,7 @@ async fn an_invalid_template_annotation_is_not_retried_hot_and_pods_stay_ready()
     let patched_at = Instant::now();
 
     eventually("a FailedUpdatePodInPlace Warning event", WAIT, || async {
-        kruise_testkit::events_about(&client, "default", "web")
+        kruise_testkit::events_about(&client, client.default_namespace(), "web")
             .await
             .into_iter()
             .any(|e| {
@@ -140,7 +141,7 @@ async fn an_invalid_template_annotation_is_not_retried_hot_and_pods_stay_ready()
             .then_some(())
     })
     .await;
-    let patches = pod_patches(&sim) - patches_before;
+    let patches = pod_patches(cluster.counters()) - patches_before;
     assert!(
         patches <= 2 * 3,
         "{patches} pod patches in {:?}",
@@ -199,4 +200,5 @@ async fn an_invalid_template_annotation_is_not_retried_hot_and_pods_stay_ready()
     )
     .await;
     controller.stop().await;
+    cluster.shutdown().await;
 }

@@ -1,5 +1,7 @@
-//! The controller and a node agent against kruise-sim: its kubelet restarts the containers
-//! the agent stops through the node's fake CRI socket (new containerID, restartCount+1).
+//! The controller and a node agent against kruise-sim, or the real API server of
+//! `KRUISE_TEST_KUBECONFIG` with kruise-sim's nodes: the simulated kubelet restarts the
+//! containers the agent stops through the node's fake CRI socket (new containerID,
+//! restartCount+1).
 //! Requests are created as the webhook would fill them (`admission::inject_pod` on the live
 //! pod and node).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -13,8 +15,7 @@ use kruise_common::runtime::{Metrics, Readiness, RunOptions};
 use kruise_crr::admission::{AdmittedCrr, check_create, inject_pod};
 use kruise_crr::api::v1beta1::ContainerRecreateRequest;
 use kruise_crr::{agent, controller};
-use kruise_sim::{Sim, SimConfig};
-use kruise_testkit::{WAIT, eventually};
+use kruise_testkit::{ClusterOptions, TestCluster, WAIT, eventually};
 use kube::api::{Api, DeleteParams, PostParams};
 use kube::{Client, ResourceExt as _};
 use serde_json::{Value, json};
@@ -23,7 +24,7 @@ use tokio_util::sync::CancellationToken;
 const NODE: &str = "sim-node-0";
 
 struct Cluster {
-    sim: Sim,
+    cluster: TestCluster,
     client: Client,
     shutdown: CancellationToken,
     tasks: Vec<tokio::task::JoinHandle<()>>,
@@ -51,13 +52,15 @@ impl Cluster {
             std::process::id(),
             rand_suffix()
         ));
-        let (sim, client) = kruise_testkit::sim::start(SimConfig {
-            nodes: 1,
-            cri_dir: Some(dir.clone()),
-            ..Default::default()
-        })
+        let (cluster, client) = kruise_testkit::cluster_with(
+            ClusterOptions {
+                nodes: 1,
+                cri_dir: Some(dir.clone()),
+                ..ClusterOptions::default()
+            },
+            &[kruise_crr::api::crd::crd().unwrap()],
+        )
         .await;
-        kruise_testkit::sim::install_crds(&client, &[kruise_crr::api::crd::crd().unwrap()]).await;
         let shutdown = CancellationToken::new();
         let opts = RunOptions {
             name: controller::CONTROLLER_NAME.into(),
@@ -74,12 +77,12 @@ impl Cluster {
         let ctx = AgentContext {
             client: kruise_testkit::agent_client(&client, "crr"),
             node: NODE.into(),
-            cri_socket: socket.unwrap_or_else(|| sim.cri_socket(NODE).unwrap()),
+            cri_socket: socket.unwrap_or_else(|| cluster.cri_socket(NODE).unwrap()),
             shutdown: shutdown.clone(),
         };
         let agent = tokio::spawn(async move { agent::run(ctx).await.unwrap() });
         Cluster {
-            sim,
+            cluster,
             client,
             shutdown,
             tasks: vec![controller, agent],
@@ -95,15 +98,15 @@ impl Cluster {
                 .unwrap()
                 .unwrap();
         }
-        drop(self.sim);
+        self.cluster.shutdown().await;
     }
 
     fn pods(&self) -> Api<Pod> {
-        Api::namespaced(self.client.clone(), "default")
+        Api::default_namespaced(self.client.clone())
     }
 
     fn requests(&self) -> Api<ContainerRecreateRequest> {
-        Api::namespaced(self.client.clone(), "default")
+        Api::default_namespaced(self.client.clone())
     }
 
     /// A pod with `app` and `sidecar`, running with both containers started.
@@ -165,7 +168,7 @@ impl Cluster {
     ) -> ContainerRecreateRequest {
         spec["podName"] = json!(pod.name_any());
         let mut crr: AdmittedCrr = serde_json::from_value(json!({
-            "metadata": {"name": name, "namespace": "default"},
+            "metadata": {"name": name, "namespace": self.client.default_namespace()},
             "spec": spec,
         }))
         .unwrap();
@@ -288,7 +291,7 @@ async fn app_then_sidecar_are_recreated_in_order_and_the_ttl_removes_the_request
     eventually("the Killing event", WAIT, || {
         let client = client.clone();
         async move {
-            kruise_testkit::events_about(&client, "default", "pod-0")
+            kruise_testkit::events_about(&client, client.default_namespace(), "pod-0")
                 .await
                 .into_iter()
                 .any(|e| {
@@ -329,10 +332,12 @@ async fn the_unready_grace_shows_on_the_pod_and_the_active_deadline_completes_th
                    "strategy": {"unreadyGracePeriodSeconds": 30}, "activeDeadlineSeconds": 4}),
         )
         .await;
-    // The pod is made not-ready by this request before anything is stopped.
+    // The pod is made not-ready by this request (keyed `<namespace>/<name>`) before
+    // anything is stopped.
     let pods = cluster.pods();
+    let key = format!(r#""key":"{}/graceful""#, cluster.client.default_namespace());
     eventually("the pod is held not-ready by the request", WAIT, || {
-        let pods = pods.clone();
+        let (pods, key) = (pods.clone(), key.clone());
         async move {
             let pod = pods.get("pod-1").await.ok()?;
             let cond = pod
@@ -340,12 +345,7 @@ async fn the_unready_grace_shows_on_the_pod_and_the_active_deadline_completes_th
                 .conditions?
                 .into_iter()
                 .find(|c| c.type_ == "KruisePodReady")?;
-            (cond.status == "False"
-                && cond
-                    .message
-                    .as_deref()?
-                    .contains(r#""key":"default/graceful""#))
-            .then_some(())
+            (cond.status == "False" && cond.message.as_deref()?.contains(&key)).then_some(())
         }
     })
     .await;

@@ -1,7 +1,8 @@
-//! Container launch priority against kruise-sim: its kubelet holds a container whose barrier
-//! key is missing (CreateContainerConfigError) and the controller opens the keys as the
-//! higher-priority containers become ready. Pods are created as the pod webhook would
-//! mutate them (`inject_barrier`; the chain itself is golden-tested).
+//! Container launch priority against kruise-sim, or the real API server of
+//! `KRUISE_TEST_KUBECONFIG` with kruise-sim's nodes: the simulated kubelet holds a container
+//! whose barrier key is missing (CreateContainerConfigError) and the controller opens the
+//! keys as the higher-priority containers become ready. Pods are created as the pod webhook
+//! would mutate them (`inject_barrier`; the chain itself is golden-tested).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::BTreeSet;
@@ -12,7 +13,6 @@ use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use kruise_common::runtime::{Metrics, Readiness, RunOptions};
 use kruise_crr::launch_priority;
 use kruise_crr::plan::launch_priority::{COMPLETED_KEY, inject_barrier};
-use kruise_sim::{Sim, SimConfig};
 use kruise_testkit::{WAIT, eventually};
 use kube::api::{Api, DeleteParams, PostParams};
 use serde_json::json;
@@ -41,13 +41,7 @@ fn states(pod: &Pod) -> Vec<(bool, bool, Option<String>)> {
 
 #[tokio::test]
 async fn launch_priority_starts_containers_in_priority_order() {
-    let sim = Sim::start(SimConfig {
-        nodes: 1,
-        ..Default::default()
-    })
-    .await
-    .unwrap();
-    let client = sim.client().unwrap();
+    let (cluster, client) = kruise_testkit::cluster_with_crds(1, &[]).await;
     let shutdown = CancellationToken::new();
     let opts = RunOptions {
         name: launch_priority::CONTROLLER_NAME.into(),
@@ -64,7 +58,7 @@ async fn launch_priority_starts_containers_in_priority_order() {
 
     let mut pod: Pod = serde_json::from_value(json!({
         "apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": "ordered", "namespace": "default", "annotations": {
+        "metadata": {"name": "ordered", "annotations": {
             "apps.kruise.io/container-launch-priority": "Ordered",
             "sim.kruise.io/ready-delay": "300ms",
         }},
@@ -73,7 +67,7 @@ async fn launch_priority_starts_containers_in_priority_order() {
     }))
     .unwrap();
     assert!(inject_barrier(&mut pod, "").unwrap());
-    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let pods: Api<Pod> = Api::default_namespaced(client.clone());
     pods.create(&PostParams::default(), &pod).await.unwrap();
 
     // Watch the pod start: a container never starts before every earlier one is ready,
@@ -110,7 +104,7 @@ async fn launch_priority_starts_containers_in_priority_order() {
     assert!(held.contains(&2), "log was never seen held: {held:?}");
 
     // The barrier holds every key and the pod is marked completed.
-    let config_maps: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    let config_maps: Api<ConfigMap> = Api::default_namespaced(client.clone());
     let all_keys = BTreeSet::from(["p_0".to_string(), "p_-1".into(), "p_-2".into()]);
     let barrier = config_maps.get("ordered-barrier").await.unwrap();
     let keys: BTreeSet<String> = barrier.data.unwrap_or_default().into_keys().collect();
@@ -143,4 +137,5 @@ async fn launch_priority_starts_containers_in_priority_order() {
         .await
         .unwrap()
         .unwrap();
+    cluster.shutdown().await;
 }

@@ -1,4 +1,5 @@
-//! The node agent against kruise-sim's fake CRI for one node: a NodeImage tag version is
+//! The node agent against kruise-sim's fake CRI for one node (kruise-sim, or the real API
+//! server of `KRUISE_TEST_KUBECONFIG` with kruise-sim's nodes): a NodeImage tag version is
 //! pulled through CRI and answered with the image's id, which the runtime then lists; a
 //! new version of a present tag under `IfNotPresent` is answered without a pull; a job and
 //! an image list end to end — controllers plus one agent per node — complete.
@@ -15,8 +16,7 @@ use kruise_imagepull::agent::{self, AgentSettings};
 use kruise_imagepull::api::v1beta1::{ImageListPullJob, ImagePullJob, NodeImage};
 use kruise_imagepull::api::{ImagePullPhase, ImageTagStatus};
 use kruise_imagepull::controller::{self, Settings};
-use kruise_sim::{Sim, SimConfig};
-use kruise_testkit::{WAIT, eventually};
+use kruise_testkit::{ClusterOptions, TestCluster, WAIT, eventually};
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt as _};
 use serde_json::json;
@@ -24,26 +24,27 @@ use tokio_util::sync::CancellationToken;
 
 const NODE: &str = "sim-node-0";
 
-async fn sim(nodes: usize, dir: &str) -> (Sim, Client, PathBuf) {
+/// `nodes` nodes with fake CRI sockets under a directory named after `dir`, and the CRDs.
+async fn cluster(nodes: usize, dir: &str) -> (TestCluster, Client, PathBuf) {
     let cri_dir =
         std::env::temp_dir().join(format!("kruise-imagepull-{dir}-{}", std::process::id()));
-    let sim = Sim::start(SimConfig {
-        nodes,
-        cri_dir: Some(cri_dir.clone()),
-        ..Default::default()
-    })
-    .await
-    .unwrap();
-    let client = sim.client().unwrap();
-    kruise_testkit::sim::install_crds(&client, &kruise_imagepull::api::crd::crds().unwrap()).await;
-    (sim, client, cri_dir)
+    let (cluster, client) = kruise_testkit::cluster_with(
+        ClusterOptions {
+            nodes,
+            cri_dir: Some(cri_dir.clone()),
+            ..ClusterOptions::default()
+        },
+        &kruise_imagepull::api::crd::crds().unwrap(),
+    )
+    .await;
+    (cluster, client, cri_dir)
 }
 
-fn start_agent(sim: &Sim, client: &Client, node: &str, shutdown: &CancellationToken) {
+fn start_agent(cluster: &TestCluster, client: &Client, node: &str, shutdown: &CancellationToken) {
     let ctx = AgentContext {
         client: client.clone(),
         node: node.into(),
-        cri_socket: sim.cri_socket(node).unwrap(),
+        cri_socket: cluster.cri_socket(node).unwrap(),
         shutdown: shutdown.clone(),
     };
     let settings = AgentSettings {
@@ -74,7 +75,7 @@ fn tag(tag: &str, version: i64) -> serde_json::Value {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tag_is_pulled_through_cri_and_answered_with_its_image_id() {
-    let (sim, client, dir) = sim(1, "pull").await;
+    let (cluster, client, dir) = cluster(1, "pull").await;
     let api: Api<NodeImage> = Api::all(client.clone());
     let node_image: NodeImage = serde_json::from_value(json!({
         "apiVersion": "apps.kruise.io/v1beta1", "kind": "NodeImage",
@@ -86,7 +87,7 @@ async fn a_tag_is_pulled_through_cri_and_answered_with_its_image_id() {
         .await
         .unwrap();
     let shutdown = CancellationToken::new();
-    start_agent(&sim, &client, NODE, &shutdown);
+    start_agent(&cluster, &client, NODE, &shutdown);
     let done = eventually("nginx:1.25 answered", WAIT, || {
         let client = client.clone();
         async move { answer(&client, "nginx", "1.25", 1).await }
@@ -101,7 +102,7 @@ async fn a_tag_is_pulled_through_cri_and_answered_with_its_image_id() {
     );
     // The runtime lists the image under that id.
     let mut images =
-        ImageServiceClient::new(kruise_cri::connect(sim.cri_socket(NODE).unwrap()).unwrap());
+        ImageServiceClient::new(kruise_cri::connect(cluster.cri_socket(NODE).unwrap()).unwrap());
     let listed = images
         .list_images(ListImagesRequest::default())
         .await
@@ -128,7 +129,7 @@ async fn a_tag_is_pulled_through_cri_and_answered_with_its_image_id() {
     assert_eq!(again.phase, Some(ImagePullPhase::Succeeded));
     assert_eq!(again.image_id, done.image_id);
     shutdown.cancel();
-    sim.shutdown().await;
+    cluster.shutdown().await;
     let _ = std::fs::remove_dir_all(dir);
 }
 
@@ -168,11 +169,11 @@ fn start_controllers(client: &Client, shutdown: &CancellationToken) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_job_completes_with_the_controllers_and_an_agent_per_node() {
-    let (sim, client, dir) = sim(3, "job").await;
+    let (cluster, client, dir) = cluster(3, "job").await;
     let shutdown = CancellationToken::new();
     start_controllers(&client, &shutdown);
     for i in 0..3 {
-        start_agent(&sim, &client, &format!("sim-node-{i}"), &shutdown);
+        start_agent(&cluster, &client, &format!("sim-node-{i}"), &shutdown);
     }
     eventually("three NodeImages", WAIT, || {
         let client = client.clone();
@@ -190,11 +191,11 @@ async fn a_job_completes_with_the_controllers_and_an_agent_per_node() {
     .await;
     let job: ImagePullJob = serde_json::from_value(json!({
         "apiVersion": "apps.kruise.io/v1beta1", "kind": "ImagePullJob",
-        "metadata": {"name": "everywhere", "namespace": "default"},
+        "metadata": {"name": "everywhere"},
         "spec": {"image": "busybox:1.36", "parallelism": 2, "completionPolicy": {"type": "Always"}},
     }))
     .unwrap();
-    let jobs: Api<ImagePullJob> = Api::namespaced(client.clone(), "default");
+    let jobs: Api<ImagePullJob> = Api::default_namespaced(client.clone());
     jobs.create(&PostParams::default(), &job).await.unwrap();
     let done = eventually("the job completes", WAIT, || {
         let jobs = jobs.clone();
@@ -215,17 +216,17 @@ async fn a_job_completes_with_the_controllers_and_an_agent_per_node() {
         done.name_any()
     );
     shutdown.cancel();
-    sim.shutdown().await;
+    cluster.shutdown().await;
     let _ = std::fs::remove_dir_all(dir);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_image_list_makes_one_child_per_image_and_completes() {
-    let (sim, client, dir) = sim(2, "list").await;
+    let (cluster, client, dir) = cluster(2, "list").await;
     let shutdown = CancellationToken::new();
     start_controllers(&client, &shutdown);
     for i in 0..2 {
-        start_agent(&sim, &client, &format!("sim-node-{i}"), &shutdown);
+        start_agent(&cluster, &client, &format!("sim-node-{i}"), &shutdown);
     }
     eventually("two NodeImages", WAIT, || {
         let client = client.clone();
@@ -242,12 +243,12 @@ async fn an_image_list_makes_one_child_per_image_and_completes() {
     .await;
     let list: ImageListPullJob = serde_json::from_value(json!({
         "apiVersion": "apps.kruise.io/v1beta1", "kind": "ImageListPullJob",
-        "metadata": {"name": "warm", "namespace": "default"},
+        "metadata": {"name": "warm"},
         "spec": {"images": ["nginx:1.25", "redis:7"], "parallelism": 2,
                  "completionPolicy": {"type": "Always", "ttlSecondsAfterFinished": 2}},
     }))
     .unwrap();
-    let lists: Api<ImageListPullJob> = Api::namespaced(client.clone(), "default");
+    let lists: Api<ImageListPullJob> = Api::default_namespaced(client.clone());
     lists.create(&PostParams::default(), &list).await.unwrap();
     let done = eventually("the list completes", WAIT, || {
         let lists = lists.clone();
@@ -265,7 +266,7 @@ async fn an_image_list_makes_one_child_per_image_and_completes() {
         (status.desired, status.completed, status.succeeded),
         (2, 2, 2)
     );
-    let children: Vec<ImagePullJob> = Api::<ImagePullJob>::namespaced(client.clone(), "default")
+    let children: Vec<ImagePullJob> = Api::<ImagePullJob>::default_namespaced(client.clone())
         .list(&Default::default())
         .await
         .unwrap()
@@ -280,6 +281,6 @@ async fn an_image_list_makes_one_child_per_image_and_completes() {
     })
     .await;
     shutdown.cancel();
-    sim.shutdown().await;
+    cluster.shutdown().await;
     let _ = std::fs::remove_dir_all(dir);
 }

@@ -1,4 +1,5 @@
-//! The NodeImage and ImagePullJob controllers against kruise-sim, with a stand-in agent
+//! The NodeImage and ImagePullJob controllers against kruise-sim, or the real API server of
+//! `KRUISE_TEST_KUBECONFIG` with kruise-sim's nodes, with a stand-in agent
 //! (this test's loop answers each NodeImage tag version the way the node agent does).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -172,7 +173,7 @@ async fn label_nodes(client: &Client, nodes: &[&str]) {
 }
 
 async fn job(client: &Client, name: &str) -> Option<ImagePullJob> {
-    Api::<ImagePullJob>::namespaced(client.clone(), "default")
+    Api::<ImagePullJob>::default_namespaced(client.clone())
         .get_opt(name)
         .await
         .unwrap()
@@ -210,7 +211,7 @@ const LABELLED: [&str; 3] = ["sim-node-0", "sim-node-2", "sim-node-4"];
 fn pull_job(name: &str, ttl: Option<i32>) -> ImagePullJob {
     serde_json::from_value(json!({
         "apiVersion": "apps.kruise.io/v1beta1", "kind": "ImagePullJob",
-        "metadata": {"name": name, "namespace": "default"},
+        "metadata": {"name": name},
         "spec": {"image": "nginx:1.25", "parallelism": 1,
                  "selector": {"matchLabels": {"pool": "pre"}},
                  "completionPolicy": {"type": "Always", "ttlSecondsAfterFinished": ttl}},
@@ -220,14 +221,14 @@ fn pull_job(name: &str, ttl: Option<i32>) -> ImagePullJob {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_job_on_three_of_five_nodes_by_label_completes_one_at_a_time_then_its_ttl_cleans_it() {
-    let (_sim, client) =
-        kruise_testkit::sim_with_crds(5, &kruise_imagepull::api::crd::crds().unwrap()).await;
+    let (cluster, client) =
+        kruise_testkit::cluster_with_crds(5, &kruise_imagepull::api::crd::crds().unwrap()).await;
     let controllers = Controllers::start(&client);
     label_nodes(&client, &LABELLED).await;
     // One NodeImage per node, labelled as the node.
     wait_for_labelled_node_images(&client).await;
     let agent = FakeAgent::start(&client, Duration::from_millis(300));
-    Api::<ImagePullJob>::namespaced(client.clone(), "default")
+    Api::<ImagePullJob>::default_namespaced(client.clone())
         .create(&PostParams::default(), &pull_job("warm", Some(3)))
         .await
         .unwrap();
@@ -299,17 +300,18 @@ async fn a_job_on_three_of_five_nodes_by_label_completes_one_at_a_time_then_its_
     .await;
     drop(agent);
     controllers.stop().await;
+    cluster.shutdown().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_controller_restart_mid_job_neither_repeats_nor_loses_a_node() {
-    let (_sim, client) =
-        kruise_testkit::sim_with_crds(5, &kruise_imagepull::api::crd::crds().unwrap()).await;
+    let (cluster, client) =
+        kruise_testkit::cluster_with_crds(5, &kruise_imagepull::api::crd::crds().unwrap()).await;
     let controllers = Controllers::start(&client);
     label_nodes(&client, &LABELLED).await;
     wait_for_labelled_node_images(&client).await;
     let agent = FakeAgent::start(&client, Duration::from_millis(800));
-    Api::<ImagePullJob>::namespaced(client.clone(), "default")
+    Api::<ImagePullJob>::default_namespaced(client.clone())
         .create(&PostParams::default(), &pull_job("restart", None))
         .await
         .unwrap();
@@ -353,4 +355,5 @@ async fn a_controller_restart_mid_job_neither_repeats_nor_loses_a_node() {
     assert!(job(&client, "restart").await.is_some());
     drop(agent);
     controllers.stop().await;
+    cluster.shutdown().await;
 }

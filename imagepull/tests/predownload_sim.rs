@@ -1,4 +1,5 @@
-//! Image pre-download end to end against kruise-sim, for each workload family that does it
+//! Image pre-download end to end against kruise-sim (or the real API server of
+//! `KRUISE_TEST_KUBECONFIG` with kruise-sim's nodes), for each workload family that does it
 //! (CloneSet, Advanced StatefulSet, Advanced DaemonSet), with the imagepull family and the
 //! workload's controller in-process and an agent per node: a rollout to a slow image (3 s
 //! per pull) creates the ImagePullJob before any pod updates (the partition holds them),
@@ -17,8 +18,8 @@ use kruise_common::runtime::{Metrics, Readiness, RunOptions};
 use kruise_imagepull::agent::{self, AgentSettings};
 use kruise_imagepull::api::v1beta1::{ImagePullJob, NodeImage};
 use kruise_imagepull::controller::{self, Settings};
-use kruise_sim::{ImagePulls, Sim, SimConfig};
-use kruise_testkit::{WAIT, eventually};
+use kruise_sim::ImagePull;
+use kruise_testkit::{ClusterOptions, TestCluster, WAIT, eventually};
 use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt as _};
 use serde_json::{Value, json};
@@ -63,7 +64,7 @@ fn cloneset() -> Workload {
         crd: kruise_cloneset::api::crd::crd().unwrap(),
         manifest: json!({
             "apiVersion": "apps.kruise.io/v1beta1", "kind": "CloneSet",
-            "metadata": {"name": "web", "namespace": "default"},
+            "metadata": {"name": "web"},
             "spec": {
                 "replicas": NODES,
                 "selector": {"matchLabels": {"app": "web"}},
@@ -95,7 +96,7 @@ fn statefulset() -> Workload {
         crd: kruise_statefulset::api::crd::crd().unwrap(),
         manifest: json!({
             "apiVersion": "apps.kruise.io/v1beta1", "kind": "StatefulSet",
-            "metadata": {"name": "web", "namespace": "default"},
+            "metadata": {"name": "web"},
             "spec": {
                 "replicas": NODES,
                 "serviceName": "web",
@@ -132,7 +133,7 @@ fn daemonset() -> Workload {
         crd: kruise_daemonset::api::crd::crd().unwrap(),
         manifest: json!({
             "apiVersion": "apps.kruise.io/v1beta1", "kind": "DaemonSet",
-            "metadata": {"name": "web", "namespace": "default"},
+            "metadata": {"name": "web"},
             "spec": {
                 "selector": {"matchLabels": {"app": "web"}},
                 "template": template(OLD),
@@ -156,7 +157,12 @@ fn daemonset() -> Workload {
 
 /// The NodeImage and ImagePullJob controllers, an agent per node and the workload's
 /// controller with pre-download on.
-fn start_families(sim: &Sim, client: &Client, workload: &Workload, shutdown: &CancellationToken) {
+fn start_families(
+    cluster: &TestCluster,
+    client: &Client,
+    workload: &Workload,
+    shutdown: &CancellationToken,
+) {
     let metrics = Metrics::new();
     let settings = Settings {
         creation_delay: Duration::ZERO,
@@ -177,7 +183,7 @@ fn start_families(sim: &Sim, client: &Client, workload: &Workload, shutdown: &Ca
         let node = format!("sim-node-{i}");
         let ctx = AgentContext {
             client: client.clone(),
-            cri_socket: sim.cri_socket(&node).unwrap(),
+            cri_socket: cluster.cri_socket(&node).unwrap(),
             node,
             shutdown: shutdown.clone(),
         };
@@ -192,7 +198,7 @@ fn start_families(sim: &Sim, client: &Client, workload: &Workload, shutdown: &Ca
 
 /// The workload's pods: `(node, spec image, running image and ready)` each.
 async fn pods(client: &Client) -> Vec<(String, String, Option<(String, bool)>)> {
-    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let pods: Api<Pod> = Api::default_namespaced(client.clone());
     let listed = pods
         .list(&ListParams::default().labels("app=web"))
         .await
@@ -236,20 +242,23 @@ async fn pre_downloaded_images_spare_the_updated_pods_the_pull(workload: Workloa
         workload.kind,
         std::process::id()
     ));
-    let sim = Sim::start(SimConfig {
-        nodes: NODES,
-        cri_dir: Some(cri_dir.clone()),
-        image_pulls: ImagePulls::default().delay(NEW, SLOW_PULL),
-        ..Default::default()
-    })
-    .await
-    .unwrap();
-    let client = sim.client().unwrap();
     let mut crds = kruise_imagepull::api::crd::crds().unwrap();
     crds.push(workload.crd.clone());
-    kruise_testkit::sim::install_crds(&client, &crds).await;
+    let slow_pull = ImagePull {
+        delay: Some(SLOW_PULL),
+        failure: None,
+    };
+    let (cluster, client) = kruise_testkit::cluster_with(
+        ClusterOptions {
+            nodes: NODES,
+            cri_dir: Some(cri_dir.clone()),
+            image_pulls: vec![(NEW.into(), slow_pull)],
+        },
+        &crds,
+    )
+    .await;
     let shutdown = CancellationToken::new();
-    start_families(&sim, &client, &workload, &shutdown);
+    start_families(&cluster, &client, &workload, &shutdown);
     eventually("a NodeImage per node", WAIT, || async {
         let listed = Api::<NodeImage>::all(client.clone())
             .list(&ListParams::default())
@@ -260,9 +269,8 @@ async fn pre_downloaded_images_spare_the_updated_pods_the_pull(workload: Workloa
     .await;
 
     // Four pods, held at the old revision by the partition.
-    let api: Api<DynamicObject> = Api::namespaced_with(
+    let api: Api<DynamicObject> = Api::default_namespaced_with(
         client.clone(),
-        "default",
         &kruise_testkit::sim::stored_resource(&workload.crd),
     );
     let object: DynamicObject = serde_json::from_value(workload.manifest.clone()).unwrap();
@@ -279,7 +287,7 @@ async fn pre_downloaded_images_spare_the_updated_pods_the_pull(workload: Workloa
     api.patch("web", &PatchParams::default(), &Patch::Merge(&image_patch))
         .await
         .unwrap();
-    let jobs: Api<ImagePullJob> = Api::namespaced(client.clone(), "default");
+    let jobs: Api<ImagePullJob> = Api::default_namespaced(client.clone());
     // (A DaemonSet created with a partition also gets a job for its first image, as
     // upstream's: no older revision, so every image counts as changed.)
     let job = eventually("the pre-download job", WAIT, || async {
@@ -341,7 +349,7 @@ async fn pre_downloaded_images_spare_the_updated_pods_the_pull(workload: Workloa
     })
     .await;
     shutdown.cancel();
-    sim.shutdown().await;
+    cluster.shutdown().await;
     let _ = std::fs::remove_dir_all(cri_dir);
 }
 

@@ -1,11 +1,13 @@
 //! A SidecarSet that does not decode never stalls the kind: the controller's watch skips it
-//! with a Warning event, and every other SidecarSet keeps reconciling.
+//! with a Warning event, and every other SidecarSet keeps reconciling. Against kruise-sim,
+//! or the real API server of `KRUISE_TEST_KUBECONFIG`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use kruise_common::runtime::{Metrics, RunOptions};
 use kruise_sidecarset::api::v1beta1::SidecarSet;
 use kruise_sidecarset::controller::{self, Settings};
-use kruise_testkit::{WAIT, eventually, sim_with_crds, wait_for_warning};
+use kruise_testkit::{WAIT, cluster_with_crds, eventually};
+use kube::ResourceExt as _;
 use kube::api::{Api, ApiResource, DynamicObject, PostParams};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
@@ -24,17 +26,21 @@ fn sidecar_set(name: &str, image: serde_json::Value) -> serde_json::Value {
 
 #[tokio::test]
 async fn a_sidecarset_that_does_not_decode_gets_a_warning_and_the_others_reconcile() {
-    let (sim, client) = sim_with_crds(0, &[kruise_sidecarset::api::crd::crd().unwrap()]).await;
+    let (cluster, client) =
+        cluster_with_crds(0, &[kruise_sidecarset::api::crd::crd().unwrap()]).await;
     let resource = ApiResource::erase::<SidecarSet>(&());
     let raw: Api<DynamicObject> = Api::all_with(client.clone(), &resource);
     // The container fields are schemaless: the API server stores an image that is a number.
+    let mut uids = Vec::new();
     for (name, image) in [("undecodable", json!(5)), ("before", json!("sidecar:1"))] {
-        raw.create(
-            &PostParams::default(),
-            &serde_json::from_value(sidecar_set(name, image)).unwrap(),
-        )
-        .await
-        .unwrap();
+        let created = raw
+            .create(
+                &PostParams::default(),
+                &serde_json::from_value(sidecar_set(name, image)).unwrap(),
+            )
+            .await
+            .unwrap();
+        uids.push(created.uid().unwrap());
     }
 
     let shutdown = CancellationToken::new();
@@ -47,12 +53,24 @@ async fn a_sidecarset_that_does_not_decode_gets_a_warning_and_the_others_reconci
     };
     let metrics = opts.metrics.clone();
     let settings = Settings {
-        revision_namespace: "default".into(),
+        revision_namespace: client.default_namespace().into(),
         ..Settings::default()
     };
     let task = tokio::spawn(controller::run(client.clone(), settings, opts));
 
-    let warning = wait_for_warning(&client, "default", "undecodable", "FailedDecode").await;
+    // Events about a cluster-scoped object are recorded in `default`; this object's (by uid),
+    // not an earlier run's on a shared API server.
+    let warning = eventually("a FailedDecode warning about undecodable", WAIT, || async {
+        kruise_testkit::events_about(&client, "default", "undecodable")
+            .await
+            .into_iter()
+            .find(|e| {
+                e.reason.as_deref() == Some("FailedDecode")
+                    && e.involved_object.uid.as_deref() == Some(uids[0].as_str())
+            })
+            .and_then(|e| e.message)
+    })
+    .await;
     assert!(warning.contains("undecodable"), "{warning}");
     let sets: Api<SidecarSet> = Api::all(client.clone());
     let reconciled = |name: &'static str| {
@@ -85,5 +103,5 @@ async fn a_sidecarset_that_does_not_decode_gets_a_warning_and_the_others_reconci
     );
     shutdown.cancel();
     tokio::time::timeout(WAIT, task).await.unwrap().unwrap();
-    sim.shutdown().await;
+    cluster.shutdown().await;
 }

@@ -1,4 +1,6 @@
-//! The Advanced StatefulSet controller against kruise-sim, in-process: OrderedReady scale-up
+//! The Advanced StatefulSet controller in-process against kruise-sim, or the real API server
+//! of `KRUISE_TEST_KUBECONFIG` (the `sim_only_*` tests inject faults or resize claims,
+//! which only the simulator can): OrderedReady scale-up
 //! in order with identity and claims, an in-place image update that keeps each pod (name,
 //! uid, node, IP, claim; restartCount 1) in descending order, partition, reserveOrdinals,
 //! and a controller restart mid-rollout without a double create.
@@ -19,7 +21,7 @@ use kube::{Client, ResourceExt as _};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
-/// An in-process controller for `default`.
+/// An in-process controller for the test's namespace.
 struct RunningController {
     shutdown: CancellationToken,
     task: tokio::task::JoinHandle<()>,
@@ -30,7 +32,7 @@ impl RunningController {
         Self::start_with(client, Settings::default())
     }
 
-    /// Started with `settings`, watching `default`.
+    /// Started with `settings`, watching the client's default namespace.
     fn start_with(client: &Client, settings: Settings) -> Self {
         let shutdown = CancellationToken::new();
         let metrics = Metrics::new();
@@ -43,7 +45,7 @@ impl RunningController {
             leadership: Default::default(),
         };
         let settings = Settings {
-            namespace: Some("default".into()),
+            namespace: Some(client.default_namespace().into()),
             ..settings
         };
         let client = kruise_testkit::controller_client(client, "statefulset");
@@ -61,6 +63,13 @@ impl RunningController {
     }
 }
 
+/// Two nodes and the CRD: kruise-sim, or the API server of `KRUISE_TEST_KUBECONFIG`; the
+/// client's default namespace is the test's.
+async fn cluster() -> (kruise_testkit::TestCluster, Client) {
+    kruise_testkit::cluster_with_crds(2, &[kruise_statefulset::api::crd::crd().unwrap()]).await
+}
+
+/// kruise-sim itself, for the `sim_only_*` tests.
 async fn sim() -> (kruise_sim::Sim, Client) {
     kruise_testkit::sim_with_crds(2, &[kruise_statefulset::api::crd::crd().unwrap()]).await
 }
@@ -85,7 +94,7 @@ fn statefulset(name: &str, image: &str, extra_spec: serde_json::Value) -> Statef
     json_patch::merge(&mut spec, &extra_spec);
     let mut set: StatefulSet = serde_json::from_value(json!({
         "apiVersion": "apps.kruise.io/v1beta1", "kind": "StatefulSet",
-        "metadata": {"name": name, "namespace": "default"},
+        "metadata": {"name": name},
         "spec": spec,
     }))
     .unwrap();
@@ -94,11 +103,11 @@ fn statefulset(name: &str, image: &str, extra_spec: serde_json::Value) -> Statef
 }
 
 fn sets(client: &Client) -> Api<StatefulSet> {
-    Api::namespaced(client.clone(), "default")
+    Api::default_namespaced(client.clone())
 }
 
 async fn pods_of(client: &Client, name: &str) -> Vec<Pod> {
-    let api: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let api: Api<Pod> = Api::default_namespaced(client.clone());
     let mut pods: Vec<Pod> = api
         .list(&ListParams::default().labels(&format!("app={name}")))
         .await
@@ -133,7 +142,7 @@ async fn wait_rolled_out(client: &Client, name: &str, total: i32) -> StatefulSet
 
 /// The pods named in the set's events with `reason`, in the order they happened.
 async fn pods_in_events(client: &Client, name: &str, reason: &str) -> Vec<String> {
-    let mut events = kruise_testkit::events_about(client, "default", name).await;
+    let mut events = kruise_testkit::events_about(client, client.default_namespace(), name).await;
     // The simulator's resourceVersions increase with every write.
     events.sort_by_key(|e| {
         e.metadata
@@ -167,8 +176,8 @@ async fn set_image(client: &Client, name: &str, image: &str, rolling: serde_json
 }
 
 /// Successful pod patches (the pod and its status) the simulator served.
-fn pod_writes(sim: &kruise_sim::Sim) -> u64 {
-    sim.counters()
+fn pod_writes(counters: &kruise_sim::Counters) -> u64 {
+    counters
         .snapshot()
         .into_iter()
         .filter(|(k, _)| k.verb == "patch" && k.resource == "pods" && (200..300).contains(&k.code))
@@ -177,8 +186,8 @@ fn pod_writes(sim: &kruise_sim::Sim) -> u64 {
 }
 
 /// Successful pod creates the simulator served.
-fn pod_creates(sim: &kruise_sim::Sim) -> u64 {
-    sim.counters()
+fn pod_creates(counters: &kruise_sim::Counters) -> u64 {
+    counters
         .snapshot()
         .into_iter()
         .filter(|(k, _)| {
@@ -193,7 +202,7 @@ fn pod_creates(sim: &kruise_sim::Sim) -> u64 {
 
 #[tokio::test]
 async fn ordered_ready_scales_to_three_in_order_with_identity_and_claims() {
-    let (sim, client) = sim().await;
+    let (cluster, client) = cluster().await;
     let controller = RunningController::start(&client);
     sets(&client)
         .create(
@@ -251,13 +260,13 @@ async fn ordered_ready_scales_to_three_in_order_with_identity_and_claims() {
                 .as_ref()
                 .is_some_and(|c| c.claim_name == claim)
         }));
-        let claims: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), "default");
+        let claims: Api<PersistentVolumeClaim> = Api::default_namespaced(client.clone());
         let pvc = claims.get(&claim).await.unwrap();
         assert_eq!(pvc.labels()["app"], "web");
     }
     assert_eq!(status.label_selector, "app=web");
     // Per pod: its claim, the pod, and the InPlaceUpdateReady=True its readiness gate needs.
-    let claim_creates: u64 = sim
+    let claim_creates: u64 = cluster
         .counters()
         .snapshot()
         .into_iter()
@@ -269,15 +278,20 @@ async fn ordered_ready_scales_to_three_in_order_with_identity_and_claims() {
         .map(|(_, n)| n)
         .sum();
     assert_eq!(
-        (claim_creates, pod_creates(&sim), pod_writes(&sim)),
+        (
+            claim_creates,
+            pod_creates(cluster.counters()),
+            pod_writes(cluster.counters())
+        ),
         (3, 3, 3)
     );
     controller.stop().await;
+    cluster.shutdown().await;
 }
 
 #[tokio::test]
 async fn in_place_update_keeps_each_pod_and_goes_descending() {
-    let (sim, client) = sim().await;
+    let (cluster, client) = cluster().await;
     let controller = RunningController::start(&client);
     let set = statefulset(
         "db",
@@ -290,7 +304,7 @@ async fn in_place_update_keeps_each_pod_and_goes_descending() {
         .unwrap();
     wait_rolled_out(&client, "db", 3).await;
     let before = pods_of(&client, "db").await;
-    let writes_before = pod_writes(&sim);
+    let writes_before = pod_writes(cluster.counters());
     set_image(&client, "db", "nginx:2", json!({})).await;
     eventually("db rolled to nginx:2", WAIT, || async {
         let set = sets(&client).get("db").await.unwrap();
@@ -329,16 +343,17 @@ async fn in_place_update_keeps_each_pod_and_goes_descending() {
     // Per pod: InPlaceUpdateReady=False, the patch, InPlaceUpdateReady=True with the
     // lifecycle state back to Normal.
     assert_eq!(
-        pod_writes(&sim) - writes_before,
+        pod_writes(cluster.counters()) - writes_before,
         9,
         "3 writes per in-place update"
     );
     controller.stop().await;
+    cluster.shutdown().await;
 }
 
 #[tokio::test]
 async fn partition_and_reserved_ordinals() {
-    let (_sim, client) = sim().await;
+    let (cluster, client) = cluster().await;
     let controller = RunningController::start(&client);
     let set = statefulset("pt", "nginx:1", json!({"podManagementPolicy": "Parallel"}));
     sets(&client)
@@ -379,11 +394,12 @@ async fn partition_and_reserved_ordinals() {
         ["rs-0", "rs-2", "rs-3"]
     );
     controller.stop().await;
+    cluster.shutdown().await;
 }
 
 #[tokio::test]
 async fn a_controller_restart_mid_rollout_creates_no_pod_twice() {
-    let (sim, client) = sim().await;
+    let (cluster, client) = cluster().await;
     let controller = RunningController::start(&client);
     sets(&client)
         .create(
@@ -393,7 +409,7 @@ async fn a_controller_restart_mid_rollout_creates_no_pod_twice() {
         .await
         .unwrap();
     wait_rolled_out(&client, "rr", 3).await;
-    assert_eq!(pod_creates(&sim), 3);
+    assert_eq!(pod_creates(cluster.counters()), 3);
     set_image(&client, "rr", "nginx:2", json!({})).await;
     // Stop as soon as the first pod was recreated at the new revision.
     eventually("rr-2 recreated", WAIT, || async {
@@ -410,8 +426,12 @@ async fn a_controller_restart_mid_rollout_creates_no_pod_twice() {
         pods.iter()
             .all(|p| p.labels()[CONTROLLER_REVISION_HASH_KEY] == update)
     );
-    assert_eq!(pod_creates(&sim), 6, "three pods, each recreated once");
-    let deletes: u64 = sim
+    assert_eq!(
+        pod_creates(cluster.counters()),
+        6,
+        "three pods, each recreated once"
+    );
+    let deletes: u64 = cluster
         .counters()
         .snapshot()
         .into_iter()
@@ -420,6 +440,7 @@ async fn a_controller_restart_mid_rollout_creates_no_pod_twice() {
         .sum();
     assert_eq!(deletes, 3, "each old pod deleted once");
     controller.stop().await;
+    cluster.shutdown().await;
 }
 
 /// The benchmark's stall (docs/statefulset.md): a reconcile waiting on a request the API
@@ -428,7 +449,7 @@ async fn a_controller_restart_mid_rollout_creates_no_pod_twice() {
 /// client has (`kruise_common::runtime::deadline`, here 1 s instead of 70 s) the create
 /// fails, the reconcile is requeued and the set completes.
 #[tokio::test]
-async fn a_pod_create_the_server_never_answers_holds_back_no_set() {
+async fn sim_only_a_pod_create_the_server_never_answers_holds_back_no_set() {
     use kruise_sim::faults::FaultRule;
     let (sim, _) = sim().await;
     // The first pod create is answered after an hour: never, for this test.
@@ -465,7 +486,7 @@ async fn a_pod_create_the_server_never_answers_holds_back_no_set() {
 }
 
 #[tokio::test]
-async fn injected_errors_conflicts_and_watch_drops_break_no_bound() {
+async fn sim_only_injected_errors_conflicts_and_watch_drops_break_no_bound() {
     use kruise_sim::faults::FaultRule;
     let (sim, client) = sim().await;
     let controller = RunningController::start(&client);
@@ -484,7 +505,7 @@ async fn injected_errors_conflicts_and_watch_drops_break_no_bound() {
         .status
         .unwrap()
         .update_revision;
-    let creates_before = pod_creates(&sim);
+    let creates_before = pod_creates(sim.counters());
     assert_eq!(creates_before, 5);
     set_image(&client, "ft", "nginx:2", json!({})).await;
     sim.faults().add(
@@ -561,11 +582,12 @@ async fn injected_errors_conflicts_and_watch_drops_break_no_bound() {
         failed, 4,
         "the injected pod create and delete errors were served"
     );
-    let reasons: Vec<String> = kruise_testkit::events_about(&client, "default", "ft")
-        .await
-        .into_iter()
-        .filter_map(|e| e.reason)
-        .collect();
+    let reasons: Vec<String> =
+        kruise_testkit::events_about(&client, client.default_namespace(), "ft")
+            .await
+            .into_iter()
+            .filter_map(|e| e.reason)
+            .collect();
     for reason in ["FailedCreate", "FailedDelete"] {
         assert!(
             reasons.iter().any(|r| r == reason),
@@ -576,7 +598,7 @@ async fn injected_errors_conflicts_and_watch_drops_break_no_bound() {
     let status = sets(&client).get("ft").await.unwrap().status.unwrap();
     assert!(status.conditions.is_empty(), "{:?}", status.conditions);
     assert_eq!(
-        pod_creates(&sim) - creates_before,
+        pod_creates(sim.counters()) - creates_before,
         5,
         "each pod recreated exactly once"
     );
@@ -586,7 +608,7 @@ async fn injected_errors_conflicts_and_watch_drops_break_no_bound() {
 #[tokio::test]
 async fn an_orphan_at_the_current_revision_is_adopted_without_a_restart() {
     use kruise_statefulset::plan::{IdentityGates, new_pod, plan_revisions};
-    let (sim, client) = sim().await;
+    let (cluster, client) = cluster().await;
     let controller = RunningController::start(&client);
     let set = statefulset(
         "ad",
@@ -608,7 +630,7 @@ async fn an_orphan_at_the_current_revision_is_adopted_without_a_restart() {
         jiff::Timestamp::now(),
     );
     orphan.metadata.owner_references = None;
-    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let pods: Api<Pod> = Api::default_namespaced(client.clone());
     let orphan = pods.create(&PostParams::default(), &orphan).await.unwrap();
     let created = sets(&client)
         .create(&PostParams::default(), &set)
@@ -627,7 +649,7 @@ async fn an_orphan_at_the_current_revision_is_adopted_without_a_restart() {
     let restarts = adopted.status.unwrap().container_statuses.unwrap()[0].restart_count;
     assert_eq!(restarts, 0);
     assert_eq!(names(&pods_of(&client, "ad").await), ["ad-0", "ad-1"]);
-    assert_eq!(pod_creates(&sim), 2, "the orphan and ad-0");
+    assert_eq!(pod_creates(cluster.counters()), 2, "the orphan and ad-0");
     // An orphan appearing later wakes the set its name names: ad-5 is adopted, and being
     // outside the window, scaled in.
     let mut late = new_pod(
@@ -650,10 +672,11 @@ async fn an_orphan_at_the_current_revision_is_adopted_without_a_restart() {
             .contains(&"ad-5".to_string())
     );
     controller.stop().await;
+    cluster.shutdown().await;
 }
 
 fn claims_api(client: &Client) -> Api<PersistentVolumeClaim> {
-    Api::namespaced(client.clone(), "default")
+    Api::default_namespaced(client.clone())
 }
 
 /// The names of the claims of set `name`, sorted.
@@ -672,7 +695,7 @@ async fn claim_names(client: &Client, name: &str) -> Vec<String> {
 
 #[tokio::test]
 async fn retention_delete_removes_scaled_away_claims_past_reserved_ordinals_then_the_rest() {
-    let (_sim, client) = sim().await;
+    let (cluster, client) = cluster().await;
     let controller = RunningController::start(&client);
     let spec = json!({
         "replicas": 4, "reserveOrdinals": [1], "podManagementPolicy": "Parallel",
@@ -738,11 +761,12 @@ async fn retention_delete_removes_scaled_away_claims_past_reserved_ordinals_then
     })
     .await;
     controller.stop().await;
+    cluster.shutdown().await;
 }
 
 #[tokio::test]
 async fn retain_keeps_claims_and_a_pending_pod_gets_its_deleted_claim_back() {
-    let (_sim, client) = sim().await;
+    let (cluster, client) = cluster().await;
     let controller = RunningController::start(&client);
     sets(&client)
         .create(
@@ -797,7 +821,7 @@ async fn retain_keeps_claims_and_a_pending_pod_gets_its_deleted_claim_back() {
         (claim.uid() != Some(old_uid.clone())).then_some(())
     })
     .await;
-    let events = kruise_testkit::events_about(&client, "default", "pend").await;
+    let events = kruise_testkit::events_about(&client, client.default_namespace(), "pend").await;
     assert!(
         events
             .iter()
@@ -807,6 +831,7 @@ async fn retain_keeps_claims_and_a_pending_pod_gets_its_deleted_claim_back() {
         "{events:?}"
     );
     controller.stop().await;
+    cluster.shutdown().await;
 }
 
 fn storage_class(name: &str, expandable: bool) -> k8s_openapi::api::storage::v1::StorageClass {
@@ -825,7 +850,7 @@ fn claim_template(class: &str, size: &str) -> serde_json::Value {
 }
 
 #[tokio::test]
-async fn on_pod_rolling_update_expands_claims_before_each_in_place_update() {
+async fn sim_only_on_pod_rolling_update_expands_claims_before_each_in_place_update() {
     let (_sim, client) = sim().await;
     let classes: Api<k8s_openapi::api::storage::v1::StorageClass> = Api::all(client.clone());
     for (name, expandable) in [("elastic", true), ("fixed", false)] {
@@ -910,7 +935,8 @@ async fn on_pod_rolling_update_expands_claims_before_each_in_place_update() {
 
     // A class that cannot expand: FailedUpdatePVC, and no pod is updated.
     eventually("stuck: FailedUpdatePVC", WAIT, || async {
-        let events = kruise_testkit::events_about(&client, "default", "stuck").await;
+        let events =
+            kruise_testkit::events_about(&client, client.default_namespace(), "stuck").await;
         events
             .iter()
             .find(|e| e.reason.as_deref() == Some("FailedUpdatePVC"))
@@ -929,7 +955,7 @@ async fn on_pod_rolling_update_expands_claims_before_each_in_place_update() {
 
 #[tokio::test]
 async fn pre_delete_holds_a_scaled_away_pod_until_its_hook_label_goes() {
-    let (_sim, client) = sim().await;
+    let (cluster, client) = cluster().await;
     let controller = RunningController::start(&client);
     let spec = json!({
         "lifecycle": {"preDelete": {"labelsHandler": {"hold": "true"}}},
@@ -951,7 +977,7 @@ async fn pre_delete_holds_a_scaled_away_pod_until_its_hook_label_goes() {
         )
         .await
         .unwrap();
-    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let pods: Api<Pod> = Api::default_namespaced(client.clone());
     eventually("hook-2 PreparingDelete", WAIT, || async {
         let pod = pods.get("hook-2").await.ok()?;
         (pod.labels()
@@ -975,13 +1001,14 @@ async fn pre_delete_holds_a_scaled_away_pod_until_its_hook_label_goes() {
     })
     .await;
     controller.stop().await;
+    cluster.shutdown().await;
 }
 
 #[tokio::test]
 async fn an_orphan_revision_the_selector_matches_is_adopted() {
-    let (_sim, client) = sim().await;
+    let (cluster, client) = cluster().await;
     let revisions: Api<k8s_openapi::api::apps::v1::ControllerRevision> =
-        Api::namespaced(client.clone(), "default");
+        Api::default_namespaced(client.clone());
     let orphan: k8s_openapi::api::apps::v1::ControllerRevision = serde_json::from_value(json!({
         "metadata": {"name": "orph-left-behind", "labels": {"app": "orph"}},
         "data": {"spec": {"template": {"$patch": "replace"}}},
@@ -1009,11 +1036,12 @@ async fn an_orphan_revision_the_selector_matches_is_adopted() {
         ("StatefulSet", uid.as_str(), Some(true))
     );
     controller.stop().await;
+    cluster.shutdown().await;
 }
 
 #[tokio::test]
 async fn pre_normal_holds_each_new_pod_until_its_hook_label_arrives() {
-    let (_sim, client) = sim().await;
+    let (cluster, client) = cluster().await;
     let controller = RunningController::start(&client);
     let spec =
         json!({"replicas": 2, "lifecycle": {"preNormal": {"labelsHandler": {"warm": "true"}}}});
@@ -1024,7 +1052,7 @@ async fn pre_normal_holds_each_new_pod_until_its_hook_label_arrives() {
         )
         .await
         .unwrap();
-    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let pods: Api<Pod> = Api::default_namespaced(client.clone());
     let state = |pod: Pod| {
         pod.labels()
             .get("lifecycle.apps.kruise.io/state")
@@ -1053,11 +1081,12 @@ async fn pre_normal_holds_each_new_pod_until_its_hook_label_arrives() {
     })
     .await;
     controller.stop().await;
+    cluster.shutdown().await;
 }
 
 #[tokio::test]
 async fn unordered_update_recreates_pods_in_priority_order() {
-    let (_sim, client) = sim().await;
+    let (cluster, client) = cluster().await;
     let controller = RunningController::start(&client);
     let spec = json!({
         "podManagementPolicy": "Parallel",
@@ -1072,7 +1101,7 @@ async fn unordered_update_recreates_pods_in_priority_order() {
         .await
         .unwrap();
     wait_rolled_out(&client, "prio", 3).await;
-    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let pods: Api<Pod> = Api::default_namespaced(client.clone());
     pods.patch(
         "prio-0",
         &PatchParams::default(),
@@ -1087,4 +1116,5 @@ async fn unordered_update_recreates_pods_in_priority_order() {
         ["prio-0", "prio-2", "prio-1"]
     );
     controller.stop().await;
+    cluster.shutdown().await;
 }

@@ -1,6 +1,8 @@
 //! Test and benchmark support shared by the kruise-rs families (a dev-dependency only):
 //!
 //! - [`sim`]: kruise-sim started with a family's CRDs, served and listable;
+//! - [`cluster`]: the same, or a real API server (`KRUISE_TEST_KUBECONFIG`) with a namespace
+//!   and simulated nodes per test, so an integration test runs on both;
 //! - [`rbac`]: the chart's RBAC enforced on the controller under test (`KRUISE_TEST_AUTHORIZE=1`);
 //! - [`eventually`]: a condition polled until a deadline, never a fixed sleep;
 //! - [`http`]: HTTPS posts trusting one caBundle, AdmissionReviews, plain GETs, free ports;
@@ -18,6 +20,7 @@
 
 pub mod admission;
 pub mod bench;
+pub mod cluster;
 pub mod floor;
 pub mod http;
 pub mod migration;
@@ -29,6 +32,7 @@ pub mod sim;
 
 use std::time::Duration;
 
+pub use cluster::{ClusterOptions, TestCluster, cluster_with, cluster_with_crds};
 pub use http::{free_port, http_get, post_tls, review};
 pub use process::{Replica, spawn_replica};
 pub use rbac::{agent_client, controller_client};

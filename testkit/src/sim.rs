@@ -40,6 +40,11 @@ pub async fn install_crds(client: &Client, crds: &[CustomResourceDefinition]) {
     for crd in crds {
         api.create(&PostParams::default(), crd).await.unwrap();
     }
+    wait_listable(client, crds).await;
+}
+
+/// Waits until every kind of `crds` can be listed.
+pub async fn wait_listable(client: &Client, crds: &[CustomResourceDefinition]) {
     for crd in crds {
         let kind: Api<DynamicObject> = Api::all_with(client.clone(), &stored_resource(crd));
         eventually(&format!("the {} API", crd.spec.names.kind), WAIT, || {

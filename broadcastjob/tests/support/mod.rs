@@ -1,6 +1,7 @@
-//! Fixtures for the BroadcastJob and AdvancedCronJob controllers against kruise-sim: a
-//! simulator with the CRDs installed, both controllers in-process (stoppable, restartable)
-//! on a clock the test sets.
+//! Fixtures for the BroadcastJob and AdvancedCronJob controllers: a cluster with the CRDs
+//! installed (kruise-sim, or the real API server of `KRUISE_TEST_KUBECONFIG`), both
+//! controllers in-process for the test's namespace (stoppable, restartable) on a clock the
+//! test sets.
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
 use std::sync::{Arc, Mutex};
@@ -20,7 +21,13 @@ use tokio_util::sync::CancellationToken;
 
 pub use kruise_testkit::{WAIT, eventually};
 
-/// A simulator with `nodes` nodes and both CRDs installed.
+/// A cluster with `nodes` nodes and both CRDs installed: kruise-sim, or the API server of
+/// `KRUISE_TEST_KUBECONFIG`; the client's default namespace is the test's.
+pub async fn cluster_with_crds(nodes: usize) -> (kruise_testkit::TestCluster, Client) {
+    kruise_testkit::cluster_with_crds(nodes, &kruise_broadcastjob::api::crd::crds().unwrap()).await
+}
+
+/// kruise-sim with `nodes` nodes and both CRDs installed, for the `sim_only_*` tests.
 pub async fn sim_with_crds(nodes: usize) -> (Sim, Client) {
     kruise_testkit::sim_with_crds(nodes, &kruise_broadcastjob::api::crd::crds().unwrap()).await
 }
@@ -55,21 +62,21 @@ pub struct Controllers {
 }
 
 impl Controllers {
-    /// Both controllers for `default` on the real clock.
+    /// Both controllers for the client's default namespace on the real clock.
     pub fn start(client: &Client) -> Self {
         Self::start_with(client, None)
     }
 
-    /// Both controllers for `default`, on `clock` when given (then looking at their
+    /// Both controllers for the client's default namespace, on `clock` when given (then looking at their
     /// schedules every 100 ms, so a moved clock is seen at once).
     pub fn start_with(client: &Client, clock: Option<&TestClock>) -> Self {
         Self::start_binding(client, clock, PodBinding::Scheduler)
     }
 
-    /// Both controllers for `default`, binding BroadcastJob pods by `binding`.
+    /// Both controllers for the client's default namespace, binding BroadcastJob pods by `binding`.
     pub fn start_binding(client: &Client, clock: Option<&TestClock>, binding: PodBinding) -> Self {
         let mut settings = Settings {
-            namespace: Some("default".into()),
+            namespace: Some(client.default_namespace().into()),
             pod_binding: binding,
             ..Settings::default()
         };
@@ -142,21 +149,21 @@ pub fn job_template(exit_after: &str, code: i32) -> Value {
     })
 }
 
-/// A BroadcastJob `name` in `default`.
+/// A BroadcastJob `name` (in the namespace it is created in).
 pub fn broadcastjob(name: &str, spec: Value) -> BroadcastJob {
     serde_json::from_value(json!({
         "apiVersion": "apps.kruise.io/v1beta1", "kind": "BroadcastJob",
-        "metadata": {"name": name, "namespace": "default"},
+        "metadata": {"name": name},
         "spec": spec,
     }))
     .unwrap()
 }
 
-/// An AdvancedCronJob `name` in `default`.
+/// An AdvancedCronJob `name` (in the namespace it is created in).
 pub fn advancedcronjob(name: &str, spec: Value) -> AdvancedCronJob {
     serde_json::from_value(json!({
         "apiVersion": "apps.kruise.io/v1beta1", "kind": "AdvancedCronJob",
-        "metadata": {"name": name, "namespace": "default"},
+        "metadata": {"name": name},
         "spec": spec,
     }))
     .unwrap()
@@ -164,7 +171,7 @@ pub fn advancedcronjob(name: &str, spec: Value) -> AdvancedCronJob {
 
 /// The job's pods (by its name label).
 pub async fn pods_of(client: &Client, job: &str) -> Vec<Pod> {
-    let api: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let api: Api<Pod> = Api::default_namespaced(client.clone());
     api.list(&ListParams::default().labels(&format!("broadcastjob-name={job}")))
         .await
         .unwrap()
@@ -173,7 +180,7 @@ pub async fn pods_of(client: &Client, job: &str) -> Vec<Pod> {
 
 /// The BroadcastJob `name`, if it exists.
 pub async fn get_job(client: &Client, name: &str) -> Option<BroadcastJob> {
-    Api::<BroadcastJob>::namespaced(client.clone(), "default")
+    Api::<BroadcastJob>::default_namespaced(client.clone())
         .get_opt(name)
         .await
         .unwrap()

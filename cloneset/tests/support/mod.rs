@@ -1,7 +1,7 @@
-//! Test fixtures for the CloneSet controller against kruise-sim (kruise-testkit's, plus the
-//! CloneSet's own): a simulator with two nodes (its scheduler and kubelet run the pods) and
-//! the CRD installed, an in-process controller that can be stopped and restarted, and node
-//! cordoning to hold new pods unready.
+//! Test fixtures for the CloneSet controller (kruise-testkit's, plus the CloneSet's own): a
+//! cluster with two nodes (kruise-sim, or the real API server of `KRUISE_TEST_KUBECONFIG`)
+//! and the CRD installed, an in-process controller for the test's namespace that can be
+//! stopped and restarted, and node cordoning to hold new pods unready.
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
 use std::time::Duration;
@@ -16,10 +16,16 @@ use kube::{Client, ResourceExt as _};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
-pub use kruise_testkit::{WAIT, eventually};
+pub use kruise_testkit::{TestCluster, WAIT, eventually};
 
-/// A simulator with two nodes (its scheduler and kubelet run the pods) and the CloneSet
-/// CRD installed.
+/// A cluster with two nodes and the CloneSet CRD installed: kruise-sim, or the API server
+/// of `KRUISE_TEST_KUBECONFIG`; the client's default namespace is the test's.
+pub async fn cluster_with_crd() -> (TestCluster, Client) {
+    kruise_testkit::cluster_with_crds(2, &[kruise_cloneset::api::crd::crd().unwrap()]).await
+}
+
+/// kruise-sim with two nodes and the CloneSet CRD installed, for the tests that need what
+/// only the simulator has (fault injection, a client without retries): `sim_only_*`.
 pub async fn sim_with_crd() -> (Sim, Client) {
     kruise_testkit::sim_with_crds(2, &[kruise_cloneset::api::crd::crd().unwrap()]).await
 }
@@ -33,12 +39,12 @@ pub struct RunningController {
 }
 
 impl RunningController {
-    /// Starts a controller for the `default` namespace.
+    /// Starts a controller for the client's default namespace (the test's).
     pub fn start(client: &Client) -> Self {
         Self::start_with(
             client,
             Settings {
-                namespace: Some("default".into()),
+                namespace: Some(client.default_namespace().into()),
                 ..Settings::default()
             },
         )
@@ -76,7 +82,7 @@ impl RunningController {
     }
 }
 
-/// A CloneSet `name` in `default` with `replicas` pods running `image`, selected by `app: name`.
+/// A CloneSet `name` (in the namespace it is created in) with `replicas` pods running `image`, selected by `app: name`.
 pub fn cloneset(name: &str, replicas: i32, image: &str, extra_spec: serde_json::Value) -> CloneSet {
     let mut spec = json!({
         "replicas": replicas,
@@ -90,7 +96,7 @@ pub fn cloneset(name: &str, replicas: i32, image: &str, extra_spec: serde_json::
     serde_json::from_value(json!({
         "apiVersion": "apps.kruise.io/v1beta1",
         "kind": "CloneSet",
-        "metadata": {"name": name, "namespace": "default"},
+        "metadata": {"name": name},
         "spec": spec,
     }))
     .unwrap()
@@ -112,9 +118,10 @@ fn merge(into: &mut serde_json::Value, from: &serde_json::Value) {
     }
 }
 
-/// The pods of `default` whose name starts with `<name>-`, sorted by name.
+/// The pods of the client's default namespace whose name starts with `<name>-`, sorted by
+/// name.
 pub async fn pods_of(client: &Client, name: &str) -> Vec<Pod> {
-    let api: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let api: Api<Pod> = Api::default_namespaced(client.clone());
     let mut pods: Vec<Pod> = api
         .list(&ListParams::default())
         .await

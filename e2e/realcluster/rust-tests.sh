@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# The families' Rust integration tests against the API server of $KUBECONFIG (the real
+# control plane of up.sh; docs/real-control-plane.md, "The Rust integration tests on
+# both"). Each suite below also runs against kruise-sim in `cargo test --workspace`.
+#
+#   KUBECONFIG=DIR/kubeconfig e2e/realcluster/rust-tests.sh [SUITE...]
+#
+# A SUITE is `PACKAGE:TEST` (a tests/TEST.rs of PACKAGE); default: every suite that runs on
+# both. The harness (kruise-testkit's `cluster`) gives each test its own namespace and the
+# simulated nodes it asks for, in-process, one test at a time; the `sim_only_*` tests (fault
+# injection and other simulator-only facilities) are skipped here. At the end, namespaces a
+# failed test left behind (label kruise.io/testkit) are deleted.
+set -euo pipefail
+
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+: "${KUBECONFIG:?KUBECONFIG must name the API server to test against}"
+kubectl="${KUBECTL:-kubectl}"
+
+suites=("$@")
+if [[ ${#suites[@]} -eq 0 ]]; then
+	suites=(
+		kruise-cloneset:controller_sim
+		kruise-cloneset:inplace_priority_sim
+		kruise-cloneset:binary_sim
+		kruise-cloneset:invalid_pod_write_sim
+		kruise-cloneset:decode_guard_sim
+		kruise-statefulset:controller_sim
+		kruise-broadcastjob:broadcastjob_sim
+		kruise-broadcastjob:cron_sim
+		kruise-sidecarset:decode_guard_sim
+		kruise-crr:crr_sim
+		kruise-crr:launch_priority_sim
+		kruise-imagepull:imagepull_sim
+		kruise-imagepull:agent_sim
+		kruise-imagepull:predownload_sim
+	)
+fi
+
+cleanup() {
+	"$kubectl" delete namespace -l kruise.io/testkit=true --wait=false >/dev/null 2>&1 || true
+}
+trap cleanup EXIT
+
+started=$SECONDS
+failed=()
+for suite in "${suites[@]}"; do
+	package=${suite%%:*}
+	test=${suite#*:}
+	echo "--- $package --test $test (real API server)" >&2
+	suite_started=$SECONDS
+	if (cd "$root" && KRUISE_TEST_KUBECONFIG="$KUBECONFIG" \
+		cargo test -q -p "$package" --test "$test" -- --skip sim_only_); then
+		echo "--- $suite passed in $((SECONDS - suite_started)) s" >&2
+	else
+		echo "--- $suite FAILED after $((SECONDS - suite_started)) s" >&2
+		failed+=("$suite")
+	fi
+done
+echo "Rust integration tests on the real API server: ${#suites[@]} suites, ${#failed[@]} failed, $((SECONDS - started)) s" >&2
+if [[ ${#failed[@]} -gt 0 ]]; then
+	echo "failed: ${failed[*]}" >&2
+	exit 1
+fi

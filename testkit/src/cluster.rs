@@ -1,0 +1,705 @@
+//! The cluster an integration test runs against: kruise-sim in-process (the default), or
+//! the API server of `KRUISE_TEST_KUBECONFIG` (the real control plane of
+//! `e2e/realcluster/up.sh`, docs/real-control-plane.md).
+//!
+//! On a real API server each test gets what the simulator gives it, so the test bodies are
+//! the same on both:
+//! - its own namespace `kt-<test name>-<suffix>`, the default namespace of the client it is
+//!   handed (`Api::default_namespaced`, `client.default_namespace()`), created with its
+//!   `default` ServiceAccount (without it no pod is admitted) and deleted at the end;
+//! - the simulated nodes `sim-node-0..N-1`, in-process (`kruise_sim::client_nodes`), with
+//!   the in-process simulator's names, labels, capacity and kubelet timings; they are
+//!   cluster-wide, so the tests of a process take the cluster one at a time (a lock);
+//! - the request counters: on kruise-sim the server's; on a real API server those of the
+//!   clients handed out here (the test's and the controllers built from it), counted as the
+//!   simulator counts them (verb, resource, subresource, response code). The simulated
+//!   kubelet's writes are not counted on either.
+//!
+//! The CRDs are applied (server-side, so a second test or run finds them in place) and
+//! waited for until Established and listable; the objects of their cluster-scoped kinds
+//! (NodeImage, SidecarSet, …) that an earlier test left are deleted first.
+
+use std::path::PathBuf;
+use std::pin::Pin;
+use std::sync::{Arc, LazyLock};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use k8s_openapi::api::admissionregistration::v1::{
+    MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
+};
+use k8s_openapi::api::core::v1::{Namespace, Node, Pod, ServiceAccount};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kruise_sim::client_nodes::{Nodes, NodesFlags};
+use kruise_sim::{Counters, ImagePull, RequestKey, Sim, SimConfig};
+use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
+use kube::client::{Body, ClientBuilder};
+use kube::{Client, Config, ResourceExt as _};
+use serde_json::json;
+use tokio::sync::{Mutex, OwnedMutexGuard};
+
+use crate::{WAIT, eventually};
+
+/// The environment variable naming the kubeconfig of a real API server to test against.
+pub const KUBECONFIG_ENV: &str = "KRUISE_TEST_KUBECONFIG";
+
+/// The label on the namespaces made here, so a script can remove what a failed test left.
+pub const NAMESPACE_LABEL: &str = "kruise.io/testkit";
+
+/// How long the end of a test waits for its namespace's pods to go on a real API server.
+const CLEANUP_DEADLINE: Duration = Duration::from_secs(60);
+
+/// The kubeconfig of the real API server the tests run against, when one is set.
+pub fn real_kubeconfig() -> Option<PathBuf> {
+    std::env::var_os(KUBECONFIG_ENV)
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+}
+
+/// The cluster of one test. End it with [`TestCluster::shutdown`].
+pub struct TestCluster {
+    client: Client,
+    cri_dir: Option<PathBuf>,
+    backend: Backend,
+}
+
+enum Backend {
+    Sim(Sim),
+    Real(RealParts),
+}
+
+struct RealParts {
+    /// An uncounted admin client, for the harness's own requests.
+    admin: Client,
+    /// The requests of the clients handed out (see the module docs).
+    counters: Arc<Counters>,
+    kubeconfig: PathBuf,
+    nodes: Nodes,
+    /// The webhook configurations there were before the test (the ones it adds go).
+    webhooks_before: Vec<String>,
+    /// The test's CRDs, whose conversion a binary under test may point at itself.
+    crd_names: Vec<String>,
+    // Held until the end: the simulated nodes are cluster-wide.
+    _turn: OwnedMutexGuard<()>,
+}
+
+/// One test at a time per process on a real API server (nodes and cordons are shared).
+static REAL_CLUSTER_TURN: LazyLock<Arc<Mutex<()>>> = LazyLock::new(|| Arc::new(Mutex::new(())));
+
+/// A cluster with `nodes` simulated nodes and `crds` installed: kruise-sim, or the API
+/// server of [`KUBECONFIG_ENV`] when set (see the module docs). The client's default
+/// namespace is the test's.
+pub async fn cluster_with_crds(
+    nodes: usize,
+    crds: &[CustomResourceDefinition],
+) -> (TestCluster, Client) {
+    cluster_with(
+        ClusterOptions {
+            nodes,
+            ..ClusterOptions::default()
+        },
+        crds,
+    )
+    .await
+}
+
+/// What a test's cluster has besides its CRDs.
+#[derive(Debug, Clone, Default)]
+pub struct ClusterOptions {
+    /// Simulated nodes `sim-node-0..N-1`.
+    pub nodes: usize,
+    /// Where each node serves its fake CRI runtime (`<dir>/<node>.sock`), for node agents.
+    pub cri_dir: Option<PathBuf>,
+    /// Per-image pull latencies and failures on every node (`kruise-sim up --image-pull`).
+    pub image_pulls: Vec<(String, ImagePull)>,
+}
+
+/// [`cluster_with_crds`] with these options.
+pub async fn cluster_with(
+    options: ClusterOptions,
+    crds: &[CustomResourceDefinition],
+) -> (TestCluster, Client) {
+    let cluster = match real_kubeconfig() {
+        Some(kubeconfig) => TestCluster::real(&kubeconfig, &options, crds).await,
+        None => {
+            let (sim, client) = crate::sim::start(SimConfig {
+                nodes: options.nodes,
+                cri_dir: options.cri_dir.clone(),
+                image_pulls: kruise_sim::up::image_pulls(&options.image_pulls),
+                ..Default::default()
+            })
+            .await;
+            crate::sim::install_crds(&client, crds).await;
+            TestCluster {
+                client,
+                cri_dir: options.cri_dir,
+                backend: Backend::Sim(sim),
+            }
+        }
+    };
+    let client = cluster.client();
+    (cluster, client)
+}
+
+impl TestCluster {
+    async fn real(
+        kubeconfig: &std::path::Path,
+        options: &ClusterOptions,
+        crds: &[CustomResourceDefinition],
+    ) -> Self {
+        let nodes = options.nodes;
+        let turn = REAL_CLUSTER_TURN.clone().lock_owned().await;
+        let config = config_from(kubeconfig).await;
+        let admin = Client::try_from(config.clone()).unwrap();
+        apply_crds(&admin, crds).await;
+        let webhooks_before = webhook_configurations(&admin).await;
+        let namespace = create_namespace(&admin).await;
+        let node_names: Vec<String> = (0..nodes).map(|i| format!("sim-node-{i}")).collect();
+        remove_nodes(&admin, &node_names).await;
+        let capacity = kruise_sim::cluster::nodes::default_capacity();
+        let timings = kruise_sim::KubeletTimings::default();
+        let flags = NodesFlags {
+            kubeconfig: Some(kubeconfig.to_path_buf()),
+            nodes,
+            node_prefix: "sim-node".into(),
+            cpu: capacity["cpu"].as_str().unwrap_or("8").into(),
+            memory: capacity["memory"].as_str().unwrap_or("32Gi").into(),
+            max_pods: capacity["pods"]
+                .as_str()
+                .and_then(|p| p.parse().ok())
+                .unwrap_or(110),
+            pull_delay: timings.pull_delay,
+            image_pulls: options.image_pulls.clone(),
+            start_delay: timings.start_delay,
+            ready_delay: timings.ready_delay,
+            cri_dir: options.cri_dir.clone(),
+            lease_renew_interval: Duration::from_secs(10),
+            no_volume_provisioner: false,
+        };
+        let nodes = kruise_sim::client_nodes::start(&flags)
+            .await
+            .unwrap_or_else(|e| panic!("starting {nodes} simulated nodes: {e:#}"));
+        wait_nodes_ready(&admin, &nodes.names).await;
+        let counters = Arc::new(Counters::default());
+        let mut counted = config;
+        counted.default_namespace = namespace;
+        let client = ClientBuilder::try_from(counted)
+            .unwrap()
+            .with_layer(&CountingLayer(counters.clone()))
+            .build();
+        TestCluster {
+            client,
+            cri_dir: options.cri_dir.clone(),
+            backend: Backend::Real(RealParts {
+                admin,
+                counters,
+                kubeconfig: kubeconfig.to_path_buf(),
+                nodes,
+                webhooks_before,
+                crd_names: crds
+                    .iter()
+                    .filter_map(|c| c.metadata.name.clone())
+                    .collect(),
+                _turn: turn,
+            }),
+        }
+    }
+
+    /// The admin client, whose default namespace is the test's.
+    pub fn client(&self) -> Client {
+        self.client.clone()
+    }
+
+    /// The test's namespace (`default` on kruise-sim).
+    pub fn namespace(&self) -> &str {
+        self.client.default_namespace()
+    }
+
+    /// The requests counted so far (see the module docs for whose).
+    pub fn counters(&self) -> &Counters {
+        match &self.backend {
+            Backend::Sim(sim) => sim.counters(),
+            Backend::Real(real) => &real.counters,
+        }
+    }
+
+    /// The fake CRI socket of simulated node `node`, when the cluster was started with a
+    /// [`ClusterOptions::cri_dir`].
+    pub fn cri_socket(&self, node: &str) -> Option<PathBuf> {
+        self.cri_dir
+            .as_deref()
+            .map(|dir| kruise_sim::cluster::cri::socket_path(dir, node))
+    }
+
+    /// A kubeconfig for processes under test (a family binary), pointing at this cluster.
+    pub fn kubeconfig_path(&self) -> PathBuf {
+        match &self.backend {
+            Backend::Sim(sim) => sim.kubeconfig_path().unwrap(),
+            Backend::Real(real) => real.kubeconfig.clone(),
+        }
+    }
+
+    /// The in-process simulator, when the test runs on one.
+    pub fn sim(&self) -> Option<&Sim> {
+        match &self.backend {
+            Backend::Sim(sim) => Some(sim),
+            Backend::Real(_) => None,
+        }
+    }
+
+    /// Stops the simulator; on a real API server deletes the test's namespace, waits
+    /// (boundedly) for its pods to go while the kubelet still runs, stops the nodes and
+    /// removes their Node objects.
+    pub async fn shutdown(self) {
+        match self.backend {
+            Backend::Sim(sim) => sim.shutdown().await,
+            Backend::Real(real) => {
+                let namespace = self.client.default_namespace().to_string();
+                let namespaces: Api<Namespace> = Api::all(real.admin.clone());
+                if let Err(e) = namespaces
+                    .delete(&namespace, &DeleteParams::default())
+                    .await
+                {
+                    eprintln!("cleanup: deleting namespace {namespace}: {e}");
+                }
+                let pods: Api<Pod> = Api::namespaced(real.admin.clone(), &namespace);
+                let gone = tokio::time::timeout(CLEANUP_DEADLINE, async {
+                    while !pods
+                        .list(&ListParams::default())
+                        .await
+                        .is_ok_and(|l| l.items.is_empty())
+                    {
+                        tokio::time::sleep(Duration::from_millis(200)).await;
+                    }
+                })
+                .await;
+                if gone.is_err() {
+                    eprintln!(
+                        "cleanup: pods of {namespace} still there after {CLEANUP_DEADLINE:?}"
+                    );
+                }
+                let names = real.nodes.names.clone();
+                real.nodes.shutdown().await;
+                remove_nodes(&real.admin, &names).await;
+                remove_webhooks_since(&real.admin, &real.webhooks_before, &real.crd_names).await;
+            }
+        }
+    }
+}
+
+async fn config_from(kubeconfig: &std::path::Path) -> Config {
+    let kubeconfig = kube::config::Kubeconfig::read_from(kubeconfig)
+        .unwrap_or_else(|e| panic!("reading {}: {e}", kubeconfig.display()));
+    Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+        .await
+        .unwrap()
+}
+
+/// Applies `crds` (server-side, forced: the test's version wins) and waits until each is
+/// Established and its kind listable.
+async fn apply_crds(client: &Client, crds: &[CustomResourceDefinition]) {
+    let api = Api::<CustomResourceDefinition>::all(client.clone());
+    let params = PatchParams::apply("kruise-testkit").force();
+    for crd in crds {
+        let mut crd = crd.clone();
+        crd.metadata.managed_fields = None;
+        crd.metadata.resource_version = None;
+        let name = crd.metadata.name.clone().unwrap_or_default();
+        api.patch(&name, &params, &Patch::Apply(&crd))
+            .await
+            .unwrap_or_else(|e| panic!("applying CRD {name}: {e}"));
+        eventually(&format!("CRD {name} Established"), WAIT, || async {
+            let crd = api.get(&name).await.ok()?;
+            crd.status?
+                .conditions?
+                .iter()
+                .any(|c| c.type_ == "Established" && c.status == "True")
+                .then_some(())
+        })
+        .await;
+    }
+    crate::sim::wait_listable(client, crds).await;
+    for crd in crds.iter().filter(|c| c.spec.scope == "Cluster") {
+        clear_cluster_scoped(client, crd).await;
+    }
+}
+
+/// Deletes every object of the cluster-scoped kind of `crd` that an earlier test left, so
+/// the test starts as on a fresh simulator (its namespaced kinds start empty in its own
+/// namespace).
+async fn clear_cluster_scoped(client: &Client, crd: &CustomResourceDefinition) {
+    let kind = crd.spec.names.kind.clone();
+    let api: Api<DynamicObject> = Api::all_with(client.clone(), &crate::sim::stored_resource(crd));
+    api.delete_collection(&DeleteParams::default(), &ListParams::default())
+        .await
+        .unwrap_or_else(|e| panic!("deleting the {kind} objects left: {e}"));
+    eventually(&format!("no {kind} object left"), WAIT, || async {
+        api.list(&ListParams::default())
+            .await
+            .ok()?
+            .items
+            .is_empty()
+            .then_some(())
+    })
+    .await;
+}
+
+/// A fresh namespace named after the running test, once its `default` ServiceAccount exists.
+async fn create_namespace(client: &Client) -> String {
+    let name = namespace_name(
+        std::thread::current().name().unwrap_or("test"),
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.subsec_nanos())
+            .unwrap_or_default(),
+    );
+    let namespace: Namespace = serde_json::from_value(json!({"metadata": {
+        "name": name, "labels": {NAMESPACE_LABEL: "true"}}}))
+    .unwrap();
+    Api::<Namespace>::all(client.clone())
+        .create(&PostParams::default(), &namespace)
+        .await
+        .unwrap_or_else(|e| panic!("creating namespace {name}: {e}"));
+    let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), &name);
+    eventually(
+        &format!("the default ServiceAccount of {name}"),
+        WAIT,
+        || async { accounts.get_opt("default").await.ok().flatten().map(|_| ()) },
+    )
+    .await;
+    name
+}
+
+/// `kt-<test>-<suffix>`: a DNS label (at most 63 characters) from the test's name, so
+/// `kubectl get ns` tells whose it is.
+fn namespace_name(test: &str, pid: u32, nanos: u32) -> String {
+    let test = test.rsplit("::").next().unwrap_or(test);
+    let mut slug: String = test
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() {
+                c.to_ascii_lowercase()
+            } else {
+                '-'
+            }
+        })
+        .collect();
+    slug.truncate(44);
+    let slug = slug.trim_matches('-');
+    format!("kt-{slug}-{:x}", (pid ^ nanos) & 0xff_ffff)
+}
+
+/// `kind/name` of every mutating and validating webhook configuration.
+async fn webhook_configurations(client: &Client) -> Vec<String> {
+    let mutating: Api<MutatingWebhookConfiguration> = Api::all(client.clone());
+    let validating: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
+    let mut names: Vec<String> = mutating
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .iter()
+        .map(|w| format!("mutating/{}", w.name_any()))
+        .collect();
+    names.extend(
+        validating
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+            .iter()
+            .map(|w| format!("validating/{}", w.name_any())),
+    );
+    names
+}
+
+/// Undoes what a family binary under test published on the shared API server, so no later
+/// test calls a webhook whose process is gone: the webhook configurations that were not
+/// there before the test, and a conversion webhook on the test's CRDs.
+async fn remove_webhooks_since(client: &Client, before: &[String], crd_names: &[String]) {
+    let mutating: Api<MutatingWebhookConfiguration> = Api::all(client.clone());
+    let validating: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
+    for added in webhook_configurations(client).await {
+        if before.contains(&added) {
+            continue;
+        }
+        let deleted = match added.split_once('/') {
+            Some(("mutating", name)) => mutating
+                .delete(name, &DeleteParams::default())
+                .await
+                .map(|_| ()),
+            Some((_, name)) => validating
+                .delete(name, &DeleteParams::default())
+                .await
+                .map(|_| ()),
+            None => Ok(()),
+        };
+        if let Err(e) = deleted {
+            eprintln!("cleanup: deleting webhook configuration {added}: {e}");
+        }
+    }
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let no_conversion = json!({"spec": {"conversion": {"strategy": "None", "webhook": null}}});
+    for name in crd_names {
+        if let Err(e) = crds
+            .patch(name, &PatchParams::default(), &Patch::Merge(&no_conversion))
+            .await
+        {
+            eprintln!("cleanup: resetting the conversion of CRD {name}: {e}");
+        }
+    }
+}
+
+/// Deletes these Node objects (left by an earlier test) and waits until they are gone.
+async fn remove_nodes(client: &Client, names: &[String]) {
+    let nodes: Api<Node> = Api::all(client.clone());
+    for name in names {
+        match nodes.delete(name, &DeleteParams::default()).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(status)) if status.code == 404 => {}
+            Err(e) => panic!("deleting node {name}: {e}"),
+        }
+    }
+    for name in names {
+        eventually(&format!("node {name} gone"), WAIT, || async {
+            nodes.get_opt(name).await.ok()?.is_none().then_some(())
+        })
+        .await;
+    }
+}
+
+async fn wait_nodes_ready(client: &Client, names: &[String]) {
+    let nodes: Api<Node> = Api::all(client.clone());
+    for name in names {
+        eventually(
+            &format!("node {name} Ready and untainted"),
+            WAIT,
+            || async {
+                let node = nodes.get_opt(name).await.ok()??;
+                let ready = node
+                    .status?
+                    .conditions?
+                    .iter()
+                    .any(|c| c.type_ == "Ready" && c.status == "True");
+                let tainted = node
+                    .spec
+                    .and_then(|s| s.taints)
+                    .is_some_and(|t| !t.is_empty());
+                (ready && !tainted).then_some(())
+            },
+        )
+        .await;
+    }
+}
+
+/// Counts each request of a client into [`Counters`] once answered, keyed as kruise-sim
+/// keys its own.
+struct CountingLayer(Arc<Counters>);
+
+impl<S> tower::Layer<S> for CountingLayer {
+    type Service = Counting<S>;
+    fn layer(&self, inner: S) -> Counting<S> {
+        Counting {
+            inner,
+            counters: self.0.clone(),
+        }
+    }
+}
+
+struct Counting<S> {
+    inner: S,
+    counters: Arc<Counters>,
+}
+
+type Answer<R, E> = Pin<Box<dyn std::future::Future<Output = Result<R, E>> + Send>>;
+
+impl<S, B> tower::Service<http::Request<Body>> for Counting<S>
+where
+    S: tower::Service<http::Request<Body>, Response = http::Response<B>>,
+    S::Future: Send + 'static,
+{
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future = Answer<S::Response, S::Error>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: http::Request<Body>) -> Self::Future {
+        let key = request_key(&request);
+        let answer = self.inner.call(request);
+        let counters = self.counters.clone();
+        Box::pin(async move {
+            let response = answer.await;
+            if let (Some(mut key), Ok(response)) = (key, &response) {
+                key.code = response.status().as_u16();
+                counters.record(key);
+            }
+            response
+        })
+    }
+}
+
+/// The counter key of a resource request (code 0 until answered); None for discovery.
+fn request_key<T>(request: &http::Request<T>) -> Option<RequestKey> {
+    let segments: Vec<&str> = request
+        .uri()
+        .path()
+        .split('/')
+        .filter(|s| !s.is_empty())
+        .collect();
+    let (group, rest) = match segments.as_slice() {
+        ["api", _version, rest @ ..] => ("", rest),
+        ["apis", group, _version, rest @ ..] => (*group, rest),
+        _ => return None,
+    };
+    let rest = match rest {
+        ["namespaces", _, resource, more @ ..] => {
+            let mut r = vec![*resource];
+            r.extend(more);
+            r
+        }
+        other => other.to_vec(),
+    };
+    let (resource, name, subresource) = match rest.as_slice() {
+        [resource] => (*resource, None, ""),
+        [resource, name] => (*resource, Some(*name), ""),
+        [resource, name, subresource, ..] => (*resource, Some(*name), *subresource),
+        [] => return None,
+    };
+    let watch = request
+        .uri()
+        .query()
+        .is_some_and(|q| q.split('&').any(|kv| kv == "watch=true" || kv == "watch=1"));
+    let verb = match *request.method() {
+        http::Method::GET | http::Method::HEAD if watch => "watch",
+        http::Method::GET | http::Method::HEAD if name.is_some() => "get",
+        http::Method::GET | http::Method::HEAD => "list",
+        http::Method::POST => "create",
+        http::Method::PUT => "update",
+        http::Method::PATCH => "patch",
+        http::Method::DELETE if name.is_some() => "delete",
+        http::Method::DELETE => "deletecollection",
+        _ => "unknown",
+    };
+    let user_agent = request
+        .headers()
+        .get(http::header::USER_AGENT)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default();
+    Some(RequestKey {
+        verb: verb.into(),
+        group: group.into(),
+        resource: resource.into(),
+        subresource: subresource.into(),
+        user_agent: user_agent.into(),
+        code: 0,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(method: http::Method, uri: &str) -> Option<(String, String, String, String)> {
+        let request = http::Request::builder()
+            .method(method)
+            .uri(uri)
+            .body(())
+            .unwrap();
+        request_key(&request).map(|k| (k.verb, k.group, k.resource, k.subresource))
+    }
+
+    fn k(
+        verb: &str,
+        group: &str,
+        resource: &str,
+        sub: &str,
+    ) -> Option<(String, String, String, String)> {
+        Some((verb.into(), group.into(), resource.into(), sub.into()))
+    }
+
+    #[test]
+    fn requests_are_keyed_as_the_simulator_keys_them() {
+        use http::Method;
+        let cases = [
+            (
+                Method::POST,
+                "/api/v1/namespaces/a/pods",
+                k("create", "", "pods", ""),
+            ),
+            (
+                Method::PATCH,
+                "/api/v1/namespaces/a/pods/web-x/status?fieldManager=m",
+                k("patch", "", "pods", "status"),
+            ),
+            (
+                Method::GET,
+                "/api/v1/namespaces/a/pods?watch=true&resourceVersion=1",
+                k("watch", "", "pods", ""),
+            ),
+            (
+                Method::GET,
+                "/api/v1/pods?labelSelector=a%3Db",
+                k("list", "", "pods", ""),
+            ),
+            (
+                Method::GET,
+                "/apis/apps.kruise.io/v1beta1/namespaces/a/clonesets/web",
+                k("get", "apps.kruise.io", "clonesets", ""),
+            ),
+            (
+                Method::DELETE,
+                "/api/v1/namespaces/a/pods/web-x",
+                k("delete", "", "pods", ""),
+            ),
+            (
+                Method::DELETE,
+                "/api/v1/namespaces/a/pods",
+                k("deletecollection", "", "pods", ""),
+            ),
+            (
+                Method::PUT,
+                "/apis/apps.kruise.io/v1beta1/namespaces/a/clonesets/web/scale",
+                k("update", "apps.kruise.io", "clonesets", "scale"),
+            ),
+            (
+                Method::GET,
+                "/api/v1/namespaces/a",
+                k("get", "", "namespaces", ""),
+            ),
+            (
+                Method::POST,
+                "/api/v1/namespaces",
+                k("create", "", "namespaces", ""),
+            ),
+            (Method::GET, "/apis", None),
+            (Method::GET, "/version", None),
+        ];
+        for (method, uri, expected) in cases {
+            assert_eq!(key(method, uri), expected, "{uri}");
+        }
+    }
+
+    #[test]
+    fn namespace_names_are_dns_labels_naming_the_test() {
+        let name = namespace_name(
+            "tests::in_place_update_keeps_pod_identity_and_partition_keeps_old_pods",
+            4242,
+            77,
+        );
+        assert!(
+            name.starts_with("kt-in-place-update-keeps-pod-identity-and-part"),
+            "{name}"
+        );
+        assert!(name.len() <= 63, "{name}");
+        assert!(
+            name.chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-'),
+            "{name}"
+        );
+        assert!(!name.contains("--"), "{name}");
+    }
+}
