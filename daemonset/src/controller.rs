@@ -33,7 +33,7 @@ use k8s_openapi::api::core::v1::Pod;
 use kruise_common::api::keys::CONTROLLER_REVISION_HASH_KEY;
 use kruise_common::api::lifecycle::LifecycleState;
 use kruise_common::expectations::{
-    Satisfaction, ScaleAction, ScaleExpectations, SharedExpectations,
+    ResourceVersionExpectations, Satisfaction, ScaleAction, ScaleExpectations, SharedExpectations,
 };
 use kruise_common::inplace::{
     CompletionCheck, RefreshAction, UpdateRequest, begin_update, calculate_update_spec, refresh,
@@ -173,10 +173,9 @@ struct Shared {
     backoff: Mutex<Backoff>,
     /// In-place updates sent and not yet in the cache, per DaemonSet: pod name -> hash.
     in_flight: Mutex<HashMap<String, HashMap<String, String>>>,
-    /// `InPlaceUpdateReady=True` sent and not yet in the cache, per DaemonSet: pod name ->
-    /// the pod's resourceVersion when it was sent (a pass on a stale cache would send it
-    /// again).
-    ready_sent: Mutex<HashMap<String, HashMap<String, String>>>,
+    /// Per pod uid, the resourceVersion our last in-place write to it returned: the
+    /// refresh leaves a pod alone until its cached copy shows that version.
+    pod_versions: SharedExpectations<ResourceVersionExpectations>,
     recorder: EventQueue,
     pre_download: PreDownload,
     settings: Settings,
@@ -219,7 +218,9 @@ pub async fn run(client: Client, settings: Settings, opts: RunOptions) {
         expectations: SharedExpectations::new(ScaleExpectations::new(settings.expectation_timeout)),
         backoff: Mutex::default(),
         in_flight: Mutex::default(),
-        ready_sent: Mutex::default(),
+        pod_versions: SharedExpectations::new(ResourceVersionExpectations::new(
+            settings.expectation_timeout,
+        )),
         recorder,
         pre_download: PreDownload::new(settings.pre_download),
         settings,
@@ -439,7 +440,7 @@ async fn reconcile(original: Arc<DaemonSet>, shared: Arc<Shared>) -> Result<Requ
         return Ok(Requeue::requeue(EXPECTATIONS_REQUEUE));
     }
     let pod_api: Api<Pod> = Api::namespaced(shared.client.clone(), &namespace);
-    let refresh_after = refresh_in_place(&pod_api, &shared, &key, &pods, now).await?;
+    let refresh_after = refresh_in_place(&pod_api, &shared, &pods, now).await?;
     let in_place = plan_strategy(&ds.spec).in_place;
     let in_place_request = |pod: &CachedPod| -> Option<UpdateRequest> {
         let old_hash = pod.label(CONTROLLER_REVISION_HASH_KEY)?;
@@ -732,59 +733,25 @@ fn in_place_pending(shared: &Shared, key: &str, pods: &[Arc<CachedPod>]) -> bool
 }
 
 /// Carries the in-place updates of `pods` forward (`common::inplace::refresh`): the next
-/// container batch, and `InPlaceUpdateReady=True` once the kubelet is done. Returns when to
-/// look again for a grace period.
+/// container batch, and `InPlaceUpdateReady=True` once the kubelet is done. A pod whose
+/// cached copy does not yet show the version our last write to it returned is left for a
+/// later pass: it would decide the same write again (the kubelet's own status writes move
+/// the version on before ours reaches the cache). The writes go out [`WRITE_CONCURRENCY`]
+/// at a time: after a rollout at maxUnavailable 100% every pod's condition is due at once.
+/// Returns when to look again for a grace period.
 async fn refresh_in_place(
     pod_api: &Api<Pod>,
     shared: &Shared,
-    key: &str,
     pods: &[Arc<CachedPod>],
     now: Timestamp,
-) -> Result<Option<Duration>, Error> {
-    // Taken out while the writes are awaited (a key is never reconciled twice at once);
-    // what the cache now shows a newer version of is forgotten.
-    let mut sent = shared
-        .ready_sent
-        .lock()
-        .ok()
-        .and_then(|mut s| s.remove(key))
-        .unwrap_or_default();
-    sent.retain(|name, version| {
-        pods.iter().any(|p| {
-            p.name() == name.as_str()
-                && p.meta().resource_version.as_deref() == Some(version.as_str())
-        })
-    });
-    let refreshed = refresh_pods(pod_api, pods, now, &mut sent).await;
-    if !sent.is_empty()
-        && let Ok(mut s) = shared.ready_sent.lock()
-    {
-        s.insert(key.to_string(), sent);
-    }
-    refreshed
-}
-
-/// A write [`refresh_pods`] decided on.
-enum RefreshWrite {
-    /// The next container batch, or the spec once a grace period ended.
-    Patch(Arc<CachedPod>, serde_json::Value),
-    /// `InPlaceUpdateReady=True`.
-    Ready(Arc<CachedPod>, Box<k8s_openapi::api::core::v1::PodStatus>),
-}
-
-/// [`refresh_in_place`] for each pod, skipping the pods in `ready_sent` and adding those it
-/// sends `InPlaceUpdateReady=True` to. The writes go out [`WRITE_CONCURRENCY`] at a time:
-/// after a rollout at maxUnavailable 100% every pod's condition is due at once.
-async fn refresh_pods(
-    pod_api: &Api<Pod>,
-    pods: &[Arc<CachedPod>],
-    now: Timestamp,
-    ready_sent: &mut HashMap<String, String>,
 ) -> Result<Option<Duration>, Error> {
     let mut after: Option<Duration> = None;
     let mut writes = Vec::new();
     // The check is not Send: every decision is taken before any write is awaited.
     for pod in pods {
+        if !shows_our_writes(shared, pod, now)? {
+            continue;
+        }
         match refresh(&**pod, now, &CompletionCheck::default()) {
             RefreshAction::Nothing | RefreshAction::Invalid(_) => {}
             RefreshAction::WaitGrace { requeue_after } => {
@@ -796,43 +763,37 @@ async fn refresh_pods(
                     writes.push(RefreshWrite::Patch(pod.clone(), patch));
                 }
             }
-            RefreshAction::SetReady(_) if ready_sent.contains_key(pod.name()) => {}
             RefreshAction::SetReady(status) => {
                 writes.push(RefreshWrite::Ready(pod.clone(), status));
             }
         }
     }
-    let outcomes: Vec<(Arc<CachedPod>, bool, Result<(), kube::Error>)> =
-        futures::stream::iter(writes)
-            .map(|write| async move {
-                match write {
-                    RefreshWrite::Patch(pod, patch) => {
-                        let sent = pod_api
-                            .patch(
-                                pod.name(),
-                                &PatchParams::default(),
-                                &Patch::Strategic(&patch),
-                            )
-                            .await;
-                        (pod, false, sent.map(|_| ()))
-                    }
-                    RefreshWrite::Ready(pod, status) => {
-                        let sent = send_conditions(pod_api, &pod, &status).await;
-                        (pod, true, sent)
-                    }
+    let outcomes: Vec<_> = futures::stream::iter(writes)
+        .map(|write| async move {
+            match write {
+                RefreshWrite::Patch(pod, patch) => {
+                    let sent = pod_api
+                        .patch(
+                            pod.name(),
+                            &PatchParams::default(),
+                            &Patch::Strategic(&patch),
+                        )
+                        .await;
+                    (pod, sent.map(Some))
                 }
-            })
-            .buffer_unordered(WRITE_CONCURRENCY)
-            .collect()
-            .await;
-    let mut first_error = None;
-    for (pod, ready, outcome) in outcomes {
-        match outcome {
-            Ok(()) => {
-                if ready && let Some(version) = pod.meta().resource_version.clone() {
-                    ready_sent.insert(pod.name().to_string(), version);
+                RefreshWrite::Ready(pod, status) => {
+                    let sent = send_conditions(pod_api, &pod, &status).await;
+                    (pod, sent)
                 }
             }
+        })
+        .buffer_unordered(WRITE_CONCURRENCY)
+        .collect()
+        .await;
+    let mut first_error = None;
+    for (pod, outcome) in outcomes {
+        match outcome {
+            Ok(written) => record_version(shared, written.as_ref()),
             Err(source) => {
                 first_error.get_or_insert(Error::InPlace(WriteError {
                     name: pod.name().to_string(),
@@ -847,25 +808,65 @@ async fn refresh_pods(
     }
 }
 
-/// Patches `pods/status` with the conditions `status` changes on `pod`.
+/// A write [`refresh_in_place`] decided on.
+enum RefreshWrite {
+    /// The next container batch, or the spec once a grace period ended.
+    Patch(Arc<CachedPod>, serde_json::Value),
+    /// `InPlaceUpdateReady=True`.
+    Ready(Arc<CachedPod>, Box<k8s_openapi::api::core::v1::PodStatus>),
+}
+
+/// Whether the cached `pod` shows (at least) the version our last write to it returned;
+/// an expectation that outlived its timeout is dropped and no longer holds the pod back.
+fn shows_our_writes(shared: &Shared, pod: &CachedPod, now: Timestamp) -> Result<bool, Error> {
+    let meta = PodView::meta(pod);
+    let (Some(uid), Some(version)) = (meta.uid.as_deref(), meta.resource_version.as_deref()) else {
+        return Ok(true);
+    };
+    Ok(shared
+        .pod_versions
+        .with(|v| match v.satisfied(uid, version, now) {
+            Satisfaction::Satisfied => true,
+            Satisfaction::Pending { .. } => false,
+            Satisfaction::Expired { .. } => {
+                v.delete(uid);
+                true
+            }
+        })
+        .map_err(ShellError::from)?)
+}
+
+/// Remembers the version a write of ours returned, so no pass acts on an older copy.
+fn record_version(shared: &Shared, written: Option<&Pod>) {
+    if let Some(meta) = written.map(|p| &p.metadata)
+        && let (Some(uid), Some(version)) = (meta.uid.as_deref(), meta.resource_version.as_deref())
+    {
+        // A poisoned lock only loses this record: the next pass stops on the lock anyway.
+        let _ = shared.pod_versions.with(|v| v.expect(uid, version));
+    }
+}
+
+/// Patches `pods/status` with the conditions `status` changes on `pod`; the pod written,
+/// `None` when nothing changes.
 async fn send_conditions(
     pod_api: &Api<Pod>,
     pod: &CachedPod,
     status: &k8s_openapi::api::core::v1::PodStatus,
-) -> Result<(), kube::Error> {
+) -> Result<Option<Pod>, kube::Error> {
     let body = kruise_common::pods::status_patch(pod, status, &serde_json::Value::Null)
         .map_err(kube::Error::SerdeError)?;
-    if let Some(body) = body {
-        pod_api
+    match body {
+        Some(body) => pod_api
             .patch_subresource(
                 "status",
                 pod.name(),
                 &PatchParams::default(),
                 &Patch::Strategic(body),
             )
-            .await?;
+            .await
+            .map(Some),
+        None => Ok(None),
     }
-    Ok(())
 }
 
 /// Updates `name` in place: `InPlaceUpdateReady=False` first, then the new images, hash
@@ -897,9 +898,10 @@ async fn in_place_update(
         })
     };
     if let Some(unready) = &writes.unready_conditions {
-        send_conditions(pod_api, pod, unready)
+        let written = send_conditions(pod_api, pod, unready)
             .await
             .map_err(failed)?;
+        record_version(shared, written.as_ref());
     }
     if let Some(patch) = &writes.patch {
         if let Ok(mut in_flight) = shared.in_flight.lock() {
@@ -908,16 +910,19 @@ async fn in_place_update(
                 .or_default()
                 .insert(name.to_string(), req.revision.clone());
         }
-        if let Err(e) = pod_api
+        match pod_api
             .patch(name, &PatchParams::default(), &Patch::Strategic(patch))
             .await
         {
-            if let Ok(mut in_flight) = shared.in_flight.lock()
-                && let Some(sent) = in_flight.get_mut(key)
-            {
-                sent.remove(name);
+            Ok(written) => record_version(shared, Some(&written)),
+            Err(e) => {
+                if let Ok(mut in_flight) = shared.in_flight.lock()
+                    && let Some(sent) = in_flight.get_mut(key)
+                {
+                    sent.remove(name);
+                }
+                return Err(failed(e));
             }
-            return Err(failed(e));
         }
     }
     Ok(true)
