@@ -1093,3 +1093,55 @@ async fn each_pod_is_written_twice_when_placed_and_three_times_when_updated_in_p
     // InPlaceUpdateReady False with the state, the image patch, InPlaceUpdateReady True.
     assert_eq!(pod_writes(&sim) - before, 3 * NODES as u64);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failed_in_place_condition_writes_are_retried_until_every_pod_is_ready() {
+    let (sim, client) = sim(3).await;
+    // The controller sees every error itself (no client-side retries).
+    let running = Running::start(&sim.client_without_retries().unwrap());
+    create(
+        &client,
+        &daemonset(
+            "sturdy",
+            json!({"updateStrategy": {"rollingUpdate": {
+                "rollingUpdateType": "InPlaceIfPossible", "maxUnavailable": "100%"}}}),
+        ),
+    )
+    .await;
+    let nodes = node_names(&client).await;
+    let first = wait_for_pods(&client, "sturdy", &nodes, "nginx:1").await;
+
+    // Condition writes fail: the unready ones of the updates, then those made as the
+    // kubelet finishes (from the pod events or the passes).
+    sim.faults().add(
+        kruise_sim::FaultRule::new()
+            .verb("patch")
+            .resource("pods")
+            .subresource("status")
+            .error(500, 1.0)
+            .times(5),
+    );
+    patch_set(
+        &client,
+        "sturdy",
+        json!({"spec": {"template": {"spec": {"containers": [{"name": "main", "image": "nginx:2"}]}}}}),
+    )
+    .await;
+    let updated = wait_for_pods(&client, "sturdy", &nodes, "nginx:2").await;
+    assert_eq!(uid_by_name(&updated), uid_by_name(&first));
+    for pod in &updated {
+        assert_eq!(
+            condition(pod, "InPlaceUpdateReady").as_deref(),
+            Some("True")
+        );
+    }
+    let refused: u64 = sim
+        .counters()
+        .snapshot()
+        .into_iter()
+        .filter(|(k, _)| k.resource == "pods" && k.subresource == "status" && k.code == 500)
+        .map(|(_, n)| n)
+        .sum();
+    assert_eq!(refused, 5, "every injected failure was met");
+    running.stop().await;
+}
