@@ -838,10 +838,16 @@ async fn refresh_in_place(
     let mut writes = Vec::new();
     // The check is not Send: every decision is taken before any write is awaited.
     for pod in pods {
-        match claim_and_decide(shared, pod, now)? {
-            Decided::Skip => {}
-            Decided::Wait(wait) => after = Some(after.map_or(wait, |a| a.min(wait))),
-            Decided::Write(write) => writes.push(write),
+        match claim_and_decide(shared, pod, now) {
+            Ok(Decided::Skip) => {}
+            Ok(Decided::Wait(wait)) => after = Some(after.map_or(wait, |a| a.min(wait))),
+            Ok(Decided::Write(write)) => writes.push(write),
+            Err(e) => {
+                for write in &writes {
+                    release(shared, write.pod());
+                }
+                return Err(e);
+            }
         }
     }
     let outcomes: Vec<_> = futures::stream::iter(writes)
@@ -869,6 +875,14 @@ enum RefreshWrite {
     Patch(Arc<CachedPod>, serde_json::Value),
     /// `InPlaceUpdateReady=True`.
     Ready(Arc<CachedPod>, Box<k8s_openapi::api::core::v1::PodStatus>),
+}
+
+impl RefreshWrite {
+    fn pod(&self) -> &CachedPod {
+        match self {
+            RefreshWrite::Patch(pod, _) | RefreshWrite::Ready(pod, _) => pod,
+        }
+    }
 }
 
 /// What the refresh of one pod decided.
