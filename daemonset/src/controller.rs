@@ -17,12 +17,14 @@
 //!   or finalizers present) is marked `PreparingDelete` instead, and deleted once the hook
 //!   lets go.
 //! * **In place** (`InPlaceIfPossible`): the diff of the pod's revision and the update
-//!   revision decides; an update sent is waited for in the cache before the next plan, and
-//!   every pass finishes what the kubelet has done (`InPlaceUpdateReady=True`).
+//!   revision decides; an update sent is waited for in the cache before the next plan.
+//!   What the kubelet has done is finished (`InPlaceUpdateReady=True`) as its pod event
+//!   arrives, and by every pass; each pod is claimed while written and decided on only
+//!   from a cached copy that shows our last write to it, so each write goes out once.
 //! * **Revisions before pods.** The update revision is written before any pod carries its
 //!   hash; history is pruned only after a pass whose writes all succeeded.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -33,7 +35,7 @@ use k8s_openapi::api::core::v1::Pod;
 use kruise_common::api::keys::CONTROLLER_REVISION_HASH_KEY;
 use kruise_common::api::lifecycle::LifecycleState;
 use kruise_common::expectations::{
-    Satisfaction, ScaleAction, ScaleExpectations, SharedExpectations,
+    ResourceVersionExpectations, Satisfaction, ScaleAction, ScaleExpectations, SharedExpectations,
 };
 use kruise_common::inplace::{
     CompletionCheck, RefreshAction, UpdateRequest, begin_update, calculate_update_spec, refresh,
@@ -67,6 +69,8 @@ use crate::plan::{Action, PlanInput, PlanStrategy, plan};
 pub const CONTROLLER_NAME: &str = "daemonset";
 /// The event reporter, as OpenKruise names it.
 pub const EVENT_REPORTER: &str = "daemonset-controller";
+/// Pod events queued for the event-driven in-place refresh at most.
+const REFRESH_QUEUE: usize = 4096;
 /// How soon a DaemonSet whose expectations are pending is looked at again.
 const EXPECTATIONS_REQUEUE: Duration = Duration::from_millis(500);
 /// The first and the longest wait before a node's failed pod is replaced again.
@@ -138,6 +142,10 @@ pub enum Error {
     /// Updating a pod in place, or finishing such an update.
     #[error("updating {0} in place")]
     InPlace(#[source] WriteError),
+    /// Another in-place write to the pod is under way, or the cache does not show the last
+    /// one yet (retried shortly, as a conflict).
+    #[error("pod {0} is being written")]
+    Busy(String),
 }
 
 impl ReconcileError for Error {
@@ -147,7 +155,7 @@ impl ReconcileError for Error {
             Error::Create(_) => "create",
             Error::Delete(_) => "delete",
             Error::PrepareDelete(_) => "lifecycle",
-            Error::InPlace(_) => "update",
+            Error::InPlace(_) | Error::Busy(_) => "update",
         }
     }
 
@@ -157,6 +165,7 @@ impl ReconcileError for Error {
             Error::Create(e) | Error::Delete(e) | Error::PrepareDelete(e) | Error::InPlace(e) => {
                 e.is_conflict()
             }
+            Error::Busy(_) => true,
         }
     }
 }
@@ -173,10 +182,12 @@ struct Shared {
     backoff: Mutex<Backoff>,
     /// In-place updates sent and not yet in the cache, per DaemonSet: pod name -> hash.
     in_flight: Mutex<HashMap<String, HashMap<String, String>>>,
-    /// `InPlaceUpdateReady=True` sent and not yet in the cache, per DaemonSet: pod name ->
-    /// the pod's resourceVersion when it was sent (a pass on a stale cache would send it
-    /// again).
-    ready_sent: Mutex<HashMap<String, HashMap<String, String>>>,
+    /// Per pod uid, the resourceVersion our last in-place write to it returned: the
+    /// refresh leaves a pod alone until its cached copy shows that version.
+    pod_versions: SharedExpectations<ResourceVersionExpectations>,
+    /// Pod uids an in-place write is under way for (an update, or a refresh from a pass or
+    /// from a pod event): no one else decides on them meanwhile.
+    writing: Mutex<HashSet<String>>,
     recorder: EventQueue,
     pre_download: PreDownload,
     settings: Settings,
@@ -219,15 +230,34 @@ pub async fn run(client: Client, settings: Settings, opts: RunOptions) {
         expectations: SharedExpectations::new(ScaleExpectations::new(settings.expectation_timeout)),
         backoff: Mutex::default(),
         in_flight: Mutex::default(),
-        ready_sent: Mutex::default(),
+        pod_versions: SharedExpectations::new(ResourceVersionExpectations::new(
+            settings.expectation_timeout,
+        )),
+        writing: Mutex::default(),
         recorder,
         pre_download: PreDownload::new(settings.pre_download),
         settings,
     });
     let node_changes = only_eligibility_changes(node_stream, shared.nodes.clone());
+    // Pod events also go straight to the in-place refresh (bounded: what does not fit is
+    // left to the DaemonSet's next pass, which every pod event triggers anyway); a refresh
+    // write that fails there wakes the DaemonSet, whose pass retries it.
+    let (mut refresh_tx, refresh_rx) = futures::channel::mpsc::channel(REFRESH_QUEUE);
+    let (retry_tx, retry_rx) = futures::channel::mpsc::unbounded();
+    let pod_stream = pod_stream
+        .inspect(move |event| {
+            if let Ok(pod) = event
+                && daemonset_of(pod).is_some()
+            {
+                let _ = refresh_tx.try_send(ObjectRef::from(pod));
+            }
+        })
+        .boxed();
+    let refresher = refresh_on_pod_events(shared.clone(), refresh_rx, retry_tx);
     let all_sets = sets.clone();
     let controller = Controller::for_stream(set_stream, sets)
         .reconcile_all_on(futures::stream::once(async {}))
+        .reconcile_on(retry_rx)
         .owns_stream(pod_stream)
         .owns_stream(revision_stream)
         .watches_stream(node_changes, move |_: CachedNode| {
@@ -237,7 +267,54 @@ pub async fn run(client: Client, settings: Settings, opts: RunOptions) {
                 .map(|ds| ObjectRef::from(ds.as_ref()))
                 .collect::<Vec<_>>()
         });
-    run_controller(controller, reconcile, shared, opts).await;
+    let controller = std::pin::pin!(run_controller(controller, reconcile, shared, opts));
+    // The refresher ends once the pod stream (its sender) is gone with the controller.
+    if let futures::future::Either::Right(((), controller)) =
+        futures::future::select(controller, std::pin::pin!(refresher)).await
+    {
+        controller.await;
+    }
+}
+
+/// The Advanced DaemonSet controlling `pod`, if any.
+fn daemonset_of(pod: &CachedPod) -> Option<ObjectRef<DaemonSet>> {
+    let owner = kruise_common::pods::controller_ref(PodView::meta(pod))?;
+    (owner.kind == KIND && kruise_common::pods::api_group(&owner.api_version) == crate::api::GROUP)
+        .then(|| ObjectRef::new(&owner.name).within(PodView::namespace(pod)))
+}
+
+/// Refreshes the pod of each event as the event arrives, [`WRITE_CONCURRENCY`] at a time
+/// (`InPlaceUpdateReady=True` as soon as the kubelet has restarted the containers, as
+/// the benchmark's minimal writer does, instead of after the pass under way, which at
+/// maxUnavailable 100% is sending every other pod's update). The DaemonSet's pass
+/// refreshes too; [`claim`] keeps the two from writing the same pod twice.
+async fn refresh_on_pod_events(
+    shared: Arc<Shared>,
+    events: futures::channel::mpsc::Receiver<ObjectRef<CachedPod>>,
+    retry: futures::channel::mpsc::UnboundedSender<ObjectRef<DaemonSet>>,
+) {
+    events
+        .for_each_concurrent(WRITE_CONCURRENCY, |pod_ref| {
+            let (shared, retry) = (shared.clone(), retry.clone());
+            async move {
+                let Some(pod) = shared.pods.get(&pod_ref) else {
+                    return;
+                };
+                let pod_api: Api<Pod> =
+                    Api::namespaced(shared.client.clone(), PodView::namespace(&*pod));
+                let failed = match claim_and_decide(&shared, &pod, Timestamp::now()) {
+                    Ok(Decided::Write(write)) => {
+                        send_refresh(&pod_api, &shared, write).await.1.is_err()
+                    }
+                    Ok(Decided::Skip | Decided::Wait(_)) => false,
+                    Err(_) => true,
+                };
+                if failed && let Some(set) = daemonset_of(&pod) {
+                    let _ = retry.unbounded_send(set);
+                }
+            }
+        })
+        .await;
 }
 
 /// Revisions an Advanced DaemonSet controls (the only ones cached).
@@ -439,7 +516,7 @@ async fn reconcile(original: Arc<DaemonSet>, shared: Arc<Shared>) -> Result<Requ
         return Ok(Requeue::requeue(EXPECTATIONS_REQUEUE));
     }
     let pod_api: Api<Pod> = Api::namespaced(shared.client.clone(), &namespace);
-    let refresh_after = refresh_in_place(&pod_api, &shared, &key, &pods, now).await?;
+    let refresh_after = refresh_in_place(&pod_api, &shared, &pods, now).await?;
     let in_place = plan_strategy(&ds.spec).in_place;
     let in_place_request = |pod: &CachedPod| -> Option<UpdateRequest> {
         let old_hash = pod.label(CONTROLLER_REVISION_HASH_KEY)?;
@@ -475,6 +552,15 @@ async fn reconcile(original: Arc<DaemonSet>, shared: Arc<Shared>) -> Result<Requ
             .is_ok()
         })
     };
+    // Whether a pod can be updated in place depends on its revision only: one diff each.
+    let mut possible_by_hash: HashMap<&str, bool> = HashMap::new();
+    for pod in &pods {
+        if let Some(pod_hash) = pod.label(CONTROLLER_REVISION_HASH_KEY) {
+            possible_by_hash
+                .entry(pod_hash)
+                .or_insert_with(|| in_place_possible(pod));
+        }
+    }
     let mut nodes: Vec<_> = shared
         .nodes
         .state()
@@ -495,7 +581,14 @@ async fn reconcile(original: Arc<DaemonSet>, shared: Arc<Shared>) -> Result<Requ
         nodes,
         pods: pods
             .iter()
-            .filter_map(|p| plan_pod(&**p, &hash, in_place_possible(p)))
+            .filter_map(|p| {
+                let possible = p
+                    .label(CONTROLLER_REVISION_HASH_KEY)
+                    .and_then(|h| possible_by_hash.get(h))
+                    .copied()
+                    .unwrap_or(false);
+                plan_pod(&**p, &hash, possible)
+            })
             .collect(),
         strategy: PlanStrategy {
             prune_ineligible_nodes: shared.settings.prune_ineligible_nodes,
@@ -576,7 +669,7 @@ async fn reconcile(original: Arc<DaemonSet>, shared: Arc<Shared>) -> Result<Requ
                                 )
                                 .related_to(Some(pod_reference(Some(namespace), pod))),
                             ),
-                            Ok(false) => {}
+                            Ok(false) | Err(Error::Busy(_)) => {}
                             Err(e) => recorder.record(EventRecord::warning(
                                 reason::FAILED_UPDATE_POD_IN_PLACE,
                                 format!(
@@ -732,39 +825,51 @@ fn in_place_pending(shared: &Shared, key: &str, pods: &[Arc<CachedPod>]) -> bool
 }
 
 /// Carries the in-place updates of `pods` forward (`common::inplace::refresh`): the next
-/// container batch, and `InPlaceUpdateReady=True` once the kubelet is done. Returns when to
-/// look again for a grace period.
+/// container batch, and `InPlaceUpdateReady=True` once the kubelet is done (most of them
+/// have gone out from the pod events already, [`refresh_on_pod_events`]). The writes go
+/// out [`WRITE_CONCURRENCY`] at a time. Returns when to look again for a grace period.
 async fn refresh_in_place(
     pod_api: &Api<Pod>,
     shared: &Shared,
-    key: &str,
     pods: &[Arc<CachedPod>],
     now: Timestamp,
 ) -> Result<Option<Duration>, Error> {
-    // Taken out while the writes are awaited (a key is never reconciled twice at once);
-    // what the cache now shows a newer version of is forgotten.
-    let mut sent = shared
-        .ready_sent
-        .lock()
-        .ok()
-        .and_then(|mut s| s.remove(key))
-        .unwrap_or_default();
-    sent.retain(|name, version| {
-        pods.iter().any(|p| {
-            p.name() == name.as_str()
-                && p.meta().resource_version.as_deref() == Some(version.as_str())
+    let mut after: Option<Duration> = None;
+    let mut writes = Vec::new();
+    // The check is not Send: every decision is taken before any write is awaited.
+    for pod in pods {
+        match claim_and_decide(shared, pod, now) {
+            Ok(Decided::Skip) => {}
+            Ok(Decided::Wait(wait)) => after = Some(after.map_or(wait, |a| a.min(wait))),
+            Ok(Decided::Write(write)) => writes.push(write),
+            Err(e) => {
+                for write in &writes {
+                    release(shared, write.pod());
+                }
+                return Err(e);
+            }
+        }
+    }
+    let outcomes: Vec<_> = futures::stream::iter(writes)
+        .map(|write| send_refresh(pod_api, shared, write))
+        .buffer_unordered(WRITE_CONCURRENCY)
+        .collect()
+        .await;
+    let first_error = outcomes.into_iter().find_map(|(pod, outcome)| {
+        outcome.err().map(|source| {
+            Error::InPlace(WriteError {
+                name: pod.name().to_string(),
+                source,
+            })
         })
     });
-    let refreshed = refresh_pods(pod_api, pods, now, &mut sent).await;
-    if !sent.is_empty()
-        && let Ok(mut s) = shared.ready_sent.lock()
-    {
-        s.insert(key.to_string(), sent);
+    match first_error {
+        Some(e) => Err(e),
+        None => Ok(after),
     }
-    refreshed
 }
 
-/// A write [`refresh_pods`] decided on.
+/// A refresh write decided on; the pod is claimed until it is sent.
 enum RefreshWrite {
     /// The next container batch, or the spec once a grace period ended.
     Patch(Arc<CachedPod>, serde_json::Value),
@@ -772,100 +877,160 @@ enum RefreshWrite {
     Ready(Arc<CachedPod>, Box<k8s_openapi::api::core::v1::PodStatus>),
 }
 
-/// [`refresh_in_place`] for each pod, skipping the pods in `ready_sent` and adding those it
-/// sends `InPlaceUpdateReady=True` to. The writes go out [`WRITE_CONCURRENCY`] at a time:
-/// after a rollout at maxUnavailable 100% every pod's condition is due at once.
-async fn refresh_pods(
-    pod_api: &Api<Pod>,
-    pods: &[Arc<CachedPod>],
-    now: Timestamp,
-    ready_sent: &mut HashMap<String, String>,
-) -> Result<Option<Duration>, Error> {
-    let mut after: Option<Duration> = None;
-    let mut writes = Vec::new();
-    // The check is not Send: every decision is taken before any write is awaited.
-    for pod in pods {
-        match refresh(&**pod, now, &CompletionCheck::default()) {
-            RefreshAction::Nothing | RefreshAction::Invalid(_) => {}
-            RefreshAction::WaitGrace { requeue_after } => {
-                let wait = Duration::from_secs(requeue_after.as_secs().max(1).unsigned_abs());
-                after = Some(after.map_or(wait, |a| a.min(wait)));
-            }
-            RefreshAction::Write(write) => {
-                if let Some(patch) = write.patch {
-                    writes.push(RefreshWrite::Patch(pod.clone(), patch));
-                }
-            }
-            RefreshAction::SetReady(_) if ready_sent.contains_key(pod.name()) => {}
-            RefreshAction::SetReady(status) => {
-                writes.push(RefreshWrite::Ready(pod.clone(), status));
-            }
+impl RefreshWrite {
+    fn pod(&self) -> &CachedPod {
+        match self {
+            RefreshWrite::Patch(pod, _) | RefreshWrite::Ready(pod, _) => pod,
         }
-    }
-    let outcomes: Vec<(Arc<CachedPod>, bool, Result<(), kube::Error>)> =
-        futures::stream::iter(writes)
-            .map(|write| async move {
-                match write {
-                    RefreshWrite::Patch(pod, patch) => {
-                        let sent = pod_api
-                            .patch(
-                                pod.name(),
-                                &PatchParams::default(),
-                                &Patch::Strategic(&patch),
-                            )
-                            .await;
-                        (pod, false, sent.map(|_| ()))
-                    }
-                    RefreshWrite::Ready(pod, status) => {
-                        let sent = send_conditions(pod_api, &pod, &status).await;
-                        (pod, true, sent)
-                    }
-                }
-            })
-            .buffer_unordered(WRITE_CONCURRENCY)
-            .collect()
-            .await;
-    let mut first_error = None;
-    for (pod, ready, outcome) in outcomes {
-        match outcome {
-            Ok(()) => {
-                if ready && let Some(version) = pod.meta().resource_version.clone() {
-                    ready_sent.insert(pod.name().to_string(), version);
-                }
-            }
-            Err(source) => {
-                first_error.get_or_insert(Error::InPlace(WriteError {
-                    name: pod.name().to_string(),
-                    source,
-                }));
-            }
-        }
-    }
-    match first_error {
-        Some(e) => Err(e),
-        None => Ok(after),
     }
 }
 
-/// Patches `pods/status` with the conditions `status` changes on `pod`.
+/// What the refresh of one pod decided.
+enum Decided {
+    /// Nothing to write now, or another writer holds the pod, or its cached copy is older
+    /// than our last write.
+    Skip,
+    /// A grace period runs: look again after this.
+    Wait(Duration),
+    /// Send this (the pod is claimed).
+    Write(RefreshWrite),
+}
+
+/// Claims `pod` ([`claim`]) and decides its refresh; the claim is kept only with a write.
+fn claim_and_decide(
+    shared: &Shared,
+    pod: &Arc<CachedPod>,
+    now: Timestamp,
+) -> Result<Decided, Error> {
+    let Some(pod) = claim(shared, pod, now)? else {
+        return Ok(Decided::Skip);
+    };
+    let decided = match refresh(&*pod, now, &CompletionCheck::default()) {
+        RefreshAction::Nothing | RefreshAction::Invalid(_) => Decided::Skip,
+        RefreshAction::WaitGrace { requeue_after } => Decided::Wait(Duration::from_secs(
+            requeue_after.as_secs().max(1).unsigned_abs(),
+        )),
+        RefreshAction::Write(write) => match write.patch {
+            Some(patch) => Decided::Write(RefreshWrite::Patch(pod.clone(), patch)),
+            None => Decided::Skip,
+        },
+        RefreshAction::SetReady(status) => Decided::Write(RefreshWrite::Ready(pod.clone(), status)),
+    };
+    if !matches!(decided, Decided::Write(_)) {
+        release(shared, &pod);
+    }
+    Ok(decided)
+}
+
+/// Sends a claimed refresh write, records the version it returned and releases the pod.
+async fn send_refresh(
+    pod_api: &Api<Pod>,
+    shared: &Shared,
+    write: RefreshWrite,
+) -> (Arc<CachedPod>, Result<(), kube::Error>) {
+    let (pod, written) = match write {
+        RefreshWrite::Patch(pod, patch) => {
+            let sent = pod_api
+                .patch(
+                    pod.name(),
+                    &PatchParams::default(),
+                    &Patch::Strategic(&patch),
+                )
+                .await
+                .map(Some);
+            (pod, sent)
+        }
+        RefreshWrite::Ready(pod, status) => {
+            let sent = send_conditions(pod_api, &pod, &status).await;
+            (pod, sent)
+        }
+    };
+    let outcome = written.map(|written| record_version(shared, written.as_ref()));
+    release(shared, &pod);
+    (pod, outcome)
+}
+
+/// Takes `pod` for an in-place write and returns its latest cached copy, to decide on;
+/// `None` when another writer holds it, it is gone, or the cache does not yet show (at
+/// least) the version our last write to it returned (it would decide the same write
+/// again: the kubelet's own status writes move the version on before ours reaches the
+/// cache). The copy is read under the lock writers release it with, after recording their
+/// version, so no copy older than a finished write is ever decided on. An expectation that
+/// outlived its timeout is dropped and no longer holds the pod back.
+fn claim(
+    shared: &Shared,
+    pod: &CachedPod,
+    now: Timestamp,
+) -> Result<Option<Arc<CachedPod>>, Error> {
+    let poisoned = |_| ShellError::from(kruise_common::expectations::PoisonedExpectations);
+    let mut writing = shared.writing.lock().map_err(poisoned)?;
+    let Some(latest) = shared.pods.get(&ObjectRef::from(pod)) else {
+        return Ok(None);
+    };
+    let meta = PodView::meta(&*latest);
+    let (Some(uid), Some(version)) = (meta.uid.as_deref(), meta.resource_version.as_deref()) else {
+        return Ok(None);
+    };
+    if writing.contains(uid) {
+        return Ok(None);
+    }
+    let current = shared
+        .pod_versions
+        .with(|v| match v.satisfied(uid, version, now) {
+            Satisfaction::Satisfied => true,
+            Satisfaction::Pending { .. } => false,
+            Satisfaction::Expired { .. } => {
+                v.delete(uid);
+                true
+            }
+        })
+        .map_err(ShellError::from)?;
+    if !current {
+        return Ok(None);
+    }
+    writing.insert(uid.to_string());
+    Ok(Some(latest))
+}
+
+/// Lets go of a pod [`claim`] took.
+fn release(shared: &Shared, pod: &CachedPod) {
+    if let (Some(uid), Ok(mut writing)) = (PodView::meta(pod).uid.as_deref(), shared.writing.lock())
+    {
+        writing.remove(uid);
+    }
+}
+
+/// Remembers the version a write of ours returned, so no pass acts on an older copy.
+fn record_version(shared: &Shared, written: Option<&Pod>) {
+    if let Some(meta) = written.map(|p| &p.metadata)
+        && let (Some(uid), Some(version)) = (meta.uid.as_deref(), meta.resource_version.as_deref())
+    {
+        // A poisoned lock only loses this record: the next pass stops on the lock anyway.
+        let _ = shared.pod_versions.with(|v| v.expect(uid, version));
+    }
+}
+
+/// Patches `pods/status` with the conditions `status` changes on `pod`; the pod written,
+/// `None` when nothing changes.
 async fn send_conditions(
     pod_api: &Api<Pod>,
     pod: &CachedPod,
     status: &k8s_openapi::api::core::v1::PodStatus,
-) -> Result<(), kube::Error> {
+) -> Result<Option<Pod>, kube::Error> {
     let body = kruise_common::pods::status_patch(pod, status, &serde_json::Value::Null)
         .map_err(kube::Error::SerdeError)?;
-    if let Some(body) = body {
-        pod_api
+    match body {
+        Some(body) => pod_api
             .patch_subresource(
                 "status",
                 pod.name(),
                 &PatchParams::default(),
                 &Patch::Strategic(body),
             )
-            .await?;
+            .await
+            .map(Some),
+        None => Ok(None),
     }
-    Ok(())
 }
 
 /// Updates `name` in place: `InPlaceUpdateReady=False` first, then the new images, hash
@@ -880,16 +1045,38 @@ async fn in_place_update(
     request: &impl Fn(&CachedPod) -> Option<UpdateRequest>,
     now: Timestamp,
 ) -> Result<bool, Error> {
-    let Some(pod) = pods.iter().find(|p| p.name() == name) else {
+    let Some(planned) = pods.iter().find(|p| p.name() == name) else {
         return Ok(false);
     };
-    let Some(req) = request(pod) else {
-        return Ok(false);
+    // Held for both writes: between them the pod looks finished (the old state, the
+    // condition False), and a refresh would send it True again.
+    let Some(pod) = claim(shared, planned, now)? else {
+        return Err(Error::Busy(name.to_string()));
     };
-    let Ok(update) = begin_update(&**pod, &req, now) else {
-        return Ok(false);
+    let writes = request(&pod).and_then(|req| {
+        let update = begin_update(&*pod, &req, now).ok()?;
+        Some((update.into_writes(&*pod), req.revision))
+    });
+    let sent = match &writes {
+        Some((writes, revision)) => send_update(pod_api, shared, key, &pod, revision, writes)
+            .await
+            .map(|()| true),
+        None => Ok(false),
     };
-    let writes = update.into_writes(&**pod);
+    release(shared, &pod);
+    sent
+}
+
+/// The writes of an in-place update of `pod`, each recording the version it returned.
+async fn send_update(
+    pod_api: &Api<Pod>,
+    shared: &Shared,
+    key: &str,
+    pod: &CachedPod,
+    revision: &str,
+    writes: &kruise_common::inplace::InPlaceWrites,
+) -> Result<(), Error> {
+    let name = pod.name();
     let failed = |source| {
         Error::InPlace(WriteError {
             name: name.to_string(),
@@ -897,28 +1084,32 @@ async fn in_place_update(
         })
     };
     if let Some(unready) = &writes.unready_conditions {
-        send_conditions(pod_api, pod, unready)
+        let written = send_conditions(pod_api, pod, unready)
             .await
             .map_err(failed)?;
+        record_version(shared, written.as_ref());
     }
     if let Some(patch) = &writes.patch {
         if let Ok(mut in_flight) = shared.in_flight.lock() {
             in_flight
                 .entry(key.to_string())
                 .or_default()
-                .insert(name.to_string(), req.revision.clone());
+                .insert(name.to_string(), revision.to_string());
         }
-        if let Err(e) = pod_api
+        match pod_api
             .patch(name, &PatchParams::default(), &Patch::Strategic(patch))
             .await
         {
-            if let Ok(mut in_flight) = shared.in_flight.lock()
-                && let Some(sent) = in_flight.get_mut(key)
-            {
-                sent.remove(name);
+            Ok(written) => record_version(shared, Some(&written)),
+            Err(e) => {
+                if let Ok(mut in_flight) = shared.in_flight.lock()
+                    && let Some(sent) = in_flight.get_mut(key)
+                {
+                    sent.remove(name);
+                }
+                return Err(failed(e));
             }
-            return Err(failed(e));
         }
     }
-    Ok(true)
+    Ok(())
 }

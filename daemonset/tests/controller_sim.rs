@@ -1034,3 +1034,114 @@ async fn a_controller_started_mid_in_place_rollout_finishes_it() {
     .await;
     restarted.stop().await;
 }
+
+/// Successful pod writes (create, patch, delete; any subresource) the simulator served.
+fn pod_writes(sim: &kruise_sim::Sim) -> u64 {
+    sim.counters()
+        .snapshot()
+        .into_iter()
+        .filter(|(k, _)| {
+            k.resource == "pods"
+                && matches!(k.verb.as_str(), "create" | "patch" | "update" | "delete")
+                && (200..300).contains(&k.code)
+        })
+        .map(|(_, n)| n)
+        .sum()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_pod_is_written_twice_when_placed_and_three_times_when_updated_in_place() {
+    const NODES: usize = 20;
+    let (sim, client) = sim(NODES).await;
+    let running = Running::start(&client);
+    create(
+        &client,
+        &daemonset(
+            "agent",
+            json!({"updateStrategy": {"rollingUpdate": {
+                "rollingUpdateType": "InPlaceIfPossible", "maxUnavailable": "100%"}}}),
+        ),
+    )
+    .await;
+    let nodes = node_names(&client).await;
+    let first = wait_for_pods(&client, "agent", &nodes, "nginx:1").await;
+    wait_status(&client, "agent", "every pod placed and Ready", |s| {
+        s.number_ready == NODES as i32 && s.updated_number_scheduled == NODES as i32
+    })
+    .await;
+
+    // The create, then InPlaceUpdateReady True.
+    let before = pod_writes(&sim);
+    assert_eq!(before, 2 * NODES as u64);
+    patch_set(
+        &client,
+        "agent",
+        json!({"spec": {"template": {"spec": {"containers": [{"name": "main", "image": "nginx:2"}]}}}}),
+    )
+    .await;
+    wait_status(&client, "agent", "every pod updated and Ready", |s| {
+        s.updated_number_scheduled == NODES as i32 && s.number_ready == NODES as i32
+    })
+    .await;
+    let updated = wait_for_pods(&client, "agent", &nodes, "nginx:2").await;
+    assert_eq!(uid_by_name(&updated), uid_by_name(&first));
+    // Stopped: every reconcile has finished, nothing more can be written.
+    running.stop().await;
+    for line in kruise_testkit::requests::pod_request_lines(&sim, "") {
+        println!("DBG {line}");
+    }
+    // InPlaceUpdateReady False with the state, the image patch, InPlaceUpdateReady True.
+    assert_eq!(pod_writes(&sim) - before, 3 * NODES as u64);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failed_in_place_condition_writes_are_retried_until_every_pod_is_ready() {
+    let (sim, client) = sim(3).await;
+    // The controller sees every error itself (no client-side retries).
+    let running = Running::start(&sim.client_without_retries().unwrap());
+    create(
+        &client,
+        &daemonset(
+            "sturdy",
+            json!({"updateStrategy": {"rollingUpdate": {
+                "rollingUpdateType": "InPlaceIfPossible", "maxUnavailable": "100%"}}}),
+        ),
+    )
+    .await;
+    let nodes = node_names(&client).await;
+    let first = wait_for_pods(&client, "sturdy", &nodes, "nginx:1").await;
+
+    // Condition writes fail: the unready ones of the updates, then those made as the
+    // kubelet finishes (from the pod events or the passes).
+    sim.faults().add(
+        kruise_sim::FaultRule::new()
+            .verb("patch")
+            .resource("pods")
+            .subresource("status")
+            .error(500, 1.0)
+            .times(5),
+    );
+    patch_set(
+        &client,
+        "sturdy",
+        json!({"spec": {"template": {"spec": {"containers": [{"name": "main", "image": "nginx:2"}]}}}}),
+    )
+    .await;
+    let updated = wait_for_pods(&client, "sturdy", &nodes, "nginx:2").await;
+    assert_eq!(uid_by_name(&updated), uid_by_name(&first));
+    for pod in &updated {
+        assert_eq!(
+            condition(pod, "InPlaceUpdateReady").as_deref(),
+            Some("True")
+        );
+    }
+    let refused: u64 = sim
+        .counters()
+        .snapshot()
+        .into_iter()
+        .filter(|(k, _)| k.resource == "pods" && k.subresource == "status" && k.code == 500)
+        .map(|(_, n)| n)
+        .sum();
+    assert_eq!(refused, 5, "every injected failure was met");
+    running.stop().await;
+}
