@@ -165,6 +165,7 @@ async fn webhook_replica(
                 refresh: Arc::new(tokio::sync::Notify::new()),
                 shutdown: shutdown.clone(),
             }),
+            metrics: Metrics::new(),
         }),
         StepKind::AllowAll => Arc::new(AllowAll),
     };

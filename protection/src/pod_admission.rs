@@ -33,7 +33,11 @@ use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt as _, watcher};
 use kube::{Client, ResourceExt as _};
 
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+
 use crate::api::v1beta1::{PodUnavailableBudget, PubOperation};
+use crate::deletion_webhook::WorkloadLabels;
 use crate::plan::budget::has_unavailable_label;
 use crate::plan::decision::Gates;
 
@@ -206,7 +210,13 @@ impl Watched {
 pub struct PubPodValidator {
     admission: Option<PubAdmission>,
     budgets: Option<Store<PodUnavailableBudget>>,
+    /// OpenKruise's refusal counter, `pod_unavailable_budget{kind_namespace_name,username}`.
+    refusals: Family<WorkloadLabels, Counter>,
 }
+
+/// The name and help of OpenKruise's refusal counter (`pubcontrol.PodUnavailableBudgetMetrics`);
+/// the OpenMetrics encoder exposes it as `pod_unavailable_budget_total`.
+const REFUSALS_METRIC: (&str, &str) = ("pod_unavailable_budget", "Pod Unavailable Budget Metrics");
 
 /// Builds the step for kruise-webhook: a watch of the budgets for its scopes, and the
 /// admission, when it serves a cluster.
@@ -216,10 +226,14 @@ pub fn pub_validator_step(ctx: &StepContext) -> Arc<dyn PodValidator> {
         update: ctx.gates.enabled(crate::admission::UPDATE_GATE),
         in_place_vertical_scaling: ctx.gates.enabled("InPlacePodVerticalScaling"),
     };
+    let refusals = Family::<WorkloadLabels, Counter>::default();
+    ctx.metrics
+        .register(REFUSALS_METRIC.0, REFUSALS_METRIC.1, refusals.clone());
     let Some(live) = &ctx.live else {
         return Arc::new(PubPodValidator {
             admission: None,
             budgets: None,
+            refusals,
         });
     };
     let events = EventQueue::for_controller(live.client.clone(), WEBHOOK_REPORTER, &Metrics::new());
@@ -271,6 +285,7 @@ pub fn pub_validator_step(ctx: &StepContext) -> Arc<dyn PodValidator> {
             pods,
         )),
         budgets: Some(budgets),
+        refusals,
     })
 }
 
@@ -354,7 +369,7 @@ impl PodValidator for PubPodValidator {
                         watched.as_deref()
                     }
                 };
-                log_refusal(pod, request);
+                self.count_refusal(pod, request);
             }
             match verdict {
                 Ok(Verdict::Allowed) => Ok(PodVerdict::Allow),
@@ -365,32 +380,40 @@ impl PodValidator for PubPodValidator {
     }
 }
 
-/// The refusal in the protection log (`--protection-log-path`), as OpenKruise writes it: the
-/// pod's controller (`unknown` and the pod's name without one), its namespace (`default`
-/// when empty) and who asked.
-fn log_refusal(pod: Option<&Pod>, request: &PodValidationRequest) {
-    let controller = pod.and_then(|p| {
-        p.metadata
-            .owner_references
-            .iter()
-            .flatten()
-            .find(|r| r.controller == Some(true))
-    });
-    let (kind, name) = match controller {
-        Some(owner) => (owner.kind.as_str(), owner.name.as_str()),
-        None => ("unknown", request.name.as_str()),
-    };
-    let namespace = match request.namespace.as_str() {
-        "" => "default",
-        namespace => namespace,
-    };
-    protection_log::record(
-        protection_log::EVENT_PUB,
-        kind,
-        namespace,
-        name,
-        &request.username,
-    );
+impl PubPodValidator {
+    /// The refusal in the protection log (`--protection-log-path`) and counted in
+    /// `pod_unavailable_budget`, as OpenKruise records it: the pod's controller (`unknown`
+    /// and the pod's name without one), its namespace (`default` when empty) and who asked.
+    fn count_refusal(&self, pod: Option<&Pod>, request: &PodValidationRequest) {
+        let controller = pod.and_then(|p| {
+            p.metadata
+                .owner_references
+                .iter()
+                .flatten()
+                .find(|r| r.controller == Some(true))
+        });
+        let (kind, name) = match controller {
+            Some(owner) => (owner.kind.as_str(), owner.name.as_str()),
+            None => ("unknown", request.name.as_str()),
+        };
+        let namespace = match request.namespace.as_str() {
+            "" => "default",
+            namespace => namespace,
+        };
+        protection_log::record(
+            protection_log::EVENT_PUB,
+            kind,
+            namespace,
+            name,
+            &request.username,
+        );
+        self.refusals
+            .get_or_create(&WorkloadLabels {
+                kind_namespace_name: format!("{kind}_{namespace}_{name}"),
+                username: request.username.clone(),
+            })
+            .inc();
+    }
 }
 
 /// OpenKruise's `IsPodUnavailableChanged`: the spec changed, or an `unavailable-pod.kruise.io/*`
