@@ -315,3 +315,85 @@ async fn from_its_watches_a_replica_grants_with_one_write_and_confirms_a_refusal
     );
     assert_eq!(status.unavailable_allowed, 0);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_grants_on_one_replica_write_once_and_the_others_are_refused_without_a_conflict()
+{
+    let (sim, client) = sim(2).await;
+    let controller = start(&client);
+    deployment(&client, "web", 4, 4).await;
+    budget(
+        &client,
+        "web",
+        json!({"selector": {"matchLabels": {"app": "web"}}, "maxUnavailable": 1}),
+    )
+    .await;
+    wait_for_numbers(&client, "web", (1, 4, 3, 4)).await;
+    // Nothing else writes the budget from here on.
+    drop(controller);
+
+    let (budgets, budget_writer) = reflector::store::<PodUnavailableBudget>();
+    tokio::spawn(
+        reflector::reflector(
+            budget_writer,
+            watcher::watcher(Api::all(client.clone()), watcher::Config::default()),
+        )
+        .for_each(|_| async {}),
+    );
+    let (pods, pod_writer) = reflector::store::<Pod>();
+    tokio::spawn(
+        reflector::reflector(
+            pod_writer,
+            watcher::watcher(Api::<Pod>::all(client.clone()), watcher::Config::default()),
+        )
+        .for_each(|_| async {}),
+    );
+    let admission = PubAdmission::watched(
+        client.clone(),
+        Gates::default(),
+        None,
+        budgets.clone(),
+        pods.clone(),
+    );
+    let budget_api = Api::<PodUnavailableBudget>::namespaced(client.clone(), "default");
+    let current = budget_api
+        .get("web")
+        .await
+        .unwrap()
+        .metadata
+        .resource_version;
+    eventually("both watches holding the API's state", WAIT, || {
+        let cached = budgets.state().into_iter().next();
+        let pods_seen = pods.state().len();
+        let current = current.clone();
+        async move {
+            (cached?.metadata.resource_version == current && pods_seen >= 4).then_some(())
+        }
+    })
+    .await;
+
+    sim.counters().reset();
+    let evictions = (0..4).map(|i| {
+        let admission = admission.clone();
+        async move {
+            admission
+                .admit_eviction("default", &format!("web-7d4b9-{i}"), false)
+                .await
+                .unwrap()
+        }
+    });
+    let verdicts = futures::future::join_all(evictions).await;
+    let allowed = verdicts.iter().filter(|v| **v == Verdict::Allowed).count();
+    assert_eq!(allowed, 1, "{verdicts:?}");
+    let counters = sim.counters();
+    assert_eq!(
+        counters.count_sub("update", "podunavailablebudgets", "status"),
+        1,
+        "the other decisions wait for the grant in flight and are refused on what it wrote"
+    );
+    assert_eq!(
+        counters.count("get", "podunavailablebudgets"),
+        0,
+        "no conflict, so no read of the budget"
+    );
+}
