@@ -38,8 +38,8 @@ use prometheus_client::metrics::family::Family;
 
 use crate::api::v1beta1::{PodUnavailableBudget, PubOperation};
 use crate::deletion_webhook::WorkloadLabels;
-use crate::plan::budget::has_unavailable_label;
 use crate::plan::decision::Gates;
+use crate::plan::pod_update::update_operation;
 
 pub use kruise_common::pub_budget::check::Verdict;
 
@@ -346,10 +346,10 @@ impl PodValidator for PubPodValidator {
                     let (Some(old), Some(new)) = (&request.pod, &request.new_pod) else {
                         return Ok(PodVerdict::Allow);
                     };
-                    if !may_make_unavailable(old, new) {
-                        return Ok(PodVerdict::Allow);
+                    match update_operation(old, new) {
+                        Some(operation) => operation,
+                        None => return Ok(PodVerdict::Allow),
                     }
-                    PubOperation::Update
                 }
             };
             let verdict = match &request.pod {
@@ -414,10 +414,4 @@ impl PubPodValidator {
             })
             .inc();
     }
-}
-
-/// OpenKruise's `IsPodUnavailableChanged`: the spec changed, or an `unavailable-pod.kruise.io/*`
-/// label was added. Other changes (labels, annotations, status) never make a pod unavailable.
-pub fn may_make_unavailable(old: &Pod, new: &Pod) -> bool {
-    old.spec != new.spec || (!has_unavailable_label(old) && has_unavailable_label(new))
 }
