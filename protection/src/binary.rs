@@ -1,18 +1,19 @@
 //! The protection family's one registration ([`family`]): the `kruise-protection` binary —
 //! the PodUnavailableBudget CRD and its webhooks (validation, `/convert`) on every replica,
 //! the PodUnavailableBudget controller on the leader; and what it lends kruise-webhook: the
-//! PUB step of the validating pod chain and the deletion-protection webhooks of built-in kinds.
+//! related-pub step of the mutating pod chain, the PUB step of the validating pod chain and
+//! the deletion-protection webhooks of built-in kinds.
 //! In the library so that hosts such as `kruise-playground up` run it in-process.
 
 use std::sync::Arc;
 
 use kruise_common::admission::runner::{AdmissionFlags, CrdWebhooks};
-use kruise_common::family::{Family, LentWebhooks, PodValidatorStep};
+use kruise_common::family::{Family, LentWebhooks, PodStep, PodValidatorStep};
 use kruise_common::featuregate::FeatureGates;
 use kruise_common::runtime::{Binary, Context};
 
 use crate::admission::{self, LiveBudgets, NamespaceBudgets, NoBudgets};
-use crate::{api, controller, deletion_webhook, pod_admission};
+use crate::{api, controller, deletion_webhook, pod_admission, pod_mutation};
 
 /// The family's name (`--controllers`, the crate's directory).
 pub const NAME: &str = "protection";
@@ -30,6 +31,10 @@ pub fn family() -> anyhow::Result<Family> {
     Ok(Family::new(NAME, BINARY, binary()?)
         .webhooks(WEBHOOKS.names())
         .controllers([controller::CONTROLLER_NAME])
+        .pod_step(PodStep {
+            name: NAME,
+            build: pod_mutation::related_pub_step,
+        })
         .pod_validator(PodValidatorStep {
             name: NAME,
             build: pod_admission::pub_validator_step,

@@ -289,6 +289,31 @@ pub fn pub_validator_step(ctx: &StepContext) -> Arc<dyn PodValidator> {
     })
 }
 
+/// The pods the budgets of `store` may cover: a selector budget's pods in its namespace, a
+/// targetRef budget's whole namespace; none without a budget.
+pub(crate) fn budget_scopes(store: &Store<PodUnavailableBudget>) -> Vec<PodScope> {
+    store
+        .state()
+        .iter()
+        .map(|budget| PodScope {
+            namespace_selector: Some(LabelSelector {
+                match_labels: Some(
+                    [(
+                        "kubernetes.io/metadata.name".to_string(),
+                        budget.namespace().unwrap_or_default(),
+                    )]
+                    .into(),
+                ),
+                ..Default::default()
+            }),
+            object_selector: match &budget.spec.target_reference {
+                Some(_) => None,
+                None => budget.spec.selector.clone(),
+            },
+        })
+        .collect()
+}
+
 /// The reporter of the events the webhook records.
 const WEBHOOK_REPORTER: &str = "kruise-webhook";
 
@@ -302,29 +327,10 @@ impl PodValidator for PubPodValidator {
     }
 
     fn scopes(&self) -> Vec<PodScope> {
-        let Some(store) = &self.budgets else {
-            return Vec::new();
-        };
-        store
-            .state()
-            .iter()
-            .map(|budget| PodScope {
-                namespace_selector: Some(LabelSelector {
-                    match_labels: Some(
-                        [(
-                            "kubernetes.io/metadata.name".to_string(),
-                            budget.namespace().unwrap_or_default(),
-                        )]
-                        .into(),
-                    ),
-                    ..Default::default()
-                }),
-                object_selector: match &budget.spec.target_reference {
-                    Some(_) => None,
-                    None => budget.spec.selector.clone(),
-                },
-            })
-            .collect()
+        match &self.budgets {
+            Some(store) => budget_scopes(store),
+            None => Vec::new(),
+        }
     }
 
     fn failure_policy(&self) -> FailurePolicy {

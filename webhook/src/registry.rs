@@ -122,7 +122,7 @@ mod tests {
             ]
         );
         let steps: Vec<&str> = pod_steps().unwrap().iter().map(|s| s.name).collect();
-        assert_eq!(steps, ["sidecarset", "crr", crate::WORKLOADS]);
+        assert_eq!(steps, ["sidecarset", "crr", "protection", crate::WORKLOADS]);
         let validators: Vec<&str> = pod_validators().unwrap().iter().map(|s| s.name).collect();
         assert_eq!(validators, ["protection"]);
     }
