@@ -241,6 +241,9 @@ pub struct StepContext {
     /// The cluster, when the chain serves it; absent for `manifests`, where a step sees no
     /// live state (and so, for instance, no SidecarSet).
     pub live: Option<LiveCluster>,
+    /// kruise-webhook's registry, exposed on its `/metrics`: a step registers its own
+    /// metrics here when it is built (a registry of its own for `manifests`).
+    pub metrics: Metrics,
 }
 
 /// The running kruise-webhook a pod-chain step may watch the cluster from.
@@ -320,9 +323,9 @@ pub struct PodValidatorStep {
 pub struct LentWebhooks {
     /// The name `--enable` takes (`protection`).
     pub name: &'static str,
-    /// Builds the handlers (once per process) from kruise-webhook's gates and cluster, and
-    /// the registry their metrics go to; none when the gates switch the feature off.
-    pub build: fn(&StepContext, &Metrics) -> Vec<Arc<dyn AdmissionHandler>>,
+    /// Builds the handlers (once per process) from kruise-webhook's gates, cluster and
+    /// metrics registry; none when the gates switch the feature off.
+    pub build: fn(&StepContext) -> Vec<Arc<dyn AdmissionHandler>>,
 }
 
 /// A family's node agent (`kruise-<family> agent`, run as a DaemonSet): it acts on one node

@@ -1,18 +1,19 @@
 //! The protection family's one registration ([`family`]): the `kruise-protection` binary —
 //! the PodUnavailableBudget CRD and its webhooks (validation, `/convert`) on every replica,
 //! the PodUnavailableBudget controller on the leader; and what it lends kruise-webhook: the
-//! PUB step of the validating pod chain and the deletion-protection webhooks of built-in kinds.
+//! related-pub step of the mutating pod chain, the PUB step of the validating pod chain and
+//! the deletion-protection webhooks of built-in kinds.
 //! In the library so that hosts such as `kruise-playground up` run it in-process.
 
 use std::sync::Arc;
 
 use kruise_common::admission::runner::{AdmissionFlags, CrdWebhooks};
-use kruise_common::family::{Family, Lent, LentWebhooks, PodValidatorStep};
+use kruise_common::family::{Family, Lent, LentWebhooks, PodStep, PodValidatorStep};
 use kruise_common::featuregate::FeatureGates;
 use kruise_common::runtime::{Binary, Context};
 
 use crate::admission::{self, LiveBudgets, NamespaceBudgets, NoBudgets};
-use crate::{api, controller, deletion_webhook, pod_admission};
+use crate::{api, controller, deletion_webhook, pod_admission, pod_mutation};
 
 /// The family's name (`--controllers`, the crate's directory).
 pub const NAME: &str = "protection";
@@ -33,9 +34,14 @@ pub fn family() -> anyhow::Result<Family> {
         .lends(LENT))
 }
 
-/// What it lends kruise-webhook: the PUB step of the validating pod chain and the
-/// deletion-protection webhooks of built-in kinds.
+/// What it lends kruise-webhook: the related-pub annotation step of the pod mutating chain,
+/// the PUB step of the validating pod chain and the deletion-protection webhooks of
+/// built-in kinds.
 pub const LENT: Lent = Lent {
+    pod_steps: &[PodStep {
+        name: NAME,
+        build: pod_mutation::related_pub_step,
+    }],
     pod_validators: &[PodValidatorStep {
         name: NAME,
         build: pod_admission::pub_validator_step,
@@ -44,7 +50,6 @@ pub const LENT: Lent = Lent {
         name: NAME,
         build: deletion_webhook::lent_webhooks,
     }],
-    ..Lent::NONE
 };
 
 /// `kruise-protection`, ready for [`Binary::main`] or [`Binary::run_argv`].

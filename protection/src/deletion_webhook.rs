@@ -501,7 +501,7 @@ pub fn handlers(
 /// What the protection family lends kruise-webhook: the webhooks of every protected
 /// built-in kind while `ResourcesDeletionProtection` is on, none while it is off (so
 /// nothing is published that could block a deletion).
-pub fn lent_webhooks(ctx: &StepContext, metrics: &Metrics) -> Vec<Arc<dyn AdmissionHandler>> {
+pub fn lent_webhooks(ctx: &StepContext) -> Vec<Arc<dyn AdmissionHandler>> {
     if !ctx.gates.enabled(GATE) {
         return Vec::new();
     }
@@ -509,5 +509,9 @@ pub fn lent_webhooks(ctx: &StepContext, metrics: &Metrics) -> Vec<Arc<dyn Admiss
         Some(live) => Arc::new(LiveInventory(live.client.clone())),
         None => Arc::new(NoInventory),
     };
-    handlers(ctx.gates.enabled(CRD_CASCADING_GATE), inventory, metrics)
+    handlers(
+        ctx.gates.enabled(CRD_CASCADING_GATE),
+        inventory,
+        &ctx.metrics,
+    )
 }

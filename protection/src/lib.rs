@@ -10,3 +10,4 @@ pub mod deletion;
 pub mod deletion_webhook;
 pub mod plan;
 pub mod pod_admission;
+pub mod pod_mutation;

@@ -33,9 +33,13 @@ use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt as _, watcher};
 use kube::{Client, ResourceExt as _};
 
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+
 use crate::api::v1beta1::{PodUnavailableBudget, PubOperation};
-use crate::plan::budget::has_unavailable_label;
+use crate::deletion_webhook::WorkloadLabels;
 use crate::plan::decision::Gates;
+use crate::plan::pod_update::update_operation;
 
 pub use kruise_common::pub_budget::check::Verdict;
 
@@ -206,7 +210,13 @@ impl Watched {
 pub struct PubPodValidator {
     admission: Option<PubAdmission>,
     budgets: Option<Store<PodUnavailableBudget>>,
+    /// OpenKruise's refusal counter, `pod_unavailable_budget{kind_namespace_name,username}`.
+    refusals: Family<WorkloadLabels, Counter>,
 }
+
+/// The name and help of OpenKruise's refusal counter (`pubcontrol.PodUnavailableBudgetMetrics`);
+/// the OpenMetrics encoder exposes it as `pod_unavailable_budget_total`.
+const REFUSALS_METRIC: (&str, &str) = ("pod_unavailable_budget", "Pod Unavailable Budget Metrics");
 
 /// Builds the step for kruise-webhook: a watch of the budgets for its scopes, and the
 /// admission, when it serves a cluster.
@@ -216,10 +226,14 @@ pub fn pub_validator_step(ctx: &StepContext) -> Arc<dyn PodValidator> {
         update: ctx.gates.enabled(crate::admission::UPDATE_GATE),
         in_place_vertical_scaling: ctx.gates.enabled("InPlacePodVerticalScaling"),
     };
+    let refusals = Family::<WorkloadLabels, Counter>::default();
+    ctx.metrics
+        .register(REFUSALS_METRIC.0, REFUSALS_METRIC.1, refusals.clone());
     let Some(live) = &ctx.live else {
         return Arc::new(PubPodValidator {
             admission: None,
             budgets: None,
+            refusals,
         });
     };
     let events = EventQueue::for_controller(live.client.clone(), WEBHOOK_REPORTER, &Metrics::new());
@@ -271,7 +285,33 @@ pub fn pub_validator_step(ctx: &StepContext) -> Arc<dyn PodValidator> {
             pods,
         )),
         budgets: Some(budgets),
+        refusals,
     })
+}
+
+/// The pods the budgets of `store` may cover: a selector budget's pods in its namespace, a
+/// targetRef budget's whole namespace; none without a budget.
+pub(crate) fn budget_scopes(store: &Store<PodUnavailableBudget>) -> Vec<PodScope> {
+    store
+        .state()
+        .iter()
+        .map(|budget| PodScope {
+            namespace_selector: Some(LabelSelector {
+                match_labels: Some(
+                    [(
+                        "kubernetes.io/metadata.name".to_string(),
+                        budget.namespace().unwrap_or_default(),
+                    )]
+                    .into(),
+                ),
+                ..Default::default()
+            }),
+            object_selector: match &budget.spec.target_reference {
+                Some(_) => None,
+                None => budget.spec.selector.clone(),
+            },
+        })
+        .collect()
 }
 
 /// The reporter of the events the webhook records.
@@ -287,29 +327,10 @@ impl PodValidator for PubPodValidator {
     }
 
     fn scopes(&self) -> Vec<PodScope> {
-        let Some(store) = &self.budgets else {
-            return Vec::new();
-        };
-        store
-            .state()
-            .iter()
-            .map(|budget| PodScope {
-                namespace_selector: Some(LabelSelector {
-                    match_labels: Some(
-                        [(
-                            "kubernetes.io/metadata.name".to_string(),
-                            budget.namespace().unwrap_or_default(),
-                        )]
-                        .into(),
-                    ),
-                    ..Default::default()
-                }),
-                object_selector: match &budget.spec.target_reference {
-                    Some(_) => None,
-                    None => budget.spec.selector.clone(),
-                },
-            })
-            .collect()
+        match &self.budgets {
+            Some(store) => budget_scopes(store),
+            None => Vec::new(),
+        }
     }
 
     fn failure_policy(&self) -> FailurePolicy {
@@ -331,10 +352,10 @@ impl PodValidator for PubPodValidator {
                     let (Some(old), Some(new)) = (&request.pod, &request.new_pod) else {
                         return Ok(PodVerdict::Allow);
                     };
-                    if !may_make_unavailable(old, new) {
-                        return Ok(PodVerdict::Allow);
+                    match update_operation(old, new) {
+                        Some(operation) => operation,
+                        None => return Ok(PodVerdict::Allow),
                     }
-                    PubOperation::Update
                 }
             };
             let verdict = match &request.pod {
@@ -354,7 +375,7 @@ impl PodValidator for PubPodValidator {
                         watched.as_deref()
                     }
                 };
-                log_refusal(pod, request);
+                self.count_refusal(pod, request);
             }
             match verdict {
                 Ok(Verdict::Allowed) => Ok(PodVerdict::Allow),
@@ -365,36 +386,38 @@ impl PodValidator for PubPodValidator {
     }
 }
 
-/// The refusal in the protection log (`--protection-log-path`), as OpenKruise writes it: the
-/// pod's controller (`unknown` and the pod's name without one), its namespace (`default`
-/// when empty) and who asked.
-fn log_refusal(pod: Option<&Pod>, request: &PodValidationRequest) {
-    let controller = pod.and_then(|p| {
-        p.metadata
-            .owner_references
-            .iter()
-            .flatten()
-            .find(|r| r.controller == Some(true))
-    });
-    let (kind, name) = match controller {
-        Some(owner) => (owner.kind.as_str(), owner.name.as_str()),
-        None => ("unknown", request.name.as_str()),
-    };
-    let namespace = match request.namespace.as_str() {
-        "" => "default",
-        namespace => namespace,
-    };
-    protection_log::record(
-        protection_log::EVENT_PUB,
-        kind,
-        namespace,
-        name,
-        &request.username,
-    );
-}
-
-/// OpenKruise's `IsPodUnavailableChanged`: the spec changed, or an `unavailable-pod.kruise.io/*`
-/// label was added. Other changes (labels, annotations, status) never make a pod unavailable.
-pub fn may_make_unavailable(old: &Pod, new: &Pod) -> bool {
-    old.spec != new.spec || (!has_unavailable_label(old) && has_unavailable_label(new))
+impl PubPodValidator {
+    /// The refusal in the protection log (`--protection-log-path`) and counted in
+    /// `pod_unavailable_budget`, as OpenKruise records it: the pod's controller (`unknown`
+    /// and the pod's name without one), its namespace (`default` when empty) and who asked.
+    fn count_refusal(&self, pod: Option<&Pod>, request: &PodValidationRequest) {
+        let controller = pod.and_then(|p| {
+            p.metadata
+                .owner_references
+                .iter()
+                .flatten()
+                .find(|r| r.controller == Some(true))
+        });
+        let (kind, name) = match controller {
+            Some(owner) => (owner.kind.as_str(), owner.name.as_str()),
+            None => ("unknown", request.name.as_str()),
+        };
+        let namespace = match request.namespace.as_str() {
+            "" => "default",
+            namespace => namespace,
+        };
+        protection_log::record(
+            protection_log::EVENT_PUB,
+            kind,
+            namespace,
+            name,
+            &request.username,
+        );
+        self.refusals
+            .get_or_create(&WorkloadLabels {
+                kind_namespace_name: format!("{kind}_{namespace}_{name}"),
+                username: request.username.clone(),
+            })
+            .inc();
+    }
 }

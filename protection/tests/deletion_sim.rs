@@ -35,17 +35,15 @@ async fn serve_protection(client: &Client, metrics: &Metrics) -> CancellationTok
         "ResourcesDeletionProtection=true,DeletionProtectionForCRDCascadingGate=true",
     )
     .unwrap();
-    let handlers = lent_webhooks(
-        &StepContext {
-            gates,
-            live: Some(LiveCluster {
-                client: client.clone(),
-                refresh: Default::default(),
-                shutdown: shutdown.clone(),
-            }),
-        },
-        metrics,
-    );
+    let handlers = lent_webhooks(&StepContext {
+        gates,
+        live: Some(LiveCluster {
+            client: client.clone(),
+            refresh: Default::default(),
+            shutdown: shutdown.clone(),
+        }),
+        metrics: metrics.clone(),
+    });
     assert_eq!(handlers.len(), 7);
     let routes = handlers
         .into_iter()

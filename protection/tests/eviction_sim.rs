@@ -12,6 +12,7 @@ use kruise_common::admission::AdmissionRoutes;
 use kruise_common::admission::pod_chain::ValidatingPodChain;
 use kruise_common::family::{LiveCluster, StepContext};
 use kruise_common::featuregate::FeatureGates;
+use kruise_common::runtime::Metrics;
 use kruise_protection::pod_admission::pub_validator_step;
 use kube::api::{Api, EvictParams};
 use serde_json::json;
@@ -48,6 +49,8 @@ async fn evictions_and_deletions_are_refused_once_the_budget_is_used() {
     kruise_common::runtime::install_crypto_provider();
     let shutdown = CancellationToken::new();
     let _stop = shutdown.clone().drop_guard();
+    // kruise-webhook's registry, the one its `/metrics` serves.
+    let metrics = Metrics::new();
     let step = pub_validator_step(&StepContext {
         gates: FeatureGates::default(),
         live: Some(LiveCluster {
@@ -55,6 +58,7 @@ async fn evictions_and_deletions_are_refused_once_the_budget_is_used() {
             refresh: Arc::new(tokio::sync::Notify::new()),
             shutdown: shutdown.clone(),
         }),
+        metrics: metrics.clone(),
     });
     let chain = ValidatingPodChain::new(vec![step]);
     let specs = eventually("the budget's scope", WAIT, || {
@@ -107,6 +111,18 @@ async fn evictions_and_deletions_are_refused_once_the_budget_is_used() {
         );
     }
     let _ = std::fs::remove_dir_all(&log_dir);
+    // And counted as OpenKruise counts them, per controller and user.
+    let exposed = metrics.encode().unwrap();
+    let refusals: Vec<&str> = exposed
+        .lines()
+        .filter(|l| l.starts_with("pod_unavailable_budget_total{"))
+        .collect();
+    assert_eq!(refusals.len(), 1, "{exposed}");
+    assert!(
+        refusals[0].contains(r#"kind_namespace_name="ReplicaSet_default_web-7d4b9""#)
+            && refusals[0].ends_with(" 2"),
+        "{exposed}"
+    );
     // A pod no budget covers is never sent to the webhook.
     let _: Pod = create(
         &client,

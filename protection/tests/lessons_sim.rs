@@ -17,6 +17,7 @@ use kruise_common::admission::AdmissionRoutes;
 use kruise_common::admission::pod_chain::ValidatingPodChain;
 use kruise_common::family::{LiveCluster, StepContext};
 use kruise_common::featuregate::FeatureGates;
+use kruise_common::runtime::Metrics;
 use kruise_protection::pod_admission::pub_validator_step;
 use kube::api::{Api, EvictParams, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt as _};
@@ -178,6 +179,7 @@ async fn serve_pod_chain(client: &Client, shutdown: &CancellationToken) {
             refresh: Arc::new(tokio::sync::Notify::new()),
             shutdown: shutdown.clone(),
         }),
+        metrics: Metrics::new(),
     });
     let chain = ValidatingPodChain::new(vec![step]);
     eventually("the budget's scope", WAIT, || {

@@ -121,7 +121,7 @@ async fn ignored_pods_dry_runs_and_a_deleted_budget() {
             .unwrap(),
         Verdict::Allowed
     );
-    let second = pod(&client, "web-7d4b9-1").await;
+    let second = changed(&pod(&client, "web-7d4b9-1").await, Some("100m"), None);
     assert_eq!(
         admission
             .admit(&second, &PubOperation::Evict, false)
@@ -314,4 +314,204 @@ async fn from_its_watches_a_replica_grants_with_one_write_and_confirms_a_refusal
         ["web-7d4b9-0", "web-7d4b9-1"]
     );
     assert_eq!(status.unavailable_allowed, 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_grants_on_one_replica_write_once_and_the_others_are_refused_without_a_conflict()
+{
+    let (sim, client) = sim(2).await;
+    let controller = start(&client);
+    deployment(&client, "web", 4, 4).await;
+    budget(
+        &client,
+        "web",
+        json!({"selector": {"matchLabels": {"app": "web"}}, "maxUnavailable": 1}),
+    )
+    .await;
+    wait_for_numbers(&client, "web", (1, 4, 3, 4)).await;
+    // Nothing else writes the budget from here on.
+    drop(controller);
+
+    let (budgets, budget_writer) = reflector::store::<PodUnavailableBudget>();
+    tokio::spawn(
+        reflector::reflector(
+            budget_writer,
+            watcher::watcher(Api::all(client.clone()), watcher::Config::default()),
+        )
+        .for_each(|_| async {}),
+    );
+    let (pods, pod_writer) = reflector::store::<Pod>();
+    tokio::spawn(
+        reflector::reflector(
+            pod_writer,
+            watcher::watcher(Api::<Pod>::all(client.clone()), watcher::Config::default()),
+        )
+        .for_each(|_| async {}),
+    );
+    let admission = PubAdmission::watched(
+        client.clone(),
+        Gates::default(),
+        None,
+        budgets.clone(),
+        pods.clone(),
+    );
+    let budget_api = Api::<PodUnavailableBudget>::namespaced(client.clone(), "default");
+    let current = budget_api
+        .get("web")
+        .await
+        .unwrap()
+        .metadata
+        .resource_version;
+    eventually("both watches holding the API's state", WAIT, || {
+        let cached = budgets.state().into_iter().next();
+        let pods_seen = pods.state().len();
+        let current = current.clone();
+        async move {
+            (cached?.metadata.resource_version == current && pods_seen >= 4).then_some(())
+        }
+    })
+    .await;
+
+    sim.counters().reset();
+    let evictions = (0..4).map(|i| {
+        let admission = admission.clone();
+        async move {
+            admission
+                .admit_eviction("default", &format!("web-7d4b9-{i}"), false)
+                .await
+                .unwrap()
+        }
+    });
+    let verdicts = futures::future::join_all(evictions).await;
+    let allowed = verdicts.iter().filter(|v| **v == Verdict::Allowed).count();
+    assert_eq!(allowed, 1, "{verdicts:?}");
+    let counters = sim.counters();
+    assert_eq!(
+        counters.count_sub("update", "podunavailablebudgets", "status"),
+        1,
+        "the other decisions wait for the grant in flight and are refused on what it wrote"
+    );
+    assert_eq!(
+        counters.count("get", "podunavailablebudgets"),
+        0,
+        "no conflict, so no read of the budget"
+    );
+}
+
+/// A change of the container's cpu request (`cpu`), or of its image.
+fn changed(pod: &Pod, cpu: Option<&str>, image: Option<&str>) -> Pod {
+    let mut pod = pod.clone();
+    let container = &mut pod.spec.as_mut().unwrap().containers[0];
+    if let Some(cpu) = cpu {
+        let resources = container.resources.get_or_insert_with(Default::default);
+        resources
+            .requests
+            .get_or_insert_with(Default::default)
+            .insert(
+                "cpu".into(),
+                k8s_openapi::apimachinery::pkg::api::resource::Quantity(cpu.into()),
+            );
+    }
+    if let Some(image) = image {
+        container.image = Some(image.into());
+    }
+    pod
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resize_spends_a_budget_that_protects_resize_and_an_image_change_does_not() {
+    use kruise_common::admission::pod_chain::{PodOperation, PodValidationRequest, PodVerdict};
+    use kruise_common::family::{LiveCluster, StepContext};
+    use kruise_common::featuregate::FeatureGates;
+    use kruise_common::runtime::Metrics;
+    use kruise_protection::pod_admission::pub_validator_step;
+    use tokio_util::sync::CancellationToken;
+
+    let (_sim, client) = sim(2).await;
+    let _controller = start(&client);
+    deployment(&client, "web", 4, 4).await;
+    budget(
+        &client,
+        "web",
+        json!({"selector": {"matchLabels": {"app": "web"}}, "maxUnavailable": 1,
+               "protectOperations": ["RESIZE"]}),
+    )
+    .await;
+    wait_for_numbers(&client, "web", (1, 4, 3, 4)).await;
+    let shutdown = CancellationToken::new();
+    let _stop = shutdown.clone().drop_guard();
+    let step = pub_validator_step(&StepContext {
+        gates: FeatureGates::parse(
+            "PodUnavailableBudgetUpdateGate=true,InPlacePodVerticalScaling=true",
+        )
+        .unwrap(),
+        live: Some(LiveCluster {
+            client: client.clone(),
+            refresh: Default::default(),
+            shutdown: shutdown.clone(),
+        }),
+        metrics: Metrics::new(),
+    });
+    eventually("the budget's scope", WAIT, || {
+        let ready = !step.scopes().is_empty();
+        async move { ready.then_some(()) }
+    })
+    .await;
+    let update = |old: Pod, new: Pod| PodValidationRequest {
+        operation: PodOperation::Update,
+        namespace: "default".into(),
+        name: old.metadata.name.clone().unwrap(),
+        pod: Some(old),
+        new_pod: Some(new),
+        dry_run: false,
+        username: "alice".into(),
+    };
+
+    // The pods as if they requested 100m (the Deployment's request none, and adding one
+    // would change their QoS class, which makes it an UPDATE).
+    let first = changed(&pod(&client, "web-7d4b9-0").await, Some("100m"), None);
+    // An image change is an UPDATE, which this budget does not protect.
+    let verdict = step
+        .validate(&update(
+            first.clone(),
+            changed(&first, None, Some("nginx:1.26")),
+        ))
+        .await
+        .unwrap();
+    assert_eq!(verdict, PodVerdict::Allow);
+    // A cpu change is a RESIZE: the first spends the budget (recorded as disrupted, as
+    // OpenKruise records it), the second is refused.
+    let verdict = step
+        .validate(&update(first.clone(), changed(&first, Some("250m"), None)))
+        .await
+        .unwrap();
+    assert_eq!(verdict, PodVerdict::Allow);
+    let status = Api::<PodUnavailableBudget>::namespaced(client.clone(), "default")
+        .get_status("web")
+        .await
+        .unwrap()
+        .status
+        .unwrap();
+    assert!(
+        status.disrupted_pods.contains_key("web-7d4b9-0"),
+        "{status:?}"
+    );
+    let second = changed(&pod(&client, "web-7d4b9-1").await, Some("100m"), None);
+    let verdict = step
+        .validate(&update(
+            second.clone(),
+            changed(&second, Some("250m"), None),
+        ))
+        .await
+        .unwrap();
+    assert_eq!(verdict, PodVerdict::Deny(EXHAUSTED.into()));
+    // The image change of the same pod still passes.
+    let verdict = step
+        .validate(&update(
+            second.clone(),
+            changed(&second, None, Some("nginx:1.26")),
+        ))
+        .await
+        .unwrap();
+    assert_eq!(verdict, PodVerdict::Allow);
 }

@@ -19,7 +19,7 @@ use kruise_common::admission::pod_chain::{PodChain, ValidatingPodChain};
 use kruise_common::admission::publish::Owned;
 use kruise_common::family::{LiveCluster, StepContext};
 use kruise_common::featuregate::FeatureGates;
-use kruise_common::runtime::RunOptions;
+use kruise_common::runtime::{Metrics, RunOptions};
 use kruise_protection::pod_admission::pub_validator_step;
 use kruise_sidecarset::admission::{SidecarSetInjectionStep, StaticSnapshot};
 use kruise_sidecarset::api::v1beta1::SidecarSet;
@@ -138,6 +138,7 @@ async fn a_sidecar_upgrade_to_a_failing_image_stops_at_the_budget_and_completes_
     let validation = ValidatingPodChain::new(vec![pub_validator_step(&StepContext {
         gates: FeatureGates::parse("PodUnavailableBudgetUpdateGate=true").unwrap(),
         live: Some(live),
+        metrics: Metrics::new(),
     })]);
     let sets: SidecarSet = serde_json::from_value(json!({
         "apiVersion": "apps.kruise.io/v1beta1", "kind": "SidecarSet",

@@ -116,15 +116,11 @@ fn validating_pod_chain(
     Ok(ValidatingPodChain::new(steps))
 }
 
-fn routes(
-    args: &WebhookArgs,
-    ctx: &StepContext,
-    metrics: &Metrics,
-) -> anyhow::Result<AdmissionRoutes> {
+fn routes(args: &WebhookArgs, ctx: &StepContext) -> anyhow::Result<AdmissionRoutes> {
     let mut routes = AdmissionRoutes::new();
     let lent: Vec<LentWebhooks> = registry::lent_webhooks();
     for set in lent.iter().filter(|set| args.enables(set.name)) {
-        for handler in (set.build)(ctx, metrics) {
+        for handler in (set.build)(ctx) {
             routes = routes.shared_handler(handler);
         }
     }
@@ -150,8 +146,9 @@ fn manifests(flags: &Flags, args: &WebhookArgs) -> anyhow::Result<String> {
     let ctx = StepContext {
         gates: FeatureGates::parse(&flags.feature_gates)?,
         live: None,
+        metrics: Metrics::new(),
     };
-    let routes = routes(args, &ctx, &Metrics::new())?;
+    let routes = routes(args, &ctx)?;
     let endpoint = args.admission.endpoint(BINARY);
     Ok(publish::configurations_yaml(&routes, &owned(), &endpoint)?)
 }
@@ -189,8 +186,9 @@ pub fn binary() -> Binary<WebhookArgs> {
                     refresh: refresh.clone(),
                     shutdown: ctx.shutdown.clone(),
                 }),
+                metrics: ctx.metrics.clone(),
             };
-            let routes = routes(&ctx.args, &steps, &ctx.metrics)?
+            let routes = routes(&ctx.args, &steps)?
                 .with_refresh(refresh)
                 .with_metrics(&ctx.metrics);
             runner::run(

@@ -151,7 +151,7 @@ mod tests {
             ]
         );
         let steps: Vec<&str> = pod_steps().iter().map(|s| s.name).collect();
-        assert_eq!(steps, ["sidecarset", "crr", crate::WORKLOADS]);
+        assert_eq!(steps, ["sidecarset", "crr", "protection", crate::WORKLOADS]);
         let validators: Vec<&str> = pod_validators().iter().map(|s| s.name).collect();
         assert_eq!(validators, ["protection"]);
     }

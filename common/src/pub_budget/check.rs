@@ -14,7 +14,7 @@
 //! refuse an operation a fresher copy would allow, never grant one too many.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Pod;
@@ -159,6 +159,10 @@ pub struct BudgetCache {
     /// Per budget, the version the watch held when this process last granted on it, and
     /// the budget that grant wrote.
     written: Mutex<HashMap<ObjectRef<PodUnavailableBudget>, (String, PodUnavailableBudget)>>,
+    /// Per budget, held while this process decides on and writes a grant (one per budget
+    /// it has granted on): concurrent grants on one budget would all decide on the same
+    /// version and all but one conflict, so each decides on the last one written instead.
+    granting: Mutex<HashMap<ObjectRef<PodUnavailableBudget>, Arc<tokio::sync::Mutex<()>>>>,
 }
 
 impl BudgetCache {
@@ -167,6 +171,7 @@ impl BudgetCache {
         Self {
             store,
             written: Mutex::new(HashMap::new()),
+            granting: Mutex::new(HashMap::new()),
         }
     }
 
@@ -192,10 +197,7 @@ impl BudgetCache {
     ) -> Result<Verdict, kube::Error> {
         let namespace = pod.namespace().unwrap_or_default();
         let api = Api::<PodUnavailableBudget>::namespaced(client.clone(), &namespace);
-        let (budget, watched_version) = match self.budget_of(&namespace, pod) {
-            Some((budget, version)) => (Some(budget), version),
-            None => (None, String::new()),
-        };
+        let budget = self.budget_of(&namespace, pod).map(|(budget, _)| budget);
         let current;
         let mut pod = pod;
         if pod_from_watch {
@@ -219,6 +221,29 @@ impl BudgetCache {
                 pod = &current;
             }
         }
+        let request = Request {
+            pod,
+            operation,
+            dry_run,
+            now: Timestamp::now(),
+        };
+        let grant = match decide(budget.as_ref(), &request, gates) {
+            Decision::Consume(_) => budget.as_ref().map(ObjectRef::from_obj),
+            // A refusal or an exemption is answered from the cache, waiting on nothing.
+            Decision::Allow(_) => return Ok(Verdict::Allowed),
+            Decision::Deny(message) => return Ok(Verdict::Denied(message)),
+        };
+        // A grant waits for this process's grant in flight on the budget, if any, and
+        // decides again on what that one wrote: most often a refusal, with no request.
+        let lock = grant.map(|key| self.granting_lock(key));
+        let _granting = match &lock {
+            Some(lock) => Some(lock.lock().await),
+            None => None,
+        };
+        let (budget, watched_version) = match self.budget_of(&namespace, pod) {
+            Some((budget, version)) => (Some(budget), version),
+            None => (None, String::new()),
+        };
         let outcome = decide_and_write(&api, budget, pod, operation, dry_run, gates).await?;
         if let Some(written) = outcome.written {
             let key = ObjectRef::from_obj(&written);
@@ -227,6 +252,15 @@ impl BudgetCache {
             }
         }
         Ok(outcome.verdict)
+    }
+
+    /// The lock a grant on the budget `key` holds while it decides and writes.
+    fn granting_lock(&self, key: ObjectRef<PodUnavailableBudget>) -> Arc<tokio::sync::Mutex<()>> {
+        match self.granting.lock() {
+            Ok(mut locks) => locks.entry(key).or_default().clone(),
+            // A poisoned map: grants go unserialised, as conditioned writes they stay safe.
+            Err(_) => Arc::default(),
+        }
     }
 
     /// The pod's budget as [`budget_of`] finds it, from the cache, with the version the

@@ -99,6 +99,25 @@ impl SimShared {
             .await?;
         self.admit_validating("DELETE", def, "", &old_for_admit, Some(&current), wopts)
             .await?;
+        self.delete_admitted(def, ns, name, opts, wopts).await
+    }
+
+    /// The deletion without admission: what an eviction does once its Eviction was admitted
+    /// (kube-apiserver's eviction deletes through the store, so no DELETE webhook sees it).
+    pub async fn delete_admitted(
+        &self,
+        def: &Arc<ResourceDef>,
+        ns: &str,
+        name: &str,
+        opts: &DeleteOptions,
+        wopts: &WriteOptions,
+    ) -> ApiResult<DeleteOutcome> {
+        let gr = def.gr();
+        let nsk = ns_key(def, ns);
+        let current = self
+            .store
+            .get(&gr, &nsk, name)
+            .ok_or_else(|| ApiError::not_found(&def.group, &def.plural, name))?;
         let now = jiff::Timestamp::now();
         let is_pod = def.group.is_empty() && def.plural == "pods";
         let is_namespace = def.group.is_empty() && def.plural == "namespaces";

@@ -243,7 +243,8 @@ impl SimShared {
             .and_then(Value::as_str)
             .unwrap_or("");
         if meta::is_terminating(&pod) || matches!(phase, "Succeeded" | "Failed" | "Pending") {
-            self.delete(&pods, ns, name, &del_opts, opts).await?;
+            self.delete_admitted(&pods, ns, name, &del_opts, opts)
+                .await?;
             return Ok(());
         }
         let pdbs_def = self
@@ -325,7 +326,8 @@ impl SimShared {
             )
             .await?;
         }
-        self.delete(&pods, ns, name, &del_opts, opts).await?;
+        self.delete_admitted(&pods, ns, name, &del_opts, opts)
+            .await?;
         Ok(())
     }
 }

@@ -183,3 +183,37 @@ async fn pod_status_writes_keep_labels_and_annotations_but_not_spec() {
             .any(|c| c.type_ == "InPlaceUpdateReady" && c.status == "True")
     );
 }
+
+#[tokio::test]
+async fn an_evictions_deletion_is_not_sent_to_delete_webhooks() {
+    use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
+    let sim = sim().await;
+    let client = sim.client_without_retries().unwrap();
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    for name in ["p1", "p2"] {
+        pods.create(&PostParams::default(), &pod(name))
+            .await
+            .unwrap();
+        running(&pods, name).await;
+    }
+    // A webhook for pod DELETEs that nothing serves, failing closed.
+    let configuration: ValidatingWebhookConfiguration = serde_json::from_value(json!({
+        "metadata": {"name": "pod-deletes"},
+        "webhooks": [{"name": "vpod.test.kruise.io", "admissionReviewVersions": ["v1"],
+            "sideEffects": "None", "failurePolicy": "Fail",
+            "clientConfig": {"url": "https://127.0.0.1:1/validate-pod"},
+            "rules": [{"operations": ["DELETE"], "apiGroups": [""], "apiVersions": ["v1"],
+                       "resources": ["pods"]}]}]
+    }))
+    .unwrap();
+    Api::<ValidatingWebhookConfiguration>::all(client.clone())
+        .create(&PostParams::default(), &configuration)
+        .await
+        .unwrap();
+    let err = api_err(pods.delete("p1", &Default::default()).await.unwrap_err());
+    assert_eq!(err.code, 500, "{}", err.message);
+    // kube-apiserver's eviction deletes through the store: only the Eviction is admitted.
+    pods.evict("p2", &EvictParams::default()).await.unwrap();
+    let evicted = pods.get_opt("p2").await.unwrap();
+    assert!(evicted.is_none_or(|p| p.metadata.deletion_timestamp.is_some()));
+}
