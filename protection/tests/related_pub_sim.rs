@@ -54,13 +54,12 @@ async fn pods_created_under_a_budget_are_annotated_with_its_name() {
     )
     .await;
 
-    // The step as kruise-webhook builds it: the family's registered pod step.
+    // The step as kruise-webhook builds it: the pod step the family lends.
     kruise_common::runtime::install_crypto_provider();
     let shutdown = CancellationToken::new();
     let _stop = shutdown.clone().drop_guard();
-    let family = kruise_protection::binary::family().unwrap();
-    let step = family
-        .pod_steps()
+    let step = kruise_protection::binary::LENT
+        .pod_steps
         .iter()
         .find(|s| s.name == "protection")
         .unwrap();
