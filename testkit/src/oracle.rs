@@ -83,6 +83,21 @@ pub fn samples<S: Strategy>(strategy: S, count: usize) -> Vec<S::Value> {
         .collect()
 }
 
+/// Runs `test` on a thread with a 64 MiB stack: drawing a whole workload (a pod template
+/// inside a spec of a dozen optional parts) nests proptest's strategies deeper than a test
+/// thread's default stack holds in a debug build.
+pub fn on_big_stack(test: impl FnOnce() + Send + 'static) {
+    let outcome = std::thread::Builder::new()
+        .name("oracle".into())
+        .stack_size(64 << 20)
+        .spawn(test)
+        .unwrap()
+        .join();
+    if let Err(panic) = outcome {
+        std::panic::resume_unwind(panic);
+    }
+}
+
 /// A resource quantity Kubernetes accepts, written as users write them (fractions, decimal
 /// and binary suffixes, exponents).
 pub fn resource_quantity() -> impl Strategy<Value = String> {

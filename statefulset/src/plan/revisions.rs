@@ -6,6 +6,7 @@
 //! takeover.
 
 use k8s_openapi::api::apps::v1::ControllerRevision;
+use kruise_common::api::pod_defaults::go_encoded_pod_template;
 use kruise_common::api::version::APPS_V1BETA1;
 use kruise_common::revision::{
     NewRevision, UpdateRevisionDecision, controller_owner_ref, decide_update_revision,
@@ -29,7 +30,9 @@ pub fn plan_revisions(set: &StatefulSet, history: &[ControllerRevision]) -> Revi
     let mut sorted = history.to_vec();
     sort_revisions(&mut sorted);
     let template = serde_json::to_value(&set.spec.template).unwrap_or(Value::Null);
-    let data = template_revision_data(&template);
+    // OpenKruise's revision data is the template as Go encodes it (an ephemeral volume's
+    // claim template keeps `creationTimestamp: null`, which the typed template drops).
+    let data = template_revision_data(&go_encoded_pod_template(&template));
     let (update, write) = match decide_update_revision(&sorted, &data) {
         UpdateRevisionDecision::ReuseNewest { name } => (
             named(&sorted, &name).cloned().unwrap_or_default(),
@@ -124,4 +127,38 @@ pub fn orphans_to_adopt<'a>(
             .unwrap_or(false)
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// Found by the differential test against OpenKruise (`tests/openkruise_oracle.rs`):
+    /// Go writes an ephemeral volume's claim template with its struct fields.
+    #[test]
+    fn revision_data_carries_an_ephemeral_claim_template_as_go_writes_it() {
+        let set: StatefulSet = serde_json::from_value(json!({
+            "apiVersion": "apps.kruise.io/v1beta1", "kind": "StatefulSet",
+            "metadata": {"name": "web", "namespace": "default", "uid": "u1"},
+            "spec": {"selector": {"matchLabels": {"app": "web"}}, "template": {
+                "metadata": {"labels": {"app": "web"}},
+                "spec": {"containers": [{"name": "main", "image": "nginx"}],
+                         "volumes": [{"name": "scratch", "ephemeral": {"volumeClaimTemplate": {
+                             "metadata": {"creationTimestamp": null},
+                             "spec": {"accessModes": ["ReadWriteOnce"],
+                                      "resources": {"requests": {"storage": "1Gi"}}}}}}]}}}
+        }))
+        .unwrap();
+        let RevisionWrite::Create(revision) = plan_revisions(&set, &[]).write else {
+            panic!("expected a new revision");
+        };
+        let data = revision.data.unwrap().0;
+        assert_eq!(
+            data["spec"]["template"]["spec"]["volumes"][0]["ephemeral"]["volumeClaimTemplate"],
+            json!({"metadata": {"creationTimestamp": null},
+                   "spec": {"accessModes": ["ReadWriteOnce"],
+                            "resources": {"requests": {"storage": "1Gi"}}}})
+        );
+    }
 }
