@@ -113,8 +113,9 @@ pub fn default_pod_spec(spec: &mut Map<String, Value>, options: PodDefaultsOptio
 /// OpenKruise's webhook stores it: [`crate::revision::with_go_artefacts`]
 /// (`metadata.creationTimestamp: null`, `resources: {}` on every container), a
 /// `resourceFieldRef`'s `divisor` (a Go `Quantity` value, `"0"` when unset), an ephemeral
-/// volume's claim template as Go writes it, and the canonical form of the quantities no
-/// default touches (pod-level `resources`, `emptyDir.sizeLimit`, divisors, claim templates).
+/// volume's claim template as Go writes it, the canonical form of every quantity (the
+/// defaulted ones already are; a DaemonSet's template is not defaulted at all), and no
+/// probe number at 0 (`omitempty` int32s: a template without defaults keeps them).
 pub fn go_encoded_pod_template(template: &Value) -> Value {
     let mut encoded = crate::revision::with_go_artefacts(template);
     let Some(Value::Object(spec)) = encoded.get_mut("spec") else {
@@ -122,6 +123,15 @@ pub fn go_encoded_pod_template(template: &Value) -> Value {
     };
     for key in ["containers", "initContainers", "ephemeralContainers"] {
         for container in objects_mut(spec, key) {
+            if let Some(Value::Object(resources)) = container.get_mut("resources") {
+                canonicalize_list(resources.get_mut("limits"), canonical_quantity);
+                canonicalize_list(resources.get_mut("requests"), canonical_quantity);
+            }
+            for probe in ["livenessProbe", "readinessProbe", "startupProbe"] {
+                if let Some(Value::Object(probe)) = container.get_mut(probe) {
+                    drop_zero_probe_numbers(probe);
+                }
+            }
             for env in objects_mut(container, "env") {
                 if let Some(Value::Object(field_ref)) = env
                     .get_mut("valueFrom")
@@ -142,6 +152,21 @@ pub fn go_encoded_pod_template(template: &Value) -> Value {
     }
     drop_omitted_empties(&mut encoded);
     encoded
+}
+
+/// A probe's numbers are `int32` with `omitempty`: Go does not write a 0.
+fn drop_zero_probe_numbers(probe: &mut Map<String, Value>) {
+    for key in [
+        "initialDelaySeconds",
+        "timeoutSeconds",
+        "periodSeconds",
+        "successThreshold",
+        "failureThreshold",
+    ] {
+        if probe.get(key).is_some_and(|v| v.as_f64() == Some(0.0)) {
+            probe.remove(key);
+        }
+    }
 }
 
 /// Volumes as Go's `json.Marshal` writes them back after decoding (what

@@ -8,6 +8,7 @@ use std::collections::BTreeSet;
 
 use k8s_openapi::api::apps::v1::ControllerRevision;
 use kruise_common::api::keys::CONTROLLER_REVISION_HASH_KEY;
+use kruise_common::api::pod_defaults::go_encoded_pod_template;
 use kruise_common::api::version::APPS_V1BETA1;
 use kruise_common::revision::{
     NewRevision, UpdateRevisionDecision, controller_owner_ref, decide_update_revision,
@@ -26,7 +27,9 @@ pub fn plan_revisions(ds: &DaemonSet, hash: &str, history: &[ControllerRevision]
     let mut sorted = history.to_vec();
     sort_revisions(&mut sorted);
     let template = serde_json::to_value(&ds.spec.template).unwrap_or(Value::Null);
-    let data = template_revision_data(&template);
+    // OpenKruise's revision data is the template as Go encodes it (its webhook does not
+    // default the template, but its controller reads it back through Go's types).
+    let data = template_revision_data(&go_encoded_pod_template(&template));
     let named = |name: &str| {
         sorted
             .iter()
@@ -181,6 +184,29 @@ mod tests {
             Some("agent-7989c9cddf")
         );
         assert_eq!(revision_hash(&plan.update).as_deref(), Some("7989c9cddf"));
+    }
+
+    /// Found by the differential test against OpenKruise (`tests/openkruise_oracle.rs`):
+    /// its controller's `getPatch` writes the template as Go encodes it.
+    #[test]
+    fn revision_data_is_the_template_as_go_encodes_it() {
+        let ds: DaemonSet = serde_json::from_value(json!({
+            "apiVersion": "apps.kruise.io/v1beta1", "kind": "DaemonSet",
+            "metadata": {"name": "agent", "namespace": "ns", "uid": "u1"},
+            "spec": {"selector": {"matchLabels": {"app": "agent"}}, "template": {
+                "metadata": {"labels": {"app": "agent"}},
+                "spec": {"containers": [{"name": "c", "image": "a:1", "args": [],
+                    "resources": {"requests": {"cpu": "0.5", "memory": "1.5Gi"}, "limits": {}},
+                    "readinessProbe": {"tcpSocket": {"port": 80}, "failureThreshold": 0}}]}}}
+        }))
+        .unwrap();
+        let data = plan_revisions(&ds, "h1", &[]).update.data.unwrap().0;
+        assert_eq!(
+            data["spec"]["template"]["spec"]["containers"][0],
+            json!({"name": "c", "image": "a:1",
+                   "resources": {"requests": {"cpu": "500m", "memory": "1536Mi"}},
+                   "readinessProbe": {"tcpSocket": {"port": 80}}})
+        );
     }
 
     #[test]

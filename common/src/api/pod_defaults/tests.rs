@@ -344,3 +344,22 @@ fn empty_maps_lists_and_nulls_are_not_written_back() {
         })
     );
 }
+
+/// A template no default touched (a DaemonSet's), as Go writes it back, found by the
+/// differential test against OpenKruise (daemonset/tests/openkruise_oracle.rs): container
+/// quantities canonical (not rounded to milli-units), a probe's 0 numbers not written.
+#[test]
+fn undefaulted_quantities_are_canonical_and_zero_probe_numbers_go() {
+    let encoded = go_encoded_pod_template(&json!({
+        "spec": {"containers": [{"name": "a", "image": "b",
+            "resources": {"requests": {"cpu": "1.5u", "memory": "0.5Gi"}},
+            "startupProbe": {"exec": {"command": ["true"]}, "failureThreshold": 0,
+                             "periodSeconds": 4}}]}
+    }));
+    assert_eq!(
+        encoded["spec"]["containers"][0],
+        json!({"name": "a", "image": "b",
+               "resources": {"requests": {"cpu": "1500n", "memory": "512Mi"}},
+               "startupProbe": {"exec": {"command": ["true"]}, "periodSeconds": 4}})
+    );
+}
