@@ -14,6 +14,11 @@
 //! drops (the `v1beta1`-only fields on the way to `v1alpha1`, K#2102): a `v1beta1` set
 //! converted there and back must come back unchanged.
 //!
+//! A third test validates random sets, valid and broken in one of many ways, with
+//! kruise-statefulset's validation and OpenKruise's webhook validation
+//! (`expected-values/families/validation`: `validateStatefulSet`, Kubernetes' pod template
+//! validation included): both must accept or refuse alike, naming the same fields.
+//!
 //! Run by `.ci/run`: `KRUISE_ORACLE_BIN_DIR=… cargo test -p kruise-statefulset --test
 //! openkruise_oracle -- --ignored` (`KRUISE_ORACLE_SEED` draws other inputs).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -23,6 +28,7 @@ use kruise_common::admission::crd_webhooks::Defaulting as _;
 use kruise_statefulset::admission::MutateStatefulSet;
 use kruise_statefulset::api::defaults::DefaultingGates;
 use kruise_statefulset::api::v1beta1::StatefulSet;
+use kruise_statefulset::api::validation::validate;
 use kruise_statefulset::conversion::StatefulSetConverter;
 use kruise_statefulset::plan::{RevisionWrite, plan_revisions};
 use kruise_testkit::oracle;
@@ -427,6 +433,116 @@ fn compare_conversions() {
                 &go["converted"][part],
             );
         }
+    }
+    mismatches.assert_none();
+}
+
+/// One way to break a stored set (or none).
+fn breakage() -> impl Strategy<Value = Option<(&'static str, Value)>> {
+    option::of(prop_oneof![
+        Just(("/metadata/name", json!("Web"))),
+        Just(("/metadata/name", json!("web.v2"))),
+        Just(("/spec/replicas", json!(-1))),
+        Just(("/spec/podManagementPolicy", json!("Sometimes"))),
+        Just(("/spec/updateStrategy/type", json!("Blue"))),
+        Just(("/spec/updateStrategy/rollingUpdate/partition", json!(-2))),
+        Just((
+            "/spec/updateStrategy/rollingUpdate/minReadySeconds",
+            json!(301)
+        )),
+        Just((
+            "/spec/updateStrategy/rollingUpdate/podUpdatePolicy",
+            json!("Replace")
+        )),
+        Just((
+            "/spec/updateStrategy/rollingUpdate/maxUnavailable",
+            json!("0%")
+        )),
+        Just((
+            "/spec/updateStrategy/rollingUpdate/maxUnavailable",
+            json!("150%")
+        )),
+        Just(("/spec/selector", json!({}))),
+        Just(("/spec/selector", json!({"matchLabels": {"app": "other"}}))),
+        Just(("/spec/template/spec/restartPolicy", json!("Never"))),
+        Just(("/spec/template/spec/activeDeadlineSeconds", json!(30))),
+        Just(("/spec/template/spec/containers/0/name", json!("Main_1"))),
+        Just(("/spec/template/spec/containers/0/image", json!(""))),
+        Just((
+            "/spec/template/spec/containers/0/imagePullPolicy",
+            json!("Sometimes")
+        )),
+        Just(("/spec/reserveOrdinals", json!([-1]))),
+        Just((
+            "/spec/persistentVolumeClaimRetentionPolicy/whenScaled",
+            json!("Keep")
+        )),
+        Just(("/spec/scaleStrategy", json!({"maxUnavailable": "0%"}))),
+        Just((
+            "/spec/template/spec/terminationGracePeriodSeconds",
+            json!(-5)
+        )),
+    ])
+}
+
+#[test]
+#[ignore = "needs the Go oracle built by .ci/run (KRUISE_ORACLE_BIN_DIR)"]
+fn validation_matches_openkruise() {
+    oracle::on_big_stack(compare_validation);
+}
+
+fn compare_validation() {
+    let cases = oracle::samples((set_input(), breakage()), 400);
+    let mut inputs = Vec::new();
+    let mut ours = Vec::new();
+    for (i, ((mut object, gates), broken)) in cases.into_iter().enumerate() {
+        object["apiVersion"] = json!("apps.kruise.io/v1beta1");
+        object["kind"] = json!("StatefulSet");
+        object["metadata"]["name"] = json!(format!("set{i}"));
+        // What the validating webhook sees: the set as the mutating webhook stored it.
+        let (mut stored, _) = stored_and_revision(&object, gates);
+        if let Some((path, value)) = broken
+            && let Some((parent, key)) = path.rsplit_once('/')
+            && let Some(Value::Object(parent)) = stored.pointer_mut(parent)
+        {
+            parent.insert(key.into(), value);
+        }
+        let set: StatefulSet = serde_json::from_value(stored.clone()).unwrap();
+        let errors: Vec<Value> = validate(&set, None)
+            .iter()
+            .map(|e| json!({"type": e.type_.as_str(), "field": e.field.as_str()}))
+            .collect();
+        inputs.push(stored);
+        ours.push(errors);
+    }
+    let expected = oracle::run_json("statefulset-validation", &inputs);
+    let mut mismatches = oracle::Mismatches::default();
+    for ((input, go), ours) in inputs.iter().zip(&expected).zip(&ours) {
+        let theirs: Vec<Value> = go
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| json!({"type": e["type"], "field": e["field"]}))
+            .collect();
+        mismatches.check(
+            "accepted",
+            input,
+            &json!(ours.is_empty()),
+            &json!(theirs.is_empty()),
+        );
+        mismatches.check(
+            "first error",
+            input,
+            &json!(ours.first()),
+            &json!(theirs.first()),
+        );
+        let fields = |errors: &[Value]| {
+            let mut fields: Vec<Value> = errors.iter().map(|e| e["field"].clone()).collect();
+            fields.sort_by_key(Value::to_string);
+            fields.dedup();
+            json!(fields)
+        };
+        mismatches.check("fields refused", input, &fields(ours), &fields(&theirs));
     }
     mismatches.assert_none();
 }

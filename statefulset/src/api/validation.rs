@@ -9,7 +9,8 @@
 //! minReadySeconds 0..300, podUpdatePolicy with the `InPlaceUpdateReady` readiness gate for
 //! the in-place policies, unorderedUpdate only with Parallel and a valid priority strategy);
 //! the retention policy; replicas; selector (required, non-empty, matching the template);
-//! the template (`common::api::podtemplate`), restartPolicy `Always`, no
+//! the template's labels and annotations (not its pod spec: Kubernetes' StatefulSet
+//! validation, which OpenKruise calls, leaves that out), restartPolicy `Always`, no
 //! activeDeadlineSeconds; on UPDATE the immutable fields and `InPlaceOnly`'s image-only rule.
 //! With `StatefulSetAutoResizePVCGate`, the claim-template update rules of
 //! `volumeClaimUpdateStrategy: OnPodRollingUpdate` ([`validate_claim_template_update`]) and,
@@ -21,11 +22,11 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::core::v1::PodSpec;
 use k8s_openapi::api::storage::v1::StorageClass;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
-use kruise_common::api::field::{BadValue, DNS1123_SUBDOMAIN_MESSAGE, Path, is_dns1123_subdomain};
+use kruise_common::api::field::{BadValue, DNS1123_LABEL_MESSAGE, Path, is_dns1123_label};
 pub use kruise_common::api::field::{ErrorList, FieldError, bracketed as to_message};
 use kruise_common::api::intstr::value_from_int_or_percent;
 use kruise_common::api::keys::INPLACE_UPDATE_READY;
-use kruise_common::api::podtemplate::validate_pod_template_with_claims;
+use kruise_common::api::podtemplate::validate_template_metadata;
 use kruise_common::inplace::{DiffOpKind, json_diff};
 use kruise_common::pods::selector::selector_matches;
 
@@ -38,6 +39,9 @@ use super::v1beta1::{
 
 /// OpenKruise's message for a change to an immutable field.
 pub const IMMUTABLE_FIELDS_MESSAGE: &str = "updates to statefulset spec for fields other than 'replicas', 'ordinals', 'template', 'reserveOrdinals', 'lifecycle', 'revisionHistoryLimit', 'persistentVolumeClaimRetentionPolicy', `volumeClaimTemplates`, `VolumeClaimUpdateStrategy` and 'updateStrategy' are forbidden";
+
+/// The example and pattern Kubernetes appends to [`DNS1123_LABEL_MESSAGE`].
+const DNS1123_LABEL_EXAMPLE: &str = " (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')";
 
 /// Validates `set` (and, on UPDATE, its change from `old`).
 pub fn validate(set: &StatefulSet, old: Option<&StatefulSet>) -> ErrorList {
@@ -53,13 +57,14 @@ fn validate_name(set: &StatefulSet) -> ErrorList {
     let meta = &set.metadata;
     match (meta.name.as_deref(), meta.generate_name.as_deref()) {
         (Some(n), _) if !n.is_empty() => {
-            if is_dns1123_subdomain(n) {
+            // `ValidateStatefulSetName` is `NameIsDNSLabel`: no dots, at most 63 characters.
+            if is_dns1123_label(n) {
                 vec![]
             } else {
                 vec![FieldError::invalid(
                     "metadata.name",
                     n,
-                    DNS1123_SUBDOMAIN_MESSAGE,
+                    format!("{DNS1123_LABEL_MESSAGE}{DNS1123_LABEL_EXAMPLE}"),
                 )]
             }
         }
@@ -126,13 +131,15 @@ pub fn validate_spec(spec: &StatefulSetSpec) -> ErrorList {
         ));
     }
     validate_selector(&mut errs, spec);
-    errs.extend(validate_pod_template_with_claims(
-        &spec.template,
-        spec.volume_claim_templates
-            .iter()
-            .filter_map(|claim| claim.metadata.name.as_deref()),
-        &Path::new("spec").child("template"),
-    ));
+    // As Kubernetes' `ValidatePodTemplateSpecForStatefulSet`, which OpenKruise calls: the
+    // template's labels and annotations (at `spec.template.labels`, its path), not its pod
+    // spec — a pod the API server refuses fails at creation, as under OpenKruise.
+    if let Some(meta) = &spec.template.metadata {
+        errs.extend(validate_template_metadata(
+            meta,
+            &Path::new("spec").child("template"),
+        ));
+    }
     if let Some(pod) = &spec.template.spec {
         if let Some(policy) = pod.restart_policy.as_deref()
             && !policy.is_empty()
