@@ -512,10 +512,10 @@ fn compare_validation() {
             .iter()
             .map(|e| json!({"type": e.type_.as_str(), "field": e.field.as_str()}))
             .collect();
-        inputs.push(stored);
+        inputs.push(json!({"kind": "StatefulSet", "object": stored}));
         ours.push(errors);
     }
-    let expected = oracle::run_json("statefulset-validation", &inputs);
+    let expected = oracle::run_json("workload-validation", &inputs);
     let mut mismatches = oracle::Mismatches::default();
     for ((input, go), ours) in inputs.iter().zip(&expected).zip(&ours) {
         let theirs: Vec<Value> = go

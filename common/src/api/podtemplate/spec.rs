@@ -125,6 +125,8 @@ pub fn validate_pod_spec(spec: &PodSpec, path: &Path) -> Vec<FieldError> {
         errors.extend(host_port_conflicts(std::slice::from_ref(c), &init_path));
     }
 
+    errors.extend(host_network_port_errors(spec, &containers_path));
+
     if let Some(policy) = spec.restart_policy.as_deref().filter(|p| !p.is_empty())
         && !matches!(policy, "Always" | "OnFailure" | "Never")
     {
@@ -496,6 +498,36 @@ fn host_port_conflicts(containers: &[Container], path: &Path) -> Vec<FieldError>
     errors
 }
 
+/// Kubernetes' `validateHostNetwork` with the options OpenKruise's webhooks pass
+/// (`ResourceIsPod`): with `hostNetwork`, each regular container port's `hostPort` must equal
+/// its `containerPort`, an unset one included (a workload template is validated as the pod
+/// it becomes; CloneSet's defaults fill it in only under
+/// `DefaultHostNetworkHostPortsInPodTemplates`). Found by the differential test against
+/// OpenKruise (daemonset/tests/openkruise_oracle.rs).
+fn host_network_port_errors(spec: &PodSpec, containers_path: &Path) -> Vec<FieldError> {
+    if spec.host_network != Some(true) {
+        return Vec::new();
+    }
+    let mut errors = Vec::new();
+    for (ci, container) in spec.containers.iter().enumerate() {
+        for (pi, port) in container.ports.iter().flatten().enumerate() {
+            let host_port = port.host_port.unwrap_or(0);
+            if host_port != port.container_port {
+                errors.push(FieldError::invalid(
+                    containers_path
+                        .index(ci)
+                        .child("ports")
+                        .index(pi)
+                        .child("hostPort"),
+                    host_port,
+                    "must match `containerPort` when `hostNetwork` is true",
+                ));
+            }
+        }
+    }
+    errors
+}
+
 /// Env names as kube-apiserver 1.33 checks them (`RelaxedEnvironmentVariableValidation`,
 /// on by default since 1.32): any printable ASCII but `=`; and each `valueFrom` with exactly
 /// one source and no `value` beside it.
@@ -729,6 +761,20 @@ fn quantity_value(name: &str, quantity: &Quantity, at: &Path) -> Result<Nanos, F
     Ok(value)
 }
 
+/// A non-negative quantity as `SetDefaults_ResourceList` leaves it, rounded up to
+/// milli-units: requests and limits are compared after the pod's defaults (OpenKruise's
+/// webhooks default the template before validating it, the API server the pod), so `271u`
+/// is not above `79608n` (both `1m`). Found by the differential test against OpenKruise
+/// (daemonset/tests/openkruise_oracle.rs).
+fn milli_rounded(nanos: Nanos) -> Nanos {
+    const MILLI: Nanos = 1_000_000;
+    if nanos % MILLI == 0 {
+        nanos
+    } else {
+        (nanos / MILLI + 1) * MILLI
+    }
+}
+
 /// `ValidateContainerResourceRequirements`: valid names and quantities, requests at most
 /// their limits (exactly their limits where overcommit is not allowed), huge pages only
 /// with cpu or memory.
@@ -745,7 +791,7 @@ fn validate_resources(resources: &ResourceRequirements, path: &Path) -> Vec<Fiel
         errors.extend(validate_resource_name(name, &at));
         match quantity_value(name, quantity, &at) {
             Ok(value) => {
-                limit_values.insert(name.as_str(), value);
+                limit_values.insert(name.as_str(), milli_rounded(value));
             }
             Err(e) => errors.push(e),
         }
@@ -754,7 +800,7 @@ fn validate_resources(resources: &ResourceRequirements, path: &Path) -> Vec<Fiel
         let at = requests_path.key(name);
         errors.extend(validate_resource_name(name, &at));
         let value = match quantity_value(name, quantity, &at) {
-            Ok(value) => value,
+            Ok(value) => milli_rounded(value),
             Err(e) => {
                 errors.push(e);
                 continue;
@@ -1146,6 +1192,41 @@ mod tests {
                 "spec.containers[0].env[6].valueFrom.fieldRef.fieldPath: Unsupported value: \"spec.hostname\": supported values: \"metadata.name\", \"metadata.namespace\", \"metadata.uid\", \"spec.nodeName\", \"spec.serviceAccountName\", \"status.hostIP\", \"status.hostIPs\", \"status.podIP\", \"status.podIPs\"".into(),
             ]
         );
+    }
+
+    /// Found by the differential test against OpenKruise (daemonset/tests/openkruise_oracle.rs):
+    /// requests and limits compare as the pod's defaults leave them, in milli-units.
+    #[test]
+    fn requests_and_limits_compare_rounded_up_to_milli_units() {
+        let errors = errors_of(spec_with(
+            json!({"resources": {"limits": {"memory": "79608n"}, "requests": {"memory": "271u"}}}),
+            json!({}),
+        ));
+        assert_eq!(errors, Vec::<String>::new());
+        let errors = errors_of(spec_with(
+            json!({"resources": {"limits": {"memory": "1m"}, "requests": {"memory": "1001u"}}}),
+            json!({}),
+        ));
+        assert_eq!(errors.len(), 1, "{errors:?}");
+    }
+
+    /// With `hostNetwork`, OpenKruise's webhooks (`ResourceIsPod`) want each port's hostPort
+    /// equal to its containerPort, an unset one included; found by the differential test.
+    #[test]
+    fn host_network_ports_need_their_host_port() {
+        let errors = errors_of(spec_with(
+            json!({"ports": [{"containerPort": 80}, {"containerPort": 53, "hostPort": 53}]}),
+            json!({"hostNetwork": true}),
+        ));
+        assert_eq!(
+            errors,
+            vec!["spec.containers[0].ports[0].hostPort: Invalid value: 0: must match `containerPort` when `hostNetwork` is true".to_string()]
+        );
+        let without_host_network = errors_of(spec_with(
+            json!({"ports": [{"containerPort": 80}]}),
+            json!({}),
+        ));
+        assert_eq!(without_host_network, Vec::<String>::new());
     }
 
     #[test]

@@ -280,3 +280,32 @@ fn messages_read_as_kube_apiserver_prints_them() {
         "spec.updateStrategy.rollingUpdate.maxUnavailable: Invalid value: \"150%\": must not be greater than 100%"
     );
 }
+
+/// With `hostNetwork`, a port's hostPort must equal its containerPort, an unset one too (as
+/// OpenKruise's webhook validates, the template not being defaulted).
+#[test]
+fn host_network_ports_need_their_host_port() {
+    let with_ports = |ports: Value| {
+        json!({"spec": {"template": {"spec": {"hostNetwork": true,
+            "containers": [{"name": "main", "image": "nginx:alpine", "ports": ports}]}}}})
+    };
+    assert_eq!(
+        errors_of(with_ports(json!([{"containerPort": 80, "hostPort": 80}]))),
+        vec![]
+    );
+    let must_match = "must match `containerPort` when `hostNetwork` is true";
+    assert_eq!(
+        errors_of(with_ports(json!([{"containerPort": 80}]))),
+        one(
+            "spec.template.spec.containers[0].ports[0].hostPort",
+            must_match
+        )
+    );
+    assert_eq!(
+        errors_of(with_ports(json!([{"containerPort": 80, "hostPort": 8080}]))),
+        one(
+            "spec.template.spec.containers[0].ports[0].hostPort",
+            must_match
+        )
+    );
+}
