@@ -7,8 +7,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::api::core::v1::{
-    Container, ContainerPort, EnvVar, Lifecycle, LifecycleHandler, PodSpec, Probe,
-    ResourceRequirements, Volume, VolumeMount,
+    Container, ContainerPort, EnvVar, EphemeralVolumeSource, Lifecycle, LifecycleHandler, PodSpec,
+    Probe, ResourceRequirements, Volume, VolumeMount,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
@@ -270,7 +270,43 @@ fn first_source_errors(volume: &Volume, key: &str, at: &Path) -> Vec<FieldError>
             "SizeLimit field must be a valid resource quantity",
         ));
     }
+    if key == "ephemeral"
+        && let Some(ephemeral) = &volume.ephemeral
+    {
+        errors.extend(ephemeral_claim_errors(ephemeral, at));
+    }
     errors
+}
+
+/// `ValidatePersistentVolumeClaimTemplate`'s storage rule for an ephemeral volume: a claim
+/// template with a storage request above zero. Found by the differential test against
+/// OpenKruise (cloneset/tests/openkruise_oracle.rs).
+fn ephemeral_claim_errors(ephemeral: &EphemeralVolumeSource, at: &Path) -> Vec<FieldError> {
+    let Some(template) = &ephemeral.volume_claim_template else {
+        return vec![FieldError::required(at.child("volumeClaimTemplate"), "")];
+    };
+    let storage_path = at
+        .child("volumeClaimTemplate")
+        .child("spec")
+        .child("resources")
+        .key("storage");
+    let storage = template
+        .spec
+        .resources
+        .as_ref()
+        .and_then(|r| r.requests.as_ref())
+        .and_then(|requests| requests.get("storage"));
+    match storage {
+        None => vec![FieldError::required(storage_path, "")],
+        Some(quantity) if parse_quantity(&quantity.0).is_some_and(|n| n <= 0) => {
+            vec![FieldError::invalid(
+                storage_path,
+                &quantity.0,
+                "must be greater than zero",
+            )]
+        }
+        Some(_) => Vec::new(),
+    }
 }
 
 /// Validates one container at `path` (e.g. `spec.containers[0]`) as kube-apiserver does in a
@@ -1191,6 +1227,31 @@ mod tests {
                 "spec.containers[0].env[5].valueFrom: Invalid value: \"\": may not have more than one field specified at a time".into(),
                 "spec.containers[0].env[6].valueFrom.fieldRef.fieldPath: Unsupported value: \"spec.hostname\": supported values: \"metadata.name\", \"metadata.namespace\", \"metadata.uid\", \"spec.nodeName\", \"spec.serviceAccountName\", \"status.hostIP\", \"status.hostIPs\", \"status.podIP\", \"status.podIPs\"".into(),
             ]
+        );
+    }
+
+    /// An ephemeral volume's claim template needs a storage request above zero; found by
+    /// the differential test against OpenKruise (cloneset/tests/openkruise_oracle.rs).
+    #[test]
+    fn ephemeral_claims_need_a_positive_storage_request() {
+        let with_storage = |requests: serde_json::Value| {
+            spec_with(
+                json!({}),
+                json!({"volumes": [{"name": "scratch", "ephemeral": {"volumeClaimTemplate": {
+                    "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": requests}}}}}]}),
+            )
+        };
+        assert_eq!(
+            errors_of(with_storage(json!({"storage": "1Gi"}))),
+            Vec::<String>::new()
+        );
+        assert_eq!(
+            errors_of(with_storage(json!({"storage": "0"}))),
+            vec!["spec.volumes[0].ephemeral.volumeClaimTemplate.spec.resources[storage]: Invalid value: \"0\": must be greater than zero".to_string()]
+        );
+        assert_eq!(
+            errors_of(with_storage(json!({}))),
+            vec!["spec.volumes[0].ephemeral.volumeClaimTemplate.spec.resources[storage]: Required value".to_string()]
         );
     }
 
