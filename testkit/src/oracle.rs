@@ -1,8 +1,10 @@
 //! Differential tests against OpenKruise's and Kubernetes' own Go functions: the Go
 //! programs under `cloneset/tests/fixtures/openkruise/expected-values` (the CloneSet template
 //! defaults, revision and claim-template hashes; the SidecarSet hashes and revision;
-//! resource quantities) are built by `.ci/run` into `KRUISE_ORACLE_BIN_DIR` and fed inputs
-//! the Rust side generates, and both sides' outputs are compared. The tests that use this
+//! resource quantities; under `families/` the Advanced StatefulSet and DaemonSet defaults and
+//! revisions, StatefulSet conversion, and the StatefulSet, CloneSet and DaemonSet webhook
+//! validation) are built by `.ci/run` into `KRUISE_ORACLE_BIN_DIR` and fed inputs the Rust
+//! side generates, and both sides' outputs are compared. The tests that use this
 //! are `#[ignore]`d (they need Go's build) and run by `.ci/run` with `--ignored`.
 
 use std::io::Write;
