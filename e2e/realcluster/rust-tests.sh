@@ -42,6 +42,9 @@ if [[ ${#suites[@]} -eq 0 ]]; then
 		kruise-broadcastjob:cron_sim
 		kruise-sidecarset:decode_guard_sim
 		kruise-sidecarset:migration_sim
+		kruise-webhook:pod_chain_sim
+		kruise-webhook:sidecarset_sim
+		kruise-webhook:sidecarset_webhook_down_sim
 		kruise-crr:crr_sim
 		kruise-crr:launch_priority_sim
 		kruise-imagepull:imagepull_sim

@@ -315,13 +315,35 @@ pub fn as_service_account(admin: &Client, name: &str, on_forbidden: Forbidden) -
         let (method, uri) = (request.method().clone(), request.uri().clone());
         async move {
             let response = inner.send(request).await?;
-            if response.status() == http::StatusCode::FORBIDDEN && on_forbidden == Forbidden::Exit {
+            if response.status() != http::StatusCode::FORBIDDEN || on_forbidden == Forbidden::Return
+            {
+                return Ok::<_, kube::Error>(response);
+            }
+            // Not every 403 is the authorizer's: kube-apiserver's NamespaceLifecycle
+            // admission refuses content in a namespace being deleted with 403 too (an event
+            // a controller records while the test's namespace goes).
+            let (parts, body) = response.into_parts();
+            let body = body.collect_bytes().await?;
+            if is_rbac_denial(&body) {
                 exit_forbidden(&user, &method, &uri);
             }
-            Ok::<_, kube::Error>(response)
+            Ok(http::Response::from_parts(
+                parts,
+                kube::client::Body::from(body.to_vec()),
+            ))
         }
     });
     Client::new(service, admin.default_namespace())
+}
+
+/// Whether a 403 answer's Status is the RBAC authorizer's (`User "…" cannot <verb> resource
+/// …`), not an admission plugin's.
+fn is_rbac_denial(body: &[u8]) -> bool {
+    let message = serde_json::from_slice::<Value>(body)
+        .ok()
+        .and_then(|status| status["message"].as_str().map(str::to_string))
+        .unwrap_or_default();
+    message.contains("User \"") && message.contains(" cannot ")
 }
 
 fn exit_forbidden(user: &str, method: &http::Method, uri: &http::Uri) -> ! {
@@ -409,6 +431,26 @@ mod tests {
             objects[5]["subjects"][0],
             json!({"kind": "ServiceAccount", "name": "kruise-crr-agent", "namespace": "kruise-rs"})
         );
+    }
+
+    #[test]
+    fn only_the_authorizers_403_is_an_rbac_denial() {
+        let status = |message: &str| {
+            serde_json::to_vec(
+                &json!({"kind": "Status", "code": 403, "reason": "Forbidden",
+                "message": message}),
+            )
+            .unwrap()
+        };
+        assert!(is_rbac_denial(&status(
+            "secrets is forbidden: User \"system:serviceaccount:kruise-rs:kruise-cloneset\" \
+             cannot list resource \"secrets\" in API group \"\" in the namespace \"default\""
+        )));
+        assert!(!is_rbac_denial(&status(
+            "events.events.k8s.io \"web.1\" is forbidden: unable to create new content in \
+             namespace kt-a because it is being terminated"
+        )));
+        assert!(!is_rbac_denial(b"not json"));
     }
 
     #[test]

@@ -3,7 +3,8 @@
 //! holds a fail-closed entry for its scope, so a pod it selects is refused rather than
 //! created without the sidecar, while other pods are still created; with kruise-webhook
 //! back, the pod gets its sidecar. With kruise-sidecarset down instead, no SidecarSet can be
-//! created, so none is left unenforced.
+//! created, so none is left unenforced. On kruise-sim, or the real API server of
+//! `KRUISE_TEST_KUBECONFIG`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use kruise_testkit as support;
@@ -24,8 +25,8 @@ const WAIT: Duration = Duration::from_secs(30);
 #[tokio::test]
 async fn a_sidecar_set_created_while_kruise_webhook_is_down_is_enforced() {
     let binary = kruise_sidecarset::binary::binary().unwrap();
-    let (sim, client) = support::sim_with_crds(1, binary.crd_definitions()).await;
-    let kubeconfig = sim.kubeconfig_path().unwrap();
+    let (cluster, client) = support::cluster_with_crds(1, binary.crd_definitions()).await;
+    let kubeconfig = cluster.kubeconfig_path();
     let mut argv = vec!["kruise-sidecarset".to_string()];
     let sidecarset_port = support::free_port();
     argv.extend(support::process::replica_args(
@@ -69,7 +70,7 @@ async fn a_sidecar_set_created_while_kruise_webhook_is_down_is_enforced() {
     .unwrap();
     sets.create(&PostParams::default(), &set).await.unwrap();
 
-    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let pods: Api<Pod> = Api::default_namespaced(client.clone());
     let err = pods
         .create(&PostParams::default(), &kruise_testkit::app_pod("x-1", "x"))
         .await
@@ -82,7 +83,7 @@ async fn a_sidecar_set_created_while_kruise_webhook_is_down_is_enforced() {
         .unwrap();
 
     // kruise-webhook back: the pod is created with its sidecar.
-    let _webhook = support::spawn_replica(BIN, &kubeconfig, webhook_port, &[], &[]);
+    let webhook = support::spawn_replica(BIN, &kubeconfig, webhook_port, &[], &[]);
     let created = support::eventually("the pod created with its sidecar", WAIT, || async {
         pods.create(&PostParams::default(), &kruise_testkit::app_pod("x-2", "x"))
             .await
@@ -101,5 +102,7 @@ async fn a_sidecar_set_created_while_kruise_webhook_is_down_is_enforced() {
         "{containers:?}"
     );
     sidecarset.cancel();
-    sim.shutdown().await;
+    // Stopped first, so they republish nothing the clean-up removes.
+    drop(webhook);
+    cluster.shutdown().await;
 }
