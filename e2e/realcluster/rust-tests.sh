@@ -45,6 +45,9 @@ if [[ ${#suites[@]} -eq 0 ]]; then
 		kruise-webhook:pod_chain_sim
 		kruise-webhook:sidecarset_sim
 		kruise-webhook:sidecarset_webhook_down_sim
+		kruise-webhook:sidecarset_upgrade_sim
+		kruise-webhook:sidecarset_resources_policy_sim
+		kruise-webhook:sidecarset_template_fuzz_sim
 		kruise-crr:crr_sim
 		kruise-crr:launch_priority_sim
 		kruise-imagepull:imagepull_sim

@@ -15,7 +15,7 @@ use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
 use k8s_openapi::api::core::v1::Pod;
 use kruise_sidecarset::api::v1beta1::SidecarSet;
 use kube::Api;
-use kube::api::PostParams;
+use kube::api::{DeleteParams, PostParams};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
@@ -71,12 +71,36 @@ async fn a_sidecar_set_created_while_kruise_webhook_is_down_is_enforced() {
     sets.create(&PostParams::default(), &set).await.unwrap();
 
     let pods: Api<Pod> = Api::default_namespaced(client.clone());
-    let err = pods
-        .create(&PostParams::default(), &kruise_testkit::app_pod("x-1", "x"))
-        .await
-        .expect_err("a pod the SidecarSet selects must not start without its sidecar")
-        .to_string();
+    // kruise-sidecarset admitted the SidecarSet once the fail-closed entry was written;
+    // kube-apiserver calls it once its own watch of the configuration has it, a moment
+    // later (kruise-sim at once). Pods created in that moment pass unenforced: on kruise-sim
+    // there must be none; on a real API server they are deleted and counted.
+    let attempts = std::sync::atomic::AtomicUsize::new(0);
+    let err = support::eventually("a selected pod refused", WAIT, || async {
+        let n = attempts.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let name = format!("x-{n}");
+        match pods
+            .create(&PostParams::default(), &kruise_testkit::app_pod(&name, "x"))
+            .await
+        {
+            Err(e) => Some(e.to_string()),
+            Ok(_) => {
+                pods.delete(&name, &DeleteParams::default()).await.unwrap();
+                None
+            }
+        }
+    })
+    .await;
     assert!(err.contains("failed calling webhook"), "{err}");
+    let unenforced = attempts.into_inner() - 1;
+    if cluster.sim().is_some() {
+        assert_eq!(
+            unenforced, 0,
+            "a pod the SidecarSet selects must not start without its sidecar"
+        );
+    } else if unenforced > 0 {
+        eprintln!("{unenforced} pod(s) created before kube-apiserver saw the fail-closed entry");
+    }
     // A pod no SidecarSet selects is created (K#634).
     pods.create(&PostParams::default(), &kruise_testkit::app_pod("y-1", "y"))
         .await
