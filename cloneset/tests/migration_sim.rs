@@ -1,8 +1,9 @@
 //! Taking a CloneSet over from OpenKruise: the cluster as kruise-manager leaves it
 //! (`fixtures/openkruise/migration/cloneset.json`: the CloneSet as OpenKruise's webhook
 //! stored it, its two ControllerRevisions with OpenKruise's names and data, three Running
-//! pods, one of them updated in place earlier, and their PVCs) is loaded into kruise-sim,
-//! then kruise-rs's CloneSet controller starts. It must adopt all of it without a pod
+//! pods, one of them updated in place earlier, and their PVCs) is loaded into kruise-sim
+//! (or the real API server of `KRUISE_TEST_KUBECONFIG`, in the test's namespace), then
+//! kruise-rs's CloneSet controller starts. It must adopt all of it without a pod
 //! create, delete or spec/metadata write, and still update in place afterwards; also
 //! mid-rollout (`cloneset-partition.json`), where the pod a partition holds stays put.
 //!
@@ -19,15 +20,14 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::apps::v1::ControllerRevision;
 use k8s_openapi::api::core::v1::Pod;
 use kruise_cloneset::api::v1beta1::CloneSet;
-use kruise_sim::Sim;
 use kruise_testkit::migration::{
-    FixtureLayout, Identity, forbidden_writes, identities, is_running_and_ready,
+    FixtureLayout, Identity, forbidden_writes_counted, identities, is_running_and_ready,
     load_openkruise_cluster,
 };
 use kube::api::{Api, ListParams, Patch, PatchParams};
 use kube::{Client, ResourceExt as _};
 use serde_json::{Value, json};
-use support::{RunningController, WAIT, eventually, sim_with_crd};
+use support::{RunningController, TestCluster, WAIT, cluster_with_crd, eventually};
 
 /// Every pod at the update revision.
 const ROLLED_OUT: &str = include_str!("fixtures/openkruise/migration/cloneset.json");
@@ -42,16 +42,22 @@ const OPENKRUISE_REVISION: &str = "sample-b947c44dc";
 /// Kinds nobody may write during the takeover, besides pods.
 const UNTOUCHED: &[&str] = &["controllerrevisions", "persistentvolumeclaims"];
 
-/// Loads the fixture as kruise-manager leaves it: objects created, statuses written as
-/// OpenKruise and the kubelet wrote them, every pod Running and Ready.
+/// Loads the fixture as kruise-manager leaves it, in the client's default namespace (the
+/// fixture's is `default`): objects created, statuses written as OpenKruise and the kubelet
+/// wrote them, every pod Running and Ready.
 async fn load_fixture(client: &Client, fixture: &str) -> Value {
     let crd = kruise_cloneset::api::crd::crd().unwrap();
+    let namespace = client.default_namespace();
     let layout = FixtureLayout {
         workload: &kruise_testkit::sim::stored_resource(&crd),
         key: "cloneset",
-        revisions_namespace: "default",
+        revisions_namespace: namespace,
     };
-    load_openkruise_cluster(client, &layout, fixture).await
+    let fixture = fixture.replace(
+        r#""namespace": "default""#,
+        &format!(r#""namespace": "{namespace}""#),
+    );
+    load_openkruise_cluster(client, &layout, &fixture).await
 }
 
 /// Successful reconciles of the CloneSet controller so far.
@@ -71,7 +77,7 @@ fn reconciles(controller: &RunningController) -> u64 {
 
 /// What a takeover test holds once the controller has settled on the loaded fixture.
 struct TakenOver {
-    sim: Sim,
+    cluster: TestCluster,
     client: Client,
     fixture: Value,
     controller: RunningController,
@@ -85,11 +91,12 @@ struct TakenOver {
 /// asserts it wrote no pod, revision or claim, every pod is the same and not restarted, and
 /// OpenKruise's two revisions are the only ones.
 async fn take_over(fixture: &str) -> TakenOver {
-    let (sim, client) = sim_with_crd().await;
+    let (cluster, client) = cluster_with_crd().await;
     let fixture = load_fixture(&client, fixture).await;
-    let before = identities(&client, "default").await;
-    let writes_before = forbidden_writes(&sim, UNTOUCHED);
-    let clonesets: Api<CloneSet> = Api::namespaced(client.clone(), "default");
+    let namespace = client.default_namespace();
+    let before = identities(&client, namespace).await;
+    let writes_before = forbidden_writes_counted(cluster.counters(), UNTOUCHED);
+    let clonesets: Api<CloneSet> = Api::default_namespaced(client.clone());
 
     let controller = RunningController::start(&client);
     eventually("a first reconcile", WAIT, || async {
@@ -111,16 +118,16 @@ async fn take_over(fixture: &str) -> TakenOver {
     .await;
 
     assert_eq!(
-        forbidden_writes(&sim, UNTOUCHED),
+        forbidden_writes_counted(cluster.counters(), UNTOUCHED),
         writes_before,
         "the takeover wrote pods, revisions or claims"
     );
     assert_eq!(
-        identities(&client, "default").await,
+        identities(&client, namespace).await,
         before,
         "pods replaced or restarted"
     );
-    let revisions: Api<ControllerRevision> = Api::namespaced(client.clone(), "default");
+    let revisions: Api<ControllerRevision> = Api::default_namespaced(client.clone());
     let mut names: Vec<String> = revisions
         .list(&ListParams::default())
         .await
@@ -136,7 +143,7 @@ async fn take_over(fixture: &str) -> TakenOver {
         "OpenKruise's revisions are the ones in use"
     );
     TakenOver {
-        sim,
+        cluster,
         client,
         fixture,
         controller,
@@ -153,7 +160,7 @@ async fn wait_in_place(
     before: &BTreeMap<String, Identity>,
     restarted: &[&str],
 ) {
-    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let pods: Api<Pod> = Api::default_namespaced(client.clone());
     eventually(&format!("every pod on {image} and Ready"), WAIT, || async {
         let listed = pods.list(&ListParams::default()).await.ok()?;
         listed
@@ -169,7 +176,7 @@ async fn wait_in_place(
             .then_some(())
     })
     .await;
-    let after = identities(client, "default").await;
+    let after = identities(client, client.default_namespace()).await;
     assert_eq!(after.len(), before.len());
     for (name, (uid, restarts)) in before {
         let mut expected = restarts.clone();
@@ -185,8 +192,8 @@ async fn wait_in_place(
 }
 
 /// Asserts no pod was created or deleted since `before`.
-fn assert_no_pod_created_or_deleted(sim: &Sim, before: &BTreeMap<String, u64>) {
-    let writes = forbidden_writes(sim, UNTOUCHED);
+fn assert_no_pod_created_or_deleted(cluster: &TestCluster, before: &BTreeMap<String, u64>) {
+    let writes = forbidden_writes_counted(cluster.counters(), UNTOUCHED);
     for what in ["create pods/", "delete pods/"] {
         assert_eq!(writes.get(what), before.get(what), "{what}");
     }
@@ -195,14 +202,14 @@ fn assert_no_pod_created_or_deleted(sim: &Sim, before: &BTreeMap<String, u64>) {
 #[tokio::test]
 async fn takes_over_an_openkruise_cloneset_without_touching_a_pod() {
     let TakenOver {
-        sim,
+        cluster,
         client,
         fixture,
         controller,
         before,
         writes_before,
     } = take_over(ROLLED_OUT).await;
-    let clonesets: Api<CloneSet> = Api::namespaced(client.clone(), "default");
+    let clonesets: Api<CloneSet> = Api::default_namespaced(client.clone());
     let status = clonesets.get("sample").await.unwrap().status.unwrap();
     assert_eq!(status.observed_generation, 1);
     assert_eq!(
@@ -232,22 +239,22 @@ async fn takes_over_an_openkruise_cloneset_without_touching_a_pod() {
         .unwrap();
     let all: Vec<&str> = before.keys().map(String::as_str).collect();
     wait_in_place(&client, "nginx:1.27-alpine", &before, &all).await;
-    assert_no_pod_created_or_deleted(&sim, &writes_before);
+    assert_no_pod_created_or_deleted(&cluster, &writes_before);
     controller.stop().await;
-    sim.shutdown().await;
+    cluster.shutdown().await;
 }
 
 #[tokio::test]
 async fn takes_over_an_openkruise_cloneset_mid_rollout_and_keeps_the_partition() {
     let TakenOver {
-        sim,
+        cluster,
         client,
         controller,
         before,
         writes_before,
         ..
     } = take_over(PARTITIONED).await;
-    let clonesets: Api<CloneSet> = Api::namespaced(client.clone(), "default");
+    let clonesets: Api<CloneSet> = Api::default_namespaced(client.clone());
     let status = clonesets.get("sample").await.unwrap().status.unwrap();
     assert_eq!(
         (
@@ -278,7 +285,7 @@ async fn takes_over_an_openkruise_cloneset_mid_rollout_and_keeps_the_partition()
             .then_some(())
     })
     .await;
-    assert_no_pod_created_or_deleted(&sim, &writes_before);
+    assert_no_pod_created_or_deleted(&cluster, &writes_before);
     controller.stop().await;
-    sim.shutdown().await;
+    cluster.shutdown().await;
 }

@@ -1,6 +1,6 @@
 //! Random pod templates, valid and not, through the real `kruise-cloneset` process against
-//! kruise-sim (issue 26): the API server calls its webhooks over HTTPS as kube-apiserver
-//! would. For every template either the validating webhook refuses the CloneSet with a
+//! kruise-sim (issue 26), or the real API server of `KRUISE_TEST_KUBECONFIG`: the API server
+//! calls its webhooks over HTTPS. `KRUISE_FUZZ_CASES` sets the number of templates (32). For every template either the validating webhook refuses the CloneSet with a
 //! field path under `spec.template`, or the controller's pod writes succeed (the pod is
 //! created and updated in place to a new image); and no CloneSet loops: each costs a
 //! bounded number of pod writes, and once all are done the pods see no writes at all.
@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
-use kruise_sim::Sim;
+use kruise_sim::Counters;
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt as _};
 use proptest::prelude::*;
@@ -99,12 +99,14 @@ fn fields() -> Vec<TemplateField> {
                 json!([{"name": "POD", "valueFrom": {}}]),
             ],
         ),
+        // Valid requests the simulated nodes can hold: an extended resource such as
+        // `example.com/gpu` would keep the pod Pending (no node advertises one).
         field(
             "/spec/containers/0/resources",
             vec![
                 None,
                 Some(
-                    json!({"requests": {"cpu": "100m", "example.com/gpu": "1"}, "limits": {"cpu": "1", "example.com/gpu": "1"}}),
+                    json!({"requests": {"cpu": "100m", "memory": "64Mi"}, "limits": {"cpu": "1", "memory": "128Mi"}}),
                 ),
             ],
             vec![
@@ -225,7 +227,7 @@ fn cloneset(name: &str, mut template: Value) -> DynamicObject {
     serde_json::from_value(json!({
         "apiVersion": "apps.kruise.io/v1beta1",
         "kind": "CloneSet",
-        "metadata": {"name": name, "namespace": "default"},
+        "metadata": {"name": name},
         "spec": {
             "replicas": 1,
             "selector": {"matchLabels": {"app": name}},
@@ -236,8 +238,16 @@ fn cloneset(name: &str, mut template: Value) -> DynamicObject {
     .unwrap()
 }
 
-fn pod_writes(sim: &Sim) -> u64 {
-    sim.counters().count("create", "pods") + sim.counters().count("patch", "pods")
+fn pod_writes(counters: &Counters) -> u64 {
+    counters.count("create", "pods") + counters.count("patch", "pods")
+}
+
+/// The number of templates a run tries: `KRUISE_FUZZ_CASES`, else 32.
+fn cases() -> u32 {
+    std::env::var("KRUISE_FUZZ_CASES")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(32)
 }
 
 fn status_field(cs: &DynamicObject, field: &str) -> i64 {
@@ -246,10 +256,9 @@ fn status_field(cs: &DynamicObject, field: &str) -> i64 {
 
 /// One template: refused with a field path (`false`), or its pod created and updated in
 /// place, at a bounded cost in pod writes (`true`).
-async fn one_case(sim: &Sim, client: &Client, name: &str, template: Value) -> bool {
-    let clonesets: Api<DynamicObject> =
-        Api::namespaced_with(client.clone(), "default", &resource());
-    let before = pod_writes(sim);
+async fn one_case(counters: &Counters, client: &Client, name: &str, template: Value) -> bool {
+    let clonesets: Api<DynamicObject> = Api::default_namespaced_with(client.clone(), &resource());
+    let before = pod_writes(counters);
     let created = clonesets
         .create(&PostParams::default(), &cloneset(name, template.clone()))
         .await;
@@ -297,9 +306,9 @@ async fn one_case(sim: &Sim, client: &Client, name: &str, template: Value) -> bo
             .then_some(())
     })
     .await;
-    let warnings = kruise_testkit::warnings_about(client, "default", name).await;
+    let warnings = kruise_testkit::warnings_about(client, client.default_namespace(), name).await;
     assert!(warnings.is_empty(), "{name}: {warnings:?}\n{template:#}");
-    let writes = pod_writes(sim) - before;
+    let writes = pod_writes(counters) - before;
     assert!(
         writes <= MAX_POD_WRITES_PER_CLONESET,
         "{name}: {writes} pod writes\n{template:#}"
@@ -314,14 +323,19 @@ async fn one_case(sim: &Sim, client: &Client, name: &str, template: Value) -> bo
 #[test]
 fn random_templates_are_refused_with_a_field_path_or_run_without_looping() {
     let runtime = tokio::runtime::Runtime::new().unwrap();
-    let (sim, client) = runtime.block_on(support::sim_with_crd());
-    let kubeconfig = sim.kubeconfig_path().unwrap();
+    let (cluster, client) = runtime.block_on(support::cluster_with_crd());
+    let kubeconfig = cluster.kubeconfig_path();
     let port = kruise_testkit::free_port();
-    let _binary =
-        kruise_testkit::spawn_replica(BIN, &kubeconfig, port, &["--namespace", "default"], &[]);
+    let binary = kruise_testkit::spawn_replica(
+        BIN,
+        &kubeconfig,
+        port,
+        &["--namespace", client.default_namespace()],
+        &[],
+    );
     runtime.block_on(async {
         let clonesets: Api<DynamicObject> =
-            Api::namespaced_with(client.clone(), "default", &resource());
+            Api::default_namespaced_with(client.clone(), &resource());
         // The webhooks are in place once an invalid CloneSet is refused.
         eventually(
             "the validating webhook serving",
@@ -339,7 +353,7 @@ fn random_templates_are_refused_with_a_field_path_or_run_without_looping() {
     });
 
     let mut runner = TestRunner::new(Config {
-        cases: 32,
+        cases: cases(),
         max_shrink_iters: 8,
         failure_persistence: None,
         ..Config::default()
@@ -349,7 +363,7 @@ fn random_templates_are_refused_with_a_field_path_or_run_without_looping() {
     let result = runner.run(&template(), |template| {
         let n = case.fetch_add(1, Ordering::Relaxed);
         let name = format!("fuzz-{n}");
-        if runtime.block_on(one_case(&sim, &client, &name, template)) {
+        if runtime.block_on(one_case(cluster.counters(), &client, &name, template)) {
             ran.fetch_add(1, Ordering::Relaxed);
         }
         Ok(())
@@ -365,16 +379,22 @@ fn random_templates_are_refused_with_a_field_path_or_run_without_looping() {
     // (the deleted CloneSets' pods are gone by then).
     runtime.block_on(async {
         eventually("every fuzzed pod gone", Duration::from_secs(30), || async {
-            let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+            let pods: Api<Pod> = Api::default_namespaced(client.clone());
             let left = pods.list(&Default::default()).await.ok()?.items;
             left.iter()
                 .all(|p| !p.name_any().starts_with("fuzz-"))
                 .then_some(())
         })
         .await;
-        let before = pod_writes(&sim);
+        let before = pod_writes(cluster.counters());
         tokio::time::sleep(Duration::from_millis(1500)).await;
-        assert_eq!(pod_writes(&sim), before, "pod writes with nothing to do");
-        sim.shutdown().await;
+        assert_eq!(
+            pod_writes(cluster.counters()),
+            before,
+            "pod writes with nothing to do"
+        );
+        // Stopped first, so it republishes nothing the clean-up removes.
+        drop(binary);
+        cluster.shutdown().await;
     });
 }

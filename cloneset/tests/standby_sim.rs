@@ -1,4 +1,5 @@
-//! Two `kruise-cloneset` replicas in-process against kruise-sim: the standby fills its caches
+//! Two `kruise-cloneset` replicas in-process against kruise-sim (or the real API server of
+//! `KRUISE_TEST_KUBECONFIG`, through the testkit's counting proxy): the standby fills its caches
 //! at once and keeps them warm, so when the leader steps down it takes over without listing
 //! anything again — it only acquires the lease and goes on from its watches.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -8,10 +9,10 @@ mod support;
 use std::time::Duration;
 
 use kruise_cloneset::api::v1beta1::CloneSet;
-use kruise_sim::Sim;
+use kruise_sim::Counters;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::json;
-use support::{WAIT, cloneset, eventually, pods_of, sim_with_crd};
+use support::{WAIT, cloneset, cluster_with_crd, eventually, pods_of};
 use tokio_util::sync::CancellationToken;
 
 /// What the controller watches.
@@ -31,16 +32,18 @@ fn free_port() -> u16 {
 }
 
 /// Starts a replica with a short lease; cancel the token to stop it (it releases the lease).
-fn start_replica(sim: &Sim) -> (CancellationToken, tokio::task::JoinHandle<()>) {
-    let kubeconfig = sim.kubeconfig_path().unwrap();
+fn start_replica(
+    kubeconfig: &std::path::Path,
+    namespace: &str,
+) -> (CancellationToken, tokio::task::JoinHandle<()>) {
     let argv: Vec<String> = [
         "kruise-cloneset",
         "--kubeconfig",
         kubeconfig.to_str().unwrap(),
         "--namespace",
-        "default",
+        namespace,
         "--leader-elect-namespace",
-        "default",
+        namespace,
         "--leader-elect-lease-duration",
         "2s",
         "--leader-elect-renew-deadline",
@@ -54,7 +57,7 @@ fn start_replica(sim: &Sim) -> (CancellationToken, tokio::task::JoinHandle<()>) 
         "--webhook-port",
         &free_port().to_string(),
         "--webhook-namespace",
-        "default",
+        namespace,
         "--metrics-addr",
         "127.0.0.1:0",
         "--health-addr",
@@ -73,8 +76,8 @@ fn start_replica(sim: &Sim) -> (CancellationToken, tokio::task::JoinHandle<()>) 
 }
 
 /// The controller replicas' list requests per watched kind (the test's own not counted).
-fn lists(sim: &Sim) -> Vec<(String, u64)> {
-    let snapshot = sim.counters().snapshot();
+fn lists(counters: &Counters) -> Vec<(String, u64)> {
+    let snapshot = counters.snapshot();
     WATCHED
         .iter()
         .map(|resource| {
@@ -94,8 +97,10 @@ fn lists(sim: &Sim) -> Vec<(String, u64)> {
 
 #[tokio::test]
 async fn a_standby_takes_over_without_listing_again() {
-    let (sim, client) = sim_with_crd().await;
-    let clonesets: Api<CloneSet> = Api::namespaced(client.clone(), "default");
+    let (cluster, client) = cluster_with_crd().await;
+    let kubeconfig = cluster.kubeconfig_path();
+    let namespace = client.default_namespace();
+    let clonesets: Api<CloneSet> = Api::default_namespaced(client.clone());
     clonesets
         .create(
             &PostParams::default(),
@@ -103,18 +108,21 @@ async fn a_standby_takes_over_without_listing_again() {
         )
         .await
         .unwrap();
-    let (leader, leader_task) = start_replica(&sim);
+    let (leader, leader_task) = start_replica(&kubeconfig, namespace);
     eventually("the leader's pods", WAIT, || async {
         (pods_of(&client, "web").await.len() == 2).then_some(())
     })
     .await;
-    let (standby, standby_task) = start_replica(&sim);
+    let (standby, standby_task) = start_replica(&kubeconfig, namespace);
     // Both replicas listed every watched kind once: the standby's caches are warm.
     eventually("the standby's first lists", WAIT, || async {
-        lists(&sim).iter().all(|(_, n)| *n >= 2).then_some(())
+        lists(cluster.counters())
+            .iter()
+            .all(|(_, n)| *n >= 2)
+            .then_some(())
     })
     .await;
-    let before = lists(&sim);
+    let before = lists(cluster.counters());
     assert!(before.iter().all(|(_, n)| *n == 2), "{before:?}");
 
     leader.cancel();
@@ -139,12 +147,16 @@ async fn a_standby_takes_over_without_listing_again() {
         (cs.status?.replicas == 3).then_some(())
     })
     .await;
-    assert_eq!(lists(&sim), before, "the new leader listed again");
+    assert_eq!(
+        lists(cluster.counters()),
+        before,
+        "the new leader listed again"
+    );
 
     standby.cancel();
     tokio::time::timeout(Duration::from_secs(30), standby_task)
         .await
         .unwrap()
         .unwrap();
-    sim.shutdown().await;
+    cluster.shutdown().await;
 }

@@ -3,7 +3,8 @@
 //! configuration deleted, its CRD's conversion caBundle replaced, its certificate Secret
 //! deleted. Only its own parts are
 //! restored: an entry another party added to its configuration stays, and once repaired
-//! it writes nothing more.
+//! it writes nothing more. Against kruise-sim, or the real API server of
+//! `KRUISE_TEST_KUBECONFIG` (the process's requests counted by the testkit's proxy).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use kruise_testkit as support;
@@ -18,7 +19,6 @@ use k8s_openapi::api::admissionregistration::v1::{
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kruise_cloneset::api::v1beta1::CloneSet;
-use kruise_sim::{Sim, SimConfig};
 use kube::api::{Api, DeleteParams, PostParams};
 use serde_json::json;
 
@@ -32,7 +32,7 @@ fn clone_set(name: &str, replicas: i32) -> CloneSet {
     serde_json::from_value(json!({
         "apiVersion": "apps.kruise.io/v1beta1",
         "kind": "CloneSet",
-        "metadata": {"name": name, "namespace": "default"},
+        "metadata": {"name": name},
         "spec": {
             "replicas": replicas,
             "selector": {"matchLabels": {"app": name}},
@@ -87,8 +87,6 @@ fn foreign_entry() -> ValidatingWebhook {
 
 #[tokio::test]
 async fn tampered_webhook_configuration_and_conversion_are_restored() {
-    let sim = Sim::start(SimConfig::default()).await.unwrap();
-    let client = sim.client().unwrap();
     let out = Command::new(BIN).arg("crd").output().unwrap();
     assert!(out.status.success());
     let crd: CustomResourceDefinition = serde_saphyr::from_str(
@@ -97,13 +95,19 @@ async fn tampered_webhook_configuration_and_conversion_are_restored() {
             .trim_start_matches("---\n"),
     )
     .unwrap();
+    let (cluster, client) = support::cluster_with_crds(0, &[crd]).await;
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    crds.create(&PostParams::default(), &crd).await.unwrap();
-    let kubeconfig = sim.kubeconfig_path().unwrap();
+    let kubeconfig = cluster.kubeconfig_path();
     let port = support::free_port();
-    let _binary = support::spawn_replica(BIN, &kubeconfig, port, &["--namespace", "default"], &[]);
+    let binary = support::spawn_replica(
+        BIN,
+        &kubeconfig,
+        port,
+        &["--namespace", client.default_namespace()],
+        &[],
+    );
     let validating: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
-    let clonesets: Api<CloneSet> = Api::namespaced(client.clone(), "default");
+    let clonesets: Api<CloneSet> = Api::default_namespaced(client.clone());
     let published = support::eventually("published caBundles", Duration::from_secs(30), || async {
         let config = validating.get_opt(VALIDATING).await.ok()??;
         let crd = crds.get(CRD).await.ok()?;
@@ -154,13 +158,20 @@ async fn tampered_webhook_configuration_and_conversion_are_restored() {
         (validating_ca(&config)? == published).then_some(())
     })
     .await;
+    // A selector that misses the template: only the webhook refuses it (a negative
+    // `spec.replicas` kube-apiserver itself refuses, at the CRD's scale path).
+    let mut mismatched = serde_json::to_value(clone_set("mismatched", 1)).unwrap();
+    mismatched["spec"]["selector"]["matchLabels"]["app"] = json!("other");
     let err = clonesets
-        .create(&PostParams::default(), &clone_set("negative", -1))
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(mismatched).unwrap(),
+        )
         .await
         .unwrap_err()
         .to_string();
     assert!(
-        err.contains("vcloneset.kb.io") && err.contains("spec.replicas"),
+        err.contains("vcloneset.kb.io") && err.contains("spec.template.metadata.labels"),
         "{err}"
     );
 
@@ -190,7 +201,8 @@ async fn tampered_webhook_configuration_and_conversion_are_restored() {
     })
     .await;
 
-    // (d) The certificate Secret deleted: new certificates are issued into it, served, and
+    // (d) The certificate Secret deleted (the replica keeps it in `default`:
+    // `support::replica_args`): new certificates are issued into it, served, and
     // their caBundle published; CloneSets are admitted again.
     let secrets: Api<Secret> = Api::namespaced(client.clone(), "default");
     secrets
@@ -223,13 +235,13 @@ async fn tampered_webhook_configuration_and_conversion_are_restored() {
 
     // Repaired, it writes nothing more: a change to a part it does not own (a label) is
     // checked (it reads the configuration again) and left alone.
-    let updates = sim
+    let updates = cluster
         .counters()
         .count("update", "validatingwebhookconfigurations");
-    let creates = sim
+    let creates = cluster
         .counters()
         .count("create", "validatingwebhookconfigurations");
-    let crd_reads = sim.counters().count("get", "customresourcedefinitions");
+    let crd_reads = cluster.counters().count("get", "customresourcedefinitions");
     let mut config = validating.get(VALIDATING).await.unwrap();
     config
         .metadata
@@ -242,17 +254,19 @@ async fn tampered_webhook_configuration_and_conversion_are_restored() {
         .unwrap();
     // The CRD is read after the configurations: once it is, any write would have happened.
     support::eventually("the change checked", REPAIR_DEADLINE, || async {
-        (sim.counters().count("get", "customresourcedefinitions") > crd_reads).then_some(())
+        (cluster.counters().count("get", "customresourcedefinitions") > crd_reads).then_some(())
     })
     .await;
     assert_eq!(
-        sim.counters()
+        cluster
+            .counters()
             .count("update", "validatingwebhookconfigurations"),
         updates + 1,
         "only the test's own label change"
     );
     assert_eq!(
-        sim.counters()
+        cluster
+            .counters()
             .count("create", "validatingwebhookconfigurations"),
         creates
     );
@@ -264,5 +278,7 @@ async fn tampered_webhook_configuration_and_conversion_are_restored() {
         .labels
         .unwrap_or_default();
     assert_eq!(labels.get("team").map(String::as_str), Some("platform"));
-    sim.shutdown().await;
+    // Stopped first, so it republishes nothing the clean-up removes.
+    drop(binary);
+    cluster.shutdown().await;
 }

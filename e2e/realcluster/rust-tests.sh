@@ -10,24 +10,44 @@
 # simulated nodes it asks for, in-process, one test at a time; the `sim_only_*` tests (fault
 # injection and other simulator-only facilities) are skipped here. At the end, namespaces a
 # failed test left behind (label kruise.io/testkit) are deleted.
+#
+# The chart's RBAC is enforced (KRUISE_TEST_AUTHORIZE=1 unless set to 0; charts/tests/
+# rbac-integration.sh): a controller under test that takes its client from
+# kruise_testkit::controller_client connects with a token kube-apiserver issued for its
+# ServiceAccount, and kube-apiserver's RBAC authorizer holds it to the chart's roles.
+# KRUISE_FUZZ_CASES (default 8 here, 32 under plain `cargo test`) sizes the fuzz suites.
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 : "${KUBECONFIG:?KUBECONFIG must name the API server to test against}"
 kubectl="${KUBECTL:-kubectl}"
+export KRUISE_TEST_AUTHORIZE="${KRUISE_TEST_AUTHORIZE:-1}"
+export KRUISE_FUZZ_CASES="${KRUISE_FUZZ_CASES:-8}"
 
 suites=("$@")
 if [[ ${#suites[@]} -eq 0 ]]; then
 	suites=(
+		kruise-testkit:rbac_enforced
 		kruise-cloneset:controller_sim
 		kruise-cloneset:inplace_priority_sim
 		kruise-cloneset:binary_sim
 		kruise-cloneset:invalid_pod_write_sim
 		kruise-cloneset:decode_guard_sim
+		kruise-cloneset:migration_sim
+		kruise-cloneset:standby_sim
+		kruise-cloneset:webhook_repair_sim
+		kruise-cloneset:pod_template_fuzz_sim
 		kruise-statefulset:controller_sim
 		kruise-broadcastjob:broadcastjob_sim
 		kruise-broadcastjob:cron_sim
 		kruise-sidecarset:decode_guard_sim
+		kruise-sidecarset:migration_sim
+		kruise-webhook:pod_chain_sim
+		kruise-webhook:sidecarset_sim
+		kruise-webhook:sidecarset_webhook_down_sim
+		kruise-webhook:sidecarset_upgrade_sim
+		kruise-webhook:sidecarset_resources_policy_sim
+		kruise-webhook:sidecarset_template_fuzz_sim
 		kruise-crr:crr_sim
 		kruise-crr:launch_priority_sim
 		kruise-imagepull:imagepull_sim
@@ -38,6 +58,12 @@ fi
 
 cleanup() {
 	"$kubectl" delete namespace -l kruise.io/testkit=true --wait=false >/dev/null 2>&1 || true
+}
+# A test that panics skips its clean-up: the webhook configurations a family binary under
+# test published would send every later request of their kinds to a process that is gone.
+remove_stale_webhooks() {
+	"$kubectl" get mutatingwebhookconfigurations,validatingwebhookconfigurations -o name 2>/dev/null |
+		grep '/kruise-' | xargs -r "$kubectl" delete >/dev/null 2>&1 || true
 }
 trap cleanup EXIT
 
@@ -54,6 +80,7 @@ for suite in "${suites[@]}"; do
 	else
 		echo "--- $suite FAILED after $((SECONDS - suite_started)) s" >&2
 		failed+=("$suite")
+		remove_stale_webhooks
 	fi
 done
 echo "Rust integration tests on the real API server: ${#suites[@]} suites, ${#failed[@]} failed, $((SECONDS - started)) s" >&2

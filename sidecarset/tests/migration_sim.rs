@@ -2,8 +2,10 @@
 //! (`fixtures/openkruise/migration/sidecarset.json`: the SidecarSet `log-agent` as
 //! OpenKruise's webhook stored it, with its hash annotations and status, its two
 //! ControllerRevisions in `kruise-system`, and two Running pods its webhook injected, one
-//! of them upgraded in place later by its controller) is loaded into kruise-sim, then
-//! kruise-rs's SidecarSet controller starts. It must adopt all of it without a pod create,
+//! of them upgraded in place later by its controller) is loaded into kruise-sim (or the
+//! real API server of `KRUISE_TEST_KUBECONFIG`), then kruise-rs's SidecarSet controller
+//! starts. The pods and revisions go to the test's namespace, the controller's kruise
+//! namespace (on a shared API server `kruise-system` may hold others' revisions). It must adopt all of it without a pod create,
 //! delete or spec/metadata write, and still upgrade the sidecar in place afterwards.
 //!
 //! The fixture's computed values (defaults, both hash annotations, revision names and data,
@@ -24,9 +26,10 @@ use kruise_common::runtime::{Metrics, RunOptions};
 use kruise_sidecarset::api::v1beta1::SidecarSet;
 use kruise_sidecarset::controller::{self, Settings};
 use kruise_testkit::migration::{
-    FixtureLayout, forbidden_writes, identities, is_running_and_ready, load_openkruise_cluster,
+    FixtureLayout, forbidden_writes_counted, identities, is_running_and_ready,
+    load_openkruise_cluster,
 };
-use kruise_testkit::{WAIT, eventually, sim_with_crds};
+use kruise_testkit::{WAIT, cluster_with_crds, eventually};
 use kube::api::{Api, ApiResource, ListParams, Patch, PatchParams};
 use kube::{Client, ResourceExt as _};
 use serde_json::{Value, json};
@@ -40,14 +43,23 @@ const OPENKRUISE_REVISION: &str = "log-agent-77c6d878cc";
 const UNTOUCHED: &[&str] = &["controllerrevisions"];
 
 /// Loads the fixture: the SidecarSet with OpenKruise's status, its revisions owned by it,
-/// the injected pods Running and Ready.
+/// the injected pods Running and Ready; pods (fixture: `default`) and revisions (fixture:
+/// `kruise-system`) in the client's default namespace.
 async fn load_fixture(client: &Client) -> Value {
+    let namespace = client.default_namespace();
     let layout = FixtureLayout {
         workload: &ApiResource::erase::<SidecarSet>(&()),
         key: "sidecarSet",
-        revisions_namespace: "kruise-system",
+        revisions_namespace: namespace,
     };
-    load_openkruise_cluster(client, &layout, FIXTURE).await
+    let mut fixture = FIXTURE.to_string();
+    for from in ["default", "kruise-system"] {
+        fixture = fixture.replace(
+            &format!(r#""namespace": "{from}""#),
+            &format!(r#""namespace": "{namespace}""#),
+        );
+    }
+    load_openkruise_cluster(client, &layout, &fixture).await
 }
 
 /// Successful reconciles of the SidecarSet controller so far.
@@ -78,10 +90,12 @@ fn sidecar_image(pod: &Pod) -> Option<String> {
 
 #[tokio::test]
 async fn takes_over_an_openkruise_sidecarset_without_touching_a_pod() {
-    let (sim, client) = sim_with_crds(2, &[kruise_sidecarset::api::crd::crd().unwrap()]).await;
+    let (cluster, client) =
+        cluster_with_crds(2, &[kruise_sidecarset::api::crd::crd().unwrap()]).await;
+    let namespace = client.default_namespace();
     let fixture = load_fixture(&client).await;
-    let before = identities(&client, "default").await;
-    let writes_before = forbidden_writes(&sim, UNTOUCHED);
+    let before = identities(&client, namespace).await;
+    let writes_before = forbidden_writes_counted(cluster.counters(), UNTOUCHED);
     let sets: Api<SidecarSet> = Api::all(client.clone());
 
     let shutdown = CancellationToken::new();
@@ -93,7 +107,11 @@ async fn takes_over_an_openkruise_sidecarset_without_touching_a_pod() {
         shutdown: shutdown.clone(),
         ..RunOptions::default()
     };
-    let task = tokio::spawn(controller::run(client.clone(), Settings::default(), opts));
+    let task = tokio::spawn(controller::run(
+        client.clone(),
+        Settings::in_namespace(Some(namespace)),
+        opts,
+    ));
     // Settled: reconciled once, then once more after a metadata-only change.
     eventually("a first reconcile", WAIT, || async {
         (reconciles(&metrics) >= 1).then_some(())
@@ -125,16 +143,16 @@ async fn takes_over_an_openkruise_sidecarset_without_touching_a_pod() {
     );
     assert_eq!(status.observed_generation, 1);
     assert_eq!(
-        forbidden_writes(&sim, UNTOUCHED),
+        forbidden_writes_counted(cluster.counters(), UNTOUCHED),
         writes_before,
         "the takeover wrote pods or revisions"
     );
     assert_eq!(
-        identities(&client, "default").await,
+        identities(&client, namespace).await,
         before,
         "pods replaced or restarted"
     );
-    let revisions: Api<ControllerRevision> = Api::namespaced(client.clone(), "kruise-system");
+    let revisions: Api<ControllerRevision> = Api::default_namespaced(client.clone());
     let mut names: Vec<String> = revisions
         .list(&ListParams::default())
         .await
@@ -164,7 +182,7 @@ async fn takes_over_an_openkruise_sidecarset_without_touching_a_pod() {
     )
     .await
     .unwrap();
-    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let pods: Api<Pod> = Api::default_namespaced(client.clone());
     eventually("both sidecars on busybox:1.38 and Ready", WAIT, || async {
         let listed = pods.list(&ListParams::default()).await.ok()?;
         listed
@@ -174,14 +192,14 @@ async fn takes_over_an_openkruise_sidecarset_without_touching_a_pod() {
             .then_some(())
     })
     .await;
-    let after = identities(&client, "default").await;
+    let after = identities(&client, namespace).await;
     for (name, (uid, restarts)) in &before {
         let (uid_after, restarts_after) = after.get(name).unwrap();
         assert_eq!(uid_after, uid, "{name} kept");
         assert_eq!(restarts_after["log-agent"], restarts["log-agent"] + 1);
         assert_eq!(restarts_after["app"], restarts["app"]);
     }
-    let writes = forbidden_writes(&sim, UNTOUCHED);
+    let writes = forbidden_writes_counted(cluster.counters(), UNTOUCHED);
     assert_eq!(
         writes.get("create pods/"),
         writes_before.get("create pods/")
@@ -192,5 +210,5 @@ async fn takes_over_an_openkruise_sidecarset_without_touching_a_pod() {
     );
     shutdown.cancel();
     task.await.unwrap();
-    sim.shutdown().await;
+    cluster.shutdown().await;
 }

@@ -271,6 +271,50 @@ pub fn builtin_spec(def: &ResourceDef, obj: &Value) -> ApiResult<()> {
     }
 }
 
+/// A custom resource's replicas at its scale subresource's `specReplicasPath`
+/// (apiextensions' `ValidateScaleSpec`, part of the strategy's validation, so before any
+/// validating webhook): when set, an integer from 0 to 2147483647.
+pub fn custom_resource_scale(def: &ResourceDef, obj: &Value) -> ApiResult<()> {
+    if def.builtin {
+        return Ok(());
+    }
+    let version = obj
+        .get("apiVersion")
+        .and_then(Value::as_str)
+        .and_then(|v| v.rsplit('/').next())
+        .unwrap_or_default();
+    let Some(scale) = def
+        .versions
+        .iter()
+        .find(|v| v.name == version)
+        .and_then(|v| v.scale.as_ref())
+    else {
+        return Ok(());
+    };
+    let Some(replicas) = meta::get_path(obj, &scale.spec_replicas_path).and_then(Value::as_i64)
+    else {
+        return Ok(());
+    };
+    let detail = if replicas < 0 {
+        "should be a non-negative integer".to_string()
+    } else if replicas > i64::from(i32::MAX) {
+        format!("should be less than or equal to {}", i32::MAX)
+    } else {
+        return Ok(());
+    };
+    let cause = StatusCause {
+        reason: "FieldValueInvalid".into(),
+        message: format!("Invalid value: {replicas}: {detail}"),
+        field: scale.spec_replicas_path.clone(),
+    };
+    Err(ApiError::invalid(
+        &def.group,
+        &def.kind,
+        meta::name_of(obj),
+        vec![cause],
+    ))
+}
+
 const POD_UPDATE_FORBIDDEN: &str = "pod updates may not change fields other than `spec.containers[*].image`,`spec.initContainers[*].image`,`spec.activeDeadlineSeconds`,`spec.tolerations` (only additions to existing tolerations),`spec.terminationGracePeriodSeconds` (allow it to be set to 1 if it was previously negative)";
 
 /// `ValidatePodUpdate`: a pod's spec is immutable except container images,

@@ -73,7 +73,8 @@ struct RealParts {
     admin: Client,
     /// The requests of the clients handed out (see the module docs).
     counters: Arc<Counters>,
-    kubeconfig: PathBuf,
+    /// What processes under test connect to: their requests are counted too.
+    proxy: crate::proxy::CountingProxy,
     nodes: Nodes,
     /// The webhook configurations there were before the test (the ones it adds go).
     webhooks_before: Vec<String>,
@@ -181,19 +182,24 @@ impl TestCluster {
             .unwrap_or_else(|e| panic!("starting {nodes} simulated nodes: {e:#}"));
         wait_nodes_ready(&admin, &nodes.names).await;
         let counters = Arc::new(Counters::default());
+        if crate::rbac::enforced() {
+            crate::rbac::use_real_server(&admin, &config, counters.clone()).await;
+        }
         let mut counted = config;
         counted.default_namespace = namespace;
         let client = ClientBuilder::try_from(counted)
             .unwrap()
             .with_layer(&CountingLayer(counters.clone()))
             .build();
+        let proxy =
+            crate::proxy::CountingProxy::start(client.clone(), client.default_namespace()).await;
         TestCluster {
             client,
             cri_dir: options.cri_dir.clone(),
             backend: Backend::Real(RealParts {
                 admin,
                 counters,
-                kubeconfig: kubeconfig.to_path_buf(),
+                proxy,
                 nodes,
                 webhooks_before,
                 crd_names: crds
@@ -231,11 +237,13 @@ impl TestCluster {
             .map(|dir| kruise_sim::cluster::cri::socket_path(dir, node))
     }
 
-    /// A kubeconfig for processes under test (a family binary), pointing at this cluster.
+    /// A kubeconfig for processes under test (a family binary), pointing at this cluster;
+    /// on a real API server at a [counting proxy](crate::proxy) in front of it, so the
+    /// processes' requests are in [`TestCluster::counters`] as on kruise-sim.
     pub fn kubeconfig_path(&self) -> PathBuf {
         match &self.backend {
             Backend::Sim(sim) => sim.kubeconfig_path().unwrap(),
-            Backend::Real(real) => real.kubeconfig.clone(),
+            Backend::Real(real) => real.proxy.kubeconfig().to_path_buf(),
         }
     }
 
@@ -254,6 +262,7 @@ impl TestCluster {
         match self.backend {
             Backend::Sim(sim) => sim.shutdown().await,
             Backend::Real(real) => {
+                crate::rbac::forget_real_server();
                 let namespace = self.client.default_namespace().to_string();
                 let namespaces: Api<Namespace> = Api::all(real.admin.clone());
                 if let Err(e) = namespaces
@@ -495,7 +504,7 @@ async fn wait_nodes_ready(client: &Client, names: &[String]) {
 
 /// Counts each request of a client into [`Counters`] once answered, keyed as kruise-sim
 /// keys its own.
-struct CountingLayer(Arc<Counters>);
+pub(crate) struct CountingLayer(pub(crate) Arc<Counters>);
 
 impl<S> tower::Layer<S> for CountingLayer {
     type Service = Counting<S>;
@@ -507,7 +516,7 @@ impl<S> tower::Layer<S> for CountingLayer {
     }
 }
 
-struct Counting<S> {
+pub(crate) struct Counting<S> {
     inner: S,
     counters: Arc<Counters>,
 }

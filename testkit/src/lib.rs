@@ -3,6 +3,7 @@
 //! - [`sim`]: kruise-sim started with a family's CRDs, served and listable;
 //! - [`cluster`]: the same, or a real API server (`KRUISE_TEST_KUBECONFIG`) with a namespace
 //!   and simulated nodes per test, so an integration test runs on both;
+//! - [`proxy`]: a counting proxy in front of a real API server, for processes under test;
 //! - [`rbac`]: the chart's RBAC enforced on the controller under test (`KRUISE_TEST_AUTHORIZE=1`);
 //! - [`eventually`]: a condition polled until a deadline, never a fixed sleep;
 //! - [`http`]: HTTPS posts trusting one caBundle, AdmissionReviews, plain GETs, free ports;
@@ -26,6 +27,7 @@ pub mod http;
 pub mod migration;
 pub mod oracle;
 pub mod process;
+pub mod proxy;
 pub mod rbac;
 pub mod requests;
 pub mod sim;

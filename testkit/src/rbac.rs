@@ -8,13 +8,21 @@
 //! requests carry the token of the family's ServiceAccount, so a request its role lacks is
 //! answered 403 and the test fails. The test's own client carries no token and stays
 //! admin. With the switch off, [`controller_client`] is the admin client itself.
+//!
+//! On a real API server (`KRUISE_TEST_KUBECONFIG`, [`crate::cluster`]) the same roles and
+//! bindings are applied there, with the ServiceAccounts they bind; the controller's client
+//! carries a token the API server issued for its ServiceAccount (TokenRequest) and no client
+//! certificate, so kube-apiserver's own RBAC authorizer holds it to the chart's roles.
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
 
-use k8s_openapi::api::core::v1::Namespace;
-use kruise_sim::SimConfig;
-use kube::Client;
-use kube::api::{Api, ApiResource, DynamicObject, PostParams};
+use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
+use kruise_sim::{Counters, SimConfig};
+use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams, PostParams};
+use kube::client::ClientBuilder;
+use kube::{Client, Config};
 use serde_json::{Value, json};
 
 /// The environment variable that switches enforcement on (`1` or `true`).
@@ -100,13 +108,7 @@ pub async fn install_chart_roles(admin: &Client) {
             .unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
         for object in chart_objects(&family, &yaml) {
             let kind = object["kind"].as_str().unwrap_or_default();
-            let resource = ApiResource {
-                group: "rbac.authorization.k8s.io".into(),
-                version: "v1".into(),
-                api_version: "rbac.authorization.k8s.io/v1".into(),
-                kind: kind.into(),
-                plural: format!("{}s", kind.to_lowercase()),
-            };
+            let resource = rbac_resource(kind);
             let api: Api<DynamicObject> = match object.pointer("/metadata/namespace") {
                 Some(_) => Api::namespaced_with(admin.clone(), NAMESPACE, &resource),
                 None => Api::all_with(admin.clone(), &resource),
@@ -117,6 +119,143 @@ pub async fn install_chart_roles(admin: &Client) {
                 .unwrap_or_else(|e| panic!("creating {family}'s {kind}: {e}"));
         }
     }
+}
+
+/// How the controllers of the test running on a real API server reach it as their
+/// ServiceAccounts; set by [`crate::cluster`] while such a test runs (one at a time).
+static REAL_SERVER: Mutex<Option<RealServer>> = Mutex::new(None);
+
+/// The tokens issued for the chart's ServiceAccounts by the real API server, by name; kept
+/// for the process (they last an hour).
+static REAL_TOKENS: Mutex<Option<BTreeMap<String, String>>> = Mutex::new(None);
+
+struct RealServer {
+    /// The admin's connection settings without its credentials.
+    config: Config,
+    counters: Arc<Counters>,
+    tokens: BTreeMap<String, String>,
+}
+
+/// The rules resource of an RBAC kind (`ClusterRole` -> `clusterroles`).
+fn rbac_resource(kind: &str) -> ApiResource {
+    ApiResource {
+        group: "rbac.authorization.k8s.io".into(),
+        version: "v1".into(),
+        api_version: "rbac.authorization.k8s.io/v1".into(),
+        kind: kind.into(),
+        plural: format!("{}s", kind.to_lowercase()),
+    }
+}
+
+/// On a real API server, when [`enforced`]: applies [`NAMESPACE`], every family's chart
+/// roles and bindings and the ServiceAccounts they bind (server-side, so a later test or run
+/// finds them in place), gets a token for each ServiceAccount (once per process), and
+/// makes [`as_service_account`] connect with them, counted into `counters`.
+pub(crate) async fn use_real_server(admin: &Client, config: &Config, counters: Arc<Counters>) {
+    let known = REAL_TOKENS.lock().unwrap().clone();
+    let tokens = match known {
+        Some(tokens) => tokens,
+        None => {
+            let tokens = apply_chart_roles_and_tokens(admin).await;
+            *REAL_TOKENS.lock().unwrap() = Some(tokens.clone());
+            tokens
+        }
+    };
+    let mut config = config.clone();
+    config.auth_info = kube::config::AuthInfo::default();
+    *REAL_SERVER.lock().unwrap() = Some(RealServer {
+        config,
+        counters,
+        tokens,
+    });
+}
+
+/// Ends what [`use_real_server`] started (the test's cluster is shut down).
+pub(crate) fn forget_real_server() {
+    *REAL_SERVER.lock().unwrap() = None;
+}
+
+async fn apply_chart_roles_and_tokens(admin: &Client) -> BTreeMap<String, String> {
+    let params = PatchParams::apply("kruise-testkit").force();
+    let namespace =
+        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}});
+    Api::<Namespace>::all(admin.clone())
+        .patch(NAMESPACE, &params, &Patch::Apply(&namespace))
+        .await
+        .unwrap_or_else(|e| panic!("applying namespace {NAMESPACE}: {e}"));
+    let mut accounts = Vec::new();
+    for (family, path) in chart_rbac_files() {
+        let yaml = std::fs::read_to_string(&path)
+            .unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
+        for object in chart_objects(&family, &yaml) {
+            let kind = object["kind"].as_str().unwrap_or_default();
+            let name = object["metadata"]["name"].as_str().unwrap_or_default();
+            let resource = rbac_resource(kind);
+            let api: Api<DynamicObject> = match object.pointer("/metadata/namespace") {
+                Some(_) => Api::namespaced_with(admin.clone(), NAMESPACE, &resource),
+                None => Api::all_with(admin.clone(), &resource),
+            };
+            api.patch(name, &params, &Patch::Apply(&object))
+                .await
+                .unwrap_or_else(|e| panic!("applying {family}'s {kind} {name}: {e}"));
+            for subject in object["subjects"].as_array().into_iter().flatten() {
+                if let Some(account) = subject["name"].as_str()
+                    && !accounts.iter().any(|a| a == account)
+                {
+                    accounts.push(account.to_string());
+                }
+            }
+        }
+    }
+    let service_accounts: Api<ServiceAccount> = Api::namespaced(admin.clone(), NAMESPACE);
+    let mut tokens = BTreeMap::new();
+    for account in accounts {
+        let body = json!({"apiVersion": "v1", "kind": "ServiceAccount",
+            "metadata": {"name": account, "namespace": NAMESPACE}});
+        service_accounts
+            .patch(&account, &params, &Patch::Apply(&body))
+            .await
+            .unwrap_or_else(|e| panic!("applying ServiceAccount {account}: {e}"));
+        let request = http::Request::post(format!(
+            "/api/v1/namespaces/{NAMESPACE}/serviceaccounts/{account}/token"
+        ))
+        .header(http::header::CONTENT_TYPE, "application/json")
+        .body(
+            serde_json::to_vec(&json!({"apiVersion": "authentication.k8s.io/v1",
+                "kind": "TokenRequest", "spec": {"expirationSeconds": 3600}}))
+            .unwrap(),
+        )
+        .unwrap();
+        let answer: Value = admin
+            .request(request)
+            .await
+            .unwrap_or_else(|e| panic!("requesting a token for {account}: {e}"));
+        let token = answer["status"]["token"]
+            .as_str()
+            .unwrap_or_else(|| panic!("no token for {account} in {answer}"))
+            .to_string();
+        tokens.insert(account, token);
+    }
+    tokens
+}
+
+/// On a real API server: a client with the token of the ServiceAccount `name` and no other
+/// credentials, counted with the test's requests.
+fn real_server_client(name: &str) -> Option<Client> {
+    let guard = REAL_SERVER.lock().unwrap();
+    let server = guard.as_ref()?;
+    let token = server
+        .tokens
+        .get(name)
+        .unwrap_or_else(|| panic!("no ServiceAccount {name} in the chart's bindings"));
+    let mut config = server.config.clone();
+    config.auth_info = serde_json::from_value(json!({"token": token})).unwrap();
+    Some(
+        ClientBuilder::try_from(config)
+            .unwrap()
+            .with_layer(&crate::cluster::CountingLayer(server.counters.clone()))
+            .build(),
+    )
 }
 
 /// The client the controller of `family` (`cloneset`, `crr`, …) runs with: when
@@ -153,27 +292,58 @@ pub enum Forbidden {
 }
 
 /// `admin`'s connection, every request sent with the bearer token that names the
-/// ServiceAccount `name` in [`NAMESPACE`] (kruise-sim's authorizer reads the user from it).
+/// ServiceAccount `name` in [`NAMESPACE`] (kruise-sim's authorizer reads the user from it);
+/// on a real API server (see [`use_real_server`]) a connection of its own with the token
+/// that server issued, and no client certificate (which would authenticate it as the admin).
 pub fn as_service_account(admin: &Client, name: &str, on_forbidden: Forbidden) -> Client {
     let user = service_account_user(name);
-    let token = http::HeaderValue::from_str(&format!("Bearer {user}"))
-        .unwrap_or_else(|e| panic!("a bearer token for {name}: {e}"));
-    let inner = admin.clone();
+    let (inner, token) = match real_server_client(name) {
+        Some(client) => (client, None),
+        None => {
+            let token = http::HeaderValue::from_str(&format!("Bearer {user}"))
+                .unwrap_or_else(|e| panic!("a bearer token for {name}: {e}"));
+            (admin.clone(), Some(token))
+        }
+    };
     let service = tower::service_fn(move |mut request: http::Request<kube::client::Body>| {
         let (inner, user) = (inner.clone(), user.clone());
-        request
-            .headers_mut()
-            .insert(http::header::AUTHORIZATION, token.clone());
+        if let Some(token) = &token {
+            request
+                .headers_mut()
+                .insert(http::header::AUTHORIZATION, token.clone());
+        }
         let (method, uri) = (request.method().clone(), request.uri().clone());
         async move {
             let response = inner.send(request).await?;
-            if response.status() == http::StatusCode::FORBIDDEN && on_forbidden == Forbidden::Exit {
+            if response.status() != http::StatusCode::FORBIDDEN || on_forbidden == Forbidden::Return
+            {
+                return Ok::<_, kube::Error>(response);
+            }
+            // Not every 403 is the authorizer's: kube-apiserver's NamespaceLifecycle
+            // admission refuses content in a namespace being deleted with 403 too (an event
+            // a controller records while the test's namespace goes).
+            let (parts, body) = response.into_parts();
+            let body = body.collect_bytes().await?;
+            if is_rbac_denial(&body) {
                 exit_forbidden(&user, &method, &uri);
             }
-            Ok::<_, kube::Error>(response)
+            Ok(http::Response::from_parts(
+                parts,
+                kube::client::Body::from(body.to_vec()),
+            ))
         }
     });
     Client::new(service, admin.default_namespace())
+}
+
+/// Whether a 403 answer's Status is the RBAC authorizer's (`User "…" cannot <verb> resource
+/// …`), not an admission plugin's.
+fn is_rbac_denial(body: &[u8]) -> bool {
+    let message = serde_json::from_slice::<Value>(body)
+        .ok()
+        .and_then(|status| status["message"].as_str().map(str::to_string))
+        .unwrap_or_default();
+    message.contains("User \"") && message.contains(" cannot ")
 }
 
 fn exit_forbidden(user: &str, method: &http::Method, uri: &http::Uri) -> ! {
@@ -261,6 +431,26 @@ mod tests {
             objects[5]["subjects"][0],
             json!({"kind": "ServiceAccount", "name": "kruise-crr-agent", "namespace": "kruise-rs"})
         );
+    }
+
+    #[test]
+    fn only_the_authorizers_403_is_an_rbac_denial() {
+        let status = |message: &str| {
+            serde_json::to_vec(
+                &json!({"kind": "Status", "code": 403, "reason": "Forbidden",
+                "message": message}),
+            )
+            .unwrap()
+        };
+        assert!(is_rbac_denial(&status(
+            "secrets is forbidden: User \"system:serviceaccount:kruise-rs:kruise-cloneset\" \
+             cannot list resource \"secrets\" in API group \"\" in the namespace \"default\""
+        )));
+        assert!(!is_rbac_denial(&status(
+            "events.events.k8s.io \"web.1\" is forbidden: unable to create new content in \
+             namespace kt-a because it is being terminated"
+        )));
+        assert!(!is_rbac_denial(b"not json"));
     }
 
     #[test]

@@ -12,6 +12,9 @@
 //! endpoints. The simulator reaches `kruise-webhook-service` at the port kruise-webhook will
 //! serve on, as the Service's endpoints would, and kruise-webhook runs as the chart runs it
 //! (its Service, not a URL), with a certificate valid for the Service and that address.
+//! That routing is kruise-sim's alone (`sim_only_`): kube-apiserver refuses loopback
+//! addresses in a Service's endpoints, so on the real control plane no Service leads to a
+//! process on this machine (docs/real-control-plane.md).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use kruise_testkit as support;
@@ -223,8 +226,8 @@ fn pod(name: &str, app: &str) -> Pod {
 }
 
 #[tokio::test]
-async fn kruise_webhook_takes_the_pod_webhook_over_from_openkruise_without_a_pod_slipping_through()
-{
+async fn sim_only_kruise_webhook_takes_the_pod_webhook_over_from_openkruise_without_a_pod_slipping_through()
+ {
     let webhook_port = support::free_port();
     let (sim, client) = support::sim::start(SimConfig {
         admission_webhooks: false,

@@ -1,4 +1,5 @@
-//! kruise-webhook against kruise-sim: it publishes its configuration with the caBundle of
+//! kruise-webhook against kruise-sim (or the real API server of `KRUISE_TEST_KUBECONFIG`,
+//! which reaches it by URL on 127.0.0.1): it publishes its configuration with the caBundle of
 //! the certificate it generated, and answers a real pod AdmissionReview over TLS with the
 //! chain's JSONPatch, which keeps fields newer than the compiled API where they were.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -9,7 +10,6 @@ use std::time::Duration;
 
 use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
 use k8s_openapi::api::core::v1::Pod;
-use kruise_sim::{Sim, SimConfig};
 use kube::Api;
 use kube::api::PostParams;
 use serde_json::json;
@@ -18,11 +18,11 @@ const BIN: &str = env!("CARGO_BIN_EXE_kruise-webhook");
 
 #[tokio::test]
 async fn cloneset_pods_get_the_kruise_pod_ready_gate() {
-    let sim = Sim::start(SimConfig::default()).await.unwrap();
-    let kubeconfig = sim.kubeconfig_path().unwrap();
+    let (cluster, client) = support::cluster_with_crds(0, &[]).await;
+    let kubeconfig = cluster.kubeconfig_path();
     let port = support::free_port();
     let mut webhook = support::spawn_replica(BIN, &kubeconfig, port, &[], &[]);
-    let configs: Api<MutatingWebhookConfiguration> = Api::all(sim.client().unwrap());
+    let configs: Api<MutatingWebhookConfiguration> = Api::all(client.clone());
     let ca_bundle = support::eventually("published caBundle", Duration::from_secs(30), || async {
         let c = configs
             .get_opt("kruise-mutating-webhook-configuration")
@@ -34,7 +34,7 @@ async fn cloneset_pods_get_the_kruise_pod_ready_gate() {
     .await;
     let pod = |owner_api: &str| {
         json!({"apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": "web-abcde", "namespace": "default", "ownerReferences": [
+            "metadata": {"name": "web-abcde", "namespace": client.default_namespace(), "ownerReferences": [
                 {"apiVersion": owner_api, "kind": "CloneSet", "name": "web", "uid": "u1", "controller": true}]},
             "spec": {"containers": [{"name": "main", "image": "nginx"}]}})
     };
@@ -65,7 +65,7 @@ async fn cloneset_pods_get_the_kruise_pod_ready_gate() {
     assert!(review["response"]["patch"].is_null(), "{text}");
 
     // Through the API server: the simulator calls the webhook on pod creation.
-    let pods: Api<Pod> = Api::namespaced(sim.client().unwrap(), "default");
+    let pods: Api<Pod> = Api::default_namespaced(client.clone());
     let mut owned_pod = pod("apps.kruise.io/v1beta1");
     owned_pod["metadata"]["name"] = json!("web-through-api");
     let created = pods
@@ -91,7 +91,7 @@ async fn cloneset_pods_get_the_kruise_pod_ready_gate() {
         .await
         .unwrap();
     assert!(created.spec.unwrap().readiness_gates.is_none());
-    sim.shutdown().await;
+    cluster.shutdown().await;
 }
 
 /// A pod carrying a container field newer than the compiled Kubernetes API (1.33), created
@@ -102,13 +102,8 @@ async fn fields_newer_than_the_compiled_api_stay_on_the_app_container() {
     use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
     use kube::api::{ApiResource, DynamicObject};
 
-    let sim = Sim::start(SimConfig::default()).await.unwrap();
-    let client = sim.client().unwrap();
-    let crd = kruise_sidecarset::api::crd::crd().unwrap();
-    Api::<CustomResourceDefinition>::all(client.clone())
-        .create(&PostParams::default(), &crd)
-        .await
-        .unwrap();
+    let crd: CustomResourceDefinition = kruise_sidecarset::api::crd::crd().unwrap();
+    let (cluster, client) = support::cluster_with_crds(0, &[crd]).await;
     let sidecar_set_resource = ApiResource {
         group: "apps.kruise.io".into(),
         version: "v1beta1".into(),
@@ -132,7 +127,7 @@ async fn fields_newer_than_the_compiled_api_stay_on_the_app_container() {
         .unwrap();
     let mut webhook = support::spawn_replica(
         BIN,
-        &sim.kubeconfig_path().unwrap(),
+        &cluster.kubeconfig_path(),
         support::free_port(),
         &[],
         &[],
@@ -158,9 +153,11 @@ async fn fields_newer_than_the_compiled_api_stay_on_the_app_container() {
     let rules = json!([{"action": "Restart", "exitCodes": {"operator": "In", "values": [42]}}]);
     let pod = json!({"apiVersion": "v1", "kind": "Pod",
         "metadata": {"name": "future-1", "labels": {"app": "future"}},
-        "spec": {"containers": [{"name": "main", "image": "nginx:1.25", "restartPolicyRules": rules}]}});
+        "spec": {"containers": [{"name": "main", "image": "nginx:1.25",
+                                 // kube-apiserver requires a container restartPolicy with rules.
+                                 "restartPolicy": "Never", "restartPolicyRules": rules}]}});
     let pods: Api<DynamicObject> =
-        Api::namespaced_with(client, "default", &ApiResource::erase::<Pod>(&()));
+        Api::default_namespaced_with(client, &ApiResource::erase::<Pod>(&()));
     let created = pods
         .create(
             &PostParams::default(),
@@ -182,5 +179,5 @@ async fn fields_newer_than_the_compiled_api_stay_on_the_app_container() {
 
     let _ = webhook.child.kill();
     let _ = webhook.child.wait();
-    sim.shutdown().await;
+    cluster.shutdown().await;
 }

@@ -1,4 +1,5 @@
-//! SidecarSet `resourcesPolicy` and `patchPodMetadata` through kruise-sim's API server, with
+//! SidecarSet `resourcesPolicy` and `patchPodMetadata` through kruise-sim's API server (or
+//! the real one of `KRUISE_TEST_KUBECONFIG`), with
 //! kruise-webhook as a real HTTPS webhook: a pod gets a sidecar whose resources are computed
 //! from its `app-*` containers and the annotation the SidecarSet patches; a pod none of whose
 //! containers matches is refused with OpenKruise's message. kruise-sidecarset admits a
@@ -12,14 +13,12 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
-use k8s_openapi::api::core::v1::ConfigMap;
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use kruise_sidecarset::api::v1beta1::SidecarSet;
-use kruise_sim::{Sim, SimConfig};
 use kube::Api;
-use kube::api::{DynamicObject, PostParams};
+use kube::api::{DeleteParams, DynamicObject, PostParams};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
@@ -46,17 +45,34 @@ fn quantities(pairs: &[(&str, &str)]) -> Option<BTreeMap<String, Quantity>> {
     )
 }
 
+/// No `kruise-configuration` in `kruise-system` (which exists), as on a fresh cluster: a
+/// shared API server may hold one an earlier run left.
+async fn without_kruise_configuration(client: &kube::Client) {
+    let namespace: Namespace =
+        serde_json::from_value(json!({"metadata": {"name": "kruise-system"}})).unwrap();
+    match Api::<Namespace>::all(client.clone())
+        .create(&PostParams::default(), &namespace)
+        .await
+    {
+        Ok(_) => {}
+        Err(kube::Error::Api(status)) if status.code == 409 => {}
+        Err(e) => panic!("creating kruise-system: {e}"),
+    }
+    let configs: Api<ConfigMap> = Api::namespaced(client.clone(), "kruise-system");
+    match configs
+        .delete("kruise-configuration", &DeleteParams::default())
+        .await
+    {
+        Ok(_) => {}
+        Err(kube::Error::Api(status)) if status.code == 404 => {}
+        Err(e) => panic!("deleting kruise-configuration: {e}"),
+    }
+}
+
 #[tokio::test]
 async fn injected_sidecar_resources_follow_the_pods_containers() {
-    let sim = Sim::start(SimConfig::default()).await.unwrap();
-    let client = sim.client().unwrap();
-    Api::<CustomResourceDefinition>::all(client.clone())
-        .create(
-            &PostParams::default(),
-            &kruise_sidecarset::api::crd::crd().unwrap(),
-        )
-        .await
-        .unwrap();
+    let crd: CustomResourceDefinition = kruise_sidecarset::api::crd::crd().unwrap();
+    let (cluster, client) = support::cluster_with_crds(0, &[crd]).await;
     let sidecarsets: Api<DynamicObject> = Api::all_with(
         client.clone(),
         &kube::api::ApiResource {
@@ -91,7 +107,7 @@ async fn injected_sidecar_resources_follow_the_pods_containers() {
         .create(&PostParams::default(), &set)
         .await
         .unwrap();
-    let kubeconfig = sim.kubeconfig_path().unwrap();
+    let kubeconfig = cluster.kubeconfig_path();
     let port = support::free_port();
     let mut webhook = support::spawn_replica(
         BIN,
@@ -125,7 +141,7 @@ async fn injected_sidecar_resources_follow_the_pods_containers() {
     )
     .await;
 
-    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let pods: Api<Pod> = Api::default_namespaced(client.clone());
     let created = pods
         .create(
             &PostParams::default(),
@@ -180,14 +196,15 @@ async fn injected_sidecar_resources_follow_the_pods_containers() {
     assert!(pods.get_opt("shop-2").await.unwrap().is_none());
 
     webhook.stop(port).await;
-    sim.shutdown().await;
+    cluster.shutdown().await;
 }
 
 #[tokio::test]
 async fn patch_pod_metadata_is_admitted_only_as_the_kruise_configuration_whitelist_allows() {
     let binary = kruise_sidecarset::binary::binary().unwrap();
-    let (sim, client) = support::sim_with_crds(1, binary.crd_definitions()).await;
-    let kubeconfig = sim.kubeconfig_path().unwrap();
+    let (cluster, client) = support::cluster_with_crds(1, binary.crd_definitions()).await;
+    without_kruise_configuration(&client).await;
+    let kubeconfig = cluster.kubeconfig_path();
     let mut argv = vec!["kruise-sidecarset".to_string()];
     argv.extend(support::process::replica_args(
         &kubeconfig,
@@ -272,7 +289,7 @@ async fn patch_pod_metadata_is_admitted_only_as_the_kruise_configuration_whiteli
 
     // Once kruise-webhook's cache holds the SidecarSet, a new pod gets the sidecar and the
     // patched annotation (earlier attempts may be created before it does).
-    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let pods: Api<Pod> = Api::default_namespaced(client.clone());
     let attempt = std::sync::atomic::AtomicUsize::new(0);
     let created = support::eventually(
         "a pod created with the sidecar",
@@ -309,5 +326,6 @@ async fn patch_pod_metadata_is_admitted_only_as_the_kruise_configuration_whiteli
 
     webhook.stop(webhook_port).await;
     sidecarset.cancel();
-    sim.shutdown().await;
+    without_kruise_configuration(&client).await;
+    cluster.shutdown().await;
 }

@@ -1,5 +1,5 @@
-//! kruise-webhook with SidecarSet injection, registered in kruise-sim as a real webhook over
-//! HTTPS: a pod labelled app=nginx gets sidecar1 injected; the webhook configuration follows
+//! kruise-webhook with SidecarSet injection, registered in kruise-sim (or the real API server
+//! of `KRUISE_TEST_KUBECONFIG`) as a real webhook over HTTPS: a pod labelled app=nginx gets sidecar1 injected; the webhook configuration follows
 //! the SidecarSets; with kruise-webhook stopped, pods no SidecarSet matches are still
 //! created, and pods one does match are refused rather than started without the sidecar.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -11,7 +11,6 @@ use std::time::Duration;
 use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kruise_sim::{Sim, SimConfig};
 use kube::Api;
 use kube::api::{DynamicObject, PostParams};
 use serde_json::json;
@@ -20,15 +19,8 @@ const BIN: &str = env!("CARGO_BIN_EXE_kruise-webhook");
 
 #[tokio::test]
 async fn sidecar_injection_through_the_api_server() {
-    let sim = Sim::start(SimConfig::default()).await.unwrap();
-    let client = sim.client().unwrap();
-    Api::<CustomResourceDefinition>::all(client.clone())
-        .create(
-            &PostParams::default(),
-            &kruise_sidecarset::api::crd::crd().unwrap(),
-        )
-        .await
-        .unwrap();
+    let crd: CustomResourceDefinition = kruise_sidecarset::api::crd::crd().unwrap();
+    let (cluster, client) = support::cluster_with_crds(0, &[crd]).await;
     let sidecarsets: Api<DynamicObject> = Api::all_with(
         client.clone(),
         &kube::api::ApiResource {
@@ -54,7 +46,7 @@ async fn sidecar_injection_through_the_api_server() {
         .unwrap();
     // kruise-webhook starts after the SidecarSet exists: it must pick it up from its
     // initial list.
-    let kubeconfig = sim.kubeconfig_path().unwrap();
+    let kubeconfig = cluster.kubeconfig_path();
     let port = support::free_port();
     let mut webhook = support::spawn_replica(
         BIN,
@@ -91,7 +83,7 @@ async fn sidecar_injection_through_the_api_server() {
     )
     .await;
 
-    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let pods: Api<Pod> = Api::default_namespaced(client.clone());
     let created = pods
         .create(
             &PostParams::default(),
@@ -139,5 +131,5 @@ async fn sidecar_injection_through_the_api_server() {
         matches!(err, kube::Error::Api(ref s) if s.code == 500),
         "{err:?}"
     );
-    sim.shutdown().await;
+    cluster.shutdown().await;
 }

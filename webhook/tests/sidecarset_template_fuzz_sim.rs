@@ -1,9 +1,11 @@
 //! Random sidecar containers and volumes, valid and not, through kruise-sidecarset's
 //! webhooks (in-process) and kruise-webhook's pod chain (a process), both called by
-//! kruise-sim over HTTPS (issue 26). For every SidecarSet either its validating webhook
-//! refuses it with a field path under `spec`, or a pod it selects is created with the
-//! sidecar injected (the injected pod passes the API server's pod validation); and no
-//! object loops: each case costs a bounded number of pod and SidecarSet writes.
+//! kruise-sim (or the real API server of `KRUISE_TEST_KUBECONFIG`) over HTTPS (issue 26).
+//! For every SidecarSet either its validating webhook refuses it with a field path under
+//! `spec`, or a pod it selects is created with the sidecar injected (the injected pod
+//! passes the API server's pod validation); and no object loops: each case costs a bounded
+//! number of pod and SidecarSet writes. `KRUISE_FUZZ_CASES` sets the number of SidecarSets
+//! (24).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use kruise_testkit as support;
@@ -14,7 +16,7 @@ use std::time::Duration;
 use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
 use k8s_openapi::api::core::v1::Pod;
 use kruise_sidecarset::api::v1beta1::SidecarSet;
-use kruise_sim::Sim;
+use kruise_sim::Counters;
 use kube::api::{Api, DeleteParams, PostParams};
 use kube::{Client, ResourceExt as _};
 use proptest::prelude::*;
@@ -138,8 +140,7 @@ fn sidecar() -> impl Strategy<Value = (Value, Value)> {
         })
 }
 
-fn pod_and_sidecarset_writes(sim: &Sim) -> u64 {
-    let c = sim.counters();
+fn pod_and_sidecarset_writes(c: &Counters) -> u64 {
     ["create", "update", "patch"]
         .iter()
         .map(|verb| c.count(verb, "pods") + c.count(verb, "sidecarsets"))
@@ -148,7 +149,21 @@ fn pod_and_sidecarset_writes(sim: &Sim) -> u64 {
 
 /// One case: refused with a field path (`false`), or a selected pod created with the
 /// sidecar at a bounded cost in writes (`true`).
-async fn one_case(sim: &Sim, client: &Client, n: usize, container: Value, volumes: Value) -> bool {
+/// The number of SidecarSets a run tries: `KRUISE_FUZZ_CASES`, else 24.
+fn cases() -> u32 {
+    std::env::var("KRUISE_FUZZ_CASES")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(24)
+}
+
+async fn one_case(
+    counters: &Counters,
+    client: &Client,
+    n: usize,
+    container: Value,
+    volumes: Value,
+) -> bool {
     let app = format!("fuzz-{n}");
     let sets: Api<SidecarSet> = Api::all(client.clone());
     let set: SidecarSet = serde_json::from_value(json!({
@@ -159,7 +174,7 @@ async fn one_case(sim: &Sim, client: &Client, n: usize, container: Value, volume
                  "volumes": volumes.clone()}
     }))
     .unwrap();
-    let before = pod_and_sidecarset_writes(sim);
+    let before = pod_and_sidecarset_writes(counters);
     if let Err(err) = sets.create(&PostParams::default(), &set).await {
         let message = err.to_string();
         assert!(
@@ -173,7 +188,7 @@ async fn one_case(sim: &Sim, client: &Client, n: usize, container: Value, volume
     // kruise-webhook injects once its cache holds the SidecarSet; until then a pod may pass
     // without the sidecar (deleted and tried again). A pod the API server refuses after
     // injection is the failure this test looks for.
-    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let pods: Api<Pod> = Api::default_namespaced(client.clone());
     let attempts = AtomicUsize::new(0);
     let injected = support::eventually(&format!("{app}: a pod with the sidecar"), WAIT, || async {
         let attempt = attempts.fetch_add(1, Ordering::Relaxed);
@@ -199,7 +214,7 @@ async fn one_case(sim: &Sim, client: &Client, n: usize, container: Value, volume
         injected.spec.as_ref().unwrap().containers.len() == 2,
         "{app}: the sidecar injected once"
     );
-    let writes = pod_and_sidecarset_writes(sim) - before;
+    let writes = pod_and_sidecarset_writes(counters) - before;
     assert!(
         writes <= MAX_WRITES_PER_CASE + 2 * attempt as u64,
         "{app}: {writes} writes\n{container:#}"
@@ -215,8 +230,9 @@ async fn one_case(sim: &Sim, client: &Client, n: usize, container: Value, volume
 fn random_sidecars_are_refused_with_a_field_path_or_injected_into_valid_pods() {
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let binary = kruise_sidecarset::binary::binary().unwrap();
-    let (sim, client) = runtime.block_on(support::sim_with_crds(1, binary.crd_definitions()));
-    let kubeconfig = sim.kubeconfig_path().unwrap();
+    let (cluster, client) =
+        runtime.block_on(support::cluster_with_crds(1, binary.crd_definitions()));
+    let kubeconfig = cluster.kubeconfig_path();
     let mut argv = vec!["kruise-sidecarset".to_string()];
     argv.extend(support::process::replica_args(
         &kubeconfig,
@@ -226,7 +242,7 @@ fn random_sidecars_are_refused_with_a_field_path_or_injected_into_valid_pods() {
     let sidecarset = CancellationToken::new();
     let stop = sidecarset.clone();
     runtime.spawn(async move { binary.run_argv(argv, stop).await });
-    let _webhook = support::spawn_replica(BIN, &kubeconfig, support::free_port(), &[], &[]);
+    let webhook = support::spawn_replica(BIN, &kubeconfig, support::free_port(), &[], &[]);
     runtime.block_on(async {
         let configs: Api<MutatingWebhookConfiguration> = Api::all(client.clone());
         support::eventually("both binaries published", WAIT, || async {
@@ -249,7 +265,7 @@ fn random_sidecars_are_refused_with_a_field_path_or_injected_into_valid_pods() {
     });
 
     let mut runner = TestRunner::new(Config {
-        cases: 24,
+        cases: cases(),
         max_shrink_iters: 8,
         failure_persistence: None,
         ..Config::default()
@@ -258,7 +274,7 @@ fn random_sidecars_are_refused_with_a_field_path_or_injected_into_valid_pods() {
     let injected = AtomicUsize::new(0);
     let result = runner.run(&sidecar(), |(container, volumes)| {
         let n = case.fetch_add(1, Ordering::Relaxed);
-        if runtime.block_on(one_case(&sim, &client, n, container, volumes)) {
+        if runtime.block_on(one_case(cluster.counters(), &client, n, container, volumes)) {
             injected.fetch_add(1, Ordering::Relaxed);
         }
         Ok(())
@@ -272,5 +288,7 @@ fn random_sidecars_are_refused_with_a_field_path_or_injected_into_valid_pods() {
         "{injected} of {cases} SidecarSets injected"
     );
     sidecarset.cancel();
-    runtime.block_on(sim.shutdown());
+    // Stopped first, so it republishes nothing the clean-up removes.
+    drop(webhook);
+    runtime.block_on(cluster.shutdown());
 }

@@ -1,7 +1,8 @@
-//! SidecarSet end to end on kruise-sim: kruise-webhook (a real HTTPS webhook) injects the
+//! SidecarSet end to end on kruise-sim (or the real API server of `KRUISE_TEST_KUBECONFIG`
+//! with kruise-sim's nodes): kruise-webhook (a real HTTPS webhook) injects the
 //! sidecar at pod creation, kruise-sidecarset (in-process: CRD webhooks and controller)
 //! upgrades it in place when only the image changes, honouring maxUnavailable, partition,
-//! paused and a canary selector; the simulator's scheduler and kubelet run the pods.
+//! paused and a canary selector; the scheduler and the simulated kubelet run the pods.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use kruise_testkit as support;
@@ -11,9 +12,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
+use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::api::core::v1::Pod;
 use kruise_sidecarset::api::v1beta1::SidecarSet;
-use kruise_sim::Sim;
 use kube::api::{ListParams, Patch, PatchParams, PostParams};
 use kube::{Api, Client, ResourceExt as _};
 use serde_json::json;
@@ -23,17 +24,28 @@ const BIN: &str = env!("CARGO_BIN_EXE_kruise-webhook");
 const WAIT: Duration = Duration::from_secs(60);
 
 struct Cluster {
-    sim: Sim,
+    cluster: support::TestCluster,
     client: Client,
     sidecarset: CancellationToken,
-    _webhook: support::Replica,
+    webhook: support::Replica,
 }
 
-/// The simulator with two nodes, kruise-sidecarset in-process, kruise-webhook as a process.
+/// Two nodes, kruise-sidecarset in-process, kruise-webhook as a process. kruise-sidecarset
+/// keeps its revisions in `kruise-system` (no `POD_NAMESPACE`), created when missing.
 async fn cluster() -> Cluster {
     let binary = kruise_sidecarset::binary::binary().unwrap();
-    let (sim, client) = support::sim_with_crds(2, binary.crd_definitions()).await;
-    let kubeconfig = sim.kubeconfig_path().unwrap();
+    let (cluster, client) = support::cluster_with_crds(2, binary.crd_definitions()).await;
+    let namespace: Namespace =
+        serde_json::from_value(json!({"metadata": {"name": "kruise-system"}})).unwrap();
+    match Api::<Namespace>::all(client.clone())
+        .create(&PostParams::default(), &namespace)
+        .await
+    {
+        Ok(_) => {}
+        Err(kube::Error::Api(status)) if status.code == 409 => {}
+        Err(e) => panic!("creating kruise-system: {e}"),
+    }
+    let kubeconfig = cluster.kubeconfig_path();
     let mut argv = vec!["kruise-sidecarset".to_string()];
     argv.extend(support::process::replica_args(
         &kubeconfig,
@@ -51,17 +63,19 @@ async fn cluster() -> Cluster {
         &[],
     );
     Cluster {
-        sim,
+        cluster,
         client,
         sidecarset,
-        _webhook: webhook,
+        webhook,
     }
 }
 
 impl Cluster {
     async fn shutdown(self) {
         self.sidecarset.cancel();
-        self.sim.shutdown().await;
+        // Stopped first, so it republishes nothing the clean-up removes.
+        drop(self.webhook);
+        self.cluster.shutdown().await;
     }
 }
 
@@ -163,7 +177,7 @@ async fn sidecar_upgrades_in_place_within_the_update_strategy() {
     .await;
 
     // Pods are injected once kruise-webhook's entry for app=nginx is live.
-    let pods: Api<Pod> = Api::namespaced(c.client.clone(), "default");
+    let pods: Api<Pod> = Api::default_namespaced(c.client.clone());
     for i in 0..4 {
         let name = format!("nginx-{i}");
         let labels = if i == 3 {
@@ -345,7 +359,7 @@ async fn a_change_beyond_images_is_not_applied_and_marks_pods_not_upgradable() {
         },
     )
     .await;
-    let pods: Api<Pod> = Api::namespaced(c.client.clone(), "default");
+    let pods: Api<Pod> = Api::default_namespaced(c.client.clone());
     support::eventually("web-0 created with sidecar1", WAIT, || async {
         let created = pods
             .create(&PostParams::default(), &pod("web-0", json!({"app": "web"})))
@@ -430,7 +444,7 @@ async fn hot_upgrade_migrates_then_resets_with_a_sidecar_always_running() {
         },
     )
     .await;
-    let pods: Api<Pod> = Api::namespaced(c.client.clone(), "default");
+    let pods: Api<Pod> = Api::default_namespaced(c.client.clone());
     let mut mesh = pod("mesh-0", json!({"app": "mesh"}));
     // The postStart hook (the migration) takes 500ms in the simulated kubelet.
     mesh.metadata.annotations = Some(BTreeMap::from([(

@@ -71,6 +71,40 @@ fn pod_requests(pod: &Value) -> Res {
     r
 }
 
+/// The pod's effective requests of resources other than cpu, memory and pods (extended
+/// resources such as `example.com/gpu`, `ephemeral-storage`, hugepages), in their units.
+fn scalar_requests(pod: &Value) -> BTreeMap<String, i64> {
+    let mut sums: BTreeMap<String, i64> = BTreeMap::new();
+    let requests = |c: &Value| {
+        c.pointer("/resources/requests")
+            .and_then(Value::as_object)
+            .into_iter()
+            .flatten()
+            .filter(|(name, _)| !matches!(name.as_str(), "cpu" | "memory" | "pods"))
+            .map(|(name, q)| (name.clone(), quantity::units(q)))
+            .collect::<Vec<_>>()
+    };
+    let list = |k: &str| {
+        pod.get("spec")
+            .and_then(|s| s.get(k))
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default()
+    };
+    for c in list("containers") {
+        for (name, n) in requests(&c) {
+            *sums.entry(name).or_default() += n;
+        }
+    }
+    for c in list("initContainers") {
+        for (name, n) in requests(&c) {
+            let sum = sums.entry(name).or_default();
+            *sum = (*sum).max(n);
+        }
+    }
+    sums
+}
+
 fn is_terminal(pod: &Value) -> bool {
     matches!(
         pod.pointer("/status/phase").and_then(Value::as_str),
@@ -249,6 +283,17 @@ fn filter(pod: &Value, req: Res, node: &Value, used: Res) -> Result<(), Vec<Stri
     }
     if req.mem > 0 && used.mem + req.mem > alloc.mem {
         reasons.push("Insufficient memory".into());
+    }
+    // Other resources against the node's allocatable alone (what other pods hold of them
+    // is not tracked): a resource the node does not advertise fits no request.
+    for (name, requested) in scalar_requests(pod) {
+        let allocatable = node
+            .pointer("/status/allocatable")
+            .and_then(|a| a.get(&name))
+            .map_or(0, quantity::units);
+        if requested > allocatable {
+            reasons.push(format!("Insufficient {name}"));
+        }
     }
     if reasons.is_empty() {
         Ok(())
@@ -721,6 +766,32 @@ mod tests {
             fit_error(3, &r),
             "0/3 nodes are available: 1 Insufficient cpu, 2 node(s) didn't match Pod's node affinity/selector. preemption: 0/3 nodes are available: 3 Preemption is not helpful for scheduling."
         );
+    }
+
+    /// kube-scheduler's NodeResourcesFit: a pod requesting an extended resource fits only a
+    /// node that advertises enough of it.
+    #[test]
+    fn extended_resources_fit_only_nodes_that_advertise_them() {
+        let pod = json!({"spec": {"containers": [
+            {"name": "a", "resources": {"requests": {"cpu": "100m", "example.com/gpu": "1"}}},
+            {"name": "b", "resources": {"requests": {"example.com/gpu": "1"}}}]}});
+        let node = |gpus: Option<&str>| {
+            let mut allocatable = json!({"cpu": "8", "memory": "32Gi", "pods": "110"});
+            if let Some(n) = gpus {
+                allocatable["example.com/gpu"] = json!(n);
+            }
+            json!({"metadata": {"name": "n"}, "status": {"allocatable": allocatable}})
+        };
+        let (req, used) = (pod_requests(&pod), Res::default());
+        assert_eq!(
+            filter(&pod, req, &node(None), used),
+            Err(vec!["Insufficient example.com/gpu".to_string()])
+        );
+        assert_eq!(
+            filter(&pod, req, &node(Some("1")), used),
+            Err(vec!["Insufficient example.com/gpu".to_string()])
+        );
+        assert_eq!(filter(&pod, req, &node(Some("2")), used), Ok(()));
     }
 
     #[test]

@@ -288,6 +288,7 @@ fn validate_object(
 ) -> ApiResult<Option<crate::registry::ResourceDef>> {
     crate::validate::object_meta(def, obj)?;
     crate::validate::builtin_spec(def, obj)?;
+    crate::validate::custom_resource_scale(def, obj)?;
     if let Some(old) = old
         && def.builtin
         && def.group.is_empty()

@@ -252,6 +252,51 @@ async fn scale_subresource() {
 }
 
 #[tokio::test]
+async fn replicas_at_the_scale_path_must_be_a_non_negative_int32() {
+    let sim = sim().await;
+    let client = sim.client().unwrap();
+    install_crd(&client, cloneset_crd()).await;
+    let api = cloneset_api(&client, "v1alpha1");
+    // kube-apiserver's own check, before any validating webhook is called.
+    let err = api_err(
+        api.create(&PostParams::default(), &cloneset("negative", -1))
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(err.code, 422);
+    assert!(
+        err.message
+            .ends_with(".spec.replicas: Invalid value: -1: should be a non-negative integer"),
+        "{}",
+        err.message
+    );
+    let err = api_err(
+        api.create(&PostParams::default(), &cloneset("huge", 1 << 31))
+            .await
+            .unwrap_err(),
+    );
+    assert!(
+        err.message
+            .ends_with("should be less than or equal to 2147483647"),
+        "{}",
+        err.message
+    );
+    api.create(&PostParams::default(), &cloneset("zero", 0))
+        .await
+        .unwrap();
+    let err = api_err(
+        api.patch(
+            "zero",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"replicas": -2}})),
+        )
+        .await
+        .unwrap_err(),
+    );
+    assert_eq!(err.code, 422, "{}", err.message);
+}
+
+#[tokio::test]
 async fn table_output_uses_printer_columns() {
     let sim = sim().await;
     let client = sim.client().unwrap();
