@@ -16,16 +16,15 @@
 
 use futures::future::BoxFuture;
 use kruise_common::admission::crd_webhooks::{
-    decode, defaults_patch, deny_invalid, object_json, validating_webhook,
+    Defaulting, decode, defaults_patch, deny_invalid, object_json, validating_webhook,
+    with_template_defaults,
 };
-use kruise_common::admission::{
-    AdmissionHandler, AdmissionRoutes, HandlerError, WebhookKind, WebhookSpec,
-};
+use kruise_common::admission::{AdmissionHandler, AdmissionRoutes, HandlerError, WebhookSpec};
 use kruise_common::api::field::FieldError;
 use kruise_common::api::pod_defaults::{
-    PodDefaultsOptions, default_pod_template, go_encoded_pod_template,
+    PodDefaultsOptions, TemplateDefaults, default_pod_template, go_encoded_pod_template,
 };
-use kruise_common::api::version::{APPS_GROUP, V1ALPHA1, V1BETA1};
+use kruise_common::api::version::{V1ALPHA1, V1BETA1};
 use kruise_common::featuregate::FeatureGates;
 use kube::core::DynamicObject;
 use kube::core::admission::{AdmissionRequest, AdmissionResponse, Operation};
@@ -79,126 +78,35 @@ fn check_version(version: &str, kind: &str) -> Result<(), HandlerError> {
     })
 }
 
-/// Whether the defaulting webhooks write Kubernetes' pod defaults into the pod templates
-/// (`kruise_common::api::pod_defaults`), from OpenKruise's feature gates.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct TemplateDefaults {
-    /// Inject them (`TemplateNoDefaults` off, OpenKruise's default).
-    pub enabled: bool,
-    /// `DefaultHostNetworkHostPortsInPodTemplates`.
-    pub pod: PodDefaultsOptions,
-}
-
-impl Default for TemplateDefaults {
-    fn default() -> Self {
-        Self::from_gates(&FeatureGates::default())
-    }
-}
-
-impl TemplateDefaults {
-    /// What the binary's `--feature-gates` ask for.
-    pub fn from_gates(gates: &FeatureGates) -> Self {
-        TemplateDefaults {
-            enabled: !gates.enabled("TemplateNoDefaults"),
-            pod: PodDefaultsOptions {
-                host_network_host_ports: gates.enabled("DefaultHostNetworkHostPortsInPodTemplates"),
-            },
+/// Writes the pod defaults into the pod template at each of `pointers` of `object` that has
+/// one, written back as Go encodes it (as OpenKruise's webhook stores it).
+fn default_templates_at(object: &mut Value, pointers: &[&str], options: PodDefaultsOptions) {
+    for pointer in pointers {
+        if let Some(template) = object.pointer_mut(pointer)
+            && template.is_object()
+        {
+            default_pod_template(template, options);
+            *template = go_encoded_pod_template(template);
         }
     }
-
-    /// The pod options when a request's templates get the defaults: on CREATE, and on an
-    /// UPDATE whose `spec.template` differs from the old object's (as OpenKruise compares
-    /// them), so an unchanged template is never rewritten.
-    fn for_request(
-        &self,
-        request: &AdmissionRequest<DynamicObject>,
-        object: &Value,
-    ) -> Result<Option<PodDefaultsOptions>, HandlerError> {
-        if !self.enabled {
-            return Ok(None);
-        }
-        if let (Operation::Update, Some(old)) = (&request.operation, &request.old_object) {
-            let old = object_json(old)?;
-            if old.pointer("/spec/template") == object.pointer("/spec/template") {
-                return Ok(None);
-            }
-        }
-        Ok(Some(self.pod))
-    }
 }
 
-/// Writes the pod defaults into the pod template at `pointer` of `object`, if there is
-/// one, and writes it back as Go encodes it (as OpenKruise's webhook stores it).
-fn default_template_at(object: &mut Value, pointer: &str, options: PodDefaultsOptions) {
-    if let Some(template) = object.pointer_mut(pointer)
-        && template.is_object()
-    {
-        default_pod_template(template, options);
-        *template = go_encoded_pod_template(template);
-    }
-}
-
-/// `spec_patch` applied to `object`, then the pod defaults at `templates` (when
-/// `pod_defaults` is set): the patch from `object` to the result.
-fn with_template_defaults(
+/// `spec_patch` and, when the request gets them ([`TemplateDefaults::for_request`]), the pod
+/// defaults in the templates at `pointers`.
+fn with_pod_template_defaults(
     object: &Value,
-    spec_patch: &json_patch::Patch,
-    templates: &[&str],
-    pod_defaults: Option<PodDefaultsOptions>,
-) -> Result<json_patch::Patch, HandlerError> {
-    let mut defaulted = object.clone();
-    json_patch::patch(&mut defaulted, spec_patch)
-        .map_err(|e| HandlerError::Internal(format!("applying the spec defaults: {e}")))?;
-    if let Some(options) = pod_defaults {
-        for pointer in templates {
-            default_template_at(&mut defaulted, pointer, options);
-        }
-    }
-    Ok(json_patch::diff(object, &defaulted))
-}
-
-/// A defaulting webhook's answer: CREATE and UPDATE get `patch(version, object, pod
-/// defaults)` when it changes anything; everything else is allowed unchanged.
-fn defaulting_response(
-    request: &AdmissionRequest<DynamicObject>,
+    spec_patch: json_patch::Patch,
     template_defaults: TemplateDefaults,
-    patch: impl FnOnce(
-        &str,
-        &Value,
-        Option<PodDefaultsOptions>,
-    ) -> Result<json_patch::Patch, HandlerError>,
-) -> Result<AdmissionResponse, HandlerError> {
-    let allowed = AdmissionResponse::from(request);
-    if !matches!(request.operation, Operation::Create | Operation::Update) {
-        return Ok(allowed);
-    }
-    let Some(object) = &request.object else {
-        return Ok(allowed);
-    };
-    let object = object_json(object)?;
-    let pod_defaults = template_defaults.for_request(request, &object)?;
-    let patch = patch(&request.kind.version, &object, pod_defaults)?;
-    if patch.0.is_empty() {
-        return Ok(allowed);
-    }
-    allowed
-        .with_patch(patch)
-        .map_err(|e| HandlerError::Internal(format!("encoding patch: {e}")))
-}
-
-/// The mutating webhook entry of one kind (both versions, CREATE and UPDATE).
-fn mutating_webhook(name: &str, resource: &str) -> WebhookSpec {
-    WebhookSpec {
-        timeout_seconds: TIMEOUT_SECONDS,
-        ..WebhookSpec::crd(
-            name,
-            WebhookKind::Mutating,
-            &["CREATE", "UPDATE"],
-            APPS_GROUP,
-            &[V1ALPHA1, V1BETA1],
-            &[resource],
-        )
-    }
+    old: Option<&DynamicObject>,
+    pointers: &'static [&'static str],
+) -> Result<json_patch::Patch, HandlerError> {
+    let old = old.map(object_json).transpose()?;
+    let templates = template_defaults.for_request(object, old.as_ref());
+    with_template_defaults(
+        object,
+        spec_patch,
+        templates.map(|pod| move |o: &mut Value| default_templates_at(o, pointers, pod)),
+    )
 }
 
 /// OpenKruise's `SetDefaultsBroadcastJob` as a JSONPatch: the spec's defaults and the pod
@@ -209,17 +117,21 @@ pub struct MutateBroadcastJob {
     pub template_defaults: TemplateDefaults,
 }
 
-impl MutateBroadcastJob {
-    /// The path it is served at.
-    pub const PATH: &'static str = "/mutate-apps-kruise-io-broadcastjob";
+impl Defaulting for MutateBroadcastJob {
+    const PATH: &'static str = "/mutate-apps-kruise-io-broadcastjob";
+    const WEBHOOK: &'static str = "mbroadcastjob.kb.io";
+    const RESOURCE: &'static str = "broadcastjobs";
+    const TIMEOUT_SECONDS: i32 = TIMEOUT_SECONDS;
 
-    /// The patch that defaults `object` at `version`; `pod_defaults` set: the pod template
-    /// too.
-    pub fn patch(
+    fn patch(&self, version: &str, object: &Value) -> Result<json_patch::Patch, HandlerError> {
+        self.patch_request(version, object, None)
+    }
+
+    fn patch_request(
         &self,
         version: &str,
         object: &Value,
-        pod_defaults: Option<PodDefaultsOptions>,
+        old: Option<&DynamicObject>,
     ) -> Result<json_patch::Patch, HandlerError> {
         check_version(version, BROADCASTJOB_KIND)?;
         let spec_patch = defaults_patch(
@@ -231,28 +143,13 @@ impl MutateBroadcastJob {
                 Ok(())
             },
         )?;
-        with_template_defaults(object, &spec_patch, &["/spec/template"], pod_defaults)
-    }
-}
-
-impl AdmissionHandler for MutateBroadcastJob {
-    fn path(&self) -> &str {
-        Self::PATH
-    }
-
-    fn webhook(&self) -> WebhookSpec {
-        mutating_webhook("mbroadcastjob.kb.io", "broadcastjobs")
-    }
-
-    fn handle<'a>(
-        &'a self,
-        request: &'a AdmissionRequest<DynamicObject>,
-    ) -> BoxFuture<'a, Result<AdmissionResponse, HandlerError>> {
-        Box::pin(async move {
-            defaulting_response(request, self.template_defaults, |version, object, pod| {
-                self.patch(version, object, pod)
-            })
-        })
+        with_pod_template_defaults(
+            object,
+            spec_patch,
+            self.template_defaults,
+            old,
+            &["/spec/template"],
+        )
     }
 }
 
@@ -265,17 +162,21 @@ pub struct MutateAdvancedCronJob {
     pub template_defaults: TemplateDefaults,
 }
 
-impl MutateAdvancedCronJob {
-    /// The path it is served at.
-    pub const PATH: &'static str = "/mutate-apps-kruise-io-advancedcronjob";
+impl Defaulting for MutateAdvancedCronJob {
+    const PATH: &'static str = "/mutate-apps-kruise-io-advancedcronjob";
+    const WEBHOOK: &'static str = "madvancedcronjob.kb.io";
+    const RESOURCE: &'static str = "advancedcronjobs";
+    const TIMEOUT_SECONDS: i32 = TIMEOUT_SECONDS;
 
-    /// The patch that defaults `object` at `version`; `pod_defaults` set: the pod templates
-    /// too.
-    pub fn patch(
+    fn patch(&self, version: &str, object: &Value) -> Result<json_patch::Patch, HandlerError> {
+        self.patch_request(version, object, None)
+    }
+
+    fn patch_request(
         &self,
         version: &str,
         object: &Value,
-        pod_defaults: Option<PodDefaultsOptions>,
+        old: Option<&DynamicObject>,
     ) -> Result<json_patch::Patch, HandlerError> {
         check_version(version, ADVANCEDCRONJOB_KIND)?;
         let spec_patch = defaults_patch(
@@ -287,36 +188,16 @@ impl MutateAdvancedCronJob {
                 Ok(())
             },
         )?;
-        with_template_defaults(
+        with_pod_template_defaults(
             object,
-            &spec_patch,
+            spec_patch,
+            self.template_defaults,
+            old,
             &[
                 "/spec/template/jobTemplate/spec/template",
                 "/spec/template/broadcastJobTemplate/spec/template",
             ],
-            pod_defaults,
         )
-    }
-}
-
-impl AdmissionHandler for MutateAdvancedCronJob {
-    fn path(&self) -> &str {
-        Self::PATH
-    }
-
-    fn webhook(&self) -> WebhookSpec {
-        mutating_webhook("madvancedcronjob.kb.io", "advancedcronjobs")
-    }
-
-    fn handle<'a>(
-        &'a self,
-        request: &'a AdmissionRequest<DynamicObject>,
-    ) -> BoxFuture<'a, Result<AdmissionResponse, HandlerError>> {
-        Box::pin(async move {
-            defaulting_response(request, self.template_defaults, |version, object, pod| {
-                self.patch(version, object, pod)
-            })
-        })
     }
 }
 

@@ -18,12 +18,10 @@ use futures::future::BoxFuture;
 use k8s_openapi::api::storage::v1::StorageClass;
 use kruise_common::admission::crd_webhooks::{
     Defaulting, decode, defaults_patch, deny_invalid, deny_protected_deletion, object_json,
-    validating_webhook,
+    validating_webhook, with_template_defaults,
 };
 use kruise_common::admission::{AdmissionHandler, AdmissionRoutes, HandlerError, WebhookSpec};
-use kruise_common::api::pod_defaults::{
-    PodDefaultsOptions, inject_workload_template_defaults, template_changed,
-};
+use kruise_common::api::pod_defaults::{TemplateDefaults, inject_workload_template_defaults};
 use kruise_common::api::version::{APPS_V1BETA1, V1ALPHA1, V1BETA1};
 use kruise_common::featuregate::FeatureGates;
 use kube::core::DynamicObject;
@@ -76,10 +74,8 @@ fn check_version(version: &str) -> Result<(), HandlerError> {
 pub struct MutateStatefulSet {
     /// The gates the spec's defaults depend on.
     pub gates: DefaultingGates,
-    /// Inject the template defaults (`TemplateNoDefaults` off, OpenKruise's default).
-    pub template_defaults: bool,
-    /// `DefaultHostNetworkHostPortsInPodTemplates`.
-    pub pod_defaults: PodDefaultsOptions,
+    /// Whether and how the templates are defaulted.
+    pub template_defaults: TemplateDefaults,
 }
 
 impl Default for MutateStatefulSet {
@@ -93,20 +89,28 @@ impl MutateStatefulSet {
     pub fn from_gates(gates: &FeatureGates) -> Self {
         MutateStatefulSet {
             gates: crate::controller::defaulting_gates(gates),
-            template_defaults: !gates.enabled("TemplateNoDefaults"),
-            pod_defaults: PodDefaultsOptions {
-                host_network_host_ports: gates.enabled("DefaultHostNetworkHostPortsInPodTemplates"),
-            },
+            template_defaults: TemplateDefaults::from_gates(gates),
         }
     }
+}
 
-    /// The patch that defaults `object` at `version`; `inject_template` adds the template
-    /// defaults.
-    fn patch_with(
+impl Defaulting for MutateStatefulSet {
+    const PATH: &'static str = MUTATE_PATH;
+    const WEBHOOK: &'static str = MUTATE_WEBHOOK;
+    const RESOURCE: &'static str = PLURAL;
+    const TIMEOUT_SECONDS: i32 = TIMEOUT_SECONDS;
+
+    /// The defaults of a CREATE: the spec's, and the templates' unless `TemplateNoDefaults`.
+    fn patch(&self, version: &str, object: &Value) -> Result<json_patch::Patch, HandlerError> {
+        self.patch_request(version, object, None)
+    }
+
+    /// On UPDATE the template defaults go in only when `spec.template` changed.
+    fn patch_request(
         &self,
         version: &str,
         object: &Value,
-        inject_template: bool,
+        old: Option<&DynamicObject>,
     ) -> Result<json_patch::Patch, HandlerError> {
         check_version(version)?;
         let spec_patch = defaults_patch(
@@ -118,38 +122,13 @@ impl MutateStatefulSet {
                 Ok(())
             },
         )?;
-        if !inject_template {
-            return Ok(spec_patch);
-        }
-        let mut defaulted = object.clone();
-        json_patch::patch(&mut defaulted, &spec_patch)
-            .map_err(|e| HandlerError::Internal(format!("applying the spec defaults: {e}")))?;
-        inject_workload_template_defaults(&mut defaulted, self.pod_defaults);
-        Ok(json_patch::diff(object, &defaulted))
-    }
-}
-
-impl Defaulting for MutateStatefulSet {
-    const PATH: &'static str = MUTATE_PATH;
-    const WEBHOOK: &'static str = MUTATE_WEBHOOK;
-    const RESOURCE: &'static str = PLURAL;
-    const TIMEOUT_SECONDS: i32 = TIMEOUT_SECONDS;
-
-    /// The defaults of a CREATE: the spec's, and the template's unless `TemplateNoDefaults`.
-    fn patch(&self, version: &str, object: &Value) -> Result<json_patch::Patch, HandlerError> {
-        self.patch_with(version, object, self.template_defaults)
-    }
-
-    /// On UPDATE the template defaults go in only when `spec.template` changed.
-    fn patch_request(
-        &self,
-        version: &str,
-        object: &Value,
-        old: Option<&DynamicObject>,
-    ) -> Result<json_patch::Patch, HandlerError> {
         let old = old.map(object_json).transpose()?;
-        let inject_template = self.template_defaults && template_changed(object, old.as_ref());
-        self.patch_with(version, object, inject_template)
+        let templates = self.template_defaults.for_request(object, old.as_ref());
+        with_template_defaults(
+            object,
+            spec_patch,
+            templates.map(|pod| move |o: &mut Value| inject_workload_template_defaults(o, pod)),
+        )
     }
 }
 

@@ -51,10 +51,9 @@ async fn answer_with(mutate: MutateStatefulSet, path: &str, body: &[u8]) -> Valu
 
 /// Defaulting with `TemplateNoDefaults` on: the spec's defaults only.
 fn no_template_defaults() -> MutateStatefulSet {
-    MutateStatefulSet {
-        template_defaults: false,
-        ..MutateStatefulSet::default()
-    }
+    let mut mutate = MutateStatefulSet::default();
+    mutate.template_defaults.enabled = false;
+    mutate
 }
 
 #[tokio::test]

@@ -10,6 +10,7 @@ use serde_json::{Value, json};
 use super::MutateCloneSet;
 use crate::api::v1beta1;
 use crate::plan::{RevisionWrite, plan_revisions};
+use kruise_common::admission::crd_webhooks::Defaulting as _;
 
 /// OpenKruise's `config/samples/apps_v1alpha1_cloneset.yaml`, with a claim template added.
 fn sample(template: Value) -> Value {
@@ -37,8 +38,9 @@ fn sample_template() -> Value {
     })
 }
 
-fn defaulted(mutate: MutateCloneSet, version: &str, object: &Value, inject: bool) -> Value {
-    let patch = mutate.patch_with(version, object, inject).unwrap();
+/// `object` as a CREATE through `mutate` stores it.
+fn defaulted(mutate: MutateCloneSet, version: &str, object: &Value) -> Value {
+    let patch = mutate.patch(version, object).unwrap();
     let mut out = object.clone();
     json_patch::patch(&mut out, &patch).unwrap();
     out
@@ -65,7 +67,6 @@ fn sample_is_stored_as_openkruise_stores_it_with_its_revision_name() {
         MutateCloneSet::default(),
         "v1alpha1",
         &sample(sample_template()),
-        true,
     );
     assert_eq!(
         stored["spec"]["template"],
@@ -102,12 +103,10 @@ fn sample_is_stored_as_openkruise_stores_it_with_its_revision_name() {
 
 #[test]
 fn template_no_defaults_leaves_the_template_and_claims_alone() {
-    let mutate = MutateCloneSet {
-        template_defaults: false,
-        ..MutateCloneSet::default()
-    };
+    let mut mutate = MutateCloneSet::default();
+    mutate.template_defaults.enabled = false;
     let object = sample(sample_template());
-    let stored = defaulted(mutate, "v1alpha1", &object, false);
+    let stored = defaulted(mutate, "v1alpha1", &object);
     assert_eq!(stored["spec"]["template"], object["spec"]["template"]);
     assert_eq!(
         stored["spec"]["volumeClaimTemplates"],
@@ -131,7 +130,7 @@ fn every_template_default_as_openkruise_stores_it() {
     object["metadata"]["name"] = json!("rich");
     object["apiVersion"] = json!("apps.kruise.io/v1beta1");
     object["spec"]["updateStrategy"] = json!({"type": "RollingUpdate"});
-    let stored = defaulted(MutateCloneSet::default(), "v1beta1", &object, true);
+    let stored = defaulted(MutateCloneSet::default(), "v1beta1", &object);
     assert_eq!(stored["spec"]["template"], expected);
     let revision = created_revision(&serde_json::from_value(stored).unwrap());
     assert_eq!(revision.metadata.name.as_deref(), Some("rich-8748d46f6"));
@@ -148,7 +147,7 @@ fn re_encoded_quantities_and_claims_give_openkruises_revision_name() {
             "accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1024Mi"}}}}}}]
     }}));
     object["metadata"]["name"] = json!("p");
-    let stored = defaulted(MutateCloneSet::default(), "v1alpha1", &object, true);
+    let stored = defaulted(MutateCloneSet::default(), "v1alpha1", &object);
     let revision = created_revision(&as_v1beta1(&stored));
     assert_eq!(revision.metadata.name.as_deref(), Some("p-6969f5c944"));
 }
@@ -159,7 +158,6 @@ fn vct_hash_of_the_defaulted_sample_is_openkruises() {
         MutateCloneSet::default(),
         "v1alpha1",
         &sample(sample_template()),
-        true,
     );
     let revision = created_revision(&as_v1beta1(&stored));
     assert_eq!(

@@ -167,6 +167,24 @@ fn defaulting_response(
         .map_err(|e| HandlerError::Internal(format!("encoding patch: {e}")))
 }
 
+/// `spec_patch` (a kind's [`defaults_patch`]) applied to `object`, then `templates` (the
+/// pod template defaults, when the request gets them) on the result: the JSONPatch from
+/// `object` to it.
+pub fn with_template_defaults(
+    object: &Value,
+    spec_patch: json_patch::Patch,
+    templates: Option<impl FnOnce(&mut Value)>,
+) -> Result<json_patch::Patch, HandlerError> {
+    let Some(inject) = templates else {
+        return Ok(spec_patch);
+    };
+    let mut defaulted = object.clone();
+    json_patch::patch(&mut defaulted, &spec_patch)
+        .map_err(|e| HandlerError::Internal(format!("applying the spec defaults: {e}")))?;
+    inject(&mut defaulted);
+    Ok(json_patch::diff(object, &defaulted))
+}
+
 /// The JSONPatch that applies `default` to `object`: the part at `pointer` (`""` for the
 /// whole object, `/spec` for the spec) is decoded as `T`, defaulted, and only what the
 /// defaults changed between the typed value before and after is written into the object as

@@ -340,6 +340,40 @@ pub fn template_changed(new: &Value, old: Option<&Value>) -> bool {
     old.is_none_or(|old| old.pointer("/spec/template") != new.pointer("/spec/template"))
 }
 
+/// Whether and how a workload's defaulting webhook writes the pod defaults into its
+/// templates, from OpenKruise's feature gates.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TemplateDefaults {
+    /// Inject them (`TemplateNoDefaults` off, OpenKruise's default).
+    pub enabled: bool,
+    /// `DefaultHostNetworkHostPortsInPodTemplates`.
+    pub pod: PodDefaultsOptions,
+}
+
+impl Default for TemplateDefaults {
+    fn default() -> Self {
+        Self::from_gates(&crate::featuregate::FeatureGates::default())
+    }
+}
+
+impl TemplateDefaults {
+    /// What the binary's `--feature-gates` ask for.
+    pub fn from_gates(gates: &crate::featuregate::FeatureGates) -> Self {
+        TemplateDefaults {
+            enabled: !gates.enabled("TemplateNoDefaults"),
+            pod: PodDefaultsOptions {
+                host_network_host_ports: gates.enabled("DefaultHostNetworkHostPortsInPodTemplates"),
+            },
+        }
+    }
+
+    /// The options a request's templates are defaulted with, `None` when they are not: off,
+    /// or an UPDATE (`old` given) that leaves `spec.template` as it was ([`template_changed`]).
+    pub fn for_request(&self, object: &Value, old: Option<&Value>) -> Option<PodDefaultsOptions> {
+        (self.enabled && template_changed(object, old)).then_some(self.pod)
+    }
+}
+
 /// What Go's encoding of a `PersistentVolumeClaim` always writes: `metadata.creationTimestamp`
 /// (`null`), `spec.resources` and `status` (`{}` when empty).
 fn with_claim_go_artefacts(claim: &mut Value) {

@@ -1,7 +1,7 @@
 use serde_json::{Value, json};
 
 use super::{
-    PodDefaultsOptions, default_pod_template, default_volume_claim_template,
+    PodDefaultsOptions, TemplateDefaults, default_pod_template, default_volume_claim_template,
     go_encoded_pod_template, image_tag_is_latest,
 };
 
@@ -361,5 +361,30 @@ fn undefaulted_quantities_are_canonical_and_zero_probe_numbers_go() {
         json!({"name": "a", "image": "b",
                "resources": {"requests": {"cpu": "1500n", "memory": "512Mi"}},
                "startupProbe": {"exec": {"command": ["true"]}, "periodSeconds": 4}})
+    );
+}
+
+#[test]
+fn templates_are_defaulted_on_create_and_on_an_update_that_changes_them() {
+    let on = TemplateDefaults::default();
+    let off = TemplateDefaults {
+        enabled: false,
+        ..on
+    };
+    let template = |image: &str| json!({"spec": {"template": {"spec": {"containers": [{"name": "main", "image": image}]}}, "replicas": 1}});
+    let object = template("nginx:1");
+    let mut scaled = object.clone();
+    scaled["spec"]["replicas"] = json!(3);
+    assert_eq!(on.for_request(&object, None), Some(on.pod), "CREATE");
+    assert_eq!(off.for_request(&object, None), None, "TemplateNoDefaults");
+    assert_eq!(
+        on.for_request(&object, Some(&template("nginx:2"))),
+        Some(on.pod),
+        "UPDATE of the template"
+    );
+    assert_eq!(
+        on.for_request(&scaled, Some(&object)),
+        None,
+        "UPDATE of anything else"
     );
 }
