@@ -25,6 +25,7 @@
 
 use kruise_common::admission::conversion::convert_object;
 use kruise_common::admission::crd_webhooks::Defaulting as _;
+use kruise_common::api::pod_defaults::TemplateDefaults;
 use kruise_statefulset::admission::MutateStatefulSet;
 use kruise_statefulset::api::defaults::DefaultingGates;
 use kruise_statefulset::api::v1beta1::StatefulSet;
@@ -238,8 +239,10 @@ fn stored_and_revision(
 ) -> (Value, k8s_openapi::api::apps::v1::ControllerRevision) {
     let mutate = MutateStatefulSet {
         gates,
-        template_defaults: true,
-        pod_defaults: Default::default(),
+        template_defaults: TemplateDefaults {
+            enabled: true,
+            pod: Default::default(),
+        },
     };
     let patch = mutate.patch("v1beta1", object).unwrap();
     let mut stored = object.clone();
