@@ -34,7 +34,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use kruise_common::admission::FailurePolicy;
 use kruise_common::admission::certs::{generate_ca, issue_serving};
 use kruise_common::admission::pod_chain::{
-    PodScope, PodValidationRequest, PodValidator, PodVerdict, ValidatingPodChain,
+    PodOperation, PodScope, PodValidationRequest, PodValidator, PodVerdict, ValidatingPodChain,
 };
 use kruise_common::admission::publish::{Endpoint, Owned, publish};
 use kruise_common::admission::{AdmissionHandler, AdmissionRoutes, HandlerError, WebhookSpec};
@@ -48,7 +48,7 @@ use kruise_protection::plan::budget::is_available;
 use kruise_protection::pod_admission::pub_validator_step;
 use kruise_sim::{Sim, SimConfig};
 use kruise_testkit::bench::env_or;
-use kube::api::{Api, EvictParams, PostParams};
+use kube::api::{Api, EvictParams, Patch, PatchParams, PostParams};
 use kube::core::DynamicObject;
 use kube::core::admission::{AdmissionRequest, AdmissionResponse};
 use kube::runtime::watcher;
@@ -116,13 +116,7 @@ impl PodValidator for AllowAll {
     }
 
     fn scopes(&self) -> Vec<PodScope> {
-        vec![PodScope {
-            namespace_selector: None,
-            object_selector: Some(LabelSelector {
-                match_labels: Some([("app".to_string(), "bench".to_string())].into()),
-                ..Default::default()
-            }),
-        }]
+        workload_scope()
     }
 
     fn failure_policy(&self) -> FailurePolicy {
@@ -134,6 +128,106 @@ impl PodValidator for AllowAll {
         _request: &'a PodValidationRequest,
     ) -> BoxFuture<'a, Result<PodVerdict, HandlerError>> {
         Box::pin(async { Ok(PodVerdict::Allow) })
+    }
+}
+
+/// The workload's pods, as the floors' steps cover them.
+fn workload_scope() -> Vec<PodScope> {
+    vec![PodScope {
+        namespace_selector: None,
+        object_selector: Some(LabelSelector {
+            match_labels: Some([("app".to_string(), "bench".to_string())].into()),
+            ..Default::default()
+        }),
+    }]
+}
+
+/// The budget as the required-calls floor keeps it, shared by both of its replicas in
+/// memory (so they never conflict): the bench's view of the pods, and the pods granted that
+/// the view still shows available.
+struct SharedBudget {
+    view: Arc<Mutex<WorkloadPods>>,
+    granted: Mutex<HashSet<String>>,
+    desired: usize,
+    max_unavailable: usize,
+}
+
+impl SharedBudget {
+    /// Whether evicting `name` is granted now (recording it), `None` when it was already.
+    fn grant(&self, name: &str) -> Option<bool> {
+        let view = self.view.lock().unwrap();
+        let mut granted = self.granted.lock().unwrap();
+        granted.retain(|g| view.available.get(g) == Some(&true));
+        if granted.contains(name) || view.available.get(name) != Some(&true) {
+            return None;
+        }
+        let unavailable = self.desired.saturating_sub(view.available_count());
+        let grant = unavailable + granted.len() < self.max_unavailable;
+        if grant {
+            granted.insert(name.to_string());
+        }
+        Some(grant)
+    }
+}
+
+/// The required-calls floor: a step that makes only the API calls the PUB step cannot do
+/// without, each once and never conflicting: a grant writes the budget's status (a merge
+/// patch recording the pod), a refused eviction reads the pod (the confirmation the PUB
+/// step makes on the API's copy). Its decision is made in memory across both replicas.
+struct RequiredCalls {
+    client: Client,
+    budget: Arc<SharedBudget>,
+}
+
+impl PodValidator for RequiredCalls {
+    fn name(&self) -> &'static str {
+        "required-calls"
+    }
+
+    fn order(&self) -> u32 {
+        50
+    }
+
+    fn scopes(&self) -> Vec<PodScope> {
+        workload_scope()
+    }
+
+    fn failure_policy(&self) -> FailurePolicy {
+        FailurePolicy::Fail
+    }
+
+    fn validate<'a>(
+        &'a self,
+        request: &'a PodValidationRequest,
+    ) -> BoxFuture<'a, Result<PodVerdict, HandlerError>> {
+        Box::pin(async move {
+            if request.operation != PodOperation::Evict {
+                return Ok(PodVerdict::Allow);
+            }
+            match self.budget.grant(&request.name) {
+                None => Ok(PodVerdict::Allow),
+                Some(true) => {
+                    let budgets = Api::<PodUnavailableBudget>::namespaced(
+                        self.client.clone(),
+                        &request.namespace,
+                    );
+                    let record = json!({"status": {"disruptedPods": {
+                        &request.name: jiff::Timestamp::now().to_string()}}});
+                    budgets
+                        .patch_status("bench", &PatchParams::default(), &Patch::Merge(&record))
+                        .await
+                        .map_err(|e| HandlerError::Internal(e.to_string()))?;
+                    Ok(PodVerdict::Allow)
+                }
+                Some(false) => {
+                    let pods = Api::<Pod>::namespaced(self.client.clone(), &request.namespace);
+                    pods.get_opt(&request.name)
+                        .await
+                        .map_err(|e| HandlerError::Internal(e.to_string()))?;
+                    Ok(PodVerdict::Deny("the budget is used".into()))
+                }
+            }
+        })
     }
 }
 
@@ -229,10 +323,11 @@ fn timed_client(sim: &Sim, calls: Arc<Mutex<Vec<Call>>>) -> Client {
 }
 
 /// Which step a replica serves.
-#[derive(Clone, Copy)]
+#[derive(Clone)]
 enum StepKind {
     Pub,
     AllowAll,
+    RequiredCalls(Arc<SharedBudget>),
 }
 
 async fn webhook_replica(
@@ -253,6 +348,10 @@ async fn webhook_replica(
             metrics: Metrics::new(),
         }),
         StepKind::AllowAll => Arc::new(AllowAll),
+        StepKind::RequiredCalls(budget) => Arc::new(RequiredCalls {
+            client: timed_client(sim, calls.clone()),
+            budget,
+        }),
     };
     let chain = ValidatingPodChain::new(vec![step]);
     // The budget's scope, once the step's watch has seen it.
@@ -681,7 +780,7 @@ async fn main() {
 
     let replicas = [
         webhook_replica(&sim, StepKind::Pub, tls.clone(), &shutdown).await,
-        webhook_replica(&sim, StepKind::Pub, tls, &shutdown).await,
+        webhook_replica(&sim, StepKind::Pub, tls.clone(), &shutdown).await,
     ];
     let front = round_robin(replicas.iter().map(|r| r.addr).collect(), shutdown.clone()).await;
     publish(
@@ -788,6 +887,72 @@ async fn main() {
     );
     println!(
         "CPU of this process (simulator, controller, webhooks, clients) during the run: {cpu:.1} s; load average at end {}; webhook p99 {webhook_p99:.2} ms",
+        loadavg()
+    );
+
+    // The required-calls floor: the same clients through two replicas of a step that makes
+    // only the calls a grant and a refusal need, deciding in memory, in the same run.
+    view.lock().unwrap().sampling = false;
+    let took = wait_all_available(&view, desired).await;
+    println!(
+        "{desired} pods available again {:.1} s after",
+        took.as_secs_f64()
+    );
+    let shared = Arc::new(SharedBudget {
+        view: view.clone(),
+        granted: Mutex::new(HashSet::new()),
+        desired,
+        max_unavailable,
+    });
+    let required = [
+        webhook_replica(
+            &sim,
+            StepKind::RequiredCalls(shared.clone()),
+            tls.clone(),
+            &shutdown,
+        )
+        .await,
+        webhook_replica(&sim, StepKind::RequiredCalls(shared), tls, &shutdown).await,
+    ];
+    let required_front =
+        round_robin(required.iter().map(|r| r.addr).collect(), shutdown.clone()).await;
+    publish(
+        &client,
+        &required[0].routes,
+        &owned,
+        &Endpoint::Url(format!("https://127.0.0.1:{}", required_front.port())),
+        &ca.cert_pem,
+    )
+    .await
+    .unwrap();
+    let floor_run = evict_for(&sim, clients, secs, backoff, &view).await;
+    let mut floor_reviews: Vec<Duration> = required
+        .iter()
+        .flat_map(|r| r.samples.lock().unwrap().clone())
+        .map(|(d, _, _)| d)
+        .collect();
+    let floor_calls: Vec<Call> = required
+        .iter()
+        .flat_map(|r| r.calls.lock().unwrap().clone())
+        .collect();
+    let floor_writes = floor_calls
+        .iter()
+        .filter(|(p, _, _)| *p == Phase::StatusWrite)
+        .count();
+    let floor_reads = floor_calls
+        .iter()
+        .filter(|(p, _, _)| *p == Phase::PodRead)
+        .count();
+    let floor_review_p99 = p99_ms(&mut floor_reviews);
+    println!(
+        "required-calls floor, {secs} s: {} evictions granted, {} refused; {floor_writes} status writes, {floor_reads} pod reads; review in the webhook {}",
+        floor_run.granted.load(Ordering::Relaxed),
+        floor_run.refused.load(Ordering::Relaxed),
+        percentiles(&mut floor_reviews)
+    );
+    println!(
+        "webhook p99 {webhook_p99:.2} ms against the required-calls floor's {floor_review_p99:.2} ms: {:.2}x; load average at end {}",
+        webhook_p99 / floor_review_p99.max(f64::EPSILON),
         loadavg()
     );
     assert!(

@@ -9,9 +9,11 @@
 //! [`check_pod`] reads the budget from the API. [`BudgetCache::check_pod`] makes the first
 //! decision from a watch of the budgets instead, as OpenKruise's webhook decides from its
 //! informer, so a refusal of a pod the request carries costs no API request and a grant one
-//! (the conditioned write): a
-//! stale copy can only make the write conflict (then the budget is read from the API) or
-//! refuse an operation a fresher copy would allow, never grant one too many.
+//! (the conditioned write): a stale copy can only make the write conflict (then the budget
+//! is read from the API) or refuse an operation a fresher copy would allow, never grant one
+//! too many. Grants on one budget are written one at a time per process, and each holds one
+//! allowed disruption in reserve from its decision to its answer, so a review that finds
+//! the rest of the budget held by grants in flight is refused at once rather than queued.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -163,6 +165,30 @@ pub struct BudgetCache {
     /// it has granted on): concurrent grants on one budget would all decide on the same
     /// version and all but one conflict, so each decides on the last one written instead.
     granting: Mutex<HashMap<ObjectRef<PodUnavailableBudget>, Arc<tokio::sync::Mutex<()>>>>,
+    /// Per budget, the grants this process has decided on and not yet answered (queued for
+    /// the budget's lock or writing): each holds one allowed disruption in reserve, so a
+    /// review that finds the rest spoken for is refused at once instead of queueing behind
+    /// them only to be refused after their writes.
+    reserved: Mutex<HashMap<ObjectRef<PodUnavailableBudget>, i32>>,
+}
+
+/// One allowed disruption of a budget held by a grant in flight, given back when dropped.
+struct Reservation<'a> {
+    reserved: &'a Mutex<HashMap<ObjectRef<PodUnavailableBudget>, i32>>,
+    key: ObjectRef<PodUnavailableBudget>,
+}
+
+impl Drop for Reservation<'_> {
+    fn drop(&mut self) {
+        if let Ok(mut reserved) = self.reserved.lock()
+            && let Some(count) = reserved.get_mut(&self.key)
+        {
+            *count -= 1;
+            if *count <= 0 {
+                reserved.remove(&self.key);
+            }
+        }
+    }
 }
 
 impl BudgetCache {
@@ -172,6 +198,7 @@ impl BudgetCache {
             store,
             written: Mutex::new(HashMap::new()),
             granting: Mutex::new(HashMap::new()),
+            reserved: Mutex::new(HashMap::new()),
         }
     }
 
@@ -197,7 +224,11 @@ impl BudgetCache {
     ) -> Result<Verdict, kube::Error> {
         let namespace = pod.namespace().unwrap_or_default();
         let api = Api::<PodUnavailableBudget>::namespaced(client.clone(), &namespace);
-        let budget = self.budget_of(&namespace, pod).map(|(budget, _)| budget);
+        // The first decisions see the budget less the disruptions this process's grants in
+        // flight hold in reserve.
+        let budget = self
+            .budget_of(&namespace, pod)
+            .map(|(budget, _)| self.less_reserved(budget));
         let current;
         let mut pod = pod;
         if pod_from_watch {
@@ -233,8 +264,10 @@ impl BudgetCache {
             Decision::Allow(_) => return Ok(Verdict::Allowed),
             Decision::Deny(message) => return Ok(Verdict::Denied(message)),
         };
-        // A grant waits for this process's grant in flight on the budget, if any, and
-        // decides again on what that one wrote: most often a refusal, with no request.
+        // A grant holds a disruption in reserve until it is answered, waits for this
+        // process's grant in flight on the budget, if any, and decides again on what that
+        // one wrote.
+        let _reservation = grant.clone().map(|key| self.reserve(key));
         let lock = grant.map(|key| self.granting_lock(key));
         let _granting = match &lock {
             Some(lock) => Some(lock.lock().await),
@@ -252,6 +285,32 @@ impl BudgetCache {
             }
         }
         Ok(outcome.verdict)
+    }
+
+    /// `budget` with the disruptions reserved by this process's grants in flight taken
+    /// from its `unavailableAllowed`.
+    fn less_reserved(&self, mut budget: PodUnavailableBudget) -> PodUnavailableBudget {
+        let reserved = self
+            .reserved
+            .lock()
+            .ok()
+            .and_then(|r| r.get(&ObjectRef::from_obj(&budget)).copied())
+            .unwrap_or(0);
+        if let Some(status) = budget.status.as_mut() {
+            status.unavailable_allowed -= reserved;
+        }
+        budget
+    }
+
+    /// Holds one disruption of the budget `key` until the returned guard is dropped.
+    fn reserve(&self, key: ObjectRef<PodUnavailableBudget>) -> Reservation<'_> {
+        if let Ok(mut reserved) = self.reserved.lock() {
+            *reserved.entry(key.clone()).or_default() += 1;
+        }
+        Reservation {
+            reserved: &self.reserved,
+            key,
+        }
     }
 
     /// The lock a grant on the budget `key` holds while it decides and writes.
@@ -300,5 +359,83 @@ impl BudgetCache {
             }
             None => cached.clone(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pub_budget::PodUnavailableBudgetStatus;
+    use kube::runtime::reflector;
+    use serde_json::json;
+
+    fn budget(allowed: i32) -> PodUnavailableBudget {
+        let mut budget: PodUnavailableBudget = serde_json::from_value(json!({
+            "apiVersion": "policy.kruise.io/v1beta1", "kind": "PodUnavailableBudget",
+            "metadata": {"name": "web", "namespace": "default", "resourceVersion": "7"},
+            "spec": {"selector": {"matchLabels": {"app": "web"}}, "maxUnavailable": 2}
+        }))
+        .unwrap();
+        budget.status = Some(PodUnavailableBudgetStatus {
+            unavailable_allowed: allowed,
+            desired_available: 8,
+            current_available: 10,
+            total_replicas: 10,
+            ..Default::default()
+        });
+        budget
+    }
+
+    fn ready_pod(name: &str) -> Pod {
+        serde_json::from_value(json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": "default", "labels": {"app": "web"}},
+            "spec": {"containers": [{"name": "main", "image": "nginx"}]},
+            "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}
+        }))
+        .unwrap()
+    }
+
+    fn allowed(budget: &PodUnavailableBudget) -> i32 {
+        budget.status.as_ref().map_or(0, |s| s.unavailable_allowed)
+    }
+
+    #[test]
+    fn grants_in_flight_hold_their_disruptions_until_answered() {
+        let (store, _writer) = reflector::store::<PodUnavailableBudget>();
+        let cache = BudgetCache::new(store);
+        let key = ObjectRef::from_obj(&budget(2));
+        assert_eq!(allowed(&cache.less_reserved(budget(2))), 2);
+        let first = cache.reserve(key.clone());
+        let second = cache.reserve(key.clone());
+        assert_eq!(allowed(&cache.less_reserved(budget(2))), 0);
+        drop(first);
+        assert_eq!(allowed(&cache.less_reserved(budget(2))), 1);
+        drop(second);
+        assert_eq!(allowed(&cache.less_reserved(budget(2))), 2);
+        assert!(cache.reserved.lock().unwrap().is_empty());
+    }
+
+    #[test]
+    fn a_review_finding_the_budget_spoken_for_is_refused_without_waiting() {
+        let (store, _writer) = reflector::store::<PodUnavailableBudget>();
+        let cache = BudgetCache::new(store);
+        let _in_flight = cache.reserve(ObjectRef::from_obj(&budget(1)));
+        let pod = ready_pod("web-1");
+        let request = Request {
+            pod: &pod,
+            operation: &PubOperation::Evict,
+            dry_run: false,
+            now: Timestamp::now(),
+        };
+        let decision = decide(
+            Some(&cache.less_reserved(budget(1))),
+            &request,
+            Gates::default(),
+        );
+        assert!(
+            matches!(&decision, Decision::Deny(m) if m.contains("pub unavailable allowed is negative")),
+            "{decision:?}"
+        );
     }
 }
