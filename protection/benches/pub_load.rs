@@ -106,35 +106,6 @@ impl AdmissionHandler for Timed {
     }
 }
 
-/// The webhook floor: a step that covers the workload's pods and allows everything, so a
-/// review costs only the chain and the admission round trip.
-struct AllowAll;
-
-impl PodValidator for AllowAll {
-    fn name(&self) -> &'static str {
-        "allow-all"
-    }
-
-    fn order(&self) -> u32 {
-        50
-    }
-
-    fn scopes(&self) -> Vec<PodScope> {
-        workload_scope()
-    }
-
-    fn failure_policy(&self) -> FailurePolicy {
-        FailurePolicy::Fail
-    }
-
-    fn validate<'a>(
-        &'a self,
-        _request: &'a PodValidationRequest,
-    ) -> BoxFuture<'a, Result<PodVerdict, HandlerError>> {
-        Box::pin(async { Ok(PodVerdict::Allow) })
-    }
-}
-
 /// The workload's pods, as the floors' steps cover them.
 fn workload_scope() -> Vec<PodScope> {
     vec![PodScope {
@@ -174,18 +145,27 @@ impl SharedBudget {
     }
 }
 
-/// The required-calls floor: a step that makes only the API calls the PUB step cannot do
-/// without, each once and never conflicting: a grant writes the budget's status (a merge
-/// patch recording the pod), a refused eviction reads the pod (the confirmation the PUB
-/// step makes on the API's copy). Its decision is made in memory across both replicas.
-struct RequiredCalls {
-    client: Client,
-    budget: Arc<SharedBudget>,
+/// A floor's step, covering the workload's pods and failing closed.
+enum FloorStep {
+    /// The webhook floor: allows everything, so a review costs only the chain and the
+    /// admission round trip.
+    AllowAll,
+    /// The required-calls floor: makes only the API calls the PUB step cannot do without,
+    /// each once and never conflicting: a grant writes the budget's status (a merge patch
+    /// recording the pod), a refused eviction reads the pod (the confirmation the PUB step
+    /// makes on the API's copy). Its decision is made in memory across both replicas.
+    RequiredCalls {
+        client: Client,
+        budget: Arc<SharedBudget>,
+    },
 }
 
-impl PodValidator for RequiredCalls {
+impl PodValidator for FloorStep {
     fn name(&self) -> &'static str {
-        "required-calls"
+        match self {
+            FloorStep::AllowAll => "allow-all",
+            FloorStep::RequiredCalls { .. } => "required-calls",
+        }
     }
 
     fn order(&self) -> u32 {
@@ -205,29 +185,29 @@ impl PodValidator for RequiredCalls {
         request: &'a PodValidationRequest,
     ) -> BoxFuture<'a, Result<PodVerdict, HandlerError>> {
         Box::pin(async move {
+            let FloorStep::RequiredCalls { client, budget } = self else {
+                return Ok(PodVerdict::Allow);
+            };
             if request.operation != PodOperation::Evict {
                 return Ok(PodVerdict::Allow);
             }
-            match self.budget.grant(&request.name) {
+            let failed = |e: kube::Error| HandlerError::Internal(e.to_string());
+            match budget.grant(&request.name) {
                 None => Ok(PodVerdict::Allow),
                 Some(true) => {
-                    let budgets = Api::<PodUnavailableBudget>::namespaced(
-                        self.client.clone(),
-                        &request.namespace,
-                    );
+                    let budgets =
+                        Api::<PodUnavailableBudget>::namespaced(client.clone(), &request.namespace);
                     let record = json!({"status": {"disruptedPods": {
                         &request.name: jiff::Timestamp::now().to_string()}}});
                     budgets
                         .patch_status("bench", &PatchParams::default(), &Patch::Merge(&record))
                         .await
-                        .map_err(|e| HandlerError::Internal(e.to_string()))?;
+                        .map_err(failed)?;
                     Ok(PodVerdict::Allow)
                 }
                 Some(false) => {
-                    let pods = Api::<Pod>::namespaced(self.client.clone(), &request.namespace);
-                    pods.get_opt(&request.name)
-                        .await
-                        .map_err(|e| HandlerError::Internal(e.to_string()))?;
+                    let pods = Api::<Pod>::namespaced(client.clone(), &request.namespace);
+                    pods.get_opt(&request.name).await.map_err(failed)?;
                     Ok(PodVerdict::Deny("the budget is used".into()))
                 }
             }
@@ -354,8 +334,8 @@ async fn webhook_replica(
             }),
             metrics: Metrics::new(),
         }),
-        StepKind::AllowAll => Arc::new(AllowAll),
-        StepKind::RequiredCalls(budget) => Arc::new(RequiredCalls {
+        StepKind::AllowAll => Arc::new(FloorStep::AllowAll),
+        StepKind::RequiredCalls(budget) => Arc::new(FloorStep::RequiredCalls {
             client: timed_client(sim, calls.clone()),
             budget,
         }),

@@ -514,16 +514,6 @@ mod tests {
         budget
     }
 
-    fn ready_pod(name: &str) -> Pod {
-        serde_json::from_value(json!({
-            "apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": name, "namespace": "default", "labels": {"app": "web"}},
-            "spec": {"containers": [{"name": "main", "image": "nginx"}]},
-            "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}
-        }))
-        .unwrap()
-    }
-
     fn allowed(budget: &PodUnavailableBudget) -> i32 {
         budget.status.as_ref().map_or(0, |s| s.unavailable_allowed)
     }
@@ -542,28 +532,5 @@ mod tests {
         drop(second);
         assert_eq!(allowed(&cache.less_reserved(budget(2))), 2);
         assert!(cache.reserved.lock().unwrap().is_empty());
-    }
-
-    #[test]
-    fn a_review_finding_the_budget_spoken_for_is_refused_without_waiting() {
-        let (store, _writer) = reflector::store::<PodUnavailableBudget>();
-        let cache = BudgetCache::new(store);
-        let _in_flight = cache.reserve(ObjectRef::from_obj(&budget(1)));
-        let pod = ready_pod("web-1");
-        let request = Request {
-            pod: &pod,
-            operation: &PubOperation::Evict,
-            dry_run: false,
-            now: Timestamp::now(),
-        };
-        let decision = decide(
-            Some(&cache.less_reserved(budget(1))),
-            &request,
-            Gates::default(),
-        );
-        assert!(
-            matches!(&decision, Decision::Deny(m) if m.contains("pub unavailable allowed is negative")),
-            "{decision:?}"
-        );
     }
 }
