@@ -569,6 +569,29 @@ async fn evict_for(
     outcomes
 }
 
+/// The API calls `replicas` made, per phase and per response code, against `reviews`.
+fn print_calls(replicas: &[WebhookReplica], reviews: usize) {
+    let calls: Vec<Call> = replicas
+        .iter()
+        .flat_map(|r| r.calls.lock().unwrap().clone())
+        .collect();
+    let reviews = reviews.max(1);
+    for phase in [Phase::StatusWrite, Phase::BudgetRead, Phase::PodRead] {
+        let of_phase: Vec<&Call> = calls.iter().filter(|(p, _, _)| *p == phase).collect();
+        let mut codes: std::collections::BTreeMap<u16, usize> = Default::default();
+        for (_, _, code) in &of_phase {
+            *codes.entry(*code).or_default() += 1;
+        }
+        let mut times: Vec<Duration> = of_phase.iter().map(|(_, d, _)| *d).collect();
+        println!(
+            "  API calls of the webhooks, {phase:?}: {} ({:.1} per 100 reviews, codes {codes:?}): {}",
+            of_phase.len(),
+            of_phase.len() as f64 * 100.0 / reviews as f64,
+            percentiles(&mut times)
+        );
+    }
+}
+
 /// p50, p99 and max, in ms.
 fn percentiles(samples: &mut [Duration]) -> String {
     if samples.is_empty() {
@@ -842,22 +865,7 @@ async fn main() {
     println!("webhook latency, allowed: {}", percentiles(&mut grants));
     println!("webhook latency, refused: {}", percentiles(&mut refusals));
     // Where the slow reviews' time goes: the API calls the replicas made, per phase.
-    let calls: Vec<Call> = replicas
-        .iter()
-        .flat_map(|r| r.calls.lock().unwrap().clone())
-        .collect();
-    let reviews = all.len().max(1);
-    for phase in [Phase::StatusWrite, Phase::BudgetRead, Phase::PodRead] {
-        let of_phase: Vec<&Call> = calls.iter().filter(|(p, _, _)| *p == phase).collect();
-        let conflicts = of_phase.iter().filter(|(_, _, code)| *code == 409).count();
-        let mut times: Vec<Duration> = of_phase.iter().map(|(_, d, _)| *d).collect();
-        println!(
-            "  API calls of the webhooks, {phase:?}: {} ({:.1} per 100 reviews, {conflicts} conflicts): {}",
-            of_phase.len(),
-            of_phase.len() as f64 * 100.0 / reviews as f64,
-            percentiles(&mut times)
-        );
-    }
+    print_calls(&replicas, all.len());
     let webhook_p99 = p99_ms(&mut all);
     println!(
         "webhook latency, both replicas: {} (target p99 < 5 ms)",
@@ -918,25 +926,15 @@ async fn main() {
         .flat_map(|r| r.samples.lock().unwrap().clone())
         .map(|(d, _, _)| d)
         .collect();
-    let floor_calls: Vec<Call> = required
-        .iter()
-        .flat_map(|r| r.calls.lock().unwrap().clone())
-        .collect();
-    let floor_writes = floor_calls
-        .iter()
-        .filter(|(p, _, _)| *p == Phase::StatusWrite)
-        .count();
-    let floor_reads = floor_calls
-        .iter()
-        .filter(|(p, _, _)| *p == Phase::PodRead)
-        .count();
     let floor_review_p99 = p99_ms(&mut floor_reviews);
     println!(
-        "required-calls floor, {secs} s: {} evictions granted, {} refused; {floor_writes} status writes, {floor_reads} pod reads; review in the webhook {}",
+        "required-calls floor, {secs} s: {} evictions granted, {} refused, {} errors; review in the webhook {}",
         floor_run.granted.load(Ordering::Relaxed),
         floor_run.refused.load(Ordering::Relaxed),
+        floor_run.errors.load(Ordering::Relaxed),
         percentiles(&mut floor_reviews)
     );
+    print_calls(&required, floor_reviews.len());
     println!(
         "webhook p99 {webhook_p99:.2} ms against the required-calls floor's {floor_review_p99:.2} ms: {:.2}x; load average at end {}",
         webhook_p99 / floor_review_p99.max(f64::EPSILON),
