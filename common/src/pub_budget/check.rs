@@ -9,9 +9,11 @@
 //! [`check_pod`] reads the budget from the API. [`BudgetCache::check_pod`] makes the first
 //! decision from a watch of the budgets instead, as OpenKruise's webhook decides from its
 //! informer, so a refusal of a pod the request carries costs no API request and a grant one
-//! (the conditioned write): a
-//! stale copy can only make the write conflict (then the budget is read from the API) or
-//! refuse an operation a fresher copy would allow, never grant one too many.
+//! (the conditioned write): a stale copy can only make the write conflict (then the budget
+//! is read from the API) or refuse an operation a fresher copy would allow, never grant one
+//! too many. Grants on one budget are written one at a time per process, and each holds one
+//! allowed disruption in reserve from its decision to its answer, so a review that finds
+//! the rest of the budget held by grants in flight is refused at once rather than queued.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -21,6 +23,7 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, PostParams};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Client, ResourceExt as _};
+use tokio::sync::oneshot;
 
 use super::decision::{Decision, Gates, MAX_ATTEMPTS, Request, conflicts_message, decide};
 use super::{
@@ -50,69 +53,104 @@ pub async fn check_pod(
     let namespace = pod.namespace().unwrap_or_default();
     let api = Api::<PodUnavailableBudget>::namespaced(client.clone(), &namespace);
     let budget = budget_of(&api, pod).await?;
-    Ok(
-        decide_and_write(&api, budget, pod, operation, dry_run, gates)
-            .await?
-            .verdict,
-    )
+    let asked = [Asked {
+        pod,
+        operation,
+        dry_run,
+    }];
+    let mut outcome = decide_and_write(&api, budget, &asked, gates).await?;
+    Ok(outcome.verdicts.pop().unwrap_or(Verdict::Allowed))
+}
+
+/// One operation on a pod to decide on.
+#[derive(Clone, Copy)]
+struct Asked<'a> {
+    pod: &'a Pod,
+    operation: &'a PubOperation,
+    dry_run: bool,
 }
 
 /// What [`decide_and_write`] did.
 struct Outcome {
-    verdict: Verdict,
-    /// The budget the grant's status write returned.
+    /// The answer to each operation asked, in order.
+    verdicts: Vec<Verdict>,
+    /// The budget the grants' status write returned.
     written: Option<PodUnavailableBudget>,
 }
 
-/// Decides against `budget` and writes a grant, conditioned on the version decided on;
-/// after a conflict the budget is read from the API.
+/// Decides on each of `asked` in turn against `budget` (each grant spends one disruption of
+/// what the one before left) and writes their grants in one status write, conditioned on
+/// the version decided on; after a conflict the budget is read from the API and every one
+/// is decided again.
 async fn decide_and_write(
     api: &Api<PodUnavailableBudget>,
     mut budget: Option<PodUnavailableBudget>,
-    pod: &Pod,
-    operation: &PubOperation,
-    dry_run: bool,
+    asked: &[Asked<'_>],
     gates: Gates,
 ) -> Result<Outcome, kube::Error> {
     let budget_name = budget.as_ref().map(|b| b.name_any()).unwrap_or_default();
-    let answer = |verdict| Outcome {
-        verdict,
-        written: None,
-    };
+    let mut verdicts = Vec::new();
+    let mut granted = Vec::new();
     for _ in 0..MAX_ATTEMPTS {
-        let request = Request {
-            pod,
-            operation,
-            dry_run,
-            now: Timestamp::now(),
+        let now = Timestamp::now();
+        let mut working = budget.take();
+        verdicts.clear();
+        granted.clear();
+        for (i, one) in asked.iter().enumerate() {
+            let request = Request {
+                pod: one.pod,
+                operation: one.operation,
+                dry_run: one.dry_run,
+                now,
+            };
+            verdicts.push(match decide(working.as_ref(), &request, gates) {
+                Decision::Allow(_) => Verdict::Allowed,
+                Decision::Deny(message) => Verdict::Denied(message),
+                Decision::Consume(status) => {
+                    // `decide` consumes only with a budget.
+                    if let Some(working) = working.as_mut() {
+                        working.status = Some(status);
+                    }
+                    granted.push(i);
+                    Verdict::Allowed
+                }
+            });
+        }
+        let Some(to_write) = working.filter(|_| !granted.is_empty()) else {
+            return Ok(Outcome {
+                verdicts,
+                written: None,
+            });
         };
-        let status = match decide(budget.as_ref(), &request, gates) {
-            Decision::Allow(_) => return Ok(answer(Verdict::Allowed)),
-            Decision::Deny(message) => return Ok(answer(Verdict::Denied(message))),
-            Decision::Consume(status) => status,
-        };
-        // `decide` consumes only with a budget.
-        let Some(mut granted) = budget.take() else {
-            return Ok(answer(Verdict::Allowed));
-        };
-        let name = granted.name_any();
-        granted.status = Some(status);
+        let name = to_write.name_any();
         match api
-            .replace_status(&name, &PostParams::default(), &granted)
+            .replace_status(&name, &PostParams::default(), &to_write)
             .await
         {
             Ok(written) => {
                 return Ok(Outcome {
-                    verdict: Verdict::Allowed,
+                    verdicts,
                     written: Some(written),
                 });
             }
-            Err(e) if is_not_found(&e) => return Ok(answer(Verdict::Allowed)),
+            // A budget deleted meanwhile lets every operation through (K#1567).
+            Err(e) if is_not_found(&e) => {
+                return Ok(Outcome {
+                    verdicts: vec![Verdict::Allowed; asked.len()],
+                    written: None,
+                });
+            }
             Err(e) if is_conflict(&e) => budget = api.get_opt(&name).await?,
             Err(e) => return Err(e),
         }
     }
-    Ok(answer(Verdict::Denied(conflicts_message(&budget_name))))
+    for i in granted {
+        verdicts[i] = Verdict::Denied(conflicts_message(&budget_name));
+    }
+    Ok(Outcome {
+        verdicts,
+        written: None,
+    })
 }
 
 /// The pod's budget: the one its related-pub annotation names, else the first of its
@@ -159,10 +197,64 @@ pub struct BudgetCache {
     /// Per budget, the version the watch held when this process last granted on it, and
     /// the budget that grant wrote.
     written: Mutex<HashMap<ObjectRef<PodUnavailableBudget>, (String, PodUnavailableBudget)>>,
-    /// Per budget, held while this process decides on and writes a grant (one per budget
-    /// it has granted on): concurrent grants on one budget would all decide on the same
-    /// version and all but one conflict, so each decides on the last one written instead.
-    granting: Mutex<HashMap<ObjectRef<PodUnavailableBudget>, Arc<tokio::sync::Mutex<()>>>>,
+    /// Per budget, the grants waiting to be written (one queue per budget this process has
+    /// granted on): concurrent writes on one budget would all be conditioned on the same
+    /// version and all but one conflict, so the grants are written one write at a time, each
+    /// write carrying every grant queued when it starts.
+    granting: Mutex<HashMap<ObjectRef<PodUnavailableBudget>, Arc<GrantQueue>>>,
+    /// Per budget, the grants this process has decided on and not yet answered (queued for
+    /// the budget's lock or writing): each holds one allowed disruption in reserve, so a
+    /// review that finds the rest spoken for is refused at once instead of queueing behind
+    /// them only to be refused after their writes.
+    reserved: Mutex<HashMap<ObjectRef<PodUnavailableBudget>, i32>>,
+}
+
+/// The grants decided on one cached budget and waiting for its status write.
+#[derive(Default)]
+struct GrantQueue {
+    waiting: Mutex<Vec<Waiting>>,
+    /// Held by the review writing the queue's grants.
+    writing: tokio::sync::Mutex<()>,
+}
+
+impl GrantQueue {
+    /// The waiting grants. A panic elsewhere cannot leave the list half-changed, so a
+    /// poisoned lock is taken over: a grant dropped from it would wait forever.
+    fn waiting(&self) -> std::sync::MutexGuard<'_, Vec<Waiting>> {
+        self.waiting
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+/// One grant waiting to be written, and where its answer goes.
+struct Waiting {
+    pod: Pod,
+    operation: PubOperation,
+    dry_run: bool,
+    answer: oneshot::Sender<Answer>,
+}
+
+/// The answer to a waiting grant; an API error shared by every grant of the write.
+type Answer = Result<Verdict, Arc<kube::Error>>;
+
+/// One allowed disruption of a budget held by a grant in flight, given back when dropped.
+struct Reservation<'a> {
+    reserved: &'a Mutex<HashMap<ObjectRef<PodUnavailableBudget>, i32>>,
+    key: ObjectRef<PodUnavailableBudget>,
+}
+
+impl Drop for Reservation<'_> {
+    fn drop(&mut self) {
+        if let Ok(mut reserved) = self.reserved.lock()
+            && let Some(count) = reserved.get_mut(&self.key)
+        {
+            *count -= 1;
+            if *count <= 0 {
+                reserved.remove(&self.key);
+            }
+        }
+    }
 }
 
 impl BudgetCache {
@@ -172,6 +264,7 @@ impl BudgetCache {
             store,
             written: Mutex::new(HashMap::new()),
             granting: Mutex::new(HashMap::new()),
+            reserved: Mutex::new(HashMap::new()),
         }
     }
 
@@ -197,7 +290,11 @@ impl BudgetCache {
     ) -> Result<Verdict, kube::Error> {
         let namespace = pod.namespace().unwrap_or_default();
         let api = Api::<PodUnavailableBudget>::namespaced(client.clone(), &namespace);
-        let budget = self.budget_of(&namespace, pod).map(|(budget, _)| budget);
+        // The first decisions see the budget less the disruptions this process's grants in
+        // flight hold in reserve.
+        let budget = self
+            .budget_of(&namespace, pod)
+            .map(|(budget, _)| self.less_reserved(budget));
         let current;
         let mut pod = pod;
         if pod_from_watch {
@@ -233,32 +330,122 @@ impl BudgetCache {
             Decision::Allow(_) => return Ok(Verdict::Allowed),
             Decision::Deny(message) => return Ok(Verdict::Denied(message)),
         };
-        // A grant waits for this process's grant in flight on the budget, if any, and
-        // decides again on what that one wrote: most often a refusal, with no request.
-        let lock = grant.map(|key| self.granting_lock(key));
-        let _granting = match &lock {
-            Some(lock) => Some(lock.lock().await),
-            None => None,
+        // A grant holds a disruption in reserve until it is answered, and waits in the
+        // budget's queue: the review that takes the queue's lock writes every grant queued
+        // by then in one write, decided again on what the write before it left.
+        let Some(key) = grant else {
+            return Ok(Verdict::Allowed);
         };
-        let (budget, watched_version) = match self.budget_of(&namespace, pod) {
-            Some((budget, version)) => (Some(budget), version),
-            None => (None, String::new()),
-        };
-        let outcome = decide_and_write(&api, budget, pod, operation, dry_run, gates).await?;
-        if let Some(written) = outcome.written {
-            let key = ObjectRef::from_obj(&written);
-            if let Ok(mut grants) = self.written.lock() {
-                grants.insert(key, (watched_version, written));
+        let _reservation = self.reserve(key.clone());
+        let queue = self.grant_queue(key.clone());
+        let (answer, mut answered) = oneshot::channel();
+        queue.waiting().push(Waiting {
+            pod: pod.clone(),
+            operation: operation.clone(),
+            dry_run,
+            answer,
+        });
+        let answer = loop {
+            tokio::select! {
+                biased;
+                answer = &mut answered => break answer,
+                _writing = queue.writing.lock() => {
+                    // Under the lock the grant is either still queued or answered.
+                    if let Ok(answer) = answered.try_recv() {
+                        break Ok(answer);
+                    }
+                    let batch = std::mem::take(&mut *queue.waiting());
+                    self.write_grants(&api, &key, batch, gates).await;
+                }
             }
+        };
+        match answer {
+            Ok(Ok(verdict)) => Ok(verdict),
+            Ok(Err(e)) => Err(kube::Error::Service(Box::new(e))),
+            // The writer dropped the grant unanswered (it was cancelled): refuse, safely.
+            Err(_) => Ok(Verdict::Denied(conflicts_message(&key.name))),
         }
-        Ok(outcome.verdict)
     }
 
-    /// The lock a grant on the budget `key` holds while it decides and writes.
-    fn granting_lock(&self, key: ObjectRef<PodUnavailableBudget>) -> Arc<tokio::sync::Mutex<()>> {
+    /// Decides again on `batch`, queued grants on the budget `key`, against the newest
+    /// budget, writes their grants in one status write and answers each.
+    async fn write_grants(
+        &self,
+        api: &Api<PodUnavailableBudget>,
+        key: &ObjectRef<PodUnavailableBudget>,
+        batch: Vec<Waiting>,
+        gates: Gates,
+    ) {
+        if batch.is_empty() {
+            return;
+        }
+        let (budget, watched_version) = match self.store.get(key) {
+            Some(cached) => (
+                Some(self.newest(&cached)),
+                cached.resource_version().unwrap_or_default(),
+            ),
+            None => (None, String::new()),
+        };
+        let asked: Vec<Asked<'_>> = batch
+            .iter()
+            .map(|w| Asked {
+                pod: &w.pod,
+                operation: &w.operation,
+                dry_run: w.dry_run,
+            })
+            .collect();
+        let outcome = decide_and_write(api, budget, &asked, gates).await;
+        let verdicts: Vec<Answer> = match outcome {
+            Ok(outcome) => {
+                if let Some(written) = outcome.written
+                    && let Ok(mut grants) = self.written.lock()
+                {
+                    grants.insert(key.clone(), (watched_version, written));
+                }
+                outcome.verdicts.into_iter().map(Ok).collect()
+            }
+            Err(e) => {
+                let e = Arc::new(e);
+                batch.iter().map(|_| Err(e.clone())).collect()
+            }
+        };
+        for (waiting, verdict) in batch.into_iter().zip(verdicts) {
+            // The review may have gone (its request cancelled); nothing waits for it then.
+            let _ = waiting.answer.send(verdict);
+        }
+    }
+
+    /// `budget` with the disruptions reserved by this process's grants in flight taken
+    /// from its `unavailableAllowed`.
+    fn less_reserved(&self, mut budget: PodUnavailableBudget) -> PodUnavailableBudget {
+        let reserved = self
+            .reserved
+            .lock()
+            .ok()
+            .and_then(|r| r.get(&ObjectRef::from_obj(&budget)).copied())
+            .unwrap_or(0);
+        if let Some(status) = budget.status.as_mut() {
+            status.unavailable_allowed -= reserved;
+        }
+        budget
+    }
+
+    /// Holds one disruption of the budget `key` until the returned guard is dropped.
+    fn reserve(&self, key: ObjectRef<PodUnavailableBudget>) -> Reservation<'_> {
+        if let Ok(mut reserved) = self.reserved.lock() {
+            *reserved.entry(key.clone()).or_default() += 1;
+        }
+        Reservation {
+            reserved: &self.reserved,
+            key,
+        }
+    }
+
+    /// The queue of grants waiting to be written on the budget `key`.
+    fn grant_queue(&self, key: ObjectRef<PodUnavailableBudget>) -> Arc<GrantQueue> {
         match self.granting.lock() {
-            Ok(mut locks) => locks.entry(key).or_default().clone(),
-            // A poisoned map: grants go unserialised, as conditioned writes they stay safe.
+            Ok(mut queues) => queues.entry(key).or_default().clone(),
+            // A poisoned map: each grant is written alone; conditioned writes stay safe.
             Err(_) => Arc::default(),
         }
     }
@@ -300,5 +487,50 @@ impl BudgetCache {
             }
             None => cached.clone(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pub_budget::PodUnavailableBudgetStatus;
+    use kube::runtime::reflector;
+    use serde_json::json;
+
+    fn budget(allowed: i32) -> PodUnavailableBudget {
+        let mut budget: PodUnavailableBudget = serde_json::from_value(json!({
+            "apiVersion": "policy.kruise.io/v1beta1", "kind": "PodUnavailableBudget",
+            "metadata": {"name": "web", "namespace": "default", "resourceVersion": "7"},
+            "spec": {"selector": {"matchLabels": {"app": "web"}}, "maxUnavailable": 2}
+        }))
+        .unwrap();
+        budget.status = Some(PodUnavailableBudgetStatus {
+            unavailable_allowed: allowed,
+            desired_available: 8,
+            current_available: 10,
+            total_replicas: 10,
+            ..Default::default()
+        });
+        budget
+    }
+
+    fn allowed(budget: &PodUnavailableBudget) -> i32 {
+        budget.status.as_ref().map_or(0, |s| s.unavailable_allowed)
+    }
+
+    #[test]
+    fn grants_in_flight_hold_their_disruptions_until_answered() {
+        let (store, _writer) = reflector::store::<PodUnavailableBudget>();
+        let cache = BudgetCache::new(store);
+        let key = ObjectRef::from_obj(&budget(2));
+        assert_eq!(allowed(&cache.less_reserved(budget(2))), 2);
+        let first = cache.reserve(key.clone());
+        let second = cache.reserve(key.clone());
+        assert_eq!(allowed(&cache.less_reserved(budget(2))), 0);
+        drop(first);
+        assert_eq!(allowed(&cache.less_reserved(budget(2))), 1);
+        drop(second);
+        assert_eq!(allowed(&cache.less_reserved(budget(2))), 2);
+        assert!(cache.reserved.lock().unwrap().is_empty());
     }
 }
