@@ -290,6 +290,48 @@ mod tests {
     use crate::plan::tests::{cloneset, revision_for};
     use serde_json::json;
 
+    /// A revision an earlier kruise-rs stored kept the template as the user wrote it
+    /// (`cpu: "0.5"`, a probe's `initialDelaySeconds: 0`), under the hash of those bytes.
+    /// After the upgrade it is still the current and update revision: no new revision, so
+    /// the pods' `controller-revision-hash` stays current and nothing rolls.
+    #[test]
+    fn a_revision_stored_before_go_encoding_stays_current_after_an_upgrade() {
+        let mut cs = cloneset(
+            "nginx:1",
+            json!({"template": {"spec": {"containers": [{"name": "main", "image": "nginx:1",
+                "resources": {"requests": {"cpu": "0.5", "memory": "1024Mi"}},
+                "readinessProbe": {"tcpSocket": {"port": 80}, "initialDelaySeconds": 0}}]}}}),
+        );
+        let template = serde_json::to_value(&cs.spec.template).unwrap();
+        let stored = new_controller_revision(&NewRevision {
+            parent_name: "demo".into(),
+            namespace: Some("default".into()),
+            data: template_revision_data(&template),
+            revision: 1,
+            collision_count: Some(0),
+            ..Default::default()
+        });
+        // Today's data for the same template hashes to another name.
+        assert_ne!(
+            stored.metadata.name,
+            revision_for(&cs, 1).metadata.name,
+            "the stored revision must carry the earlier encoding"
+        );
+        cs.status = Some(crate::api::CloneSetStatus {
+            current_revision: stored.metadata.name.clone().unwrap(),
+            update_revision: stored.metadata.name.clone().unwrap(),
+            ..Default::default()
+        });
+        let plan = plan_revisions(&cs, std::slice::from_ref(&stored));
+        assert_eq!(plan.write, RevisionWrite::None);
+        assert_eq!(plan.update.metadata.name, stored.metadata.name);
+        assert_eq!(plan.current.metadata.name, stored.metadata.name);
+        assert_eq!(
+            plan.update.data, stored.data,
+            "stored data is never rewritten"
+        );
+    }
+
     #[test]
     fn create_reuse_bump_and_current() {
         let cs = cloneset("nginx:1", json!({}));

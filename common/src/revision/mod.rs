@@ -209,8 +209,28 @@ pub fn normalize_data(v: &Value) -> Value {
 
 /// Whether two revision data documents are semantically equal (Go encoding artefacts and key
 /// order ignored). This — not the name or hash — decides reuse.
+///
+/// A pod template inside the data (`spec.template`) is compared as Go encodes it
+/// ([`go_encoded_pod_template`](crate::api::pod_defaults::go_encoded_pod_template)):
+/// quantities in canonical form, a probe's 0 numbers absent. Revisions an earlier kruise-rs
+/// stored kept the user's forms (`cpu: "0.5"`, `initialDelaySeconds: 0`); they still equal
+/// today's data for the same template, so an upgrade finds and keeps them and rolls no pod.
 pub fn equal_revision_data(a: &Value, b: &Value) -> bool {
-    a == b || normalize_data(a) == normalize_data(b)
+    a == b
+        || normalize_data(&go_encoded_template_data(a))
+            == normalize_data(&go_encoded_template_data(b))
+}
+
+/// `data` with its `spec.template` (if any) re-encoded as Go writes it.
+fn go_encoded_template_data(data: &Value) -> Value {
+    let mut encoded = data.clone();
+    if let Some(template) = encoded
+        .get_mut("spec")
+        .and_then(|spec| spec.get_mut("template"))
+    {
+        *template = crate::api::pod_defaults::go_encoded_pod_template(template);
+    }
+    encoded
 }
 
 fn revision_data(r: &ControllerRevision) -> Value {

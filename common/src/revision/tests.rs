@@ -297,3 +297,55 @@ proptest! {
         prop_assert_eq!(non_live - del.len(), non_live.min(limit.max(0) as usize));
     }
 }
+
+/// The data an earlier kruise-rs stored: the template as the user wrote it (Go artefacts and
+/// `$patch` only), before revision data was written as Go encodes the template.
+fn data_stored_before_go_encoding() -> Value {
+    template_revision_data(&json!({
+        "metadata": {"labels": {"app": "demo"}},
+        "spec": {"containers": [{"name": "main", "image": "nginx",
+            "resources": {"requests": {"cpu": "0.5", "memory": "1024Mi"}, "limits": {"cpu": "1000m"}},
+            "livenessProbe": {"tcpSocket": {"port": 80}, "initialDelaySeconds": 0, "periodSeconds": 10}}],
+            "volumes": [{"name": "scratch", "ephemeral": {"volumeClaimTemplate": {
+                "spec": {"accessModes": ["ReadWriteOnce"],
+                         "resources": {"requests": {"storage": "1Gi"}}}}}}]}
+    }))
+}
+
+fn data_written_now() -> Value {
+    template_revision_data(&crate::api::pod_defaults::go_encoded_pod_template(
+        &data_stored_before_go_encoding()["spec"]["template"],
+    ))
+}
+
+#[test]
+fn data_stored_before_go_encoding_equals_todays_data_for_the_same_template() {
+    let (old, new) = (data_stored_before_go_encoding(), data_written_now());
+    // The bytes (and so the hash) differ: only a semantic comparison finds the old revision.
+    assert_ne!(revision_data_raw(&old), revision_data_raw(&new));
+    assert!(equal_revision_data(&old, &new));
+    let history = vec![rev("demo-old", 3, old.clone())];
+    assert_eq!(
+        decide_update_revision(&history, &new),
+        UpdateRevisionDecision::ReuseNewest {
+            name: "demo-old".into()
+        }
+    );
+    assert_eq!(
+        on_name_collision(&history[0], &new, 0),
+        CollisionDecision::Reuse
+    );
+}
+
+#[test]
+fn a_real_change_under_the_old_encoding_is_still_a_change() {
+    let old = data_stored_before_go_encoding();
+    let mut changed = data_written_now();
+    changed["spec"]["template"]["spec"]["containers"][0]["resources"]["requests"]["cpu"] =
+        json!("600m");
+    assert!(!equal_revision_data(&old, &changed));
+    let mut probe_changed = data_written_now();
+    probe_changed["spec"]["template"]["spec"]["containers"][0]["livenessProbe"]["initialDelaySeconds"] =
+        json!(5);
+    assert!(!equal_revision_data(&old, &probe_changed));
+}

@@ -186,6 +186,42 @@ mod tests {
         assert_eq!(revision_hash(&plan.update).as_deref(), Some("7989c9cddf"));
     }
 
+    /// A revision an earlier kruise-rs stored has the same name (the pod hash did not
+    /// change) but the template as the user wrote it (`cpu: "0.5"`, a probe's 0 numbers).
+    /// After the upgrade it is still the update revision: no create, so no name collision, no
+    /// `collisionCount` bump and no new pod hash — nothing rolls.
+    #[test]
+    fn a_revision_stored_before_go_encoding_stays_the_update_revision_after_an_upgrade() {
+        let ds: DaemonSet = serde_json::from_value(json!({
+            "apiVersion": "apps.kruise.io/v1beta1", "kind": "DaemonSet",
+            "metadata": {"name": "agent", "namespace": "ns", "uid": "u1"},
+            "spec": {"selector": {"matchLabels": {"app": "agent"}}, "template": {
+                "metadata": {"labels": {"app": "agent"}},
+                "spec": {"containers": [{"name": "c", "image": "a:1",
+                    "resources": {"requests": {"cpu": "0.5", "memory": "1024Mi"}},
+                    "readinessProbe": {"tcpSocket": {"port": 80}, "initialDelaySeconds": 0}}]}}}
+        }))
+        .unwrap();
+        let mut stored = stored(&ds, "h1", 1);
+        let template = serde_json::to_value(&ds.spec.template).unwrap();
+        stored.data = Some(k8s_openapi::apimachinery::pkg::runtime::RawExtension(
+            template_revision_data(&template),
+        ));
+        let today = plan_revisions(&ds, "h1", &[]).update.data;
+        assert_ne!(
+            today, stored.data,
+            "the stored revision must carry the earlier encoding"
+        );
+        let plan = plan_revisions(&ds, "h1", std::slice::from_ref(&stored));
+        assert_eq!(plan.write, RevisionWrite::None);
+        assert_eq!(plan.update.metadata.name.as_deref(), Some("agent-h1"));
+        assert_eq!(revision_hash(&plan.update).as_deref(), Some("h1"));
+        assert_eq!(
+            plan.update.data, stored.data,
+            "stored data is never rewritten"
+        );
+    }
+
     /// Found by the differential test against OpenKruise (`tests/openkruise_oracle.rs`):
     /// its controller's `getPatch` writes the template as Go encodes it.
     #[test]

@@ -134,6 +134,57 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    /// A revision an earlier kruise-rs stored kept the typed template (an ephemeral claim
+    /// template without `creationTimestamp: null`, `cpu: "0.5"`, a probe's 0 numbers), under
+    /// the hash of those bytes. After the upgrade it is still the current and update
+    /// revision: no new revision, so the pods' `controller-revision-hash` stays current.
+    #[test]
+    fn a_revision_stored_before_go_encoding_stays_current_after_an_upgrade() {
+        let mut set: StatefulSet = serde_json::from_value(json!({
+            "apiVersion": "apps.kruise.io/v1beta1", "kind": "StatefulSet",
+            "metadata": {"name": "web", "namespace": "default", "uid": "u1"},
+            "spec": {"selector": {"matchLabels": {"app": "web"}}, "template": {
+                "metadata": {"labels": {"app": "web"}},
+                "spec": {"containers": [{"name": "main", "image": "nginx",
+                             "resources": {"requests": {"cpu": "0.5"}},
+                             "livenessProbe": {"tcpSocket": {"port": 80},
+                                               "initialDelaySeconds": 0}}],
+                         "volumes": [{"name": "scratch", "ephemeral": {"volumeClaimTemplate": {
+                             "spec": {"accessModes": ["ReadWriteOnce"],
+                                      "resources": {"requests": {"storage": "1Gi"}}}}}}]}}}
+        }))
+        .unwrap();
+        let RevisionWrite::Create(today) = plan_revisions(&set, &[]).write else {
+            panic!("expected a new revision");
+        };
+        let template = serde_json::to_value(&set.spec.template).unwrap();
+        let stored = new_controller_revision(&NewRevision {
+            parent_name: "web".into(),
+            namespace: Some("default".into()),
+            data: template_revision_data(&template),
+            revision: 1,
+            collision_count: Some(0),
+            ..Default::default()
+        });
+        assert_ne!(
+            stored.metadata.name, today.metadata.name,
+            "the stored revision must carry the earlier encoding"
+        );
+        let name = stored.metadata.name.clone().unwrap();
+        set.status = Some(
+            serde_json::from_value(json!({"currentRevision": name, "updateRevision": name}))
+                .unwrap(),
+        );
+        let plan = plan_revisions(&set, std::slice::from_ref(&stored));
+        assert_eq!(plan.write, RevisionWrite::None);
+        assert_eq!(plan.update.metadata.name, stored.metadata.name);
+        assert_eq!(plan.current.metadata.name, stored.metadata.name);
+        assert_eq!(
+            plan.update.data, stored.data,
+            "stored data is never rewritten"
+        );
+    }
+
     /// Found by the differential test against OpenKruise (`tests/openkruise_oracle.rs`):
     /// Go writes an ephemeral volume's claim template with its struct fields.
     #[test]
