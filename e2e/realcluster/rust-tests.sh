@@ -33,6 +33,8 @@ if [[ ${#suites[@]} -eq 0 ]]; then
 		kruise-imagepull:imagepull_sim
 		kruise-imagepull:agent_sim
 		kruise-imagepull:predownload_sim
+		kruise-daemonset:controller_sim
+		kruise-daemonset:migration_sim
 	)
 fi
 

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::apps::v1::ControllerRevision;
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
-use kruise_sim::Sim;
+use kruise_sim::{Counters, Sim};
 use kube::api::{Api, ApiResource, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt as _};
 use serde_json::{Value, json};
@@ -21,8 +21,15 @@ use crate::{WAIT, eventually};
 /// writes it), and every write on the kinds in `untouched` (`controllerrevisions`,
 /// `persistentvolumeclaims`).
 pub fn forbidden_writes(sim: &Sim, untouched: &[&str]) -> BTreeMap<String, u64> {
+    forbidden_writes_counted(sim.counters(), untouched)
+}
+
+/// [`forbidden_writes`] from any request counters, such as a
+/// [`TestCluster`](crate::TestCluster)'s on a real API server (which counts the test's
+/// clients only).
+pub fn forbidden_writes_counted(counters: &Counters, untouched: &[&str]) -> BTreeMap<String, u64> {
     let mut writes = BTreeMap::new();
-    for (key, n) in sim.counters().snapshot() {
+    for (key, n) in counters.snapshot() {
         let write = matches!(
             key.verb.as_str(),
             "create" | "update" | "patch" | "delete" | "deletecollection"
