@@ -35,6 +35,8 @@ if [[ ${#suites[@]} -eq 0 ]]; then
 		kruise-imagepull:predownload_sim
 		kruise-daemonset:controller_sim
 		kruise-daemonset:migration_sim
+		kruise-protection:budget_sim
+		kruise-protection:eviction_sim
 	)
 fi
 
