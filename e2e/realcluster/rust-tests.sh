@@ -37,6 +37,11 @@ if [[ ${#suites[@]} -eq 0 ]]; then
 		kruise-daemonset:migration_sim
 		kruise-protection:budget_sim
 		kruise-protection:eviction_sim
+		kruise-protection:cloneset_budget_sim
+		kruise-protection:lessons_sim
+		kruise-protection:related_pub_sim
+		kruise-protection:pod_admission_sim
+		kruise-protection:deletion_sim
 	)
 fi
 
