@@ -42,6 +42,7 @@ if [[ ${#suites[@]} -eq 0 ]]; then
 		kruise-protection:related_pub_sim
 		kruise-protection:pod_admission_sim
 		kruise-protection:deletion_sim
+		kruise-protection:sidecarset_budget_sim
 	)
 fi
 
