@@ -424,9 +424,12 @@ async fn reconcile(original: Arc<DaemonSet>, shared: Arc<Shared>) -> Result<Requ
         return Ok(Requeue::await_change());
     }
 
-    // Observe.
+    // Observe. Every cache first holds what the cluster held at start: a pass that saw no
+    // revision yet would write its own and replace the pods carrying another's hash (a
+    // DaemonSet taken over from OpenKruise).
     if shared.pods.wait_until_ready().await.is_err()
         || shared.nodes.wait_until_ready().await.is_err()
+        || shared.revisions.wait_until_ready().await.is_err()
     {
         return Ok(Requeue::requeue(EXPECTATIONS_REQUEUE));
     }

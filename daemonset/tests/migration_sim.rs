@@ -2,7 +2,8 @@
 //! (`fixtures/openkruise/daemonset.json`: the DaemonSet as OpenKruise's webhook stored it,
 //! its ControllerRevision named after Kubernetes' `ComputeHash` of the template with the data
 //! OpenKruise's `getPatch` writes, and one Running pod per node carrying that hash) is loaded
-//! into kruise-sim, then kruise-rs's DaemonSet controller starts. It must adopt all of it
+//! into kruise-sim or the real API server of `KRUISE_TEST_KUBECONFIG` (in the test's
+//! namespace), then kruise-rs's DaemonSet controller starts. It must adopt all of it
 //! without a pod create, delete or spec/metadata write, nor any revision write, because it
 //! recognises OpenKruise's revision by its data (as upstream's history code does) and uses
 //! that revision's hash; a later image change still rolls out in place.
@@ -26,9 +27,8 @@ use kruise_common::runtime::{Metrics, Readiness, RunOptions};
 use kruise_daemonset::api::v1beta1::DaemonSet;
 use kruise_daemonset::controller::{self, Settings};
 use kruise_daemonset::conversion::DaemonSetConverter;
-use kruise_sim::Sim;
 use kruise_testkit::migration::{self, FixtureLayout};
-use kruise_testkit::{WAIT, eventually};
+use kruise_testkit::{TestCluster, WAIT, eventually};
 use kube::api::{Api, ListParams, Patch, PatchParams};
 use kube::{Client, ResourceExt as _};
 use serde_json::{Value, json};
@@ -40,7 +40,7 @@ const FIXTURE: &str = include_str!("fixtures/openkruise/daemonset.json");
 const OPENKRUISE_HASH: &str = "7989c9cddf";
 const OPENKRUISE_REVISION: &str = "agent-7989c9cddf";
 
-/// The controller in-process for `default`, with its metrics to count reconciles.
+/// The controller in-process for the client's namespace, with its metrics to count reconciles.
 struct Running {
     shutdown: CancellationToken,
     task: tokio::task::JoinHandle<()>,
@@ -60,7 +60,7 @@ impl Running {
             leadership: Default::default(),
         };
         let settings = Settings {
-            namespace: Some("default".into()),
+            namespace: Some(client.default_namespace().into()),
             ..Settings::default()
         };
         let client = client.clone();
@@ -98,9 +98,16 @@ impl Running {
 }
 
 /// Loads the fixture through `kruise_testkit::migration`: the DaemonSet converted to the
-/// stored version first, as this crate's `/convert` would serve it.
+/// stored version first, as this crate's `/convert` would serve it; every object in the
+/// client's namespace.
 async fn load_openkruise_cluster(client: &Client) -> Value {
+    let namespace = client.default_namespace();
     let mut fixture: Value = serde_json::from_str(FIXTURE).unwrap();
+    fixture["daemonSet"]["metadata"]["namespace"] = json!(namespace);
+    fixture["revision"]["metadata"]["namespace"] = json!(namespace);
+    for pod in fixture["pods"].as_array_mut().unwrap() {
+        pod["metadata"]["namespace"] = json!(namespace);
+    }
     let crd = kruise_daemonset::api::crd::crd().unwrap();
     let stored = kruise_testkit::sim::stored_resource(&crd);
     let daemonset = fixture["daemonSet"].as_object_mut().unwrap();
@@ -110,34 +117,26 @@ async fn load_openkruise_cluster(client: &Client) -> Value {
     let layout = FixtureLayout {
         workload: &stored,
         key: "daemonSet",
-        revisions_namespace: "default",
+        revisions_namespace: namespace,
     };
     migration::load_openkruise_cluster(client, &layout, &fixture.to_string()).await
 }
 
 /// The writes the takeover must not make: pods, and every ControllerRevision write.
-fn forbidden_writes(sim: &Sim) -> BTreeMap<String, u64> {
-    migration::forbidden_writes(sim, &["controllerrevisions"])
+fn forbidden_writes(cluster: &TestCluster) -> BTreeMap<String, u64> {
+    migration::forbidden_writes_counted(cluster.counters(), &["controllerrevisions"])
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn takes_over_an_openkruise_daemonset_without_touching_a_pod() {
-    let (sim, client) =
-        kruise_testkit::sim_with_crds(3, &[kruise_daemonset::api::crd::crd().unwrap()]).await;
-    let fixture = load_openkruise_cluster(&client).await;
-    let before = migration::identities(&client, "default").await;
-    let writes_before = forbidden_writes(&sim);
-    let daemonsets: Api<DaemonSet> = Api::namespaced(client.clone(), "default");
-
-    // Settled: reconciled, then reconciled again after a metadata-only change, so every
-    // requeue of the first look ran.
-    let running = Running::start(&client);
+/// Starts the controller and waits until it has settled: reconciled, then reconciled again
+/// after a metadata-only change, so every requeue of the first look ran.
+async fn start_and_settle(client: &Client) -> Running {
+    let running = Running::start(client);
     eventually("a first reconcile", WAIT, || async {
         (running.reconciles() >= 1).then_some(())
     })
     .await;
     let first = running.reconciles();
-    daemonsets
+    Api::<DaemonSet>::default_namespaced(client.clone())
         .patch(
             "agent",
             &PatchParams::default(),
@@ -149,26 +148,73 @@ async fn takes_over_an_openkruise_daemonset_without_touching_a_pod() {
         (running.reconciles() > first).then_some(())
     })
     .await;
+    running
+}
 
-    assert_eq!(
-        forbidden_writes(&sim),
-        writes_before,
-        "the takeover wrote pods or revisions"
-    );
-    assert_eq!(
-        migration::identities(&client, "default").await,
-        before,
-        "pods replaced or restarted"
-    );
-    let revisions: Api<ControllerRevision> = Api::namespaced(client.clone(), "default");
-    let names: Vec<String> = revisions
+/// The names of the ControllerRevisions in the client's namespace.
+async fn revision_names(client: &Client) -> Vec<String> {
+    Api::<ControllerRevision>::default_namespaced(client.clone())
         .list(&ListParams::default())
         .await
         .unwrap()
         .items
         .iter()
         .map(|r| r.name_any())
-        .collect();
+        .collect()
+}
+
+/// A controller whose ControllerRevision cache fills after its DaemonSet cache (the list
+/// answers late, as it can on a real API server) still adopts OpenKruise's revision: it
+/// reconciles only once every cache it reads holds the cluster's state.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sim_only_takes_over_when_the_revision_list_answers_late() {
+    let (cluster, client) =
+        kruise_testkit::cluster_with_crds(3, &[kruise_daemonset::api::crd::crd().unwrap()]).await;
+    let sim = cluster
+        .sim()
+        .expect("the list latency is injected by kruise-sim");
+    load_openkruise_cluster(&client).await;
+    let writes_before = forbidden_writes(&cluster);
+    sim.faults().add(
+        kruise_sim::FaultRule::new()
+            .verb("list")
+            .resource("controllerrevisions")
+            .latency(Duration::from_secs(1))
+            .times(1),
+    );
+    let running = start_and_settle(&client).await;
+    assert_eq!(
+        forbidden_writes(&cluster),
+        writes_before,
+        "the takeover wrote pods or revisions"
+    );
+    assert_eq!(revision_names(&client).await, [OPENKRUISE_REVISION]);
+    running.stop().await;
+    cluster.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn takes_over_an_openkruise_daemonset_without_touching_a_pod() {
+    let (cluster, client) =
+        kruise_testkit::cluster_with_crds(3, &[kruise_daemonset::api::crd::crd().unwrap()]).await;
+    let namespace = client.default_namespace();
+    let fixture = load_openkruise_cluster(&client).await;
+    let before = migration::identities(&client, namespace).await;
+    let writes_before = forbidden_writes(&cluster);
+    let daemonsets: Api<DaemonSet> = Api::default_namespaced(client.clone());
+
+    let running = start_and_settle(&client).await;
+    assert_eq!(
+        forbidden_writes(&cluster),
+        writes_before,
+        "the takeover wrote pods or revisions"
+    );
+    assert_eq!(
+        migration::identities(&client, namespace).await,
+        before,
+        "pods replaced or restarted"
+    );
+    let names = revision_names(&client).await;
     assert_eq!(
         names,
         [OPENKRUISE_REVISION],
@@ -198,7 +244,7 @@ async fn takes_over_an_openkruise_daemonset_without_touching_a_pod() {
         )
         .await
         .unwrap();
-    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let pods: Api<Pod> = Api::default_namespaced(client.clone());
     eventually("every pod on nginx:1.27-alpine and Ready", WAIT, || async {
         let listed = pods.list(&ListParams::default()).await.ok()?;
         listed
@@ -214,7 +260,7 @@ async fn takes_over_an_openkruise_daemonset_without_touching_a_pod() {
             .then_some(())
     })
     .await;
-    let after = migration::identities(&client, "default").await;
+    let after = migration::identities(&client, namespace).await;
     let expected: BTreeMap<_, _> = before
         .into_iter()
         .map(|(name, (uid, restarts))| {
@@ -232,10 +278,10 @@ async fn takes_over_an_openkruise_daemonset_without_touching_a_pod() {
             Some(&new_hash)
         );
     }
-    let writes = forbidden_writes(&sim);
+    let writes = forbidden_writes(&cluster);
     for what in ["create pods/", "delete pods/"] {
         assert_eq!(writes.get(what), writes_before.get(what), "{what}");
     }
     running.stop().await;
-    sim.shutdown().await;
+    cluster.shutdown().await;
 }

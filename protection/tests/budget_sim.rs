@@ -1,5 +1,6 @@
-//! The PodUnavailableBudget controller against kruise-sim: its scheduler binds the pods and
-//! its kubelet makes them Ready; the controller counts them against the workloads' replicas.
+//! The PodUnavailableBudget controller against kruise-sim or the real API server of
+//! `KRUISE_TEST_KUBECONFIG`: the scheduler binds the pods and the simulated kubelet makes
+//! them Ready; the controller counts them against the workloads' replicas.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod support;
@@ -16,7 +17,7 @@ use support::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deployment_of_four_with_max_unavailable_25_percent() {
-    let (_sim, client) = sim(2).await;
+    let (cluster, client) = cluster(2).await;
     let _controller = start(&client);
     deployment(&client, "web", 4, 4).await;
     budget(
@@ -27,7 +28,7 @@ async fn deployment_of_four_with_max_unavailable_25_percent() {
     .await;
     // OpenKruise's e2e: allowed 1, current 4, desired 3, total 4.
     wait_for_numbers(&client, "web", (1, 4, 3, 4)).await;
-    let pods = Api::<Pod>::namespaced(client.clone(), "default");
+    let pods = Api::<Pod>::default_namespaced(client.clone());
     let pod = pods.get("web-7d4b9-0").await.unwrap();
     let annotations = pod.annotations();
     assert_eq!(
@@ -41,9 +42,10 @@ async fn deployment_of_four_with_max_unavailable_25_percent() {
         Some("web")
     );
 
-    // Scaling the Deployment to 0 lowers the desired count to 0 (its pods are the
-    // ReplicaSet's to delete; kruise-sim has no Deployment controller).
-    Api::<Deployment>::namespaced(client.clone(), "default")
+    // Scaling the Deployment to 0 lowers the desired count to 0; the pods left (the
+    // ReplicaSet's to delete: kube's ReplicaSet controller deletes them, kruise-sim has
+    // none) are all allowed to go.
+    Api::<Deployment>::default_namespaced(client.clone())
         .patch(
             "web",
             &PatchParams::default(),
@@ -51,15 +53,35 @@ async fn deployment_of_four_with_max_unavailable_25_percent() {
         )
         .await
         .unwrap();
-    pods.delete("web-7d4b9-3", &Default::default())
-        .await
-        .unwrap();
-    wait_for_numbers(&client, "web", (3, 3, 0, 0)).await;
+    // A pod change wakes the budget (the ReplicaSet controller's deletions on a real API
+    // server; this one here, which it may have deleted already).
+    match pods.delete("web-7d4b9-3", &Default::default()).await {
+        Ok(_) => {}
+        Err(kube::Error::Api(status)) if status.code == 404 => {}
+        Err(e) => panic!("deleting web-7d4b9-3: {e}"),
+    }
+    let api = Api::<PodUnavailableBudget>::default_namespaced(client.clone());
+    eventually(
+        "web: nothing desired, every pod left allowed",
+        WAIT,
+        || async {
+            let status = api.get("web").await.ok()?.status?;
+            let done = status.desired_available == 0
+                && status.total_replicas == 0
+                && status.unavailable_allowed == status.current_available;
+            if !done {
+                eprintln!("DBG {status:?}");
+            }
+            done.then_some(())
+        },
+    )
+    .await;
+    cluster.shutdown().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_budget_created_before_its_workload_converges_once_the_pods_exist() {
-    let (_sim, client) = sim(2).await;
+    let (cluster, client) = cluster(2).await;
     let _controller = start(&client);
     budget(
         &client,
@@ -72,11 +94,12 @@ async fn a_budget_created_before_its_workload_converges_once_the_pods_exist() {
     deployment(&client, "api", 3, 3).await;
     // minAvailable 50% of 3: ceil(1.5) = 2.
     wait_for_numbers(&client, "api", (1, 3, 2, 3)).await;
+    cluster.shutdown().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn protect_total_replicas_and_records_from_admission() {
-    let (_sim, client) = sim(2).await;
+    let (cluster, client) = cluster(2).await;
     let _controller = start(&client);
     deployment(&client, "db", 2, 2).await;
     budget(
@@ -90,7 +113,7 @@ async fn protect_total_replicas_and_records_from_admission() {
     wait_for_numbers(&client, "db", (0, 2, 4, 5)).await;
 
     // A deletion granted by admission just now keeps its pod out of the count for 20 s.
-    let api = Api::<PodUnavailableBudget>::namespaced(client.clone(), "default");
+    let api = Api::<PodUnavailableBudget>::default_namespaced(client.clone());
     let now = jiff::Timestamp::now().to_string();
     api.patch_status(
         "db",
@@ -115,4 +138,5 @@ async fn protect_total_replicas_and_records_from_admission() {
         },
     )
     .await;
+    cluster.shutdown().await;
 }

@@ -32,7 +32,7 @@ fn start_cloneset(client: &Client) -> CancellationToken {
         leadership: Default::default(),
     };
     let settings = Settings {
-        namespace: Some("default".into()),
+        namespace: Some(client.default_namespace().into()),
         pub_check: true,
         ..Settings::default()
     };
@@ -49,7 +49,7 @@ fn template(image: &str, ready_delay: &str) -> serde_json::Value {
 
 /// The images of the CloneSet's pods.
 async fn images(client: &Client) -> Vec<String> {
-    Api::<Pod>::namespaced(client.clone(), "default")
+    Api::<Pod>::default_namespaced(client.clone())
         .list(&ListParams::default().labels("app=web"))
         .await
         .unwrap()
@@ -67,11 +67,17 @@ async fn images(client: &Client) -> Vec<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_rollout_to_a_failing_image_stops_at_the_budget_and_completes_once_fixed() {
-    let (_sim, client) = sim(2).await;
-    kruise_testkit::sim::install_crds(&client, &[kruise_cloneset::api::crd::crd().unwrap()]).await;
+    let (cluster, client) = kruise_testkit::cluster_with_crds(
+        2,
+        &[
+            kruise_protection::api::crd::crd().unwrap(),
+            kruise_cloneset::api::crd::crd().unwrap(),
+        ],
+    )
+    .await;
     let _budget_controller = start(&client);
     let _cloneset_controller = start_cloneset(&client).drop_guard();
-    let clonesets = Api::<CloneSet>::namespaced(client.clone(), "default");
+    let clonesets = Api::<CloneSet>::default_namespaced(client.clone());
     let cs: CloneSet = serde_json::from_value(json!({
         "apiVersion": "apps.kruise.io/v1beta1", "kind": "CloneSet",
         "metadata": {"name": "web"},
@@ -141,4 +147,5 @@ async fn a_rollout_to_a_failing_image_stops_at_the_budget_and_completes_once_fix
     .await;
     assert_eq!(images(&client).await, vec!["nginx:1.27".to_string(); 3]);
     wait_for_numbers(&client, "web", (1, 3, 2, 3)).await;
+    cluster.shutdown().await;
 }

@@ -1,13 +1,16 @@
 //! Deletion protection of built-in kinds end to end: the webhooks the protection family
 //! lends kruise-webhook, built as kruise-webhook builds them (gates
 //! `ResourcesDeletionProtection` and `DeletionProtectionForCRDCascadingGate` on), served
-//! over TLS and published; kruise-sim calls them for DELETEs of labelled objects.
+//! over TLS and published; kruise-sim, or kube-apiserver with `KRUISE_TEST_KUBECONFIG`,
+//! calls them for DELETEs of labelled objects.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod support;
 
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::{Namespace, PersistentVolumeClaim, Pod, Service};
+use k8s_openapi::api::core::v1::{
+    Namespace, PersistentVolume, PersistentVolumeClaim, Pod, Service, ServiceAccount,
+};
 use k8s_openapi::api::networking::v1::Ingress;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kruise_common::admission::AdmissionRoutes;
@@ -104,42 +107,55 @@ where
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn namespaces_are_protected_always_and_while_they_hold_pods_or_bound_claims() {
-    let (_sim, client) = sim(1).await;
+    let (cluster, client) = cluster(1).await;
     let metrics = Metrics::new();
     let _stop = serve_protection(&client, &metrics).await.drop_guard();
     let namespaces: Api<Namespace> = Api::all(client.clone());
+    // Named after the test's own, so no other run's is in the way on a shared API server.
+    let team = format!("{}-team", client.default_namespace());
+    let team = team.as_str();
     apply(
         &namespaces,
-        json!({"metadata": {"name": "team", "labels": {"policy.kruise.io/delete-protection": "Always"}}}),
+        json!({"metadata": {"name": team, "labels": {"policy.kruise.io/delete-protection": "Always"}}}),
     )
     .await;
     assert_eq!(
-        delete_error(&namespaces, "team").await,
+        delete_error(&namespaces, team).await,
         refusal("vnamespace.kb.io", ALWAYS)
     );
-    assert!(
-        metrics
-            .encode()
-            .unwrap()
-            .contains("namespace_deletion_protection_total{name=\"team\"")
+    assert!(metrics.encode().unwrap().contains(&format!(
+        "namespace_deletion_protection_total{{name=\"{team}\""
+    )));
+    let logged = format!(
+        r#"{{"Event":"DeletionProtection","Kind":"Namespace","Namespace":"","Name":"{team}","UserAgent":""#
     );
     assert!(
-        logged_refusals().iter().any(|line| line.starts_with(
-            r#"{"Event":"DeletionProtection","Kind":"Namespace","Namespace":"","Name":"team","UserAgent":""#
-        )),
+        logged_refusals()
+            .iter()
+            .any(|line| line.starts_with(&logged)),
         "{:?}",
         logged_refusals()
     );
 
-    label(&namespaces, "team", Some("Cascading")).await;
-    let pods: Api<Pod> = Api::namespaced(client.clone(), "team");
+    label(&namespaces, team, Some("Cascading")).await;
+    // A pod is admitted once the namespace has its `default` ServiceAccount (made by
+    // kube-controller-manager on a real API server; kruise-sim admits pods without one).
+    let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), team);
+    let account: ServiceAccount =
+        serde_json::from_value(json!({"metadata": {"name": "default"}})).unwrap();
+    match accounts.create(&PostParams::default(), &account).await {
+        Ok(_) => {}
+        Err(kube::Error::Api(status)) if status.code == 409 => {}
+        Err(e) => panic!("creating the default ServiceAccount: {e}"),
+    }
+    let pods: Api<Pod> = Api::namespaced(client.clone(), team);
     apply(
         &pods,
         json!({"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c", "image": "nginx:1.25"}]}}),
     )
     .await;
     assert_eq!(
-        delete_error(&namespaces, "team").await,
+        delete_error(&namespaces, team).await,
         refusal(
             "vnamespace.kb.io",
             "forbidden by ResourcesProtectionDeletion for policy.kruise.io/delete-protection=Cascading and active pods 1>0"
@@ -156,12 +172,24 @@ async fn namespaces_are_protected_always_and_while_they_hold_pods_or_bound_claim
     })
     .await;
 
-    // K#1223: a Bound claim protects a namespace without pods.
-    let claims: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), "team");
+    // K#1223: a Bound claim protects a namespace without pods. Bound to a volume made for
+    // it: kube-controller-manager's volume binder binds the two (and would mark a claim
+    // Bound to no volume Lost); on kruise-sim, which has no binder, the test writes Bound.
+    let volumes: Api<PersistentVolume> = Api::all(client.clone());
+    let volume = format!("{team}-data");
+    apply(
+        &volumes,
+        json!({"metadata": {"name": volume}, "spec": {"accessModes": ["ReadWriteOnce"],
+            "capacity": {"storage": "1Gi"}, "storageClassName": "elsewhere",
+            "persistentVolumeReclaimPolicy": "Retain", "hostPath": {"path": "/nowhere"},
+            "claimRef": {"namespace": team, "name": "data"}}}),
+    )
+    .await;
+    let claims: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), team);
     apply(
         &claims,
         json!({"metadata": {"name": "data"}, "spec": {"accessModes": ["ReadWriteOnce"],
-            "storageClassName": "elsewhere",
+            "storageClassName": "elsewhere", "volumeName": volume,
             "resources": {"requests": {"storage": "1Gi"}}}}),
     )
     .await;
@@ -173,8 +201,13 @@ async fn namespaces_are_protected_always_and_while_they_hold_pods_or_bound_claim
         )
         .await
         .unwrap();
+    eventually("the claim Bound", WAIT, || async {
+        let claim = claims.get_opt("data").await.ok()??;
+        (claim.status?.phase.as_deref() == Some("Bound")).then_some(())
+    })
+    .await;
     assert_eq!(
-        delete_error(&namespaces, "team").await,
+        delete_error(&namespaces, team).await,
         refusal(
             "vnamespace.kb.io",
             "forbidden by ResourcesProtectionDeletion for policy.kruise.io/delete-protection=Cascading and \"Bound\" status pvc 1>0"
@@ -192,17 +225,22 @@ async fn namespaces_are_protected_always_and_while_they_hold_pods_or_bound_claim
     })
     .await;
     namespaces
-        .delete("team", &DeleteParams::default())
+        .delete(team, &DeleteParams::default())
         .await
         .unwrap();
+    volumes
+        .delete(&volume, &DeleteParams::default())
+        .await
+        .unwrap();
+    cluster.shutdown().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn workloads_services_and_ingresses_are_protected() {
-    let (_sim, client) = sim(1).await;
+    let (cluster, client) = cluster(1).await;
     let metrics = Metrics::new();
     let stop = serve_protection(&client, &metrics).await;
-    let deployments: Api<Deployment> = Api::namespaced(client.clone(), "default");
+    let deployments: Api<Deployment> = Api::default_namespaced(client.clone());
     let deployment = |name: &str, value: &str, replicas: i32| {
         json!({"metadata": {"name": name, "labels": {"policy.kruise.io/delete-protection": value}},
             "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": name}},
@@ -222,9 +260,10 @@ async fn workloads_services_and_ingresses_are_protected() {
             "forbidden by ResourcesProtectionDeletion for policy.kruise.io/delete-protection=Cascading and replicas 2>0"
         )
     );
-    assert!(metrics.encode().unwrap().contains(
-        "workload_deletion_protection_total{kind_namespace_name=\"Deployment_default_cascading\""
-    ));
+    assert!(metrics.encode().unwrap().contains(&format!(
+        "workload_deletion_protection_total{{kind_namespace_name=\"Deployment_{}_cascading\"",
+        client.default_namespace()
+    )));
     deployments
         .patch(
             "cascading",
@@ -238,7 +277,7 @@ async fn workloads_services_and_ingresses_are_protected() {
         .await
         .unwrap();
 
-    let services: Api<Service> = Api::namespaced(client.clone(), "default");
+    let services: Api<Service> = Api::default_namespaced(client.clone());
     let service = |name: &str, value: &str| {
         json!({"metadata": {"name": name, "labels": {"policy.kruise.io/delete-protection": value}},
             "spec": {"ports": [{"port": 80}], "selector": {"app": "web"}}})
@@ -260,7 +299,7 @@ async fn workloads_services_and_ingresses_are_protected() {
         .await
         .unwrap();
 
-    let ingresses: Api<Ingress> = Api::namespaced(client.clone(), "default");
+    let ingresses: Api<Ingress> = Api::default_namespaced(client.clone());
     apply(
         &ingresses,
         json!({"metadata": {"name": "web", "labels": {"policy.kruise.io/delete-protection": "Always"}},
@@ -279,11 +318,9 @@ async fn workloads_services_and_ingresses_are_protected() {
 
     // kube-system is exempt (K#1526).
     let system: Api<Deployment> = Api::namespaced(client.clone(), "kube-system");
-    apply(&system, deployment("dns", "Always", 2)).await;
-    system
-        .delete("dns", &DeleteParams::default())
-        .await
-        .unwrap();
+    let dns = format!("{}-dns", client.default_namespace());
+    apply(&system, deployment(&dns, "Always", 0)).await;
+    system.delete(&dns, &DeleteParams::default()).await.unwrap();
 
     // With the webhook stopped, unlabelled objects are never sent to it; labelled ones
     // fail closed.
@@ -300,11 +337,12 @@ async fn workloads_services_and_ingresses_are_protected() {
             .await
             .is_err()
     );
+    cluster.shutdown().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn crds_are_protected_always_and_while_objects_of_their_kind_remain() {
-    let (_sim, client) = sim(1).await;
+    let (cluster, client) = cluster(1).await;
     let metrics = Metrics::new();
     let _stop = serve_protection(&client, &metrics).await.drop_guard();
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
@@ -331,7 +369,7 @@ async fn crds_are_protected_always_and_while_objects_of_their_kind_remain() {
         kind: "Widget".into(),
         plural: "widgets".into(),
     };
-    let widgets: Api<DynamicObject> = Api::namespaced_with(client.clone(), "default", &resource);
+    let widgets: Api<DynamicObject> = Api::default_namespaced_with(client.clone(), &resource);
     let widget = eventually("the Widget kind served", WAIT, || async {
         let widget = DynamicObject::new("w", &resource).data(json!({"spec": {}}));
         widgets.create(&PostParams::default(), &widget).await.ok()
@@ -349,6 +387,18 @@ async fn crds_are_protected_always_and_while_objects_of_their_kind_remain() {
     crds.delete("widgets.example.com", &DeleteParams::default())
         .await
         .unwrap();
+    // Unprotected, the other goes too (a shared API server keeps it for the next run).
+    label(&crds, "gadgets.example.com", None).await;
+    crds.delete("gadgets.example.com", &DeleteParams::default())
+        .await
+        .unwrap();
+    for name in ["gadgets.example.com", "widgets.example.com"] {
+        eventually(&format!("CRD {name} gone"), WAIT, || async {
+            crds.get_opt(name).await.ok()?.is_none().then_some(())
+        })
+        .await;
+    }
+    cluster.shutdown().await;
 }
 
 /// kruise-rs's own CRDs as `crd` prints them for the chart carry `Cascading`: once
@@ -356,10 +406,23 @@ async fn crds_are_protected_always_and_while_objects_of_their_kind_remain() {
 /// left.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kruise_rs_crds_as_the_chart_installs_them_are_deleted_only_once_empty() {
-    let (_sim, client) = kruise_testkit::sim::start(Default::default()).await;
     let printed =
         kruise_common::runtime::deletion_protected(kruise_protection::api::crd::crd().unwrap());
-    kruise_testkit::sim::install_crds(&client, &[printed]).await;
+    let (cluster, client) = kruise_testkit::cluster_with_crds(0, &[printed]).await;
+    // The refusal counts the budgets of every namespace: on a shared API server those of
+    // earlier tests go with their namespaces.
+    let all_budgets =
+        Api::<kruise_protection::api::v1beta1::PodUnavailableBudget>::all(client.clone());
+    eventually("no budget left by an earlier test", WAIT, || async {
+        all_budgets
+            .list(&Default::default())
+            .await
+            .ok()?
+            .items
+            .is_empty()
+            .then_some(())
+    })
+    .await;
     let metrics = Metrics::new();
     let _stop = serve_protection(&client, &metrics).await.drop_guard();
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
@@ -388,12 +451,17 @@ async fn kruise_rs_crds_as_the_chart_installs_them_are_deleted_only_once_empty()
             "forbidden by ResourcesProtectionDeletion for policy.kruise.io/delete-protection=Cascading and active CRs 1>0"
         )
     );
-    Api::<kruise_protection::api::v1beta1::PodUnavailableBudget>::namespaced(
+    Api::<kruise_protection::api::v1beta1::PodUnavailableBudget>::default_namespaced(
         client.clone(),
-        "default",
     )
     .delete("web", &DeleteParams::default())
     .await
     .unwrap();
     crds.delete(name, &DeleteParams::default()).await.unwrap();
+    // Gone before the next test installs it again.
+    eventually("the CRD gone", WAIT, || async {
+        crds.get_opt(name).await.ok()?.is_none().then_some(())
+    })
+    .await;
+    cluster.shutdown().await;
 }

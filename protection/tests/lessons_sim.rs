@@ -42,25 +42,29 @@ async fn replica_set_pod(client: &Client, rs: &ReplicaSet, name: &str, labels: V
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn digest_pinned_ready_pods_count_as_available() {
-    let (_sim, client) = sim(2).await;
+    let (cluster, client) = cluster(2).await;
     let _controller = start(&client);
     let image = format!("nginx@sha256:{}", "a".repeat(64));
+    // Kept from kube's Deployment and ReplicaSet controllers as `support::deployment` keeps
+    // its own: paused, a ServiceAccount that does not exist, the ReplicaSet labelled.
+    let template = json!({"metadata": {"labels": {"app": "web"}},
+        "spec": {"serviceAccountName": NO_SUCH_ACCOUNT,
+            "containers": [{"name": "main", "image": image}]}});
     let deploy: Deployment = create(
         &client,
         json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web"},
-        "spec": {"replicas": 4, "selector": {"matchLabels": {"app": "web"}},
-            "template": {"metadata": {"labels": {"app": "web"}},
-                "spec": {"containers": [{"name": "main", "image": image}]}}}}),
+        "spec": {"replicas": 4, "paused": true, "selector": {"matchLabels": {"app": "web"}},
+            "template": template}}),
     )
     .await;
     let rs: ReplicaSet = create(
         &client,
         json!({"apiVersion": "apps/v1", "kind": "ReplicaSet",
-        "metadata": {"name": "web-digest", "ownerReferences": [{"apiVersion": "apps/v1",
-            "kind": "Deployment", "name": "web", "uid": deploy.uid().unwrap(), "controller": true}]},
+        "metadata": {"name": "web-digest", "labels": {"app": "web"},
+            "ownerReferences": [{"apiVersion": "apps/v1", "kind": "Deployment", "name": "web",
+                "uid": deploy.uid().unwrap(), "controller": true}]},
         "spec": {"replicas": 4, "selector": {"matchLabels": {"app": "web"}},
-            "template": {"metadata": {"labels": {"app": "web"}},
-                "spec": {"containers": [{"name": "main", "image": image}]}}}}),
+            "template": template}}),
     )
     .await;
     for i in 0..4 {
@@ -81,20 +85,20 @@ async fn digest_pinned_ready_pods_count_as_available() {
     .await;
     // The kubelet reports an imageID whose digest is not the spec's, as containerd reports
     // the config digest; the Ready pods count all the same.
-    let pod = Api::<Pod>::namespaced(client.clone(), "default")
-        .get("web-0")
-        .await
-        .unwrap();
-    let image_id = pod.status.unwrap().container_statuses.unwrap()[0]
-        .image_id
-        .clone();
+    let pods = Api::<Pod>::default_namespaced(client.clone());
+    let image_id = eventually("web-0's container started", WAIT, || async {
+        let status = pods.get("web-0").await.ok()?.status?;
+        Some(status.container_statuses?.first()?.image_id.clone())
+    })
+    .await;
     assert!(!image_id.ends_with(&"a".repeat(64)), "{image_id}");
     wait_for_numbers(&client, "web", (1, 4, 3, 4)).await;
+    cluster.shutdown().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_budget_created_before_its_pods_counts_a_canary_replica_set_as_its_deployment() {
-    let (_sim, client) = sim(2).await;
+    let (cluster, client) = cluster(2).await;
     let _controller = start(&client);
     budget(
         &client,
@@ -106,18 +110,30 @@ async fn a_budget_created_before_its_pods_counts_a_canary_replica_set_as_its_dep
     // A Deployment of 4 mid-rollout, as Kruise Rollout leaves it: a stable ReplicaSet of 3
     // and a canary of 1, both the Deployment's.
     deployment(&client, "web", 4, 3).await;
-    let deploy = Api::<Deployment>::namespaced(client.clone(), "default")
+    // The stable ReplicaSet at 3 (with the canary's 1, the Deployment's 4: kube's
+    // Deployment controller scales a paused Deployment's ReplicaSets to add up).
+    Api::<ReplicaSet>::default_namespaced(client.clone())
+        .patch(
+            "web-7d4b9",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"replicas": 3}})),
+        )
+        .await
+        .unwrap();
+    let deploy = Api::<Deployment>::default_namespaced(client.clone())
         .get("web")
         .await
         .unwrap();
     let canary: ReplicaSet = create(
         &client,
         json!({"apiVersion": "apps/v1", "kind": "ReplicaSet",
-        "metadata": {"name": "web-canary", "ownerReferences": [{"apiVersion": "apps/v1",
-            "kind": "Deployment", "name": "web", "uid": deploy.uid().unwrap(), "controller": true}]},
+        "metadata": {"name": "web-canary", "labels": {"app": "web", "track": "canary"},
+            "ownerReferences": [{"apiVersion": "apps/v1", "kind": "Deployment", "name": "web",
+                "uid": deploy.uid().unwrap(), "controller": true}]},
         "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "web", "track": "canary"}},
             "template": {"metadata": {"labels": {"app": "web", "track": "canary"}},
-                "spec": {"containers": [{"name": "main", "image": "nginx:1.26"}]}}}}),
+                "spec": {"serviceAccountName": NO_SUCH_ACCOUNT,
+                    "containers": [{"name": "main", "image": "nginx:1.26"}]}}}}),
     )
     .await;
     replica_set_pod(
@@ -130,11 +146,12 @@ async fn a_budget_created_before_its_pods_counts_a_canary_replica_set_as_its_dep
     .await;
     // Expected: the Deployment's 4 once (not 4 + 1 for the canary's own replicas).
     wait_for_numbers(&client, "web", (1, 4, 3, 4)).await;
+    cluster.shutdown().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn specified_delete_labels_never_raise_the_allowed_count() {
-    let (_sim, client) = sim(2).await;
+    let (cluster, client) = cluster(2).await;
     let _controller = start(&client);
     deployment(&client, "web", 4, 4).await;
     budget(
@@ -144,7 +161,7 @@ async fn specified_delete_labels_never_raise_the_allowed_count() {
     )
     .await;
     wait_for_numbers(&client, "web", (1, 4, 3, 4)).await;
-    let pods = Api::<Pod>::namespaced(client.clone(), "default");
+    let pods = Api::<Pod>::default_namespaced(client.clone());
     for name in ["web-7d4b9-0", "web-7d4b9-1"] {
         pods.patch(
             name,
@@ -166,10 +183,11 @@ async fn specified_delete_labels_never_raise_the_allowed_count() {
     .await
     .unwrap();
     wait_for_numbers(&client, "web", (0, 3, 3, 4)).await;
+    cluster.shutdown().await;
 }
 
 /// The PUB step of kruise-webhook's validating pod chain served over TLS and registered in
-/// the simulator, until the token is cancelled.
+/// the cluster, until the token is cancelled.
 async fn serve_pod_chain(client: &Client, shutdown: &CancellationToken) {
     kruise_common::runtime::install_crypto_provider();
     let step = pub_validator_step(&StepContext {
@@ -182,9 +200,11 @@ async fn serve_pod_chain(client: &Client, shutdown: &CancellationToken) {
         metrics: Metrics::new(),
     });
     let chain = ValidatingPodChain::new(vec![step]);
-    eventually("the budget's scope", WAIT, || {
-        let empty = chain.webhook_specs().is_empty();
-        async move { (!empty).then_some(()) }
+    // One entry each for the budget's scope. (On a shared API server the budgets of
+    // earlier tests' namespaces, still being deleted, add theirs until they are gone.)
+    eventually("the budget's scope alone", WAIT, || {
+        let names: Vec<String> = chain.webhook_specs().into_iter().map(|s| s.name).collect();
+        async move { (names == ["vpod.kb.io", "vpodeviction.kb.io"]).then_some(()) }
     })
     .await;
     serve_validating(client, AdmissionRoutes::new().handler(chain), shutdown).await;
@@ -194,8 +214,8 @@ async fn serve_pod_chain(client: &Client, shutdown: &CancellationToken) {
 /// code and, on refusal, the message.
 async fn evict_without_delete_options(client: &Client, pod: &str) -> (u16, String) {
     let body = json!({"apiVersion": "policy/v1", "kind": "Eviction",
-        "metadata": {"name": pod, "namespace": "default"}});
-    let pods = Api::<Pod>::namespaced(client.clone(), "default");
+        "metadata": {"name": pod, "namespace": client.default_namespace()}});
+    let pods = Api::<Pod>::default_namespaced(client.clone());
     match pods
         .create_subresource::<Value, Value>("eviction", pod, &PostParams::default(), &body)
         .await
@@ -208,7 +228,7 @@ async fn evict_without_delete_options(client: &Client, pod: &str) -> (u16, Strin
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn evictions_without_delete_options_and_ignored_pods_through_the_webhook() {
-    let (sim, client) = sim(2).await;
+    let (cluster, client) = cluster(2).await;
     let _controller = start(&client);
     deployment(&client, "web", 4, 4).await;
     budget(
@@ -225,7 +245,7 @@ async fn evictions_without_delete_options_and_ignored_pods_through_the_webhook()
 
     // K#706: an Eviction without deleteOptions spends the budget like any other, and the
     // next one is refused with 429.
-    let plain = sim.client_without_retries().unwrap();
+    let plain = cluster.client_without_retries().await;
     let (code, message) = evict_without_delete_options(&plain, "web-7d4b9-0").await;
     assert_eq!(code, 201, "{message}");
     let (code, message) = evict_without_delete_options(&plain, "web-7d4b9-1").await;
@@ -236,7 +256,7 @@ async fn evictions_without_delete_options_and_ignored_pods_through_the_webhook()
     );
 
     // ignoredPodSelector: refused while the pod is protected, evicted once labelled.
-    let pods = Api::<Pod>::namespaced(plain.clone(), "default");
+    let pods = Api::<Pod>::default_namespaced(plain.clone());
     let refused = pods
         .evict("web-7d4b9-2", &EvictParams::default())
         .await
@@ -265,4 +285,5 @@ async fn evictions_without_delete_options_and_ignored_pods_through_the_webhook()
         }
     })
     .await;
+    cluster.shutdown().await;
 }

@@ -12,6 +12,7 @@ use kruise_protection::api::v1beta1::{PodUnavailableBudget, PubOperation};
 use kruise_protection::plan::decision::Gates;
 use kruise_protection::pod_admission::{PubAdmission, Verdict};
 use kube::api::{Api, Patch, PatchParams};
+use kube::runtime::reflector::ObjectRef;
 use kube::runtime::{reflector, watcher};
 use serde_json::json;
 use support::*;
@@ -19,7 +20,7 @@ use support::*;
 const EXHAUSTED: &str = r#"podunavailablebudget.policy.kruise.io "web" is forbidden: pub unavailable allowed is negative"#;
 
 async fn pod(client: &kube::Client, name: &str) -> Pod {
-    Api::<Pod>::namespaced(client.clone(), "default")
+    Api::<Pod>::default_namespaced(client.clone())
         .get(name)
         .await
         .unwrap()
@@ -27,7 +28,7 @@ async fn pod(client: &kube::Client, name: &str) -> Pod {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_evictions_across_two_replicas_spend_the_budget_once() {
-    let (sim, client) = sim(2).await;
+    let (cluster, client) = cluster(2).await;
     let _controller = start(&client);
     deployment(&client, "web", 4, 4).await;
     budget(
@@ -39,8 +40,8 @@ async fn concurrent_evictions_across_two_replicas_spend_the_budget_once() {
     wait_for_numbers(&client, "web", (1, 4, 3, 4)).await;
 
     let replicas = [
-        PubAdmission::new(sim.client().unwrap(), Gates::default(), None),
-        PubAdmission::new(sim.client().unwrap(), Gates::default(), None),
+        PubAdmission::new(cluster.client(), Gates::default(), None),
+        PubAdmission::new(cluster.client(), Gates::default(), None),
     ];
     let mut tasks = Vec::new();
     for i in 0..4 {
@@ -69,7 +70,7 @@ async fn concurrent_evictions_across_two_replicas_spend_the_budget_once() {
             );
         }
     }
-    let status = Api::<PodUnavailableBudget>::namespaced(client.clone(), "default")
+    let status = Api::<PodUnavailableBudget>::default_namespaced(client.clone())
         .get("web")
         .await
         .unwrap()
@@ -87,11 +88,12 @@ async fn concurrent_evictions_across_two_replicas_spend_the_budget_once() {
             .unwrap(),
         Verdict::Allowed
     );
+    cluster.shutdown().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ignored_pods_dry_runs_and_a_deleted_budget() {
-    let (_sim, client) = sim(2).await;
+    let (cluster, client) = cluster(2).await;
     let _controller = start(&client);
     deployment(&client, "web", 2, 2).await;
     budget(
@@ -139,7 +141,7 @@ async fn ignored_pods_dry_runs_and_a_deleted_budget() {
     );
 
     // Labelled for the ignoredPodSelector, the pod bypasses the budget.
-    let pods = Api::<Pod>::namespaced(client.clone(), "default");
+    let pods = Api::<Pod>::default_namespaced(client.clone());
     pods.patch(
         "web-7d4b9-1",
         &PatchParams::default(),
@@ -172,14 +174,14 @@ async fn ignored_pods_dry_runs_and_a_deleted_budget() {
             .unwrap(),
         Verdict::Denied(EXHAUSTED.into())
     );
-    Api::<PodUnavailableBudget>::namespaced(client.clone(), "default")
+    Api::<PodUnavailableBudget>::default_namespaced(client.clone())
         .delete("web", &Default::default())
         .await
         .unwrap();
     eventually("the budget is gone", WAIT, || {
         let client = client.clone();
         async move {
-            Api::<PodUnavailableBudget>::namespaced(client, "default")
+            Api::<PodUnavailableBudget>::default_namespaced(client)
                 .get_opt("web")
                 .await
                 .unwrap()
@@ -195,11 +197,13 @@ async fn ignored_pods_dry_runs_and_a_deleted_budget() {
             .unwrap(),
         Verdict::Allowed
     );
+    cluster.shutdown().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn from_its_watches_a_replica_grants_with_one_write_and_confirms_a_refusal_with_one_read() {
-    let (sim, client) = sim(2).await;
+    let (cluster, client) = cluster(2).await;
+    let namespace = client.default_namespace().to_string();
     let controller = start(&client);
     deployment(&client, "web", 4, 4).await;
     budget(
@@ -216,13 +220,16 @@ async fn from_its_watches_a_replica_grants_with_one_write_and_confirms_a_refusal
     let (budgets, budget_writer) = reflector::store::<PodUnavailableBudget>();
     let budget_watch = reflector::reflector(
         budget_writer,
-        watcher::watcher(Api::all(client.clone()), watcher::Config::default()),
+        watcher::watcher(
+            Api::default_namespaced(client.clone()),
+            watcher::Config::default(),
+        ),
     );
-    tokio::spawn(budget_watch.for_each(|_| async {}));
+    let budget_watch = tokio::spawn(budget_watch.for_each(|_| async {}));
     // The pods' watch as it stands a moment behind the API: web-7d4b9-3 still NotReady
     // there, though it is Ready.
     let (pods, mut pod_writer) = reflector::store::<Pod>();
-    let pod_api = Api::<Pod>::namespaced(client.clone(), "default");
+    let pod_api = Api::<Pod>::default_namespaced(client.clone());
     pod_writer.apply_watcher_event(&watcher::Event::Init);
     for mut cached in pod_api.list(&Default::default()).await.unwrap().items {
         if cached.metadata.name.as_deref() == Some("web-7d4b9-3") {
@@ -247,7 +254,7 @@ async fn from_its_watches_a_replica_grants_with_one_write_and_confirms_a_refusal
         pods,
     );
     // The watch holds the budget as the API does (the controller's last write included).
-    let budget_api = Api::<PodUnavailableBudget>::namespaced(client.clone(), "default");
+    let budget_api = Api::<PodUnavailableBudget>::default_namespaced(client.clone());
     eventually("the budget in the watch, current", WAIT, || {
         let budgets = budgets.clone();
         let budget_api = budget_api.clone();
@@ -261,11 +268,11 @@ async fn from_its_watches_a_replica_grants_with_one_write_and_confirms_a_refusal
     })
     .await;
 
-    sim.counters().reset();
+    cluster.counters().reset();
     for name in ["web-7d4b9-0", "web-7d4b9-1"] {
         assert_eq!(
             admission
-                .admit_eviction("default", name, false)
+                .admit_eviction(&namespace, name, false)
                 .await
                 .unwrap(),
             Verdict::Allowed,
@@ -274,12 +281,12 @@ async fn from_its_watches_a_replica_grants_with_one_write_and_confirms_a_refusal
     }
     assert_eq!(
         admission
-            .admit_eviction("default", "web-7d4b9-2", false)
+            .admit_eviction(&namespace, "web-7d4b9-2", false)
             .await
             .unwrap(),
         Verdict::Denied(EXHAUSTED.into())
     );
-    let counters = sim.counters();
+    let counters = cluster.counters();
     assert_eq!(
         counters.count_sub("update", "podunavailablebudgets", "status"),
         2,
@@ -297,13 +304,13 @@ async fn from_its_watches_a_replica_grants_with_one_write_and_confirms_a_refusal
     // is Ready, so it is refused.
     assert_eq!(
         admission
-            .admit_eviction("default", "web-7d4b9-3", false)
+            .admit_eviction(&namespace, "web-7d4b9-3", false)
             .await
             .unwrap(),
         Verdict::Denied(EXHAUSTED.into())
     );
     assert_eq!(counters.count("get", "pods"), 2);
-    let status = Api::<PodUnavailableBudget>::namespaced(client.clone(), "default")
+    let status = Api::<PodUnavailableBudget>::default_namespaced(client.clone())
         .get("web")
         .await
         .unwrap()
@@ -314,12 +321,16 @@ async fn from_its_watches_a_replica_grants_with_one_write_and_confirms_a_refusal
         ["web-7d4b9-0", "web-7d4b9-1"]
     );
     assert_eq!(status.unavailable_allowed, 0);
+    // The watch ends before the cluster does (it would reconnect to it forever).
+    budget_watch.abort();
+    cluster.shutdown().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_grants_on_one_replica_write_once_and_the_others_are_refused_without_a_conflict()
 {
-    let (sim, client) = sim(2).await;
+    let (cluster, client) = cluster(2).await;
+    let namespace = client.default_namespace().to_string();
     let controller = start(&client);
     deployment(&client, "web", 4, 4).await;
     budget(
@@ -333,7 +344,7 @@ async fn concurrent_grants_on_one_replica_write_once_and_the_others_are_refused_
     drop(controller);
 
     let (budgets, budget_writer) = reflector::store::<PodUnavailableBudget>();
-    tokio::spawn(
+    let budget_watch = tokio::spawn(
         reflector::reflector(
             budget_writer,
             watcher::watcher(Api::all(client.clone()), watcher::Config::default()),
@@ -341,7 +352,7 @@ async fn concurrent_grants_on_one_replica_write_once_and_the_others_are_refused_
         .for_each(|_| async {}),
     );
     let (pods, pod_writer) = reflector::store::<Pod>();
-    tokio::spawn(
+    let pod_watch = tokio::spawn(
         reflector::reflector(
             pod_writer,
             watcher::watcher(Api::<Pod>::all(client.clone()), watcher::Config::default()),
@@ -355,16 +366,21 @@ async fn concurrent_grants_on_one_replica_write_once_and_the_others_are_refused_
         budgets.clone(),
         pods.clone(),
     );
-    let budget_api = Api::<PodUnavailableBudget>::namespaced(client.clone(), "default");
+    let budget_api = Api::<PodUnavailableBudget>::default_namespaced(client.clone());
     let current = budget_api
         .get("web")
         .await
         .unwrap()
         .metadata
         .resource_version;
+    // (On a shared API server the watches hold other tests' objects too.)
     eventually("both watches holding the API's state", WAIT, || {
-        let cached = budgets.state().into_iter().next();
-        let pods_seen = pods.state().len();
+        let cached = budgets.get(&ObjectRef::new("web").within(namespace.as_str()));
+        let pods_seen = pods
+            .state()
+            .iter()
+            .filter(|p| p.metadata.namespace.as_deref() == Some(namespace.as_str()))
+            .count();
         let current = current.clone();
         async move {
             (cached?.metadata.resource_version == current && pods_seen >= 4).then_some(())
@@ -372,12 +388,13 @@ async fn concurrent_grants_on_one_replica_write_once_and_the_others_are_refused_
     })
     .await;
 
-    sim.counters().reset();
+    cluster.counters().reset();
+    let namespace = namespace.as_str();
     let evictions = (0..4).map(|i| {
         let admission = admission.clone();
         async move {
             admission
-                .admit_eviction("default", &format!("web-7d4b9-{i}"), false)
+                .admit_eviction(namespace, &format!("web-7d4b9-{i}"), false)
                 .await
                 .unwrap()
         }
@@ -385,7 +402,7 @@ async fn concurrent_grants_on_one_replica_write_once_and_the_others_are_refused_
     let verdicts = futures::future::join_all(evictions).await;
     let allowed = verdicts.iter().filter(|v| **v == Verdict::Allowed).count();
     assert_eq!(allowed, 1, "{verdicts:?}");
-    let counters = sim.counters();
+    let counters = cluster.counters();
     assert_eq!(
         counters.count_sub("update", "podunavailablebudgets", "status"),
         1,
@@ -396,6 +413,15 @@ async fn concurrent_grants_on_one_replica_write_once_and_the_others_are_refused_
         0,
         "no conflict, so no read of the budget"
     );
+    // The watches end before the cluster does (they would reconnect to it forever).
+    budget_watch.abort();
+    pod_watch.abort();
+    // On kruise-sim the test ends without stopping the simulator, as before the test ran
+    // on both: stopping it here made the test's runtime hang at exit about one run in five
+    // (not understood yet); a real API server needs the clean-up.
+    if cluster.sim().is_none() {
+        cluster.shutdown().await;
+    }
 }
 
 /// A change of the container's cpu request (`cpu`), or of its image.
@@ -427,7 +453,7 @@ async fn a_resize_spends_a_budget_that_protects_resize_and_an_image_change_does_
     use kruise_protection::pod_admission::pub_validator_step;
     use tokio_util::sync::CancellationToken;
 
-    let (_sim, client) = sim(2).await;
+    let (cluster, client) = cluster(2).await;
     let _controller = start(&client);
     deployment(&client, "web", 4, 4).await;
     budget(
@@ -459,7 +485,7 @@ async fn a_resize_spends_a_budget_that_protects_resize_and_an_image_change_does_
     .await;
     let update = |old: Pod, new: Pod| PodValidationRequest {
         operation: PodOperation::Update,
-        namespace: "default".into(),
+        namespace: client.default_namespace().into(),
         name: old.metadata.name.clone().unwrap(),
         pod: Some(old),
         new_pod: Some(new),
@@ -486,7 +512,7 @@ async fn a_resize_spends_a_budget_that_protects_resize_and_an_image_change_does_
         .await
         .unwrap();
     assert_eq!(verdict, PodVerdict::Allow);
-    let status = Api::<PodUnavailableBudget>::namespaced(client.clone(), "default")
+    let status = Api::<PodUnavailableBudget>::default_namespaced(client.clone())
         .get_status("web")
         .await
         .unwrap()
@@ -514,4 +540,5 @@ async fn a_resize_spends_a_budget_that_protects_resize_and_an_image_change_does_
         .await
         .unwrap();
     assert_eq!(verdict, PodVerdict::Allow);
+    cluster.shutdown().await;
 }

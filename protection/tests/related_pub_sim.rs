@@ -36,7 +36,7 @@ fn related_pub(pod: &Pod) -> (Option<&str>, Option<&str>) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pods_created_under_a_budget_are_annotated_with_its_name() {
-    let (_sim, client) = sim(2).await;
+    let (cluster, client) = cluster(2).await;
     // The Deployment and its ReplicaSet, no pod yet; no controller runs, so any annotation
     // is the webhook's.
     deployment(&client, "web", 2, 0).await;
@@ -103,7 +103,7 @@ async fn pods_created_under_a_budget_are_annotated_with_its_name() {
     assert_eq!(policies, [Some("Ignore".into()), Some("Ignore".into())]);
 
     // A pod of the Deployment's ReplicaSet: the targetRef budget, both keys.
-    let rs = Api::<ReplicaSet>::namespaced(client.clone(), "default")
+    let rs = Api::<ReplicaSet>::default_namespaced(client.clone())
         .get("web-7d4b9")
         .await
         .unwrap();
@@ -135,4 +135,5 @@ async fn pods_created_under_a_budget_are_annotated_with_its_name() {
     )
     .await;
     assert_eq!(related_pub(&other), (None, None));
+    cluster.shutdown().await;
 }

@@ -3,7 +3,8 @@
 //! OpenKruise's SidecarSet controller does not consult budgets itself: its in-place pod
 //! update is an UPDATE the PUB step of the validating pod webhook checks under
 //! `PodUnavailableBudgetUpdateGate`, refused once the budget is spent, and the controller
-//! tries again later. Here the same parts run in-process against kruise-sim: the PUB
+//! tries again later. Here the same parts run in-process against kruise-sim or the real API
+//! server of `KRUISE_TEST_KUBECONFIG` (which calls the webhooks by URL): the PUB
 //! controller, the SidecarSet controller, and over TLS SidecarSet defaulting (its hash
 //! annotations), sidecar injection and the PUB step, as kruise-sidecarset and kruise-webhook
 //! serve them. The failing sidecar image is one whose pull takes an hour.
@@ -24,7 +25,8 @@ use kruise_protection::pod_admission::pub_validator_step;
 use kruise_sidecarset::admission::{SidecarSetInjectionStep, StaticSnapshot};
 use kruise_sidecarset::api::v1beta1::SidecarSet;
 use kruise_sidecarset::controller::{self as sidecarset_controller, Settings};
-use kruise_sim::{ImagePulls, Sim, SimConfig};
+use kruise_sim::ImagePull;
+use kruise_testkit::{ClusterOptions, TestCluster};
 use kube::Client;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use serde_json::json;
@@ -33,23 +35,25 @@ use tokio_util::sync::CancellationToken;
 
 const BROKEN: &str = "busybox:broken";
 
-/// kruise-sim whose kubelet takes an hour to pull [`BROKEN`], with both CRDs.
-async fn cluster() -> (Sim, Client) {
-    let (sim, client) = kruise_testkit::sim::start(SimConfig {
-        nodes: 2,
-        image_pulls: ImagePulls::default().delay(BROKEN, Duration::from_secs(3600)),
-        ..Default::default()
-    })
-    .await;
-    kruise_testkit::sim::install_crds(
-        &client,
+/// Two simulated nodes whose kubelet takes an hour to pull [`BROKEN`], both CRDs:
+/// kruise-sim, or the real API server of `KRUISE_TEST_KUBECONFIG`.
+async fn sidecar_cluster() -> (TestCluster, Client) {
+    let broken = ImagePull {
+        delay: Some(Duration::from_secs(3600)),
+        failure: None,
+    };
+    kruise_testkit::cluster_with(
+        ClusterOptions {
+            nodes: 2,
+            image_pulls: vec![(BROKEN.into(), broken)],
+            ..ClusterOptions::default()
+        },
         &[
             kruise_protection::api::crd::crd().unwrap(),
             kruise_sidecarset::api::crd::crd().unwrap(),
         ],
     )
-    .await;
-    (sim, client)
+    .await
 }
 
 /// The SidecarSet controller in-process until `shutdown`.
@@ -67,7 +71,7 @@ fn start_sidecarset(client: &Client, shutdown: &CancellationToken) {
 
 /// The sidecar image of each of the workload's pods.
 async fn sidecar_images(client: &Client) -> Vec<String> {
-    Api::<Pod>::namespaced(client.clone(), "default")
+    Api::<Pod>::default_namespaced(client.clone())
         .list(&ListParams::default().labels("app=web"))
         .await
         .unwrap()
@@ -103,7 +107,7 @@ async fn set_sidecar_image(client: &Client, image: &str) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_sidecar_upgrade_to_a_failing_image_stops_at_the_budget_and_completes_once_fixed() {
-    let (_sim, client) = cluster().await;
+    let (cluster, client) = sidecar_cluster().await;
     let shutdown = CancellationToken::new();
     let _stop = shutdown.clone().drop_guard();
     let namespace: Namespace =
@@ -143,7 +147,7 @@ async fn a_sidecar_upgrade_to_a_failing_image_stops_at_the_budget_and_completes_
     let sets: SidecarSet = serde_json::from_value(json!({
         "apiVersion": "apps.kruise.io/v1beta1", "kind": "SidecarSet",
         "metadata": {"name": "log-agent"},
-        "spec": {"namespace": "default", "selector": {"matchLabels": {"app": "web"}},
+        "spec": {"namespace": client.default_namespace(), "selector": {"matchLabels": {"app": "web"}},
                  "containers": [{"name": "log-agent", "image": "busybox:1.36",
                                  "command": ["sleep", "infinity"]}],
                  "updateStrategy": {"type": "RollingUpdate", "maxUnavailable": "100%"}}
@@ -263,4 +267,5 @@ async fn a_sidecar_upgrade_to_a_failing_image_stops_at_the_budget_and_completes_
         vec!["busybox:1.37".to_string(); 5]
     );
     wait_for_numbers(&client, "web", (1, 5, 4, 5)).await;
+    cluster.shutdown().await;
 }

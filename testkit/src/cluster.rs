@@ -247,6 +247,20 @@ impl TestCluster {
         }
     }
 
+    /// An admin client in the test's namespace that hands every answer to the caller
+    /// (kube's client retries 429, 503 and 504 by default); uncounted on a real API server.
+    pub async fn client_without_retries(&self) -> Client {
+        match &self.backend {
+            Backend::Sim(sim) => sim.client_without_retries().unwrap(),
+            Backend::Real(real) => {
+                let mut config = config_from(&real.kubeconfig).await;
+                config.default_retry = false;
+                config.default_namespace = self.namespace().into();
+                Client::try_from(config).unwrap()
+            }
+        }
+    }
+
     /// The in-process simulator, when the test runs on one.
     pub fn sim(&self) -> Option<&Sim> {
         match &self.backend {
@@ -255,7 +269,8 @@ impl TestCluster {
         }
     }
 
-    /// Stops the simulator; on a real API server deletes the test's namespace, waits
+    /// Stops the simulator; on a real API server removes the webhook configurations the
+    /// test added, deletes the test's namespace, waits
     /// (boundedly) for its pods to go while the kubelet still runs, stops the nodes and
     /// removes their Node objects.
     pub async fn shutdown(self) {
@@ -263,6 +278,9 @@ impl TestCluster {
             Backend::Sim(sim) => sim.shutdown().await,
             Backend::Real(real) => {
                 crate::rbac::forget_real_server();
+                // The test's webhooks go first: one refusing pod deletions (a budget's)
+                // would keep the namespace's pods, and its server may be gone.
+                remove_webhooks_since(&real.admin, &real.webhooks_before, &real.crd_names).await;
                 let namespace = self.client.default_namespace().to_string();
                 let namespaces: Api<Namespace> = Api::all(real.admin.clone());
                 if let Err(e) = namespaces
@@ -290,7 +308,6 @@ impl TestCluster {
                 let names = real.nodes.names.clone();
                 real.nodes.shutdown().await;
                 remove_nodes(&real.admin, &names).await;
-                remove_webhooks_since(&real.admin, &real.webhooks_before, &real.crd_names).await;
             }
         }
     }

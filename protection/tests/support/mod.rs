@@ -1,4 +1,5 @@
-//! Fixtures for the protection family against kruise-sim: the PUB controller in-process,
+//! Fixtures for the protection family against kruise-sim or the real API server of
+//! `KRUISE_TEST_KUBECONFIG`: the PUB controller in-process,
 //! a Deployment with its ReplicaSet and pods as the Deployment controller would leave them,
 //! budgets, waiting on a budget's numbers, and admission routes served and published as
 //! kruise-webhook publishes its validating configuration.
@@ -20,7 +21,14 @@ use kube::{Client, ResourceExt as _};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
-/// A simulator with `nodes` nodes and the PodUnavailableBudget CRD installed.
+/// A cluster with `nodes` nodes and the PodUnavailableBudget CRD installed: kruise-sim, or
+/// the real API server of `KRUISE_TEST_KUBECONFIG` (the client's namespace is the test's).
+pub async fn cluster(nodes: usize) -> (kruise_testkit::TestCluster, Client) {
+    kruise_testkit::cluster_with_crds(nodes, &[kruise_protection::api::crd::crd().unwrap()]).await
+}
+
+/// A simulator with `nodes` nodes and the PodUnavailableBudget CRD installed, for the
+/// `sim_only_*` tests.
 pub async fn sim(nodes: usize) -> (kruise_sim::Sim, Client) {
     kruise_testkit::sim_with_crds(nodes, &[kruise_protection::api::crd::crd().unwrap()]).await
 }
@@ -95,7 +103,10 @@ pub fn start(client: &Client) -> Running {
         leadership: Default::default(),
     };
     let client = kruise_testkit::controller_client(client, "protection");
-    tokio::spawn(async move { controller::run(client, Some("default"), opts).await });
+    tokio::spawn(async move {
+        let namespace = client.default_namespace().to_string();
+        controller::run(client, Some(&namespace), opts).await
+    });
     Running(shutdown)
 }
 
@@ -109,29 +120,44 @@ where
     K::DynamicType: Default,
 {
     let object: K = serde_json::from_value(object).unwrap();
-    Api::<K>::namespaced(client.clone(), "default")
+    Api::<K>::default_namespaced(client.clone())
         .create(&PostParams::default(), &object)
         .await
         .unwrap()
 }
 
-/// A Deployment of `replicas` (`app=<app>`), its ReplicaSet, and the ReplicaSet's pods, as
-/// the Deployment controller would leave them (kruise-sim has none).
+/// The ServiceAccount [`deployment`]'s templates name; none is ever created.
+pub const NO_SUCH_ACCOUNT: &str = "kruise-testkit-no-such-account";
+
+/// A Deployment of `replicas` (`app=<app>`), its ReplicaSet, and `pods` of the
+/// ReplicaSet's pods, as the Deployment controller would leave them (kruise-sim has none).
+///
+/// On a real API server kube-controller-manager's Deployment and ReplicaSet controllers
+/// would act on them: the Deployment is paused (no new ReplicaSet), and the templates name
+/// a ServiceAccount that does not exist, so the ServiceAccount admission plugin refuses every
+/// pod the ReplicaSet controller would create (to reach `replicas`, or to replace a pod
+/// evicted or deleted); the pods here are the test's, with the `default` account. Scaling
+/// the Deployment still scales the ReplicaSet, whose controller then deletes pods. The
+/// ReplicaSet carries the template's labels, as the Deployment controller's do: it releases
+/// one its selector does not match.
 pub async fn deployment(client: &Client, app: &str, replicas: i32, pods: usize) {
     let selector = json!({"matchLabels": {"app": app}});
-    let template = json!({"metadata": {"labels": {"app": app}},
-        "spec": {"containers": [{"name": "main", "image": "nginx:1.25"}]}});
+    let pod_spec = json!({"containers": [{"name": "main", "image": "nginx:1.25"}]});
+    let mut template_spec = pod_spec.clone();
+    template_spec["serviceAccountName"] = json!(NO_SUCH_ACCOUNT);
+    let template = json!({"metadata": {"labels": {"app": app}}, "spec": template_spec});
     let deploy: Deployment = create(
         client,
         json!({"apiVersion": "apps/v1", "kind": "Deployment",
         "metadata": {"name": app},
-        "spec": {"replicas": replicas, "selector": selector, "template": template}}),
+        "spec": {"replicas": replicas, "paused": true, "selector": selector,
+            "template": template}}),
     )
     .await;
     let rs: ReplicaSet = create(
         client,
         json!({"apiVersion": "apps/v1", "kind": "ReplicaSet",
-        "metadata": {"name": format!("{app}-7d4b9"), "ownerReferences": [{"apiVersion": "apps/v1",
+        "metadata": {"name": format!("{app}-7d4b9"), "labels": {"app": app}, "ownerReferences": [{"apiVersion": "apps/v1",
             "kind": "Deployment", "name": app, "uid": deploy.uid().unwrap(), "controller": true}]},
         "spec": {"replicas": replicas, "selector": selector, "template": template}}),
     )
@@ -143,7 +169,7 @@ pub async fn deployment(client: &Client, app: &str, replicas: i32, pods: usize) 
             "metadata": {"name": format!("{app}-7d4b9-{i}"), "labels": {"app": app},
                 "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet",
                     "name": rs.name_any(), "uid": rs.uid().unwrap(), "controller": true}]},
-            "spec": template["spec"]}),
+            "spec": pod_spec.clone()}),
         )
         .await;
     }
@@ -164,7 +190,7 @@ pub async fn wait_for_numbers(
     name: &str,
     want: (i32, i32, i32, i32),
 ) -> PodUnavailableBudgetStatus {
-    let api = Api::<PodUnavailableBudget>::namespaced(client.clone(), "default");
+    let api = Api::<PodUnavailableBudget>::default_namespaced(client.clone());
     eventually(&format!("{name} at {want:?}"), WAIT, || {
         let api = api.clone();
         async move {
