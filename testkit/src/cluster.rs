@@ -71,6 +71,8 @@ enum Backend {
 struct RealParts {
     /// An uncounted admin client, for the harness's own requests.
     admin: Client,
+    /// The admin's connection, for the clients made later.
+    admin_config: Box<Config>,
     /// The requests of the clients handed out (see the module docs).
     counters: Arc<Counters>,
     /// What processes under test connect to: their requests are counted too.
@@ -185,6 +187,7 @@ impl TestCluster {
         if crate::rbac::enforced() {
             crate::rbac::use_real_server(&admin, &config, counters.clone()).await;
         }
+        let admin_config = Box::new(config.clone());
         let mut counted = config;
         counted.default_namespace = namespace;
         let client = ClientBuilder::try_from(counted)
@@ -198,6 +201,7 @@ impl TestCluster {
             cri_dir: options.cri_dir.clone(),
             backend: Backend::Real(RealParts {
                 admin,
+                admin_config,
                 counters,
                 proxy,
                 nodes,
@@ -253,7 +257,7 @@ impl TestCluster {
         match &self.backend {
             Backend::Sim(sim) => sim.client_without_retries().unwrap(),
             Backend::Real(real) => {
-                let mut config = config_from(&real.kubeconfig).await;
+                let mut config = (*real.admin_config).clone();
                 config.default_retry = false;
                 config.default_namespace = self.namespace().into();
                 Client::try_from(config).unwrap()
