@@ -38,6 +38,7 @@ if [[ ${#suites[@]} -eq 0 ]]; then
 		kruise-cloneset:webhook_repair_sim
 		kruise-cloneset:pod_template_fuzz_sim
 		kruise-statefulset:controller_sim
+		kruise-statefulset:migration_sim
 		kruise-broadcastjob:broadcastjob_sim
 		kruise-broadcastjob:cron_sim
 		kruise-sidecarset:decode_guard_sim

@@ -4,7 +4,8 @@
 //! labels and data; three Running pods `sample-0..2` with `controller-revision-hash` = the
 //! full revision name, two of them updated in place earlier (their
 //! `apps.kruise.io/inplace-update-state`); their claims `data-sample-<ordinal>`) is loaded
-//! into kruise-sim, then kruise-rs's controller starts. It must adopt all of it without a
+//! into kruise-sim (or the real API server of `KRUISE_TEST_KUBECONFIG`, in the test's
+//! namespace), then kruise-rs's controller starts. It must adopt all of it without a
 //! pod create, delete or spec/metadata write, nor any write on a revision or claim, and
 //! still update in place afterwards.
 //!
@@ -27,7 +28,7 @@ use kruise_common::runtime::{Metrics, Readiness, RunOptions};
 use kruise_statefulset::api::v1beta1::StatefulSet;
 use kruise_statefulset::controller::{self, Settings};
 use kruise_testkit::migration::{
-    FixtureLayout, Identity, forbidden_writes, identities, is_running_and_ready,
+    FixtureLayout, Identity, forbidden_writes_counted, identities, is_running_and_ready,
     load_openkruise_cluster,
 };
 use kruise_testkit::{WAIT, eventually};
@@ -45,7 +46,7 @@ const OPENKRUISE_REVISION: &str = "sample-5f9b7bc7fd";
 /// Kinds nobody may write during the takeover, besides pods.
 const UNTOUCHED: &[&str] = &["controllerrevisions", "persistentvolumeclaims"];
 
-/// The controller in-process, watching `default`, with its metrics.
+/// The controller in-process, watching the client's namespace, with its metrics.
 struct RunningController {
     shutdown: CancellationToken,
     task: tokio::task::JoinHandle<()>,
@@ -65,7 +66,7 @@ impl RunningController {
             leadership: Default::default(),
         };
         let settings = Settings {
-            namespace: Some("default".into()),
+            namespace: Some(client.default_namespace().into()),
             ..Settings::default()
         };
         let client = client.clone();
@@ -105,7 +106,7 @@ impl RunningController {
 
 /// Each claim's uid by name (its status is the simulated binder's to write).
 async fn claims(client: &Client) -> BTreeMap<String, String> {
-    let api: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), "default");
+    let api: Api<PersistentVolumeClaim> = Api::default_namespaced(client.clone());
     api.list(&ListParams::default())
         .await
         .unwrap()
@@ -118,7 +119,7 @@ async fn claims(client: &Client) -> BTreeMap<String, String> {
 /// Waits until every pod runs `image` and is Ready; asserts they are the pods of `before`
 /// (same uids), each with one more restart of `main`.
 async fn wait_in_place(client: &Client, image: &str, before: &BTreeMap<String, Identity>) {
-    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let pods: Api<Pod> = Api::default_namespaced(client.clone());
     eventually(&format!("every pod on {image} and Ready"), WAIT, || async {
         let listed = pods.list(&ListParams::default()).await.ok()?;
         listed
@@ -134,7 +135,7 @@ async fn wait_in_place(client: &Client, image: &str, before: &BTreeMap<String, I
             .then_some(())
     })
     .await;
-    let after = identities(client, "default").await;
+    let after = identities(client, client.default_namespace()).await;
     assert_eq!(after.len(), before.len());
     for (name, (uid, restarts)) in before {
         let (uid_after, restarts_after) = &after[name];
@@ -150,17 +151,23 @@ async fn wait_in_place(client: &Client, image: &str, before: &BTreeMap<String, I
 #[tokio::test]
 async fn takes_over_an_openkruise_statefulset_without_touching_a_pod_or_claim() {
     let crd = kruise_statefulset::api::crd::crd().unwrap();
-    let (sim, client) = kruise_testkit::sim_with_crds(2, std::slice::from_ref(&crd)).await;
+    let (cluster, client) = kruise_testkit::cluster_with_crds(2, std::slice::from_ref(&crd)).await;
+    let namespace = client.default_namespace();
     let layout = FixtureLayout {
         workload: &kruise_testkit::sim::stored_resource(&crd),
         key: "statefulset",
-        revisions_namespace: "default",
+        revisions_namespace: namespace,
     };
-    let fixture = load_openkruise_cluster(&client, &layout, FIXTURE).await;
-    let before = identities(&client, "default").await;
+    // The fixture's namespace is `default`; the test's may be another.
+    let in_namespace = FIXTURE.replace(
+        r#""namespace": "default""#,
+        &format!(r#""namespace": "{namespace}""#),
+    );
+    let fixture = load_openkruise_cluster(&client, &layout, &in_namespace).await;
+    let before = identities(&client, namespace).await;
     let claims_before = claims(&client).await;
-    let writes_before = forbidden_writes(&sim, UNTOUCHED);
-    let sets: Api<StatefulSet> = Api::namespaced(client.clone(), "default");
+    let writes_before = forbidden_writes_counted(cluster.counters(), UNTOUCHED);
+    let sets: Api<StatefulSet> = Api::default_namespaced(client.clone());
 
     // Settled: a reconcile, then another after a metadata-only change, so every requeue of
     // its first look ran.
@@ -183,17 +190,17 @@ async fn takes_over_an_openkruise_statefulset_without_touching_a_pod_or_claim() 
     .await;
 
     assert_eq!(
-        forbidden_writes(&sim, UNTOUCHED),
+        forbidden_writes_counted(cluster.counters(), UNTOUCHED),
         writes_before,
         "the takeover wrote pods, revisions or claims"
     );
     assert_eq!(
-        identities(&client, "default").await,
+        identities(&client, namespace).await,
         before,
         "pods replaced or restarted"
     );
     assert_eq!(claims(&client).await, claims_before, "claims replaced");
-    let revisions: Api<ControllerRevision> = Api::namespaced(client.clone(), "default");
+    let revisions: Api<ControllerRevision> = Api::default_namespaced(client.clone());
     let mut names: Vec<String> = revisions
         .list(&ListParams::default())
         .await
@@ -234,7 +241,7 @@ async fn takes_over_an_openkruise_statefulset_without_touching_a_pod_or_claim() 
     .await
     .unwrap();
     wait_in_place(&client, "nginx:1.27-alpine", &before).await;
-    let writes = forbidden_writes(&sim, UNTOUCHED);
+    let writes = forbidden_writes_counted(cluster.counters(), UNTOUCHED);
     for what in [
         "create pods/",
         "delete pods/",
@@ -247,5 +254,5 @@ async fn takes_over_an_openkruise_statefulset_without_touching_a_pod_or_claim() 
     }
     assert_eq!(claims(&client).await, claims_before, "claims replaced");
     controller.stop().await;
-    sim.shutdown().await;
+    cluster.shutdown().await;
 }
