@@ -293,7 +293,7 @@ pub enum Forbidden {
 
 /// `admin`'s connection, every request sent with the bearer token that names the
 /// ServiceAccount `name` in [`NAMESPACE`] (kruise-sim's authorizer reads the user from it);
-/// on a real API server (see [`use_real_server`]) a connection of its own with the token
+/// on a real API server (once the harness has set it up) a connection of its own with the token
 /// that server issued, and no client certificate (which would authenticate it as the admin).
 pub fn as_service_account(admin: &Client, name: &str, on_forbidden: Forbidden) -> Client {
     let user = service_account_user(name);
