@@ -297,34 +297,5 @@ fn compare_validation() {
         inputs.push(json!({"kind": "DaemonSet", "object": stored}));
         ours.push(errors);
     }
-    let expected = oracle::run_json("workload-validation", &inputs);
-    let mut mismatches = oracle::Mismatches::default();
-    for ((input, go), ours) in inputs.iter().zip(&expected).zip(&ours) {
-        let theirs: Vec<Value> = go
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|e| json!({"type": e["type"], "field": own_path(e["field"].as_str().unwrap())}))
-            .collect();
-        mismatches.check(
-            "accepted",
-            input,
-            &json!(ours.is_empty()),
-            &json!(theirs.is_empty()),
-        );
-        mismatches.check(
-            "first error",
-            input,
-            &json!(ours.first()),
-            &json!(theirs.first()),
-        );
-        let fields = |errors: &[Value]| {
-            let mut fields: Vec<Value> = errors.iter().map(|e| e["field"].clone()).collect();
-            fields.sort_by_key(Value::to_string);
-            fields.dedup();
-            json!(fields)
-        };
-        mismatches.check("fields refused", input, &fields(ours), &fields(&theirs));
-    }
-    mismatches.assert_none();
+    oracle::compare_validation("workload-validation", &inputs, &ours, own_path);
 }

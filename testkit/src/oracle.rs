@@ -366,6 +366,50 @@ pub fn claim_templates() -> impl Strategy<Value = Vec<Value>> {
     })
 }
 
+/// Compares kruise-rs's field errors (`ours`, one list of `{"type", "field"}` per input)
+/// with those `program` (OpenKruise's validation) prints for `inputs`: accepted or refused,
+/// the first error's type and field, and the set of fields refused. `their_field` maps a
+/// field path of OpenKruise's to ours (where a field is spelled differently).
+pub fn compare_validation(
+    program: &str,
+    inputs: &[Value],
+    ours: &[Vec<Value>],
+    their_field: impl Fn(&str) -> String,
+) {
+    let expected = run_json(program, inputs);
+    let mut mismatches = Mismatches::default();
+    let fields = |errors: &[Value]| {
+        let mut fields: Vec<Value> = errors.iter().map(|e| e["field"].clone()).collect();
+        fields.sort_by_key(Value::to_string);
+        fields.dedup();
+        serde_json::json!(fields)
+    };
+    for ((input, go), ours) in inputs.iter().zip(&expected).zip(ours) {
+        let theirs: Vec<Value> = go
+            .as_array()
+            .map(|errors| {
+                errors
+                    .iter()
+                    .map(|e| {
+                        let field = their_field(e["field"].as_str().unwrap_or_default());
+                        serde_json::json!({"type": e["type"], "field": field})
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        let accepted = |errors: &[Value]| serde_json::json!(errors.is_empty());
+        mismatches.check("accepted", input, &accepted(ours), &accepted(&theirs));
+        mismatches.check(
+            "first error",
+            input,
+            &serde_json::json!(ours.first()),
+            &serde_json::json!(theirs.first()),
+        );
+        mismatches.check("fields refused", input, &fields(ours), &fields(&theirs));
+    }
+    mismatches.assert_none();
+}
+
 /// The checks of a differential test that found kruise-rs and OpenKruise apart.
 #[derive(Default)]
 pub struct Mismatches {
