@@ -285,6 +285,7 @@ impl TestCluster {
                 // The test's webhooks go first: one refusing pod deletions (a budget's)
                 // would keep the namespace's pods, and its server may be gone.
                 remove_webhooks_since(&real.admin, &real.webhooks_before, &real.crd_names).await;
+                webhooks_settled(&real.admin).await;
                 let namespace = self.client.default_namespace().to_string();
                 let namespaces: Api<Namespace> = Api::all(real.admin.clone());
                 if let Err(e) = namespaces
@@ -442,6 +443,57 @@ async fn webhook_configurations(client: &Client) -> Vec<String> {
             .map(|w| format!("validating/{}", w.name_any())),
     );
     names
+}
+
+/// Waits (boundedly) until kube-apiserver no longer calls a webhook the test removed: it
+/// applies configuration changes a moment after they are written (an informer), and a
+/// removed entry whose process is gone would fail the next test's first pod or
+/// SidecarSet. Dry-run creates show it: answered without "failed calling webhook".
+async fn webhooks_settled(admin: &Client) {
+    let pods: Api<DynamicObject> = Api::namespaced_with(
+        admin.clone(),
+        "default",
+        &kube::api::ApiResource::erase::<Pod>(&()),
+    );
+    let pod: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "kruise-testkit-webhook-probe", "labels": {"app": "probe"}},
+        "spec": {"containers": [{"name": "main", "image": "busybox"}]}
+    }))
+    .unwrap();
+    let sidecarsets: Api<DynamicObject> = Api::all_with(
+        admin.clone(),
+        &kube::api::ApiResource {
+            group: "apps.kruise.io".into(),
+            version: "v1beta1".into(),
+            api_version: "apps.kruise.io/v1beta1".into(),
+            kind: "SidecarSet".into(),
+            plural: "sidecarsets".into(),
+        },
+    );
+    let sidecarset: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "apps.kruise.io/v1beta1", "kind": "SidecarSet",
+        "metadata": {"name": "kruise-testkit-webhook-probe"},
+        "spec": {"selector": {"matchLabels": {"app": "probe"}},
+                 "containers": [{"name": "probe", "image": "busybox"}]}
+    }))
+    .unwrap();
+    let dry_run = PostParams {
+        dry_run: true,
+        ..PostParams::default()
+    };
+    let stale = |result: Result<DynamicObject, kube::Error>| matches!(result, Err(e) if e.to_string().contains("failed calling webhook"));
+    let settled = tokio::time::timeout(Duration::from_secs(30), async {
+        while stale(pods.create(&dry_run, &pod).await)
+            || stale(sidecarsets.create(&dry_run, &sidecarset).await)
+        {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    })
+    .await;
+    if settled.is_err() {
+        eprintln!("cleanup: kube-apiserver still calls a removed webhook after 30 s");
+    }
 }
 
 /// Undoes what a family binary under test published on the shared API server, so no later
