@@ -445,6 +445,18 @@ async fn webhook_configurations(client: &Client) -> Vec<String> {
     names
 }
 
+/// SidecarSets (`apps.kruise.io/v1beta1`), for clients that do not link the SidecarSet
+/// family's types.
+pub fn sidecarset_resource() -> kube::api::ApiResource {
+    kube::api::ApiResource {
+        group: "apps.kruise.io".into(),
+        version: "v1beta1".into(),
+        api_version: "apps.kruise.io/v1beta1".into(),
+        kind: "SidecarSet".into(),
+        plural: "sidecarsets".into(),
+    }
+}
+
 /// Waits (boundedly) until kube-apiserver no longer calls a webhook the test removed: it
 /// applies configuration changes a moment after they are written (an informer), and a
 /// removed entry whose process is gone would fail the next test's first pod or
@@ -461,16 +473,7 @@ async fn webhooks_settled(admin: &Client) {
         "spec": {"containers": [{"name": "main", "image": "busybox"}]}
     }))
     .unwrap();
-    let sidecarsets: Api<DynamicObject> = Api::all_with(
-        admin.clone(),
-        &kube::api::ApiResource {
-            group: "apps.kruise.io".into(),
-            version: "v1beta1".into(),
-            api_version: "apps.kruise.io/v1beta1".into(),
-            kind: "SidecarSet".into(),
-            plural: "sidecarsets".into(),
-        },
-    );
+    let sidecarsets: Api<DynamicObject> = Api::all_with(admin.clone(), &sidecarset_resource());
     let sidecarset: DynamicObject = serde_json::from_value(json!({
         "apiVersion": "apps.kruise.io/v1beta1", "kind": "SidecarSet",
         "metadata": {"name": "kruise-testkit-webhook-probe"},

@@ -34,7 +34,9 @@ pub mod sim;
 
 use std::time::Duration;
 
-pub use cluster::{ClusterOptions, TestCluster, cluster_with, cluster_with_crds};
+pub use cluster::{
+    ClusterOptions, TestCluster, cluster_with, cluster_with_crds, sidecarset_resource,
+};
 pub use http::{free_port, http_get, post_tls, review};
 pub use process::{Replica, spawn_replica};
 pub use rbac::{agent_client, controller_client};

@@ -104,13 +104,7 @@ async fn fields_newer_than_the_compiled_api_stay_on_the_app_container() {
 
     let crd: CustomResourceDefinition = kruise_sidecarset::api::crd::crd().unwrap();
     let (cluster, client) = support::cluster_with_crds(0, &[crd]).await;
-    let sidecar_set_resource = ApiResource {
-        group: "apps.kruise.io".into(),
-        version: "v1beta1".into(),
-        api_version: "apps.kruise.io/v1beta1".into(),
-        kind: "SidecarSet".into(),
-        plural: "sidecarsets".into(),
-    };
+    let sidecar_set_resource = support::sidecarset_resource();
     let before_app = json!({
         "apiVersion": "apps.kruise.io/v1beta1", "kind": "SidecarSet",
         "metadata": {"name": "before-app"},

@@ -73,16 +73,8 @@ async fn without_kruise_configuration(client: &kube::Client) {
 async fn injected_sidecar_resources_follow_the_pods_containers() {
     let crd: CustomResourceDefinition = kruise_sidecarset::api::crd::crd().unwrap();
     let (cluster, client) = support::cluster_with_crds(0, &[crd]).await;
-    let sidecarsets: Api<DynamicObject> = Api::all_with(
-        client.clone(),
-        &kube::api::ApiResource {
-            group: "apps.kruise.io".into(),
-            version: "v1beta1".into(),
-            api_version: "apps.kruise.io/v1beta1".into(),
-            kind: "SidecarSet".into(),
-            plural: "sidecarsets".into(),
-        },
-    );
+    let sidecarsets: Api<DynamicObject> =
+        Api::all_with(client.clone(), &support::sidecarset_resource());
     let set: DynamicObject = serde_json::from_value(json!({
         "apiVersion": "apps.kruise.io/v1beta1", "kind": "SidecarSet",
         "metadata": {"name": "mesh"},

@@ -21,16 +21,8 @@ const BIN: &str = env!("CARGO_BIN_EXE_kruise-webhook");
 async fn sidecar_injection_through_the_api_server() {
     let crd: CustomResourceDefinition = kruise_sidecarset::api::crd::crd().unwrap();
     let (cluster, client) = support::cluster_with_crds(0, &[crd]).await;
-    let sidecarsets: Api<DynamicObject> = Api::all_with(
-        client.clone(),
-        &kube::api::ApiResource {
-            group: "apps.kruise.io".into(),
-            version: "v1beta1".into(),
-            api_version: "apps.kruise.io/v1beta1".into(),
-            kind: "SidecarSet".into(),
-            plural: "sidecarsets".into(),
-        },
-    );
+    let sidecarsets: Api<DynamicObject> =
+        Api::all_with(client.clone(), &support::sidecarset_resource());
     let set: DynamicObject = serde_json::from_value(json!({
         "apiVersion": "apps.kruise.io/v1beta1", "kind": "SidecarSet",
         "metadata": {"name": "test-sidecarset"},
