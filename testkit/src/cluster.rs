@@ -154,6 +154,7 @@ impl TestCluster {
         let turn = REAL_CLUSTER_TURN.clone().lock_owned().await;
         let config = config_from(kubeconfig).await;
         let admin = Client::try_from(config.clone()).unwrap();
+        remove_stale_webhooks(&admin, crds).await;
         apply_crds(&admin, crds).await;
         let webhooks_before = webhook_configurations(&admin).await;
         let namespace = create_namespace(&admin).await;
@@ -499,6 +500,98 @@ async fn webhooks_settled(admin: &Client) {
     }
 }
 
+/// Removes what an earlier test's process left pointing at itself after it was gone: a
+/// webhook configuration, or the conversion webhook of one of `crds`, whose URL is a
+/// loopback port nothing listens on (every webhook a test publishes is served there). Its
+/// clean-up removes them, but a process that outlived it could publish them again, and
+/// kube-apiserver would refuse this test's first request of their kinds.
+async fn remove_stale_webhooks(admin: &Client, crds: &[CustomResourceDefinition]) {
+    let mutating: Api<MutatingWebhookConfiguration> = Api::all(admin.clone());
+    let validating: Api<ValidatingWebhookConfiguration> = Api::all(admin.clone());
+    let mut removed = Vec::new();
+    for config in mutating.list(&ListParams::default()).await.unwrap().items {
+        let urls = config
+            .webhooks
+            .iter()
+            .flatten()
+            .map(|w| &w.client_config.url);
+        if any_unanswered(urls).await {
+            let _ = mutating
+                .delete(&config.name_any(), &DeleteParams::default())
+                .await;
+            removed.push(format!(
+                "mutatingwebhookconfiguration/{}",
+                config.name_any()
+            ));
+        }
+    }
+    for config in validating.list(&ListParams::default()).await.unwrap().items {
+        let urls = config
+            .webhooks
+            .iter()
+            .flatten()
+            .map(|w| &w.client_config.url);
+        if any_unanswered(urls).await {
+            let _ = validating
+                .delete(&config.name_any(), &DeleteParams::default())
+                .await;
+            removed.push(format!(
+                "validatingwebhookconfiguration/{}",
+                config.name_any()
+            ));
+        }
+    }
+    let definitions: Api<CustomResourceDefinition> = Api::all(admin.clone());
+    let no_conversion = json!({"spec": {"conversion": {"strategy": "None", "webhook": null}}});
+    for name in crds.iter().filter_map(|c| c.metadata.name.as_deref()) {
+        let Ok(Some(stored)) = definitions.get_opt(name).await else {
+            continue;
+        };
+        let url = stored
+            .spec
+            .conversion
+            .and_then(|c| c.webhook)
+            .and_then(|w| w.client_config)
+            .and_then(|c| c.url);
+        if any_unanswered([&url]).await {
+            let _ = definitions
+                .patch(name, &PatchParams::default(), &Patch::Merge(&no_conversion))
+                .await;
+            removed.push(format!("the conversion webhook of CRD {name}"));
+        }
+    }
+    if !removed.is_empty() {
+        eprintln!(
+            "setup: removed what an earlier test left calling a port nothing serves: {}",
+            removed.join(", ")
+        );
+        webhooks_settled(admin).await;
+    }
+}
+
+/// Whether one of these webhook URLs is a loopback port that refuses connections.
+async fn any_unanswered<'a>(urls: impl IntoIterator<Item = &'a Option<String>>) -> bool {
+    for url in urls.into_iter().flatten() {
+        if let Some(port) = loopback_port(url)
+            && tokio::net::TcpStream::connect(("127.0.0.1", port))
+                .await
+                .is_err()
+        {
+            return true;
+        }
+    }
+    false
+}
+
+/// The port of an `https://127.0.0.1:PORT/…` (or `localhost`) URL.
+fn loopback_port(url: &str) -> Option<u16> {
+    let authority = url.strip_prefix("https://")?.split('/').next()?;
+    let (host, port) = authority.rsplit_once(':')?;
+    matches!(host, "127.0.0.1" | "localhost")
+        .then(|| port.parse().ok())
+        .flatten()
+}
+
 /// Undoes what a family binary under test published on the shared API server, so no later
 /// test calls a webhook whose process is gone: the webhook configurations that were not
 /// there before the test, and a conversion webhook on the test's CRDs.
@@ -704,6 +797,18 @@ mod tests {
         sub: &str,
     ) -> Option<(String, String, String, String)> {
         Some((verb.into(), group.into(), resource.into(), sub.into()))
+    }
+
+    #[test]
+    fn only_loopback_webhook_urls_are_checked_for_a_listener() {
+        assert_eq!(
+            loopback_port("https://127.0.0.1:9443/mutate-pod"),
+            Some(9443)
+        );
+        assert_eq!(loopback_port("https://localhost:8443"), Some(8443));
+        assert_eq!(loopback_port("https://10.0.0.7:9443/mutate-pod"), None);
+        assert_eq!(loopback_port("http://127.0.0.1:9443/"), None);
+        assert_eq!(loopback_port("https://127.0.0.1/mutate"), None);
     }
 
     #[test]

@@ -38,7 +38,7 @@ pub use cluster::{
     ClusterOptions, TestCluster, cluster_with, cluster_with_crds, sidecarset_resource,
 };
 pub use http::{free_port, http_get, post_tls, review};
-pub use process::{Replica, spawn_replica};
+pub use process::{InProcess, Replica, spawn_replica};
 pub use rbac::{agent_client, controller_client};
 pub use sim::{events_about, sim_with_crds, wait_for_warning, warnings_about};
 
@@ -62,6 +62,30 @@ where
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+}
+
+/// Dry-run creates `object` until the answer (or refusal) passes `check`, and returns what
+/// `check` made of it; panics after a minute naming `what`. A real kube-apiserver calls a
+/// webhook configuration a moment after it is written (an informer of its own), so a test
+/// that has seen a configuration published asks this before relying on it; kruise-sim calls
+/// it at once. Webhooks without side effects answer dry-run requests as any other.
+pub async fn dry_run_until<K, T>(
+    api: &kube::Api<K>,
+    object: &K,
+    what: &str,
+    check: impl Fn(Result<K, kube::Error>) -> Option<T>,
+) -> T
+where
+    K: Clone + serde::de::DeserializeOwned + serde::Serialize + std::fmt::Debug,
+{
+    let dry_run = kube::api::PostParams {
+        dry_run: true,
+        ..kube::api::PostParams::default()
+    };
+    eventually(what, Duration::from_secs(60), || async {
+        check(api.create(&dry_run, object).await)
+    })
+    .await
 }
 
 /// A pod `name` labelled `app=<app>`, with one `main` container (nginx).

@@ -1,7 +1,9 @@
-//! A binary started as one replica against the simulator, and what a benchmark reads of a
-//! process: its resident memory and CPU time.
+//! A binary started as one replica against the simulator (a process, or in-process), and
+//! what a benchmark reads of a process: its resident memory and CPU time.
 
 use std::time::{Duration, Instant};
+
+use tokio_util::sync::CancellationToken;
 
 /// A replica started by [`spawn_replica`], killed when dropped so a failing test leaves
 /// nothing running.
@@ -42,6 +44,56 @@ impl Drop for Replica {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+    }
+}
+
+/// A binary run in-process, as a task on the current runtime (`Binary::run_argv`), for tests
+/// that need its code beside theirs. [`InProcess::stop`] cancels it and waits until it has
+/// returned: a replica still running during a real API server's clean-up would publish again
+/// the webhook configurations the clean-up removes, and they would outlive it.
+pub struct InProcess {
+    shutdown: CancellationToken,
+    task: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl InProcess {
+    /// Spawns `run(token)`, the binary's run until `token` is cancelled.
+    pub fn spawn<F, T, E>(run: impl FnOnce(CancellationToken) -> F) -> Self
+    where
+        F: std::future::Future<Output = Result<T, E>> + Send + 'static,
+        E: std::fmt::Display,
+    {
+        let shutdown = CancellationToken::new();
+        let running = run(shutdown.clone());
+        let task = tokio::spawn(async move {
+            if let Err(e) = running.await {
+                eprintln!("in-process binary: {e:#}");
+            }
+        });
+        InProcess {
+            shutdown,
+            task: Some(task),
+        }
+    }
+
+    /// Cancels it and waits (boundedly) until it has returned.
+    pub async fn stop(mut self) {
+        self.shutdown.cancel();
+        let Some(task) = self.task.take() else {
+            return;
+        };
+        if tokio::time::timeout(Duration::from_secs(60), task)
+            .await
+            .is_err()
+        {
+            panic!("the in-process binary did not stop within 60 s of its shutdown");
+        }
+    }
+}
+
+impl Drop for InProcess {
+    fn drop(&mut self) {
+        self.shutdown.cancel();
     }
 }
 
