@@ -36,7 +36,6 @@ use kruise_sim::webhooks::WebhookDispatcher;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt as _};
 use serde_json::{Value, json};
-use tokio_util::sync::CancellationToken;
 
 const BIN: &str = env!("CARGO_BIN_EXE_kruise-webhook");
 const WAIT: Duration = Duration::from_secs(30);
@@ -322,9 +321,7 @@ async fn sim_only_kruise_webhook_takes_the_pod_webhook_over_from_openkruise_with
         support::free_port(),
         support::free_port(),
     ));
-    let sidecarset = CancellationToken::new();
-    let stop = sidecarset.clone();
-    tokio::spawn(async move { sidecarset_binary.run_argv(argv, stop).await });
+    let sidecarset = support::InProcess::spawn(|stop| sidecarset_binary.run_argv(argv, stop));
     let mutating_configs: Api<MutatingWebhookConfiguration> = Api::all(client.clone());
     support::eventually("kruise-sidecarset's configuration", WAIT, || async {
         mutating_configs
@@ -476,7 +473,7 @@ async fn sim_only_kruise_webhook_takes_the_pod_webhook_over_from_openkruise_with
     assert_eq!(containers(&plain), ["main"]);
 
     drop(webhook);
-    sidecarset.cancel();
+    sidecarset.stop().await;
     let _ = std::fs::remove_dir_all(&cert_dir);
     sim.shutdown().await;
 }

@@ -20,9 +20,9 @@ use kruise_sidecarset::api::v1beta1::SidecarSet;
 use kube::Api;
 use kube::api::{DeleteParams, DynamicObject, PostParams};
 use serde_json::json;
-use tokio_util::sync::CancellationToken;
 
-const BIN: &str = env!("CARGO_BIN_EXE_kruise-webhook");
+mod sidecarset_binaries;
+use sidecarset_binaries::WEBHOOK_BIN as BIN;
 
 fn pod(name: &str, containers: serde_json::Value) -> Pod {
     serde_json::from_value(json!({"apiVersion": "v1", "kind": "Pod",
@@ -134,20 +134,22 @@ async fn injected_sidecar_resources_follow_the_pods_containers() {
     .await;
 
     let pods: Api<Pod> = Api::default_namespaced(client.clone());
-    let created = pods
-        .create(
-            &PostParams::default(),
-            &pod(
-                "shop-1",
-                json!([
-                    app("app-web", "1", "1Gi"),
-                    app("app-api", "3", "2Gi"),
-                    app("cache", "8", "16Gi")
-                ]),
-            ),
-        )
-        .await
-        .unwrap();
+    let shop_1 = pod(
+        "shop-1",
+        json!([
+            app("app-web", "1", "1Gi"),
+            app("app-api", "3", "2Gi"),
+            app("cache", "8", "16Gi")
+        ]),
+    );
+    support::dry_run_until(
+        &pods,
+        &shop_1,
+        "kube-apiserver calling the app=shop entry",
+        |answer| (answer.ok()?.spec?.containers.len() == 4).then_some(()),
+    )
+    .await;
+    let created = pods.create(&PostParams::default(), &shop_1).await.unwrap();
     let containers = created.spec.unwrap().containers;
     let names: Vec<&str> = containers.iter().map(|c| c.name.as_str()).collect();
     assert_eq!(names, ["app-web", "app-api", "cache", "proxy"]);
@@ -196,40 +198,7 @@ async fn patch_pod_metadata_is_admitted_only_as_the_kruise_configuration_whiteli
     let binary = kruise_sidecarset::binary::binary().unwrap();
     let (cluster, client) = support::cluster_with_crds(1, binary.crd_definitions()).await;
     without_kruise_configuration(&client).await;
-    let kubeconfig = cluster.kubeconfig_path();
-    let mut argv = vec!["kruise-sidecarset".to_string()];
-    argv.extend(support::process::replica_args(
-        &kubeconfig,
-        support::free_port(),
-        support::free_port(),
-    ));
-    let sidecarset = CancellationToken::new();
-    let stop = sidecarset.clone();
-    tokio::spawn(async move { binary.run_argv(argv, stop).await });
-    let webhook_port = support::free_port();
-    let mut webhook = support::spawn_replica(BIN, &kubeconfig, webhook_port, &[], &[]);
-    let configs: Api<MutatingWebhookConfiguration> = Api::all(client.clone());
-    support::eventually(
-        "both binaries published",
-        Duration::from_secs(60),
-        || async {
-            let pod_chain = configs
-                .get_opt("kruise-mutating-webhook-configuration")
-                .await
-                .ok()??;
-            let own = configs.get_opt("kruise-sidecarset-mutating").await.ok()??;
-            let has_ca = |c: &MutatingWebhookConfiguration| {
-                c.webhooks.iter().flatten().all(|w| {
-                    w.client_config
-                        .ca_bundle
-                        .as_ref()
-                        .is_some_and(|b| !b.0.is_empty())
-                })
-            };
-            (has_ca(&pod_chain) && has_ca(&own)).then_some(())
-        },
-    )
-    .await;
+    let binaries = sidecarset_binaries::start(&cluster, &[]).await;
 
     let sets: Api<SidecarSet> = Api::all(client.clone());
     let set: SidecarSet = serde_json::from_value(json!({
@@ -316,8 +285,7 @@ async fn patch_pod_metadata_is_admitted_only_as_the_kruise_configuration_whiteli
         .collect();
     assert_eq!(names, ["proxy", "app-web"]);
 
-    webhook.stop(webhook_port).await;
-    sidecarset.cancel();
+    binaries.stop().await;
     without_kruise_configuration(&client).await;
     cluster.shutdown().await;
 }

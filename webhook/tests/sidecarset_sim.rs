@@ -76,13 +76,15 @@ async fn sidecar_injection_through_the_api_server() {
     .await;
 
     let pods: Api<Pod> = Api::default_namespaced(client.clone());
-    let created = pods
-        .create(
-            &PostParams::default(),
-            &kruise_testkit::app_pod("nginx-1", "nginx"),
-        )
-        .await
-        .unwrap();
+    let nginx_1 = kruise_testkit::app_pod("nginx-1", "nginx");
+    support::dry_run_until(
+        &pods,
+        &nginx_1,
+        "kube-apiserver calling the app=nginx entry",
+        |answer| (answer.ok()?.spec?.containers.len() == 2).then_some(()),
+    )
+    .await;
+    let created = pods.create(&PostParams::default(), &nginx_1).await.unwrap();
     let spec = created.spec.unwrap();
     let names: Vec<&str> = spec.containers.iter().map(|c| c.name.as_str()).collect();
     assert_eq!(names, vec!["sidecar1", "main"]);

@@ -13,7 +13,6 @@ use kruise_testkit as support;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
 use k8s_openapi::api::core::v1::Pod;
 use kruise_sidecarset::api::v1beta1::SidecarSet;
 use kruise_sim::Counters;
@@ -22,9 +21,8 @@ use kube::{Client, ResourceExt as _};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
 use serde_json::{Value, json};
-use tokio_util::sync::CancellationToken;
 
-const BIN: &str = env!("CARGO_BIN_EXE_kruise-webhook");
+mod sidecarset_binaries;
 const WAIT: Duration = Duration::from_secs(30);
 /// Pod and SidecarSet writes one case may cost: the pod's create, the kubelet's status
 /// writes, the SidecarSet controller's status. A hot loop sends hundreds a second.
@@ -232,37 +230,7 @@ fn random_sidecars_are_refused_with_a_field_path_or_injected_into_valid_pods() {
     let binary = kruise_sidecarset::binary::binary().unwrap();
     let (cluster, client) =
         runtime.block_on(support::cluster_with_crds(1, binary.crd_definitions()));
-    let kubeconfig = cluster.kubeconfig_path();
-    let mut argv = vec!["kruise-sidecarset".to_string()];
-    argv.extend(support::process::replica_args(
-        &kubeconfig,
-        support::free_port(),
-        support::free_port(),
-    ));
-    let sidecarset = CancellationToken::new();
-    let stop = sidecarset.clone();
-    runtime.spawn(async move { binary.run_argv(argv, stop).await });
-    let webhook = support::spawn_replica(BIN, &kubeconfig, support::free_port(), &[], &[]);
-    runtime.block_on(async {
-        let configs: Api<MutatingWebhookConfiguration> = Api::all(client.clone());
-        support::eventually("both binaries published", WAIT, || async {
-            let pod_chain = configs
-                .get_opt("kruise-mutating-webhook-configuration")
-                .await
-                .ok()??;
-            let own = configs.get_opt("kruise-sidecarset-mutating").await.ok()??;
-            let has_ca = |c: &MutatingWebhookConfiguration| {
-                c.webhooks.iter().flatten().all(|w| {
-                    w.client_config
-                        .ca_bundle
-                        .as_ref()
-                        .is_some_and(|b| !b.0.is_empty())
-                })
-            };
-            (has_ca(&pod_chain) && has_ca(&own)).then_some(())
-        })
-        .await;
-    });
+    let binaries = runtime.block_on(sidecarset_binaries::start(&cluster, &[]));
 
     let mut runner = TestRunner::new(Config {
         cases: cases(),
@@ -287,8 +255,8 @@ fn random_sidecars_are_refused_with_a_field_path_or_injected_into_valid_pods() {
         0 < injected && injected < cases,
         "{injected} of {cases} SidecarSets injected"
     );
-    sidecarset.cancel();
-    // Stopped first, so it republishes nothing the clean-up removes.
-    drop(webhook);
-    runtime.block_on(cluster.shutdown());
+    runtime.block_on(async {
+        binaries.stop().await;
+        cluster.shutdown().await;
+    });
 }

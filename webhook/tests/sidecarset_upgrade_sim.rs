@@ -20,14 +20,14 @@ use kube::{Api, Client, ResourceExt as _};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
-const BIN: &str = env!("CARGO_BIN_EXE_kruise-webhook");
+mod sidecarset_binaries;
+
 const WAIT: Duration = Duration::from_secs(60);
 
 struct Cluster {
     cluster: support::TestCluster,
     client: Client,
-    sidecarset: CancellationToken,
-    webhook: support::Replica,
+    binaries: sidecarset_binaries::Binaries,
 }
 
 /// Two nodes, kruise-sidecarset in-process, kruise-webhook as a process. kruise-sidecarset
@@ -45,38 +45,32 @@ async fn cluster() -> Cluster {
         Err(kube::Error::Api(status)) if status.code == 409 => {}
         Err(e) => panic!("creating kruise-system: {e}"),
     }
-    let kubeconfig = cluster.kubeconfig_path();
-    let mut argv = vec!["kruise-sidecarset".to_string()];
-    argv.extend(support::process::replica_args(
-        &kubeconfig,
-        support::free_port(),
-        support::free_port(),
-    ));
-    let sidecarset = CancellationToken::new();
-    let stop = sidecarset.clone();
-    tokio::spawn(async move { binary.run_argv(argv, stop).await });
-    let webhook = support::spawn_replica(
-        BIN,
-        &kubeconfig,
-        support::free_port(),
-        &["--webhook-cert-check-interval", "1s"],
-        &[],
-    );
+    let binaries =
+        sidecarset_binaries::start(&cluster, &["--webhook-cert-check-interval", "1s"]).await;
     Cluster {
         cluster,
         client,
-        sidecarset,
-        webhook,
+        binaries,
     }
 }
 
 impl Cluster {
     async fn shutdown(self) {
-        self.sidecarset.cancel();
-        // Stopped first, so it republishes nothing the clean-up removes.
-        drop(self.webhook);
+        self.binaries.stop().await;
         self.cluster.shutdown().await;
     }
+}
+
+/// Creates `set`, defaulted by kruise-sidecarset (live since `sidecarset_binaries::start`).
+async fn create_defaulted(sets: &Api<SidecarSet>, set: &SidecarSet) {
+    let created = sets.create(&PostParams::default(), set).await.unwrap();
+    assert!(
+        created
+            .annotations()
+            .contains_key("kruise.io/sidecarset-hash"),
+        "{:?}",
+        created.metadata
+    );
 }
 
 fn pod(name: &str, labels: serde_json::Value) -> Pod {
@@ -156,25 +150,7 @@ async fn sidecar_upgrades_in_place_within_the_update_strategy() {
                                  "command": ["sleep", "999d"]}]}
     }))
     .unwrap();
-    // The defaulting webhook of kruise-sidecarset may not be registered yet: retry.
-    support::eventually(
-        "the SidecarSet created through its webhooks",
-        WAIT,
-        || async {
-            let created = sets.create(&PostParams::default(), &set).await.ok()?;
-            let ann = created.metadata.annotations.unwrap_or_default();
-            if ann.contains_key("kruise.io/sidecarset-hash") {
-                Some(())
-            } else {
-                // Created before the webhook was registered: start again.
-                sets.delete("test-sidecarset", &Default::default())
-                    .await
-                    .ok();
-                None
-            }
-        },
-    )
-    .await;
+    create_defaulted(&sets, &set).await;
 
     // Pods are injected once kruise-webhook's entry for app=nginx is live.
     let pods: Api<Pod> = Api::default_namespaced(c.client.clone());
@@ -342,23 +318,7 @@ async fn a_change_beyond_images_is_not_applied_and_marks_pods_not_upgradable() {
                  "containers": [{"name": "sidecar1", "image": "busybox:1.34", "command": ["sleep", "1d"]}]}
     }))
     .unwrap();
-    support::eventually(
-        "the SidecarSet created through its webhooks",
-        WAIT,
-        || async {
-            let created = sets.create(&PostParams::default(), &set).await.ok()?;
-            if created
-                .annotations()
-                .contains_key("kruise.io/sidecarset-hash")
-            {
-                Some(())
-            } else {
-                sets.delete("cmd-change", &Default::default()).await.ok();
-                None
-            }
-        },
-    )
-    .await;
+    create_defaulted(&sets, &set).await;
     let pods: Api<Pod> = Api::default_namespaced(c.client.clone());
     support::eventually("web-0 created with sidecar1", WAIT, || async {
         let created = pods
@@ -427,23 +387,7 @@ async fn hot_upgrade_migrates_then_resets_with_a_sidecar_always_running() {
         "spec": {"selector": {"matchLabels": {"app": "mesh"}}, "containers": sidecar("envoy:1")}
     }))
     .unwrap();
-    support::eventually(
-        "the SidecarSet created through its webhooks",
-        WAIT,
-        || async {
-            let created = sets.create(&PostParams::default(), &set).await.ok()?;
-            if created
-                .annotations()
-                .contains_key("kruise.io/sidecarset-hash")
-            {
-                Some(())
-            } else {
-                sets.delete("hot", &Default::default()).await.ok();
-                None
-            }
-        },
-    )
-    .await;
+    create_defaulted(&sets, &set).await;
     let pods: Api<Pod> = Api::default_namespaced(c.client.clone());
     let mut mesh = pod("mesh-0", json!({"app": "mesh"}));
     // The postStart hook (the migration) takes 500ms in the simulated kubelet.

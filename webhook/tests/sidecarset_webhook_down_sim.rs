@@ -11,54 +11,24 @@ use kruise_testkit as support;
 
 use std::time::Duration;
 
-use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
 use k8s_openapi::api::core::v1::Pod;
 use kruise_sidecarset::api::v1beta1::SidecarSet;
 use kube::Api;
 use kube::api::{DeleteParams, PostParams};
 use serde_json::json;
-use tokio_util::sync::CancellationToken;
 
-const BIN: &str = env!("CARGO_BIN_EXE_kruise-webhook");
+mod sidecarset_binaries;
+use sidecarset_binaries::WEBHOOK_BIN as BIN;
 const WAIT: Duration = Duration::from_secs(30);
 
 #[tokio::test]
 async fn a_sidecar_set_created_while_kruise_webhook_is_down_is_enforced() {
     let binary = kruise_sidecarset::binary::binary().unwrap();
     let (cluster, client) = support::cluster_with_crds(1, binary.crd_definitions()).await;
-    let kubeconfig = cluster.kubeconfig_path();
-    let mut argv = vec!["kruise-sidecarset".to_string()];
-    let sidecarset_port = support::free_port();
-    argv.extend(support::process::replica_args(
-        &kubeconfig,
-        sidecarset_port,
-        support::free_port(),
-    ));
-    let sidecarset = CancellationToken::new();
-    let stop = sidecarset.clone();
-    tokio::spawn(async move { binary.run_argv(argv, stop).await });
-    let webhook_port = support::free_port();
-    let mut webhook = support::spawn_replica(BIN, &kubeconfig, webhook_port, &[], &[]);
-    let configs: Api<MutatingWebhookConfiguration> = Api::all(client.clone());
-    support::eventually("both binaries published", WAIT, || async {
-        let pod_chain = configs
-            .get_opt("kruise-mutating-webhook-configuration")
-            .await
-            .ok()??;
-        let own = configs.get_opt("kruise-sidecarset-mutating").await.ok()??;
-        let has_ca = |c: &MutatingWebhookConfiguration| {
-            c.webhooks.iter().flatten().all(|w| {
-                w.client_config
-                    .ca_bundle
-                    .as_ref()
-                    .is_some_and(|b| !b.0.is_empty())
-            })
-        };
-        (has_ca(&pod_chain) && has_ca(&own)).then_some(())
-    })
-    .await;
+    let mut binaries = sidecarset_binaries::start(&cluster, &[]).await;
+    let (kubeconfig, webhook_port) = (cluster.kubeconfig_path(), binaries.webhook_port);
 
-    webhook.stop(webhook_port).await;
+    binaries.webhook.stop(webhook_port).await;
     let sets: Api<SidecarSet> = Api::all(client.clone());
     let set: SidecarSet = serde_json::from_value(json!({
         "apiVersion": "apps.kruise.io/v1beta1", "kind": "SidecarSet",
@@ -107,7 +77,7 @@ async fn a_sidecar_set_created_while_kruise_webhook_is_down_is_enforced() {
         .unwrap();
 
     // kruise-webhook back: the pod is created with its sidecar.
-    let webhook = support::spawn_replica(BIN, &kubeconfig, webhook_port, &[], &[]);
+    binaries.webhook = support::spawn_replica(BIN, &kubeconfig, webhook_port, &[], &[]);
     let created = support::eventually("the pod created with its sidecar", WAIT, || async {
         pods.create(&PostParams::default(), &kruise_testkit::app_pod("x-2", "x"))
             .await
@@ -125,8 +95,6 @@ async fn a_sidecar_set_created_while_kruise_webhook_is_down_is_enforced() {
         containers.contains(&"sidecar1".to_string()),
         "{containers:?}"
     );
-    sidecarset.cancel();
-    // Stopped first, so they republish nothing the clean-up removes.
-    drop(webhook);
+    binaries.stop().await;
     cluster.shutdown().await;
 }
