@@ -44,9 +44,11 @@ if [[ ${#suites[@]} -eq 0 ]]; then
 		kruise-sidecarset:decode_guard_sim
 		kruise-sidecarset:migration_sim
 		kruise-webhook:pod_chain_sim
-		# webhook/'s five SidecarSet suites are off this list for now: run after one another
-		# on kube-apiserver, one in three runs refuses the SidecarSet a test creates first
-		# (docs/e2e.md, "Off the real-server list"). Each still passes alone: run them by name.
+		kruise-webhook:sidecarset_sim
+		kruise-webhook:sidecarset_webhook_down_sim
+		kruise-webhook:sidecarset_upgrade_sim
+		kruise-webhook:sidecarset_resources_policy_sim
+		kruise-webhook:sidecarset_template_fuzz_sim
 		kruise-crr:crr_sim
 		kruise-crr:launch_priority_sim
 		kruise-imagepull:imagepull_sim

@@ -13,6 +13,7 @@
 //! conditioned write.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use futures::StreamExt as _;
@@ -27,6 +28,7 @@ use kruise_common::family::StepContext;
 use kruise_common::pub_budget::check::{BudgetCache, check_pod};
 use kruise_common::runtime::controller::trim_for_cache;
 use kruise_common::runtime::events::{EventQueue, EventRecord, Recorder, pod_reference};
+use kruise_common::runtime::watch::loaded_flag;
 use kruise_common::runtime::{Metrics, protection_log};
 use kube::api::Api;
 use kube::runtime::reflector::{self, ObjectRef, Store};
@@ -210,6 +212,8 @@ impl Watched {
 pub struct PubPodValidator {
     admission: Option<PubAdmission>,
     budgets: Option<Store<PodUnavailableBudget>>,
+    /// Set once `budgets` has loaded (or the CRD is not installed); absent: no cluster.
+    loaded: Option<Arc<AtomicBool>>,
     /// OpenKruise's refusal counter, `pod_unavailable_budget{kind_namespace_name,username}`.
     refusals: Family<WorkloadLabels, Counter>,
 }
@@ -233,6 +237,7 @@ pub fn pub_validator_step(ctx: &StepContext) -> Arc<dyn PodValidator> {
         return Arc::new(PubPodValidator {
             admission: None,
             budgets: None,
+            loaded: None,
             refusals,
         });
     };
@@ -253,6 +258,13 @@ pub fn pub_validator_step(ctx: &StepContext) -> Arc<dyn PodValidator> {
         watcher::watcher(Api::all(live.client.clone()), watcher::Config::default())
             .default_backoff()
             .map(|event| event.map(|e| e.modify(trim_for_cache))),
+    );
+    let loaded = loaded_flag(
+        &live.client,
+        budgets.clone(),
+        crate::api::CRD,
+        live.refresh.clone(),
+        live.shutdown.clone(),
     );
     let refresh = live.refresh.clone();
     let shutdown = live.shutdown.clone();
@@ -285,6 +297,7 @@ pub fn pub_validator_step(ctx: &StepContext) -> Arc<dyn PodValidator> {
             pods,
         )),
         budgets: Some(budgets),
+        loaded: Some(loaded),
         refusals,
     })
 }
@@ -331,6 +344,12 @@ impl PodValidator for PubPodValidator {
             Some(store) => budget_scopes(store),
             None => Vec::new(),
         }
+    }
+
+    fn scopes_known(&self) -> bool {
+        self.loaded
+            .as_ref()
+            .is_none_or(|l| l.load(Ordering::Acquire))
     }
 
     fn failure_policy(&self) -> FailurePolicy {

@@ -9,6 +9,7 @@
 //! one), or, for a budget with a selector, whose non-empty selector matches the pod's labels.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use futures::StreamExt as _;
 use futures::future::BoxFuture;
@@ -18,6 +19,7 @@ use kruise_common::admission::pod_chain::{PodMutator, PodRequest, PodScope};
 use kruise_common::admission::{FailurePolicy, HandlerError};
 use kruise_common::family::StepContext;
 use kruise_common::pods::selector::selector_matches;
+use kruise_common::runtime::watch::loaded_flag;
 use kube::api::Api;
 use kube::core::admission::Operation;
 use kube::runtime::reflector::{self, Store};
@@ -33,6 +35,8 @@ use crate::pod_admission::budget_scopes;
 /// to find a ReplicaSet's Deployment.
 pub struct RelatedPubStep {
     live: Option<(Client, Store<PodUnavailableBudget>)>,
+    /// Set once the budgets have loaded (or the CRD is not installed).
+    loaded: Option<Arc<AtomicBool>>,
 }
 
 /// Builds the step for kruise-webhook: with `PodUnavailableBudgetDeleteGate` or
@@ -43,7 +47,12 @@ pub fn related_pub_step(ctx: &StepContext) -> Arc<dyn PodMutator> {
         || ctx.gates.enabled(crate::admission::UPDATE_GATE);
     let live = match &ctx.live {
         Some(live) if enabled => live,
-        _ => return Arc::new(RelatedPubStep { live: None }),
+        _ => {
+            return Arc::new(RelatedPubStep {
+                live: None,
+                loaded: None,
+            });
+        }
     };
     let (budgets, writer) = reflector::store::<PodUnavailableBudget>();
     let stream = reflector::reflector(
@@ -51,6 +60,13 @@ pub fn related_pub_step(ctx: &StepContext) -> Arc<dyn PodMutator> {
         // Backed off, so a cluster without the CRD is retried calmly.
         watcher::watcher(Api::all(live.client.clone()), watcher::Config::default())
             .default_backoff(),
+    );
+    let loaded = loaded_flag(
+        &live.client,
+        budgets.clone(),
+        crate::api::CRD,
+        live.refresh.clone(),
+        live.shutdown.clone(),
     );
     let refresh = live.refresh.clone();
     let shutdown = live.shutdown.clone();
@@ -70,6 +86,7 @@ pub fn related_pub_step(ctx: &StepContext) -> Arc<dyn PodMutator> {
     });
     Arc::new(RelatedPubStep {
         live: Some((live.client.clone(), budgets)),
+        loaded: Some(loaded),
     })
 }
 
@@ -87,6 +104,12 @@ impl PodMutator for RelatedPubStep {
             Some((_, budgets)) => budget_scopes(budgets),
             None => Vec::new(),
         }
+    }
+
+    fn scopes_known(&self) -> bool {
+        self.loaded
+            .as_ref()
+            .is_none_or(|l| l.load(Ordering::Acquire))
     }
 
     /// The annotation only saves the admission a search (the controller sets it too, and

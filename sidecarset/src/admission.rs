@@ -56,6 +56,18 @@ pub trait SidecarSetSnapshot: Send + Sync + 'static {
     fn patch_metadata_defaults_allowed(&self) -> bool {
         false
     }
+    /// Whether the snapshot has loaded the cluster's SidecarSets (or found their CRD not
+    /// installed): until then the injection step's scopes are not known.
+    fn loaded(&self) -> bool {
+        true
+    }
+    /// Waits (briefly) until the snapshot holds every SidecarSet and namespace of the
+    /// cluster; an error says it does not yet (a replica just started). A decision on a
+    /// partial snapshot would let a pod through without its sidecar, or a conflicting
+    /// SidecarSet in. A fixed snapshot is complete.
+    fn synced(&self) -> BoxFuture<'_, Result<(), String>> {
+        Box::pin(async { Ok(()) })
+    }
 }
 
 /// A fixed snapshot (tests, benchmarks, or a caller that swaps whole snapshots).
@@ -124,6 +136,14 @@ impl<S: SidecarSetSnapshot + ?Sized> SidecarSetSnapshot for Arc<S> {
 
     fn patch_metadata_defaults_allowed(&self) -> bool {
         (**self).patch_metadata_defaults_allowed()
+    }
+
+    fn loaded(&self) -> bool {
+        (**self).loaded()
+    }
+
+    fn synced(&self) -> BoxFuture<'_, Result<(), String>> {
+        (**self).synced()
     }
 }
 
@@ -219,6 +239,11 @@ impl<S: SidecarSetSnapshot> SidecarSetValidatingHandler<S> {
                 Err(e) => Some(e),
             }
         };
+        // The conflict check reads every other SidecarSet.
+        self.snapshot
+            .synced()
+            .await
+            .map_err(HandlerError::Internal)?;
         Ok(validate_sidecar_set_admission(
             &new,
             old.as_ref(),
@@ -320,6 +345,10 @@ impl<S: SidecarSetSnapshot> kruise_common::admission::pod_chain::PodMutator
         scopes
     }
 
+    fn scopes_known(&self) -> bool {
+        self.snapshot.loaded()
+    }
+
     fn failure_policy(&self) -> FailurePolicy {
         // A pod that should carry a sidecar must not start without it (as OpenKruise); the
         // scopes keep every other pod out of the webhook's path.
@@ -332,6 +361,10 @@ impl<S: SidecarSetSnapshot> kruise_common::admission::pod_chain::PodMutator
         pod: &'a mut Pod,
     ) -> BoxFuture<'a, Result<(), HandlerError>> {
         Box::pin(async move {
+            self.snapshot
+                .synced()
+                .await
+                .map_err(HandlerError::Internal)?;
             let namespace = pod
                 .metadata
                 .namespace

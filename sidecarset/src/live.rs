@@ -8,10 +8,10 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use futures::StreamExt as _;
 use futures::future::BoxFuture;
+use futures::{FutureExt as _, StreamExt as _};
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
-use kruise_common::runtime::watch::{DecodeGuard, Watch};
+use kruise_common::runtime::watch::{DecodeGuard, Watch, loaded_flag};
 use kube::Api;
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::watcher;
@@ -27,6 +27,8 @@ const CRD: &str = "sidecarsets.apps.kruise.io";
 #[derive(Clone)]
 pub struct LiveSnapshot {
     sets: Store<SidecarSet>,
+    /// Set once `sets` has loaded, or the CRD is found not installed.
+    loaded: Arc<std::sync::atomic::AtomicBool>,
     namespaces: Store<Namespace>,
     client: kube::Client,
     kruise_namespace: String,
@@ -79,7 +81,36 @@ impl SidecarSetSnapshot for LiveSnapshot {
     fn patch_metadata_defaults_allowed(&self) -> bool {
         self.patch_metadata_defaults_allowed
     }
+
+    fn loaded(&self) -> bool {
+        self.loaded.load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    fn synced(&self) -> BoxFuture<'_, Result<(), String>> {
+        Box::pin(async move {
+            // Loaded without a ready store: the CRD is not installed, so no SidecarSet
+            // exists and there is nothing to miss.
+            if self.loaded() && self.sets.wait_until_ready().now_or_never().is_none() {
+                return Ok(());
+            }
+            let both = async {
+                let _ = self.sets.wait_until_ready().await;
+                let _ = self.namespaces.wait_until_ready().await;
+            };
+            tokio::time::timeout(SYNC_WAIT, both).await.map_err(|_| {
+                format!(
+                    "the SidecarSets and namespaces are not known yet (this replica started \
+                     less than {}s ago and has not listed them); try again",
+                    SYNC_WAIT.as_secs()
+                )
+            })
+        })
+    }
 }
+
+/// How long a request waits for a replica that just started to list the SidecarSets and
+/// namespaces, well within the API server's webhook timeout.
+const SYNC_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// Starts the reflectors; `changed` is notified whenever the SidecarSets' scopes change.
 pub fn start(
@@ -95,6 +126,13 @@ pub fn start(
         .guarded(DecodeGuard::logging_only())
         .after_crd(CRD, shutdown.clone())
         .reflect_events();
+    let loaded = loaded_flag(
+        &client,
+        sets.clone(),
+        CRD,
+        changed.clone(),
+        shutdown.clone(),
+    );
     let stop = shutdown.clone();
     tokio::spawn(async move {
         let ns_stream = ns_stream.take_until(stop.cancelled_owned());
@@ -134,6 +172,7 @@ pub fn start(
     });
     LiveSnapshot {
         sets,
+        loaded,
         namespaces,
         client,
         kruise_namespace: crate::controller::DEFAULT_KRUISE_NAMESPACE.to_string(),

@@ -227,3 +227,40 @@ async fn golden_review_resources_policy_and_patched_annotations() {
         r#"sidecarset: no containers match the regex pattern "^app-""#
     );
 }
+
+/// A snapshot still loading (a kruise-webhook replica that just started).
+struct Loading;
+
+impl kruise_sidecarset::admission::SidecarSetSnapshot for Loading {
+    fn sidecar_sets(&self) -> Arc<[SidecarSet]> {
+        Vec::new().into()
+    }
+    fn namespace_labels(&self, _: &str) -> Option<std::collections::BTreeMap<String, String>> {
+        None
+    }
+    fn loaded(&self) -> bool {
+        false
+    }
+    fn synced(&self) -> futures::future::BoxFuture<'_, Result<(), String>> {
+        Box::pin(async { Err("the SidecarSets are not known yet".into()) })
+    }
+}
+
+#[tokio::test]
+async fn a_step_still_loading_publishes_nothing_and_refuses_pods() {
+    use kruise_common::admission::AdmissionHandler as _;
+    let step = Arc::new(SidecarSetInjectionStep::new(Loading));
+    let loading = PodChain::new(vec![
+        step as Arc<dyn PodMutator>,
+        Arc::new(KruisePodReadyGate { all_pods: false }),
+    ]);
+    // Its (empty) scopes are not the cluster's: the entries in place must stay.
+    assert!(!loading.webhooks_known());
+    let pod = json!({"apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "nginx-1", "labels": {"app": "nginx"}},
+        "spec": {"containers": [{"name": "main", "image": "nginx"}]}});
+    let refused = loading.run(&create(), &pod).await.unwrap_err();
+    assert!(refused.to_string().contains("not known yet"), "{refused}");
+    let (ready, _) = chain(vec![sidecar_set("test-sidecarset", false)]);
+    assert!(ready.webhooks_known());
+}

@@ -98,3 +98,75 @@ async fn a_sidecar_set_created_while_kruise_webhook_is_down_is_enforced() {
     binaries.stop().await;
     cluster.shutdown().await;
 }
+
+/// kruise-webhook restarted while its first list of SidecarSets answers late (kruise-sim
+/// delays it 8 s): a pod the SidecarSet selects is refused until the replica knows the
+/// SidecarSets, never created without its sidecar, then created with it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sim_only_a_restarted_kruise_webhook_injects_nothing_before_it_knows_the_sidecar_sets() {
+    let binary = kruise_sidecarset::binary::binary().unwrap();
+    let (cluster, client) = support::cluster_with_crds(1, binary.crd_definitions()).await;
+    let sim = cluster
+        .sim()
+        .expect("the list latency is injected by kruise-sim");
+    let mut binaries = sidecarset_binaries::start(&cluster, &[]).await;
+    let (kubeconfig, webhook_port) = (cluster.kubeconfig_path(), binaries.webhook_port);
+    let sets: Api<SidecarSet> = Api::all(client.clone());
+    let set: SidecarSet = serde_json::from_value(json!({
+        "apiVersion": "apps.kruise.io/v1beta1", "kind": "SidecarSet",
+        "metadata": {"name": "for-x"},
+        "spec": {"selector": {"matchLabels": {"app": "x"}},
+                 "containers": [{"name": "sidecar1", "image": "centos:6.7"}]}
+    }))
+    .unwrap();
+    sets.create(&PostParams::default(), &set).await.unwrap();
+
+    binaries.webhook.stop(webhook_port).await;
+    sim.faults().add(
+        kruise_sim::FaultRule::new()
+            .verb("list")
+            .resource("sidecarsets")
+            .latency(Duration::from_secs(8))
+            .times(1),
+    );
+    binaries.webhook = support::spawn_replica(BIN, &kubeconfig, webhook_port, &[], &[]);
+    let pods: Api<Pod> = Api::default_namespaced(client.clone());
+    let attempts = std::sync::atomic::AtomicUsize::new(0);
+    let refusals = std::sync::Mutex::new(Vec::new());
+    let created = support::eventually("the pod created with its sidecar", WAIT, || async {
+        let n = attempts.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let name = format!("x-{n}");
+        match pods
+            .create(&PostParams::default(), &kruise_testkit::app_pod(&name, "x"))
+            .await
+        {
+            Ok(pod) => Some(pod),
+            Err(e) => {
+                refusals.lock().unwrap().push(e.to_string());
+                None
+            }
+        }
+    })
+    .await;
+    let containers: Vec<String> = created
+        .spec
+        .unwrap()
+        .containers
+        .into_iter()
+        .map(|c| c.name)
+        .collect();
+    assert_eq!(
+        containers,
+        ["sidecar1", "main"],
+        "a pod created before kruise-webhook knew the SidecarSets"
+    );
+    let refusals = refusals.into_inner().unwrap();
+    assert!(
+        refusals
+            .iter()
+            .any(|r| r.contains("the SidecarSets and namespaces are not known yet")),
+        "{refusals:?}"
+    );
+    binaries.stop().await;
+    cluster.shutdown().await;
+}

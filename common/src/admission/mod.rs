@@ -236,6 +236,12 @@ pub trait AdmissionHandler: Send + Sync + 'static {
     fn webhooks(&self) -> Vec<WebhookSpec> {
         vec![self.webhook()]
     }
+    /// Whether [`webhooks`](Self::webhooks) is complete. False while the handler's view of
+    /// the cluster is still loading (a replica just started): the runner then publishes
+    /// nothing, rather than drop the entries of objects it does not know of yet.
+    fn webhooks_known(&self) -> bool {
+        true
+    }
     /// Decides on one request. A mutating handler returns a response carrying a JSONPatch.
     fn handle<'a>(
         &'a self,
@@ -304,6 +310,11 @@ impl AdmissionRoutes {
             .collect();
         v.sort_by(|a, b| a.1.name.cmp(&b.1.name));
         v
+    }
+
+    /// Whether every handler's entries are known (see [`AdmissionHandler::webhooks_known`]).
+    pub fn webhooks_known(&self) -> bool {
+        self.handlers.values().all(|h| h.webhooks_known())
     }
 
     /// Decides one AdmissionReview body, as the HTTP route does: `Err((400, reason))` for a

@@ -52,6 +52,12 @@ pub trait PodMutator: Send + Sync + 'static {
     /// The pods this step can change now. An empty list means none, so the webhook need
     /// not see any pod on this step's behalf.
     fn scopes(&self) -> Vec<PodScope>;
+    /// Whether [`scopes`](Self::scopes) is complete: false while the step's view of the
+    /// cluster is still loading. Until every step's is, kruise-webhook keeps the entries
+    /// already published (see [`AdmissionHandler::webhooks_known`]).
+    fn scopes_known(&self) -> bool {
+        true
+    }
     /// Whether a failure to reach the webhook should reject pods in this step's scopes.
     fn failure_policy(&self) -> FailurePolicy;
     /// Changes the pod in place; an error rejects the pod with the message.
@@ -207,6 +213,10 @@ impl AdmissionHandler for PodChain {
         self.webhook_specs()
     }
 
+    fn webhooks_known(&self) -> bool {
+        self.steps.iter().all(|s| s.scopes_known())
+    }
+
     fn handle<'a>(
         &'a self,
         req: &'a AdmissionRequest<DynamicObject>,
@@ -285,6 +295,10 @@ pub trait PodValidator: Send + Sync + 'static {
     /// The pods this step may refuse operations on now. An empty list means none, so the
     /// webhook need not see any pod on this step's behalf.
     fn scopes(&self) -> Vec<PodScope>;
+    /// Whether [`scopes`](Self::scopes) is complete (see [`PodMutator::scopes_known`]).
+    fn scopes_known(&self) -> bool {
+        true
+    }
     /// Whether a failure to reach the webhook should refuse operations in its scopes.
     fn failure_policy(&self) -> FailurePolicy;
     /// Decides on one operation; an error refuses it with the message.
@@ -457,6 +471,10 @@ impl AdmissionHandler for ValidatingPodChain {
 
     fn webhooks(&self) -> Vec<WebhookSpec> {
         self.webhook_specs()
+    }
+
+    fn webhooks_known(&self) -> bool {
+        self.steps.iter().all(|s| s.scopes_known())
     }
 
     fn handle<'a>(

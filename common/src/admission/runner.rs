@@ -179,6 +179,12 @@ async fn publish_logged(
     endpoint: &Endpoint,
     cert: &ServingCert,
 ) -> bool {
+    if !routes.webhooks_known() {
+        // Published once the handlers have loaded what their entries follow (they notify
+        // the refresh then); the entries in place meanwhile stay.
+        tracing::info!("webhook entries not known yet (caches loading); publishing later");
+        return false;
+    }
     match publish::publish(client, routes, owned, endpoint, &cert.ca_bundle).await {
         Ok(()) => true,
         Err(e) => {

@@ -243,6 +243,45 @@ pub async fn wait_for_crd(client: &Client, name: &str, shutdown: &CancellationTo
     }
 }
 
+/// A flag that turns true once `store` holds the cluster's objects of its kind, or once
+/// the CRD `crd` is found not installed (then there are none to hold), notifying `changed`
+/// when it does. A handler whose webhook entries follow those objects answers
+/// [`webhooks_known`](crate::admission::AdmissionHandler::webhooks_known) with it, so a
+/// replica that just started publishes no entry set it has not loaded yet.
+pub fn loaded_flag<K>(
+    client: &Client,
+    store: Store<K>,
+    crd: &str,
+    changed: Arc<tokio::sync::Notify>,
+    shutdown: CancellationToken,
+) -> Arc<std::sync::atomic::AtomicBool>
+where
+    K: Resource<DynamicType = ()> + Clone + Send + Sync + 'static,
+{
+    let loaded = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let flag = loaded.clone();
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let crd = crd.to_string();
+    tokio::spawn(async move {
+        let not_installed = async {
+            loop {
+                if let Ok(None) = crds.get_opt(&crd).await {
+                    return;
+                }
+                tokio::time::sleep(CRD_POLL).await;
+            }
+        };
+        tokio::select! {
+            () = shutdown.cancelled() => return,
+            _ = store.wait_until_ready() => {}
+            () = not_installed => {}
+        }
+        flag.store(true, std::sync::atomic::Ordering::Release);
+        changed.notify_one();
+    });
+    loaded
+}
+
 fn only_kept<K>(
     event: watcher::Event<K>,
     keep: &(dyn Fn(&K) -> bool + Send + Sync),
