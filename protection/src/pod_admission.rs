@@ -24,7 +24,7 @@ use kruise_common::admission::pod_chain::{
     PodOperation, PodScope, PodValidationRequest, PodValidator, PodVerdict,
 };
 use kruise_common::admission::{FailurePolicy, HandlerError};
-use kruise_common::family::StepContext;
+use kruise_common::family::{LiveCluster, StepContext};
 use kruise_common::pub_budget::check::{BudgetCache, check_pod};
 use kruise_common::runtime::controller::trim_for_cache;
 use kruise_common::runtime::events::{EventQueue, EventRecord, Recorder, pod_reference};
@@ -259,13 +259,7 @@ pub fn pub_validator_step(ctx: &StepContext) -> Arc<dyn PodValidator> {
             .default_backoff()
             .map(|event| event.map(|e| e.modify(trim_for_cache))),
     );
-    let loaded = loaded_flag(
-        &live.client,
-        budgets.clone(),
-        crate::api::CRD,
-        live.refresh.clone(),
-        live.shutdown.clone(),
-    );
+    let loaded = budgets_loaded(live, &budgets);
     let refresh = live.refresh.clone();
     let shutdown = live.shutdown.clone();
     tokio::spawn(async move {
@@ -300,6 +294,21 @@ pub fn pub_validator_step(ctx: &StepContext) -> Arc<dyn PodValidator> {
         loaded: Some(loaded),
         refusals,
     })
+}
+
+/// Set once `budgets` (kruise-webhook's watch of every budget) has loaded, or the CRD is
+/// not installed: until then the steps' scopes are not known.
+pub(crate) fn budgets_loaded(
+    live: &LiveCluster,
+    budgets: &Store<PodUnavailableBudget>,
+) -> Arc<AtomicBool> {
+    loaded_flag(
+        &live.client,
+        budgets.clone(),
+        crate::api::CRD,
+        live.refresh.clone(),
+        live.shutdown.clone(),
+    )
 }
 
 /// The pods the budgets of `store` may cover: a selector budget's pods in its namespace, a

@@ -19,7 +19,6 @@ use kruise_common::admission::pod_chain::{PodMutator, PodRequest, PodScope};
 use kruise_common::admission::{FailurePolicy, HandlerError};
 use kruise_common::family::StepContext;
 use kruise_common::pods::selector::selector_matches;
-use kruise_common::runtime::watch::loaded_flag;
 use kube::api::Api;
 use kube::core::admission::Operation;
 use kube::runtime::reflector::{self, Store};
@@ -29,7 +28,7 @@ use kube::{Client, ResourceExt as _};
 use kruise_common::pub_budget::{LEGACY_RELATED_PUB_ANNOTATION, RELATED_PUB_ANNOTATION};
 
 use crate::api::v1beta1::{PodUnavailableBudget, TargetReference};
-use crate::pod_admission::budget_scopes;
+use crate::pod_admission::{budget_scopes, budgets_loaded};
 
 /// The step: a watch of the budgets (its scopes and the budgets it picks from) and a client
 /// to find a ReplicaSet's Deployment.
@@ -61,13 +60,7 @@ pub fn related_pub_step(ctx: &StepContext) -> Arc<dyn PodMutator> {
         watcher::watcher(Api::all(live.client.clone()), watcher::Config::default())
             .default_backoff(),
     );
-    let loaded = loaded_flag(
-        &live.client,
-        budgets.clone(),
-        crate::api::CRD,
-        live.refresh.clone(),
-        live.shutdown.clone(),
-    );
+    let loaded = budgets_loaded(live, &budgets);
     let refresh = live.refresh.clone();
     let shutdown = live.shutdown.clone();
     tokio::spawn(async move {

@@ -26,7 +26,7 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use k8s_openapi::api::admissionregistration::v1::{
-    MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
+    MutatingWebhookConfiguration, ValidatingWebhookConfiguration, WebhookClientConfig,
 };
 use k8s_openapi::api::core::v1::{Namespace, Node, Pod, ServiceAccount};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
@@ -508,38 +508,46 @@ async fn webhooks_settled(admin: &Client) {
 async fn remove_stale_webhooks(admin: &Client, crds: &[CustomResourceDefinition]) {
     let mutating: Api<MutatingWebhookConfiguration> = Api::all(admin.clone());
     let validating: Api<ValidatingWebhookConfiguration> = Api::all(admin.clone());
-    let mut removed = Vec::new();
-    for config in mutating.list(&ListParams::default()).await.unwrap().items {
-        let urls = config
-            .webhooks
-            .iter()
-            .flatten()
-            .map(|w| &w.client_config.url);
-        if any_unanswered(urls).await {
-            let _ = mutating
-                .delete(&config.name_any(), &DeleteParams::default())
-                .await;
-            removed.push(format!(
-                "mutatingwebhookconfiguration/{}",
-                config.name_any()
-            ));
-        }
+    let called = |webhooks: Vec<&WebhookClientConfig>| -> Vec<Option<String>> {
+        webhooks.into_iter().map(|c| c.url.clone()).collect()
+    };
+    let mut configs: Vec<(&str, String, Vec<Option<String>>)> = Vec::new();
+    for c in mutating.list(&ListParams::default()).await.unwrap().items {
+        let urls = called(
+            c.webhooks
+                .iter()
+                .flatten()
+                .map(|w| &w.client_config)
+                .collect(),
+        );
+        configs.push(("mutating", c.name_any(), urls));
     }
-    for config in validating.list(&ListParams::default()).await.unwrap().items {
-        let urls = config
-            .webhooks
-            .iter()
-            .flatten()
-            .map(|w| &w.client_config.url);
-        if any_unanswered(urls).await {
-            let _ = validating
-                .delete(&config.name_any(), &DeleteParams::default())
-                .await;
-            removed.push(format!(
-                "validatingwebhookconfiguration/{}",
-                config.name_any()
-            ));
+    for c in validating.list(&ListParams::default()).await.unwrap().items {
+        let urls = called(
+            c.webhooks
+                .iter()
+                .flatten()
+                .map(|w| &w.client_config)
+                .collect(),
+        );
+        configs.push(("validating", c.name_any(), urls));
+    }
+    let mut removed = Vec::new();
+    for (kind, name, called) in configs {
+        if !any_unanswered(&called).await {
+            continue;
         }
+        let _ = match kind {
+            "mutating" => mutating
+                .delete(&name, &DeleteParams::default())
+                .await
+                .map(|_| ()),
+            _ => validating
+                .delete(&name, &DeleteParams::default())
+                .await
+                .map(|_| ()),
+        };
+        removed.push(format!("{kind}webhookconfiguration/{name}"));
     }
     let definitions: Api<CustomResourceDefinition> = Api::all(admin.clone());
     let no_conversion = json!({"spec": {"conversion": {"strategy": "None", "webhook": null}}});
@@ -553,7 +561,7 @@ async fn remove_stale_webhooks(admin: &Client, crds: &[CustomResourceDefinition]
             .and_then(|c| c.webhook)
             .and_then(|w| w.client_config)
             .and_then(|c| c.url);
-        if any_unanswered([&url]).await {
+        if any_unanswered(&[url]).await {
             let _ = definitions
                 .patch(name, &PatchParams::default(), &Patch::Merge(&no_conversion))
                 .await;
@@ -570,8 +578,8 @@ async fn remove_stale_webhooks(admin: &Client, crds: &[CustomResourceDefinition]
 }
 
 /// Whether one of these webhook URLs is a loopback port that refuses connections.
-async fn any_unanswered<'a>(urls: impl IntoIterator<Item = &'a Option<String>>) -> bool {
-    for url in urls.into_iter().flatten() {
+async fn any_unanswered(urls: &[Option<String>]) -> bool {
+    for url in urls.iter().flatten() {
         if let Some(port) = loopback_port(url)
             && tokio::net::TcpStream::connect(("127.0.0.1", port))
                 .await

@@ -273,16 +273,10 @@ async fn patch_pod_metadata_is_admitted_only_as_the_kruise_configuration_whiteli
     )
     .await;
     assert_eq!(
-        created.metadata.annotations.unwrap()["mesh.io/inject"],
+        created.metadata.annotations.as_ref().unwrap()["mesh.io/inject"],
         "true"
     );
-    let names: Vec<String> = created
-        .spec
-        .unwrap()
-        .containers
-        .into_iter()
-        .map(|c| c.name)
-        .collect();
+    let names = sidecarset_binaries::container_names(&created);
     assert_eq!(names, ["proxy", "app-web"]);
 
     binaries.stop().await;

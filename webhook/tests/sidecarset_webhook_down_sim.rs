@@ -84,13 +84,7 @@ async fn a_sidecar_set_created_while_kruise_webhook_is_down_is_enforced() {
             .ok()
     })
     .await;
-    let containers: Vec<String> = created
-        .spec
-        .unwrap()
-        .containers
-        .into_iter()
-        .map(|c| c.name)
-        .collect();
+    let containers = sidecarset_binaries::container_names(&created);
     assert!(
         containers.contains(&"sidecar1".to_string()),
         "{containers:?}"
@@ -148,13 +142,7 @@ async fn sim_only_a_restarted_kruise_webhook_injects_nothing_before_it_knows_the
         }
     })
     .await;
-    let containers: Vec<String> = created
-        .spec
-        .unwrap()
-        .containers
-        .into_iter()
-        .map(|c| c.name)
-        .collect();
+    let containers = sidecarset_binaries::container_names(&created);
     assert_eq!(
         containers,
         ["sidecar1", "main"],

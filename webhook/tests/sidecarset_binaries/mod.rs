@@ -1,7 +1,8 @@
 //! kruise-sidecarset (in-process) beside kruise-webhook (a process), as the SidecarSet tests
 //! run them, ready when kube-apiserver calls their webhooks: a SidecarSet is defaulted
 //! (hash annotations) and an invalid one refused by `vsidecarset.kb.io`.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+// Each test file that includes it uses a part.
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
 use std::time::Duration;
 
@@ -106,4 +107,12 @@ impl Binaries {
         self.webhook.stop(self.webhook_port).await;
         self.sidecarset.stop().await;
     }
+}
+
+/// The names of a pod's containers, in order.
+pub fn container_names(pod: &k8s_openapi::api::core::v1::Pod) -> Vec<String> {
+    pod.spec
+        .iter()
+        .flat_map(|s| s.containers.iter().map(|c| c.name.clone()))
+        .collect()
 }
