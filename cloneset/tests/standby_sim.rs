@@ -8,9 +8,12 @@ mod support;
 
 use std::time::Duration;
 
+use k8s_openapi::api::admissionregistration::v1::{
+    MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
+};
 use kruise_cloneset::api::v1beta1::CloneSet;
 use kruise_sim::Counters;
-use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 use support::{WAIT, cloneset, cluster_with_crd, eventually, pods_of};
 use tokio_util::sync::CancellationToken;
@@ -130,14 +133,32 @@ async fn a_standby_takes_over_without_listing_again() {
         .await
         .unwrap()
         .unwrap();
-    clonesets
-        .patch(
-            "web",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"spec": {"replicas": 3}})),
-        )
-        .await
-        .unwrap();
+    // Each replica serves admission on a port of its own here (in a cluster both are behind
+    // one Service), and the configurations call whichever replica published last, maybe the
+    // one just stopped: removed, they are published again by the standby's repair.
+    let mutating: Api<MutatingWebhookConfiguration> = Api::all(client.clone());
+    let validating: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
+    let _ = mutating
+        .delete("kruise-cloneset-mutating", &DeleteParams::default())
+        .await;
+    let _ = validating
+        .delete("kruise-cloneset-validating", &DeleteParams::default())
+        .await;
+    eventually(
+        "the CloneSet scaled through the standby's webhooks",
+        WAIT,
+        || async {
+            clonesets
+                .patch(
+                    "web",
+                    &PatchParams::default(),
+                    &Patch::Merge(json!({"spec": {"replicas": 3}})),
+                )
+                .await
+                .ok()
+        },
+    )
+    .await;
     eventually("the new leader scaling up", WAIT, || async {
         (pods_of(&client, "web").await.len() == 3).then_some(())
     })

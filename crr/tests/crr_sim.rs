@@ -349,13 +349,22 @@ async fn the_unready_grace_shows_on_the_pod_and_the_active_deadline_completes_th
         }
     })
     .await;
-    let held = cluster.requests().get("graceful").await.unwrap();
-    assert!(
-        held.finalizers()
-            .iter()
-            .any(|f| f == "crr.apps.kruise.io/unready-acquired")
-    );
-    assert!(held.status.unwrap().pre_recreate_grace().is_some());
+    // The request records the hold (its finalizer, the grace's start) in writes of its own,
+    // after the pod's.
+    let requests = cluster.requests();
+    eventually("the request records the hold", WAIT, || {
+        let requests = requests.clone();
+        async move {
+            let held = requests.get("graceful").await.ok()?;
+            (held
+                .finalizers()
+                .iter()
+                .any(|f| f == "crr.apps.kruise.io/unready-acquired")
+                && held.status?.pre_recreate_grace().is_some())
+            .then_some(())
+        }
+    })
+    .await;
     // The deadline (4 s) passes inside the grace period (30 s): completed, nothing stopped.
     let done = cluster.wait_completed("graceful").await;
     assert_eq!(
@@ -368,7 +377,6 @@ async fn the_unready_grace_shows_on_the_pod_and_the_active_deadline_completes_th
         status_of(&pod, "app").restart_count
     );
     // Completion releases the pod and the finalizer, and drops the active label.
-    let requests = cluster.requests();
     eventually("the request lets go of the pod", WAIT, || {
         let (requests, pods) = (requests.clone(), pods.clone());
         async move {
