@@ -205,11 +205,15 @@ pub fn container(name: String) -> impl Strategy<Value = Value> {
     )
         .prop_map(move |(image, pull, ports, env, resources, (readiness, liveness, startup, pre_stop), message_policy, empties)| {
             let mut c = json!({"name": name, "image": image});
-            // Empty lists and nulls, as hand-written or generated manifests have them.
+            // Empty lists, nulls and zero values, as hand-written or generated manifests
+            // (a chart's `{{ .Values.tty }}`) have them; Go writes none of them back.
             if empties {
                 c["args"] = json!([]);
                 c["env"] = json!([]);
                 c["securityContext"] = Value::Null;
+                c["stdin"] = json!(false);
+                c["tty"] = json!(false);
+                c["workingDir"] = json!("");
             }
             if let Some(p) = pull {
                 c["imagePullPolicy"] = json!(p);
@@ -219,6 +223,7 @@ pub fn container(name: String) -> impl Strategy<Value = Value> {
                     .iter()
                     .map(|(port, protocol)| match protocol {
                         Some(p) => json!({"containerPort": port, "protocol": p}),
+                        None if empties => json!({"containerPort": port, "hostPort": 0, "name": ""}),
                         None => json!({"containerPort": port}),
                     })
                     .collect();
@@ -295,7 +300,7 @@ pub fn pod_template() -> impl Strategy<Value = Value> {
             Just("None")
         ]),
         option::of(0..120i64),
-        any::<bool>(),
+        option::of(any::<bool>()),
         btree_map("[a-z]{1,5}", "[a-z0-9]{0,5}", 0..3),
         option::of(resources()),
     )
@@ -327,8 +332,17 @@ pub fn pod_template() -> impl Strategy<Value = Value> {
                 if let Some(g) = grace {
                     spec["terminationGracePeriodSeconds"] = json!(g);
                 }
-                if host_network {
-                    spec["hostNetwork"] = json!(true);
+                match host_network {
+                    Some(true) => spec["hostNetwork"] = json!(true),
+                    // Zero values Go leaves out, and two pointers (`*bool`) it keeps.
+                    Some(false) => {
+                        spec["hostNetwork"] = json!(false);
+                        spec["hostIPC"] = json!(false);
+                        spec["serviceAccountName"] = json!("");
+                        spec["shareProcessNamespace"] = json!(false);
+                        spec["enableServiceLinks"] = json!(false);
+                    }
+                    None => {}
                 }
                 if let Some(r) =
                     pod_resources.filter(|r| r.as_object().is_some_and(|r| !r.is_empty()))

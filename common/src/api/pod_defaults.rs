@@ -115,7 +115,8 @@ pub fn default_pod_spec(spec: &mut Map<String, Value>, options: PodDefaultsOptio
 /// `resourceFieldRef`'s `divisor` (a Go `Quantity` value, `"0"` when unset), an ephemeral
 /// volume's claim template as Go writes it, the canonical form of every quantity (the
 /// defaulted ones already are; a DaemonSet's template is not defaulted at all), and no
-/// probe number at 0 (`omitempty` int32s: a template without defaults keeps them).
+/// `omitempty` scalar at its zero value (`hostNetwork: false`, a probe's `periodSeconds: 0`,
+/// `workingDir: ""`; the user's manifest may spell them out, Go does not write them).
 pub fn go_encoded_pod_template(template: &Value) -> Value {
     let mut encoded = crate::revision::with_go_artefacts(template);
     let Some(Value::Object(spec)) = encoded.get_mut("spec") else {
@@ -126,11 +127,6 @@ pub fn go_encoded_pod_template(template: &Value) -> Value {
             if let Some(Value::Object(resources)) = container.get_mut("resources") {
                 canonicalize_list(resources.get_mut("limits"), canonical_quantity);
                 canonicalize_list(resources.get_mut("requests"), canonical_quantity);
-            }
-            for probe in ["livenessProbe", "readinessProbe", "startupProbe"] {
-                if let Some(Value::Object(probe)) = container.get_mut(probe) {
-                    drop_zero_probe_numbers(probe);
-                }
             }
             for env in objects_mut(container, "env") {
                 if let Some(Value::Object(field_ref)) = env
@@ -150,22 +146,57 @@ pub fn go_encoded_pod_template(template: &Value) -> Value {
     for volume in objects_mut(spec, "volumes") {
         encode_volume(volume);
     }
+    drop_omitted_zeros(&mut encoded, &mut String::new());
     drop_omitted_empties(&mut encoded);
     encoded
 }
 
-/// A probe's numbers are `int32` with `omitempty`: Go does not write a 0.
-fn drop_zero_probe_numbers(probe: &mut Map<String, Value>) {
-    for key in [
-        "initialDelaySeconds",
-        "timeoutSeconds",
-        "periodSeconds",
-        "successThreshold",
-        "failureThreshold",
-    ] {
-        if probe.get(key).is_some_and(|v| v.as_f64() == Some(0.0)) {
-            probe.remove(key);
+/// Leaves out what Go's `omitempty` leaves out of a pod template at its zero value: the
+/// scalar fields of [`go_omitempty::OMITTED_ZEROS`] (generated from k8s.io/api's struct
+/// tags), when `false`, `0` or `""`. `path` is where `value` is in the template
+/// (`spec.containers[]`).
+fn drop_omitted_zeros(value: &mut Value, path: &mut String) {
+    match value {
+        Value::Object(map) => {
+            map.retain(|key, field| {
+                !(is_go_zero(field)
+                    && go_omitempty::OMITTED_ZEROS
+                        .binary_search(&joined(path, key).as_str())
+                        .is_ok())
+            });
+            for (key, field) in map.iter_mut() {
+                let len = path.len();
+                *path = joined(path, key);
+                drop_omitted_zeros(field, path);
+                path.truncate(len);
+            }
         }
+        Value::Array(items) => {
+            path.push_str("[]");
+            for item in items {
+                drop_omitted_zeros(item, path);
+            }
+            path.truncate(path.len() - 2);
+        }
+        _ => {}
+    }
+}
+
+fn joined(path: &str, key: &str) -> String {
+    if path.is_empty() {
+        key.to_string()
+    } else {
+        format!("{path}.{key}")
+    }
+}
+
+/// `false`, `0` or `""`: what `omitempty` leaves out of a scalar field.
+fn is_go_zero(value: &Value) -> bool {
+    match value {
+        Value::Bool(b) => !b,
+        Value::Number(n) => n.as_f64() == Some(0.0),
+        Value::String(s) => s.is_empty(),
+        _ => false,
     }
 }
 
@@ -179,6 +210,7 @@ pub fn go_encoded_volumes(volumes: &Value) -> Value {
             if let Value::Object(volume) = item {
                 encode_volume(volume);
             }
+            drop_omitted_zeros(item, &mut "spec.volumes[]".to_string());
             drop_omitted_empties(item);
         }
     }
@@ -742,6 +774,8 @@ fn set_if_unset(map: &mut Map<String, Value>, key: &str, default: Value) {
         map.insert(key.into(), default);
     }
 }
+
+mod go_omitempty;
 
 #[cfg(test)]
 mod tests;

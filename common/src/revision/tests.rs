@@ -303,7 +303,7 @@ proptest! {
 fn data_stored_before_go_encoding() -> Value {
     template_revision_data(&json!({
         "metadata": {"labels": {"app": "demo"}},
-        "spec": {"containers": [{"name": "main", "image": "nginx",
+        "spec": {"hostNetwork": false, "containers": [{"name": "main", "image": "nginx", "tty": false,
             "resources": {"requests": {"cpu": "0.5", "memory": "1024Mi"}, "limits": {"cpu": "1000m"}},
             "livenessProbe": {"tcpSocket": {"port": 80}, "initialDelaySeconds": 0, "periodSeconds": 10}}],
             "volumes": [{"name": "scratch", "ephemeral": {"volumeClaimTemplate": {

@@ -364,6 +364,41 @@ fn undefaulted_quantities_are_canonical_and_zero_probe_numbers_go() {
     );
 }
 
+/// Go's `omitempty` on scalar fields: an explicit `false`, `0` or `""` a manifest spells out
+/// is not written back (`hostNetwork`, a container's `stdin`, a port's `hostPort`, a volume
+/// mount's `readOnly`), but a pointer field (`*bool`: `shareProcessNamespace`,
+/// `enableServiceLinks`) and a field without `omitempty` (`containerPort`) keep theirs; a
+/// label or a map key named like a field is data, kept.
+#[test]
+fn zero_values_of_omitempty_scalars_are_not_written_back() {
+    let encoded = go_encoded_pod_template(&json!({
+        "metadata": {"labels": {"hostNetwork": ""}},
+        "spec": {
+            "hostNetwork": false, "hostIPC": false, "serviceAccountName": "",
+            "shareProcessNamespace": false, "enableServiceLinks": false,
+            "nodeSelector": {"stdin": ""},
+            "containers": [{"name": "a", "image": "b", "stdin": false, "tty": false,
+                            "workingDir": "", "ports": [{"containerPort": 0, "hostPort": 0, "name": ""}],
+                            "volumeMounts": [{"name": "v", "mountPath": "/v", "readOnly": false}]}],
+            "volumes": [{"name": "v", "hostPath": {"path": "/v", "type": ""}}]
+        }
+    }));
+    assert_eq!(
+        encoded,
+        json!({
+            "metadata": {"creationTimestamp": null, "labels": {"hostNetwork": ""}},
+            "spec": {
+                "shareProcessNamespace": false, "enableServiceLinks": false,
+                "nodeSelector": {"stdin": ""},
+                "containers": [{"name": "a", "image": "b", "resources": {},
+                                "ports": [{"containerPort": 0}],
+                                "volumeMounts": [{"name": "v", "mountPath": "/v"}]}],
+                "volumes": [{"name": "v", "hostPath": {"path": "/v", "type": ""}}]
+            }
+        })
+    );
+}
+
 #[test]
 fn templates_are_defaulted_on_create_and_on_an_update_that_changes_them() {
     let on = TemplateDefaults::default();
