@@ -152,29 +152,17 @@ async fn fields_newer_than_the_compiled_api_stay_on_the_app_container() {
                                  "restartPolicy": "Never", "restartPolicyRules": rules}]}});
     let pods: Api<DynamicObject> =
         Api::default_namespaced_with(client, &ApiResource::erase::<Pod>(&()));
-    // kube-apiserver applies a webhook configuration a moment after it is written (its
-    // informer): dry-run creates, which the side-effect-free chain also answers, show when
-    // it calls the new entry.
-    let probe: DynamicObject = serde_json::from_value(pod.clone()).unwrap();
-    support::eventually(
+    // kube-apiserver applies a webhook configuration a moment after it is written.
+    let future_1: DynamicObject = serde_json::from_value(pod).unwrap();
+    support::dry_run_until(
+        &pods,
+        &future_1,
         "kube-apiserver calling the SidecarSet's entry",
-        Duration::from_secs(60),
-        || async {
-            let dry_run = PostParams {
-                dry_run: true,
-                ..PostParams::default()
-            };
-            let answered = pods.create(&dry_run, &probe).await.ok()?;
-            let first = answered.data["spec"]["containers"][0]["name"].clone();
-            (first == "sidecar1").then_some(())
-        },
+        |answer| (answer.ok()?.data["spec"]["containers"][0]["name"] == "sidecar1").then_some(()),
     )
     .await;
     let created = pods
-        .create(
-            &PostParams::default(),
-            &serde_json::from_value(pod).unwrap(),
-        )
+        .create(&PostParams::default(), &future_1)
         .await
         .unwrap();
     let containers = created.data["spec"]["containers"].as_array().unwrap();
