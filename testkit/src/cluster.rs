@@ -26,7 +26,7 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use k8s_openapi::api::admissionregistration::v1::{
-    MutatingWebhookConfiguration, ValidatingWebhookConfiguration, WebhookClientConfig,
+    MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
 };
 use k8s_openapi::api::core::v1::{Namespace, Node, Pod, ServiceAccount};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
@@ -156,7 +156,11 @@ impl TestCluster {
         let admin = Client::try_from(config.clone()).unwrap();
         remove_stale_webhooks(&admin, crds).await;
         apply_crds(&admin, crds).await;
-        let webhooks_before = webhook_configurations(&admin).await;
+        let webhooks_before = webhook_configurations(&admin)
+            .await
+            .into_iter()
+            .map(|c| c.key)
+            .collect();
         let namespace = create_namespace(&admin).await;
         let node_names: Vec<String> = (0..nodes).map(|i| format!("sim-node-{i}")).collect();
         remove_nodes(&admin, &node_names).await;
@@ -422,28 +426,75 @@ fn namespace_name(test: &str, pid: u32, nanos: u32) -> String {
     format!("kt-{slug}-{:x}", (pid ^ nanos) & 0xff_ffff)
 }
 
-/// `kind/name` of every mutating and validating webhook configuration.
-async fn webhook_configurations(client: &Client) -> Vec<String> {
+/// A mutating or validating webhook configuration: `mutating/<name>` or
+/// `validating/<name>`, and the URLs its entries call.
+struct WebhookConfiguration {
+    key: String,
+    urls: Vec<Option<String>>,
+}
+
+/// Every mutating and validating webhook configuration.
+async fn webhook_configurations(client: &Client) -> Vec<WebhookConfiguration> {
     let mutating: Api<MutatingWebhookConfiguration> = Api::all(client.clone());
     let validating: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
-    let mut names: Vec<String> = mutating
+    let mut configurations: Vec<WebhookConfiguration> = mutating
         .list(&ListParams::default())
         .await
         .unwrap()
         .items
-        .iter()
-        .map(|w| format!("mutating/{}", w.name_any()))
+        .into_iter()
+        .map(|c| WebhookConfiguration {
+            key: format!("mutating/{}", c.name_any()),
+            urls: c
+                .webhooks
+                .iter()
+                .flatten()
+                .map(|w| w.client_config.url.clone())
+                .collect(),
+        })
         .collect();
-    names.extend(
+    configurations.extend(
         validating
             .list(&ListParams::default())
             .await
             .unwrap()
             .items
-            .iter()
-            .map(|w| format!("validating/{}", w.name_any())),
+            .into_iter()
+            .map(|c| WebhookConfiguration {
+                key: format!("validating/{}", c.name_any()),
+                urls: c
+                    .webhooks
+                    .iter()
+                    .flatten()
+                    .map(|w| w.client_config.url.clone())
+                    .collect(),
+            }),
     );
-    names
+    configurations
+}
+
+/// Deletes the webhook configuration `key` (`mutating/<name>` or `validating/<name>`).
+async fn delete_webhook_configuration(client: &Client, key: &str) -> Result<(), kube::Error> {
+    match key.split_once('/') {
+        Some(("mutating", name)) => Api::<MutatingWebhookConfiguration>::all(client.clone())
+            .delete(name, &DeleteParams::default())
+            .await
+            .map(|_| ()),
+        Some((_, name)) => Api::<ValidatingWebhookConfiguration>::all(client.clone())
+            .delete(name, &DeleteParams::default())
+            .await
+            .map(|_| ()),
+        None => Ok(()),
+    }
+}
+
+/// Sets the CRD `name`'s conversion back to `None` (no webhook).
+async fn reset_conversion(client: &Client, name: &str) -> Result<(), kube::Error> {
+    let no_conversion = json!({"spec": {"conversion": {"strategy": "None", "webhook": null}}});
+    Api::<CustomResourceDefinition>::all(client.clone())
+        .patch(name, &PatchParams::default(), &Patch::Merge(&no_conversion))
+        .await
+        .map(|_| ())
 }
 
 /// SidecarSets (`apps.kruise.io/v1beta1`), for clients that do not link the SidecarSet
@@ -506,51 +557,14 @@ async fn webhooks_settled(admin: &Client) {
 /// clean-up removes them, but a process that outlived it could publish them again, and
 /// kube-apiserver would refuse this test's first request of their kinds.
 async fn remove_stale_webhooks(admin: &Client, crds: &[CustomResourceDefinition]) {
-    let mutating: Api<MutatingWebhookConfiguration> = Api::all(admin.clone());
-    let validating: Api<ValidatingWebhookConfiguration> = Api::all(admin.clone());
-    let called = |webhooks: Vec<&WebhookClientConfig>| -> Vec<Option<String>> {
-        webhooks.into_iter().map(|c| c.url.clone()).collect()
-    };
-    let mut configs: Vec<(&str, String, Vec<Option<String>>)> = Vec::new();
-    for c in mutating.list(&ListParams::default()).await.unwrap().items {
-        let urls = called(
-            c.webhooks
-                .iter()
-                .flatten()
-                .map(|w| &w.client_config)
-                .collect(),
-        );
-        configs.push(("mutating", c.name_any(), urls));
-    }
-    for c in validating.list(&ListParams::default()).await.unwrap().items {
-        let urls = called(
-            c.webhooks
-                .iter()
-                .flatten()
-                .map(|w| &w.client_config)
-                .collect(),
-        );
-        configs.push(("validating", c.name_any(), urls));
-    }
     let mut removed = Vec::new();
-    for (kind, name, called) in configs {
-        if !any_unanswered(&called).await {
-            continue;
+    for configuration in webhook_configurations(admin).await {
+        if any_unanswered(&configuration.urls).await {
+            let _ = delete_webhook_configuration(admin, &configuration.key).await;
+            removed.push(configuration.key);
         }
-        let _ = match kind {
-            "mutating" => mutating
-                .delete(&name, &DeleteParams::default())
-                .await
-                .map(|_| ()),
-            _ => validating
-                .delete(&name, &DeleteParams::default())
-                .await
-                .map(|_| ()),
-        };
-        removed.push(format!("{kind}webhookconfiguration/{name}"));
     }
     let definitions: Api<CustomResourceDefinition> = Api::all(admin.clone());
-    let no_conversion = json!({"spec": {"conversion": {"strategy": "None", "webhook": null}}});
     for name in crds.iter().filter_map(|c| c.metadata.name.as_deref()) {
         let Ok(Some(stored)) = definitions.get_opt(name).await else {
             continue;
@@ -562,9 +576,7 @@ async fn remove_stale_webhooks(admin: &Client, crds: &[CustomResourceDefinition]
             .and_then(|w| w.client_config)
             .and_then(|c| c.url);
         if any_unanswered(&[url]).await {
-            let _ = definitions
-                .patch(name, &PatchParams::default(), &Patch::Merge(&no_conversion))
-                .await;
+            let _ = reset_conversion(admin, name).await;
             removed.push(format!("the conversion webhook of CRD {name}"));
         }
     }
@@ -604,34 +616,16 @@ fn loopback_port(url: &str) -> Option<u16> {
 /// test calls a webhook whose process is gone: the webhook configurations that were not
 /// there before the test, and a conversion webhook on the test's CRDs.
 async fn remove_webhooks_since(client: &Client, before: &[String], crd_names: &[String]) {
-    let mutating: Api<MutatingWebhookConfiguration> = Api::all(client.clone());
-    let validating: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
     for added in webhook_configurations(client).await {
-        if before.contains(&added) {
+        if before.contains(&added.key) {
             continue;
         }
-        let deleted = match added.split_once('/') {
-            Some(("mutating", name)) => mutating
-                .delete(name, &DeleteParams::default())
-                .await
-                .map(|_| ()),
-            Some((_, name)) => validating
-                .delete(name, &DeleteParams::default())
-                .await
-                .map(|_| ()),
-            None => Ok(()),
-        };
-        if let Err(e) = deleted {
-            eprintln!("cleanup: deleting webhook configuration {added}: {e}");
+        if let Err(e) = delete_webhook_configuration(client, &added.key).await {
+            eprintln!("cleanup: deleting webhook configuration {}: {e}", added.key);
         }
     }
-    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    let no_conversion = json!({"spec": {"conversion": {"strategy": "None", "webhook": null}}});
     for name in crd_names {
-        if let Err(e) = crds
-            .patch(name, &PatchParams::default(), &Patch::Merge(&no_conversion))
-            .await
-        {
+        if let Err(e) = reset_conversion(client, name).await {
             eprintln!("cleanup: resetting the conversion of CRD {name}: {e}");
         }
     }
