@@ -156,37 +156,31 @@ pub fn go_encoded_pod_template(template: &Value) -> Value {
 /// tags), when `false`, `0` or `""`. `path` is where `value` is in the template
 /// (`spec.containers[]`).
 fn drop_omitted_zeros(value: &mut Value, path: &mut String) {
+    let len = path.len();
     match value {
-        Value::Object(map) => {
-            map.retain(|key, field| {
-                !(is_go_zero(field)
-                    && go_omitempty::OMITTED_ZEROS
-                        .binary_search(&joined(path, key).as_str())
-                        .is_ok())
-            });
-            for (key, field) in map.iter_mut() {
-                let len = path.len();
-                *path = joined(path, key);
-                drop_omitted_zeros(field, path);
-                path.truncate(len);
+        Value::Object(map) => map.retain(|key, field| {
+            if !path.is_empty() {
+                path.push('.');
             }
-        }
+            path.push_str(key);
+            let omitted = is_go_zero(field)
+                && go_omitempty::OMITTED_ZEROS
+                    .binary_search(&path.as_str())
+                    .is_ok();
+            if !omitted {
+                drop_omitted_zeros(field, path);
+            }
+            path.truncate(len);
+            !omitted
+        }),
         Value::Array(items) => {
             path.push_str("[]");
             for item in items {
                 drop_omitted_zeros(item, path);
             }
-            path.truncate(path.len() - 2);
+            path.truncate(len);
         }
         _ => {}
-    }
-}
-
-fn joined(path: &str, key: &str) -> String {
-    if path.is_empty() {
-        key.to_string()
-    } else {
-        format!("{path}.{key}")
     }
 }
 
