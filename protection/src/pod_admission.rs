@@ -13,7 +13,6 @@
 //! conditioned write.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use futures::StreamExt as _;
@@ -28,7 +27,7 @@ use kruise_common::family::{LiveCluster, StepContext};
 use kruise_common::pub_budget::check::{BudgetCache, check_pod};
 use kruise_common::runtime::controller::trim_for_cache;
 use kruise_common::runtime::events::{EventQueue, EventRecord, Recorder, pod_reference};
-use kruise_common::runtime::watch::loaded_flag;
+use kruise_common::runtime::watch::{Loaded, loaded_flag};
 use kruise_common::runtime::{Metrics, protection_log};
 use kube::api::Api;
 use kube::runtime::reflector::{self, ObjectRef, Store};
@@ -213,7 +212,7 @@ pub struct PubPodValidator {
     admission: Option<PubAdmission>,
     budgets: Option<Store<PodUnavailableBudget>>,
     /// Set once `budgets` has loaded (or the CRD is not installed); absent: no cluster.
-    loaded: Option<Arc<AtomicBool>>,
+    loaded: Option<Loaded>,
     /// OpenKruise's refusal counter, `pod_unavailable_budget{kind_namespace_name,username}`.
     refusals: Family<WorkloadLabels, Counter>,
 }
@@ -298,10 +297,7 @@ pub fn pub_validator_step(ctx: &StepContext) -> Arc<dyn PodValidator> {
 
 /// Set once `budgets` (kruise-webhook's watch of every budget) has loaded, or the CRD is
 /// not installed: until then the steps' scopes are not known.
-pub(crate) fn budgets_loaded(
-    live: &LiveCluster,
-    budgets: &Store<PodUnavailableBudget>,
-) -> Arc<AtomicBool> {
+pub(crate) fn budgets_loaded(live: &LiveCluster, budgets: &Store<PodUnavailableBudget>) -> Loaded {
     loaded_flag(
         &live.client,
         budgets.clone(),
@@ -356,9 +352,7 @@ impl PodValidator for PubPodValidator {
     }
 
     fn scopes_known(&self) -> bool {
-        self.loaded
-            .as_ref()
-            .is_none_or(|l| l.load(Ordering::Acquire))
+        self.loaded.as_ref().is_none_or(Loaded::get)
     }
 
     fn failure_policy(&self) -> FailurePolicy {

@@ -9,7 +9,6 @@
 //! one), or, for a budget with a selector, whose non-empty selector matches the pod's labels.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 
 use futures::StreamExt as _;
 use futures::future::BoxFuture;
@@ -19,6 +18,7 @@ use kruise_common::admission::pod_chain::{PodMutator, PodRequest, PodScope};
 use kruise_common::admission::{FailurePolicy, HandlerError};
 use kruise_common::family::StepContext;
 use kruise_common::pods::selector::selector_matches;
+use kruise_common::runtime::watch::Loaded;
 use kube::api::Api;
 use kube::core::admission::Operation;
 use kube::runtime::reflector::{self, Store};
@@ -35,7 +35,7 @@ use crate::pod_admission::{budget_scopes, budgets_loaded};
 pub struct RelatedPubStep {
     live: Option<(Client, Store<PodUnavailableBudget>)>,
     /// Set once the budgets have loaded (or the CRD is not installed).
-    loaded: Option<Arc<AtomicBool>>,
+    loaded: Option<Loaded>,
 }
 
 /// Builds the step for kruise-webhook: with `PodUnavailableBudgetDeleteGate` or
@@ -100,9 +100,7 @@ impl PodMutator for RelatedPubStep {
     }
 
     fn scopes_known(&self) -> bool {
-        self.loaded
-            .as_ref()
-            .is_none_or(|l| l.load(Ordering::Acquire))
+        self.loaded.as_ref().is_none_or(Loaded::get)
     }
 
     /// The annotation only saves the admission a search (the controller sets it too, and

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use futures::future::BoxFuture;
 use futures::{FutureExt as _, StreamExt as _};
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
-use kruise_common::runtime::watch::{DecodeGuard, Watch, loaded_flag};
+use kruise_common::runtime::watch::{DecodeGuard, Loaded, Watch, loaded_flag};
 use kube::Api;
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::watcher;
@@ -28,7 +28,7 @@ const CRD: &str = "sidecarsets.apps.kruise.io";
 pub struct LiveSnapshot {
     sets: Store<SidecarSet>,
     /// Set once `sets` has loaded, or the CRD is found not installed.
-    loaded: Arc<std::sync::atomic::AtomicBool>,
+    loaded: Loaded,
     namespaces: Store<Namespace>,
     client: kube::Client,
     kruise_namespace: String,
@@ -83,7 +83,7 @@ impl SidecarSetSnapshot for LiveSnapshot {
     }
 
     fn loaded(&self) -> bool {
-        self.loaded.load(std::sync::atomic::Ordering::Acquire)
+        self.loaded.get()
     }
 
     fn synced(&self) -> BoxFuture<'_, Result<(), String>> {

@@ -243,6 +243,21 @@ pub async fn wait_for_crd(client: &Client, name: &str, shutdown: &CancellationTo
     }
 }
 
+/// Whether a store has loaded the cluster's objects of its kind (see [`loaded_flag`]).
+#[derive(Clone, Debug, Default)]
+pub struct Loaded(Arc<std::sync::atomic::AtomicBool>);
+
+impl Loaded {
+    /// True once the store has loaded, or its CRD was found not installed.
+    pub fn get(&self) -> bool {
+        self.0.load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    fn set(&self) {
+        self.0.store(true, std::sync::atomic::Ordering::Release);
+    }
+}
+
 /// A flag that turns true once `store` holds the cluster's objects of its kind, or once
 /// the CRD `crd` is found not installed (then there are none to hold), notifying `changed`
 /// when it does. A handler whose webhook entries follow those objects answers
@@ -254,11 +269,11 @@ pub fn loaded_flag<K>(
     crd: &str,
     changed: Arc<tokio::sync::Notify>,
     shutdown: CancellationToken,
-) -> Arc<std::sync::atomic::AtomicBool>
+) -> Loaded
 where
     K: Resource<DynamicType = ()> + Clone + Send + Sync + 'static,
 {
-    let loaded = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let loaded = Loaded::default();
     let flag = loaded.clone();
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
     let crd = crd.to_string();
@@ -276,7 +291,7 @@ where
             _ = store.wait_until_ready() => {}
             () = not_installed => {}
         }
-        flag.store(true, std::sync::atomic::Ordering::Release);
+        flag.set();
         changed.notify_one();
     });
     loaded
