@@ -230,6 +230,15 @@ start_family() {
   wait_for 60 "kruise-$name ready" curl -sf "http://127.0.0.1:$health/readyz"
 }
 
+# status_observed KIND NAME: the object's status is of its current spec
+# (status.observedGeneration == metadata.generation). A wait on a status field after a
+# change needs it: until the controller reads the change, the status of the previous
+# spec may already read as the wanted one.
+status_observed() {
+  [[ "$("$KUBECTL" get "$1" "$2" -o jsonpath='{.status.observedGeneration}')" == \
+    "$("$KUBECTL" get "$1" "$2" -o jsonpath='{.metadata.generation}')" ]]
+}
+
 # pods_ready SELECTOR N: exactly N pods match the label SELECTOR, all Ready.
 pods_ready() {
   local out; out=$("$KUBECTL" get pods -l "$1" -o jsonpath='{range .items[*]}{.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}')

@@ -91,7 +91,7 @@ uids=$("$KUBECTL" get pods -l app=demo -o jsonpath='{.items[*].metadata.uid}')
 "$KUBECTL" patch clone demo --type merge -p '{"spec":{"template":{"spec":{"containers":[{"name":"main","image":"busybox:1.37"}]}}}}' >/dev/null
 updated() {
   [[ "$("$KUBECTL" get pods -l app=demo -o jsonpath='{.items[*].metadata.uid}')" == "$uids" ]] &&
-  [[ "$("$KUBECTL" get clone demo -o jsonpath='{.status.updatedReadyReplicas}')" == 2 ]]
+  status_observed clone demo && [[ "$("$KUBECTL" get clone demo -o jsonpath='{.status.updatedReadyReplicas}')" == 2 ]]
 }
 wait_for 60 "an in-place update of both pods" updated
 "$KUBECTL" scale clone demo --replicas=1 >/dev/null
@@ -128,7 +128,7 @@ web_uids=$("$KUBECTL" get pods -l app=web -o jsonpath='{.items[*].metadata.uid}'
 "$KUBECTL" patch asts web --type json -p '[{"op":"replace","path":"/spec/template/spec/containers/0/image","value":"busybox:1.37"}]' >/dev/null
 web_updated() {
   [[ "$("$KUBECTL" get pods -l app=web -o jsonpath='{.items[*].metadata.uid}')" == "$web_uids" ]] &&
-  [[ "$("$KUBECTL" get asts web -o jsonpath='{.status.updatedReadyReplicas}')" == 2 ]]
+  status_observed asts web && [[ "$("$KUBECTL" get asts web -o jsonpath='{.status.updatedReadyReplicas}')" == 2 ]]
 }
 wait_for 60 "an in-place update of both StatefulSet pods" web_updated
 "$KUBECTL" scale asts web --replicas=1 >/dev/null
@@ -174,7 +174,7 @@ spec:
 YAML
 wait_for 60 "a DaemonSet pod on each node" pods_ready app=node-exporter 2
 "$KUBECTL" patch ads node-exporter --type json -p '[{"op":"replace","path":"/spec/template/spec/containers/0/image","value":"busybox:1.37"}]' >/dev/null
-ads_updated() { [[ "$("$KUBECTL" get ads node-exporter -o jsonpath='{.status.updatedNumberScheduled}')" == 2 ]] && pods_ready app=node-exporter 2; }
+ads_updated() { status_observed ads node-exporter && [[ "$("$KUBECTL" get ads node-exporter -o jsonpath='{.status.updatedNumberScheduled}')" == 2 ]] && pods_ready app=node-exporter 2; }
 wait_for 60 "the DaemonSet updated on both nodes" ads_updated
 ipj_done() { [[ "$("$KUBECTL" get imagepulljob prepull -o jsonpath='{.status.succeeded}')" == 2 ]]; }
 wait_for 60 "the ImagePullJob pulled on both nodes through their agents" ipj_done

@@ -47,11 +47,7 @@ node_images() {
 }
 # expect_images WANT: node_images is WANT and every pod is Ready.
 expect_images() { [[ "$(node_images)" == "$1" ]] && pods_ready app=agent "$(wc -w <<<"$1")"; }
-# synced: the controller has seen the latest spec.
-synced() {
-  [[ "$("$KUBECTL" get ads agent -o jsonpath='{.status.observedGeneration}')" == "$("$KUBECTL" get ads agent -o jsonpath='{.metadata.generation}')" ]]
-}
-wait_for 30 "status observed" synced
+wait_for 30 "status observed" status_observed ads agent
 assert_eq "$(node_images)" "" "no pod before a node is blue"
 
 "$KUBECTL" label node "${NODES[0]}" "${NODES[1]}" color=blue >/dev/null
@@ -75,7 +71,7 @@ pass "kubectl get ads shows OpenKruise's columns"
   "template":{"spec":{"containers":[{"name":"main","image":"nginx:1.26"}]}}}}' >/dev/null
 want="${NODES[0]}=nginx:1.25 ${NODES[1]}=nginx:1.26 ${NODES[2]}=nginx:1.25 ${NODES[3]}=nginx:1.25 ${NODES[4]}=nginx:1.25"
 wait_for 60 "only the canary node updated" expect_images "$want"
-wait_for 30 "status observed" synced
+wait_for 30 "status observed" status_observed ads agent
 assert_eq "$(node_images)" "$want" "rollingUpdate.selector updates only matching nodes"
 pass "rollingUpdate.selector updates only matching nodes"
 
@@ -85,7 +81,7 @@ pass "rollingUpdate.selector updates only matching nodes"
 old_count() { node_images | tr ' ' '\n' | grep -c '=nginx:1.25$' || true; }
 partitioned() { [[ "$(old_count)" == 2 ]] && pods_ready app=agent 5; }
 wait_for 60 "three nodes updated, two kept old" partitioned
-wait_for 30 "status observed" synced
+wait_for 30 "status observed" status_observed ads agent
 assert_eq "$(old_count)" "2" "partition: 2 keeps 2 nodes old"
 pass "partition: 2 keeps 2 nodes old"
 
@@ -122,7 +118,7 @@ before="$(names_uids)"
   "template":{"spec":{"containers":[{"name":"main","image":"nginx:1.28"}]}}}}' >/dev/null
 want="${NODES[0]}=nginx:1.28 ${NODES[1]}=nginx:1.28 ${NODES[2]}=nginx:1.28 ${NODES[4]}=nginx:1.28"
 wait_for 60 "every pod on nginx:1.28 and Ready" expect_images "$want"
-wait_for 30 "status observed" synced
+wait_for 30 "status observed" status_observed ads agent
 assert_eq "$(names_uids)" "$before" "InPlaceIfPossible keeps pod names and uids"
 restarts="$("$KUBECTL" get pods -l app=agent -o jsonpath='{range .items[*]}{.status.containerStatuses[0].restartCount}{" "}{end}')"
 assert_eq "$restarts" "1 1 1 1 " "each pod restarted once"

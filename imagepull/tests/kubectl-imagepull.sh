@@ -160,8 +160,11 @@ pass "a CloneSet in-place rollout with pre-download creates the ImagePullJob fir
 timed_rollout() {
   local start; start=$(date +%s%N)
   "$KUBECTL" patch cloneset web --type merge -p "$1" >/dev/null
+  # Until the controller reads the patch, the previous rollout's status already reads
+  # "every pod updated": hence status_observed.
   rolled_out() {
-    [[ "$(cs .status.updatedReadyReplicas)" == 5 && "$(cs .status.currentRevision)" == "$(cs .status.updateRevision)" ]]
+    status_observed cloneset web &&
+      [[ "$(cs .status.updatedReadyReplicas)" == 5 && "$(cs .status.currentRevision)" == "$(cs .status.updateRevision)" ]]
   }
   wait_for 90 "every pod of CloneSet web updated and ready" rolled_out
   ROLLOUT_MS=$(( ($(date +%s%N) - start) / 1000000 ))
