@@ -3,7 +3,8 @@
 # by `go test -c` from this module) against kruise-rs on the cluster of KUBECONFIG (the
 # real control plane of e2e/realcluster): testkit/scenario-lib.sh's start_cluster, with
 # KRUISE_E2E_KUBECONFIG set, starts `kruise-sim nodes` and the kruise-rs families there
-# (instead of kruise-manager), then the suite runs the specs whose names match FOCUS.
+# (instead of kruise-manager) with the e2e job's feature gates (FEATURE_GATES overrides
+# them), then the suite runs the specs whose names match FOCUS.
 #
 #   KUBECONFIG=/tmp/kcp/kubeconfig e2e/openkruise/run.sh 'CloneSet Scaling'
 #
@@ -24,6 +25,9 @@ if [[ ! -x $bin ]]; then
 fi
 
 export KRUISE_E2E_KUBECONFIG="$KUBECONFIG"
+# The feature gates OpenKruise's e2e job starts kruise-manager with (its
+# config/manager/manager.yaml), which its specs assume (e.g. PreparingUpdateAsUpdate).
+export FEATURE_GATES="${FEATURE_GATES:-AllAlpha=true,AllBeta=true,EnableExternalCerts=false,TemplateNoDefaults=false}"
 # shellcheck source=testkit/scenario-lib.sh
 source "$script_dir/../../testkit/scenario-lib.sh"
 scenario_init

@@ -77,7 +77,8 @@ fn hook_time(hook: &Value) -> Option<Duration> {
 /// How long a container's postStart hook runs: what the hook says (`hook_time`), else for
 /// an exec or httpGet hook `sim.kruise.io/poststart-duration` (default 0). As the kubelet runs the
 /// hook before reporting the container running, the container is reported waiting
-/// (ContainerCreating) until the hook is done.
+/// (ContainerCreating) until the hook is done, then running since the runtime started it
+/// (`startedAt` the hook's time before it shows running).
 fn post_start_time(pod: &Value, container: &Value) -> Duration {
     match container.pointer("/lifecycle/postStart") {
         None => Duration::ZERO,
@@ -119,7 +120,12 @@ pub(crate) struct Ctr {
     pub(crate) container_id: String,
     pub(crate) restart_count: i64,
     pub(crate) created_at: Instant,
+    /// When the container is reported running: after its postStart hook, which the
+    /// kubelet runs before it next reports the pod's status.
     pub(crate) start_at: Instant,
+    /// How long the postStart hook runs. The container itself started that long before
+    /// `start_at`: its reported `startedAt` is the runtime's start, not the hook's end.
+    hook: Duration,
     ready_at: Instant,
     last_state: Value,
     /// Stopped through the CRI and not restarted (restartPolicy Never, or OnFailure
@@ -128,6 +134,15 @@ pub(crate) struct Ctr {
     /// Why the container cannot be created yet (an env key missing from its ConfigMap):
     /// reported as `waiting` `CreateContainerConfigError` until the key appears.
     config_error: Option<String>,
+}
+
+impl Ctr {
+    /// When the runtime started the container (`startedAt`): before its postStart hook.
+    pub(crate) fn started_at(&self) -> Instant {
+        self.start_at
+            .checked_sub(self.hook)
+            .unwrap_or(self.start_at)
+    }
 }
 
 /// A container that was killed and replaced; the runtime keeps the last one per
@@ -180,17 +195,25 @@ impl PodRt {
         self.exit.filter(|(at, _)| now >= *at)
     }
 
-    /// Kills container `i` and starts its replacement `delay` from `now` (the
-    /// kubelet's restart for a changed spec or a container that exited under
-    /// restartPolicy Always): restartCount+1, a new container id, the old one kept as
-    /// the dead container and reported as lastState.
-    fn restart(&mut self, i: usize, code: i64, now: Instant, delay: Duration, ready: Duration) {
+    /// Kills container `i` and starts its replacement `delay` from `now`, reported running
+    /// once its postStart `hook` has run (the kubelet's restart for a changed spec or a
+    /// container that exited under restartPolicy Always): restartCount+1, a new container
+    /// id, the old one kept as the dead container and reported as lastState.
+    fn restart(
+        &mut self,
+        i: usize,
+        code: i64,
+        now: Instant,
+        delay: Duration,
+        hook: Duration,
+        ready: Duration,
+    ) {
         let Some(ctr) = self.containers.get(i) else {
             return;
         };
         let last_state = json!({"terminated": {
             "exitCode": code, "reason": if code == 0 { "Completed" } else { "Error" },
-            "startedAt": self.wall(ctr.start_at), "finishedAt": self.wall(now),
+            "startedAt": self.wall(ctr.started_at()), "finishedAt": self.wall(now),
             "containerID": ctr.container_id,
         }});
         let dead = DeadCtr {
@@ -200,7 +223,7 @@ impl PodRt {
             image_id: ctr.image_id.clone(),
             attempt: ctr.restart_count,
             created_at: ctr.created_at,
-            started_at: ctr.start_at,
+            started_at: ctr.started_at(),
             finished_at: now,
             exit_code: code,
         };
@@ -211,7 +234,8 @@ impl PodRt {
             ctr.container_id = container_id();
             ctr.restart_count += 1;
             ctr.created_at = now;
-            ctr.start_at = now + delay;
+            ctr.start_at = now + delay + hook;
+            ctr.hook = hook;
             ctr.ready_at = ctr.start_at + ready;
             ctr.terminated = None;
         }
@@ -245,7 +269,8 @@ impl PodRt {
             _ => true,
         };
         if restarts {
-            self.restart(i, code, now, start, ready);
+            let hook = self.containers[i].hook;
+            self.restart(i, code, now, start, hook, ready);
         } else if let Some(c) = self.containers.get_mut(i) {
             c.terminated = Some((now, code));
         }
@@ -361,7 +386,8 @@ impl<A: KubeletApi> Kubelet<A> {
             .iter()
             .map(|c| {
                 let image = str_of(c, "image").to_string();
-                let start_at = start_at + post_start_time(pod, c);
+                let hook = post_start_time(pod, c);
+                let start_at = start_at + hook;
                 Ctr {
                     name: str_of(c, "name").to_string(),
                     hash: spec_hash(c),
@@ -371,6 +397,7 @@ impl<A: KubeletApi> Kubelet<A> {
                     restart_count: 0,
                     created_at: now,
                     start_at,
+                    hook,
                     ready_at: start_at + ready,
                     last_state: json!({}),
                     terminated: None,
@@ -432,7 +459,7 @@ impl<A: KubeletApi> Kubelet<A> {
             let pull = self.pull_delay(&rt.node, c);
             // Killed for "Container definition changed"; the kubelet reports the
             // stopped container's exit as lastState.
-            rt.restart(i, 0, now, pull + start + post_start_time(pod, c), ready);
+            rt.restart(i, 0, now, pull + start, post_start_time(pod, c), ready);
             if let Some(ctr) = rt.containers.get_mut(i) {
                 ctr.hash = hash;
                 ctr.image_id = image_id(&image);
@@ -464,14 +491,14 @@ impl<A: KubeletApi> Kubelet<A> {
                 }
                 (None, true) => {
                     ctr.config_error = None;
-                    ctr.start_at = now + start;
+                    ctr.start_at = now + start + ctr.hook;
                     ctr.ready_at = ctr.start_at + ready;
                 }
                 (None, false) => {}
             }
             if ctr.config_error.is_some() {
                 // Never started while held: the start is one start delay after the key.
-                ctr.start_at = now + RETRY + start;
+                ctr.start_at = now + RETRY + start + ctr.hook;
                 ctr.ready_at = ctr.start_at + ready;
             }
         }
@@ -533,10 +560,10 @@ impl<A: KubeletApi> Kubelet<A> {
                 Some((at, code)) => json!({"terminated": {
                     "exitCode": code,
                     "reason": if code == 0 { "Completed" } else { "Error" },
-                    "startedAt": rt.wall(c.start_at), "finishedAt": rt.wall(at),
+                    "startedAt": rt.wall(c.started_at()), "finishedAt": rt.wall(at),
                     "containerID": c.container_id,
                 }}),
-                None if started => json!({"running": {"startedAt": rt.wall(c.start_at)}}),
+                None if started => json!({"running": {"startedAt": rt.wall(c.started_at())}}),
                 None if c.config_error.is_some() => json!({"waiting": {
                     "reason": "CreateContainerConfigError", "message": c.config_error,
                 }}),
@@ -836,7 +863,7 @@ impl<A: KubeletApi> Kubelet<A> {
                     state,
                     created_at: ns(rt, c.created_at),
                     started_at: if now >= c.start_at {
-                        ns(rt, c.start_at)
+                        ns(rt, c.started_at())
                     } else {
                         0
                     },

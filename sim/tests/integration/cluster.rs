@@ -815,5 +815,15 @@ async fn post_start_hook_holds_the_container_waiting_until_it_is_done() {
     }
     ready(&api, "post").await;
     assert!(started.elapsed() >= std::time::Duration::from_secs(1));
+    // Once shown running, the hooked container reports the runtime's start, as the
+    // kubelet does: the same moment as the plain one's, not the end of its hook.
+    let pod = api.get("post").await.unwrap();
+    let started_at = |name: &str| {
+        status_of(&pod, name)
+            .and_then(|c| c.state?.running?.started_at)
+            .map(|t| t.0)
+    };
+    assert!(started_at("hooked").is_some());
+    assert_eq!(started_at("hooked"), started_at("plain"));
     sim.shutdown().await;
 }
