@@ -433,44 +433,39 @@ struct WebhookConfiguration {
     urls: Vec<Option<String>>,
 }
 
+impl WebhookConfiguration {
+    /// `kind` is `mutating` or `validating`; `urls` those of its entries.
+    fn new(kind: &str, name: String, urls: impl Iterator<Item = Option<String>>) -> Self {
+        WebhookConfiguration {
+            key: format!("{kind}/{name}"),
+            urls: urls.collect(),
+        }
+    }
+}
+
 /// Every mutating and validating webhook configuration.
 async fn webhook_configurations(client: &Client) -> Vec<WebhookConfiguration> {
     let mutating: Api<MutatingWebhookConfiguration> = Api::all(client.clone());
     let validating: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
-    let mut configurations: Vec<WebhookConfiguration> = mutating
-        .list(&ListParams::default())
-        .await
-        .unwrap()
-        .items
-        .into_iter()
-        .map(|c| WebhookConfiguration {
-            key: format!("mutating/{}", c.name_any()),
-            urls: c
-                .webhooks
-                .iter()
-                .flatten()
-                .map(|w| w.client_config.url.clone())
-                .collect(),
-        })
-        .collect();
-    configurations.extend(
-        validating
-            .list(&ListParams::default())
-            .await
-            .unwrap()
-            .items
-            .into_iter()
-            .map(|c| WebhookConfiguration {
-                key: format!("validating/{}", c.name_any()),
-                urls: c
-                    .webhooks
-                    .iter()
-                    .flatten()
-                    .map(|w| w.client_config.url.clone())
-                    .collect(),
-            }),
-    );
-    configurations
+    let mutating = mutating.list(&ListParams::default()).await.unwrap().items;
+    let validating = validating.list(&ListParams::default()).await.unwrap().items;
+    let mutating = mutating.into_iter().map(|c| {
+        let urls = c
+            .webhooks
+            .iter()
+            .flatten()
+            .map(|w| w.client_config.url.clone());
+        WebhookConfiguration::new("mutating", c.name_any(), urls)
+    });
+    let validating = validating.into_iter().map(|c| {
+        let urls = c
+            .webhooks
+            .iter()
+            .flatten()
+            .map(|w| w.client_config.url.clone());
+        WebhookConfiguration::new("validating", c.name_any(), urls)
+    });
+    mutating.chain(validating).collect()
 }
 
 /// Deletes the webhook configuration `key` (`mutating/<name>` or `validating/<name>`).
