@@ -7,10 +7,13 @@
 //!   (`kruise_common::pods::cached`); nodes decoded straight into [`CachedNode`] (name,
 //!   labels, taints), and a node change wakes the DaemonSets only when its labels or taints
 //!   changed (or the node came or went), not on every status heartbeat.
-//! * **No double creates.** A scale expectation per node is recorded before its pod is
-//!   created and satisfied once a pod of the DaemonSet for that node is in the cache; a
-//!   deletion, once the pod is gone or terminating. While one is pending the planner does
-//!   nothing.
+//! * **No double creates.** A scale expectation per pod created is recorded by the name the
+//!   API gave it and satisfied once that pod is in the cache (by name, not node: with surge
+//!   the node already has its old pod); a deletion, once the pod is gone or terminating.
+//!   While one is pending the planner does nothing.
+//! * **No budget spent on a stale view.** An old pod the cache shows unavailable is replaced
+//!   outside maxUnavailable and maxSurge (as upstream does); it is read from the API first,
+//!   and one that is available after all keeps its replacement back until the cache agrees.
 //! * **Slow start.** Creations go out in batches of 1, 2, 4, … and stop at the first failure.
 //! * **Failed pods back off per node**, 1 s doubling to 15 min.
 //! * **preDelete hook.** A pod to delete that `lifecycle.preDelete` holds (any of its labels
@@ -61,7 +64,7 @@ use crate::api::v1beta1::{DaemonSet, DaemonSetStatus};
 use crate::api::validation::validate;
 use crate::api::{KIND, Served};
 use crate::nodes::CachedNode;
-use crate::plan::pods::{Placement, new_pod, plan_node, plan_pod, plan_strategy, target_node};
+use crate::plan::pods::{Placement, new_pod, plan_node, plan_pod, plan_strategy};
 use crate::plan::revisions::{plan_revisions, revision_hash, revisions_to_prune};
 use crate::plan::{Action, PlanInput, PlanStrategy, plan};
 
@@ -146,6 +149,9 @@ pub enum Error {
     /// one yet (retried shortly, as a conflict).
     #[error("pod {0} is being written")]
     Busy(String),
+    /// Reading a pod to confirm what the cache shows of it.
+    #[error("reading pod {0}")]
+    ReadPod(#[source] WriteError),
 }
 
 impl ReconcileError for Error {
@@ -156,15 +162,18 @@ impl ReconcileError for Error {
             Error::Delete(_) => "delete",
             Error::PrepareDelete(_) => "lifecycle",
             Error::InPlace(_) | Error::Busy(_) => "update",
+            Error::ReadPod(_) => "read_pod",
         }
     }
 
     fn is_conflict(&self) -> bool {
         match self {
             Error::Shell(e) => e.is_conflict(),
-            Error::Create(e) | Error::Delete(e) | Error::PrepareDelete(e) | Error::InPlace(e) => {
-                e.is_conflict()
-            }
+            Error::Create(e)
+            | Error::Delete(e)
+            | Error::PrepareDelete(e)
+            | Error::InPlace(e)
+            | Error::ReadPod(e) => e.is_conflict(),
             Error::Busy(_) => true,
         }
     }
@@ -377,9 +386,7 @@ fn observe_expectations(
             for (action, names) in exp.pending(key) {
                 for name in names {
                     let seen = match action {
-                        ScaleAction::Create => pods
-                            .iter()
-                            .any(|p| target_node(&**p) == Some(name.as_str())),
+                        ScaleAction::Create => pods.iter().any(|p| p.name() == name.as_str()),
                         ScaleAction::Delete => pods.iter().all(|p| {
                             p.name() != name.as_str() || p.meta().deletion_timestamp.is_some()
                         }),
@@ -601,8 +608,10 @@ async fn reconcile(original: Arc<DaemonSet>, shared: Arc<Shared>) -> Result<Requ
         now: secs,
     };
 
-    // Plan.
-    let plan = plan(&input);
+    // Plan, then confirm what rests on the cache alone: an old pod it shows unavailable is
+    // replaced outside the budget, so it is read as it is first.
+    let mut plan = plan(&input);
+    let held = confirm_uncounted(&pod_api, &mut plan, input.strategy.min_ready_seconds).await?;
     if let Ok(mut backoff) = shared.backoff.lock() {
         for node in &plan.failed_nodes {
             let entry = backoff
@@ -632,11 +641,13 @@ async fn reconcile(original: Arc<DaemonSet>, shared: Arc<Shared>) -> Result<Requ
         async move {
             match action {
                 Action::Create { node } => {
-                    expect(shared, key, ScaleAction::Create, node)?;
                     let pod = new_pod(ds, node, hash, shared.settings.placement);
                     match pod_api.create(&PostParams::default(), &pod).await {
                         Ok(created) => {
                             let name = created.name_any();
+                            // By name: with surge the node already has a pod, which must not
+                            // count as the one created.
+                            expect(shared, key, ScaleAction::Create, &name)?;
                             recorder.record(
                                 EventRecord::normal(
                                     reason::SUCCESSFUL_CREATE,
@@ -647,7 +658,6 @@ async fn reconcile(original: Arc<DaemonSet>, shared: Arc<Shared>) -> Result<Requ
                             Ok(())
                         }
                         Err(e) => {
-                            forget(shared, key, ScaleAction::Create, node);
                             recorder.record(EventRecord::warning(
                                 reason::FAILED_CREATE,
                                 format!("Error creating: {e}"),
@@ -788,10 +798,48 @@ async fn reconcile(original: Arc<DaemonSet>, shared: Arc<Shared>) -> Result<Requ
     let planned_after = plan
         .requeue_after
         .map(|secs| Duration::from_secs(secs.max(1).unsigned_abs()));
-    Ok(match planned_after.into_iter().chain(refresh_after).min() {
-        Some(after) => Requeue::requeue(after),
-        None => Requeue::await_change(),
-    })
+    let held_after = held.then_some(EXPECTATIONS_REQUEUE);
+    Ok(
+        match planned_after
+            .into_iter()
+            .chain(refresh_after)
+            .chain(held_after)
+            .min()
+        {
+            Some(after) => Requeue::requeue(after),
+            None => Requeue::await_change(),
+        },
+    )
+}
+
+/// Keeps back each action of `plan` no budget counted because its old pod looked unavailable
+/// in the cache, when the pod read from the API is available after all (the cache had not
+/// yet seen it become Ready): acting would take down, or surge beside, one available pod
+/// more than maxUnavailable or maxSurge allow. True when any was kept back; the pass runs
+/// again once the cache has caught up. One read per such action, only while a rollout
+/// meets unavailable old pods.
+async fn confirm_uncounted(
+    pod_api: &Api<Pod>,
+    plan: &mut crate::plan::Plan,
+    min_ready_seconds: i64,
+) -> Result<bool, Error> {
+    let min_ready_seconds = i32::try_from(min_ready_seconds).unwrap_or(i32::MAX);
+    let mut held = false;
+    for uncounted in std::mem::take(&mut plan.uncounted) {
+        let pod = pod_api
+            .get_opt(&uncounted.pod)
+            .await
+            .map_err(|source| Error::ReadPod(WriteError::on(uncounted.pod.clone())(source)))?;
+        let available = pod.is_some_and(|pod| {
+            pod.metadata.deletion_timestamp.is_none()
+                && kruise_common::pods::is_pod_available(&pod, min_ready_seconds, Timestamp::now())
+        });
+        if available {
+            plan.actions.retain(|a| *a != uncounted.action);
+            held = true;
+        }
+    }
+    Ok(held)
 }
 
 fn expect(shared: &Shared, key: &str, action: ScaleAction, name: &str) -> Result<(), Error> {

@@ -460,7 +460,19 @@ async fn surge_creates_the_new_pod_before_deleting_the_old_one() {
                     on.len() > 1 && on.iter().any(|p| !ready(p))
                 })
                 .count();
-            assert!(surging <= 1, "{surging} nodes surged at once");
+            // (name, node, image, Ready) of every live pod: which nodes surged, and why.
+            let seen: Vec<(String, String, String, bool)> = pods
+                .iter()
+                .map(|p| {
+                    (
+                        p.metadata.name.clone().unwrap_or_default(),
+                        node_of(p),
+                        image_of(p),
+                        ready(p),
+                    )
+                })
+                .collect();
+            assert!(surging <= 1, "{surging} nodes surged at once: {seen:?}");
             (pods.len() == 3 && pods.iter().all(|p| ready(p) && image_of(p) == "nginx:2"))
                 .then_some(())
         }

@@ -23,6 +23,11 @@
 //!   unavailable, else up to `maxSurge` minus the surges in flight) and the old one is
 //!   deleted once the new one is available — with minReadySeconds, the pass asks to be run
 //!   again when it elapses (K#1012). Pods already terminating are not counted twice (K#657).
+//! * **uncounted replacements**: an old pod replaced at once because it is unavailable
+//!   spends no maxUnavailable or maxSurge slot, so the plan names it in
+//!   [`Plan::uncounted`]: the shell confirms on the pod as it is that it is still
+//!   unavailable before acting. A cache that has not yet seen the pod become Ready would
+//!   otherwise take down, or surge beside, one pod more than the budget allows.
 
 pub mod eligibility;
 pub mod pods;
@@ -195,6 +200,18 @@ pub struct Plan {
     pub status: StatusCounts,
     /// Seconds after which to run again with nothing else happening.
     pub requeue_after: Option<i64>,
+    /// The actions no budget counted because the old pod they replace is unavailable, each
+    /// with that pod: valid only while it still is.
+    pub uncounted: Vec<Uncounted>,
+}
+
+/// An action taken outside maxUnavailable and maxSurge because `pod` is unavailable.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Uncounted {
+    /// The action (a create beside the pod with surge, else its delete or in-place update).
+    pub action: Action,
+    /// The old pod whose unavailability allowed it.
+    pub pod: String,
 }
 
 /// Pods per node, oldest first; terminating pods that also finished are left out.
@@ -317,6 +334,7 @@ pub fn plan(input: &PlanInput) -> Plan {
 
     // rolling update
     let mut update_in_place: Vec<&str> = Vec::new();
+    let mut uncounted: Vec<(&str, bool)> = Vec::new();
     if !strategy.on_delete && !strategy.paused {
         let rolled = rolling_update(input, &by_node, desired, &mut requeue);
         to_create.extend(rolled.create);
@@ -332,6 +350,7 @@ pub fn plan(input: &PlanInput) -> Plan {
                 to_delete.insert(pod);
             }
         }
+        uncounted = rolled.uncounted;
     }
 
     let burst = resolve(Some(&strategy.burst_replicas), desired, false).max(1) as usize;
@@ -357,6 +376,20 @@ pub fn plan(input: &PlanInput) -> Plan {
         }
     }
     plan.requeue_after = requeue.0;
+    plan.uncounted = uncounted
+        .into_iter()
+        .filter_map(|(old, surge)| {
+            let pod = input.pods.iter().find(|p| p.name == old)?;
+            let action = plan.actions.iter().find(|a| match a {
+                Action::Create { node } => surge && *node == pod.node,
+                Action::Delete { pod } | Action::UpdateInPlace { pod } => !surge && pod == old,
+            })?;
+            Some(Uncounted {
+                action: action.clone(),
+                pod: old.to_string(),
+            })
+        })
+        .collect();
     plan
 }
 
@@ -374,6 +407,9 @@ impl Requeue {
 struct Rolled<'a> {
     create: Vec<&'a str>,
     replace: Vec<&'a str>,
+    /// Old pods replaced outside the budget because they are unavailable; true when
+    /// replaced by a surge (a create on their node), false when replaced themselves.
+    uncounted: Vec<(&'a str, bool)>,
 }
 
 /// At most one updated and one old non-terminating pod on a node; `None` with more.
@@ -446,6 +482,7 @@ fn rolling_update<'a>(
     let mut rolled = Rolled {
         create: Vec::new(),
         replace: Vec::new(),
+        uncounted: Vec::new(),
     };
     if max_surge == 0 {
         let mut unavailable = 0;
@@ -470,6 +507,7 @@ fn rolling_update<'a>(
                 (None, Some(old)) => {
                     if !old.available(min_ready, now) {
                         rolled.replace.push(old.name.as_str());
+                        rolled.uncounted.push((old.name.as_str(), false));
                     } else if unavailable < max_unavailable {
                         candidates.push(old.name.as_str());
                     }
@@ -497,6 +535,7 @@ fn rolling_update<'a>(
                 (None, Some(old)) => {
                     if !old.available(min_ready, now) {
                         rolled.create.push(node.name.as_str());
+                        rolled.uncounted.push((old.name.as_str(), true));
                     } else if surging < max_surge {
                         candidates.push(node.name.as_str());
                     }

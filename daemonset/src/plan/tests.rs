@@ -308,6 +308,45 @@ fn surge_creates_first_and_deletes_the_old_pod_once_the_new_one_is_available_k10
 }
 
 #[test]
+fn an_unavailable_old_pod_is_replaced_outside_the_budget_and_named_for_confirmation() {
+    // The failure under load: the cache had not yet seen n2's old pod become Ready, so
+    // its replacement took no surge slot and n1 surged beside it. The plan names the pod
+    // such an action rests on, for the shell to read as it is.
+    let n = nodes(3);
+    let mut i = input(n.clone(), one_each(&n, false));
+    i.pods[2].ready_since = None;
+    i.strategy.max_unavailable = Some(IntOrString::Int(0));
+    i.strategy.max_surge = Some(IntOrString::Int(1));
+    let p = plan(&i);
+    assert_eq!(creates(&p), ["n1", "n2"]);
+    assert_eq!(
+        p.uncounted,
+        vec![Uncounted {
+            action: Action::Create { node: "n2".into() },
+            pod: "n2-pod".into()
+        }]
+    );
+    // Without surge: the unavailable pod itself is replaced, beside the one maxUnavailable
+    // allows; only the first rests on the cache.
+    i.strategy.max_unavailable = Some(IntOrString::Int(1));
+    i.strategy.max_surge = Some(IntOrString::Int(0));
+    let p = plan(&i);
+    assert_eq!(deletes(&p), ["n1-pod", "n2-pod"]);
+    assert_eq!(
+        p.uncounted,
+        vec![Uncounted {
+            action: Action::Delete {
+                pod: "n2-pod".into()
+            },
+            pod: "n2-pod".into()
+        }]
+    );
+    // Every pod available: nothing rests on the cache's view of an old pod.
+    i.pods[2].ready_since = Some(0);
+    assert_eq!(plan(&i).uncounted, vec![]);
+}
+
+#[test]
 fn status_counts_the_oldest_pod_per_node() {
     let n = vec![node("a", RUN), node("b", RUN), node("c", NONE)];
     let mut not_ready = pod("pb", "b", false);
