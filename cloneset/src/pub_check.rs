@@ -102,7 +102,18 @@ impl PubCheck {
             pod.metadata
                 .namespace
                 .get_or_insert_with(|| namespace.to_string());
-            match check_pod(&self.client, &pod, &PubOperation::Update, false, gates).await? {
+            // The cache's copy: an exemption it would give (a pod it shows not yet Ready) is
+            // confirmed on the pod as it is.
+            match check_pod(
+                &self.client,
+                &pod,
+                true,
+                &PubOperation::Update,
+                false,
+                gates,
+            )
+            .await?
+            {
                 Verdict::Allowed => {}
                 Verdict::Denied(message) => {
                     tracing::info!(pod = cached.name(), %message, "PodUnavailableBudget holds the update");

@@ -110,7 +110,7 @@ impl PubAdmission {
                     .check_pod(&self.client, pod, false, operation, dry_run, self.gates)
                     .await?
             }
-            None => check_pod(&self.client, pod, operation, dry_run, self.gates).await?,
+            None => check_pod(&self.client, pod, false, operation, dry_run, self.gates).await?,
         };
         if matches!(verdict, Verdict::Denied(_)) {
             self.record_refusal(pod);

@@ -6,6 +6,12 @@
 //! refuses with [`conflicts_message`]. A budget deleted meanwhile, or a cluster without the
 //! kind, lets the operation through (K#1567).
 //!
+//! Both take the pod either as a request carries it or as a watch holds it (`pod_from_watch`):
+//! a watch's copy may lag, so a decision on it that lets the operation through unrecorded
+//! because of the pod's own state (unavailable, no-protect, ignored), or refuses it, is made
+//! again on the pod read from the API ([`pod_to_decide_on`]). Without it a cache that has
+//! not yet seen a pod become Ready would let it be disrupted without spending the budget.
+//!
 //! [`check_pod`] reads the budget from the API. [`BudgetCache::check_pod`] makes the first
 //! decision from a watch of the budgets instead, as OpenKruise's webhook decides from its
 //! informer, so a refusal of a pod the request carries costs no API request and a grant one
@@ -15,6 +21,7 @@
 //! allowed disruption in reserve from its decision to its answer, so a review that finds
 //! the rest of the budget held by grants in flight is refused at once rather than queued.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
@@ -42,10 +49,12 @@ pub enum Verdict {
 }
 
 /// Decides on `operation` on `pod` (for an UPDATE, the pod before it) under `gates`,
-/// writing a grant to the budget's status before answering.
+/// writing a grant to the budget's status before answering. `pod_from_watch`: the pod is a
+/// watch's copy (a controller's cache), confirmed on the API's where it decides.
 pub async fn check_pod(
     client: &Client,
     pod: &Pod,
+    pod_from_watch: bool,
     operation: &PubOperation,
     dry_run: bool,
     gates: Gates,
@@ -53,13 +62,61 @@ pub async fn check_pod(
     let namespace = pod.namespace().unwrap_or_default();
     let api = Api::<PodUnavailableBudget>::namespaced(client.clone(), &namespace);
     let budget = budget_of(&api, pod).await?;
-    let asked = [Asked {
+    let Some(pod) = pod_to_decide_on(
+        client,
+        budget.as_ref(),
         pod,
+        pod_from_watch,
+        operation,
+        dry_run,
+        gates,
+    )
+    .await?
+    else {
+        return Ok(Verdict::Allowed);
+    };
+    let asked = [Asked {
+        pod: &pod,
         operation,
         dry_run,
     }];
     let mut outcome = decide_and_write(&api, budget, &asked, gates).await?;
     Ok(outcome.verdicts.pop().unwrap_or(Verdict::Allowed))
+}
+
+/// The pod to decide on: `pod` itself, unless it is a watch's copy (`pod_from_watch`) and
+/// the decision on it against `budget` lets the operation through because of the pod's own
+/// state, or refuses it: then the pod read from the API. `None` when the pod is gone (the
+/// operation goes through: there is nothing left to protect).
+async fn pod_to_decide_on<'a>(
+    client: &Client,
+    budget: Option<&PodUnavailableBudget>,
+    pod: &'a Pod,
+    pod_from_watch: bool,
+    operation: &PubOperation,
+    dry_run: bool,
+    gates: Gates,
+) -> Result<Option<Cow<'a, Pod>>, kube::Error> {
+    if !pod_from_watch {
+        return Ok(Some(Cow::Borrowed(pod)));
+    }
+    let request = Request {
+        pod,
+        operation,
+        dry_run,
+        now: Timestamp::now(),
+    };
+    let confirm = match decide(budget, &request, gates) {
+        Decision::Allow(exempt) => exempt.depends_on_pod(),
+        Decision::Deny(_) => true,
+        Decision::Consume(_) => false,
+    };
+    if !confirm {
+        return Ok(Some(Cow::Borrowed(pod)));
+    }
+    let namespace = pod.namespace().unwrap_or_default();
+    let pods = Api::<Pod>::namespaced(client.clone(), &namespace);
+    Ok(pods.get_opt(&pod.name_any()).await?.map(Cow::Owned))
 }
 
 /// One operation on a pod to decide on.
@@ -295,29 +352,20 @@ impl BudgetCache {
         let budget = self
             .budget_of(&namespace, pod)
             .map(|(budget, _)| self.less_reserved(budget));
-        let current;
-        let mut pod = pod;
-        if pod_from_watch {
-            let request = Request {
-                pod,
-                operation,
-                dry_run,
-                now: Timestamp::now(),
-            };
-            let confirm = match decide(budget.as_ref(), &request, gates) {
-                Decision::Allow(exempt) => exempt.depends_on_pod(),
-                Decision::Deny(_) => true,
-                Decision::Consume(_) => false,
-            };
-            if confirm {
-                let pods = Api::<Pod>::namespaced(client.clone(), &namespace);
-                match pods.get_opt(&pod.name_any()).await? {
-                    Some(read) => current = read,
-                    None => return Ok(Verdict::Allowed),
-                }
-                pod = &current;
-            }
-        }
+        let Some(pod) = pod_to_decide_on(
+            client,
+            budget.as_ref(),
+            pod,
+            pod_from_watch,
+            operation,
+            dry_run,
+            gates,
+        )
+        .await?
+        else {
+            return Ok(Verdict::Allowed);
+        };
+        let pod = pod.as_ref();
         let request = Request {
             pod,
             operation,
