@@ -9,7 +9,7 @@
 //! Both take the pod either as a request carries it or as a watch holds it (`pod_from_watch`):
 //! a watch's copy may lag, so a decision on it that lets the operation through unrecorded
 //! because of the pod's own state (unavailable, no-protect, ignored), or refuses it, is made
-//! again on the pod read from the API ([`pod_to_decide_on`]). Without it a cache that has
+//! again on the pod read from the API (`pod_to_decide_on`). Without it a cache that has
 //! not yet seen a pod become Ready would let it be disrupted without spending the budget.
 //!
 //! [`check_pod`] reads the budget from the API. [`BudgetCache::check_pod`] makes the first
