@@ -108,3 +108,47 @@ async fn an_update_checked_on_a_stale_copy_spends_the_budget_of_the_pod_as_it_is
     let verdict = check_pod(&client, &pod("web-1", false), false, &update, false, GATES).await;
     assert_eq!(verdict.unwrap(), Verdict::Allowed);
 }
+
+#[tokio::test]
+async fn a_stale_copy_without_the_related_pub_annotation_still_finds_its_target_ref_budget() {
+    let (_sim, client) = kruise_testkit::sim_with_crds(0, &[PodUnavailableBudget::crd()]).await;
+    let budgets = Api::<PodUnavailableBudget>::namespaced(client.clone(), "default");
+    // A targetRef budget is found through the pod's related-pub annotation only (the
+    // controller writes it); the workload itself is not read by the check.
+    let mut budget: PodUnavailableBudget = serde_json::from_value(json!({
+        "apiVersion": "policy.kruise.io/v1beta1", "kind": "PodUnavailableBudget",
+        "metadata": {"name": "web"},
+        "spec": {"targetRef": {"apiVersion": "apps.kruise.io/v1beta1", "kind": "CloneSet", "name": "web"},
+                 "maxUnavailable": 1}
+    }))
+    .unwrap();
+    budget = budgets
+        .create(&PostParams::default(), &budget)
+        .await
+        .unwrap();
+    budget.status = Some(PodUnavailableBudgetStatus {
+        unavailable_allowed: 1,
+        desired_available: 1,
+        current_available: 2,
+        total_replicas: 2,
+        ..Default::default()
+    });
+    budgets
+        .replace_status("web", &PostParams::default(), &budget)
+        .await
+        .unwrap();
+    let pods = Api::<Pod>::default_namespaced(client.clone());
+    create_pod(&pods, "web-0", true).await;
+
+    // The cache's copy is Ready but predates the annotation: the budget is still spent.
+    let mut stale = pod("web-0", true);
+    stale.metadata.annotations = None;
+    let verdict = check_pod(&client, &stale, true, &PubOperation::Update, false, GATES).await;
+    assert_eq!(verdict.unwrap(), Verdict::Allowed);
+    let status = budgets.get("web").await.unwrap().status.unwrap();
+    assert_eq!(status.unavailable_allowed, 0);
+    assert_eq!(
+        status.unavailable_pods.keys().collect::<Vec<_>>(),
+        ["web-0"]
+    );
+}

@@ -11,6 +11,8 @@
 //! because of the pod's own state (unavailable, no-protect, ignored), or refuses it, is made
 //! again on the pod read from the API (`pod_to_decide_on`). Without it a cache that has
 //! not yet seen a pod become Ready would let it be disrupted without spending the budget.
+//! Likewise [`check_pod`] finds no budget for a copy that predates the related-pub
+//! annotation naming a targetRef budget, so it reads the pod then too.
 //!
 //! [`check_pod`] reads the budget from the API. [`BudgetCache::check_pod`] makes the first
 //! decision from a watch of the budgets instead, as OpenKruise's webhook decides from its
@@ -61,12 +63,25 @@ pub async fn check_pod(
 ) -> Result<Verdict, kube::Error> {
     let namespace = pod.namespace().unwrap_or_default();
     let api = Api::<PodUnavailableBudget>::namespaced(client.clone(), &namespace);
-    let budget = budget_of(&api, pod).await?;
+    let mut lookup = budget_of(&api, pod).await?;
+    let mut pod = Cow::Borrowed(pod);
+    if pod_from_watch && lookup.budget.is_none() && lookup.unnamed_target_ref {
+        // A targetRef budget is found only through the pod's related-pub annotation, which
+        // a watch's copy may not show yet: look again on the pod as it is.
+        let pods = Api::<Pod>::namespaced(client.clone(), &namespace);
+        let Some(read) = pods.get_opt(&pod.name_any()).await? else {
+            return Ok(Verdict::Allowed);
+        };
+        lookup = budget_of(&api, &read).await?;
+        pod = Cow::Owned(read);
+    }
+    let budget = lookup.budget;
+    let still_from_watch = pod_from_watch && matches!(pod, Cow::Borrowed(_));
     let Some(pod) = pod_to_decide_on(
         client,
         budget.as_ref(),
-        pod,
-        pod_from_watch,
+        &pod,
+        still_from_watch,
         operation,
         dry_run,
         gates,
@@ -210,21 +225,37 @@ async fn decide_and_write(
     })
 }
 
+/// What [`budget_of`] found.
+struct BudgetLookup {
+    /// The pod's budget.
+    budget: Option<PodUnavailableBudget>,
+    /// The pod names no budget and its namespace has a targetRef one, which only the
+    /// related-pub annotation leads to: the pod may be its once annotated.
+    unnamed_target_ref: bool,
+}
+
 /// The pod's budget: the one its related-pub annotation names, else the first of its
 /// namespace whose selector matches it; none where the kind is not served.
 async fn budget_of(
     api: &Api<PodUnavailableBudget>,
     pod: &Pod,
-) -> Result<Option<PodUnavailableBudget>, kube::Error> {
+) -> Result<BudgetLookup, kube::Error> {
     if let Some(name) = related_pub(pod) {
-        return api.get_opt(name).await;
+        return Ok(BudgetLookup {
+            budget: api.get_opt(name).await?,
+            unnamed_target_ref: false,
+        });
     }
     let budgets = match api.list(&Default::default()).await {
         Ok(list) => list.items,
-        Err(e) if is_not_found(&e) => return Ok(None),
+        Err(e) if is_not_found(&e) => Vec::new(),
         Err(e) => return Err(e),
     };
-    Ok(budgets.into_iter().find(|b| selects(b, pod)))
+    let unnamed_target_ref = budgets.iter().any(|b| b.spec.target_reference.is_some());
+    Ok(BudgetLookup {
+        budget: budgets.into_iter().find(|b| selects(b, pod)),
+        unnamed_target_ref,
+    })
 }
 
 /// The budget the pod's related-pub annotation names (the legacy one second).
