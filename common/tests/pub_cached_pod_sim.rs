@@ -44,14 +44,16 @@ async fn create_pod(pods: &Api<Pod>, name: &str, ready: bool) {
         .unwrap();
 }
 
-#[tokio::test]
-async fn an_update_checked_on_a_stale_copy_spends_the_budget_of_the_pod_as_it_is() {
-    let (_sim, client) = kruise_testkit::sim_with_crds(0, &[PodUnavailableBudget::crd()]).await;
+/// Creates the budget `web` with `spec`, its status allowing one disruption of `total`.
+async fn create_budget(
+    client: &kube::Client,
+    spec: serde_json::Value,
+    total: i32,
+) -> Api<PodUnavailableBudget> {
     let budgets = Api::<PodUnavailableBudget>::namespaced(client.clone(), "default");
     let mut budget: PodUnavailableBudget = serde_json::from_value(json!({
         "apiVersion": "policy.kruise.io/v1beta1", "kind": "PodUnavailableBudget",
-        "metadata": {"name": "web"},
-        "spec": {"selector": {"matchLabels": {"app": "web"}}, "maxUnavailable": 1}
+        "metadata": {"name": "web"}, "spec": spec
     }))
     .unwrap();
     budget = budgets
@@ -60,15 +62,27 @@ async fn an_update_checked_on_a_stale_copy_spends_the_budget_of_the_pod_as_it_is
         .unwrap();
     budget.status = Some(PodUnavailableBudgetStatus {
         unavailable_allowed: 1,
-        desired_available: 2,
-        current_available: 3,
-        total_replicas: 3,
+        desired_available: total - 1,
+        current_available: total,
+        total_replicas: total,
         ..Default::default()
     });
     budgets
         .replace_status("web", &PostParams::default(), &budget)
         .await
         .unwrap();
+    budgets
+}
+
+#[tokio::test]
+async fn an_update_checked_on_a_stale_copy_spends_the_budget_of_the_pod_as_it_is() {
+    let (_sim, client) = kruise_testkit::sim_with_crds(0, &[PodUnavailableBudget::crd()]).await;
+    let budgets = create_budget(
+        &client,
+        json!({"selector": {"matchLabels": {"app": "web"}}, "maxUnavailable": 1}),
+        3,
+    )
+    .await;
     let pods = Api::<Pod>::default_namespaced(client.clone());
     create_pod(&pods, "web-0", true).await;
     create_pod(&pods, "web-1", true).await;
@@ -112,31 +126,15 @@ async fn an_update_checked_on_a_stale_copy_spends_the_budget_of_the_pod_as_it_is
 #[tokio::test]
 async fn a_stale_copy_without_the_related_pub_annotation_still_finds_its_target_ref_budget() {
     let (_sim, client) = kruise_testkit::sim_with_crds(0, &[PodUnavailableBudget::crd()]).await;
-    let budgets = Api::<PodUnavailableBudget>::namespaced(client.clone(), "default");
     // A targetRef budget is found through the pod's related-pub annotation only (the
     // controller writes it); the workload itself is not read by the check.
-    let mut budget: PodUnavailableBudget = serde_json::from_value(json!({
-        "apiVersion": "policy.kruise.io/v1beta1", "kind": "PodUnavailableBudget",
-        "metadata": {"name": "web"},
-        "spec": {"targetRef": {"apiVersion": "apps.kruise.io/v1beta1", "kind": "CloneSet", "name": "web"},
-                 "maxUnavailable": 1}
-    }))
-    .unwrap();
-    budget = budgets
-        .create(&PostParams::default(), &budget)
-        .await
-        .unwrap();
-    budget.status = Some(PodUnavailableBudgetStatus {
-        unavailable_allowed: 1,
-        desired_available: 1,
-        current_available: 2,
-        total_replicas: 2,
-        ..Default::default()
-    });
-    budgets
-        .replace_status("web", &PostParams::default(), &budget)
-        .await
-        .unwrap();
+    let budgets = create_budget(
+        &client,
+        json!({"targetRef": {"apiVersion": "apps.kruise.io/v1beta1", "kind": "CloneSet", "name": "web"},
+               "maxUnavailable": 1}),
+        2,
+    )
+    .await;
     let pods = Api::<Pod>::default_namespaced(client.clone());
     create_pod(&pods, "web-0", true).await;
 
