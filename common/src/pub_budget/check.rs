@@ -77,48 +77,40 @@ pub async fn check_pod(
     }
     let budget = lookup.budget;
     let still_from_watch = pod_from_watch && matches!(pod, Cow::Borrowed(_));
-    let Some(pod) = pod_to_decide_on(
-        client,
-        budget.as_ref(),
-        &pod,
-        still_from_watch,
-        operation,
-        dry_run,
-        gates,
-    )
-    .await?
-    else {
-        return Ok(Verdict::Allowed);
-    };
-    let asked = [Asked {
+    let asked = Asked {
         pod: &pod,
         operation,
         dry_run,
-    }];
+    };
+    let Some(pod) =
+        pod_to_decide_on(client, budget.as_ref(), asked, still_from_watch, gates).await?
+    else {
+        return Ok(Verdict::Allowed);
+    };
+    let asked = [Asked { pod: &pod, ..asked }];
     let mut outcome = decide_and_write(&api, budget, &asked, gates).await?;
     Ok(outcome.verdicts.pop().unwrap_or(Verdict::Allowed))
 }
 
-/// The pod to decide on: `pod` itself, unless it is a watch's copy (`pod_from_watch`) and
-/// the decision on it against `budget` lets the operation through because of the pod's own
-/// state, or refuses it: then the pod read from the API. `None` when the pod is gone (the
-/// operation goes through: there is nothing left to protect).
+/// The pod to decide `asked` on: its pod itself, unless that is a watch's copy
+/// (`pod_from_watch`) and the decision on it against `budget` lets the operation through
+/// because of the pod's own state, or refuses it: then the pod read from the API. `None`
+/// when the pod is gone (the operation goes through: there is nothing left to protect).
 async fn pod_to_decide_on<'a>(
     client: &Client,
     budget: Option<&PodUnavailableBudget>,
-    pod: &'a Pod,
+    asked: Asked<'a>,
     pod_from_watch: bool,
-    operation: &PubOperation,
-    dry_run: bool,
     gates: Gates,
 ) -> Result<Option<Cow<'a, Pod>>, kube::Error> {
+    let pod = asked.pod;
     if !pod_from_watch {
         return Ok(Some(Cow::Borrowed(pod)));
     }
     let request = Request {
         pod,
-        operation,
-        dry_run,
+        operation: asked.operation,
+        dry_run: asked.dry_run,
         now: Timestamp::now(),
     };
     let confirm = match decide(budget, &request, gates) {
@@ -383,16 +375,13 @@ impl BudgetCache {
         let budget = self
             .budget_of(&namespace, pod)
             .map(|(budget, _)| self.less_reserved(budget));
-        let Some(pod) = pod_to_decide_on(
-            client,
-            budget.as_ref(),
+        let asked = Asked {
             pod,
-            pod_from_watch,
             operation,
             dry_run,
-            gates,
-        )
-        .await?
+        };
+        let Some(pod) =
+            pod_to_decide_on(client, budget.as_ref(), asked, pod_from_watch, gates).await?
         else {
             return Ok(Verdict::Allowed);
         };
