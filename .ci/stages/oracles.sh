@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Differential tests against OpenKruise's own Go code (docs/e2e.md): the Go programs under
+# cloneset/tests/fixtures/openkruise/expected-values call OpenKruise's and Kubernetes'
+# functions (template defaults, revision and claim hashes, SidecarSet hashes and revisions,
+# quantities, Advanced StatefulSet and DaemonSet defaults, revisions and validation,
+# CloneSet validation, StatefulSet conversion) on inputs the Rust tests generate; both sides
+# must agree.
+source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
+go version
+oracles="$HOME/.cache/kruise-oracles"
+expected="$root/cloneset/tests/fixtures/openkruise/expected-values"
+mkdir -p "$oracles"
+(cd "$expected" && go build -o "$oracles/cloneset-values" . && go build -o "$oracles/quantities" ./quantities)
+(cd "$expected/sidecarset" && go build -o "$oracles/sidecarset-values" .)
+(cd "$expected/families" && go build -o "$oracles/statefulset-values" ./statefulset \
+  && go build -o "$oracles/daemonset-values" ./daemonset \
+  && go build -o "$oracles/statefulset-conversion" ./conversion \
+  && go build -o "$oracles/workload-validation" ./validation)
+# The omitempty table go_encoded_pod_template drops zero values by, generated from
+# k8s.io/api's struct tags: it must be what the generator writes.
+(cd "$root/common/tools/go-omitempty" && go run .) \
+  | diff -u "$root/common/src/api/pod_defaults/go_omitempty.rs" - \
+  || { echo "common/src/api/pod_defaults/go_omitempty.rs is stale: regenerate it (docs/e2e.md)"; exit 1; }
+KRUISE_ORACLE_BIN_DIR="$oracles" cargo test -p kruise-cloneset -p kruise-sidecarset \
+  -p kruise-statefulset -p kruise-daemonset --test openkruise_oracle -- --ignored
