@@ -57,13 +57,20 @@ need_pyvenv() {
   export PYTHON="$pyvenv/bin/python" KUBERNETES_VALIDATE="$pyvenv/bin/kubernetes-validate"
 }
 
+# The one build every stage runs from: the workspace's libraries, binaries and tests, with
+# the dependencies' features unified as `cargo test --workspace` unifies them. A narrower
+# `cargo build -p`/`cargo test -p` would unify them differently and build the crates again,
+# so the stages run these binaries and test executables (testkit/test-executables.sh).
+build_workspace() {
+  cargo build -q --workspace --lib --bins --tests
+}
+
 # The registered families (`kruise-playground families`: name, binary, ...), with every
-# family binary, kruise-sim and kruise-playground built. Sets `families` and `binaries`.
+# binary built. Sets `families` and `binaries`.
 need_family_binaries() {
-  cargo build -q -p kruise-sim -p kruise-playground
+  build_workspace
   mapfile -t families < <("$KRUISE_BIN_DIR/kruise-playground" families | cut -f1)
   mapfile -t binaries < <("$KRUISE_BIN_DIR/kruise-playground" families | cut -f2)
-  cargo build -q "${binaries[@]/#/--package=}"
 }
 
 # family_scenarios: every registered family's tests/kubectl-*.sh (need_family_binaries first).

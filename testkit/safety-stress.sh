@@ -50,22 +50,11 @@ for t in "${tests[@]}"; do
 done
 [[ ${#selected[@]} -gt 0 ]] || { echo "no test matches ONLY=$only" >&2; exit 2; }
 
-# The test executables, from cargo's build report for the whole workspace (as `cargo test
-# --workspace` built them: a narrower -p set could unify features differently and rebuild).
+# The test executables of the workspace's test build (testkit/test-executables.sh).
 declare -A exe
-while IFS=$'\t' read -r package target path; do
+while IFS=$'\t' read -r package target path _; do
   exe["$package $target"]=$path
-done < <(cargo test --workspace --no-run --message-format=json 2>/dev/null \
-  | python3 -c '
-import json, sys
-for line in sys.stdin:
-    m = json.loads(line)
-    if m.get("reason") == "compiler-artifact" and m.get("executable") and "test" in m["target"]["kind"]:
-        pid = m["package_id"]
-        # "path+file:///…/cloneset#kruise-cloneset@0.1.0", or "kruise-cloneset 0.1.0 (…)"
-        pkg = pid.split("#")[-1].split("@")[0] if "#" in pid else pid.split()[0]
-        print(pkg, m["target"]["name"], m["executable"], sep="\t")
-')
+done < <(bash testkit/test-executables.sh)
 
 hogs=()
 stop_hogs() { [[ ${#hogs[@]} -eq 0 ]] || kill "${hogs[@]}" 2>/dev/null || true; }

@@ -4,6 +4,6 @@
 # containerd from Debian's packages (../shared/recipes/containerd-cri.sh).
 source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 need_kubectl
-cargo build -q -p kruise-cloneset
+build_workspace
 CONTAINERD_RECIPE="${CONTAINERD_RECIPE:-$root/../shared/recipes/containerd-cri.sh}" \
   bash "$root/images/tests/container-start.sh" cloneset

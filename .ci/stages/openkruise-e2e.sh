@@ -4,7 +4,7 @@
 # suite's binary is built once (~8 min cold) and kept in ~/.cache/kruise-openkruise-e2e.
 source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 need_kubectl
-cargo build -q -p kruise-sim -p kruise-playground
+build_workspace
 export REALCLUSTER_BIN="$HOME/.cache/kruise-realcluster-bin"
 focus='CloneSet Scaling|SidecarSet Injecting functionality|regard preparing-update pod as update when scaling'
 dir=$(mktemp -d)

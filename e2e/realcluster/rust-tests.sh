@@ -16,6 +16,9 @@
 # kruise_testkit::controller_client connects with a token kube-apiserver issued for its
 # ServiceAccount, and kube-apiserver's RBAC authorizer holds it to the chart's roles.
 # KRUISE_FUZZ_CASES (default 8 here, 32 under plain `cargo test`) sizes the fuzz suites.
+# The suites run from the workspace's test build (testkit/test-executables.sh, built when
+# missing), as cargo runs them. KRUISE_TEST_TIMINGS=FILE appends each test's setup,
+# body and clean-up times there (kruise_testkit::cluster); the total per phase is printed.
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -78,6 +81,12 @@ remove_stale_webhooks() {
 }
 trap cleanup EXIT
 
+declare -A exe dir
+while IFS=$'\t' read -r package target path package_dir; do
+	exe["$package:$target"]=$path
+	dir["$package:$target"]=$package_dir
+done < <(bash "$root/testkit/test-executables.sh")
+
 started=$SECONDS
 failed=()
 for suite in "${suites[@]}"; do
@@ -85,16 +94,28 @@ for suite in "${suites[@]}"; do
 	test=${suite#*:}
 	echo "--- $package --test $test (real API server)" >&2
 	suite_started=$SECONDS
-	if (cd "$root" && KRUISE_TEST_KUBECONFIG="$KUBECONFIG" \
-		cargo test -q -p "$package" --test "$test" -- --skip sim_only_); then
+	[[ -n ${exe[$suite]:-} ]] || {
+		echo "rust-tests.sh: no test executable for $package --test $test" >&2
+		exit 2
+	}
+	if (cd "${dir[$suite]}" && KRUISE_TEST_KUBECONFIG="$KUBECONFIG" \
+		"${exe[$suite]}" -q --skip sim_only_); then
 		echo "--- $suite passed in $((SECONDS - suite_started)) s" >&2
 	else
 		echo "--- $suite FAILED after $((SECONDS - suite_started)) s" >&2
 		failed+=("$suite")
+		# What its failed tests left (they end before their clean-up) must not fail
+		# the next suite: a budget or webhook of theirs would act on its requests.
 		remove_stale_webhooks
+		cleanup
 	fi
 done
 echo "Rust integration tests on the real API server: ${#suites[@]} suites, ${#failed[@]} failed, $((SECONDS - started)) s" >&2
+if [[ -n ${KRUISE_TEST_TIMINGS:-} && -s $KRUISE_TEST_TIMINGS ]]; then
+	# Each line: a test's namespace, then phase=seconds fields; summed per phase.
+	tr '\t' '\n' <"$KRUISE_TEST_TIMINGS" | awk -F= 'NF == 2 { sum[$1] += $2 }
+		END { for (p in sum) printf "  %-15s %7.1f s\n", p, sum[p] }' >&2
+fi
 if [[ ${#failed[@]} -gt 0 ]]; then
 	echo "failed: ${failed[*]}" >&2
 	exit 1
