@@ -215,7 +215,7 @@ async fn from_its_watches_a_replica_grants_with_one_write_and_confirms_a_refusal
     wait_for_numbers(&client, "web", (2, 4, 2, 4)).await;
     // Nothing else writes the budget from here on, so the requests counted are the
     // admission's own.
-    drop(controller);
+    controller.stop().await;
 
     let (budgets, budget_writer) = reflector::store::<PodUnavailableBudget>();
     let budget_watch = reflector::reflector(
@@ -341,7 +341,7 @@ async fn concurrent_grants_on_one_replica_write_once_and_the_others_are_refused_
     .await;
     wait_for_numbers(&client, "web", (1, 4, 3, 4)).await;
     // Nothing else writes the budget from here on.
-    drop(controller);
+    controller.stop().await;
 
     let (budgets, budget_writer) = reflector::store::<PodUnavailableBudget>();
     let budget_watch = tokio::spawn(

@@ -49,6 +49,58 @@ pub const NAMESPACE_LABEL: &str = "kruise.io/testkit";
 /// How long the end of a test waits for its namespace's pods to go on a real API server.
 const CLEANUP_DEADLINE: Duration = Duration::from_secs(60);
 
+/// A file each real-API-server test appends one line of timings to (setup and clean-up
+/// phases, and the test body), so the harness's own share of a suite's time is seen:
+/// `test<TAB>phase=seconds ...`.
+pub const TIMINGS_ENV: &str = "KRUISE_TEST_TIMINGS";
+
+/// The phases of one real-API-server test, timed (see [`TIMINGS_ENV`]).
+struct Phases {
+    started: std::time::Instant,
+    last: std::time::Instant,
+    done: Vec<(&'static str, Duration)>,
+}
+
+impl Phases {
+    fn start() -> Self {
+        let now = std::time::Instant::now();
+        Phases {
+            started: now,
+            last: now,
+            done: Vec::new(),
+        }
+    }
+
+    /// Ends the phase `name` now.
+    fn end(&mut self, name: &'static str) {
+        let now = std::time::Instant::now();
+        self.done.push((name, now - self.last));
+        self.last = now;
+    }
+
+    /// Appends the line of `test` to the [`TIMINGS_ENV`] file, when one is named.
+    fn write(mut self, test: &str) {
+        let Some(path) = std::env::var_os(TIMINGS_ENV) else {
+            return;
+        };
+        self.done.push(("total", self.last - self.started));
+        let mut line = test.to_string();
+        for (name, took) in &self.done {
+            line.push_str(&format!("\t{name}={:.2}", took.as_secs_f64()));
+        }
+        line.push('\n');
+        use std::io::Write as _;
+        let written = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+            .and_then(|mut f| f.write_all(line.as_bytes()));
+        if let Err(e) = written {
+            eprintln!("{TIMINGS_ENV}: writing {}: {e}", path.to_string_lossy());
+        }
+    }
+}
+
 /// The kubeconfig of the real API server the tests run against, when one is set.
 pub fn real_kubeconfig() -> Option<PathBuf> {
     std::env::var_os(KUBECONFIG_ENV)
@@ -65,7 +117,7 @@ pub struct TestCluster {
 
 enum Backend {
     Sim(Sim),
-    Real(RealParts),
+    Real(Box<RealParts>),
 }
 
 struct RealParts {
@@ -84,6 +136,7 @@ struct RealParts {
     crd_names: Vec<String>,
     // Held until the end: the simulated nodes are cluster-wide.
     _turn: OwnedMutexGuard<()>,
+    phases: Phases,
 }
 
 /// One test at a time per process on a real API server (nodes and cordons are shared).
@@ -152,16 +205,19 @@ impl TestCluster {
     ) -> Self {
         let nodes = options.nodes;
         let turn = REAL_CLUSTER_TURN.clone().lock_owned().await;
+        let mut phases = Phases::start();
         let config = config_from(kubeconfig).await;
         let admin = Client::try_from(config.clone()).unwrap();
         remove_stale_webhooks(&admin, crds).await;
         apply_crds(&admin, crds).await;
+        phases.end("crds");
         let webhooks_before = webhook_configurations(&admin)
             .await
             .into_iter()
             .map(|c| c.key)
             .collect();
         let namespace = create_namespace(&admin).await;
+        phases.end("namespace");
         let node_names: Vec<String> = (0..nodes).map(|i| format!("sim-node-{i}")).collect();
         remove_nodes(&admin, &node_names).await;
         let capacity = kruise_sim::cluster::nodes::default_capacity();
@@ -188,6 +244,7 @@ impl TestCluster {
             .await
             .unwrap_or_else(|e| panic!("starting {nodes} simulated nodes: {e:#}"));
         wait_nodes_ready(&admin, &nodes.names).await;
+        phases.end("nodes");
         let counters = Arc::new(Counters::default());
         if crate::rbac::enforced() {
             crate::rbac::use_real_server(&admin, &config, counters.clone()).await;
@@ -204,7 +261,7 @@ impl TestCluster {
         TestCluster {
             client,
             cri_dir: options.cri_dir.clone(),
-            backend: Backend::Real(RealParts {
+            backend: Backend::Real(Box::new(RealParts {
                 admin,
                 admin_config,
                 counters,
@@ -216,7 +273,11 @@ impl TestCluster {
                     .filter_map(|c| c.metadata.name.clone())
                     .collect(),
                 _turn: turn,
-            }),
+                phases: {
+                    phases.end("rbac+proxy");
+                    phases
+                },
+            })),
         }
     }
 
@@ -279,18 +340,21 @@ impl TestCluster {
     }
 
     /// Stops the simulator; on a real API server removes the webhook configurations the
-    /// test added, deletes the test's namespace, waits
-    /// (boundedly) for its pods to go while the kubelet still runs, stops the nodes and
-    /// removes their Node objects.
+    /// test added, deletes the test's namespace and its pods, waits (boundedly) for the
+    /// pods to go while the kubelet still runs, stops the nodes and removes their Node
+    /// objects.
     pub async fn shutdown(self) {
         match self.backend {
             Backend::Sim(sim) => sim.shutdown().await,
             Backend::Real(real) => {
+                let mut real = *real;
+                real.phases.end("test");
                 crate::rbac::forget_real_server();
                 // The test's webhooks go first: one refusing pod deletions (a budget's)
                 // would keep the namespace's pods, and its server may be gone.
                 remove_webhooks_since(&real.admin, &real.webhooks_before, &real.crd_names).await;
                 webhooks_settled(&real.admin).await;
+                real.phases.end("webhooks");
                 let namespace = self.client.default_namespace().to_string();
                 let namespaces: Api<Namespace> = Api::all(real.admin.clone());
                 if let Err(e) = namespaces
@@ -299,14 +363,41 @@ impl TestCluster {
                 {
                     eprintln!("cleanup: deleting namespace {namespace}: {e}");
                 }
+                // The pods are deleted here as well (gracefully, as the namespace
+                // controller would): that controller starts on a namespace 5 s after its
+                // deletion (its grace for other API servers to see it Terminating), which
+                // was most of a short test's time. Creates in the namespace are refused
+                // from its deletion on, so a controller still running cannot outpace this;
+                // one that slipped in before is deleted on the next pass.
+                // A pod whose node the test removed has no kubelet to finish its deletion
+                // (the pod garbage collector would, after 40 s): after a grace of its own
+                // the clean-up deletes what is left at once.
                 let pods: Api<Pod> = Api::namespaced(real.admin.clone(), &namespace);
+                let graceful_until = std::time::Instant::now() + Duration::from_secs(5);
                 let gone = tokio::time::timeout(CLEANUP_DEADLINE, async {
-                    while !pods
-                        .list(&ListParams::default())
-                        .await
-                        .is_ok_and(|l| l.items.is_empty())
-                    {
-                        tokio::time::sleep(Duration::from_millis(200)).await;
+                    loop {
+                        let force = std::time::Instant::now() > graceful_until;
+                        match pods.list(&ListParams::default()).await {
+                            Ok(list) if list.items.is_empty() => break,
+                            Ok(list)
+                                if force
+                                    || list
+                                        .items
+                                        .iter()
+                                        .any(|p| p.metadata.deletion_timestamp.is_none()) =>
+                            {
+                                let params = if force {
+                                    DeleteParams::default().grace_period(0)
+                                } else {
+                                    DeleteParams::default()
+                                };
+                                let _ = pods
+                                    .delete_collection(&params, &ListParams::default())
+                                    .await;
+                            }
+                            _ => {}
+                        }
+                        tokio::time::sleep(Duration::from_millis(100)).await;
                     }
                 })
                 .await;
@@ -315,9 +406,12 @@ impl TestCluster {
                         "cleanup: pods of {namespace} still there after {CLEANUP_DEADLINE:?}"
                     );
                 }
+                real.phases.end("namespace-pods");
                 let names = real.nodes.names.clone();
                 real.nodes.shutdown().await;
                 remove_nodes(&real.admin, &names).await;
+                real.phases.end("nodes-gone");
+                real.phases.write(&namespace);
             }
         }
     }

@@ -83,12 +83,26 @@ pub async fn serve(
         .unwrap();
 }
 
-/// The controller in-process until dropped.
-pub struct Running(CancellationToken);
+/// The controller in-process until dropped (told to stop) or [`Running::stop`]ped.
+pub struct Running {
+    shutdown: CancellationToken,
+    task: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl Running {
+    /// Stops the controller and waits until it has: a reconcile in flight when it was told
+    /// to stop may still write, so a test that counts the writes after it waits here.
+    pub async fn stop(mut self) {
+        self.shutdown.cancel();
+        if let Some(task) = self.task.take() {
+            task.await.unwrap();
+        }
+    }
+}
 
 impl Drop for Running {
     fn drop(&mut self) {
-        self.0.cancel();
+        self.shutdown.cancel();
     }
 }
 
@@ -103,11 +117,14 @@ pub fn start(client: &Client) -> Running {
         leadership: Default::default(),
     };
     let client = kruise_testkit::controller_client(client, "protection");
-    tokio::spawn(async move {
+    let task = tokio::spawn(async move {
         let namespace = client.default_namespace().to_string();
-        controller::run(client, Some(&namespace), opts).await
+        controller::run(client, Some(&namespace), opts).await;
     });
-    Running(shutdown)
+    Running {
+        shutdown,
+        task: Some(task),
+    }
 }
 
 pub async fn create<K>(client: &Client, object: Value) -> K
