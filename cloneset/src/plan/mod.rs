@@ -33,7 +33,7 @@ use crate::api::CloneSetStatus;
 use crate::api::v1beta1::CloneSet;
 
 pub use diffs::{ExpectationDiffs, calculate_diffs};
-pub use pods::{label_selector_string, new_pod, new_pvcs, pvc_name};
+pub use pods::{new_pod, new_pvcs, pvc_name};
 pub use revisions::{RevisionPlan, RevisionWrite, plan_revisions, vct_hash};
 pub use status::calculate_status;
 

@@ -1,4 +1,4 @@
-//! Building pods and PVCs for new instances, instance ids, PVC clean-up, selector strings.
+//! Building pods and PVCs for new instances, instance ids, PVC clean-up.
 
 use kruise_common::pods::{CachedPod, LabelsAndFinalizers as _, PodView as _};
 use std::collections::{BTreeMap, BTreeSet};
@@ -8,7 +8,7 @@ use k8s_openapi::api::apps::v1::ControllerRevision;
 use k8s_openapi::api::core::v1::{
     PersistentVolumeClaim, PersistentVolumeClaimVolumeSource, Pod, PodTemplateSpec, Volume,
 };
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, OwnerReference};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use kruise_common::api::LifecycleState;
 use kruise_common::api::keys::{
     CLONESET_INSTANCE_ID_KEY, LIFECYCLE_STATE_KEY, LIFECYCLE_TIMESTAMP_KEY,
@@ -254,31 +254,4 @@ pub fn pvcs_of(pod: &CachedPod, pvcs: &[PersistentVolumeClaim]) -> Vec<String> {
         .filter(|p| instance_id(&p.metadata) == Some(id))
         .filter_map(|p| p.metadata.name.clone())
         .collect()
-}
-
-/// Kubernetes' selector string (`LabelSelectorAsSelector(...).String()`): requirements sorted
-/// by key, `k=v`, `k in (a,b)`, `k notin (a,b)`, `k`, `!k`.
-pub fn label_selector_string(selector: &LabelSelector) -> String {
-    let mut reqs: Vec<(String, String)> = Vec::new();
-    for (k, v) in selector.match_labels.iter().flatten() {
-        reqs.push((k.clone(), format!("{k}={v}")));
-    }
-    for e in selector.match_expressions.iter().flatten() {
-        let mut values = e.values.clone().unwrap_or_default();
-        values.sort();
-        values.dedup();
-        let s = match e.operator.as_str() {
-            "In" => format!("{} in ({})", e.key, values.join(",")),
-            "NotIn" => format!("{} notin ({})", e.key, values.join(",")),
-            "Exists" => e.key.clone(),
-            "DoesNotExist" => format!("!{}", e.key),
-            _ => continue,
-        };
-        reqs.push((e.key.clone(), s));
-    }
-    reqs.sort_by(|a, b| a.0.cmp(&b.0));
-    reqs.into_iter()
-        .map(|(_, s)| s)
-        .collect::<Vec<_>>()
-        .join(",")
 }

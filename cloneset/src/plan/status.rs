@@ -5,10 +5,10 @@ use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kruise_common::api::intstr::calculate_partition_replicas;
 use kruise_common::pods::CachedPod;
+use kruise_common::pods::selector::format_label_selector;
 
 use super::PlanError;
 use super::diffs::{at_revision, is_available, is_pod_update_ready};
-use super::pods::label_selector_string;
 use crate::api::condition::{
     PROGRESSING, REASON_AVAILABLE, REASON_DEADLINE_EXCEEDED, REASON_PARTITION_AVAILABLE,
     REASON_PAUSED, REASON_UPDATED, SCALE_EXPECTATIONS_EXPIRED,
@@ -32,7 +32,7 @@ pub fn calculate_status(
         .spec
         .selector
         .as_ref()
-        .map(label_selector_string)
+        .map(format_label_selector)
         .unwrap_or_default();
     status.replicas = 0;
     status.ready_replicas = 0;

@@ -152,5 +152,18 @@ mod tests {
         };
         assert_eq!(format_label_selector(&sel), "app in (a,b),!gone,zone=z1");
         assert_eq!(format_label_selector(&LabelSelector::default()), "");
+        // Labels and expressions sorted together by key.
+        let sel = LabelSelector {
+            match_labels: Some(BTreeMap::from([
+                ("b".to_string(), "2".to_string()),
+                ("a".to_string(), "1".to_string()),
+            ])),
+            match_expressions: Some(vec![
+                req("c", "In", &["y", "x"]),
+                req("d", "DoesNotExist", &[]),
+                req("aa", "Exists", &[]),
+            ]),
+        };
+        assert_eq!(format_label_selector(&sel), "a=1,aa,b=2,c in (x,y),!d");
     }
 }

@@ -644,16 +644,6 @@ fn expectations_unsatisfied_does_nothing() {
     assert!(!p.status_changed);
 }
 
-#[test]
-fn selector_string_format() {
-    let sel: k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector = serde_json::from_value(json!({
-        "matchLabels": {"b": "2", "a": "1"},
-        "matchExpressions": [{"key": "c", "operator": "In", "values": ["y", "x"]},
-                             {"key": "d", "operator": "DoesNotExist"}, {"key": "aa", "operator": "Exists"}]
-    })).unwrap();
-    assert_eq!(label_selector_string(&sel), "a=1,aa,b=2,c in (x,y),!d");
-}
-
 fn state(w: &World, name: &str) -> String {
     w.pod(name).metadata.labels.as_ref().unwrap()[LIFECYCLE_STATE_KEY].clone()
 }
