@@ -2,8 +2,9 @@
 //! §7.g): one child ImagePullJob per image, created from the list's template
 //! (`generateName: <list>-`, controlled by the list, labelled `controller-revision-hash`
 //! with the template's hash); a child of another hash, or of an image no longer listed, or
-//! a second child of one image, is deleted; the status aggregates the children; an
-//! `Always` list completes once every child did, and is deleted its TTL after.
+//! a second child of one image, is deleted; the status aggregates the children (a child is
+//! completed once each of its nodes succeeded or failed); an `Always` list completes once
+//! every child did, and is deleted its TTL after.
 
 use std::collections::BTreeSet;
 use std::time::Duration;
@@ -111,21 +112,34 @@ pub fn plan(list: &ImageListPullJob, children: &[ImagePullJob], now: Timestamp) 
         desired: i32::try_from(list.spec.images.len()).unwrap_or(i32::MAX),
         ..Default::default()
     };
+    // Counted as OpenKruise counts them: a child not started yet is not counted at all; one
+    // is completed once every node it wants has succeeded or failed, whether or not it gets
+    // a completionTime (a `Never` child never does).
     for child in &current {
-        let child_status = child.status.clone().unwrap_or_default();
-        if child_status.completion_time.is_none() {
-            status.active += 1;
+        let Some(child_status) = child.status.as_ref() else {
+            continue;
+        };
+        if child_status.start_time.is_none() {
             continue;
         }
-        status.completed += 1;
-        if child_status.failed == 0 && child_status.succeeded == child_status.desired {
-            status.succeeded += 1;
-        } else {
+        if child_status.active > 0 {
+            status.active += 1;
+        }
+        if child_status.failed > 0 {
+            let name = child.metadata.name.clone().unwrap_or_default();
             status.failed_image_statuses.push(FailedImageStatus {
-                image_pull_job: child.metadata.name.clone().unwrap_or_default(),
+                message: format!(
+                    "Please check for details which nodes failed by 'kubectl get ImagePullJob {name}'."
+                ),
+                image_pull_job: name,
                 name: child.spec.image.clone(),
-                message: child_status.message,
             });
+        }
+        if child_status.desired == child_status.failed + child_status.succeeded {
+            status.completed += 1;
+        }
+        if child_status.desired == child_status.succeeded {
+            status.succeeded += 1;
         }
     }
     if !list.spec.template.completion_policy.is_never() && status.completed == status.desired {
@@ -203,7 +217,8 @@ mod tests {
             desired,
             succeeded,
             failed,
-            completion_time: Some(Time(at(5))),
+            active: desired - succeeded - failed,
+            start_time: Some(Time(at(1))),
             message: "job has completed".into(),
             ..Default::default()
         });
@@ -262,7 +277,8 @@ mod tests {
             [FailedImageStatus {
                 image_pull_job: "list-b".into(),
                 name: "busybox".into(),
-                message: "job has completed".into(),
+                message: "Please check for details which nodes failed by 'kubectl get ImagePullJob list-b'."
+                    .into(),
             }]
         );
         assert_eq!(done.status.completion_time, Some(Time(at(10))));
@@ -298,7 +314,32 @@ mod tests {
                 "create redis"
             ]
         );
-        assert_eq!(p.status.active, 1);
+        // list-a is kept but has not started: not counted yet.
+        assert_eq!((p.status.active, p.status.completed), (0, 0));
+    }
+
+    #[test]
+    fn a_child_counts_as_completed_once_every_node_is_done_without_a_completion_time() {
+        // OpenKruise v1.8.3's imagelistpulljob controller: desired == succeeded + failed,
+        // so a `Never` child (which never gets a completionTime) moves `completed`.
+        let l = list(
+            json!({"images": ["nginx", "redis", "busybox"], "completionPolicy": {"type": "Never"}}),
+        );
+        let fresh = created(&plan(&l, &[], at(0)));
+        let pulling = named(fresh[0].clone(), "list-a", Some((3, 1, 0)));
+        let done = named(fresh[1].clone(), "list-b", Some((3, 3, 0)));
+        let failed = named(fresh[2].clone(), "list-c", Some((3, 2, 1)));
+        let p = plan(&l, &[pulling, done, failed], at(5));
+        assert_eq!(
+            (
+                p.status.active,
+                p.status.completed,
+                p.status.succeeded,
+                p.status.failed_image_statuses.len()
+            ),
+            (1, 2, 1, 1)
+        );
+        assert_eq!(p.status.completion_time, None);
     }
 
     #[test]
