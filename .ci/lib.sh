@@ -66,11 +66,10 @@ build_workspace() {
 }
 
 # The registered families (`kruise-playground families`: name, binary, ...), with every
-# binary built. Sets `families` and `binaries`.
+# binary built. Sets `families`.
 need_family_binaries() {
   build_workspace
   mapfile -t families < <("$KRUISE_BIN_DIR/kruise-playground" families | cut -f1)
-  mapfile -t binaries < <("$KRUISE_BIN_DIR/kruise-playground" families | cut -f2)
 }
 
 # family_scenarios: every registered family's tests/kubectl-*.sh (need_family_binaries first).
