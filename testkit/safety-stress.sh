@@ -51,10 +51,8 @@ done
 [[ ${#selected[@]} -gt 0 ]] || { echo "no test matches ONLY=$only" >&2; exit 2; }
 
 # The test executables of the workspace's test build (testkit/test-executables.sh).
-declare -A exe
-while IFS=$'\t' read -r package target path _; do
-  exe["$package $target"]=$path
-done < <(bash testkit/test-executables.sh)
+source testkit/test-executables.sh
+load_test_executables
 
 hogs=()
 stop_hogs() { [[ ${#hogs[@]} -eq 0 ]] || kill "${hogs[@]}" 2>/dev/null || true; }
@@ -69,7 +67,7 @@ started=$SECONDS
 failed_total=0
 for t in "${selected[@]}"; do
   read -r package target name <<<"$t"
-  path="${exe["$package $target"]:-}"
+  path="${test_exe["$package:$target"]:-}"
   [[ -n $path ]] || { echo "no test executable for $package --test $target" >&2; exit 2; }
   failures=0
   t0=$SECONDS

@@ -8,13 +8,17 @@
 # dependencies' features differently, so cargo would build the package and testkit again,
 # about half a minute per package. Run an executable from its PACKAGE_DIR, as cargo does.
 #
+# Sourced, it defines load_test_executables instead, which fills the associative arrays
+# test_exe and test_dir (executable, package directory), keyed PACKAGE:TARGET.
+#
 # Uses CARGO_TARGET_DIR and CARGO_INCREMENTAL=0 as .ci/run does, so it reuses its build.
-set -euo pipefail
-cd "$(dirname "${BASH_SOURCE[0]}")/.."
 export CARGO_INCREMENTAL="${CARGO_INCREMENTAL:-0}"
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/kruise-target}"
-cargo test --workspace --no-run --message-format=json-render-diagnostics \
-  | python3 -c '
+test_executables_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+
+list_test_executables() {
+  (cd "$test_executables_root" && cargo test --workspace --no-run --message-format=json-render-diagnostics) \
+    | python3 -c '
 import json, os, sys
 for line in sys.stdin:
     m = json.loads(line)
@@ -32,3 +36,19 @@ for line in sys.stdin:
         d = os.path.dirname(d)
     print(pkg, m["target"]["name"], m["executable"], d, sep="\t")
 '
+}
+
+load_test_executables() {
+  declare -gA test_exe=() test_dir=()
+  local package target path dir listed
+  listed=$(list_test_executables) || return 1
+  while IFS=$'\t' read -r package target path dir; do
+    test_exe["$package:$target"]=$path
+    test_dir["$package:$target"]=$dir
+  done <<<"$listed"
+}
+
+if [[ ${BASH_SOURCE[0]} == "$0" ]]; then
+  set -euo pipefail
+  list_test_executables
+fi

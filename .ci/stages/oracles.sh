@@ -22,10 +22,12 @@ mkdir -p "$oracles"
   | diff -u "$root/common/src/api/pod_defaults/go_omitempty.rs" - \
   || { echo "common/src/api/pod_defaults/go_omitempty.rs is stale: regenerate it (docs/e2e.md)"; exit 1; }
 # Each family's tests/openkruise_oracle.rs, from the workspace's test build.
+source "$root/testkit/test-executables.sh"
+load_test_executables
 status=0
-while IFS=$'\t' read -r package target path package_dir; do
-  [[ $target == openkruise_oracle ]] || continue
-  echo "--- $package --test $target --ignored"
-  (cd "$package_dir" && KRUISE_ORACLE_BIN_DIR="$oracles" "$path" --ignored) || status=1
-done < <(bash "$root/testkit/test-executables.sh")
+for suite in "${!test_exe[@]}"; do
+  [[ $suite == *:openkruise_oracle ]] || continue
+  echo "--- $suite --ignored"
+  (cd "${test_dir[$suite]}" && KRUISE_ORACLE_BIN_DIR="$oracles" "${test_exe[$suite]}" --ignored) || status=1
+done
 exit "$status"

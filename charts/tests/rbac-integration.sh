@@ -27,11 +27,8 @@ declare -A tests=(
 )
 # The workspace's test build (testkit/test-executables.sh): `cargo test -p` alone would
 # build each family and testkit again for its narrower feature set.
-declare -A exe dir
-while IFS=$'\t' read -r package target path package_dir; do
-  exe["$package:$target"]=$path
-  dir["$package:$target"]=$package_dir
-done < <(bash testkit/test-executables.sh)
+source testkit/test-executables.sh
+load_test_executables
 families=("$@")
 failed=()
 [[ ${#families[@]} -gt 0 ]] || families=(testkit cloneset statefulset daemonset broadcastjob imagepull crr protection)
@@ -42,8 +39,8 @@ for family in "${families[@]}"; do
   [[ -z "${KRUISE_TEST_KUBECONFIG:-}" ]] || skip=(--skip sim_only_)
   for t in ${tests[$family]}; do
     suite="kruise-$family:$t"
-    [[ -n ${exe[$suite]:-} ]] || { echo "rbac-integration.sh: no test executable for $suite" >&2; exit 2; }
-    (cd "${dir[$suite]}" && KRUISE_TEST_AUTHORIZE=1 "${exe[$suite]}" "${skip[@]}") || failed+=("$suite")
+    [[ -n ${test_exe[$suite]:-} ]] || { echo "rbac-integration.sh: no test executable for $suite" >&2; exit 2; }
+    (cd "${test_dir[$suite]}" && KRUISE_TEST_AUTHORIZE=1 "${test_exe[$suite]}" "${skip[@]}") || failed+=("$suite")
   done
 done
 [[ ${#failed[@]} -eq 0 ]] || { echo "rbac-integration.sh: failed with the controllers as their ServiceAccounts: ${failed[*]}" >&2; exit 1; }

@@ -81,11 +81,9 @@ remove_stale_webhooks() {
 }
 trap cleanup EXIT
 
-declare -A exe dir
-while IFS=$'\t' read -r package target path package_dir; do
-	exe["$package:$target"]=$path
-	dir["$package:$target"]=$package_dir
-done < <(bash "$root/testkit/test-executables.sh")
+# shellcheck source=testkit/test-executables.sh
+source "$root/testkit/test-executables.sh"
+load_test_executables
 
 started=$SECONDS
 failed=()
@@ -94,12 +92,12 @@ for suite in "${suites[@]}"; do
 	test=${suite#*:}
 	echo "--- $package --test $test (real API server)" >&2
 	suite_started=$SECONDS
-	[[ -n ${exe[$suite]:-} ]] || {
+	[[ -n ${test_exe[$suite]:-} ]] || {
 		echo "rust-tests.sh: no test executable for $package --test $test" >&2
 		exit 2
 	}
-	if (cd "${dir[$suite]}" && KRUISE_TEST_KUBECONFIG="$KUBECONFIG" \
-		"${exe[$suite]}" -q --skip sim_only_); then
+	if (cd "${test_dir[$suite]}" && KRUISE_TEST_KUBECONFIG="$KUBECONFIG" \
+		"${test_exe[$suite]}" -q --skip sim_only_); then
 		echo "--- $suite passed in $((SECONDS - suite_started)) s" >&2
 	else
 		echo "--- $suite FAILED after $((SECONDS - suite_started)) s" >&2
