@@ -40,7 +40,7 @@ tests=(
   "kruise-protection sidecarset_budget_sim a_sidecar_upgrade_to_a_failing_image_stops_at_the_budget_and_completes_once_fixed"
   "kruise-protection eviction_sim evictions_and_deletions_are_refused_once_the_budget_is_used"
   "kruise-protection pod_admission_sim concurrent_evictions_across_two_replicas_spend_the_budget_once"
-  "kruise-common pub_grants_sim concurrent_grants_on_one_budget_share_status_writes_and_never_exceed_it"
+  "kruise-runtime pub_grants_sim concurrent_grants_on_one_budget_share_status_writes_and_never_exceed_it"
   "kruise-webhook sidecarset_upgrade_sim sidecar_upgrades_in_place_within_the_update_strategy"
   "kruise-broadcastjob broadcastjob_sim parallelism_one_runs_one_node_at_a_time"
 )

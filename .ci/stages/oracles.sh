@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Differential tests against OpenKruise's own Go code (docs/e2e.md): the Go programs under
-# cloneset/tests/fixtures/openkruise/expected-values call OpenKruise's and Kubernetes'
+# testkit/oracles call OpenKruise's and Kubernetes'
 # functions (template defaults, revision and claim hashes, SidecarSet hashes and revisions,
 # quantities, Advanced StatefulSet and DaemonSet defaults, revisions and validation,
 # CloneSet validation, StatefulSet conversion) on inputs the Rust tests generate; both sides
@@ -8,7 +8,7 @@
 source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 go version
 oracles="$HOME/.cache/kruise-oracles"
-expected="$root/cloneset/tests/fixtures/openkruise/expected-values"
+expected="$root/testkit/oracles"
 mkdir -p "$oracles"
 (cd "$expected" && go build -o "$oracles/cloneset-values" . && go build -o "$oracles/quantities" ./quantities)
 (cd "$expected/sidecarset" && go build -o "$oracles/sidecarset-values" .)
@@ -18,9 +18,9 @@ mkdir -p "$oracles"
   && go build -o "$oracles/workload-validation" ./validation)
 # The omitempty table go_encoded_pod_template drops zero values by, generated from
 # k8s.io/api's struct tags: it must be what the generator writes.
-(cd "$root/common/tools/go-omitempty" && go run .) \
-  | diff -u "$root/common/src/api/pod_defaults/go_omitempty.rs" - \
-  || { echo "common/src/api/pod_defaults/go_omitempty.rs is stale: regenerate it (docs/e2e.md)"; exit 1; }
+(cd "$root/compat/tools/go-omitempty" && go run .) \
+  | diff -u "$root/compat/src/pod_defaults/go_omitempty.rs" - \
+  || { echo "compat/src/pod_defaults/go_omitempty.rs is stale: regenerate it (docs/e2e.md)"; exit 1; }
 # Each family's tests/openkruise_oracle.rs, from the workspace's test build.
 source "$root/testkit/test-executables.sh"
 load_test_executables

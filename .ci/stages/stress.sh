@@ -6,5 +6,5 @@
 # rollouts most of it), the quick ones four times more. The binaries are the tests stage's.
 source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 PARALLEL=3 HOG="$(nproc)" bash "$root/testkit/safety-stress.sh" 1
-ONLY='^kruise-(cloneset|statefulset|daemonset|broadcastjob|common) |eviction_sim|pod_admission_sim|upgrade_sim sidecar' \
+ONLY='^kruise-(cloneset|statefulset|daemonset|broadcastjob|runtime) |eviction_sim|pod_admission_sim|upgrade_sim sidecar' \
   PARALLEL=3 HOG="$(nproc)" bash "$root/testkit/safety-stress.sh" 4

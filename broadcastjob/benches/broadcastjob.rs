@@ -25,7 +25,7 @@ use serde_json::{Value, json};
 
 // The simulator runs in this process, with the allocator `kruise-sim up` has.
 #[global_allocator]
-static ALLOCATOR: kruise_common::runtime::Allocator = kruise_common::runtime::Allocator;
+static ALLOCATOR: kruise_runtime::Allocator = kruise_runtime::Allocator;
 
 const BIN: &str = env!("CARGO_BIN_EXE_kruise-broadcastjob");
 const AGENT: &str = "kruise-broadcastjob/";

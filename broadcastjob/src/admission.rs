@@ -1,5 +1,5 @@
 //! The BroadcastJob and AdvancedCronJob webhooks, served by `kruise-broadcastjob` through
-//! `common::admission`, with OpenKruise's paths and entry names:
+//! `kruise_admission`, with OpenKruise's paths and entry names:
 //!
 //! * `/mutate-apps-kruise-io-broadcastjob` (`mbroadcastjob.kb.io`) and
 //!   `/mutate-apps-kruise-io-advancedcronjob` (`madvancedcronjob.kb.io`): the defaults of
@@ -15,17 +15,17 @@
 //! Both versions carry the same fields, so a `v1alpha1` object is read as `v1beta1`.
 
 use futures::future::BoxFuture;
-use kruise_common::admission::crd_webhooks::{
+use kruise_admission::crd_webhooks::{
     Defaulting, decode, defaults_patch, deny_invalid, object_json, validating_webhook,
     with_template_defaults,
 };
-use kruise_common::admission::{AdmissionHandler, AdmissionRoutes, HandlerError, WebhookSpec};
-use kruise_common::api::field::FieldError;
-use kruise_common::api::pod_defaults::{
+use kruise_admission::{AdmissionHandler, AdmissionRoutes, HandlerError, WebhookSpec};
+use kruise_compat::field::FieldError;
+use kruise_compat::pod_defaults::{
     PodDefaultsOptions, TemplateDefaults, default_pod_template, go_encoded_pod_template,
 };
-use kruise_common::api::version::{V1ALPHA1, V1BETA1};
-use kruise_common::featuregate::FeatureGates;
+use kruise_core::api::version::{V1ALPHA1, V1BETA1};
+use kruise_core::featuregate::FeatureGates;
 use kube::core::DynamicObject;
 use kube::core::admission::{AdmissionRequest, AdmissionResponse, Operation};
 use serde::de::DeserializeOwned;
@@ -46,7 +46,7 @@ pub fn routes() -> AdmissionRoutes {
 /// The routes `kruise-broadcastjob` serves: both kinds' defaulting (as `gates` ask),
 /// validation and conversion.
 pub fn routes_for(gates: &FeatureGates) -> AdmissionRoutes {
-    let template_defaults = TemplateDefaults::from_gates(gates);
+    let template_defaults = gates.template_defaults();
     AdmissionRoutes::new()
         .handler(MutateBroadcastJob { template_defaults })
         .handler(Validate::<BroadcastJob>::new(

@@ -4,9 +4,10 @@
 //! that hosts such as `kruise-playground up` run it in-process.
 
 use clap::{ArgAction, Args};
-use kruise_common::admission::runner::{AdmissionFlags, CrdWebhooks};
-use kruise_common::family::Family;
-use kruise_common::runtime::{Binary, Context};
+use kruise_admission::runner::ServesCrdWebhooks as _;
+use kruise_admission::runner::{AdmissionFlags, CrdWebhooks};
+use kruise_runtime::family::Family;
+use kruise_runtime::{Binary, Context};
 
 use crate::api::{ADVANCEDCRONJOB_CRD, BROADCASTJOB_CRD};
 use crate::controller::{self, ADVANCEDCRONJOB_CONTROLLER, BROADCASTJOB_CONTROLLER, Settings};

@@ -54,7 +54,7 @@ impl Default for Settings {
     fn default() -> Self {
         Self {
             namespace: None,
-            expectation_timeout: kruise_common::expectations::DEFAULT_EXPECTATION_TIMEOUT,
+            expectation_timeout: kruise_core::expectations::DEFAULT_EXPECTATION_TIMEOUT,
             clock: Arc::new(Timestamp::now),
             default_zone: TimeZone::UTC,
             max_requeue: Duration::from_secs(300),

@@ -5,9 +5,9 @@
 //! v1beta1 AdvancedCronJob with an `imageListPullJobTemplate` has no v1alpha1 form and is
 //! refused (`imageListPullJobTemplate is not supported in v1alpha1`), as OpenKruise refuses it.
 
-use kruise_common::admission::Converter;
-use kruise_common::admission::conversion::{ConversionError, VersionMapping, convert_object};
-use kruise_common::api::version::{V1ALPHA1, version_of};
+use kruise_admission::Converter;
+use kruise_admission::conversion::{ConversionError, VersionMapping, convert_object};
+use kruise_core::api::version::{V1ALPHA1, version_of};
 use serde_json::{Map, Value};
 
 use crate::api::{ADVANCEDCRONJOB_KIND, BROADCASTJOB_KIND, GROUP};

@@ -181,7 +181,7 @@ async fn broadcastjob_template_defaults_follow_the_update_and_the_feature_gate()
     assert_eq!(mutated(&changed, &response)["spec"]["template"], want);
 
     // `TemplateNoDefaults`: the spec is defaulted, the template is not.
-    let gates = kruise_common::featuregate::FeatureGates::parse("TemplateNoDefaults=true").unwrap();
+    let gates = kruise_core::featuregate::FeatureGates::parse("TemplateNoDefaults=true").unwrap();
     let sent = object(
         "BroadcastJob",
         "v1beta1",
@@ -250,7 +250,7 @@ async fn advancedcronjob_broadcastjob_template_gets_pod_defaults_only() {
     assert_eq!(mutated(&sent, &response)["spec"], want);
 
     // `TemplateNoDefaults`: nothing to default, no patch.
-    let gates = kruise_common::featuregate::FeatureGates::parse("TemplateNoDefaults=true").unwrap();
+    let gates = kruise_core::featuregate::FeatureGates::parse("TemplateNoDefaults=true").unwrap();
     let out = routes_for(&gates).review(ACJ_MUTATE, &body).await.unwrap();
     let response = admission::response_of(&out);
     assert_eq!(response["allowed"], true);
@@ -368,7 +368,7 @@ fn convert_serves_both_kinds() {
             ]
         }
     });
-    let converted = kruise_common::admission::conversion::review(
+    let converted = kruise_admission::conversion::review(
         &[
             std::sync::Arc::new(kruise_broadcastjob::conversion::BROADCASTJOB_CONVERTER),
             std::sync::Arc::new(kruise_broadcastjob::conversion::AdvancedCronJobConverter),

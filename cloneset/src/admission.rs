@@ -1,4 +1,4 @@
-//! CloneSet's own webhooks, served by `kruise-cloneset` through `common::admission`:
+//! CloneSet's own webhooks, served by `kruise-cloneset` through `kruise_admission`:
 //!
 //! * [`MutateCloneSet`] at `/mutate-apps-kruise-io-cloneset` (`mcloneset.kb.io`): OpenKruise's
 //!   defaulting of either version, the pod and claim template defaults included, answered
@@ -7,21 +7,21 @@
 //! * [`ValidateCloneSet`] at `/validate-apps-kruise-io-cloneset` (`vcloneset.kb.io`): the
 //!   checks of [`crate::api::validation`] on CREATE and UPDATE (with the `podsToDelete` pod
 //!   look-ups when it has a client), and OpenKruise's `ResourcesDeletionProtection` rule on
-//!   DELETE (`kruise_common::admission::crd_webhooks::deny_protected_deletion`);
+//!   DELETE (`kruise_admission::crd_webhooks::deny_protected_deletion`);
 //! * [`crate::conversion::CloneSetConverter`] at `/convert` (see [`routes`]).
 
 use std::collections::BTreeMap;
 
 use futures::future::BoxFuture;
 use k8s_openapi::api::core::v1::Pod;
-use kruise_common::admission::crd_webhooks::{
+use kruise_admission::crd_webhooks::{
     Defaulting, decode, defaults_patch, deny_invalid, deny_protected_deletion, object_json,
     validating_webhook, with_template_defaults,
 };
-use kruise_common::admission::{AdmissionHandler, AdmissionRoutes, HandlerError, WebhookSpec};
-use kruise_common::api::pod_defaults::{TemplateDefaults, inject_workload_template_defaults};
-use kruise_common::api::version::{V1ALPHA1, V1BETA1};
-use kruise_common::featuregate::FeatureGates;
+use kruise_admission::{AdmissionHandler, AdmissionRoutes, HandlerError, WebhookSpec};
+use kruise_compat::pod_defaults::{TemplateDefaults, inject_workload_template_defaults};
+use kruise_core::api::version::{V1ALPHA1, V1BETA1};
+use kruise_core::featuregate::FeatureGates;
 use kube::core::DynamicObject;
 use kube::core::admission::{AdmissionRequest, AdmissionResponse, Operation};
 use serde_json::Value;
@@ -77,7 +77,7 @@ fn version_of(version: &str) -> Result<Version, HandlerError> {
 
 /// OpenKruise's `SetDefaultsCloneSet` / `SetDefaultsCloneSetV1beta1` as a JSONPatch: the
 /// spec's defaults and, on CREATE and on an UPDATE that changes `spec.template`, the pod and
-/// claim template defaults ([`kruise_common::api::pod_defaults`]) unless `TemplateNoDefaults`.
+/// claim template defaults ([`kruise_compat::pod_defaults`]) unless `TemplateNoDefaults`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct MutateCloneSet {
     /// Whether and how the templates are defaulted.
@@ -88,7 +88,7 @@ impl MutateCloneSet {
     /// The defaulting the binary's `--feature-gates` ask for.
     pub fn from_gates(gates: &FeatureGates) -> Self {
         MutateCloneSet {
-            template_defaults: TemplateDefaults::from_gates(gates),
+            template_defaults: gates.template_defaults(),
         }
     }
 }
@@ -171,7 +171,7 @@ impl ValidateCloneSet {
             let lookup = match api.get(&name).await {
                 Err(e) => PodLookup::Failed(e.to_string()),
                 Ok(pod) if pod.metadata.deletion_timestamp.is_some() => PodLookup::Terminating,
-                Ok(pod) if kruise_common::pods::is_controlled_by(&pod.metadata, owner_uid) => {
+                Ok(pod) if kruise_core::pods::is_controlled_by(&pod.metadata, owner_uid) => {
                     PodLookup::Owned
                 }
                 Ok(_) => PodLookup::NotOwned,

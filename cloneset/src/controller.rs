@@ -9,7 +9,7 @@
 //!   CloneSet creates carries it), ControllerRevisions all, but only CloneSet-owned ones wake a
 //!   CloneSet. The reflector stores that trigger reconciles are the ones the reconcile reads.
 //! * **Minimum writes.** One create per pod (plus its claims), one delete; an in-place update
-//!   is the planner's [`kruise_common::inplace::InPlaceWrites`]: the `InPlaceUpdateReady=False`
+//!   is the planner's [`kruise_core::inplace::InPlaceWrites`]: the `InPlaceUpdateReady=False`
 //!   status write when the pod must go unready, then one strategic-merge patch. Status is
 //!   written only when it changed.
 //! * **No double creates or deletes.** Scale expectations (`common::expectations`) record
@@ -18,7 +18,7 @@
 //!   (from the planner) and the `kruise_cloneset_scale_expectations_expired` counter.
 //! * **Slow start.** Creations go out in batches of 1, 2, 4, … and stop at the first failure,
 //!   as OpenKruise's `SlowStartBatch` does, so a quota or webhook error costs one request
-//!   (the shared executor, `kruise_common::runtime::execute`).
+//!   (the shared executor, `kruise_runtime::execute`).
 //! * **Warm caches on every replica.** The watches start on every replica and a standby
 //!   keeps its stores current; only the leader reconciles and writes, and one that takes
 //!   over goes on from its warm caches without listing again.
@@ -44,18 +44,18 @@ use jiff::Timestamp;
 use k8s_openapi::api::apps::v1::ControllerRevision;
 use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use kruise_common::api::keys::CLONESET_INSTANCE_ID_KEY;
-use kruise_common::expectations::{
+use kruise_core::api::keys::CLONESET_INSTANCE_ID_KEY;
+use kruise_core::expectations::{
     ResourceVersionExpectations, Satisfaction, ScaleExpectations, SharedExpectations,
 };
-use kruise_common::featuregate::FeatureGates;
-use kruise_common::pods::CachedPod;
-use kruise_common::runtime::errors::ShellError;
-use kruise_common::runtime::events::{EventQueue, EventRecord, Recorder};
-use kruise_common::runtime::status::write_status_if_changed;
-use kruise_common::runtime::watch::Watch;
-use kruise_common::runtime::writes::Written;
-use kruise_common::runtime::{Metrics, RunOptions, run_controller, warm_until_leading};
+use kruise_core::featuregate::FeatureGates;
+use kruise_core::pods::CachedPod;
+use kruise_runtime::errors::ShellError;
+use kruise_runtime::events::{EventQueue, EventRecord, Recorder};
+use kruise_runtime::status::write_status_if_changed;
+use kruise_runtime::watch::Watch;
+use kruise_runtime::writes::Written;
+use kruise_runtime::{Metrics, RunOptions, run_controller, warm_until_leading};
 use kube::api::Api;
 use kube::runtime::controller::{Action as Requeue, Controller};
 use kube::runtime::reflector::Store;
@@ -67,7 +67,7 @@ use crate::api::validation::{to_message, validate_v1beta1};
 use crate::api::{CloneSetCondition, CloneSetStatus, KIND, condition, defaults};
 use crate::plan::{self, PlanGates, PlanInput};
 use crate::pub_check::{HELD_REQUEUE, PubCheck};
-use kruise_common::api::version::APPS_V1BETA1;
+use kruise_core::api::version::APPS_V1BETA1;
 
 mod error;
 mod execute;
@@ -134,7 +134,7 @@ impl Default for Settings {
         Self {
             namespace: None,
             gates: PlanGates::default(),
-            expectation_timeout: kruise_common::expectations::DEFAULT_EXPECTATION_TIMEOUT,
+            expectation_timeout: kruise_core::expectations::DEFAULT_EXPECTATION_TIMEOUT,
             pub_check: false,
             pre_download: false,
         }
@@ -161,7 +161,7 @@ struct Shared {
     refused_writes: RefusedPodWrites,
     /// PodUnavailableBudgets checked before pod updates.
     pub_check: PubCheck,
-    pre_download: kruise_common::predownload::PreDownload,
+    pre_download: kruise_runtime::predownload::PreDownload,
 }
 
 impl Shared {
@@ -193,7 +193,7 @@ impl Shared {
             expectations_expired,
             refused_writes: RefusedPodWrites::default(),
             pub_check,
-            pre_download: kruise_common::predownload::PreDownload::new(settings.pre_download),
+            pre_download: kruise_runtime::predownload::PreDownload::new(settings.pre_download),
         }
     }
 }
@@ -201,7 +201,7 @@ impl Shared {
 /// True when a ControllerRevision is controlled by a CloneSet (of either version).
 fn owned_by_cloneset(rev: &ControllerRevision) -> bool {
     rev.owner_references().iter().any(|o| {
-        o.kind == KIND && kruise_common::pods::api_group(&o.api_version) == crate::api::GROUP
+        o.kind == KIND && kruise_core::pods::api_group(&o.api_version) == crate::api::GROUP
     })
 }
 
@@ -213,7 +213,7 @@ pub async fn run(client: Client, settings: Settings, metrics: &Metrics, opts: Ru
     let recorder = EventQueue::for_controller(client.clone(), EVENT_REPORTER, metrics);
     let (clonesets, mut cloneset_stream) =
         Watch::<CloneSet>::primary(client.clone(), ns, &opts, &recorder).reflect();
-    // Pods are decoded straight into the compact CachedPod (see kruise_common::pods::cached).
+    // Pods are decoded straight into the compact CachedPod (see kruise_core::pods::cached).
     let (pods, mut pod_stream) = Watch::<CachedPod>::new(client.clone(), ns)
         .labels(CLONESET_INSTANCE_ID_KEY)
         .untrimmed()

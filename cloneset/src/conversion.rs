@@ -11,7 +11,7 @@
 //! * the image pre-download annotations <-> `rollingUpdate.inPlaceUpdateStrategy.imagePreDownload*`
 //!   (beta -> alpha writes the annotations; alpha -> beta reads them, keeping them in metadata);
 //! * everything else — metadata, status, the template, and fields the types do not know —
-//!   is carried over as it came ([`kruise_common::admission::conversion::VersionMapping`]).
+//!   is carried over as it came ([`kruise_admission::conversion::VersionMapping`]).
 //!
 //! Lossy cases (all OpenKruise's too; see the `documented_lossy_cases` test): an alpha
 //! `OnDelete` strategy drops partition/maxUnavailable/maxSurge/paused/priority/scatter/
@@ -25,8 +25,8 @@
 //! inside beta's `rollingUpdate` lands in alpha's `updateStrategy` (where alpha keeps the
 //! rolling fields) and stays there on the way back.
 
-use kruise_common::admission::conversion::{ConversionError, VersionMapping, object_field};
-use kruise_common::api::keys::{
+use kruise_admission::conversion::{ConversionError, VersionMapping, object_field};
+use kruise_core::api::keys::{
     CLONESET_SCALING_EXCLUDE_PREPARING_DELETE_KEY, IMAGE_PREDOWNLOAD_MIN_UPDATED_READY_PODS_KEY,
     IMAGE_PREDOWNLOAD_PARALLELISM_KEY, IMAGE_PREDOWNLOAD_TIMEOUT_SECONDS_KEY,
 };
@@ -61,7 +61,7 @@ const PRE_DOWNLOAD: [(&str, &str); 3] = [
     ),
 ];
 
-/// The `/convert` webhook's converter for CloneSet (register it with `common::admission`).
+/// The `/convert` webhook's converter for CloneSet (register it with `kruise_admission`).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct CloneSetConverter;
 

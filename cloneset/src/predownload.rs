@@ -4,13 +4,13 @@
 //! the nodes of the pods not yet updated, so their in-place update does not wait on the pull.
 //!
 //! [`plan`] is CloneSet's decision, pure; the jobs and the shell that writes them are
-//! `kruise_common::predownload`, shared with the other workload families.
+//! `kruise_runtime::predownload`, shared with the other workload families.
 
 use k8s_openapi::api::apps::v1::ControllerRevision;
-use kruise_common::api::intstr::{scaled_value_from_int_or_percent, value_from_int_or_percent};
-use kruise_common::inplace::{InPlaceGates, calculate_update_spec_for_revisions};
-pub use kruise_common::predownload::PreDownloadPlan;
-use kruise_common::predownload::{
+use kruise_core::api::intstr::{scaled_value_from_int_or_percent, value_from_int_or_percent};
+use kruise_core::inplace::{InPlaceGates, calculate_update_spec_for_revisions};
+pub use kruise_runtime::predownload::PreDownloadPlan;
+use kruise_runtime::predownload::{
     DEFAULT_TIMEOUT_SECONDS, JobOwner, MINIMUM_REPLICAS, decided, jobs,
 };
 use kube::ResourceExt as _;
@@ -91,7 +91,7 @@ pub fn plan(
             why: "replicas are at most the minimum to pre-download for",
         };
     }
-    let partition = kruise_common::api::intstr::calculate_partition_replicas(
+    let partition = kruise_core::api::intstr::calculate_partition_replicas(
         rolling.partition.as_ref(),
         Some(replicas),
     )
@@ -145,12 +145,12 @@ fn name_of(r: &ControllerRevision) -> &str {
 mod tests {
     use super::*;
     use crate::api::defaults::default_v1beta1;
-    use kruise_common::api::keys::{
+    use kruise_core::api::keys::{
         CONTROLLER_REVISION_HASH_LABEL_ON_CR, IMAGE_PREDOWNLOAD_CREATED_KEY,
         IMAGE_PREDOWNLOAD_IGNORED_KEY,
     };
-    use kruise_common::predownload::changed_images;
-    use kruise_common::revision::{NewRevision, new_controller_revision, template_revision_data};
+    use kruise_core::revision::{NewRevision, new_controller_revision, template_revision_data};
+    use kruise_runtime::predownload::changed_images;
     use pretty_assertions::assert_eq;
     use serde_json::{Value, json};
 
@@ -193,9 +193,9 @@ mod tests {
         new_controller_revision(&NewRevision {
             parent_name: "demo".into(),
             namespace: Some("ns".into()),
-            data: template_revision_data(
-                &kruise_common::api::pod_defaults::go_encoded_pod_template(template),
-            ),
+            data: template_revision_data(&kruise_compat::pod_defaults::go_encoded_pod_template(
+                template,
+            )),
             revision: number,
             collision_count: Some(0),
             ..Default::default()

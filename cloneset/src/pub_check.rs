@@ -1,7 +1,7 @@
 //! CloneSet respects PodUnavailableBudgets on its own pod updates, as OpenKruise's CloneSet
 //! does under `PodUnavailableBudgetUpdateGate`: before a pod is updated in place or marked
 //! for a recreate, its budget is checked as an UPDATE and the disruption recorded on it
-//! (`kruise_common::pub_budget::check::check_pod`, the same step kruise-protection's pod
+//! (`kruise_runtime::pub_client::check_pod`, the same step kruise-protection's pod
 //! webhook takes). The first update a budget refuses waits, with every update planned after
 //! it; the CloneSet looks again in a second. A budget that cannot be read holds the
 //! updates too (logged), rather than letting them go unchecked.
@@ -14,11 +14,11 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use kruise_common::pods::{CachedPod, PodView as _};
-use kruise_common::pub_budget::PubOperation;
-use kruise_common::pub_budget::check::{Verdict, check_pod};
-use kruise_common::pub_budget::decision::Gates;
-use kruise_common::runtime::errors::is_not_found;
+use kruise_core::pods::{CachedPod, PodView as _};
+use kruise_core::pub_budget::PubOperation;
+use kruise_core::pub_budget::decision::Gates;
+use kruise_runtime::errors::is_not_found;
+use kruise_runtime::pub_client::{Verdict, check_pod};
 use kube::Client;
 
 use crate::plan::Action;

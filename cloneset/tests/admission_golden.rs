@@ -3,10 +3,10 @@
 //! defaults), the ConversionReview at `/convert`, and arbitrary JSON never panicking a handler.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use kruise_admission::AdmissionHandler as _;
 use kruise_cloneset::admission::{
     MUTATE_PATH, MutateCloneSet, VALIDATE_PATH, ValidateCloneSet, routes, routes_for,
 };
-use kruise_common::admission::AdmissionHandler as _;
 use kruise_testkit::admission::{self, Target, decoded_patch};
 use kube::core::DynamicObject;
 use kube::core::admission::{AdmissionRequest, AdmissionReview};
@@ -215,7 +215,7 @@ async fn an_update_that_changes_the_template_gets_the_template_defaults() {
 /// With `TemplateNoDefaults` only the CloneSet's own fields are defaulted.
 #[tokio::test]
 async fn template_no_defaults_keeps_the_template_as_sent() {
-    let gates = kruise_common::featuregate::FeatureGates::parse("TemplateNoDefaults=true").unwrap();
+    let gates = kruise_core::featuregate::FeatureGates::parse("TemplateNoDefaults=true").unwrap();
     let body = review_body(
         "v1alpha1",
         "CREATE",
@@ -362,7 +362,7 @@ async fn an_undecodable_spec_is_denied_not_crashed() {
 
 #[test]
 fn conversion_review_at_convert() {
-    let converters: Vec<std::sync::Arc<dyn kruise_common::admission::Converter>> =
+    let converters: Vec<std::sync::Arc<dyn kruise_admission::Converter>> =
         vec![std::sync::Arc::new(
             kruise_cloneset::conversion::CloneSetConverter,
         )];
@@ -378,7 +378,7 @@ fn conversion_review_at_convert() {
         }
     }))
     .unwrap();
-    let out = kruise_common::admission::conversion::review(&converters, &body).unwrap();
+    let out = kruise_admission::conversion::review(&converters, &body).unwrap();
     assert_eq!(out["response"]["uid"], "c1");
     assert_eq!(out["response"]["result"]["status"], "Success");
     let converted = &out["response"]["convertedObjects"][0];

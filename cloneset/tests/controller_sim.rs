@@ -9,7 +9,7 @@ mod support;
 
 use k8s_openapi::api::core::v1::Pod;
 use kruise_cloneset::api::v1beta1::CloneSet;
-use kruise_common::api::keys::{
+use kruise_core::api::keys::{
     CLONESET_INSTANCE_ID_KEY, CONTROLLER_REVISION_HASH_KEY, INPLACE_UPDATE_READY,
     INPLACE_UPDATE_STATE_KEY,
 };

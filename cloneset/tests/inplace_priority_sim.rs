@@ -14,8 +14,8 @@ use std::sync::{Arc, Mutex};
 
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use kruise_cloneset::api::v1beta1::CloneSet;
-use kruise_common::api::keys::INPLACE_UPDATE_STATE_KEY;
-use kruise_common::inplace::InPlaceUpdateState;
+use kruise_core::api::keys::INPLACE_UPDATE_STATE_KEY;
+use kruise_core::inplace::InPlaceUpdateState;
 use kube::ResourceExt as _;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::json;

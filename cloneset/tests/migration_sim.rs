@@ -8,7 +8,7 @@
 //! mid-rollout (`cloneset-partition.json`), where the pod a partition holds stays put.
 //!
 //! The fixture's computed values (template defaults, revision names, hashes and data, the
-//! claim-template hash) are what `fixtures/openkruise/expected-values` prints for the
+//! claim-template hash) are what `testkit/oracles` prints for the
 //! template `main` image `nginx:1.25-alpine` (revision 1) and `nginx:alpine` (revision 2)
 //! with a `data` volumeMount and a 1Gi `data` claim template; docs/migration.md.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -35,7 +35,7 @@ const ROLLED_OUT: &str = include_str!("fixtures/openkruise/migration/cloneset.js
 const PARTITIONED: &str = include_str!("fixtures/openkruise/migration/cloneset-partition.json");
 /// The revisions OpenKruise named for the old and the current template (Kubernetes'
 /// history hash of OpenKruise's revision data, printed by
-/// `fixtures/openkruise/expected-values`).
+/// `testkit/oracles`).
 const OPENKRUISE_OLD_REVISION: &str = "sample-664965d66d";
 const OPENKRUISE_REVISION: &str = "sample-b947c44dc";
 

@@ -1,6 +1,6 @@
 //! Differential tests against OpenKruise's own Go code (`kruise_testkit::oracle`): random
 //! pod templates, claim templates and resource quantities, generated here, go through both
-//! kruise-cloneset and the Go program `fixtures/openkruise/expected-values` (OpenKruise's
+//! kruise-cloneset and the Go program `testkit/oracles` (OpenKruise's
 //! CloneSet template defaulting on Kubernetes' `SetDefaults_*`, `HashControllerRevision`,
 //! OpenKruise's claim-template hasher, `resource.Quantity`), and every output must match:
 //! the stored template and claims, the ControllerRevision's data and name, the claim
@@ -8,7 +8,7 @@
 //!
 //! A third test validates random CloneSets, valid and broken in one of many ways, with
 //! kruise-cloneset's validation and OpenKruise's webhook validation
-//! (`expected-values/families/validation`: `validateCloneSet`, Kubernetes' pod template
+//! (`testkit/oracles/families/validation`: `validateCloneSet`, Kubernetes' pod template
 //! validation included): both must accept or refuse alike, naming the same fields.
 //!
 //! Run by `.ci/run`: `KRUISE_ORACLE_BIN_DIR=… cargo test -p kruise-cloneset --test
@@ -16,13 +16,13 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use k8s_openapi::api::apps::v1::ControllerRevision;
+use kruise_admission::crd_webhooks::Defaulting as _;
 use kruise_cloneset::admission::MutateCloneSet;
 use kruise_cloneset::api::validation::validate_v1alpha1;
 use kruise_cloneset::api::{v1alpha1, v1beta1};
 use kruise_cloneset::plan::{RevisionWrite, plan_revisions};
-use kruise_common::admission::crd_webhooks::Defaulting as _;
-use kruise_common::api::keys::CLONESET_VCT_HASH_KEY;
-use kruise_common::api::quantity::canonical_milli_quantity;
+use kruise_compat::quantity::canonical_milli_quantity;
+use kruise_core::api::keys::CLONESET_VCT_HASH_KEY;
 use kruise_testkit::oracle;
 use proptest::option;
 use proptest::prelude::*;

@@ -176,7 +176,7 @@ async fn tampered_webhook_configuration_and_conversion_are_restored() {
     );
 
     // (c) The CRD's conversion caBundle replaced with another CA: put back.
-    let other_ca = kruise_common::admission::certs::generate_ca(
+    let other_ca = kruise_admission::certs::generate_ca(
         "someone-else",
         jiff::Timestamp::now(),
         Duration::from_secs(3600),

@@ -20,12 +20,12 @@ use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Node, Pod};
-use kruise_common::runtime::{Metrics, Readiness, RunOptions};
 use kruise_cri::RuntimeServiceClient;
 use kruise_cri::v1 as cri;
 use kruise_crr::admission::{AdmittedCrr, check_create, inject_pod};
 use kruise_crr::api::v1beta1::ContainerRecreateRequest;
 use kruise_crr::controller;
+use kruise_runtime::{Metrics, Readiness, RunOptions};
 use kruise_sim::{Sim, SimConfig};
 use kruise_testkit::bench::{PeakRss, env_or};
 use kruise_testkit::process::{cpu_secs, rss, vm_rss_kib};
@@ -36,7 +36,7 @@ use tokio_util::sync::CancellationToken;
 
 // The simulator runs in this process, with the allocator `kruise-sim up` has.
 #[global_allocator]
-static ALLOCATOR: kruise_common::runtime::Allocator = kruise_common::runtime::Allocator;
+static ALLOCATOR: kruise_runtime::Allocator = kruise_runtime::Allocator;
 
 /// The agent binary the chart's DaemonSet runs (see `KRUISE_AGENT_BIN` above).
 fn agent_bin() -> PathBuf {

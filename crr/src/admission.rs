@@ -1,4 +1,4 @@
-//! The ContainerRecreateRequest webhook, served by `kruise-crr` through `common::admission`
+//! The ContainerRecreateRequest webhook, served by `kruise-crr` through `kruise_admission`
 //! with OpenKruise's path and entry name: `/mutate-apps-kruise-io-containerrecreaterequest`
 //! (`mcontainerrecreaterequest.kb.io`, mutating only, CREATE and UPDATE, both versions), and
 //! `/convert` ([`crate::conversion`]).
@@ -12,18 +12,20 @@
 //!
 //! The spec is the same in both versions, so the object is read alike in either.
 
+pub mod launch_priority;
+
 use std::collections::HashSet;
 use std::sync::Arc;
 
 use futures::future::BoxFuture;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kruise_common::admission::crd_webhooks::{decode, defaults_patch, object_json};
-use kruise_common::admission::{
+use kruise_admission::crd_webhooks::{decode, defaults_patch, object_json};
+use kruise_admission::{
     AdmissionHandler, AdmissionRoutes, HandlerError, WebhookKind, WebhookSpec, denied,
 };
-use kruise_common::api::version::{APPS_GROUP, V1ALPHA1, V1BETA1};
-use kruise_common::pods::is_pod_active;
+use kruise_core::api::version::{APPS_GROUP, V1ALPHA1, V1BETA1};
+use kruise_core::pods::is_pod_active;
 use kube::Api;
 use kube::core::DynamicObject;
 use kube::core::admission::{AdmissionRequest, AdmissionResponse, Operation};

@@ -18,12 +18,12 @@ use futures::StreamExt as _;
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{ContainerPort, Pod};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
-use kruise_common::family::AgentContext;
-use kruise_common::runtime::Metrics;
-use kruise_common::runtime::events::{EventQueue, EventRecord, Recorder, pod_reference};
-use kruise_common::runtime::watch::{DecodeGuard, Watch};
 use kruise_cri::RuntimeServiceClient;
 use kruise_cri::v1 as cri;
+use kruise_runtime::Metrics;
+use kruise_runtime::events::{EventQueue, EventRecord, Recorder, pod_reference};
+use kruise_runtime::family::AgentContext;
+use kruise_runtime::watch::{DecodeGuard, Watch};
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::reflector::Store;
 use kube::runtime::watcher;
@@ -153,7 +153,7 @@ pub async fn run(ctx: AgentContext) -> anyhow::Result<()> {
 /// Turns request events into pod keys; the keys seen while listing are sent once the
 /// listing is complete (the store is then whole).
 async fn feed(
-    mut events: kruise_common::runtime::watch::EventStream<ContainerRecreateRequest>,
+    mut events: kruise_runtime::watch::EventStream<ContainerRecreateRequest>,
     keys: mpsc::UnboundedSender<PodKey>,
     shutdown: CancellationToken,
 ) {

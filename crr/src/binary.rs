@@ -3,15 +3,16 @@
 //! every replica, the controller on the leader — and its node agent. In the library so that
 //! hosts such as `kruise-playground up` run it in-process (one agent per simulated node).
 
+use kruise_admission::runner::ServesCrdWebhooks as _;
 use std::sync::Arc;
 
-use kruise_common::admission::runner::{AdmissionFlags, CrdWebhooks};
-use kruise_common::family::{Agent, AgentContext, Family, Lent, PodStep};
-use kruise_common::runtime::{Binary, Context};
+use kruise_admission::runner::{AdmissionFlags, CrdWebhooks};
+use kruise_runtime::family::{Agent, AgentContext, Family, Lent, PodStep};
+use kruise_runtime::{Binary, Context};
 
 use crate::admission::{self, KRUISE_DAEMON_GATE, LivePods, PodSource};
 use crate::api::{self, CRD_NAME};
-use crate::{agent, controller, launch_priority};
+use crate::{agent, controller};
 
 /// The family's name (`--controllers`, the crate's directory).
 pub const NAME: &str = "crr";
@@ -32,7 +33,7 @@ pub fn family() -> anyhow::Result<Family> {
         .webhooks(WEBHOOKS.names())
         .controllers([
             controller::CONTROLLER_NAME,
-            launch_priority::CONTROLLER_NAME,
+            controller::launch_priority::CONTROLLER_NAME,
         ])
         .lends(LENT)
         .agent(node_agent()))
@@ -43,7 +44,7 @@ pub fn family() -> anyhow::Result<Family> {
 pub const LENT: Lent = Lent {
     pod_steps: &[PodStep {
         name: NAME,
-        build: launch_priority::step,
+        build: admission::launch_priority::step,
     }],
     ..Lent::NONE
 };
@@ -75,8 +76,9 @@ pub fn binary() -> anyhow::Result<Binary<AdmissionFlags>> {
                         controller::run(ctx.client.clone(), namespace.clone(), opts).await;
                     }
                 };
-                let opts = ctx.controller_options(launch_priority::CONTROLLER_NAME);
-                let barriers = launch_priority::run(ctx.client.clone(), namespace.clone(), opts);
+                let opts = ctx.controller_options(controller::launch_priority::CONTROLLER_NAME);
+                let barriers =
+                    controller::launch_priority::run(ctx.client.clone(), namespace.clone(), opts);
                 tokio::join!(requests, barriers);
                 Ok(())
             }),

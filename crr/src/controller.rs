@@ -4,16 +4,18 @@
 //! [`crate::plan::controller`] decides. While a request is `Recreating` it is looked at every
 //! second (OpenKruise: every 3 s, and on pod events).
 
+pub mod launch_priority;
+
 use std::sync::Arc;
 use std::time::Duration;
 
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Pod;
-use kruise_common::pods::readiness::{add_not_ready_key, remove_not_ready_key};
-use kruise_common::runtime::ReconcileError;
-use kruise_common::runtime::errors::is_not_found;
-use kruise_common::runtime::watch::Watch;
-use kruise_common::runtime::{RunOptions, run_controller, warm_until_leading};
+use kruise_core::pods::readiness::{add_not_ready_key, remove_not_ready_key};
+use kruise_runtime::ReconcileError;
+use kruise_runtime::errors::is_not_found;
+use kruise_runtime::watch::Watch;
+use kruise_runtime::{RunOptions, run_controller, warm_until_leading};
 use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use kube::runtime::controller::{Action as Requeue, Controller};
 use kube::{Client, ResourceExt as _};

@@ -12,7 +12,7 @@
 //! annotation that does not parse is kept as it is (OpenKruise drops it with a warning).
 
 use jiff::Timestamp;
-use kruise_common::admission::conversion::{
+use kruise_admission::conversion::{
     ConversionError, VersionMapping, object_field, remove_if_empty,
 };
 use serde_json::{Map, Value, json};

@@ -7,5 +7,4 @@ pub mod api;
 pub mod binary;
 pub mod controller;
 pub mod conversion;
-pub mod launch_priority;
 pub mod plan;

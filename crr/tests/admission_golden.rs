@@ -439,7 +439,7 @@ fn convert_review_serves_the_kind() {
         "kind": "ConversionReview",
         "request": {"uid": "c1", "desiredAPIVersion": "apps.kruise.io/v1alpha1", "objects": [object]},
     });
-    let converted = kruise_common::admission::conversion::review(
+    let converted = kruise_admission::conversion::review(
         &[Arc::new(kruise_crr::conversion::CrrConverter)],
         &serde_json::to_vec(&review).unwrap(),
     )

@@ -10,11 +10,11 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use kruise_common::family::AgentContext;
 use kruise_cri::v1 as cri;
 use kruise_cri::{ImageServiceClient, RuntimeServiceClient};
 use kruise_crr::agent;
 use kruise_crr::api::v1beta1::ContainerRecreateRequest;
+use kruise_runtime::family::AgentContext;
 use kruise_sim::{Sim, SimConfig};
 use kruise_testkit::eventually;
 use kube::api::{Api, Patch, PatchParams, PostParams};

@@ -10,11 +10,11 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Node, Pod};
-use kruise_common::family::AgentContext;
-use kruise_common::runtime::{Metrics, Readiness, RunOptions};
 use kruise_crr::admission::{AdmittedCrr, check_create, inject_pod};
 use kruise_crr::api::v1beta1::ContainerRecreateRequest;
 use kruise_crr::{agent, controller};
+use kruise_runtime::family::AgentContext;
+use kruise_runtime::{Metrics, Readiness, RunOptions};
 use kruise_testkit::{ClusterOptions, TestCluster, WAIT, eventually};
 use kube::api::{Api, DeleteParams, PostParams};
 use kube::{Client, ResourceExt as _};

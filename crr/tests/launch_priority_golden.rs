@@ -5,9 +5,9 @@
 use std::sync::Arc;
 
 use base64::Engine as _;
-use kruise_common::admission::AdmissionRoutes;
-use kruise_common::admission::pod_chain::{MUTATE_POD_PATH, PodChain, PodMutator};
-use kruise_crr::launch_priority::{LaunchPriorityStep, random_name_suffix};
+use kruise_admission::AdmissionRoutes;
+use kruise_admission::pod_chain::{MUTATE_POD_PATH, PodChain, PodMutator};
+use kruise_crr::admission::launch_priority::{LaunchPriorityStep, random_name_suffix};
 use pretty_assertions::assert_eq;
 use proptest::prelude::*;
 use serde_json::{Value, json};

@@ -10,9 +10,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
-use kruise_common::runtime::{Metrics, Readiness, RunOptions};
-use kruise_crr::launch_priority;
+use kruise_crr::controller::launch_priority;
 use kruise_crr::plan::launch_priority::{COMPLETED_KEY, inject_barrier};
+use kruise_runtime::{Metrics, Readiness, RunOptions};
 use kruise_testkit::{WAIT, eventually};
 use kube::api::{Api, DeleteParams, PostParams};
 use serde_json::json;

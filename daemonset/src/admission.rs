@@ -1,4 +1,4 @@
-//! DaemonSet's own webhooks, served by `kruise-daemonset` through `common::admission`:
+//! DaemonSet's own webhooks, served by `kruise-daemonset` through `kruise_admission`:
 //!
 //! * [`MutateDaemonSet`] at `/mutate-apps-kruise-io-daemonset` (`mdaemonset.kb.io`):
 //!   OpenKruise's defaulting of either version ([`crate::api::defaults`]), answered with a
@@ -13,11 +13,11 @@
 //! functions do.
 
 use futures::future::BoxFuture;
-use kruise_common::admission::crd_webhooks::{
+use kruise_admission::crd_webhooks::{
     Defaulting, decode, defaults_patch, deny_invalid, object_json, validating_webhook,
 };
-use kruise_common::admission::{AdmissionHandler, AdmissionRoutes, HandlerError, WebhookSpec};
-use kruise_common::api::version::{APPS_V1BETA1, V1ALPHA1, V1BETA1};
+use kruise_admission::{AdmissionHandler, AdmissionRoutes, HandlerError, WebhookSpec};
+use kruise_core::api::version::{APPS_V1BETA1, V1ALPHA1, V1BETA1};
 use kube::core::DynamicObject;
 use kube::core::admission::{AdmissionRequest, AdmissionResponse, Operation};
 use serde_json::Value;

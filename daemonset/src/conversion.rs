@@ -16,7 +16,7 @@
 //! the progressive-create-pod annotation `"true"` comes back with `partitionedScaling: true`;
 //! an empty `metadata.annotations: {}` beside a moved annotation comes back absent.
 
-use kruise_common::admission::conversion::{ConversionError, VersionMapping};
+use kruise_admission::conversion::{ConversionError, VersionMapping};
 use serde_json::{Map, Value};
 
 use crate::api::{KIND, PROGRESSIVE_CREATE_POD_ANNOTATION};

@@ -4,7 +4,7 @@
 //! [`crate::plan::eligibility`]), so neither `spec.unschedulable` nor the Ready condition is
 //! kept; nor is the status (capacity, images, conditions, addresses), which the decoder
 //! skips without allocating. Label and taint strings are interned once per process
-//! (`kruise_common::pods::cached::intern`): nodes share most of them.
+//! (`kruise_core::pods::cached::intern`): nodes share most of them.
 
 use std::collections::BTreeMap;
 use std::hash::{DefaultHasher, Hash as _, Hasher as _};
@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{Node, Taint};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kruise_common::pods::cached::intern;
+use kruise_core::pods::cached::intern;
 use serde::Deserialize;
 
 use crate::plan::NodeView;

@@ -10,12 +10,12 @@
 //! upstream but not applied, so it is not here either.
 //!
 //! [`plan`] is the decision, pure; the jobs and the shell that writes them are
-//! `kruise_common::predownload`.
+//! `kruise_runtime::predownload`.
 
 use k8s_openapi::api::apps::v1::ControllerRevision;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
-use kruise_common::api::intstr::scaled_value_from_int_or_percent;
-use kruise_common::predownload::{
+use kruise_core::api::intstr::scaled_value_from_int_or_percent;
+use kruise_runtime::predownload::{
     JobOwner, PreDownloadPlan, decided, jobs, settings_from_annotations,
 };
 use kube::ResourceExt as _;
@@ -90,7 +90,7 @@ pub fn plan(
 mod tests {
     use super::*;
     use crate::plan::revisions::{plan_revisions, revision_hash};
-    use kruise_common::api::keys::IMAGE_PREDOWNLOAD_IGNORED_KEY;
+    use kruise_core::api::keys::IMAGE_PREDOWNLOAD_IGNORED_KEY;
     use pretty_assertions::assert_eq;
     use serde_json::{Value, json};
 

@@ -184,7 +184,7 @@ async fn update_of_an_immutable_field_is_forbidden_and_of_the_strategy_allowed()
 
 #[test]
 fn conversion_review_at_convert() {
-    let converters: Vec<std::sync::Arc<dyn kruise_common::admission::Converter>> =
+    let converters: Vec<std::sync::Arc<dyn kruise_admission::Converter>> =
         vec![std::sync::Arc::new(
             kruise_daemonset::conversion::DaemonSetConverter,
         )];
@@ -202,7 +202,7 @@ fn conversion_review_at_convert() {
         }
     }))
     .unwrap();
-    let out = kruise_common::admission::conversion::review(&converters, &body).unwrap();
+    let out = kruise_admission::conversion::review(&converters, &body).unwrap();
     assert_eq!(out["response"]["uid"], "c1");
     assert_eq!(out["response"]["result"]["status"], "Success");
     let converted = &out["response"]["convertedObjects"][0];

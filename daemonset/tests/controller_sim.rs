@@ -10,10 +10,10 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Node, Pod};
-use kruise_common::runtime::{Metrics, Readiness, RunOptions};
 use kruise_daemonset::api::v1beta1::DaemonSet;
 use kruise_daemonset::controller::{self, Settings};
 use kruise_daemonset::plan::pods::{DAEMONSET_SCHEDULER_NAME, Placement};
+use kruise_runtime::{Metrics, Readiness, RunOptions};
 use kruise_testkit::{TestCluster, WAIT, eventually};
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt as _};
@@ -133,7 +133,7 @@ fn image_of(p: &Pod) -> String {
 }
 
 fn ready(p: &Pod) -> bool {
-    kruise_common::pods::is_pod_ready(p)
+    kruise_core::pods::is_pod_ready(p)
 }
 
 /// Waits until the Ready pods of `app` sit one each on exactly `nodes`, all with `image`.
@@ -885,7 +885,7 @@ async fn a_revision_name_taken_by_other_data_raises_collision_count() {
         .await
         .unwrap();
     let template = serde_json::to_value(&stored.spec.template).unwrap();
-    let taken = kruise_common::revision::template_hash(&template, None);
+    let taken = kruise_core::revision::template_hash(&template, None);
     let squatter: k8s_openapi::api::apps::v1::ControllerRevision = serde_json::from_value(json!({
         "metadata": {"name": format!("agent-{taken}")},
         "data": {"spec": {"template": {"metadata": {"labels": {"other": "data"}}}}},
@@ -905,7 +905,7 @@ async fn a_revision_name_taken_by_other_data_raises_collision_count() {
         |s| s.collision_count == Some(1) && s.number_available == 1,
     )
     .await;
-    let renamed = kruise_common::revision::template_hash(&template, Some(1));
+    let renamed = kruise_core::revision::template_hash(&template, Some(1));
     assert_eq!(update_revision(&client, "agent").await, renamed);
     let names = revision_names(&client).await;
     assert!(names.contains(&format!("agent-{renamed}")), "{names:?}");

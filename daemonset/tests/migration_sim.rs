@@ -9,7 +9,7 @@
 //! that revision's hash; a later image change still rolls out in place.
 //!
 //! The fixture's computed values (defaults, the hash `7989c9cddf`, the revision, the pods)
-//! are what `cloneset/tests/fixtures/openkruise/expected-values/daemonset` (OpenKruise
+//! are what `testkit/oracles/daemonset` (OpenKruise
 //! v1.8.3's and Kubernetes v1.30's own code) prints for the template `main` image
 //! `nginx:1.25-alpine`, InPlaceIfPossible at maxUnavailable 100%, nodes `sim-node-0..2`;
 //! pod names and the condition time are the fixture's. OpenKruise v1.8 stores DaemonSets as
@@ -22,11 +22,11 @@ use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::ControllerRevision;
 use k8s_openapi::api::core::v1::Pod;
-use kruise_common::admission::conversion::VersionMapping as _;
-use kruise_common::runtime::{Metrics, Readiness, RunOptions};
+use kruise_admission::conversion::VersionMapping as _;
 use kruise_daemonset::api::v1beta1::DaemonSet;
 use kruise_daemonset::controller::{self, Settings};
 use kruise_daemonset::conversion::DaemonSetConverter;
+use kruise_runtime::{Metrics, Readiness, RunOptions};
 use kruise_testkit::migration::{self, FixtureLayout};
 use kruise_testkit::{TestCluster, WAIT, eventually};
 use kube::api::{Api, ListParams, Patch, PatchParams};
@@ -36,7 +36,7 @@ use tokio_util::sync::CancellationToken;
 
 const FIXTURE: &str = include_str!("fixtures/openkruise/daemonset.json");
 /// Kubernetes' `ComputeHash` of the fixture's template, as OpenKruise named the revision and
-/// labelled the pods (printed by `expected-values/daemonset`).
+/// labelled the pods (printed by `testkit/oracles/daemonset`).
 const OPENKRUISE_HASH: &str = "7989c9cddf";
 const OPENKRUISE_REVISION: &str = "agent-7989c9cddf";
 

@@ -1,11 +1,11 @@
 //! Differential test against OpenKruise's own Go code (`kruise_testkit::oracle`): random
 //! Advanced DaemonSets (`v1alpha1`, the version OpenKruise v1.8.3 serves) go through
 //! kruise-daemonset's defaulting webhook and revision planner and through
-//! `cloneset/tests/fixtures/openkruise/expected-values/families/daemonset` (OpenKruise's
+//! `testkit/oracles/families/daemonset` (OpenKruise's
 //! `SetDefaultsDaemonSet` and its controller's own `getPatch`), and every output must
 //! match: the stored spec, the ControllerRevision's data, labels and annotations.
 //!
-//! Not compared, by design (`kruise_common::revision`'s module docs, docs/daemonset.md): the
+//! Not compared, by design (`kruise_core::revision`'s module docs, docs/daemonset.md): the
 //! template hash in the revision's name and `controller-revision-hash` label. OpenKruise
 //! takes it from Kubernetes' `ComputeHash` (FNV-1a over `spew`'s dump of the Go structs);
 //! kruise-rs hashes the template's JSON, and adopts a revision OpenKruise named with its
@@ -13,16 +13,16 @@
 //!
 //! A second test validates random DaemonSets, valid and broken in one of many ways, with
 //! kruise-daemonset's validation and OpenKruise's webhook validation
-//! (`expected-values/families/validation`: `validateDaemonSet`, Kubernetes' pod template
+//! (`testkit/oracles/families/validation`: `validateDaemonSet`, Kubernetes' pod template
 //! validation included): both must accept or refuse alike, naming the same fields.
 //!
 //! Run by `.ci/run`: `KRUISE_ORACLE_BIN_DIR=… cargo test -p kruise-daemonset --test
 //! openkruise_oracle -- --ignored` (`KRUISE_ORACLE_SEED` draws other inputs).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use kruise_common::admission::crd_webhooks::Defaulting as _;
-use kruise_common::api::keys::CONTROLLER_REVISION_HASH_KEY;
-use kruise_common::revision::template_hash;
+use kruise_admission::crd_webhooks::Defaulting as _;
+use kruise_core::api::keys::CONTROLLER_REVISION_HASH_KEY;
+use kruise_core::revision::template_hash;
 use kruise_daemonset::admission::MutateDaemonSet;
 use kruise_daemonset::api::Served;
 use kruise_daemonset::api::v1beta1::DaemonSet;

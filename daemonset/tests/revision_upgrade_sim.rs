@@ -9,9 +9,9 @@ use std::time::Duration;
 use k8s_openapi::api::apps::v1::ControllerRevision;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::runtime::RawExtension;
-use kruise_common::runtime::{Metrics, Readiness, RunOptions};
 use kruise_daemonset::api::v1beta1::DaemonSet;
 use kruise_daemonset::controller::{self, Settings};
+use kruise_runtime::{Metrics, Readiness, RunOptions};
 use kruise_testkit::{WAIT, eventually};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt as _};
@@ -130,7 +130,7 @@ async fn a_revision_stored_before_go_encoding_keeps_its_pods_across_a_controller
     let mut earlier = listed[0].clone();
     let stored_set = sets.get("agent").await.unwrap();
     let template = serde_json::to_value(&stored_set.spec.template).unwrap();
-    let earlier_data = kruise_common::revision::template_revision_data(&template);
+    let earlier_data = kruise_core::revision::template_revision_data(&template);
     assert_ne!(
         earlier.data.as_ref().map(|d| &d.0),
         Some(&earlier_data),

@@ -15,10 +15,10 @@
 
 use std::time::{Duration, Instant};
 
-use kruise_common::family::AgentContext;
 use kruise_imagepull::agent::{self, AgentSettings};
 use kruise_imagepull::api::crd::crds;
 use kruise_imagepull::api::v1beta1::{ImagePullJob, NodeImage};
+use kruise_runtime::family::AgentContext;
 use kruise_sim::{ImagePulls, Sim, SimConfig};
 use kruise_testkit::bench::{PeakRss, env_or};
 use kruise_testkit::process::{cpu_secs, rss, settled_rss};
@@ -31,7 +31,7 @@ use tokio_util::sync::CancellationToken;
 
 // The simulator runs in this process, with the allocator `kruise-sim up` has.
 #[global_allocator]
-static ALLOCATOR: kruise_common::runtime::Allocator = kruise_common::runtime::Allocator;
+static ALLOCATOR: kruise_runtime::Allocator = kruise_runtime::Allocator;
 
 const BIN: &str = env!("CARGO_BIN_EXE_kruise-imagepull");
 const AGENT: &str = "kruise-imagepull/";

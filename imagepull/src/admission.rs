@@ -1,5 +1,5 @@
 //! The ImagePullJob, ImageListPullJob and NodeImage webhooks, served by `kruise-imagepull`
-//! through `common::admission`, with OpenKruise's paths and entry names:
+//! through `kruise_admission`, with OpenKruise's paths and entry names:
 //!
 //! * `/mutate-apps-kruise-io-imagepulljob` (`mimagepulljob-v1beta1.kb.io`),
 //!   `/mutate-apps-kruise-io-imagelistpulljob` (`mimagelistpulljob-v1beta1.kb.io`) and
@@ -18,12 +18,12 @@
 
 use futures::future::BoxFuture;
 use jiff::Timestamp;
-use kruise_common::admission::crd_webhooks::{
+use kruise_admission::crd_webhooks::{
     Defaulting, decode, defaults_patch, deny_invalid, object_json, validating_webhook,
 };
-use kruise_common::admission::{AdmissionHandler, AdmissionRoutes, HandlerError, WebhookSpec};
-use kruise_common::api::field::FieldError;
-use kruise_common::api::version::{V1ALPHA1, V1BETA1};
+use kruise_admission::{AdmissionHandler, AdmissionRoutes, HandlerError, WebhookSpec};
+use kruise_compat::field::FieldError;
+use kruise_core::api::version::{V1ALPHA1, V1BETA1};
 use kube::core::DynamicObject;
 use kube::core::admission::{AdmissionRequest, AdmissionResponse, Operation};
 use serde::de::DeserializeOwned;

@@ -3,12 +3,13 @@
 //! NodeImage, ImagePullJob and ImageListPullJob controllers on the leader — and its node agent. In the library so that hosts such
 //! as `kruise-playground up` run it in-process.
 
+use kruise_admission::runner::ServesCrdWebhooks as _;
 use std::time::Duration;
 
 use clap::Args;
-use kruise_common::admission::runner::{AdmissionFlags, CrdWebhooks};
-use kruise_common::family::{Agent, AgentContext, Family};
-use kruise_common::runtime::{Binary, Context};
+use kruise_admission::runner::{AdmissionFlags, CrdWebhooks};
+use kruise_runtime::family::{Agent, AgentContext, Family};
+use kruise_runtime::{Binary, Context};
 
 use crate::api::{IMAGELISTPULLJOB_CRD, IMAGEPULLJOB_CRD, NODEIMAGE_CRD};
 use crate::controller::{

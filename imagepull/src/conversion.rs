@@ -3,7 +3,7 @@
 //! (v1beta1 is the hub): every field is the same in both versions, so an object passes
 //! through with only its `apiVersion` changed — fields the types do not know included.
 
-use kruise_common::admission::conversion::{ConversionError, VersionMapping};
+use kruise_admission::conversion::{ConversionError, VersionMapping};
 use serde_json::{Map, Value};
 
 use crate::api::{IMAGELISTPULLJOB_KIND, IMAGEPULLJOB_KIND, NODEIMAGE_KIND};

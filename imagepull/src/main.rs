@@ -3,9 +3,9 @@
 //! the leader; `kruise-imagepull agent`: the node agent pulling through CRI (a DaemonSet).
 
 #[global_allocator]
-static ALLOCATOR: kruise_common::runtime::Allocator = kruise_common::runtime::Allocator;
+static ALLOCATOR: kruise_runtime::Allocator = kruise_runtime::Allocator;
 
 fn main() -> std::process::ExitCode {
     use kruise_imagepull::binary::{BINARY, family, node_agent};
-    kruise_common::family::main_with_agent(BINARY, node_agent, family)
+    kruise_runtime::family::main_with_agent(BINARY, node_agent, family)
 }

@@ -233,7 +233,7 @@ fn convert_serves_the_three_kinds() {
             ]
         }
     });
-    let converted = kruise_common::admission::conversion::review(
+    let converted = kruise_admission::conversion::review(
         &[
             Arc::new(IMAGEPULLJOB_CONVERTER),
             Arc::new(IMAGELISTPULLJOB_CONVERTER),

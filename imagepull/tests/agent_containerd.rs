@@ -12,13 +12,13 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-use kruise_common::family::AgentContext;
 use kruise_cri::ImageServiceClient;
 use kruise_cri::v1::ListImagesRequest;
 use kruise_imagepull::agent::{self, AgentSettings};
 use kruise_imagepull::api::image::ImageRef;
 use kruise_imagepull::api::v1beta1::NodeImage;
 use kruise_imagepull::api::{ImagePullPhase, ImageTagStatus};
+use kruise_runtime::family::AgentContext;
 use kruise_testkit::eventually;
 use kube::Client;
 use kube::api::{Api, PostParams};

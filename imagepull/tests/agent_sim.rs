@@ -8,14 +8,14 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use kruise_common::family::AgentContext;
-use kruise_common::runtime::{Metrics, Readiness, RunOptions};
 use kruise_cri::ImageServiceClient;
 use kruise_cri::v1::ListImagesRequest;
 use kruise_imagepull::agent::{self, AgentSettings};
 use kruise_imagepull::api::v1beta1::{ImageListPullJob, ImagePullJob, NodeImage};
 use kruise_imagepull::api::{ImagePullPhase, ImageTagStatus};
 use kruise_imagepull::controller::{self, Settings};
+use kruise_runtime::family::AgentContext;
+use kruise_runtime::{Metrics, Readiness, RunOptions};
 use kruise_testkit::{ClusterOptions, TestCluster, WAIT, eventually};
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt as _};

@@ -10,10 +10,10 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use kruise_common::runtime::{Metrics, Readiness, RunOptions};
 use kruise_imagepull::api::v1beta1::{ImagePullJob, NodeImage};
 use kruise_imagepull::api::{ImagePullPhase, ImageTagStatus, NodeImageStatus};
 use kruise_imagepull::controller::{self, Settings};
+use kruise_runtime::{Metrics, Readiness, RunOptions};
 use kruise_testkit::{WAIT, eventually};
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt as _};

@@ -13,11 +13,11 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kruise_common::family::AgentContext;
-use kruise_common::runtime::{Metrics, Readiness, RunOptions};
 use kruise_imagepull::agent::{self, AgentSettings};
 use kruise_imagepull::api::v1beta1::{ImagePullJob, NodeImage};
 use kruise_imagepull::controller::{self, Settings};
+use kruise_runtime::family::AgentContext;
+use kruise_runtime::{Metrics, Readiness, RunOptions};
 use kruise_sim::ImagePull;
 use kruise_testkit::{ClusterOptions, TestCluster, WAIT, eventually};
 use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams, PostParams};

@@ -1,5 +1,5 @@
 //! `kruise-playground up`: the simulated cluster of `kruise-sim up` with the registered
-//! kruise-rs families (`kruise_webhook::registry`) running in-process, each as its own
+//! kruise-rs families (`registry`) running in-process, each as its own
 //! binary would: CRDs installed, webhooks served over HTTPS on loopback only
 //! (`--webhook-bind-address 127.0.0.1`) and registered by URL, controllers without leader
 //! election. `kruise-playground families` lists them.
@@ -7,6 +7,7 @@
 use clap::{Parser, Subcommand};
 use kruise_sim::up::{self, UpFlags};
 
+mod registry;
 mod start;
 #[cfg(test)]
 mod webhook_tests;
@@ -14,7 +15,7 @@ mod webhook_tests;
 /// The families' allocator, which also spends a third less CPU than glibc's on the
 /// simulator's churn of JSON values (`cargo bench -p kruise-cloneset`).
 #[global_allocator]
-static ALLOCATOR: kruise_common::runtime::Allocator = kruise_common::runtime::Allocator;
+static ALLOCATOR: kruise_runtime::Allocator = kruise_runtime::Allocator;
 
 #[derive(Parser)]
 #[command(
@@ -48,7 +49,7 @@ async fn main() -> anyhow::Result<()> {
     up::init_logging();
     match Cli::parse().command {
         Command::Families => {
-            for family in kruise_webhook::registry::families()? {
+            for family in crate::registry::families()? {
                 println!("{}", start::describe(&family));
             }
             Ok(())
@@ -57,7 +58,7 @@ async fn main() -> anyhow::Result<()> {
             cluster,
             controllers,
         } => {
-            let families = start::choose(kruise_webhook::registry::families()?, &controllers)?;
+            let families = start::choose(crate::registry::families()?, &controllers)?;
             let running = cluster.start().await?;
             let names: Vec<&str> = families.iter().map(|f| f.name()).collect();
             let names = names.join(", ");

@@ -8,7 +8,7 @@ use std::path::Path;
 use anyhow::Context as _;
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kruise_common::family::{AgentContext, Family};
+use kruise_runtime::family::{AgentContext, Family};
 use kube::api::{Api, ListParams, PostParams};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
@@ -208,7 +208,7 @@ mod tests {
     }
 
     fn registered() -> Vec<Family> {
-        kruise_webhook::registry::families().unwrap()
+        crate::registry::families().unwrap()
     }
 
     #[test]
@@ -253,8 +253,8 @@ mod tests {
     /// socket.
     #[tokio::test]
     async fn a_node_agent_runs_once_per_node_with_its_cri_socket() {
-        use kruise_common::family::Agent;
-        use kruise_common::runtime::{Binary, Context};
+        use kruise_runtime::family::Agent;
+        use kruise_runtime::{Binary, Context};
         let dir = std::env::temp_dir().join(format!("kruise-playground-{}", std::process::id()));
         let sim = kruise_sim::Sim::start(kruise_sim::SimConfig {
             nodes: 2,

@@ -29,8 +29,7 @@ impl Cluster {
             .unwrap();
         let client = sim.client().unwrap();
         let kubeconfig = sim.kubeconfig_path().unwrap();
-        let families =
-            start::choose(kruise_webhook::registry::families().unwrap(), "cloneset").unwrap();
+        let families = start::choose(crate::registry::families().unwrap(), "cloneset").unwrap();
         let shutdown = CancellationToken::new();
         let tasks = start::start(&sim, &kubeconfig, families, &shutdown)
             .await

@@ -35,21 +35,21 @@ use futures::StreamExt as _;
 use futures::future::BoxFuture;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
-use kruise_common::admission::FailurePolicy;
-use kruise_common::admission::certs::{generate_ca, issue_serving};
-use kruise_common::admission::pod_chain::{
+use kruise_admission::FailurePolicy;
+use kruise_admission::certs::{generate_ca, issue_serving};
+use kruise_admission::pod_chain::{
     PodOperation, PodScope, PodValidationRequest, PodValidator, PodVerdict, ValidatingPodChain,
 };
-use kruise_common::admission::publish::{Endpoint, Owned, publish};
-use kruise_common::admission::{AdmissionHandler, AdmissionRoutes, HandlerError, WebhookSpec};
-use kruise_common::family::{LiveCluster, StepContext};
-use kruise_common::featuregate::FeatureGates;
-use kruise_common::pods::is_pod_active;
-use kruise_common::runtime::{Metrics, Readiness, RunOptions};
+use kruise_admission::publish::{Endpoint, Owned, publish};
+use kruise_admission::{AdmissionHandler, AdmissionRoutes, HandlerError, WebhookSpec};
+use kruise_core::featuregate::FeatureGates;
+use kruise_core::pods::is_pod_active;
 use kruise_protection::api::v1beta1::PodUnavailableBudget;
 use kruise_protection::controller;
 use kruise_protection::plan::budget::is_available;
 use kruise_protection::pod_admission::pub_validator_step;
+use kruise_runtime::family::{LiveCluster, StepContext};
+use kruise_runtime::{Metrics, Readiness, RunOptions};
 use kruise_sim::{Sim, SimConfig};
 use kruise_testkit::bench::env_or;
 use kube::api::{Api, EvictParams, Patch, PatchParams, PostParams};
@@ -61,7 +61,7 @@ use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
 #[global_allocator]
-static ALLOCATOR: kruise_common::runtime::Allocator = kruise_common::runtime::Allocator;
+static ALLOCATOR: kruise_runtime::Allocator = kruise_runtime::Allocator;
 
 const NAMESPACE: &str = "default";
 
@@ -356,7 +356,7 @@ async fn webhook_replica(
         chain,
         samples: samples.clone(),
     });
-    let server = kruise_common::admission::serve(
+    let server = kruise_admission::serve(
         "127.0.0.1:0".parse().unwrap(),
         routes.clone(),
         tls,
@@ -681,7 +681,7 @@ async fn main() {
     let took = wait_all_available(&view, desired).await;
     println!("{desired} pods available in {:.1} s", took.as_secs_f64());
 
-    kruise_common::runtime::install_crypto_provider();
+    kruise_runtime::install_crypto_provider();
     let now = jiff::Timestamp::now();
     let ca = generate_ca("bench-ca", now, Duration::from_secs(3600)).unwrap();
     let (cert, key) = issue_serving(

@@ -1,5 +1,5 @@
 //! The PodUnavailableBudget webhooks, served by `kruise-protection` through
-//! `common::admission`, with OpenKruise's paths and entry names:
+//! `kruise_admission`, with OpenKruise's paths and entry names:
 //!
 //! * `/validate-policy-kruise-io-podunavailablebudget` (`vpodunavailablebudget.kb.io`,
 //!   CREATE and UPDATE, both versions): the checks of [`crate::api::validation`] on the
@@ -12,13 +12,13 @@
 use std::sync::Arc;
 
 use futures::future::BoxFuture;
-use kruise_common::admission::crd_webhooks::{decode, object_json};
-use kruise_common::admission::{
+use kruise_admission::crd_webhooks::{decode, object_json};
+use kruise_admission::{
     AdmissionHandler, AdmissionRoutes, HandlerError, WebhookKind, WebhookSpec, denied,
 };
-use kruise_common::api::field::{FieldError, Path, aggregate};
-use kruise_common::api::version::{V1ALPHA1, V1BETA1};
-use kruise_common::featuregate::FeatureGates;
+use kruise_compat::field::{FieldError, Path, aggregate};
+use kruise_core::api::version::{V1ALPHA1, V1BETA1};
+use kruise_core::featuregate::FeatureGates;
 use kube::core::DynamicObject;
 use kube::core::admission::{AdmissionRequest, AdmissionResponse, Operation};
 

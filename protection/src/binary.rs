@@ -5,12 +5,13 @@
 //! the deletion-protection webhooks of built-in kinds.
 //! In the library so that hosts such as `kruise-playground up` run it in-process.
 
+use kruise_admission::runner::ServesCrdWebhooks as _;
 use std::sync::Arc;
 
-use kruise_common::admission::runner::{AdmissionFlags, CrdWebhooks};
-use kruise_common::family::{Family, Lent, LentWebhooks, PodStep, PodValidatorStep};
-use kruise_common::featuregate::FeatureGates;
-use kruise_common::runtime::{Binary, Context};
+use kruise_admission::runner::{AdmissionFlags, CrdWebhooks};
+use kruise_core::featuregate::FeatureGates;
+use kruise_runtime::family::{Family, Lent, LentWebhooks, PodStep, PodValidatorStep};
+use kruise_runtime::{Binary, Context};
 
 use crate::admission::{self, LiveBudgets, NamespaceBudgets, NoBudgets};
 use crate::{api, controller, deletion_webhook, pod_admission, pod_mutation};

@@ -24,13 +24,13 @@ use futures::future::BoxFuture;
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, OwnerReference};
-use kruise_common::pods::selector::selector_matches;
-use kruise_common::pods::{controller_ref, is_pod_active};
-use kruise_common::runtime::errors::{ShellError, WriteError, is_not_found};
-use kruise_common::runtime::events::{EventQueue, EventRecord, Recorder, pod_reference};
-use kruise_common::runtime::status::write_status_if_changed;
-use kruise_common::runtime::watch::Watch;
-use kruise_common::runtime::{RunOptions, run_controller, warm_until_leading};
+use kruise_core::pods::selector::selector_matches;
+use kruise_core::pods::{controller_ref, is_pod_active};
+use kruise_runtime::errors::{ShellError, WriteError, is_not_found};
+use kruise_runtime::events::{EventQueue, EventRecord, Recorder, pod_reference};
+use kruise_runtime::status::write_status_if_changed;
+use kruise_runtime::watch::Watch;
+use kruise_runtime::{RunOptions, run_controller, warm_until_leading};
 use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams};
 use kube::core::GroupVersionKind;
 use kube::runtime::controller::{Action, Controller};
@@ -75,7 +75,7 @@ pub enum Error {
     },
 }
 
-impl kruise_common::runtime::ReconcileError for Error {
+impl kruise_runtime::ReconcileError for Error {
     fn category(&self) -> &'static str {
         match self {
             Error::Shell(e) => e.category(),
@@ -263,7 +263,7 @@ fn scale_of_owner<'a>(
             return Ok(None);
         }
         if owner.kind == "ReplicaSet"
-            && kruise_common::pods::api_group(&owner.api_version) == "apps"
+            && kruise_core::pods::api_group(&owner.api_version) == "apps"
             && let Some(deployment) = controller_ref(&workload.metadata)
             && deployment.kind == "Deployment"
         {

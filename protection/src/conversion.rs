@@ -15,7 +15,7 @@
 //! through unchanged, fields the types do not know included.
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
-use kruise_common::admission::Converter;
+use kruise_admission::Converter;
 use serde_json::{Map, Value};
 
 use crate::api::{

@@ -1,16 +1,14 @@
 //! Deletion protection of built-in kinds (OpenKruise's `pkg/webhook/util/deletionprotection`),
 //! the pure part: what the label `policy.kruise.io/delete-protection` on the object being
 //! deleted asks for, and, for `Cascading`, whether what the object still holds forbids it.
-//! The rule for kruise-rs's own workloads is `kruise_common::admission::crd_webhooks::
+//! The rule for kruise-rs's own workloads is `kruise_admission::crd_webhooks::
 //! deletion_protection`; the webhooks that ask these questions are
 //! [`crate::deletion_webhook`].
 
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
-use kruise_common::admission::crd_webhooks::{
-    ProtectionLevel, deletion_protection, protection_level,
-};
+use kruise_admission::crd_webhooks::{ProtectionLevel, deletion_protection, protection_level};
 
 /// The namespace whose objects, and which itself, are never protected (K#1526: a label
 /// there must not be able to wedge the control plane's own housekeeping).

@@ -12,13 +12,14 @@ use std::sync::Arc;
 use futures::future::BoxFuture;
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, LabelSelectorRequirement};
-use kruise_common::admission::crd_webhooks::deny_forbidden;
-use kruise_common::admission::{
+use kruise_admission::crd_webhooks::deny_forbidden;
+use kruise_admission::protection_log;
+use kruise_admission::{
     AdmissionHandler, FailurePolicy, HandlerError, Rule, WebhookKind, WebhookSpec,
 };
-use kruise_common::api::keys::DELETION_PROTECTION_KEY;
-use kruise_common::family::StepContext;
-use kruise_common::runtime::{Metrics, protection_log};
+use kruise_core::api::keys::DELETION_PROTECTION_KEY;
+use kruise_runtime::Metrics;
+use kruise_runtime::family::StepContext;
 use kube::api::{Api, ApiResource, DynamicObject, ListParams};
 use kube::core::admission::{AdmissionRequest, AdmissionResponse, Operation};
 use prometheus_client::encoding::EncodeLabelSet;

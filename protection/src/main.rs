@@ -2,8 +2,8 @@
 //! validation and `/convert` — on every replica.
 
 #[global_allocator]
-static ALLOCATOR: kruise_common::runtime::Allocator = kruise_common::runtime::Allocator;
+static ALLOCATOR: kruise_runtime::Allocator = kruise_runtime::Allocator;
 
 fn main() -> std::process::ExitCode {
-    kruise_common::family::main(kruise_protection::binary::family)
+    kruise_runtime::family::main(kruise_protection::binary::family)
 }

@@ -1,7 +1,7 @@
 //! The shell of the PUB admission decision ([`crate::plan::decision`]): find the pod's
 //! budget, decide, and make the grant one optimistic-concurrency step — the status the
 //! decision computed is written with `replace_status`, conditioned on the resourceVersion
-//! the decision read (`kruise_common::pub_budget::check`, which CloneSet's pre-check takes
+//! the decision read (`kruise_runtime::pub_client`, which CloneSet's pre-check takes
 //! too). A conflict (another webhook replica, or the controller, wrote first) reads the
 //! budget again and decides again, 4 times in all, then refuses with the timeout message. A
 //! budget deleted meanwhile lets the operation through (K#1567). A refusal records the
@@ -19,16 +19,17 @@ use futures::StreamExt as _;
 use futures::future::BoxFuture;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
-use kruise_common::admission::pod_chain::{
+use kruise_admission::pod_chain::{
     PodOperation, PodScope, PodValidationRequest, PodValidator, PodVerdict,
 };
-use kruise_common::admission::{FailurePolicy, HandlerError};
-use kruise_common::family::{LiveCluster, StepContext};
-use kruise_common::pub_budget::check::{BudgetCache, check_pod};
-use kruise_common::runtime::controller::trim_for_cache;
-use kruise_common::runtime::events::{EventQueue, EventRecord, Recorder, pod_reference};
-use kruise_common::runtime::watch::{Loaded, loaded_flag};
-use kruise_common::runtime::{Metrics, protection_log};
+use kruise_admission::protection_log;
+use kruise_admission::{FailurePolicy, HandlerError};
+use kruise_runtime::Metrics;
+use kruise_runtime::controller::trim_for_cache;
+use kruise_runtime::events::{EventQueue, EventRecord, Recorder, pod_reference};
+use kruise_runtime::family::{LiveCluster, StepContext};
+use kruise_runtime::pub_client::{BudgetCache, check_pod};
+use kruise_runtime::watch::{Loaded, loaded_flag};
 use kube::api::Api;
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt as _, watcher};
@@ -42,7 +43,7 @@ use crate::deletion_webhook::WorkloadLabels;
 use crate::plan::decision::Gates;
 use crate::plan::pod_update::update_operation;
 
-pub use kruise_common::pub_budget::check::Verdict;
+pub use kruise_runtime::pub_client::Verdict;
 
 /// Decides pod operations against their budgets, writing each grant before answering.
 #[derive(Clone)]
@@ -95,7 +96,7 @@ impl PubAdmission {
     }
 
     /// Decides on `operation` on `pod` (for an UPDATE, the pod before it): the grant as
-    /// `kruise_common::pub_budget::check::check_pod` makes it, a refusal recorded as an event.
+    /// `kruise_runtime::pub_client::check_pod` makes it, a refusal recorded as an event.
     pub async fn admit(
         &self,
         pod: &Pod,
@@ -337,7 +338,7 @@ const WEBHOOK_REPORTER: &str = "kruise-webhook";
 
 impl PodValidator for PubPodValidator {
     fn name(&self) -> &'static str {
-        crate::binary::NAME
+        "protection"
     }
 
     fn order(&self) -> u32 {

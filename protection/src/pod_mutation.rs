@@ -14,18 +14,18 @@ use futures::StreamExt as _;
 use futures::future::BoxFuture;
 use k8s_openapi::api::apps::v1::ReplicaSet;
 use k8s_openapi::api::core::v1::Pod;
-use kruise_common::admission::pod_chain::{PodMutator, PodRequest, PodScope};
-use kruise_common::admission::{FailurePolicy, HandlerError};
-use kruise_common::family::StepContext;
-use kruise_common::pods::selector::selector_matches;
-use kruise_common::runtime::watch::Loaded;
+use kruise_admission::pod_chain::{PodMutator, PodRequest, PodScope};
+use kruise_admission::{FailurePolicy, HandlerError};
+use kruise_core::pods::selector::selector_matches;
+use kruise_runtime::family::StepContext;
+use kruise_runtime::watch::Loaded;
 use kube::api::Api;
 use kube::core::admission::Operation;
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt as _, watcher};
 use kube::{Client, ResourceExt as _};
 
-use kruise_common::pub_budget::{LEGACY_RELATED_PUB_ANNOTATION, RELATED_PUB_ANNOTATION};
+use kruise_core::pub_budget::{LEGACY_RELATED_PUB_ANNOTATION, RELATED_PUB_ANNOTATION};
 
 use crate::api::v1beta1::{PodUnavailableBudget, TargetReference};
 use crate::pod_admission::{budget_scopes, budgets_loaded};
@@ -85,7 +85,7 @@ pub fn related_pub_step(ctx: &StepContext) -> Arc<dyn PodMutator> {
 
 impl PodMutator for RelatedPubStep {
     fn name(&self) -> &'static str {
-        crate::binary::NAME
+        "protection"
     }
 
     fn order(&self) -> u32 {

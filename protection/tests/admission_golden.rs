@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use futures::future::BoxFuture;
-use kruise_common::featuregate::FeatureGates;
+use kruise_core::featuregate::FeatureGates;
 use kruise_protection::admission::{NamespaceBudgets, NoBudgets, VALIDATE_PATH, routes};
 use kruise_protection::api::v1beta1::PodUnavailableBudget;
 use pretty_assertions::assert_eq;
@@ -276,7 +276,7 @@ fn convert_serves_podunavailablebudget() {
                 "maxUnavailable": 1, "protectOperations": ["EVICT"], "protectTotalReplicas": 3}))]
         }
     });
-    let converted = kruise_common::admission::conversion::review(
+    let converted = kruise_admission::conversion::review(
         &[Arc::new(kruise_protection::conversion::PubConverter)],
         &serde_json::to_vec(&review).unwrap(),
     )

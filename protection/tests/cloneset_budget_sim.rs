@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::core::v1::Pod;
 use kruise_cloneset::api::v1beta1::CloneSet;
 use kruise_cloneset::controller::{self, Settings};
-use kruise_common::runtime::{Metrics, Readiness, RunOptions};
+use kruise_runtime::{Metrics, Readiness, RunOptions};
 use kube::Client;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use serde_json::json;

@@ -6,9 +6,9 @@
 use std::sync::Arc;
 
 use futures::future::BoxFuture;
-use kruise_common::admission::AdmissionRoutes;
-use kruise_common::runtime::Metrics;
+use kruise_admission::AdmissionRoutes;
 use kruise_protection::deletion_webhook::{Inventory, handlers};
+use kruise_runtime::Metrics;
 use kruise_testkit::admission::{Target, response_of, review_body};
 use kube::api::ApiResource;
 use proptest::prelude::*;

@@ -13,11 +13,11 @@ use k8s_openapi::api::core::v1::{
 };
 use k8s_openapi::api::networking::v1::Ingress;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kruise_common::admission::AdmissionRoutes;
-use kruise_common::family::{LiveCluster, StepContext};
-use kruise_common::featuregate::FeatureGates;
-use kruise_common::runtime::Metrics;
+use kruise_admission::AdmissionRoutes;
+use kruise_core::featuregate::FeatureGates;
 use kruise_protection::deletion_webhook::lent_webhooks;
+use kruise_runtime::Metrics;
+use kruise_runtime::family::{LiveCluster, StepContext};
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
 use kube::{Client, Resource};
 use serde::de::DeserializeOwned;
@@ -31,8 +31,8 @@ const ALWAYS: &str =
 /// Serves the lent webhooks against `client`'s cluster until the token is cancelled, and
 /// publishes their entries in kruise-webhook's validating configuration.
 async fn serve_protection(client: &Client, metrics: &Metrics) -> CancellationToken {
-    kruise_common::runtime::protection_log::init(&log_dir()).unwrap();
-    kruise_common::runtime::install_crypto_provider();
+    kruise_admission::protection_log::init(&log_dir()).unwrap();
+    kruise_runtime::install_crypto_provider();
     let shutdown = CancellationToken::new();
     let gates = FeatureGates::parse(
         "ResourcesDeletionProtection=true,DeletionProtectionForCRDCascadingGate=true",
@@ -406,8 +406,7 @@ async fn crds_are_protected_always_and_while_objects_of_their_kind_remain() {
 /// left.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kruise_rs_crds_as_the_chart_installs_them_are_deleted_only_once_empty() {
-    let printed =
-        kruise_common::runtime::deletion_protected(kruise_protection::api::crd::crd().unwrap());
+    let printed = kruise_runtime::deletion_protected(kruise_protection::api::crd::crd().unwrap());
     let (cluster, client) = kruise_testkit::cluster_with_crds(0, &[printed]).await;
     // The refusal counts the budgets of every namespace: on a shared API server those of
     // earlier tests go with their namespaces.

@@ -8,12 +8,12 @@ mod support;
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Pod;
-use kruise_common::admission::AdmissionRoutes;
-use kruise_common::admission::pod_chain::ValidatingPodChain;
-use kruise_common::family::{LiveCluster, StepContext};
-use kruise_common::featuregate::FeatureGates;
-use kruise_common::runtime::Metrics;
+use kruise_admission::AdmissionRoutes;
+use kruise_admission::pod_chain::ValidatingPodChain;
+use kruise_core::featuregate::FeatureGates;
 use kruise_protection::pod_admission::pub_validator_step;
+use kruise_runtime::Metrics;
+use kruise_runtime::family::{LiveCluster, StepContext};
 use kube::api::{Api, EvictParams};
 use serde_json::json;
 use support::*;
@@ -44,10 +44,10 @@ async fn evictions_and_deletions_are_refused_once_the_budget_is_used() {
 
     // kruise-webhook's `--protection-log-path`.
     let log_dir = std::env::temp_dir().join(format!("kruise-eviction-sim-{}", std::process::id()));
-    kruise_common::runtime::protection_log::init(&log_dir).unwrap();
+    kruise_admission::protection_log::init(&log_dir).unwrap();
 
     // The step as kruise-webhook builds it, served over TLS, its entries published.
-    kruise_common::runtime::install_crypto_provider();
+    kruise_runtime::install_crypto_provider();
     let shutdown = CancellationToken::new();
     let _stop = shutdown.clone().drop_guard();
     // kruise-webhook's registry, the one its `/metrics` serves.

@@ -13,12 +13,12 @@ use std::sync::Arc;
 
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 use k8s_openapi::api::core::v1::Pod;
-use kruise_common::admission::AdmissionRoutes;
-use kruise_common::admission::pod_chain::ValidatingPodChain;
-use kruise_common::family::{LiveCluster, StepContext};
-use kruise_common::featuregate::FeatureGates;
-use kruise_common::runtime::Metrics;
+use kruise_admission::AdmissionRoutes;
+use kruise_admission::pod_chain::ValidatingPodChain;
+use kruise_core::featuregate::FeatureGates;
 use kruise_protection::pod_admission::pub_validator_step;
+use kruise_runtime::Metrics;
+use kruise_runtime::family::{LiveCluster, StepContext};
 use kube::api::{Api, EvictParams, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt as _};
 use serde_json::{Value, json};
@@ -189,7 +189,7 @@ async fn specified_delete_labels_never_raise_the_allowed_count() {
 /// The PUB step of kruise-webhook's validating pod chain served over TLS and registered in
 /// the cluster, until the token is cancelled.
 async fn serve_pod_chain(client: &Client, shutdown: &CancellationToken) {
-    kruise_common::runtime::install_crypto_provider();
+    kruise_runtime::install_crypto_provider();
     let step = pub_validator_step(&StepContext {
         gates: FeatureGates::default(),
         live: Some(LiveCluster {

@@ -446,11 +446,11 @@ fn changed(pod: &Pod, cpu: Option<&str>, image: Option<&str>) -> Pod {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_resize_spends_a_budget_that_protects_resize_and_an_image_change_does_not() {
-    use kruise_common::admission::pod_chain::{PodOperation, PodValidationRequest, PodVerdict};
-    use kruise_common::family::{LiveCluster, StepContext};
-    use kruise_common::featuregate::FeatureGates;
-    use kruise_common::runtime::Metrics;
+    use kruise_admission::pod_chain::{PodOperation, PodValidationRequest, PodVerdict};
+    use kruise_core::featuregate::FeatureGates;
     use kruise_protection::pod_admission::pub_validator_step;
+    use kruise_runtime::Metrics;
+    use kruise_runtime::family::{LiveCluster, StepContext};
     use tokio_util::sync::CancellationToken;
 
     let (cluster, client) = cluster(2).await;

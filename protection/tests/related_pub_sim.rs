@@ -10,12 +10,12 @@ mod support;
 use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
 use k8s_openapi::api::apps::v1::ReplicaSet;
 use k8s_openapi::api::core::v1::Pod;
-use kruise_common::admission::AdmissionRoutes;
-use kruise_common::admission::pod_chain::PodChain;
-use kruise_common::admission::publish::Owned;
-use kruise_common::family::{LiveCluster, StepContext};
-use kruise_common::featuregate::FeatureGates;
-use kruise_common::runtime::Metrics;
+use kruise_admission::AdmissionRoutes;
+use kruise_admission::pod_chain::PodChain;
+use kruise_admission::publish::Owned;
+use kruise_core::featuregate::FeatureGates;
+use kruise_runtime::Metrics;
+use kruise_runtime::family::{LiveCluster, StepContext};
 use kube::ResourceExt as _;
 use kube::api::Api;
 use serde_json::json;
@@ -55,7 +55,7 @@ async fn pods_created_under_a_budget_are_annotated_with_its_name() {
     .await;
 
     // The step as kruise-webhook builds it: the pod step the family lends.
-    kruise_common::runtime::install_crypto_provider();
+    kruise_runtime::install_crypto_provider();
     let shutdown = CancellationToken::new();
     let _stop = shutdown.clone().drop_guard();
     let step = kruise_protection::binary::LENT

@@ -16,12 +16,12 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::{Namespace, Pod};
-use kruise_common::admission::pod_chain::{PodChain, ValidatingPodChain};
-use kruise_common::admission::publish::Owned;
-use kruise_common::family::{LiveCluster, StepContext};
-use kruise_common::featuregate::FeatureGates;
-use kruise_common::runtime::{Metrics, RunOptions};
+use kruise_admission::pod_chain::{PodChain, ValidatingPodChain};
+use kruise_admission::publish::Owned;
+use kruise_core::featuregate::FeatureGates;
 use kruise_protection::pod_admission::pub_validator_step;
+use kruise_runtime::family::{LiveCluster, StepContext};
+use kruise_runtime::{Metrics, RunOptions};
 use kruise_sidecarset::admission::{SidecarSetInjectionStep, StaticSnapshot};
 use kruise_sidecarset::api::v1beta1::SidecarSet;
 use kruise_sidecarset::controller::{self as sidecarset_controller, Settings};
@@ -133,7 +133,7 @@ async fn a_sidecar_upgrade_to_a_failing_image_stops_at_the_budget_and_completes_
         shutdown: shutdown.clone(),
     };
     let injection = PodChain::new(vec![Arc::new(SidecarSetInjectionStep::new(
-        kruise_sidecarset::live::start(
+        kruise_sidecarset::admission::live::start(
             client.clone(),
             Arc::new(tokio::sync::Notify::new()),
             shutdown.clone(),
@@ -179,7 +179,7 @@ async fn a_sidecar_upgrade_to_a_failing_image_stops_at_the_budget_and_completes_
         },
     )
     .await;
-    let pod_routes = kruise_common::admission::AdmissionRoutes::new()
+    let pod_routes = kruise_admission::AdmissionRoutes::new()
         .handler(injection)
         .handler(validation);
     serve(

@@ -2,20 +2,22 @@
 //!
 //! * [`SidecarSetMutatingHandler`] / [`SidecarSetValidatingHandler`]: the SidecarSet CRD's own
 //!   webhooks (`/mutate-apps-kruise-io-sidecarset`, `/validate-apps-kruise-io-sidecarset`),
-//!   served by `kruise-sidecarset`, in the shape of `kruise_common::admission::crd_webhooks`
+//!   served by `kruise-sidecarset`, in the shape of `kruise_admission::crd_webhooks`
 //!   (defaults as a patch of only the defaulted fields, field errors as a 422 denial);
 //! * [`SidecarSetInjectionStep`]: the pod-chain step kruise-webhook borrows, reading the
 //!   SidecarSets from a [`SidecarSetSnapshot`].
+
+pub mod live;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use futures::future::BoxFuture;
 use k8s_openapi::api::core::v1::Pod;
-use kruise_common::admission::crd_webhooks::{
+use kruise_admission::crd_webhooks::{
     Defaulting, defaults_patch, deny_invalid, object_json, validating_webhook,
 };
-use kruise_common::admission::{AdmissionHandler, FailurePolicy, HandlerError, WebhookSpec};
+use kruise_admission::{AdmissionHandler, FailurePolicy, HandlerError, WebhookSpec};
 use kube::core::DynamicObject;
 use kube::core::admission::{AdmissionRequest, AdmissionResponse, Operation};
 use serde_json::Value;
@@ -78,7 +80,7 @@ pub struct StaticSnapshot {
     /// Labels by namespace name.
     pub namespaces: BTreeMap<String, BTreeMap<String, String>>,
     /// ControllerRevisions for `injectionStrategy.revision`.
-    pub history: crate::revision::ControllerRevisionHistory,
+    pub history: crate::plan::revision::ControllerRevisionHistory,
     /// The `kruise-configuration` ConfigMap's data (empty: no ConfigMap).
     pub kruise_configuration: BTreeMap<String, String>,
     /// Feature gate `SidecarSetPatchPodMetadataDefaultsAllowed`.
@@ -305,9 +307,7 @@ impl<S: SidecarSetSnapshot> SidecarSetInjectionStep<S> {
 
 /// The pods one SidecarSet can inject: its namespace (or namespaceSelector) and selector.
 /// `None` for a paused SidecarSet or one without a selector (it injects nothing).
-pub fn sidecar_set_scope(
-    set: &SidecarSet,
-) -> Option<kruise_common::admission::pod_chain::PodScope> {
+pub fn sidecar_set_scope(set: &SidecarSet) -> Option<kruise_admission::pod_chain::PodScope> {
     if set.spec.injection_strategy.paused {
         return None;
     }
@@ -317,15 +317,13 @@ pub fn sidecar_set_scope(
     })?;
     // v1beta1 carries v1alpha1's `namespace` as a namespaceSelector already.
     let namespace_selector = set.spec.namespace_selector.clone();
-    Some(kruise_common::admission::pod_chain::PodScope {
+    Some(kruise_admission::pod_chain::PodScope {
         namespace_selector,
         object_selector: Some(selector),
     })
 }
 
-impl<S: SidecarSetSnapshot> kruise_common::admission::pod_chain::PodMutator
-    for SidecarSetInjectionStep<S>
-{
+impl<S: SidecarSetSnapshot> kruise_admission::pod_chain::PodMutator for SidecarSetInjectionStep<S> {
     fn name(&self) -> &'static str {
         "sidecarset"
     }
@@ -334,7 +332,7 @@ impl<S: SidecarSetSnapshot> kruise_common::admission::pod_chain::PodMutator
         30
     }
 
-    fn scopes(&self) -> Vec<kruise_common::admission::pod_chain::PodScope> {
+    fn scopes(&self) -> Vec<kruise_admission::pod_chain::PodScope> {
         let mut scopes: Vec<_> = self
             .snapshot
             .sidecar_sets()
@@ -357,7 +355,7 @@ impl<S: SidecarSetSnapshot> kruise_common::admission::pod_chain::PodMutator
 
     fn mutate<'a>(
         &'a self,
-        request: &'a kruise_common::admission::pod_chain::PodRequest,
+        request: &'a kruise_admission::pod_chain::PodRequest,
         pod: &'a mut Pod,
     ) -> BoxFuture<'a, Result<(), HandlerError>> {
         Box::pin(async move {
@@ -396,7 +394,7 @@ pub const POD_WEBHOOK_CONFIGURATION: &str = "kruise-mutating-webhook-configurati
 /// operations and for a SidecarSet that injects nothing).
 fn admitted_scope(
     request: &AdmissionRequest<DynamicObject>,
-) -> Result<Option<kruise_common::admission::pod_chain::PodScope>, HandlerError> {
+) -> Result<Option<kruise_admission::pod_chain::PodScope>, HandlerError> {
     if !matches!(request.operation, Operation::Create | Operation::Update) {
         return Ok(None);
     }
@@ -413,16 +411,16 @@ fn admitted_scope(
 }
 
 /// A pod-chain step that only declares a scope, to have the chain build that scope's entry.
-struct ScopeOnly(kruise_common::admission::pod_chain::PodScope);
+struct ScopeOnly(kruise_admission::pod_chain::PodScope);
 
-impl kruise_common::admission::pod_chain::PodMutator for ScopeOnly {
+impl kruise_admission::pod_chain::PodMutator for ScopeOnly {
     fn name(&self) -> &'static str {
         "sidecarset"
     }
     fn order(&self) -> u32 {
         30
     }
-    fn scopes(&self) -> Vec<kruise_common::admission::pod_chain::PodScope> {
+    fn scopes(&self) -> Vec<kruise_admission::pod_chain::PodScope> {
         vec![self.0.clone()]
     }
     fn failure_policy(&self) -> FailurePolicy {
@@ -430,7 +428,7 @@ impl kruise_common::admission::pod_chain::PodMutator for ScopeOnly {
     }
     fn mutate<'a>(
         &'a self,
-        _request: &'a kruise_common::admission::pod_chain::PodRequest,
+        _request: &'a kruise_admission::pod_chain::PodRequest,
         _pod: &'a mut Pod,
     ) -> BoxFuture<'a, Result<(), HandlerError>> {
         Box::pin(async { Ok(()) })
@@ -453,7 +451,7 @@ fn scope_hash(spec: &WebhookSpec) -> String {
 fn calls_pod_chain(
     config: &k8s_openapi::api::admissionregistration::v1::WebhookClientConfig,
 ) -> bool {
-    let path = kruise_common::admission::pod_chain::MUTATE_POD_PATH;
+    let path = kruise_admission::pod_chain::MUTATE_POD_PATH;
     config.url.as_deref().is_some_and(|u| u.ends_with(path))
         || config
             .service
@@ -470,14 +468,13 @@ fn calls_pod_chain(
 /// written.
 pub async fn ensure_pod_entry(
     client: &kube::Client,
-    scope: &kruise_common::admission::pod_chain::PodScope,
+    scope: &kruise_admission::pod_chain::PodScope,
 ) -> Result<(), String> {
     use k8s_openapi::api::admissionregistration::v1::{
         MutatingWebhook, MutatingWebhookConfiguration, RuleWithOperations,
     };
-    let chain = kruise_common::admission::pod_chain::PodChain::new(vec![Arc::new(ScopeOnly(
-        scope.clone(),
-    ))]);
+    let chain =
+        kruise_admission::pod_chain::PodChain::new(vec![Arc::new(ScopeOnly(scope.clone()))]);
     let Some(want) = chain.webhook_specs().into_iter().next() else {
         return Ok(());
     };

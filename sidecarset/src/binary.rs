@@ -3,20 +3,21 @@
 //! and the controller on the leader — and the injection step it lends kruise-webhook's pod
 //! chain. In the library so that hosts such as `kruise-playground up` run it in-process.
 
+use kruise_admission::runner::ServesCrdWebhooks as _;
 use std::sync::Arc;
 
-use kruise_common::admission::AdmissionRoutes;
-use kruise_common::admission::pod_chain::PodMutator;
-use kruise_common::admission::runner::{AdmissionFlags, CrdWebhooks};
-use kruise_common::family::{Family, Lent, PodStep, StepContext};
-use kruise_common::runtime::{Binary, Context};
+use kruise_admission::AdmissionRoutes;
+use kruise_admission::pod_chain::PodMutator;
+use kruise_admission::runner::{AdmissionFlags, CrdWebhooks};
+use kruise_runtime::family::{Family, Lent, PodStep, StepContext};
+use kruise_runtime::{Binary, Context};
 
 use crate::admission::{
     SidecarSetInjectionStep, SidecarSetMutatingHandler, SidecarSetSnapshot,
     SidecarSetValidatingHandler, StaticSnapshot,
 };
 use crate::conversion::SidecarSetConverter;
-use crate::{api, controller, live};
+use crate::{admission::live, api, controller};
 
 /// The family's name (`--controllers`, kruise-webhook's `--enable`, the crate's directory).
 pub const NAME: &str = "sidecarset";

@@ -27,14 +27,14 @@ use std::time::Duration;
 use jiff::Timestamp;
 use k8s_openapi::api::apps::v1::ControllerRevision;
 use k8s_openapi::api::core::v1::{Namespace, Pod};
-use kruise_common::expectations::{ResourceVersionExpectations, SharedExpectations};
-use kruise_common::inplace::pod_patch;
-use kruise_common::runtime::errors::{ShellError, WriteError};
-use kruise_common::runtime::events::{EventQueue, EventRecord, Recorder};
-use kruise_common::runtime::execute::{Outcomes, execute};
-use kruise_common::runtime::status::write_status_if_changed;
-use kruise_common::runtime::watch::Watch;
-use kruise_common::runtime::{ReconcileError, RunOptions, run_controller, warm_until_leading};
+use kruise_core::expectations::{ResourceVersionExpectations, SharedExpectations};
+use kruise_core::inplace::pod_patch;
+use kruise_runtime::errors::{ShellError, WriteError};
+use kruise_runtime::events::{EventQueue, EventRecord, Recorder};
+use kruise_runtime::execute::{Outcomes, execute};
+use kruise_runtime::status::write_status_if_changed;
+use kruise_runtime::watch::Watch;
+use kruise_runtime::{ReconcileError, RunOptions, run_controller, warm_until_leading};
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::controller::{Action as Requeue, Controller};
 use kube::runtime::reflector::{ObjectRef, Store};
@@ -44,8 +44,8 @@ use serde_json::{Value, json};
 use crate::api::v1beta1::{SidecarSet, SidecarSetStatus};
 use crate::api::{SIDECARSET_INJECTED_LIST_ANNOTATION, SIDECARSET_NAME_LABEL, defaults};
 use crate::inject::pod_matches_sidecar_set;
+use crate::plan::upgrade::{SetHashes, is_managed};
 use crate::plan::{Action, PlanInput, plan};
-use crate::upgrade::{SetHashes, is_managed};
 
 mod revision;
 
@@ -126,7 +126,7 @@ impl Settings {
             .unwrap_or(DEFAULT_KRUISE_NAMESPACE);
         Self {
             revision_namespace: namespace.to_string(),
-            expectation_timeout: kruise_common::expectations::DEFAULT_EXPECTATION_TIMEOUT,
+            expectation_timeout: kruise_core::expectations::DEFAULT_EXPECTATION_TIMEOUT,
         }
     }
 }
@@ -190,7 +190,7 @@ pub async fn run(client: Client, settings: Settings, opts: RunOptions) {
     let controller = Controller::for_stream(set_stream, sets)
         .reconcile_all_on(futures::stream::once(async {}))
         .watches_stream(pod_stream, |pod: Pod| {
-            crate::upgrade::injected_sets(&pod)
+            crate::plan::upgrade::injected_sets(&pod)
                 .into_iter()
                 .map(|name| ObjectRef::new(&name))
                 .collect::<Vec<_>>()

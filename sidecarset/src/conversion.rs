@@ -3,7 +3,7 @@
 //!
 //! * every other field — the nested types are identical — and fields the types do not know
 //!   are carried over as they came
-//!   ([`kruise_common::admission::conversion::VersionMapping`]);
+//!   ([`kruise_admission::conversion::VersionMapping`]);
 //! * alpha `spec.namespace` (when set) becomes `namespaceSelector: {matchLabels:
 //!   {kubernetes.io/metadata.name: <ns>}}` and wins over alpha's `namespaceSelector`;
 //! * the alpha label `apps.kruise.io/sidecarset-custom-version` becomes beta
@@ -14,10 +14,10 @@
 //! disappears; a beta object carrying the custom-version label itself loses it to
 //! `customVersion` on the way back.
 
-use kruise_common::admission::conversion::{
+use kruise_admission::conversion::{
     ConversionError, VersionMapping, convert_object, object_field, remove_if_empty,
 };
-use kruise_common::api::version::APPS_V1BETA1;
+use kruise_core::api::version::APPS_V1BETA1;
 use serde_json::{Map, Value, json};
 
 use crate::api::{KIND, LABEL_METADATA_NAME, SIDECARSET_CUSTOM_VERSION_LABEL, v1beta1};

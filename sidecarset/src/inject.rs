@@ -28,7 +28,7 @@
 //! Steps 1–4 live in `matching`, 5 and the hash annotations' encoding in `annotations`, 6 and
 //! 7 in `sidecars` (with `env` for `transferEnv` and `volumes` for the shared mounts). The
 //! result is a typed pod; the webhook's JSONPatch is built by the pod chain on the pod as sent
-//! (`kruise_common::admission::raw_patch`), so fields these types do not know are kept.
+//! (`kruise_admission::raw_patch`), so fields these types do not know are kept.
 //!
 //! A sidecar with a `resourcesPolicy` gets its resources computed from the pod's containers
 //! in step 6 (`resources`, with OpenKruise's expression `calculator`).
@@ -44,7 +44,7 @@ mod volumes;
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::Pod;
-use kruise_common::pods::selector::SelectorError;
+use kruise_core::pods::selector::SelectorError;
 
 use crate::api::v1beta1::SidecarSet;
 
@@ -142,7 +142,7 @@ pub fn inject(input: &InjectInput<'_>) -> Result<Injection, InjectError> {
         pod: original.clone(),
         matched: Vec::new(),
     };
-    if !kruise_common::pods::is_pod_active(original) {
+    if !kruise_core::pods::is_pod_active(original) {
         return Ok(unchanged());
     }
     let sets = matched_sidecar_sets(input)?;

@@ -3,7 +3,7 @@
 //! or the real API server of `KRUISE_TEST_KUBECONFIG`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use kruise_common::runtime::{Metrics, RunOptions};
+use kruise_runtime::{Metrics, RunOptions};
 use kruise_sidecarset::api::v1beta1::SidecarSet;
 use kruise_sidecarset::controller::{self, Settings};
 use kruise_testkit::{WAIT, cluster_with_crds, eventually};

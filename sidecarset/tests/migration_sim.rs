@@ -10,7 +10,7 @@
 //!
 //! The fixture's computed values (defaults, both hash annotations, revision names and data,
 //! the pods' hash annotations) are what OpenKruise v1.8.3's own code prints through
-//! `cloneset/tests/fixtures/openkruise/expected-values/sidecarset` for the sidecar
+//! `testkit/oracles/sidecarset` for the sidecar
 //! `log-agent` (`busybox:1.36`, revision 1, then `busybox:1.37`, revision 2, `sleep
 //! infinity`, an emptyDir `log` mounted at `/var/log/app`) selecting `app: web`;
 //! docs/migration.md. v1.8.3 stores SidecarSets as v1alpha1; the fixture is the same
@@ -22,7 +22,7 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::apps::v1::ControllerRevision;
 use k8s_openapi::api::core::v1::Pod;
-use kruise_common::runtime::{Metrics, RunOptions};
+use kruise_runtime::{Metrics, RunOptions};
 use kruise_sidecarset::api::v1beta1::SidecarSet;
 use kruise_sidecarset::controller::{self, Settings};
 use kruise_testkit::migration::{

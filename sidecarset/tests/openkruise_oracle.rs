@@ -1,6 +1,6 @@
 //! Differential test against OpenKruise's own Go code (`kruise_testkit::oracle`): random
 //! SidecarSets go through kruise-sidecarset's defaulting webhook and revision code and
-//! through `cloneset/tests/fixtures/openkruise/expected-values/sidecarset` (OpenKruise
+//! through `testkit/oracles/sidecarset` (OpenKruise
 //! v1.8.3's `SetDefaultsSidecarSet`, `SidecarSetHash`, `SidecarSetHashWithoutImage` and its
 //! history control's `NewRevision`), and every output must match: the stored spec, both
 //! hash annotations, the ControllerRevision's name and data.
@@ -9,14 +9,14 @@
 //! openkruise_oracle -- --ignored` (`KRUISE_ORACLE_SEED` draws other inputs).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use kruise_common::admission::crd_webhooks::Defaulting as _;
+use kruise_admission::crd_webhooks::Defaulting as _;
 use kruise_sidecarset::admission::SidecarSetMutatingHandler;
+use kruise_sidecarset::api::hash::{go_sidecar_containers_json, hash_input};
 use kruise_sidecarset::api::v1beta1::SidecarSet;
 use kruise_sidecarset::api::{
     SIDECARSET_HASH_ANNOTATION, SIDECARSET_HASH_WITHOUT_IMAGE_ANNOTATION,
 };
-use kruise_sidecarset::hash::{go_sidecar_containers_json, hash_input};
-use kruise_sidecarset::revision::new_revision;
+use kruise_sidecarset::plan::revision::new_revision;
 use kruise_testkit::oracle;
 use proptest::option;
 use proptest::prelude::*;

@@ -4,8 +4,8 @@
 
 use std::sync::Arc;
 
-use kruise_common::admission::FailurePolicy;
-use kruise_common::admission::pod_chain::{KruisePodReadyGate, PodChain, PodMutator, PodRequest};
+use kruise_admission::FailurePolicy;
+use kruise_admission::pod_chain::{KruisePodReadyGate, PodChain, PodMutator, PodRequest};
 use kruise_sidecarset::admission::{SidecarSetInjectionStep, StaticSnapshot};
 use kruise_sidecarset::api::v1beta1::SidecarSet;
 use kube::core::admission::Operation;
@@ -174,11 +174,10 @@ async fn golden_review_resources_policy_and_patched_annotations() {
         sidecar_sets: vec![policy_set()].into(),
         ..StaticSnapshot::default()
     };
-    let routes =
-        kruise_common::admission::AdmissionRoutes::new()
-            .handler(PodChain::new(vec![
-                Arc::new(SidecarSetInjectionStep::new(snapshot)) as Arc<dyn PodMutator>,
-            ]));
+    let routes = kruise_admission::AdmissionRoutes::new()
+        .handler(PodChain::new(vec![
+            Arc::new(SidecarSetInjectionStep::new(snapshot)) as Arc<dyn PodMutator>,
+        ]));
     let pod = json!({"apiVersion": "v1", "kind": "Pod",
     "metadata": {"name": "web", "namespace": "default", "labels": {"app": "nginx"},
                  "annotations": {"mesh.io/inject": "false"}},
@@ -248,7 +247,7 @@ impl kruise_sidecarset::admission::SidecarSetSnapshot for Loading {
 
 #[tokio::test]
 async fn a_step_still_loading_publishes_nothing_and_refuses_pods() {
-    use kruise_common::admission::AdmissionHandler as _;
+    use kruise_admission::AdmissionHandler as _;
     let step = Arc::new(SidecarSetInjectionStep::new(Loading));
     let loading = PodChain::new(vec![
         step as Arc<dyn PodMutator>,

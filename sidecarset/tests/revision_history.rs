@@ -6,7 +6,7 @@ use std::collections::BTreeSet;
 use k8s_openapi::api::apps::v1::ControllerRevision;
 use kruise_sidecarset::api::SIDECARSET_CUSTOM_VERSION_LABEL;
 use kruise_sidecarset::api::v1beta1::SidecarSet;
-use kruise_sidecarset::revision::revisions_to_delete;
+use kruise_sidecarset::plan::revision::revisions_to_delete;
 use serde_json::json;
 
 fn rev(name: &str, revision: i64, custom: Option<&str>) -> ControllerRevision {

@@ -1,4 +1,4 @@
-//! StatefulSet's own webhooks, served by `kruise-statefulset` through `common::admission`:
+//! StatefulSet's own webhooks, served by `kruise-statefulset` through `kruise_admission`:
 //!
 //! * [`MutateStatefulSet`] at `/mutate-apps-kruise-io-statefulset` (`mstatefulset.kb.io`):
 //!   OpenKruise's defaulting of either version ([`crate::api::defaults`], and Kubernetes'
@@ -16,14 +16,14 @@
 
 use futures::future::BoxFuture;
 use k8s_openapi::api::storage::v1::StorageClass;
-use kruise_common::admission::crd_webhooks::{
+use kruise_admission::crd_webhooks::{
     Defaulting, decode, defaults_patch, deny_invalid, deny_protected_deletion, object_json,
     validating_webhook, with_template_defaults,
 };
-use kruise_common::admission::{AdmissionHandler, AdmissionRoutes, HandlerError, WebhookSpec};
-use kruise_common::api::pod_defaults::{TemplateDefaults, inject_workload_template_defaults};
-use kruise_common::api::version::{APPS_V1BETA1, V1ALPHA1, V1BETA1};
-use kruise_common::featuregate::FeatureGates;
+use kruise_admission::{AdmissionHandler, AdmissionRoutes, HandlerError, WebhookSpec};
+use kruise_compat::pod_defaults::{TemplateDefaults, inject_workload_template_defaults};
+use kruise_core::api::version::{APPS_V1BETA1, V1ALPHA1, V1BETA1};
+use kruise_core::featuregate::FeatureGates;
 use kube::core::DynamicObject;
 use kube::core::admission::{AdmissionRequest, AdmissionResponse, Operation};
 use serde_json::Value;
@@ -69,7 +69,7 @@ fn check_version(version: &str) -> Result<(), HandlerError> {
 
 /// OpenKruise's `SetDefaultsStatefulSet` as a JSONPatch: the spec's defaults and, on CREATE
 /// and on an UPDATE that changes `spec.template`, the pod and claim template defaults
-/// ([`kruise_common::api::pod_defaults`]) unless `TemplateNoDefaults`.
+/// ([`kruise_compat::pod_defaults`]) unless `TemplateNoDefaults`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct MutateStatefulSet {
     /// The gates the spec's defaults depend on.
@@ -89,7 +89,7 @@ impl MutateStatefulSet {
     pub fn from_gates(gates: &FeatureGates) -> Self {
         MutateStatefulSet {
             gates: crate::controller::defaulting_gates(gates),
-            template_defaults: TemplateDefaults::from_gates(gates),
+            template_defaults: gates.template_defaults(),
         }
     }
 }

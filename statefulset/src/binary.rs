@@ -3,9 +3,10 @@
 //! on every replica and the controller on the leader. In the library so that hosts such as
 //! `kruise-playground up` run it in-process.
 
-use kruise_common::admission::runner::{AdmissionFlags, CrdWebhooks};
-use kruise_common::family::Family;
-use kruise_common::runtime::{Binary, Context};
+use kruise_admission::runner::ServesCrdWebhooks as _;
+use kruise_admission::runner::{AdmissionFlags, CrdWebhooks};
+use kruise_runtime::family::Family;
+use kruise_runtime::{Binary, Context};
 
 use crate::{admission, api, controller};
 

@@ -33,20 +33,20 @@ use k8s_openapi::api::apps::v1::{ControllerRevision, StatefulSetCondition};
 use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 use k8s_openapi::api::storage::v1::StorageClass;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use kruise_common::api::keys::STATEFULSET_POD_NAME_KEY;
-use kruise_common::api::version::APPS_V1BETA1;
-use kruise_common::expectations::{
+use kruise_core::api::keys::STATEFULSET_POD_NAME_KEY;
+use kruise_core::api::version::APPS_V1BETA1;
+use kruise_core::expectations::{
     ResourceVersionExpectations, Satisfaction, ScaleAction, ScaleExpectations, SharedExpectations,
 };
-use kruise_common::featuregate::FeatureGates;
-use kruise_common::pods::{CachedPod, PodView};
-use kruise_common::predownload::PreDownload;
-use kruise_common::runtime::errors::ShellError;
-use kruise_common::runtime::events::{EventQueue, EventRecord, Recorder};
-use kruise_common::runtime::status::write_status_if_changed;
-use kruise_common::runtime::watch::Watch;
-use kruise_common::runtime::writes::Written;
-use kruise_common::runtime::{Metrics, RunOptions, WarmStream, run_controller, warm_until_leading};
+use kruise_core::featuregate::FeatureGates;
+use kruise_core::pods::{CachedPod, PodView};
+use kruise_runtime::errors::ShellError;
+use kruise_runtime::events::{EventQueue, EventRecord, Recorder};
+use kruise_runtime::predownload::PreDownload;
+use kruise_runtime::status::write_status_if_changed;
+use kruise_runtime::watch::Watch;
+use kruise_runtime::writes::Written;
+use kruise_runtime::{Metrics, RunOptions, WarmStream, run_controller, warm_until_leading};
 use kube::api::Api;
 use kube::runtime::controller::{Action as Requeue, Controller};
 use kube::runtime::reflector::{self, Store};
@@ -115,7 +115,7 @@ impl Default for Settings {
             namespace: None,
             gates: PlanGates::default(),
             defaulting: DefaultingGates::default(),
-            expectation_timeout: kruise_common::expectations::DEFAULT_EXPECTATION_TIMEOUT,
+            expectation_timeout: kruise_core::expectations::DEFAULT_EXPECTATION_TIMEOUT,
             pre_download: false,
         }
     }
@@ -150,7 +150,7 @@ fn owned_by_statefulset(rev: &ControllerRevision) -> bool {
         .peekable();
     controllers.peek().is_none()
         || controllers.any(|o| {
-            o.kind == KIND && kruise_common::pods::api_group(&o.api_version) == crate::api::GROUP
+            o.kind == KIND && kruise_core::pods::api_group(&o.api_version) == crate::api::GROUP
         })
 }
 
@@ -239,7 +239,7 @@ fn sets_of_claim(claim: &PersistentVolumeClaim) -> Vec<reflector::ObjectRef<Stat
     let mut sets: Vec<String> = claim
         .owner_references()
         .iter()
-        .filter(|o| kruise_common::pods::owner_ref_matches(o, crate::api::GROUP, KIND))
+        .filter(|o| kruise_core::pods::owner_ref_matches(o, crate::api::GROUP, KIND))
         .map(|o| o.name.clone())
         .collect();
     sets.extend(
@@ -267,8 +267,8 @@ fn sets_of_claim(claim: &PersistentVolumeClaim) -> Vec<reflector::ObjectRef<Stat
 /// StatefulSet; for an orphan, the set its name `<set>-<ordinal>` names (to adopt it).
 fn set_of_pod(pod: &CachedPod) -> Option<reflector::ObjectRef<StatefulSet>> {
     let namespace = PodView::namespace(pod);
-    let name = match kruise_common::pods::controller_ref(PodView::meta(pod)) {
-        Some(owner) if kruise_common::pods::owner_ref_matches(owner, crate::api::GROUP, KIND) => {
+    let name = match kruise_core::pods::controller_ref(PodView::meta(pod)) {
+        Some(owner) if kruise_core::pods::owner_ref_matches(owner, crate::api::GROUP, KIND) => {
             owner.name.clone()
         }
         Some(_) => return None,
@@ -324,8 +324,8 @@ async fn observe(
         .filter(|p| {
             // Ours, and orphans the planner may adopt.
             p.namespace() == namespace
-                && (kruise_common::pods::is_controlled_by(p.meta(), &uid)
-                    || kruise_common::pods::controller_ref(p.meta()).is_none())
+                && (kruise_core::pods::is_controlled_by(p.meta(), &uid)
+                    || kruise_core::pods::controller_ref(p.meta()).is_none())
         })
         .collect();
     let claims = shared
@@ -340,11 +340,11 @@ async fn observe(
         .into_iter()
         .filter(|r| r.metadata.namespace.as_deref() == Some(namespace.as_str()))
         .filter(|r| {
-            kruise_common::pods::is_controlled_by(&r.metadata, &uid)
-                || kruise_common::pods::controller_ref(&r.metadata).is_none()
+            kruise_core::pods::is_controlled_by(&r.metadata, &uid)
+                || kruise_core::pods::controller_ref(&r.metadata).is_none()
         })
         .map(|r| (*r).clone())
-        .partition(|r| kruise_common::pods::is_controlled_by(&r.metadata, &uid));
+        .partition(|r| kruise_core::pods::is_controlled_by(&r.metadata, &uid));
     let satisfaction = shared
         .scale_expectations
         .with(|exp| {
@@ -388,7 +388,7 @@ async fn observe(
             mine.retain(|name, revision| {
                 pods.iter().any(|p| {
                     p.name() == name
-                        && kruise_common::pods::pod_revision(&**p) != Some(revision.as_str())
+                        && kruise_core::pods::pod_revision(&**p) != Some(revision.as_str())
                 })
             });
             let left = mine.clone();
@@ -570,7 +570,7 @@ async fn adopt_revisions(
             )
             .await
             .map_err(|source| {
-                ShellError::Revision(kruise_common::runtime::errors::WriteError { name, source })
+                ShellError::Revision(kruise_runtime::errors::WriteError { name, source })
             })?;
         adopted.push(written);
     }

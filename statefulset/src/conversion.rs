@@ -6,7 +6,7 @@
 //! number of round trips through any served version (OpenKruise's own conversion drops the
 //! `v1beta1`-only ones: K#2102).
 
-use kruise_common::admission::conversion::{ConversionError, VersionMapping};
+use kruise_admission::conversion::{ConversionError, VersionMapping};
 use serde_json::{Map, Value};
 
 use crate::api::KIND;

@@ -5,13 +5,13 @@
 //! `-min-updated-ready-pods`) and its partition is an ordinal count, never a percentage.
 //!
 //! [`plan`] is the decision, pure; the jobs and the shell that writes them are
-//! `kruise_common::predownload`.
+//! `kruise_runtime::predownload`.
 
 use k8s_openapi::api::apps::v1::ControllerRevision;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
-use kruise_common::api::intstr::value_from_int_or_percent;
-use kruise_common::inplace::{InPlaceGates, calculate_update_spec_for_revisions};
-use kruise_common::predownload::{
+use kruise_core::api::intstr::value_from_int_or_percent;
+use kruise_core::inplace::{InPlaceGates, calculate_update_spec_for_revisions};
+use kruise_runtime::predownload::{
     JobOwner, MINIMUM_REPLICAS, PreDownloadPlan, decided, jobs, min_updated_ready_from_annotation,
     settings_from_annotations,
 };
@@ -127,10 +127,10 @@ pub fn plan(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use kruise_common::api::keys::{
+    use kruise_core::api::keys::{
         CONTROLLER_REVISION_HASH_LABEL_ON_CR, IMAGE_PREDOWNLOAD_CREATED_KEY,
     };
-    use kruise_common::revision::{NewRevision, new_controller_revision, template_revision_data};
+    use kruise_core::revision::{NewRevision, new_controller_revision, template_revision_data};
     use pretty_assertions::assert_eq;
     use serde_json::{Value, json};
 
@@ -170,9 +170,9 @@ mod tests {
         new_controller_revision(&NewRevision {
             parent_name: "db".into(),
             namespace: Some("ns".into()),
-            data: template_revision_data(
-                &kruise_common::api::pod_defaults::go_encoded_pod_template(&template(app)),
-            ),
+            data: template_revision_data(&kruise_compat::pod_defaults::go_encoded_pod_template(
+                &template(app),
+            )),
             revision: number,
             collision_count: Some(0),
             ..Default::default()
@@ -229,9 +229,9 @@ mod tests {
         let cannot_in_place = new_controller_revision(&NewRevision {
             parent_name: "db".into(),
             namespace: Some("ns".into()),
-            data: template_revision_data(
-                &kruise_common::api::pod_defaults::go_encoded_pod_template(&recreate_template),
-            ),
+            data: template_revision_data(&kruise_compat::pod_defaults::go_encoded_pod_template(
+                &recreate_template,
+            )),
             revision: 3,
             collision_count: Some(0),
             ..Default::default()

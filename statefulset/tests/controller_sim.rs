@@ -9,10 +9,10 @@
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
-use kruise_common::api::keys::{
+use kruise_core::api::keys::{
     CONTROLLER_REVISION_HASH_KEY, POD_INDEX_KEY, STATEFULSET_POD_NAME_KEY,
 };
-use kruise_common::runtime::{Metrics, Readiness, RunOptions};
+use kruise_runtime::{Metrics, Readiness, RunOptions};
 use kruise_statefulset::api::v1beta1::StatefulSet;
 use kruise_statefulset::controller::{self, Settings};
 use kruise_testkit::{WAIT, eventually};
@@ -446,7 +446,7 @@ async fn a_controller_restart_mid_rollout_creates_no_pod_twice() {
 /// The benchmark's stall (docs/statefulset.md): a reconcile waiting on a request the API
 /// server never answers held its set forever (kube-runtime reconciles one object at a time,
 /// so later pod events only marked it dirty). With the request deadline every kruise-rs
-/// client has (`kruise_common::runtime::deadline`, here 1 s instead of 70 s) the create
+/// client has (`kruise_runtime::deadline`, here 1 s instead of 70 s) the create
 /// fails, the reconcile is requeued and the set completes.
 #[tokio::test]
 async fn sim_only_a_pod_create_the_server_never_answers_holds_back_no_set() {
@@ -460,7 +460,7 @@ async fn sim_only_a_pod_create_the_server_never_answers_holds_back_no_set() {
             .latency(Duration::from_secs(3600))
             .times(1),
     );
-    let client = kruise_common::runtime::deadline::client_with_deadline(
+    let client = kruise_runtime::deadline::client_with_deadline(
         sim.client_config().unwrap(),
         Duration::from_secs(1),
     )
@@ -1065,7 +1065,7 @@ async fn pre_normal_holds_each_new_pod_until_its_hook_label_arrives() {
     };
     eventually("warm-0 ready and PreparingNormal", WAIT, || async {
         let pod = pods.get("warm-0").await.ok()?;
-        let ready = kruise_common::pods::is_pod_ready(&pod);
+        let ready = kruise_core::pods::is_pod_ready(&pod);
         (ready && state(pod) == "PreparingNormal").then_some(())
     })
     .await;

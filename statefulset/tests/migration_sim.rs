@@ -11,7 +11,7 @@
 //!
 //! The fixture's computed values (the webhook's defaults, revision names, hash labels and
 //! data) are what OpenKruise v1.8.3's own code prints through
-//! `cloneset/tests/fixtures/openkruise/expected-values/statefulset` for the template `main`
+//! `testkit/oracles/statefulset` for the template `main`
 //! image `nginx:1.25-alpine` (revision 1) and `nginx:alpine` (revision 2) with a `data`
 //! volumeMount, the `InPlaceUpdateReady` readiness gate, `InPlaceIfPossible` and a 1Gi
 //! `data` claim template; the pods are shaped as its controller creates them
@@ -24,7 +24,7 @@ use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::ControllerRevision;
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
-use kruise_common::runtime::{Metrics, Readiness, RunOptions};
+use kruise_runtime::{Metrics, Readiness, RunOptions};
 use kruise_statefulset::api::v1beta1::StatefulSet;
 use kruise_statefulset::controller::{self, Settings};
 use kruise_testkit::migration::{
@@ -40,7 +40,7 @@ use tokio_util::sync::CancellationToken;
 const FIXTURE: &str = include_str!("fixtures/openkruise/migration/statefulset.json");
 /// OpenKruise's names for the first and the current template's revisions (Kubernetes'
 /// history hash of OpenKruise's revision data with collisionCount 0, printed by
-/// `expected-values/statefulset`).
+/// `testkit/oracles/statefulset`).
 const OPENKRUISE_OLD_REVISION: &str = "sample-68c4c98c9c";
 const OPENKRUISE_REVISION: &str = "sample-5f9b7bc7fd";
 /// Kinds nobody may write during the takeover, besides pods.

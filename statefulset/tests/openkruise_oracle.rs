@@ -1,6 +1,6 @@
 //! Differential test against OpenKruise's own Go code (`kruise_testkit::oracle`): random
 //! Advanced StatefulSets go through kruise-statefulset's defaulting webhook and revision
-//! planner and through `cloneset/tests/fixtures/openkruise/expected-values/families/
+//! planner and through `testkit/oracles/families/
 //! statefulset` (OpenKruise v1.8.3's `SetDefaultsStatefulSet` with the template and
 //! volumeClaimTemplates defaults, under random `StatefulSetAutoDeletePVC` /
 //! `StatefulSetAutoResizePVCGate` gates, and its controller's own `newRevision`), and every
@@ -9,23 +9,23 @@
 //!
 //! A second test converts random sets between `v1alpha1` and `v1beta1` with kruise-rs's
 //! `/convert` mapping and with OpenKruise's own `ConvertTo` / `ConvertFrom`
-//! (`expected-values/families/conversion`); both results, read by OpenKruise's Go type of
+//! (`testkit/oracles/families/conversion`); both results, read by OpenKruise's Go type of
 //! the target version, must be equal. kruise-rs also keeps what OpenKruise's conversion
 //! drops (the `v1beta1`-only fields on the way to `v1alpha1`, K#2102): a `v1beta1` set
 //! converted there and back must come back unchanged.
 //!
 //! A third test validates random sets, valid and broken in one of many ways, with
 //! kruise-statefulset's validation and OpenKruise's webhook validation
-//! (`expected-values/families/validation`: `validateStatefulSet`, Kubernetes' pod template
+//! (`testkit/oracles/families/validation`: `validateStatefulSet`, Kubernetes' pod template
 //! validation included): both must accept or refuse alike, naming the same fields.
 //!
 //! Run by `.ci/run`: `KRUISE_ORACLE_BIN_DIR=… cargo test -p kruise-statefulset --test
 //! openkruise_oracle -- --ignored` (`KRUISE_ORACLE_SEED` draws other inputs).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use kruise_common::admission::conversion::convert_object;
-use kruise_common::admission::crd_webhooks::Defaulting as _;
-use kruise_common::api::pod_defaults::TemplateDefaults;
+use kruise_admission::conversion::convert_object;
+use kruise_admission::crd_webhooks::Defaulting as _;
+use kruise_compat::pod_defaults::TemplateDefaults;
 use kruise_statefulset::admission::MutateStatefulSet;
 use kruise_statefulset::api::defaults::DefaultingGates;
 use kruise_statefulset::api::v1beta1::StatefulSet;

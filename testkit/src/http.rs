@@ -17,7 +17,7 @@ pub async fn post_tls(
     path: &str,
     body: &[u8],
 ) -> Result<(u16, String), String> {
-    // The process-wide provider, as kruise-common's runtime installs it.
+    // The process-wide provider, as kruise-runtime installs it.
     let _ = rustls::crypto::ring::default_provider().install_default();
     let mut roots = rustls::RootCertStore::empty();
     for cert in CertificateDer::pem_slice_iter(ca_bundle.as_bytes()) {

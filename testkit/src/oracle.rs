@@ -1,5 +1,5 @@
 //! Differential tests against OpenKruise's and Kubernetes' own Go functions: the Go
-//! programs under `cloneset/tests/fixtures/openkruise/expected-values` (the CloneSet template
+//! programs under `testkit/oracles` (the CloneSet template
 //! defaults, revision and claim-template hashes; the SidecarSet hashes and revision;
 //! resource quantities; under `families/` the Advanced StatefulSet and DaemonSet defaults and
 //! revisions, StatefulSet conversion, and the StatefulSet, CloneSet and DaemonSet webhook
@@ -25,7 +25,7 @@ fn binary(name: &str) -> PathBuf {
     let dir = std::env::var_os(BIN_DIR_VAR).unwrap_or_else(|| {
         panic!(
             "{BIN_DIR_VAR} is not set: build the oracles as .ci/run does (go build in \
-             cloneset/tests/fixtures/openkruise/expected-values) and point it at them"
+             testkit/oracles) and point it at them"
         )
     });
     PathBuf::from(dir).join(name)

@@ -18,9 +18,9 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use http_body_util::{BodyExt as _, Full};
 use hyper_util::rt::TokioIo;
-use kruise_common::admission::AdmissionRoutes;
-use kruise_common::admission::certs::{generate_ca, issue_serving};
-use kruise_common::admission::pod_chain::{KruisePodReadyGate, PodChain, PodMutator};
+use kruise_admission::AdmissionRoutes;
+use kruise_admission::certs::{generate_ca, issue_serving};
+use kruise_admission::pod_chain::{KruisePodReadyGate, PodChain, PodMutator};
 use kruise_sidecarset::admission::{SidecarSetInjectionStep, StaticSnapshot};
 use kruise_sidecarset::api::defaults::default_v1beta1;
 use kruise_sidecarset::api::v1beta1::SidecarSet;
@@ -84,7 +84,7 @@ struct Server {
 }
 
 async fn start_server() -> Server {
-    kruise_common::runtime::install_crypto_provider();
+    kruise_runtime::install_crypto_provider();
     let now = jiff::Timestamp::now();
     let ca = generate_ca("bench-ca", now, Duration::from_secs(3600)).unwrap();
     let (cert, key) = issue_serving(
@@ -106,7 +106,7 @@ async fn start_server() -> Server {
         Arc::new(SidecarSetInjectionStep::new(snapshot)),
     ]);
     let shutdown = CancellationToken::new();
-    let server = kruise_common::admission::serve(
+    let server = kruise_admission::serve(
         "127.0.0.1:0".parse().unwrap(),
         AdmissionRoutes::new().handler(chain),
         tls,

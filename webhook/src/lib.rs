@@ -6,9 +6,9 @@
 //! (deletion protection of namespaces, CRDs, Deployments, …), served whether or not the pod
 //! chain is. Each family's own CRD webhooks stay in its binary.
 //!
-//! The families it composes are the ones in [`registry`], the one list of kruise-rs
-//! families (a Cargo feature each). In the library so that hosts such as
-//! `kruise-playground up` run it in-process.
+//! The families it composes are the ones in [`registry`], the families that lend it steps
+//! (a Cargo feature each). In the library so that hosts such as `kruise-playground up` run
+//! it in-process.
 
 pub mod pod_readiness;
 pub mod registry;
@@ -16,17 +16,17 @@ pub mod registry;
 use std::sync::Arc;
 
 use clap::Args;
-use kruise_common::admission::AdmissionRoutes;
-use kruise_common::admission::pod_chain::{
+use kruise_admission::AdmissionRoutes;
+use kruise_admission::pod_chain::{
     KruisePodReadyGate, PodChain, PodMutator, PodValidator, ValidatingPodChain,
 };
-use kruise_common::admission::publish::{self, Owned};
-use kruise_common::admission::runner::{self, AdmissionFlags};
-use kruise_common::family::{
+use kruise_admission::publish::{self, Owned};
+use kruise_admission::runner::{self, AdmissionFlags};
+use kruise_core::featuregate::FeatureGates;
+use kruise_runtime::family::{
     Family, Lent, LentWebhooks, LiveCluster, PodStep, PodValidatorStep, StepContext,
 };
-use kruise_common::featuregate::FeatureGates;
-use kruise_common::runtime::{Binary, Context, Flags, Metrics};
+use kruise_runtime::{Binary, Context, Flags, Metrics};
 
 /// The name `--controllers` takes for kruise-webhook.
 pub const NAME: &str = "webhook";
@@ -176,7 +176,7 @@ pub fn binary() -> Binary<WebhookArgs> {
         .manifests(manifests)
         .every_replica(|ctx: Context<WebhookArgs>| async move {
             if let Some(dir) = &ctx.args.protection_log_path {
-                kruise_common::runtime::protection_log::init(dir)?;
+                kruise_admission::protection_log::init(dir)?;
             }
             let refresh = Arc::new(tokio::sync::Notify::new());
             let steps = StepContext {

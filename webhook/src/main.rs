@@ -2,8 +2,8 @@
 //! families of `kruise_webhook::registry` lend it.
 
 #[global_allocator]
-static ALLOCATOR: kruise_common::runtime::Allocator = kruise_common::runtime::Allocator;
+static ALLOCATOR: kruise_runtime::Allocator = kruise_runtime::Allocator;
 
 fn main() -> std::process::ExitCode {
-    kruise_common::family::main(kruise_webhook::family)
+    kruise_runtime::family::main(kruise_webhook::family)
 }

@@ -5,7 +5,7 @@
 
 use futures::StreamExt as _;
 use k8s_openapi::api::core::v1::Pod;
-use kruise_common::api::keys::KRUISE_POD_READY;
+use kruise_core::api::keys::KRUISE_POD_READY;
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::{WatchStreamExt as _, watcher};
 use kube::{Client, ResourceExt as _};

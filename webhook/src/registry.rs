@@ -1,44 +1,13 @@
-//! The one list of kruise-rs families. kruise-webhook composes its pod chain from the steps
-//! they lend, `kruise-playground up` runs them in-process (in this order), and CI builds
-//! each one's binary and runs its kubectl scenarios (`kruise-playground families`).
-//!
-//! Adding a family is one entry in [`FAMILIES`], behind a Cargo feature of this crate of
-//! the family's name (on by default), so a kruise-webhook built without it carries none of
-//! its code. The list lives here because kruise-webhook is the one binary that composes
-//! across families; no family depends on this crate, so there is no cycle.
+//! The families that lend kruise-webhook steps (pod-chain steps, pod validators, handlers
+//! for built-in kinds), each behind a Cargo feature of this crate of the family's name (on
+//! by default), so a kruise-webhook built without it carries none of its code. The list of
+//! every family is `kruise-playground`'s registry, which checks that this one matches it.
 
-use kruise_common::family::{Family, Lent, LentWebhooks, PodStep, PodValidatorStep};
+use kruise_runtime::family::{Lent, LentWebhooks, PodStep, PodValidatorStep};
 
-/// Each family's registration (its `binary::family`), in start order. kruise-webhook
-/// comes last: it serves the pod chain the others lend steps to.
-pub const FAMILIES: &[fn() -> anyhow::Result<Family>] = &[
-    #[cfg(feature = "cloneset")]
-    kruise_cloneset::binary::family,
-    #[cfg(feature = "sidecarset")]
-    kruise_sidecarset::binary::family,
-    #[cfg(feature = "statefulset")]
-    kruise_statefulset::binary::family,
-    #[cfg(feature = "broadcastjob")]
-    kruise_broadcastjob::binary::family,
-    #[cfg(feature = "imagepull")]
-    kruise_imagepull::binary::family,
-    #[cfg(feature = "daemonset")]
-    kruise_daemonset::binary::family,
-    #[cfg(feature = "crr")]
-    kruise_crr::binary::family,
-    #[cfg(feature = "protection")]
-    kruise_protection::binary::family,
-    crate::family,
-];
-
-/// Every family of [`FAMILIES`], built.
-pub fn families() -> anyhow::Result<Vec<Family>> {
-    FAMILIES.iter().map(|family| family()).collect()
-}
-
-/// What each family of [`FAMILIES`] lends kruise-webhook (its `binary::LENT`, which its
-/// `family()` registers too), in the same order, for the families that lend anything.
-/// kruise-webhook composes its chains from this list, never from [`FAMILIES`]: building a
+/// What each lending family lends kruise-webhook (its `binary::LENT`, which its `family()`
+/// registers too), in the registry's order, kruise-webhook's own last. kruise-webhook
+/// composes its chains from this list, never from the families themselves: building a
 /// family would link its controllers and binary into kruise-webhook.
 pub const LENDERS: &[Lent] = &[
     #[cfg(feature = "sidecarset")]
@@ -50,7 +19,7 @@ pub const LENDERS: &[Lent] = &[
     crate::LENT,
 ];
 
-/// The validating pod-chain steps the families lend kruise-webhook, in [`FAMILIES`] order.
+/// The validating pod-chain steps the families lend kruise-webhook, in the registry's order.
 pub fn pod_validators() -> Vec<PodValidatorStep> {
     LENDERS
         .iter()
@@ -60,7 +29,7 @@ pub fn pod_validators() -> Vec<PodValidatorStep> {
 }
 
 /// The admission handlers for other kinds the families lend kruise-webhook, in
-/// [`FAMILIES`] order.
+/// the registry's order.
 pub fn lent_webhooks() -> Vec<LentWebhooks> {
     LENDERS
         .iter()
@@ -69,7 +38,7 @@ pub fn lent_webhooks() -> Vec<LentWebhooks> {
         .collect()
 }
 
-/// The pod-chain steps the families lend kruise-webhook, in [`FAMILIES`] order.
+/// The pod-chain steps the families lend kruise-webhook, in the registry's order.
 pub fn pod_steps() -> Vec<PodStep> {
     LENDERS
         .iter()
@@ -78,78 +47,12 @@ pub fn pod_steps() -> Vec<PodStep> {
         .collect()
 }
 
-#[cfg(test)]
+#[cfg(all(test, feature = "sidecarset", feature = "crr", feature = "protection"))]
 mod tests {
     use super::*;
 
     #[test]
-    fn every_family_has_its_own_name_and_binary() {
-        let families = families().unwrap();
-        let names: Vec<&str> = families.iter().map(Family::name).collect();
-        let mut distinct = names.clone();
-        distinct.sort();
-        distinct.dedup();
-        assert_eq!(distinct.len(), names.len(), "{names:?}");
-        for family in &families {
-            assert_eq!(
-                family.binary_name(),
-                format!("kruise-{}", family.name()),
-                "a family's binary is kruise-<name>"
-            );
-        }
-        assert_eq!(names.last(), Some(&crate::NAME));
-    }
-
-    #[test]
-    fn the_lenders_are_what_the_families_lend_in_their_order() {
-        let lent_by_families: Vec<Vec<&str>> = families()
-            .unwrap()
-            .iter()
-            .map(Family::lent_step_names)
-            .filter(|names| !names.is_empty())
-            .collect();
-        let lenders: Vec<Vec<&str>> = LENDERS.iter().map(Lent::names).collect();
-        assert_eq!(lenders, lent_by_families);
-    }
-
-    #[test]
-    fn exactly_one_family_hosts_the_pod_chain() {
-        let hosts: Vec<&str> = families()
-            .unwrap()
-            .iter()
-            .filter(|f| f.is_pod_chain_host())
-            .map(Family::name)
-            .collect();
-        assert_eq!(hosts, [crate::NAME]);
-    }
-
-    #[cfg(all(
-        feature = "cloneset",
-        feature = "sidecarset",
-        feature = "statefulset",
-        feature = "broadcastjob",
-        feature = "imagepull",
-        feature = "daemonset",
-        feature = "crr",
-        feature = "protection"
-    ))]
-    #[test]
-    fn the_default_build_registers_every_family_and_their_steps() {
-        let names: Vec<&str> = families().unwrap().iter().map(Family::name).collect();
-        assert_eq!(
-            names,
-            [
-                "cloneset",
-                "sidecarset",
-                "statefulset",
-                "broadcastjob",
-                "imagepull",
-                "daemonset",
-                "crr",
-                "protection",
-                "webhook"
-            ]
-        );
+    fn the_default_build_composes_every_lent_step() {
         let steps: Vec<&str> = pod_steps().iter().map(|s| s.name).collect();
         assert_eq!(steps, ["sidecarset", "crr", "protection", crate::WORKLOADS]);
         let validators: Vec<&str> = pod_validators().iter().map(|s| s.name).collect();

@@ -7,8 +7,8 @@
 
 use std::sync::Arc;
 
-use kruise_common::admission::AdmissionRoutes;
-use kruise_common::admission::pod_chain::{KruisePodReadyGate, PodChain, PodMutator};
+use kruise_admission::AdmissionRoutes;
+use kruise_admission::pod_chain::{KruisePodReadyGate, PodChain, PodMutator};
 use kruise_sidecarset::admission::{SidecarSetInjectionStep, StaticSnapshot};
 use kruise_sidecarset::api::v1beta1::SidecarSet;
 use proptest::prelude::*;

@@ -29,7 +29,7 @@ use k8s_openapi::api::admissionregistration::v1::{
 use k8s_openapi::api::core::v1::{Namespace, Pod, Secret, Service};
 use k8s_openapi::serde::Serialize;
 use k8s_openapi::serde::de::DeserializeOwned;
-use kruise_common::admission::certs;
+use kruise_admission::certs;
 use kruise_sidecarset::api::v1beta1::SidecarSet;
 use kruise_sim::SimConfig;
 use kruise_sim::webhooks::WebhookDispatcher;

@@ -24,15 +24,15 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-pub use kruise_common::api::job::{CompletionPolicy, CompletionPolicyType};
+pub use kruise_core::api::job::{CompletionPolicy, CompletionPolicyType};
 
-pub(crate) use kruise_common::api::serde_helpers::{
+pub(crate) use kruise_core::api::serde_helpers::{
     is_default, is_false, is_zero_i32, preserve_unknown_fields,
 };
-pub(crate) use kruise_common::string_enum;
+pub(crate) use kruise_core::string_enum;
 
 /// API group of both kinds.
-pub const GROUP: &str = kruise_common::api::version::APPS_GROUP;
+pub const GROUP: &str = kruise_core::api::version::APPS_GROUP;
 /// BroadcastJob's kind name.
 pub const BROADCASTJOB_KIND: &str = "BroadcastJob";
 /// AdvancedCronJob's kind name.

@@ -12,11 +12,11 @@
 use k8s_openapi::api::core::v1::PodTemplateSpec;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
-use kruise_common::api::field::{FieldError, Path};
-use kruise_common::api::podtemplate::validate_pod_template;
+use kruise_compat::field::{FieldError, Path};
+use kruise_compat::podtemplate::validate_pod_template;
 use serde_json::Value;
 
-pub use kruise_common::api::field::{ErrorList, bracketed as to_message};
+pub use kruise_compat::field::{ErrorList, bracketed as to_message};
 
 use super::v1beta1::{AdvancedCronJob, BroadcastJob, BroadcastJobSpec};
 use super::{BROADCASTJOB_NAME_LABEL, BROADCASTJOB_UID_LABEL, CompletionPolicyType};
@@ -156,7 +156,7 @@ pub fn validate_broadcastjob_spec(spec: &BroadcastJobSpec, path: &Path) -> Error
     {
         errors.push(FieldError::invalid(
             template.child("metadata").child("labels"),
-            kruise_common::api::field::BadValue::json(labels),
+            kruise_compat::field::BadValue::json(labels),
             format!(
                 "\"{BROADCASTJOB_NAME_LABEL}\" and \"{BROADCASTJOB_UID_LABEL}\" are not allowed to preset in pod labels"
             ),
@@ -180,7 +180,7 @@ fn validate_parallelism(parallelism: &IntOrString, path: &Path) -> ErrorList {
     }
     vec![FieldError::invalid(
         path,
-        kruise_common::api::field::BadValue::json(parallelism),
+        kruise_compat::field::BadValue::json(parallelism),
         "must be a non-negative integer or a percent (e.g. 50%)",
     )]
 }
@@ -344,7 +344,7 @@ fn validate_image_list(template: &Value, path: &Path) -> ErrorList {
         .and_then(Value::as_array)
         .map(|a| a.iter().filter_map(Value::as_str).collect())
         .unwrap_or_default();
-    let shown = kruise_common::api::field::BadValue::json(&images);
+    let shown = kruise_compat::field::BadValue::json(&images);
     let detail = if images.is_empty() {
         "image can not be empty"
     } else if images.len() > 255 {

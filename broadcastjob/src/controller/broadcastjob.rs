@@ -9,7 +9,7 @@
 //!   by affinity counts before the scheduler binds it); while one is pending the planner
 //!   does nothing.
 //! * **Slow start.** Pod creations go out in batches of 1, 2, 4, … and stop at the first
-//!   failure (`kruise_common::runtime::execute`).
+//!   failure (`kruise_runtime::execute`).
 //! * **Deadlines hold across restarts** (K#1409): every reconcile requeues for
 //!   `activeDeadlineSeconds` from `status.startTime`, and a new leader reconciles every job.
 
@@ -21,15 +21,13 @@ use std::time::Duration;
 
 use futures::StreamExt as _;
 use k8s_openapi::api::core::v1::{Node, Pod};
-use kruise_common::expectations::{
-    Satisfaction, ScaleAction, ScaleExpectations, SharedExpectations,
-};
-use kruise_common::runtime::errors::{ShellError, WriteError, is_not_found};
-use kruise_common::runtime::events::{EventQueue, EventRecord, Recorder, pod_reference};
-use kruise_common::runtime::execute::{Lane, Scheduled, WRITE_CONCURRENCY, execute};
-use kruise_common::runtime::status::write_status_if_changed;
-use kruise_common::runtime::watch::Watch;
-use kruise_common::runtime::{RunOptions, run_controller, warm_until_leading};
+use kruise_core::expectations::{Satisfaction, ScaleAction, ScaleExpectations, SharedExpectations};
+use kruise_runtime::errors::{ShellError, WriteError, is_not_found};
+use kruise_runtime::events::{EventQueue, EventRecord, Recorder, pod_reference};
+use kruise_runtime::execute::{Lane, Scheduled, WRITE_CONCURRENCY, execute};
+use kruise_runtime::status::write_status_if_changed;
+use kruise_runtime::watch::Watch;
+use kruise_runtime::{RunOptions, run_controller, warm_until_leading};
 use kube::api::{Api, DeleteParams, PostParams};
 use kube::runtime::controller::{Action as Requeue, Controller};
 use kube::runtime::reflector::{ObjectRef, Store};
@@ -104,9 +102,9 @@ pub async fn run(client: Client, settings: Settings, opts: RunOptions) {
 /// The node events whose fit-relevant fields changed, every first sight of a node, and every
 /// deletion (the reflector has dropped the node from `store` by the time its event passes).
 fn only_fit_changes(
-    nodes: kruise_common::runtime::watch::TouchedStream<Node>,
+    nodes: kruise_runtime::watch::TouchedStream<Node>,
     store: Store<Node>,
-) -> kruise_common::runtime::watch::TouchedStream<Node> {
+) -> kruise_runtime::watch::TouchedStream<Node> {
     let seen: Arc<Mutex<HashMap<String, u64>>> = Arc::default();
     nodes
         .filter(move |event| {
@@ -202,7 +200,7 @@ async fn reconcile(original: Arc<BroadcastJob>, shared: Arc<Shared>) -> Result<R
     let namespace = original.namespace().unwrap_or_default();
     let key = format!("{namespace}/{}", original.name_any());
     let mut reference = original.object_ref(&());
-    reference.api_version = Some(kruise_common::api::version::APPS_V1BETA1.into());
+    reference.api_version = Some(kruise_core::api::version::APPS_V1BETA1.into());
     reference.kind = Some(BROADCASTJOB_KIND.into());
     let recorder = Recorder::new(&shared.recorder, reference);
 
@@ -231,7 +229,7 @@ async fn reconcile(original: Arc<BroadcastJob>, shared: Arc<Shared>) -> Result<R
         .into_iter()
         .filter(|p| {
             p.metadata.namespace.as_deref() == Some(namespace.as_str())
-                && kruise_common::pods::is_controlled_by(&p.metadata, &uid)
+                && kruise_core::pods::is_controlled_by(&p.metadata, &uid)
         })
         .collect();
     match observe_expectations(&shared, &key, &pods, now)? {

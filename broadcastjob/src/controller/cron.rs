@@ -12,11 +12,11 @@ use std::sync::Arc;
 
 use futures::FutureExt as _;
 use k8s_openapi::api::batch::v1::Job;
-use kruise_common::runtime::errors::{ShellError, WriteError, is_already_exists, is_not_found};
-use kruise_common::runtime::events::{EventQueue, EventRecord, Recorder};
-use kruise_common::runtime::status::write_status_if_changed;
-use kruise_common::runtime::watch::{DecodeGuard, Watch};
-use kruise_common::runtime::{RunOptions, run_controller, warm_until_leading};
+use kruise_runtime::errors::{ShellError, WriteError, is_already_exists, is_not_found};
+use kruise_runtime::events::{EventQueue, EventRecord, Recorder};
+use kruise_runtime::status::write_status_if_changed;
+use kruise_runtime::watch::{DecodeGuard, Watch};
+use kruise_runtime::{RunOptions, run_controller, warm_until_leading};
 use kube::api::{Api, DeleteParams, PostParams};
 use kube::runtime::controller::{Action as Requeue, Controller};
 use kube::runtime::reflector::Store;
@@ -51,8 +51,8 @@ struct Shared {
 
 /// Whether an AdvancedCronJob (either version) controls the object.
 fn controlled_by_cron(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> bool {
-    kruise_common::pods::controller_ref(meta).is_some_and(|o| {
-        o.kind == ADVANCEDCRONJOB_KIND && kruise_common::pods::api_group(&o.api_version) == GROUP
+    kruise_core::pods::controller_ref(meta).is_some_and(|o| {
+        o.kind == ADVANCEDCRONJOB_KIND && kruise_core::pods::api_group(&o.api_version) == GROUP
     })
 }
 
@@ -128,7 +128,7 @@ where
         .iter()
         .filter(|o| {
             o.meta().namespace.as_deref() == Some(namespace)
-                && kruise_common::pods::is_controlled_by(o.meta(), uid)
+                && kruise_core::pods::is_controlled_by(o.meta(), uid)
         })
         .map(|o| child(o))
         .collect()
@@ -138,7 +138,7 @@ async fn reconcile(original: Arc<AdvancedCronJob>, shared: Arc<Shared>) -> Resul
     let now = (shared.settings.clock)();
     let namespace = original.namespace().unwrap_or_default();
     let mut reference = original.object_ref(&());
-    reference.api_version = Some(kruise_common::api::version::APPS_V1BETA1.into());
+    reference.api_version = Some(kruise_core::api::version::APPS_V1BETA1.into());
     reference.kind = Some(ADVANCEDCRONJOB_KIND.into());
     let recorder = Recorder::new(&shared.recorder, reference);
 

@@ -1,5 +1,5 @@
-use kruise_common::admission::Converter;
-use kruise_common::api::version::{APPS_V1ALPHA1, APPS_V1BETA1};
+use kruise_admission::Converter;
+use kruise_core::api::version::{APPS_V1ALPHA1, APPS_V1BETA1};
 use pretty_assertions::assert_eq;
 use proptest::prelude::*;
 use serde_json::{Value, json};

@@ -18,8 +18,8 @@ use k8s_openapi::api::core::v1::{
     Affinity, Node, NodeAffinity, NodeSelector, NodeSelectorRequirement, NodeSelectorTerm, Pod,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
-use kruise_common::api::value_from_int_or_percent;
-use kruise_common::api::version::APPS_V1BETA1;
+use kruise_core::api::value_from_int_or_percent;
+use kruise_core::api::version::APPS_V1BETA1;
 
 use super::PlanEvent;
 use super::fit::fits;

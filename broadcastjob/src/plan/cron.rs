@@ -24,7 +24,7 @@ use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
-use kruise_common::api::version::APPS_V1BETA1;
+use kruise_core::api::version::APPS_V1BETA1;
 
 use super::schedule;
 use super::{EventType, PlanEvent};

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::core::v1::{
     Node, NodeSelectorRequirement, NodeSelectorTerm, PodSpec, Taint, Toleration,
 };
-use kruise_common::inplace::quantity::{Nanos, parse_quantity};
+use kruise_compat::quantity::{Nanos, parse_nanos};
 
 /// The taint an unschedulable node is treated as having.
 const UNSCHEDULABLE_TAINT: &str = "node.kubernetes.io/unschedulable";
@@ -198,13 +198,13 @@ fn fits_resources(spec: &PodSpec, node: &Node) -> Result<(), Misfit> {
     };
     if allocatable
         .get("pods")
-        .and_then(|q| parse_quantity(&q.0))
+        .and_then(|q| parse_nanos(&q.0))
         .is_some_and(|pods| pods < 1_000_000_000)
     {
         return Err(Misfit::Insufficient("pods".into()));
     }
     for resource in ["cpu", "memory"] {
-        let Some(available) = allocatable.get(resource).and_then(|q| parse_quantity(&q.0)) else {
+        let Some(available) = allocatable.get(resource).and_then(|q| parse_nanos(&q.0)) else {
             continue;
         };
         if requested(spec, resource) > available {
@@ -220,7 +220,7 @@ fn requested(spec: &PodSpec, resource: &str) -> Nanos {
             .as_ref()
             .and_then(|r| r.requests.as_ref())
             .and_then(|r| r.get(resource))
-            .and_then(|q| parse_quantity(&q.0))
+            .and_then(|q| parse_nanos(&q.0))
             .unwrap_or(0)
     };
     let containers: Nanos = spec.containers.iter().map(of).sum();

@@ -12,7 +12,7 @@ use k8s_openapi::api::core::v1::Pod;
 use kruise_broadcastjob::api::v1beta1::{AdvancedCronJob, BroadcastJob};
 use kruise_broadcastjob::controller::{self, Settings};
 use kruise_broadcastjob::plan::broadcastjob::PodBinding;
-use kruise_common::runtime::{Metrics, Readiness, RunOptions};
+use kruise_runtime::{Metrics, Readiness, RunOptions};
 use kruise_sim::Sim;
 use kube::Client;
 use kube::api::{Api, ListParams};
@@ -119,7 +119,7 @@ impl Controllers {
     pub fn cron_reconciles(&self) -> u64 {
         self.metrics
             .reconcile_total
-            .get_or_create(&kruise_common::runtime::metrics::ResultLabel {
+            .get_or_create(&kruise_runtime::metrics::ResultLabel {
                 controller: controller::ADVANCEDCRONJOB_CONTROLLER.into(),
                 result: "success".into(),
             })

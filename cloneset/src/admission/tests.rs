@@ -1,16 +1,16 @@
 //! The template defaults against OpenKruise's own results. Expected values were printed by a
 //! Go program running OpenKruise's `SetDefaultsCloneSet` template steps, Kubernetes'
 //! `HashControllerRevision` and OpenKruise's VCT hasher on k8s.io/kubernetes v1.32.10 (the
-//! version OpenKruise builds with): `cloneset/tests/fixtures/openkruise/expected-values`.
+//! version OpenKruise builds with): `testkit/oracles`.
 
 use k8s_openapi::api::apps::v1::ControllerRevision;
-use kruise_common::api::keys::CLONESET_VCT_HASH_KEY;
+use kruise_core::api::keys::CLONESET_VCT_HASH_KEY;
 use serde_json::{Value, json};
 
 use super::MutateCloneSet;
 use crate::api::v1beta1;
 use crate::plan::{RevisionWrite, plan_revisions};
-use kruise_common::admission::crd_webhooks::Defaulting as _;
+use kruise_admission::crd_webhooks::Defaulting as _;
 
 /// OpenKruise's `config/samples/apps_v1alpha1_cloneset.yaml`, with a claim template added.
 fn sample(template: Value) -> Value {
@@ -119,11 +119,11 @@ fn template_no_defaults_leaves_the_template_and_claims_alone() {
 #[test]
 fn every_template_default_as_openkruise_stores_it() {
     let template: Value = serde_json::from_str(include_str!(
-        "../../../common/src/api/pod_defaults/rich_template.json"
+        "../../../compat/src/pod_defaults/rich_template.json"
     ))
     .unwrap();
     let expected: Value = serde_json::from_str(include_str!(
-        "../../../common/src/api/pod_defaults/rich_template.openkruise.json"
+        "../../../compat/src/pod_defaults/rich_template.openkruise.json"
     ))
     .unwrap();
     let mut object = sample(template);

@@ -1,10 +1,10 @@
 //! The CloneSet `CustomResourceDefinition`: both versions served, `v1beta1` stored.
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-pub use kruise_common::api::crd::CrdError;
-use kruise_common::api::crd::{AGE_COLUMN, CrdBuilder, PrinterColumn, ScaleSubresource};
-use kruise_common::api::crd_fields;
-use kruise_common::api::version::V1BETA1;
+pub use kruise_core::api::crd::CrdError;
+use kruise_core::api::crd::{AGE_COLUMN, CrdBuilder, PrinterColumn, ScaleSubresource};
+use kruise_core::api::crd_fields;
+use kruise_core::api::version::V1BETA1;
 use kube::CustomResourceExt;
 
 use super::KIND;
@@ -106,7 +106,7 @@ pub fn crd() -> Result<CustomResourceDefinition, CrdError> {
 }
 
 /// Where the generated schema deliberately validates differently from OpenKruise's
-/// published CRD (`<version> <path>` of `kruise_common::api::crd_fields`).
+/// published CRD (`<version> <path>` of `kruise_core::api::crd_fields`).
 pub const DELIBERATE_SCHEMA_DIFFERENCES: &[&str] = &[];
 
 #[cfg(test)]
@@ -206,8 +206,8 @@ mod tests {
             .lines()
             .map(str::to_string)
             .collect();
-        let diffs = kruise_common::api::crd_fields::differences(
-            &kruise_common::api::crd_fields::field_list(&ours),
+        let diffs = kruise_core::api::crd_fields::differences(
+            &kruise_core::api::crd_fields::field_list(&ours),
             &theirs,
             DELIBERATE_SCHEMA_DIFFERENCES,
         );

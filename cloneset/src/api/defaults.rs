@@ -4,10 +4,10 @@
 //! The pod and claim template defaults OpenKruise's webhook also injects (unless
 //! `TemplateNoDefaults`) depend on the request (CREATE, or an UPDATE changing the template)
 //! and are applied by [`crate::admission::MutateCloneSet`] with
-//! `kruise_common::api::pod_defaults`.
+//! `kruise_compat::pod_defaults`.
 
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
-use kruise_common::api::InPlaceUpdateStrategy;
+use kruise_core::api::InPlaceUpdateStrategy;
 
 use super::{DEFAULT_MAX_UNAVAILABLE, DEFAULT_REVISION_HISTORY_LIMIT, v1alpha1, v1beta1};
 

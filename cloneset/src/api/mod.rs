@@ -18,7 +18,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 /// API group of CloneSet.
-pub const GROUP: &str = kruise_common::api::version::APPS_GROUP;
+pub const GROUP: &str = kruise_core::api::version::APPS_GROUP;
 /// Kind name.
 pub const KIND: &str = "CloneSet";
 /// Default `updateStrategy.maxUnavailable`.
@@ -117,7 +117,7 @@ pub mod condition {
     pub const REASON_AVAILABLE: &str = "CloneSetAvailable";
 }
 
-pub(crate) use kruise_common::api::serde_helpers::{
+pub(crate) use kruise_core::api::serde_helpers::{
     is_false, is_zero_i32, is_zero_i64, preserve_unknown_fields,
 };
-pub(crate) use kruise_common::string_enum;
+pub(crate) use kruise_core::string_enum;

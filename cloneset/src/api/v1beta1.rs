@@ -3,7 +3,7 @@
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, PodTemplateSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
-use kruise_common::api::{
+use kruise_core::api::{
     InPlaceUpdateStrategy, Lifecycle, UpdatePriorityStrategy, UpdateScatterTerm,
 };
 use kube::CustomResource;

@@ -12,14 +12,14 @@ use std::collections::{BTreeMap, BTreeSet};
 use k8s_openapi::api::core::v1::{PodSpec, PodTemplateSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
-use kruise_common::api::field::{BadValue, DNS1123_SUBDOMAIN_MESSAGE, Path, is_dns1123_subdomain};
-pub use kruise_common::api::field::{ErrorList, FieldError, bracketed as to_message};
-use kruise_common::api::intstr::scaled_value_from_int_or_percent;
-use kruise_common::api::podtemplate::validate_pod_template_with_claims;
-use kruise_common::api::strategy::validate_scatter;
-use kruise_common::api::{InPlaceUpdateStrategy, UpdatePriorityStrategy, UpdateScatterTerm};
-use kruise_common::inplace::{DiffOpKind, json_diff};
-use kruise_common::pods::selector::selector_matches;
+use kruise_compat::field::{BadValue, DNS1123_SUBDOMAIN_MESSAGE, Path, is_dns1123_subdomain};
+pub use kruise_compat::field::{ErrorList, FieldError, bracketed as to_message};
+use kruise_compat::podtemplate::validate_pod_template_with_claims;
+use kruise_core::api::intstr::scaled_value_from_int_or_percent;
+use kruise_core::api::strategy::validate_scatter;
+use kruise_core::api::{InPlaceUpdateStrategy, UpdatePriorityStrategy, UpdateScatterTerm};
+use kruise_core::inplace::{DiffOpKind, json_diff};
+use kruise_core::pods::selector::selector_matches;
 
 use super::{v1alpha1, v1beta1};
 

@@ -1,8 +1,8 @@
 //! The reconcile's errors, one variant per step (and per kind of write in the execute step).
 
-use kruise_common::runtime::ReconcileError;
-use kruise_common::runtime::controller::is_invalid;
-use kruise_common::runtime::errors::{ShellError, WriteError};
+use kruise_runtime::ReconcileError;
+use kruise_runtime::controller::is_invalid;
+use kruise_runtime::errors::{ShellError, WriteError};
 
 /// Which step of a reconcile failed. Categories label `controller_runtime_reconcile_errors`.
 #[derive(Debug, thiserror::Error)]
@@ -97,7 +97,7 @@ mod tests {
         assert_eq!(conflict.category(), "update_cloneset");
         let other = Error::CreatePod(WriteError {
             name: "web-abcde".into(),
-            source: kruise_common::runtime::errors::not_found("pod web-abcde"),
+            source: kruise_runtime::errors::not_found("pod web-abcde"),
         });
         assert!(!other.is_conflict());
         assert_eq!(other.category(), "create_pods");

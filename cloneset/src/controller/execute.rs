@@ -1,5 +1,5 @@
 //! The execute step: each planned [`Action`] as its API writes, run by the shared executor
-//! (`kruise_common::runtime::execute`: slow-start creations, per-pod write groups, bounded
+//! (`kruise_runtime::execute`: slow-start creations, per-pod write groups, bounded
 //! concurrency, first-error stop). Nothing is decided here and no clock is read: statuses
 //! and timestamps come in the plan.
 
@@ -9,14 +9,14 @@ use std::sync::Arc;
 use k8s_openapi::api::apps::v1::ControllerRevision;
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, PodStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use kruise_common::api::keys::SPECIFIED_DELETE_KEY;
-use kruise_common::expectations::ScaleAction;
-use kruise_common::pods::{CachedPod, PodView as _};
-use kruise_common::runtime::errors::{ShellError, WriteError, not_found};
-use kruise_common::runtime::events::{EventRecord, pod_reference};
-use kruise_common::runtime::execute::{Lane, Outcomes, Scheduled, WRITE_CONCURRENCY, execute};
-use kruise_common::runtime::writes::{Writer, Written};
-use kruise_common::runtime::{is_already_exists, is_not_found};
+use kruise_core::api::keys::SPECIFIED_DELETE_KEY;
+use kruise_core::expectations::ScaleAction;
+use kruise_core::pods::{CachedPod, PodView as _};
+use kruise_runtime::errors::{ShellError, WriteError, not_found};
+use kruise_runtime::events::{EventRecord, pod_reference};
+use kruise_runtime::execute::{Lane, Outcomes, Scheduled, WRITE_CONCURRENCY, execute};
+use kruise_runtime::writes::{Writer, Written};
+use kruise_runtime::{is_already_exists, is_not_found};
 use kube::ResourceExt as _;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::json;
@@ -212,7 +212,7 @@ impl Exec<'_> {
 
     /// Writes `status`'s changed conditions, together with `meta_patch`'s labels and
     /// annotations, as one strategic-merge patch of the status subresource (see
-    /// `kruise_common::pods::status_patch`). Nothing when nothing changes.
+    /// `kruise_core::pods::status_patch`). Nothing when nothing changes.
     async fn patch_pod_status(
         &self,
         name: &str,
@@ -222,7 +222,7 @@ impl Exec<'_> {
         let Some(cached) = self.cached_pod(name) else {
             return Err(Error::update_pod(name, not_found(&format!("pod {name}"))));
         };
-        let body = kruise_common::pods::status_patch(cached, status, meta_patch).map_err(|e| {
+        let body = kruise_core::pods::status_patch(cached, status, meta_patch).map_err(|e| {
             Error::Encode {
                 name: name.to_string(),
                 source: e,
@@ -486,7 +486,7 @@ impl Exec<'_> {
 mod tests {
     use super::*;
     use crate::controller::{Caches, Settings, Shared};
-    use kruise_common::runtime::events::EventQueue;
+    use kruise_runtime::events::EventQueue;
 
     /// A client whose every request fails to connect: any write that went out would fail
     /// with a transport error, not the expectations error.
@@ -498,7 +498,7 @@ mod tests {
     #[tokio::test]
     async fn a_poisoned_expectations_lock_lets_no_create_or_delete_through() {
         let client = unreachable_client();
-        let metrics = kruise_common::runtime::Metrics::new();
+        let metrics = kruise_runtime::Metrics::new();
         let caches = Caches {
             pods: kube::runtime::reflector::store().0,
             pvcs: kube::runtime::reflector::store().0,

@@ -6,12 +6,12 @@ use std::sync::Arc;
 use jiff::Timestamp;
 use k8s_openapi::api::apps::v1::ControllerRevision;
 use k8s_openapi::api::core::v1::PersistentVolumeClaim;
-use kruise_common::expectations::{Satisfaction, ScaleAction};
-use kruise_common::pods::CachedPod;
+use kruise_core::expectations::{Satisfaction, ScaleAction};
+use kruise_core::pods::CachedPod;
 use kube::runtime::reflector::{self, Store};
 use kube::{Resource as _, ResourceExt as _};
 
-use kruise_common::runtime::errors::ShellError;
+use kruise_runtime::errors::ShellError;
 
 use super::{Error, Shared};
 use crate::api::v1beta1::CloneSet;
@@ -52,7 +52,7 @@ pub(super) async fn observe(
     let uid = cs.uid().unwrap_or_default();
     let history = objects_in(&caches.revisions, &namespace)
         .into_iter()
-        .filter(|r| kruise_common::pods::is_controlled_by(&r.metadata, &uid))
+        .filter(|r| kruise_core::pods::is_controlled_by(&r.metadata, &uid))
         .map(|r| (*r).clone())
         .collect();
     let satisfaction = shared

@@ -7,8 +7,8 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kruise_common::api::field::{Path, aggregate};
-use kruise_common::api::podtemplate::validate_template_metadata;
+use kruise_compat::field::{Path, aggregate};
+use kruise_compat::podtemplate::validate_template_metadata;
 use serde_json::Value;
 
 /// The API server's refusal (422 Invalid, worded as kube-apiserver words it) of the pod
@@ -64,8 +64,8 @@ fn merge_map(map: &mut Option<BTreeMap<String, String>>, patch: Option<&Value>) 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use kruise_common::api::podtemplate::MAX_ANNOTATIONS_BYTES;
-    use kruise_common::runtime::controller::is_invalid;
+    use kruise_compat::podtemplate::MAX_ANNOTATIONS_BYTES;
+    use kruise_runtime::controller::is_invalid;
     use serde_json::json;
 
     fn meta(annotations: serde_json::Value) -> ObjectMeta {

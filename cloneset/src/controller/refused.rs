@@ -7,7 +7,7 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use jiff::Timestamp;
-use kruise_common::runtime::controller::invalid_write_backoff;
+use kruise_runtime::controller::invalid_write_backoff;
 
 /// Per CloneSet (`namespace/name`): its pod writes the API server refused as invalid.
 #[derive(Debug, Default)]

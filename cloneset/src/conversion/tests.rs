@@ -4,9 +4,9 @@ use std::collections::BTreeMap;
 use crate::api::{CloneSetStatus, v1alpha1, v1beta1};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
-use kruise_common::admission::Converter;
-use kruise_common::api::version::{APPS_V1ALPHA1, APPS_V1BETA1};
-use kruise_common::api::{
+use kruise_admission::Converter;
+use kruise_core::api::version::{APPS_V1ALPHA1, APPS_V1BETA1};
+use kruise_core::api::{
     InPlaceUpdateStrategy, UpdatePriorityOrderTerm, UpdatePriorityStrategy, UpdateScatterTerm,
 };
 use pretty_assertions::assert_eq;
@@ -500,7 +500,7 @@ fn template_and_metadata_carried_byte_for_byte() {
 
 #[test]
 fn converter_serves_reviews() {
-    use kruise_common::admission::conversion::review;
+    use kruise_admission::conversion::review;
     let converters: Vec<std::sync::Arc<dyn Converter>> =
         vec![std::sync::Arc::new(CloneSetConverter)];
     let body = json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "ConversionReview",

@@ -3,10 +3,10 @@
 
 use jiff::Timestamp;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
-use kruise_common::api::LifecycleState;
-use kruise_common::api::intstr::{calculate_partition_replicas, value_from_int_or_percent};
-use kruise_common::pods::{CachedPod, PodView};
-use kruise_common::pods::{
+use kruise_core::api::LifecycleState;
+use kruise_core::api::intstr::{calculate_partition_replicas, value_from_int_or_percent};
+use kruise_core::pods::{CachedPod, PodView};
+use kruise_core::pods::{
     is_pod_available as k8s_available, lifecycle_state, pod_condition, pod_phase, pod_revision,
 };
 use serde::Serialize;
@@ -50,7 +50,7 @@ pub fn is_pod_update_ready<P: PodView + ?Sized>(
     if pod_phase(pod) != "Running" || !k8s_available(pod, min_ready_seconds, now) {
         return false;
     }
-    pod_condition(pod, kruise_common::api::keys::INPLACE_UPDATE_READY)
+    pod_condition(pod, kruise_core::api::keys::INPLACE_UPDATE_READY)
         .is_none_or(|c| c.status == "True")
 }
 
@@ -58,7 +58,7 @@ pub fn is_pod_update_ready<P: PodView + ?Sized>(
 pub fn is_available<P: PodView + ?Sized>(pod: &P, min_ready_seconds: i32, now: Timestamp) -> bool {
     matches!(lifecycle_state(pod), None | Some(LifecycleState::Normal))
         && pod
-            .label(kruise_common::api::keys::LIFECYCLE_STATE_KEY)
+            .label(kruise_core::api::keys::LIFECYCLE_STATE_KEY)
             .is_none_or(|s| s.is_empty() || s == "Normal")
         && is_pod_update_ready(pod, min_ready_seconds, now)
 }
@@ -70,12 +70,12 @@ pub fn is_ready<P: PodView + ?Sized>(pod: &P, now: Timestamp) -> bool {
 
 /// Whether the pod's revision label names `revision` (full name or short hash).
 pub fn at_revision<P: PodView + ?Sized>(pod: &P, revision: &str) -> bool {
-    pod_revision(pod).is_some_and(|r| kruise_common::revision::equal_to_revision_hash(r, revision))
+    pod_revision(pod).is_some_and(|r| kruise_core::revision::equal_to_revision_hash(r, revision))
 }
 
 /// Specified delete: the label, or the name in `podsToDelete`.
 pub fn is_specified_delete<P: PodView + ?Sized>(cs: &CloneSet, pod: &P) -> bool {
-    pod.label(kruise_common::api::keys::SPECIFIED_DELETE_KEY)
+    pod.label(kruise_core::api::keys::SPECIFIED_DELETE_KEY)
         .is_some()
         || cs
             .spec

@@ -18,15 +18,15 @@ mod update;
 #[cfg(test)]
 mod tests;
 
-use kruise_common::pods::{CachedPod, LabelsAndFinalizers as _, PodView as _};
+use kruise_core::pods::{CachedPod, LabelsAndFinalizers as _, PodView as _};
 use std::sync::Arc;
 
 use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::api::apps::v1::ControllerRevision;
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, PodStatus};
-use kruise_common::expectations::Satisfaction;
-use kruise_common::inplace::InPlaceWrites;
-use kruise_common::pods::lifecycle::NotReadyChange;
+use kruise_core::expectations::Satisfaction;
+use kruise_core::inplace::InPlaceWrites;
+use kruise_core::pods::lifecycle::NotReadyChange;
 use serde_json::Value;
 
 use crate::api::CloneSetStatus;
@@ -330,25 +330,24 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
     // Claim: only pods controlled by us; release those that stopped matching the selector.
     let mut owned: Vec<&CachedPod> = Vec::new();
     for pod in input.pods.iter().map(|p| &**p) {
-        let matches =
-            kruise_common::pods::selector::selector_matches_by(&selector, |k| pod.label(k))
-                .unwrap_or(false);
-        match kruise_common::pods::claim(pod.meta(), uid, matches, deleting) {
-            kruise_common::pods::ClaimDecision::Owned => owned.push(pod),
-            kruise_common::pods::ClaimDecision::Release => {
-                if kruise_common::pods::is_pod_active(pod) {
+        let matches = kruise_core::pods::selector::selector_matches_by(&selector, |k| pod.label(k))
+            .unwrap_or(false);
+        match kruise_core::pods::claim(pod.meta(), uid, matches, deleting) {
+            kruise_core::pods::ClaimDecision::Owned => owned.push(pod),
+            kruise_core::pods::ClaimDecision::Release => {
+                if kruise_core::pods::is_pod_active(pod) {
                     out.actions.push(Action::ReleasePod {
                         name: pods::name_of(pod).to_string(),
                     });
                 }
             }
-            kruise_common::pods::ClaimDecision::Ignore => {}
+            kruise_core::pods::ClaimDecision::Ignore => {}
         }
     }
     let active: Vec<&CachedPod> = owned
         .iter()
         .copied()
-        .filter(kruise_common::pods::is_pod_active)
+        .filter(kruise_core::pods::is_pod_active)
         .collect();
 
     let mut status = cs.status.clone().unwrap_or_default();
@@ -437,13 +436,13 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
 
     // History.
     let mut history: Vec<ControllerRevision> = input.revisions.to_vec();
-    kruise_common::revision::sort_revisions(&mut history);
+    kruise_core::revision::sort_revisions(&mut history);
     let pod_labels = owned
         .iter()
-        .filter_map(|p| kruise_common::pods::pod_revision(p))
+        .filter_map(|p| kruise_core::pods::pod_revision(p))
         .map(str::to_string)
         .collect();
-    for name in kruise_common::revision::revisions_to_truncate(
+    for name in kruise_core::revision::revisions_to_truncate(
         &history,
         cs.spec
             .revision_history_limit
@@ -503,7 +502,7 @@ fn fold_lifecycle_statuses(actions: &mut Vec<Action>, pods: &[Arc<CachedPod>], n
         {
             let mut base = cached.to_pod();
             if let Some(s) = &merged {
-                kruise_common::pods::merge_conditions(
+                kruise_core::pods::merge_conditions(
                     base.status.get_or_insert_with(Default::default),
                     s,
                 );
@@ -511,10 +510,10 @@ fn fold_lifecycle_statuses(actions: &mut Vec<Action>, pods: &[Arc<CachedPod>], n
             let message = change.message();
             let next = match change {
                 NotReadyChange::Add(_) => {
-                    kruise_common::pods::readiness::add_not_ready_key(&base, &message, now)
+                    kruise_core::pods::readiness::add_not_ready_key(&base, &message, now)
                 }
                 NotReadyChange::Remove(_) => {
-                    kruise_common::pods::readiness::remove_not_ready_key(&base, &message, now)
+                    kruise_core::pods::readiness::remove_not_ready_key(&base, &message, now)
                 }
             };
             if let Some(next) = next {

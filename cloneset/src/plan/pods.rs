@@ -1,6 +1,6 @@
 //! Building pods and PVCs for new instances, instance ids, PVC clean-up.
 
-use kruise_common::pods::{CachedPod, LabelsAndFinalizers as _, PodView as _};
+use kruise_core::pods::{CachedPod, LabelsAndFinalizers as _, PodView as _};
 use std::collections::{BTreeMap, BTreeSet};
 
 use jiff::Timestamp;
@@ -9,12 +9,12 @@ use k8s_openapi::api::core::v1::{
     PersistentVolumeClaim, PersistentVolumeClaimVolumeSource, Pod, PodTemplateSpec, Volume,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
-use kruise_common::api::LifecycleState;
-use kruise_common::api::keys::{
+use kruise_core::api::LifecycleState;
+use kruise_core::api::keys::{
     CLONESET_INSTANCE_ID_KEY, LIFECYCLE_STATE_KEY, LIFECYCLE_TIMESTAMP_KEY,
 };
-use kruise_common::inplace::inject_readiness_gate;
-use kruise_common::revision::{pod_revision_labels, template_from_revision_data};
+use kruise_core::inplace::inject_readiness_gate;
+use kruise_core::revision::{pod_revision_labels, template_from_revision_data};
 
 use super::Action;
 use crate::api::v1beta1::CloneSet;
@@ -49,7 +49,7 @@ pub fn pvc_name(vct: &str, cloneset: &str, id: &str) -> String {
 
 fn owner_ref(cs: &CloneSet) -> OwnerReference {
     OwnerReference {
-        api_version: kruise_common::api::version::APPS_V1BETA1.into(),
+        api_version: kruise_core::api::version::APPS_V1BETA1.into(),
         kind: crate::api::KIND.into(),
         name: cs.metadata.name.clone().unwrap_or_default(),
         uid: cs.metadata.uid.clone().unwrap_or_default(),
@@ -220,7 +220,7 @@ pub fn cleanup_pvcs(
     let active_ids: BTreeSet<&str> = active.iter().filter_map(|p| pod_instance_id(p)).collect();
     let inactive: BTreeMap<&str, &str> = owned
         .iter()
-        .filter(|p| !kruise_common::pods::is_pod_active(p))
+        .filter(|p| !kruise_core::pods::is_pod_active(p))
         .filter_map(|p| Some((pod_instance_id(p)?, name_of(p))))
         .collect();
     let mut keep = Vec::new();

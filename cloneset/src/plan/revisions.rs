@@ -5,20 +5,21 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::apps::v1::ControllerRevision;
-use kruise_common::api::keys::CLONESET_VCT_HASH_KEY;
-use kruise_common::api::pod_defaults::go_encoded_pod_template;
-use kruise_common::api::quantity::canonical_quantity;
-use kruise_common::revision::{
+use kruise_compat::gojson::to_go_json;
+use kruise_compat::pod_defaults::go_encoded_pod_template;
+use kruise_compat::quantity::canonical_quantity;
+use kruise_core::api::keys::CLONESET_VCT_HASH_KEY;
+use kruise_core::revision::{
     NewRevision, UpdateRevisionDecision, controller_owner_ref, decide_update_revision, fnv1a_32,
-    new_controller_revision, sort_revisions, template_revision_data, to_go_json,
+    new_controller_revision, sort_revisions, template_revision_data,
 };
 use serde_json::Value;
 
 use crate::api::KIND;
 use crate::api::v1beta1::CloneSet;
-use kruise_common::api::version::APPS_V1BETA1;
+use kruise_core::api::version::APPS_V1BETA1;
 
-pub use kruise_common::revision::{RevisionPlan, RevisionWrite};
+pub use kruise_core::revision::{RevisionPlan, RevisionWrite};
 
 /// `kruise.io/cloneset-volumeclaimtemplate-hash`, equal to OpenKruise's: `""` without claim
 /// templates, else the decimal FNV-1a (32 bit) of Kubernetes' `DeepHashObject` of the Go JSON

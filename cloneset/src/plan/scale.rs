@@ -2,15 +2,15 @@
 //! finish pre-deleting pods, specified deletes, then scale-in — returning as soon as something
 //! changed.
 
-use kruise_common::pods::{CachedPod, PodView as _};
+use kruise_core::pods::{CachedPod, PodView as _};
 use std::cmp::Ordering;
 use std::collections::BTreeMap;
 
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::PersistentVolumeClaim;
-use kruise_common::api::LifecycleState;
-use kruise_common::pods::lifecycle::{Intent, PodHookView, decide, state_patch};
-use kruise_common::pods::{
+use kruise_core::api::LifecycleState;
+use kruise_core::pods::lifecycle::{Intent, PodHookView, decide, state_patch};
+use kruise_core::pods::{
     deletion_cost, is_pod_ready, is_scheduled, lifecycle_state, max_container_restarts, ready_since,
 };
 
@@ -90,7 +90,7 @@ pub fn scale(
     }
 
     let is_new = |p: &CachedPod| {
-        kruise_common::pods::is_pod_updated(p, update_rev, input.gates.preparing_update_as_update)
+        kruise_core::pods::is_pod_updated(p, update_rev, input.gates.preparing_update_as_update)
     };
     let diffs = calculate_diffs(
         cs,
@@ -334,7 +334,7 @@ fn compare_base(
     available: Option<(i32, Timestamp)>,
 ) -> Ordering {
     let node = |p: &CachedPod| p.node_name().unwrap_or_default().to_string();
-    let phase = |p: &CachedPod| match kruise_common::pods::pod_phase(p) {
+    let phase = |p: &CachedPod| match kruise_core::pods::pod_phase(p) {
         "Pending" => 0,
         "Unknown" => 1,
         "Running" => 2,

@@ -3,9 +3,9 @@
 
 use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use kruise_common::api::intstr::calculate_partition_replicas;
-use kruise_common::pods::CachedPod;
-use kruise_common::pods::selector::format_label_selector;
+use kruise_core::api::intstr::calculate_partition_replicas;
+use kruise_core::pods::CachedPod;
+use kruise_core::pods::selector::format_label_selector;
 
 use super::PlanError;
 use super::diffs::{at_revision, is_available, is_pod_update_ready};
@@ -53,7 +53,7 @@ pub fn calculate_status(
         status.updated_available_replicas += i32::from(updated && available);
         if ready
             && !available
-            && let Some(d) = kruise_common::pods::available_in(pod, min_ready, now)
+            && let Some(d) = kruise_core::pods::available_in(pod, min_ready, now)
         {
             requeue = Some(requeue.map_or(d, |r| r.min(d)));
         }

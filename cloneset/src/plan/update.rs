@@ -3,23 +3,23 @@
 //! pick pods to move towards the target revision within `maxUnavailable` and update them in
 //! place or mark them for recreation.
 
-use kruise_common::pods::{CachedPod, LabelsAndFinalizers as _, PodView as _};
+use kruise_core::pods::{CachedPod, LabelsAndFinalizers as _, PodView as _};
 use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::api::apps::v1::ControllerRevision;
 use k8s_openapi::api::core::v1::PodStatus;
-use kruise_common::api::LifecycleState;
-use kruise_common::api::keys::{
+use kruise_core::api::LifecycleState;
+use kruise_core::api::keys::{
     INPLACE_UPDATE_GRACE_KEY, INPLACE_UPDATE_GRACE_KEY_OLD, LIFECYCLE_STATE_KEY,
     LIFECYCLE_TIMESTAMP_KEY, POD_TEMPLATE_HASH_KEY,
 };
-use kruise_common::inplace::{
+use kruise_core::inplace::{
     CompletionCheck, InPlaceGates, RefreshAction, UpdateRequest, begin_update,
     calculate_update_spec_for_revisions, check_update_completed, refresh,
 };
-use kruise_common::pods::lifecycle::{Intent, PodHookView, decide, state_patch};
-use kruise_common::pods::{has_pod_scheduled_condition, lifecycle_state, order::update_order};
-use kruise_common::revision::{pod_revision_labels, short_hash};
+use kruise_core::pods::lifecycle::{Intent, PodHookView, decide, state_patch};
+use kruise_core::pods::{has_pod_scheduled_condition, lifecycle_state, order::update_order};
+use kruise_core::revision::{pod_revision_labels, short_hash};
 use serde_json::json;
 
 use super::diffs::{at_revision, calculate_diffs, is_available, is_specified_delete};
@@ -32,7 +32,7 @@ use crate::api::v1beta1::CloneSetPodUpdatePolicy;
 fn changed_conditions(pod: &CachedPod, status: &PodStatus) -> PodStatus {
     PodStatus {
         conditions: Some(
-            kruise_common::pods::changed_conditions(pod, status)
+            kruise_core::pods::changed_conditions(pod, status)
                 .cloned()
                 .collect(),
         ),
@@ -115,7 +115,7 @@ pub fn update(
             out.actions.push(action);
             modified = true;
         } else if pod.label(POD_TEMPLATE_HASH_KEY).is_none() {
-            let rev = kruise_common::pods::pod_revision(pod).unwrap_or_default();
+            let rev = kruise_core::pods::pod_revision(pod).unwrap_or_default();
             out.actions.push(Action::PatchPod {
                 name: name.clone(),
                 patch: json!({"metadata": {"labels": {POD_TEMPLATE_HASH_KEY: short_hash(rev)}}}),

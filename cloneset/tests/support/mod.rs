@@ -9,7 +9,7 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kruise_cloneset::api::v1beta1::CloneSet;
 use kruise_cloneset::controller::{self, Settings};
-use kruise_common::runtime::{Metrics, Readiness, RunOptions};
+use kruise_runtime::{Metrics, Readiness, RunOptions};
 use kruise_sim::Sim;
 use kube::api::{Api, ListParams, Patch, PatchParams};
 use kube::{Client, ResourceExt as _};

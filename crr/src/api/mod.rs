@@ -17,11 +17,11 @@ use k8s_openapi::api::core::v1::{ContainerPort, ExecAction, HTTPGetAction, TCPSo
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-pub(crate) use kruise_common::api::serde_helpers::{is_false, is_zero_i32};
-pub(crate) use kruise_common::string_enum;
+pub(crate) use kruise_core::api::serde_helpers::{is_false, is_zero_i32};
+pub(crate) use kruise_core::string_enum;
 
 /// API group of the kind.
-pub const GROUP: &str = kruise_common::api::version::APPS_GROUP;
+pub const GROUP: &str = kruise_core::api::version::APPS_GROUP;
 /// The kind's name.
 pub const KIND: &str = "ContainerRecreateRequest";
 /// The kind's resource (plural).

@@ -9,9 +9,9 @@ use std::time::Duration;
 
 use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::api::core::v1::Pod;
-use kruise_common::api::keys::KRUISE_POD_READY;
-use kruise_common::pods::PodView as _;
-use kruise_common::pods::readiness::NotReadyMessage;
+use kruise_core::api::keys::KRUISE_POD_READY;
+use kruise_core::pods::PodView as _;
+use kruise_core::pods::readiness::NotReadyMessage;
 
 use crate::api::v1beta1::ContainerRecreateRequest;
 use crate::api::{ACTIVE_KEY, POD_UID_KEY, SyncContainerStatus, UNREADY_ACQUIRED_KEY};

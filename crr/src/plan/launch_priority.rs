@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::api::core::v1::{ConfigMapKeySelector, EnvVar, EnvVarSource, Pod};
 
-use kruise_common::api::keys;
+use kruise_core::api::keys;
 
 /// The pod annotation asking for containers to start one after another, in container order.
 pub const LAUNCH_PRIORITY_KEY: &str = keys::CONTAINER_LAUNCH_PRIORITY_KEY;

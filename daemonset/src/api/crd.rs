@@ -2,9 +2,9 @@
 //! shortNames `daemon` and `ads`, OpenKruise's printer columns and the status subresource.
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-pub use kruise_common::api::crd::CrdError;
-use kruise_common::api::crd::{AGE_COLUMN, CrdBuilder, PrinterColumn};
-use kruise_common::api::version::V1BETA1;
+pub use kruise_core::api::crd::CrdError;
+use kruise_core::api::crd::{AGE_COLUMN, CrdBuilder, PrinterColumn};
+use kruise_core::api::version::V1BETA1;
 use kube::CustomResourceExt;
 
 use super::KIND;

@@ -18,13 +18,13 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-pub(crate) use kruise_common::api::serde_helpers::{
+pub(crate) use kruise_core::api::serde_helpers::{
     is_default, is_false, is_zero_i32, is_zero_i64, preserve_unknown_fields,
 };
-pub(crate) use kruise_common::string_enum;
+pub(crate) use kruise_core::string_enum;
 
 /// API group.
-pub const GROUP: &str = kruise_common::api::version::APPS_GROUP;
+pub const GROUP: &str = kruise_core::api::version::APPS_GROUP;
 /// Kind name.
 pub const KIND: &str = "DaemonSet";
 /// Plural resource name.
@@ -164,7 +164,7 @@ macro_rules! daemonset_kind {
         use k8s_openapi::api::core::v1::PodTemplateSpec;
         use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
         use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
-        use kruise_common::api::Lifecycle;
+        use kruise_core::api::Lifecycle;
         use kube::CustomResource;
         use schemars::JsonSchema;
         use serde::{Deserialize, Serialize};

@@ -4,7 +4,7 @@
 //! version's rules apply).
 //!
 //! Checked: metadata name; selector (valid, non-empty, matching the template's labels); the
-//! template (`common::api::podtemplate`), restartPolicy `Always` (empty counts as `Always`),
+//! template (`kruise_compat::podtemplate`), restartPolicy `Always` (empty counts as `Always`),
 //! no activeDeadlineSeconds; minReadySeconds and revisionHistoryLimit non-negative; no
 //! `lifecycle.inPlaceUpdate`; the update strategy (type, rollingUpdate required,
 //! maxUnavailable / maxSurge positive, at most 100%, exactly one of them non-zero,
@@ -20,10 +20,10 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
-use kruise_common::api::field::{BadValue, DNS1123_SUBDOMAIN_MESSAGE, Path, is_dns1123_subdomain};
-pub use kruise_common::api::field::{ErrorList, FieldError};
-use kruise_common::api::podtemplate::validate_pod_template;
-use kruise_common::pods::selector::selector_matches;
+use kruise_compat::field::{BadValue, DNS1123_SUBDOMAIN_MESSAGE, Path, is_dns1123_subdomain};
+pub use kruise_compat::field::{ErrorList, FieldError};
+use kruise_compat::podtemplate::validate_pod_template;
+use kruise_core::pods::selector::selector_matches;
 
 use super::Served;
 use super::v1beta1::{

@@ -36,7 +36,7 @@ pub mod revisions;
 use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
-use kruise_common::api::intstr::value_from_int_or_percent;
+use kruise_core::api::intstr::value_from_int_or_percent;
 
 pub use eligibility::{Eligibility, NodeView};
 

@@ -9,12 +9,12 @@ use k8s_openapi::api::core::v1::{
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
-use kruise_common::api::keys::{CONTROLLER_REVISION_HASH_KEY, INPLACE_UPDATE_READY};
-use kruise_common::api::lifecycle::LifecycleState;
-use kruise_common::api::version::APPS_V1BETA1;
-use kruise_common::pods::selector::selector_matches;
-use kruise_common::pods::view::NODE_NAME_FIELD;
-use kruise_common::pods::{PodView, lifecycle_state, pod_phase, ready_since};
+use kruise_core::api::keys::{CONTROLLER_REVISION_HASH_KEY, INPLACE_UPDATE_READY};
+use kruise_core::api::lifecycle::LifecycleState;
+use kruise_core::api::version::APPS_V1BETA1;
+use kruise_core::pods::selector::selector_matches;
+use kruise_core::pods::view::NODE_NAME_FIELD;
+use kruise_core::pods::{PodView, lifecycle_state, pod_phase, ready_since};
 
 use super::eligibility::{NodeView, daemon_tolerations, eligibility};
 use super::{PlanNode, PlanPod, PlanStrategy};
@@ -190,7 +190,7 @@ pub fn plan_strategy(spec: &DaemonSetSpec) -> PlanStrategy {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use kruise_common::pods::CachedPod;
+    use kruise_core::pods::CachedPod;
     use pretty_assertions::assert_eq;
     use serde_json::json;
 

@@ -7,10 +7,10 @@
 use std::collections::BTreeSet;
 
 use k8s_openapi::api::apps::v1::ControllerRevision;
-use kruise_common::api::keys::CONTROLLER_REVISION_HASH_KEY;
-use kruise_common::api::pod_defaults::go_encoded_pod_template;
-use kruise_common::api::version::APPS_V1BETA1;
-use kruise_common::revision::{
+use kruise_compat::pod_defaults::go_encoded_pod_template;
+use kruise_core::api::keys::CONTROLLER_REVISION_HASH_KEY;
+use kruise_core::api::version::APPS_V1BETA1;
+use kruise_core::revision::{
     NewRevision, UpdateRevisionDecision, controller_owner_ref, decide_update_revision,
     new_controller_revision, revisions_to_truncate, sort_revisions, template_revision_data,
 };
@@ -19,7 +19,7 @@ use serde_json::Value;
 use crate::api::v1beta1::DaemonSet;
 use crate::api::{DEFAULT_REVISION_HISTORY_LIMIT, KIND};
 
-pub use kruise_common::revision::{RevisionPlan, RevisionWrite};
+pub use kruise_core::revision::{RevisionPlan, RevisionWrite};
 
 /// Chooses the update revision (`hash` is the template hash pods get) from the history.
 /// A DaemonSet has no separate current revision: both are the update revision.

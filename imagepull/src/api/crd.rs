@@ -2,9 +2,9 @@
 //! subresource and OpenKruise's printer columns.
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-pub use kruise_common::api::crd::CrdError;
-use kruise_common::api::crd::{AGE_COLUMN, CrdBuilder, PrinterColumn};
-use kruise_common::api::version::V1BETA1;
+pub use kruise_core::api::crd::CrdError;
+use kruise_core::api::crd::{AGE_COLUMN, CrdBuilder, PrinterColumn};
+use kruise_core::api::version::V1BETA1;
 use kube::CustomResourceExt;
 
 use super::{IMAGELISTPULLJOB_KIND, IMAGEPULLJOB_KIND, NODEIMAGE_KIND};

@@ -25,13 +25,13 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-pub use kruise_common::api::job::{CompletionPolicy, CompletionPolicyType};
+pub use kruise_core::api::job::{CompletionPolicy, CompletionPolicyType};
 
-pub(crate) use kruise_common::api::serde_helpers::{is_zero_i32, is_zero_i64};
-pub(crate) use kruise_common::string_enum;
+pub(crate) use kruise_core::api::serde_helpers::{is_zero_i32, is_zero_i64};
+pub(crate) use kruise_core::string_enum;
 
 /// API group of the three kinds.
-pub const GROUP: &str = kruise_common::api::version::APPS_GROUP;
+pub const GROUP: &str = kruise_core::api::version::APPS_GROUP;
 /// ImagePullJob's kind name.
 pub const IMAGEPULLJOB_KIND: &str = "ImagePullJob";
 /// ImageListPullJob's kind name.

@@ -7,10 +7,10 @@
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
-use kruise_common::api::field::{FieldError, Path};
-use kruise_common::pods::selector::selector_matches;
+use kruise_compat::field::{FieldError, Path};
+use kruise_core::pods::selector::selector_matches;
 
-pub use kruise_common::api::field::ErrorList;
+pub use kruise_compat::field::ErrorList;
 
 use super::image::ImageRef;
 use super::v1beta1::{ImageListPullJob, ImagePullJob, NodeImage};
@@ -295,7 +295,7 @@ fn validate_selector(selector: &LabelSelector, path: &Path, what: &str) -> Error
         Ok(_) => Vec::new(),
         Err(e) => vec![FieldError::invalid(
             path.clone(),
-            kruise_common::api::field::BadValue::json(selector),
+            kruise_compat::field::BadValue::json(selector),
             format!("invalid {what}: {e}"),
         )],
     }

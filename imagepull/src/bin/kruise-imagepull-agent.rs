@@ -4,9 +4,9 @@
 //! so an agent keeps less of it resident on every node.
 
 #[global_allocator]
-static ALLOCATOR: kruise_common::runtime::Allocator = kruise_common::runtime::Allocator;
+static ALLOCATOR: kruise_runtime::Allocator = kruise_runtime::Allocator;
 
 fn main() -> std::process::ExitCode {
     use kruise_imagepull::binary::{BINARY, node_agent};
-    kruise_common::family::agent_binary_main(BINARY, node_agent())
+    kruise_runtime::family::agent_binary_main(BINARY, node_agent())
 }

@@ -1,7 +1,7 @@
 //! The reconciles' errors, one variant per step.
 
-use kruise_common::runtime::ReconcileError;
-use kruise_common::runtime::errors::{ShellError, WriteError};
+use kruise_runtime::ReconcileError;
+use kruise_runtime::errors::{ShellError, WriteError};
 
 /// Which step of a reconcile failed. Categories label `controller_runtime_reconcile_errors`.
 #[derive(Debug, thiserror::Error)]

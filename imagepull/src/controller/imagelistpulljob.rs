@@ -5,11 +5,11 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use kruise_common::runtime::errors::{ShellError, WriteError, is_not_found};
-use kruise_common::runtime::events::{EventQueue, EventRecord, Recorder};
-use kruise_common::runtime::status::write_status_if_changed;
-use kruise_common::runtime::watch::Watch;
-use kruise_common::runtime::{RunOptions, run_controller, warm_until_leading};
+use kruise_runtime::errors::{ShellError, WriteError, is_not_found};
+use kruise_runtime::events::{EventQueue, EventRecord, Recorder};
+use kruise_runtime::status::write_status_if_changed;
+use kruise_runtime::watch::Watch;
+use kruise_runtime::{RunOptions, run_controller, warm_until_leading};
 use kube::api::{Api, DeleteParams, PostParams};
 use kube::runtime::controller::{Action as Requeue, Controller};
 use kube::runtime::reflector::Store;
@@ -70,7 +70,7 @@ async fn reconcile(original: Arc<ImageListPullJob>, shared: Arc<Shared>) -> Resu
     let namespace = original.namespace().unwrap_or_default();
     let name = original.name_any();
     let mut reference = original.object_ref(&());
-    reference.api_version = Some(kruise_common::api::version::APPS_V1BETA1.into());
+    reference.api_version = Some(kruise_core::api::version::APPS_V1BETA1.into());
     reference.kind = Some(IMAGELISTPULLJOB_KIND.into());
     let recorder = Recorder::new(&shared.recorder, reference);
     if original.metadata.deletion_timestamp.is_some() {
@@ -82,7 +82,7 @@ async fn reconcile(original: Arc<ImageListPullJob>, shared: Arc<Shared>) -> Resu
     if !errors.is_empty() {
         recorder.record(EventRecord::warning(
             REASON_INVALID_SPEC,
-            kruise_common::api::field::aggregate(&errors),
+            kruise_compat::field::aggregate(&errors),
         ));
         return Ok(Requeue::await_change());
     }
@@ -92,7 +92,7 @@ async fn reconcile(original: Arc<ImageListPullJob>, shared: Arc<Shared>) -> Resu
         .state()
         .iter()
         .filter(|c| c.namespace().as_deref() == Some(namespace.as_str()))
-        .filter(|c| kruise_common::pods::is_controlled_by(&c.metadata, &uid))
+        .filter(|c| kruise_core::pods::is_controlled_by(&c.metadata, &uid))
         .map(|c| (**c).clone())
         .collect();
     let plan = plan(&list, &children, now);

@@ -15,12 +15,12 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::{Pod, Secret};
-use kruise_common::pods::selector::format_label_selector;
-use kruise_common::runtime::errors::{ShellError, WriteError, is_not_found};
-use kruise_common::runtime::events::{EventQueue, EventRecord, Recorder};
-use kruise_common::runtime::status::write_status_if_changed;
-use kruise_common::runtime::watch::Watch;
-use kruise_common::runtime::{RunOptions, run_controller, warm_until_leading};
+use kruise_core::pods::selector::format_label_selector;
+use kruise_runtime::errors::{ShellError, WriteError, is_not_found};
+use kruise_runtime::events::{EventQueue, EventRecord, Recorder};
+use kruise_runtime::status::write_status_if_changed;
+use kruise_runtime::watch::Watch;
+use kruise_runtime::{RunOptions, run_controller, warm_until_leading};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::controller::{Action as Requeue, Controller};
 use kube::runtime::reflector::{ObjectRef, Store};
@@ -140,7 +140,7 @@ async fn reconcile(original: Arc<ImagePullJob>, shared: Arc<Shared>) -> Result<R
     let name = original.name_any();
     let key = format!("{namespace}/{name}");
     let mut reference = original.object_ref(&());
-    reference.api_version = Some(kruise_common::api::version::APPS_V1BETA1.into());
+    reference.api_version = Some(kruise_core::api::version::APPS_V1BETA1.into());
     reference.kind = Some(IMAGEPULLJOB_KIND.into());
     let recorder = Recorder::new(&shared.recorder, reference);
     let api: Api<ImagePullJob> = Api::namespaced(shared.client.clone(), &namespace);
@@ -193,7 +193,7 @@ async fn reconcile(original: Arc<ImagePullJob>, shared: Arc<Shared>) -> Result<R
     if !errors.is_empty() {
         recorder.record(EventRecord::warning(
             REASON_INVALID_SPEC,
-            kruise_common::api::field::aggregate(&errors),
+            kruise_compat::field::aggregate(&errors),
         ));
         return Ok(Requeue::await_change());
     }

@@ -10,11 +10,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Node, NodeStatus, Secret};
-use kruise_common::runtime::errors::{ShellError, WriteError, is_not_found};
-use kruise_common::runtime::events::{EventQueue, EventRecord, Recorder};
-use kruise_common::runtime::status::write_status_if_changed;
-use kruise_common::runtime::watch::Watch;
-use kruise_common::runtime::{RunOptions, run_controller, warm_until_leading};
+use kruise_runtime::errors::{ShellError, WriteError, is_not_found};
+use kruise_runtime::events::{EventQueue, EventRecord, Recorder};
+use kruise_runtime::status::write_status_if_changed;
+use kruise_runtime::watch::Watch;
+use kruise_runtime::{RunOptions, run_controller, warm_until_leading};
 use kube::api::{Api, DeleteParams, PostParams};
 use kube::runtime::controller::{Action as Requeue, Controller};
 use kube::runtime::reflector::{ObjectRef, Store};
@@ -192,7 +192,7 @@ async fn create_missing(
         if let Some(Action::Create(node_image)) = plan.action {
             match api.create(&PostParams::default(), &node_image).await {
                 Ok(_) => {}
-                Err(e) if kruise_common::runtime::errors::is_already_exists(&e) => {}
+                Err(e) if kruise_runtime::errors::is_already_exists(&e) => {}
                 Err(e) => {
                     tracing::warn!(node = %name, error = %e, "creating its NodeImage");
                     resend_after(&again, name, Duration::from_secs(1));
@@ -265,7 +265,7 @@ async fn reconcile(node_image: Arc<NodeImage>, shared: Arc<Shared>) -> Result<Re
         creation_delay: shared.settings.creation_delay,
     });
     let mut reference = node_image.object_ref(&());
-    reference.api_version = Some(kruise_common::api::version::APPS_V1BETA1.into());
+    reference.api_version = Some(kruise_core::api::version::APPS_V1BETA1.into());
     reference.kind = Some(NODEIMAGE_KIND.into());
     let recorder = Recorder::new(&shared.recorder, reference);
     for event in &plan.events {

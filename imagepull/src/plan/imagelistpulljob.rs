@@ -154,7 +154,7 @@ pub fn plan(list: &ImageListPullJob, children: &[ImagePullJob], now: Timestamp) 
 
 fn child_of(list: &ImageListPullJob, image: &str, hash: &str) -> ImagePullJob {
     let owner = OwnerReference {
-        api_version: kruise_common::api::version::APPS_V1BETA1.into(),
+        api_version: kruise_core::api::version::APPS_V1BETA1.into(),
         kind: IMAGELISTPULLJOB_KIND.into(),
         name: list.metadata.name.clone().unwrap_or_default(),
         uid: list.metadata.uid.clone().unwrap_or_default(),

@@ -17,7 +17,7 @@ use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{ObjectReference, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
-use kruise_common::pods::selector::selector_matches;
+use kruise_core::pods::selector::selector_matches;
 
 use super::left;
 use crate::api::image::ImageRef;
@@ -369,7 +369,7 @@ pub fn tag_pull_policy(job: &ImagePullJob, settings: &TagSettings) -> ImageTagPu
 /// The owner reference a job puts on its tags.
 pub fn owner_reference(job: &ImagePullJob) -> ObjectReference {
     ObjectReference {
-        api_version: Some(kruise_common::api::version::APPS_V1BETA1.into()),
+        api_version: Some(kruise_core::api::version::APPS_V1BETA1.into()),
         kind: Some(crate::api::IMAGEPULLJOB_KIND.into()),
         name: job.metadata.name.clone(),
         namespace: job.metadata.namespace.clone(),

@@ -16,9 +16,9 @@ pub mod v1alpha1;
 pub mod v1beta1;
 pub mod validation;
 
-// The kind, its shared types and the pod keys live in `kruise_common::pub_budget`, where
+// The kind, its shared types and the pod keys live in `kruise_core::pub_budget`, where
 // the families that respect a budget (CloneSet's pre-check) read them too.
-pub use kruise_common::pub_budget::{
+pub use kruise_core::pub_budget::{
     LEGACY_RELATED_PUB_ANNOTATION, NO_PROTECT_ANNOTATION, PROTECT_OPERATIONS_ANNOTATION,
     PodUnavailableBudgetStatus, PubOperation, RELATED_PUB_ANNOTATION, TargetReference,
     UNAVAILABLE_LABEL_PREFIX,

@@ -1,5 +1,5 @@
 //! `policy.kruise.io/v1beta1` PodUnavailableBudget: the storage version, defined in
-//! `kruise_common::pub_budget` (CloneSet's pre-check reads it too).
+//! `kruise_core::pub_budget` (CloneSet's pre-check reads it too).
 
 pub use super::{PodUnavailableBudgetStatus, PubOperation, TargetReference};
-pub use kruise_common::pub_budget::{PodUnavailableBudget, PodUnavailableBudgetSpec};
+pub use kruise_core::pub_budget::{PodUnavailableBudget, PodUnavailableBudgetSpec};

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, LabelSelectorRequirement};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
-use kruise_common::api::field::{BadValue, ErrorList, FieldError, Path};
+use kruise_compat::field::{BadValue, ErrorList, FieldError, Path};
 
 use super::v1beta1::PodUnavailableBudget;
 use super::{PROTECT_TOTAL_REPLICAS_ANNOTATION, PubOperation};

@@ -12,8 +12,8 @@
 use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use kruise_common::api::intstr::{IntOrPercentError, value_from_int_or_percent};
-use kruise_common::pods::is_pod_active;
+use kruise_core::api::intstr::{IntOrPercentError, value_from_int_or_percent};
+use kruise_core::pods::is_pod_active;
 
 use crate::api::v1beta1::{PodUnavailableBudgetSpec, PodUnavailableBudgetStatus};
 
@@ -45,7 +45,7 @@ impl PodState {
 }
 
 // Pod availability as a budget counts it, shared with the admission decision.
-pub use kruise_common::pub_budget::{has_unavailable_label, is_available};
+pub use kruise_core::pub_budget::{has_unavailable_label, is_available};
 
 /// Everything one status computation reads.
 #[derive(Clone, Debug)]

@@ -1,9 +1,9 @@
 //! The admission decision on one pod operation against its PodUnavailableBudget
 //! (OpenKruise's `PodUnavailableBudgetValidatePod` and `checkAndDecrement`), pure: defined
-//! once in `kruise_common::pub_budget::decision`, where CloneSet's pre-check of its own
+//! once in `kruise_core::pub_budget::decision`, where CloneSet's pre-check of its own
 //! updates takes it too; tested here.
 
-pub use kruise_common::pub_budget::decision::*;
+pub use kruise_core::pub_budget::decision::*;
 
 #[cfg(test)]
 use {

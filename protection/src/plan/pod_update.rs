@@ -14,8 +14,8 @@ use std::collections::BTreeSet;
 
 use k8s_openapi::api::core::v1::{Container, Pod, PodSpec, ResourceRequirements};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
-use kruise_common::inplace::pod_qos_class;
-use kruise_common::inplace::quantity::parse_quantity;
+use kruise_compat::quantity::parse_nanos;
+use kruise_core::inplace::pod_qos_class;
 
 use super::budget::has_unavailable_label;
 use crate::api::v1beta1::PubOperation;
@@ -110,7 +110,7 @@ fn changed(
     let is = new.and_then(|l| l.get(name));
     match (was, is) {
         (None, None) => false,
-        (Some(a), Some(b)) => match (parse_quantity(&a.0), parse_quantity(&b.0)) {
+        (Some(a), Some(b)) => match (parse_nanos(&a.0), parse_nanos(&b.0)) {
             (Some(a), Some(b)) => a != b,
             _ => a.0 != b.0,
         },

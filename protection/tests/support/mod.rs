@@ -9,12 +9,12 @@ use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 use k8s_openapi::api::core::v1::Pod;
 use std::time::Duration;
 
-use kruise_common::admission::AdmissionRoutes;
-use kruise_common::admission::certs::{generate_ca, issue_serving};
-use kruise_common::admission::publish::{Endpoint, Owned, publish};
-use kruise_common::runtime::{Metrics, Readiness, RunOptions};
+use kruise_admission::AdmissionRoutes;
+use kruise_admission::certs::{generate_ca, issue_serving};
+use kruise_admission::publish::{Endpoint, Owned, publish};
 use kruise_protection::api::v1beta1::{PodUnavailableBudget, PodUnavailableBudgetStatus};
 use kruise_protection::controller;
+use kruise_runtime::{Metrics, Readiness, RunOptions};
 pub use kruise_testkit::{WAIT, eventually};
 use kube::api::{Api, PostParams};
 use kube::{Client, ResourceExt as _};
@@ -69,7 +69,7 @@ pub async fn serve(
     let tls = axum_server::tls_rustls::RustlsConfig::from_pem(cert.into_bytes(), key.into_bytes())
         .await
         .unwrap();
-    let server = kruise_common::admission::serve(
+    let server = kruise_admission::serve(
         "127.0.0.1:0".parse().unwrap(),
         routes.clone(),
         tls,

@@ -1,5 +1,5 @@
 use super::*;
-use kruise_common::admission::AdmissionRoutes;
+use kruise_admission::AdmissionRoutes;
 use proptest::prelude::*;
 use serde_json::{Value, json};
 

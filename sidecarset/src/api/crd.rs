@@ -2,10 +2,10 @@
 //! `v1beta1` stored, status subresource, OpenKruise's printer columns.
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-pub use kruise_common::api::crd::CrdError;
-use kruise_common::api::crd::{AGE_COLUMN, CrdBuilder, PrinterColumn};
-use kruise_common::api::crd_fields;
-use kruise_common::api::version::V1BETA1;
+pub use kruise_core::api::crd::CrdError;
+use kruise_core::api::crd::{AGE_COLUMN, CrdBuilder, PrinterColumn};
+use kruise_core::api::crd_fields;
+use kruise_core::api::version::V1BETA1;
 use kube::CustomResourceExt;
 
 use super::KIND;
@@ -100,7 +100,7 @@ fn resources_policy(policy: &mut serde_json::Map<String, serde_json::Value>) {
 }
 
 /// Where the generated schema deliberately validates differently from OpenKruise's
-/// published CRD (`<version> <path>` of `kruise_common::api::crd_fields`).
+/// published CRD (`<version> <path>` of `kruise_core::api::crd_fields`).
 pub const DELIBERATE_SCHEMA_DIFFERENCES: &[&str] = &[];
 
 #[cfg(test)]
@@ -194,8 +194,8 @@ mod tests {
                 .lines()
                 .map(str::to_string)
                 .collect();
-        let diffs = kruise_common::api::crd_fields::differences(
-            &kruise_common::api::crd_fields::field_list(&ours),
+        let diffs = kruise_core::api::crd_fields::differences(
+            &kruise_core::api::crd_fields::field_list(&ours),
             &theirs,
             DELIBERATE_SCHEMA_DIFFERENCES,
         );

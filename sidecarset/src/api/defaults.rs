@@ -26,9 +26,9 @@ use super::{
     SidecarSetPatchPolicy, SidecarSetUpdateStrategy, SidecarSetUpdateStrategyType, v1alpha1,
     v1beta1,
 };
-use kruise_common::api::quantity::canonical_milli_quantity;
+use kruise_compat::quantity::canonical_milli_quantity;
 
-use crate::hash::{HashError, sidecarset_hash, sidecarset_hash_without_image};
+use crate::api::hash::{HashError, sidecarset_hash, sidecarset_hash_without_image};
 
 /// Defaults either version's SidecarSet (their specs differ only in fields without
 /// defaults) and sets its hash annotations.

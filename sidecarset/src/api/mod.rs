@@ -13,6 +13,7 @@
 
 pub mod crd;
 pub mod defaults;
+pub mod hash;
 pub mod rollout;
 pub mod v1alpha1;
 pub mod v1beta1;
@@ -23,17 +24,17 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::core::v1::{Container, ObjectFieldSelector};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
-use kruise_common::api::{UpdatePriorityStrategy, UpdateScatterTerm};
+use kruise_core::api::{UpdatePriorityStrategy, UpdateScatterTerm};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 /// API group.
-pub const GROUP: &str = kruise_common::api::version::APPS_GROUP;
+pub const GROUP: &str = kruise_core::api::version::APPS_GROUP;
 /// Kind.
 pub const KIND: &str = "SidecarSet";
-pub use kruise_common::api::version::{V1ALPHA1, V1BETA1};
+pub use kruise_core::api::version::{V1ALPHA1, V1BETA1};
 
-/// SidecarSet and pod annotation: the SidecarSet content hash (see [`crate::hash`]); on pods a
+/// SidecarSet and pod annotation: the SidecarSet content hash (see [`crate::api::hash`]); on pods a
 /// JSON map SidecarSet name -> [`crate::inject::SidecarSetUpgradeSpec`].
 pub const SIDECARSET_HASH_ANNOTATION: &str = "kruise.io/sidecarset-hash";
 /// Same as [`SIDECARSET_HASH_ANNOTATION`] with every image blanked.
@@ -79,7 +80,7 @@ pub fn hot_upgrade_container_names(name: &str) -> (String, String) {
     (format!("{name}-1"), format!("{name}-2"))
 }
 
-pub(crate) use kruise_common::string_enum;
+pub(crate) use kruise_core::string_enum;
 
 string_enum! {
     /// Where an injected container goes in `spec.containers`.
@@ -397,6 +398,6 @@ pub struct SidecarSetStatus {
     pub collision_count: Option<i32>,
 }
 
-pub(crate) use kruise_common::api::serde_helpers::{
+pub(crate) use kruise_core::api::serde_helpers::{
     is_default, is_false, is_zero_i32, is_zero_i64, preserve_unknown_fields,
 };

@@ -3,7 +3,7 @@
 //! rollout always progresses.
 
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
-use kruise_common::api::intstr::{
+use kruise_core::api::intstr::{
     IntOrPercentError, calculate_partition_replicas, scaled_value_from_int_or_percent,
 };
 

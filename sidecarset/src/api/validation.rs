@@ -1,4 +1,4 @@
-//! SidecarSet validation as a list of `common::api::field` errors (Kubernetes-style field
+//! SidecarSet validation as a list of `kruise_compat::field` errors (Kubernetes-style field
 //! paths and reasons), following OpenKruise's `pkg/webhook/sidecarset/validating`.
 //!
 //! Checked: name (`^[a-zA-Z0-9-]+$`, at most 63); canary annotations (base not itself,
@@ -9,7 +9,7 @@
 //! rejected, partition/maxUnavailable non-negative int or percent, priority and scatter terms;
 //! at least one container; `podInjectPolicy`, `shareVolumePolicy`; transferEnv `fieldRef`
 //! paths; the containers and volumes as kube-apiserver validates them in a pod
-//! (`common::api::podtemplate`: names, images, ports, env, mounts naming SidecarSet volumes,
+//! (`kruise_compat::podtemplate`: names, images, ports, env, mounts naming SidecarSet volumes,
 //! resources, probes, volume names and sources); patchPodMetadata annotations, policy and
 //! duplicate keys; on update: `upgradeType` of a container immutable and no new container
 //! names; conflicts with other SidecarSets whose namespaces and selectors overlap (same
@@ -30,10 +30,10 @@ use std::collections::{BTreeMap, BTreeSet};
 use k8s_openapi::api::core::v1::{Container, PodSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
-use kruise_common::api::field::{BadValue, Path, is_dns1123_label};
-pub use kruise_common::api::field::{ErrorList, FieldError, aggregate};
-use kruise_common::api::podtemplate::validate_pod_spec;
-use kruise_common::api::strategy::validate_scatter;
+use kruise_compat::field::{BadValue, Path, is_dns1123_label};
+pub use kruise_compat::field::{ErrorList, FieldError, aggregate};
+use kruise_compat::podtemplate::validate_pod_spec;
+use kruise_core::api::strategy::validate_scatter;
 
 use super::v1beta1::SidecarSet;
 use super::{
@@ -657,7 +657,7 @@ pub fn patch_metadata_whitelist_error(
     let mut allowed = Vec::new();
     for rule in &whitelist.rules {
         if let Some(selector) = &rule.selector {
-            match kruise_common::pods::selector::selector_matches(selector, &labels) {
+            match kruise_core::pods::selector::selector_matches(selector, &labels) {
                 Ok(true) => {}
                 Ok(false) => continue,
                 Err(e) => return Some(e.to_string()),

@@ -1,12 +1,12 @@
 //! The revision step: register the ControllerRevision of the current spec.
 
 use k8s_openapi::api::apps::v1::ControllerRevision;
-use kruise_common::revision::{
+use kruise_core::revision::{
     UpdateRevisionDecision, decide_update_revision, owned_or_orphan, sort_revisions,
 };
-use kruise_common::runtime::errors::{ShellError, WriteError};
-use kruise_common::runtime::is_not_found;
-use kruise_common::runtime::revisions::{Registered, register_revision};
+use kruise_runtime::errors::{ShellError, WriteError};
+use kruise_runtime::is_not_found;
+use kruise_runtime::revisions::{Registered, register_revision};
 use kube::ResourceExt as _;
 use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use serde_json::json;
@@ -14,7 +14,7 @@ use serde_json::json;
 use super::{Error, Shared, compute_error};
 use crate::api::v1beta1::SidecarSet;
 use crate::api::{SIDECARSET_CUSTOM_VERSION_LABEL, SIDECARSET_NAME_LABEL};
-use crate::revision::{new_revision, revision_data, revisions_in_use, revisions_to_delete};
+use crate::plan::revision::{new_revision, revision_data, revisions_in_use, revisions_to_delete};
 
 /// What registering the latest revision found.
 pub(super) enum Latest {

@@ -1,6 +1,6 @@
 use super::*;
 use crate::api::{SidecarSetStatus, v1alpha1};
-use kruise_common::admission::Converter;
+use kruise_admission::Converter;
 use proptest::prelude::*;
 
 fn alpha(v: Value) -> v1alpha1::SidecarSet {

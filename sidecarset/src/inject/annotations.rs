@@ -136,5 +136,5 @@ fn merge_patch_json(origin: &str, patch: &str) -> Result<String, String> {
         return Err("Invalid JSON Document".into());
     }
     json_patch::merge(&mut doc, &patch);
-    Ok(kruise_common::revision::to_go_json(&doc))
+    Ok(kruise_compat::gojson::to_go_json(&doc))
 }

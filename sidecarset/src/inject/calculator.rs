@@ -7,15 +7,7 @@
 //! Results are written as Go writes a quantity (its canonical form, or the text as written
 //! when a parsed quantity comes out unchanged).
 
-use kruise_common::api::quantity::canonical_quantity;
-
-/// How Go's `Quantity` writes itself.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Format {
-    DecimalExponent,
-    BinarySi,
-    DecimalSi,
-}
+use kruise_compat::quantity::{self, Format, NANOS_PER_MILLI, NANOS_PER_UNIT, canonical_quantity};
 
 /// A `resource.Quantity`: its value in nano-units (Go keeps no finer precision), its format,
 /// and the text it was parsed from while no arithmetic has touched it.
@@ -26,73 +18,15 @@ pub struct Quantity {
     text: Option<String>,
 }
 
-const NANOS_PER_MILLI: i128 = 1_000_000;
-
 impl Quantity {
     /// Go's `resource.ParseQuantity` (values rounded up to nano-units). `None` when Kubernetes
     /// would not accept `text`.
     pub fn parse(text: &str) -> Option<Quantity> {
-        let s = text.trim();
-        let (negative, body) = match s.as_bytes().first()? {
-            b'-' => (true, &s[1..]),
-            b'+' => (false, &s[1..]),
-            _ => (false, s),
-        };
-        let number_end = body
-            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-            .unwrap_or(body.len());
-        let (number, suffix) = body.split_at(number_end);
-        let (whole, fraction) = number.split_once('.').unwrap_or((number, ""));
-        if (whole.is_empty() && fraction.is_empty()) || fraction.contains('.') {
-            return None;
-        }
-        let mut mantissa: i128 = format!("{whole}{fraction}").parse().ok()?;
-        let mut exponent = -i32::try_from(fraction.len()).ok()?;
-        let format = match suffix {
-            "" | "n" | "u" | "m" | "k" | "M" | "G" | "T" | "P" | "E" => {
-                exponent += match suffix {
-                    "n" => -9,
-                    "u" => -6,
-                    "m" => -3,
-                    "k" => 3,
-                    "M" => 6,
-                    "G" => 9,
-                    "T" => 12,
-                    "P" => 15,
-                    "E" => 18,
-                    _ => 0,
-                };
-                Format::DecimalSi
-            }
-            "Ki" | "Mi" | "Gi" | "Ti" | "Pi" | "Ei" => {
-                let power = match suffix {
-                    "Ki" => 10,
-                    "Mi" => 20,
-                    "Gi" => 30,
-                    "Ti" => 40,
-                    "Pi" => 50,
-                    _ => 60,
-                };
-                mantissa = mantissa.checked_mul(1i128.checked_shl(power)?)?;
-                Format::BinarySi
-            }
-            other => {
-                let digits = other
-                    .strip_prefix('e')
-                    .or_else(|| other.strip_prefix('E'))?;
-                let unsigned = digits.strip_prefix(['+', '-']).unwrap_or(digits);
-                if unsigned.is_empty() || !unsigned.bytes().all(|b| b.is_ascii_digit()) {
-                    return None;
-                }
-                exponent = exponent.checked_add(digits.parse::<i32>().ok()?)?;
-                Format::DecimalExponent
-            }
-        };
-        let nanos = scale_to_nanos(mantissa, exponent)?;
+        let parsed = quantity::parse(text)?;
         Some(Quantity {
-            nanos: if negative { -nanos } else { nanos },
-            format,
-            text: Some(s.to_string()),
+            nanos: parsed.nanos,
+            format: parsed.format,
+            text: Some(text.trim().to_string()),
         })
     }
 
@@ -107,7 +41,7 @@ impl Quantity {
 
     /// `resource.NewQuantity(value, DecimalSI)`.
     pub fn from_units(value: i64) -> Quantity {
-        Quantity::from_milli(0).with_nanos(i128::from(value) * 1_000_000_000)
+        Quantity::from_milli(0).with_nanos(i128::from(value) * NANOS_PER_UNIT)
     }
 
     /// A zero quantity, as an absent entry of a Go `ResourceList` reads.
@@ -181,23 +115,6 @@ impl Quantity {
             }
         };
         canonical_quantity(&written).unwrap_or(written)
-    }
-}
-
-/// `mantissa × 10^exponent` in nano-units, rounded up away from zero (as `ParseQuantity`).
-fn scale_to_nanos(mantissa: i128, exponent: i32) -> Option<i128> {
-    let shift = exponent.checked_add(9)?;
-    if shift >= 0 {
-        mantissa.checked_mul(10i128.checked_pow(u32::try_from(shift).ok()?)?)
-    } else {
-        let Some(divisor) = 10i128.checked_pow(shift.unsigned_abs()) else {
-            return Some(mantissa.signum());
-        };
-        let mut nanos = mantissa / divisor;
-        if mantissa % divisor != 0 {
-            nanos += mantissa.signum();
-        }
-        Some(nanos)
     }
 }
 

@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
-use kruise_common::pods::selector::selector_matches;
+use kruise_core::pods::selector::selector_matches;
 
 use super::{InjectError, InjectInput};
 use crate::api::v1beta1::SidecarSet;

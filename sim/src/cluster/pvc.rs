@@ -32,7 +32,7 @@ fn requested_storage(pvc: &Value) -> Option<&Value> {
     pvc.pointer("/spec/resources/requests/storage")
 }
 
-fn storage_bytes(v: Option<&Value>) -> Option<f64> {
+fn storage_bytes(v: Option<&Value>) -> Option<kruise_compat::quantity::Nanos> {
     v.and_then(quantity::parse_value)
 }
 

@@ -1,56 +1,37 @@
-//! Just enough of `resource.Quantity` for the scheduler's resource fit: cpu in
-//! millicores, memory and pod counts in base units.
+//! Quantities as the scheduler's resource fit, the PVC resize rules and the QoS class read
+//! them: cpu in millicores, memory and pod counts in base units, through kruise-compat's
+//! parser of Go's `resource.Quantity`.
 
+use kruise_compat::quantity::{NANOS_PER_MILLI, NANOS_PER_UNIT, Nanos, parse_nanos};
 use serde_json::Value;
 
-/// Parses a quantity ("100m", "1.5", "128Mi", "1G", "1e3") into base units.
-pub fn parse(q: &str) -> Option<f64> {
-    let q = q.trim();
-    let split = q
-        .find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '-' || c == '+'))
-        .unwrap_or(q.len());
-    let (num, suffix) = q.split_at(split);
-    let n: f64 = num.parse().ok()?;
-    let mult = match suffix {
-        "" => 1.0,
-        "n" => 1e-9,
-        "u" => 1e-6,
-        "m" => 1e-3,
-        "k" => 1e3,
-        "M" => 1e6,
-        "G" => 1e9,
-        "T" => 1e12,
-        "P" => 1e15,
-        "E" => 1e18,
-        "Ki" => 1024f64,
-        "Mi" => 1024f64.powi(2),
-        "Gi" => 1024f64.powi(3),
-        "Ti" => 1024f64.powi(4),
-        "Pi" => 1024f64.powi(5),
-        "Ei" => 1024f64.powi(6),
-        s if s.starts_with(['e', 'E']) => 10f64.powi(s[1..].parse().ok()?),
-        _ => return None,
-    };
-    Some(n * mult)
-}
-
-/// A quantity given as a JSON string or number.
-pub fn parse_value(v: &Value) -> Option<f64> {
+/// A quantity given as a JSON string or number (a number reads as its text, as Go's
+/// `Quantity.UnmarshalJSON` reads it), in nano-units.
+pub fn parse_value(v: &Value) -> Option<Nanos> {
     match v {
-        Value::String(s) => parse(s),
-        Value::Number(n) => n.as_f64(),
+        Value::String(s) => parse_nanos(s),
+        Value::Number(n) => parse_nanos(&n.to_string()),
         _ => None,
     }
 }
 
-/// cpu in millicores (rounded up, as `MilliValue` does).
-pub fn millis(v: &Value) -> i64 {
-    parse_value(v).map_or(0, |x| (x * 1000.0).ceil() as i64)
+/// `nanos` in units of `per`, rounded up away from zero (as `MilliValue` and `Value` do).
+fn rounded_up(nanos: Nanos, per: Nanos) -> i64 {
+    let mut value = nanos / per;
+    if nanos % per != 0 {
+        value += nanos.signum();
+    }
+    i64::try_from(value).unwrap_or(if value < 0 { i64::MIN } else { i64::MAX })
 }
 
-/// memory, pods and other integer resources in base units (rounded up).
+/// cpu in millicores.
+pub fn millis(v: &Value) -> i64 {
+    parse_value(v).map_or(0, |nanos| rounded_up(nanos, NANOS_PER_MILLI))
+}
+
+/// memory, pods and other integer resources in base units.
 pub fn units(v: &Value) -> i64 {
-    parse_value(v).map_or(0, |x| x.ceil() as i64)
+    parse_value(v).map_or(0, |nanos| rounded_up(nanos, NANOS_PER_UNIT))
 }
 
 #[cfg(test)]
@@ -66,6 +47,7 @@ mod tests {
         assert_eq!(units(&json!("1Gi")), 1 << 30);
         assert_eq!(units(&json!("1G")), 1_000_000_000);
         assert_eq!(units(&json!("1e3")), 1000);
-        assert_eq!(parse("abc"), None);
+        assert_eq!(parse_value(&json!("abc")), None);
+        assert_eq!(parse_value(&json!(1.5)), parse_value(&json!("1500m")));
     }
 }

@@ -5,8 +5,8 @@
 
 use futures::StreamExt as _;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kruise_common::admission::AdmissionRoutes;
-use kruise_common::admission::publish::{self, Owned};
+use kruise_admission::AdmissionRoutes;
+use kruise_admission::publish::{self, Owned};
 use kube::api::{Api, ApiResource, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::{WatchStreamExt as _, watcher};
 use serde_json::json;

@@ -8,11 +8,11 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
 use k8s_openapi::api::core::v1::{Namespace, Pod};
-use kruise_common::admission::certs::{self, CertificateAuthority};
-use kruise_common::admission::publish::{self, Endpoint, Owned};
-use kruise_common::admission::{
-    self, AdmissionHandler, AdmissionRoutes, FailurePolicy, HandlerError, Rule, WebhookKind,
-    WebhookSpec,
+use kruise_admission::certs::{self, CertificateAuthority};
+use kruise_admission::publish::{self, Endpoint, Owned};
+use kruise_admission::{
+    self as admission, AdmissionHandler, AdmissionRoutes, FailurePolicy, HandlerError, Rule,
+    WebhookKind, WebhookSpec,
 };
 use kube::Api;
 use kube::api::{DeleteParams, PostParams};

@@ -1,7 +1,7 @@
 //! Defaulting, as OpenKruise's mutating webhook does it (`SetDefaultsStatefulSet`); both
 //! versions share the spec, so one function serves both. Kubernetes' pod defaults for the
 //! template and PVC defaults for volumeClaimTemplates (unless `TemplateNoDefaults`) are
-//! `kruise_common::api::pod_defaults`, applied by the webhook (`crate::admission`).
+//! `kruise_compat::pod_defaults`, applied by the webhook (`crate::admission`).
 
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 

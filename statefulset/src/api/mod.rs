@@ -17,17 +17,17 @@ pub mod validation;
 
 use k8s_openapi::api::apps::v1::StatefulSetCondition;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
-use kruise_common::api::{InPlaceUpdateStrategy, UpdatePriorityStrategy};
+use kruise_core::api::{InPlaceUpdateStrategy, UpdatePriorityStrategy};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-pub(crate) use kruise_common::api::serde_helpers::{
+pub(crate) use kruise_core::api::serde_helpers::{
     is_false, is_zero_i32, is_zero_i64, preserve_unknown_fields,
 };
-pub(crate) use kruise_common::string_enum;
+pub(crate) use kruise_core::string_enum;
 
 /// API group.
-pub const GROUP: &str = kruise_common::api::version::APPS_GROUP;
+pub const GROUP: &str = kruise_core::api::version::APPS_GROUP;
 /// Kind name.
 pub const KIND: &str = "StatefulSet";
 /// Plural resource name.
@@ -251,7 +251,7 @@ macro_rules! statefulset_spec {
         use k8s_openapi::api::core::v1::{PersistentVolumeClaim, PodTemplateSpec};
         use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
         use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
-        use kruise_common::api::Lifecycle;
+        use kruise_core::api::Lifecycle;
         use kube::CustomResource;
         use schemars::JsonSchema;
         use serde::{Deserialize, Serialize};
@@ -333,5 +333,5 @@ macro_rules! statefulset_spec {
         }
     };
 }
-pub(crate) use kruise_common::api::serde_helpers::is_default;
+pub(crate) use kruise_core::api::serde_helpers::is_default;
 pub(crate) use statefulset_spec;

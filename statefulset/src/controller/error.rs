@@ -1,7 +1,7 @@
 //! The reconcile's errors, one variant per step (and per kind of write in the execute step).
 
-use kruise_common::runtime::ReconcileError;
-use kruise_common::runtime::errors::{ShellError, WriteError};
+use kruise_runtime::ReconcileError;
+use kruise_runtime::errors::{ShellError, WriteError};
 
 /// Which step of a reconcile failed. Categories label `controller_runtime_reconcile_errors`.
 #[derive(Debug, thiserror::Error)]

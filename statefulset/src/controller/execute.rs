@@ -1,18 +1,18 @@
 //! The execute step: each planned [`Action`] as its API writes, run by the shared executor
-//! (`kruise_common::runtime::execute`: slow-start creations, per-pod write groups, bounded
+//! (`kruise_runtime::execute`: slow-start creations, per-pod write groups, bounded
 //! concurrency, first-error stop). Nothing is decided here and no clock is read.
 
 use std::collections::HashMap;
 
 use k8s_openapi::api::apps::v1::ControllerRevision;
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, PodStatus};
-use kruise_common::expectations::ScaleAction;
-use kruise_common::pods::CachedPod;
-use kruise_common::runtime::errors::{ShellError, WriteError, not_found};
-use kruise_common::runtime::events::{EventRecord, pod_reference};
-use kruise_common::runtime::execute::{Lane, Outcomes, Scheduled, WRITE_CONCURRENCY, execute};
-use kruise_common::runtime::writes::{Writer, Written};
-use kruise_common::runtime::{is_already_exists, is_not_found};
+use kruise_core::expectations::ScaleAction;
+use kruise_core::pods::CachedPod;
+use kruise_runtime::errors::{ShellError, WriteError, not_found};
+use kruise_runtime::events::{EventRecord, pod_reference};
+use kruise_runtime::execute::{Lane, Outcomes, Scheduled, WRITE_CONCURRENCY, execute};
+use kruise_runtime::writes::{Writer, Written};
+use kruise_runtime::{is_already_exists, is_not_found};
 use kube::ResourceExt as _;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 
@@ -215,7 +215,7 @@ impl Exec<'_> {
             return Err(Error::update_pod(name, not_found(&format!("pod {name}"))));
         };
         let body =
-            kruise_common::pods::status_patch(*cached, status, metadata).map_err(|source| {
+            kruise_core::pods::status_patch(*cached, status, metadata).map_err(|source| {
                 Error::Encode {
                     name: name.to_string(),
                     source,

@@ -2,9 +2,9 @@
 //! written before the planner runs.
 
 use k8s_openapi::api::apps::v1::ControllerRevision;
-use kruise_common::runtime::errors::ShellError;
-pub(super) use kruise_common::runtime::revisions::RevisionStep;
-use kruise_common::runtime::revisions::write_planned_revisions;
+use kruise_runtime::errors::ShellError;
+pub(super) use kruise_runtime::revisions::RevisionStep;
+use kruise_runtime::revisions::write_planned_revisions;
 use kube::api::Api;
 
 use super::{Error, Shared};

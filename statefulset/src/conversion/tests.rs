@@ -8,9 +8,9 @@ use crate::api::{
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
-use kruise_common::admission::Converter;
-use kruise_common::api::version::{APPS_V1ALPHA1, APPS_V1BETA1};
-use kruise_common::api::{
+use kruise_admission::Converter;
+use kruise_core::api::version::{APPS_V1ALPHA1, APPS_V1BETA1};
+use kruise_core::api::{
     InPlaceUpdateStrategy, Lifecycle, LifecycleHook, UpdatePriorityOrderTerm,
     UpdatePriorityStrategy,
 };

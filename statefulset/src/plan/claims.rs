@@ -10,7 +10,7 @@
 
 use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
-use kruise_common::pods::{CachedPod, PodView as _};
+use kruise_core::pods::{CachedPod, PodView as _};
 
 use super::{Action, Planner, new_claims, pod_name};
 use crate::api::RetentionPolicyType;
@@ -40,7 +40,7 @@ impl Retention {
 /// The (non-controller) reference to the set a claim carries with `whenDeleted: Delete`.
 pub fn set_claim_ref(set: &StatefulSet) -> OwnerReference {
     OwnerReference {
-        api_version: kruise_common::api::version::APPS_V1BETA1.into(),
+        api_version: kruise_core::api::version::APPS_V1BETA1.into(),
         kind: crate::api::KIND.into(),
         name: set.metadata.name.clone().unwrap_or_default(),
         uid: set.metadata.uid.clone().unwrap_or_default(),
@@ -141,7 +141,7 @@ impl<'a> Planner<'a> {
     /// A pending pod's claims that are gone are created again
     /// (`createMissingPersistentVolumeClaims`).
     pub(super) fn recreate_missing_claims(&mut self, ordinal: i64, pod: &CachedPod) {
-        if pod.phase() != "Pending" || kruise_common::pods::is_terminating(pod) {
+        if pod.phase() != "Pending" || kruise_core::pods::is_terminating(pod) {
             return;
         }
         let missing: Vec<PersistentVolumeClaim> = self

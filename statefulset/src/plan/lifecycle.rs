@@ -1,13 +1,13 @@
 //! Lifecycle hooks around deletion and creation (`lifecycle.preDelete`, `preNormal`), and
-//! `markPodNotReady`, through `common::pods::lifecycle`'s state machine as CloneSet's.
+//! `markPodNotReady`, through `kruise_core::pods::lifecycle`'s state machine as CloneSet's.
 
 use k8s_openapi::api::core::v1::{Pod, PodStatus};
-use kruise_common::api::LifecycleState;
-use kruise_common::api::keys::LIFECYCLE_STATE_KEY;
-use kruise_common::pods::lifecycle::{
+use kruise_core::api::LifecycleState;
+use kruise_core::api::keys::LIFECYCLE_STATE_KEY;
+use kruise_core::pods::lifecycle::{
     Intent, NotReadyChange, PodHookView, decide, is_all_hooked, state_patch,
 };
-use kruise_common::pods::{CachedPod, PodView as _};
+use kruise_core::pods::{CachedPod, PodView as _};
 
 use super::{Action, DeleteReason, Planner};
 
@@ -26,7 +26,7 @@ impl Planner<'_> {
                 name,
                 status: Box::new(PodStatus {
                     conditions: Some(
-                        kruise_common::pods::changed_conditions(pod, &status)
+                        kruise_core::pods::changed_conditions(pod, &status)
                             .cloned()
                             .collect(),
                     ),
@@ -41,7 +41,7 @@ impl Planner<'_> {
     /// `deletePod`: the pod's delete, or, while a `preDelete` hook holds it, its move to
     /// `PreparingDelete` (`None` once it waits there).
     pub(super) fn delete_action(&self, pod: &CachedPod, reason: DeleteReason) -> Option<Action> {
-        let state = kruise_common::pods::lifecycle_state(pod);
+        let state = kruise_core::pods::lifecycle_state(pod);
         let view: PodHookView<'_> = pod;
         let decision = decide(
             state,

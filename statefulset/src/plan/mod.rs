@@ -24,7 +24,7 @@
 //!    revision still unobserved — K#844): pods already unavailable for any reason count
 //!    against `maxUnavailable` first (K#1480); `apps.kruise.io/specified-delete` pods are
 //!    deleted first; then ordinals from the highest down to `partition` are updated in place
-//!    (`InPlaceIfPossible`/`InPlaceOnly`, through `common::inplace`) or deleted for
+//!    (`InPlaceIfPossible`/`InPlaceOnly`, through `kruise_core::inplace`) or deleted for
 //!    recreation (`ReCreate`), never more unavailable than the budget.
 //!    With `volumeClaimUpdateStrategy: OnPodRollingUpdate` (`resize`) a pod's claims are
 //!    expanded to their templates first and the pod waits for the expansion.
@@ -49,9 +49,9 @@ use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::api::apps::v1::ControllerRevision;
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, PodStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
-use kruise_common::expectations::Satisfaction;
-use kruise_common::inplace::{CompletionCheck, InPlaceGates, InPlaceWrites};
-use kruise_common::pods::{CachedPod, LabelsAndFinalizers as _, PodView as _};
+use kruise_core::expectations::Satisfaction;
+use kruise_core::inplace::{CompletionCheck, InPlaceGates, InPlaceWrites};
+use kruise_core::pods::{CachedPod, LabelsAndFinalizers as _, PodView as _};
 
 use crate::api::ordinals::ReservedOrdinals;
 use crate::api::v1beta1::StatefulSet;
@@ -412,12 +412,10 @@ impl<'a> Planner<'a> {
             .filter_map(|p| {
                 let ordinal = ordinal_of(&set_name, p.name())?;
                 let matches = !selector_is_empty(&selector)
-                    && kruise_common::pods::selector::selector_matches_by(&selector, |k| {
-                        p.label(k)
-                    })
-                    .unwrap_or(false);
+                    && kruise_core::pods::selector::selector_matches_by(&selector, |k| p.label(k))
+                        .unwrap_or(false);
                 let owners = p.meta().owner_references.clone().unwrap_or_default();
-                let controlled = kruise_common::pods::is_controlled_by(p.meta(), &uid);
+                let controlled = kruise_core::pods::is_controlled_by(p.meta(), &uid);
                 if controlled && !matches && !deleting {
                     // Release: no longer ours (ClaimPods).
                     ownership.push(Action::SetPodOwners {
@@ -428,9 +426,8 @@ impl<'a> Planner<'a> {
                     return None;
                 }
                 if !controlled {
-                    let orphan = kruise_common::pods::controller_ref(p.meta()).is_none();
-                    if !orphan || !matches || deleting || kruise_common::pods::is_terminating(&**p)
-                    {
+                    let orphan = kruise_core::pods::controller_ref(p.meta()).is_none();
+                    if !orphan || !matches || deleting || kruise_core::pods::is_terminating(&**p) {
                         return None;
                     }
                     // Adopt: an orphan with our name and labels (ClaimPods).
@@ -442,14 +439,14 @@ impl<'a> Planner<'a> {
                         resource_version: p.meta().resource_version.clone(),
                     });
                 }
-                let terminating = kruise_common::pods::is_terminating(&**p);
+                let terminating = kruise_core::pods::is_terminating(&**p);
                 let phase = p.phase();
-                let running_ready = phase == "Running" && kruise_common::pods::is_pod_ready(&**p);
+                let running_ready = phase == "Running" && kruise_core::pods::is_pod_ready(&**p);
                 let available = running_ready
                     && !terminating
-                    && kruise_common::pods::is_pod_available(&**p, min_ready, now)
-                    && kruise_common::pods::lifecycle::is_lifecycle_available(
-                        kruise_common::pods::lifecycle_state(&**p),
+                    && kruise_core::pods::is_pod_available(&**p, min_ready, now)
+                    && kruise_core::pods::lifecycle::is_lifecycle_available(
+                        kruise_core::pods::lifecycle_state(&**p),
                     );
                 Some((
                     ordinal,
@@ -523,11 +520,11 @@ impl<'a> Planner<'a> {
     /// Step 6: delete the surplus revisions no pod uses.
     fn truncate_history(&mut self) {
         let mut history = self.input.revisions.to_vec();
-        kruise_common::revision::sort_revisions(&mut history);
+        kruise_core::revision::sort_revisions(&mut history);
         let in_use: BTreeSet<String> = self
             .by_ordinal
             .values()
-            .filter_map(|f| kruise_common::pods::pod_revision(f.pod))
+            .filter_map(|f| kruise_core::pods::pod_revision(f.pod))
             .map(str::to_string)
             .collect();
         let limit = self
@@ -538,7 +535,7 @@ impl<'a> Planner<'a> {
             .unwrap_or(crate::api::DEFAULT_REVISION_HISTORY_LIMIT);
         let current = self.plan.status.current_revision.clone();
         let update = self.plan.status.update_revision.clone();
-        for name in kruise_common::revision::revisions_to_truncate(
+        for name in kruise_core::revision::revisions_to_truncate(
             &history, limit, &current, &update, &in_use,
         ) {
             self.plan.actions.push(Action::DeleteRevision { name });

@@ -9,12 +9,12 @@ use k8s_openapi::api::core::v1::{
     PersistentVolumeClaim, PersistentVolumeClaimVolumeSource, Pod, PodTemplateSpec, Volume,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, OwnerReference};
-use kruise_common::api::LifecycleState;
-use kruise_common::api::keys::{
+use kruise_core::api::LifecycleState;
+use kruise_core::api::keys::{
     CONTROLLER_REVISION_HASH_KEY, LIFECYCLE_STATE_KEY, LIFECYCLE_TIMESTAMP_KEY, POD_INDEX_KEY,
     STATEFULSET_POD_NAME_KEY,
 };
-use kruise_common::revision::template_from_revision_data;
+use kruise_core::revision::template_from_revision_data;
 
 use crate::api::v1beta1::StatefulSet;
 
@@ -46,7 +46,7 @@ pub fn claim_name(template: &str, set: &str, ordinal: i64) -> String {
 /// The controller owner reference every pod of `set` carries.
 pub fn owner_ref(set: &StatefulSet) -> OwnerReference {
     OwnerReference {
-        api_version: kruise_common::api::version::APPS_V1BETA1.into(),
+        api_version: kruise_core::api::version::APPS_V1BETA1.into(),
         kind: crate::api::KIND.into(),
         name: set.metadata.name.clone().unwrap_or_default(),
         uid: set.metadata.uid.clone().unwrap_or_default(),

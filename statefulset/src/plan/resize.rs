@@ -10,7 +10,7 @@
 
 use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
-use kruise_common::inplace::quantity::{Nanos, parse_quantity};
+use kruise_compat::quantity::{Nanos, parse_nanos};
 
 use super::{Action, PlannedEvent, Planner, claim_name};
 use crate::api::VolumeClaimStatus;
@@ -20,7 +20,7 @@ use crate::api::VolumeClaimUpdateStrategyType;
 pub const OWNED_BY_ASTS_KEY: &str = "apps.kruise.io/owned-by-asts";
 
 fn storage(q: Option<&Quantity>) -> Option<Nanos> {
-    q.and_then(|q| parse_quantity(&q.0))
+    q.and_then(|q| parse_nanos(&q.0))
 }
 
 fn requested(claim: &PersistentVolumeClaim) -> Option<Nanos> {

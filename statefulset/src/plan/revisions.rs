@@ -1,14 +1,14 @@
 //! Revision selection for a reconcile, as OpenKruise's `getStatefulSetRevisions`: reuse the
 //! newest equal revision, bump an older equal one (a rollback), or create a new one; the
 //! current revision is the one `status.currentRevision` names if it still exists, else the
-//! update revision. The data is the template's (`common::revision`), byte for byte as
+//! update revision. The data is the template's (`kruise_core::revision`), byte for byte as
 //! OpenKruise writes it, so revisions OpenKruise created are reused and no pod is rolled on
 //! takeover.
 
 use k8s_openapi::api::apps::v1::ControllerRevision;
-use kruise_common::api::pod_defaults::go_encoded_pod_template;
-use kruise_common::api::version::APPS_V1BETA1;
-use kruise_common::revision::{
+use kruise_compat::pod_defaults::go_encoded_pod_template;
+use kruise_core::api::version::APPS_V1BETA1;
+use kruise_core::revision::{
     NewRevision, UpdateRevisionDecision, controller_owner_ref, decide_update_revision,
     new_controller_revision, sort_revisions, template_revision_data,
 };
@@ -17,7 +17,7 @@ use serde_json::Value;
 use crate::api::KIND;
 use crate::api::v1beta1::StatefulSet;
 
-pub use kruise_common::revision::{RevisionPlan, RevisionWrite};
+pub use kruise_core::revision::{RevisionPlan, RevisionWrite};
 
 fn named<'a>(revisions: &'a [ControllerRevision], name: &str) -> Option<&'a ControllerRevision> {
     revisions
@@ -121,7 +121,7 @@ pub fn orphans_to_adopt<'a>(
         })
         .filter(|r| {
             let labels = r.metadata.labels.as_ref();
-            kruise_common::pods::selector::selector_matches_by(selector, |k| {
+            kruise_core::pods::selector::selector_matches_by(selector, |k| {
                 labels.and_then(|l| l.get(k)).map(String::as_str)
             })
             .unwrap_or(false)

@@ -3,8 +3,8 @@
 
 use std::collections::BTreeSet;
 
-use kruise_common::api::intstr::value_from_int_or_percent;
-use kruise_common::pods::PodView as _;
+use kruise_core::api::intstr::value_from_int_or_percent;
+use kruise_core::pods::PodView as _;
 
 use super::{
     Action, DeleteReason, IdentityGates, MAX_CREATIONS_PER_PLAN, PlannedEvent, Planner, new_pod,
@@ -36,7 +36,7 @@ impl Planner<'_> {
             .by_ordinal
             .iter()
             .filter(|(o, _)| **o != ordinal && self.ordinals.binary_search(o).is_ok())
-            .filter(|(_, f)| kruise_common::pods::pod_revision(f.pod) != Some(update))
+            .filter(|(_, f)| kruise_core::pods::pod_revision(f.pod) != Some(update))
             .count();
         i64::try_from(not_updated).unwrap_or(i64::MAX) < partition
     }
@@ -163,7 +163,7 @@ impl Planner<'_> {
             }
             if !facts.available {
                 if let Some(d) =
-                    kruise_common::pods::available_in(facts.pod, self.min_ready, self.input.now)
+                    kruise_core::pods::available_in(facts.pod, self.min_ready, self.input.now)
                 {
                     push_requeue(&mut self.plan.requeue_after, d);
                 }

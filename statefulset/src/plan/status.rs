@@ -3,8 +3,8 @@
 
 use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::api::apps::v1::ControllerRevision;
-use kruise_common::pods::selector::format_label_selector;
-use kruise_common::pods::{CachedPod, PodView as _};
+use kruise_core::pods::selector::format_label_selector;
+use kruise_core::pods::{CachedPod, PodView as _};
 
 use super::revision_name;
 use crate::api::StatefulSetStatus;
@@ -57,24 +57,24 @@ pub fn calculate_status(
         if !pod.phase().is_empty() {
             status.replicas += 1;
         }
-        let ready = pod.phase() == "Running" && kruise_common::pods::is_pod_ready(pod);
+        let ready = pod.phase() == "Running" && kruise_core::pods::is_pod_ready(pod);
         let available = ready
-            && kruise_common::pods::is_pod_available(pod, min_ready, now)
-            && kruise_common::pods::lifecycle::is_lifecycle_available(
-                kruise_common::pods::lifecycle_state(pod),
+            && kruise_core::pods::is_pod_available(pod, min_ready, now)
+            && kruise_core::pods::lifecycle::is_lifecycle_available(
+                kruise_core::pods::lifecycle_state(pod),
             );
         if ready
             && !available
-            && let Some(d) = kruise_common::pods::available_in(pod, min_ready, now)
+            && let Some(d) = kruise_core::pods::available_in(pod, min_ready, now)
         {
             requeue_after = Some(requeue_after.map_or(d, |r| r.min(d)));
         }
         status.ready_replicas += i32::from(ready);
         status.available_replicas += i32::from(available);
-        if kruise_common::pods::is_terminating(pod) {
+        if kruise_core::pods::is_terminating(pod) {
             continue;
         }
-        let revision = kruise_common::pods::pod_revision(pod);
+        let revision = kruise_core::pods::pod_revision(pod);
         if revision == Some(current) {
             status.current_replicas += 1;
         }

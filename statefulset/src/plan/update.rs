@@ -4,15 +4,15 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::api::core::v1::PodStatus;
-use kruise_common::api::LifecycleState;
-use kruise_common::api::intstr::value_from_int_or_percent;
-use kruise_common::api::keys::{LIFECYCLE_STATE_KEY, LIFECYCLE_TIMESTAMP_KEY};
-use kruise_common::inplace::{
+use kruise_core::api::LifecycleState;
+use kruise_core::api::intstr::value_from_int_or_percent;
+use kruise_core::api::keys::{LIFECYCLE_STATE_KEY, LIFECYCLE_TIMESTAMP_KEY};
+use kruise_core::inplace::{
     CompletionCheck, RefreshAction, UpdateRequest, begin_update,
     calculate_update_spec_for_revisions, check_update_completed, refresh,
 };
-use kruise_common::pods::lifecycle::{Intent, NotReadyChange, PodHookView, decide, state_patch};
-use kruise_common::pods::{CachedPod, PodView as _};
+use kruise_core::pods::lifecycle::{Intent, NotReadyChange, PodHookView, decide, state_patch};
+use kruise_core::pods::{CachedPod, PodView as _};
 
 use super::{
     Action, DeleteReason, MAX_POD_WRITES_PER_PLAN, PlannedEvent, Planner, push_requeue,
@@ -53,7 +53,7 @@ impl Planner<'_> {
                 }
                 RefreshAction::SetReady(status) => {
                     let mut conditions: Vec<_> =
-                        kruise_common::pods::changed_conditions(pod, &status)
+                        kruise_core::pods::changed_conditions(pod, &status)
                             .cloned()
                             .collect();
                     // The lifecycle change the completed update allows (Updating -> Normal)
@@ -66,7 +66,7 @@ impl Planner<'_> {
                         .and_then(|c| c.apply_to(pod, self.input.now))
                     {
                         conditions
-                            .extend(kruise_common::pods::changed_conditions(pod, &marked).cloned());
+                            .extend(kruise_core::pods::changed_conditions(pod, &marked).cloned());
                     }
                     actions.push(Action::UpdatePodStatus {
                         name,
@@ -98,12 +98,12 @@ impl Planner<'_> {
         pod: &CachedPod,
         check: &CompletionCheck<'_>,
     ) -> Option<(serde_json::Value, Option<NotReadyChange>)> {
-        let state = kruise_common::pods::lifecycle_state(pod)?;
+        let state = kruise_core::pods::lifecycle_state(pod)?;
         let view: PodHookView<'_> = pod;
         let intent = Intent::Refresh {
             // OpenKruise's StatefulSet moves PreparingNormal on without a scheduling check.
             scheduled: true,
-            at_update_revision: kruise_common::pods::pod_revision(pod)
+            at_update_revision: kruise_core::pods::pod_revision(pod)
                 == Some(self.update_revision_name()),
             update_completed: state == LifecycleState::Updating
                 && check_update_completed(pod, check).is_ok(),
@@ -135,7 +135,7 @@ impl Planner<'_> {
             .any(|(name, revision)| {
                 self.by_ordinal.values().any(|f| {
                     f.pod.name() == name
-                        && kruise_common::pods::pod_revision(f.pod) != Some(revision.as_str())
+                        && kruise_core::pods::pod_revision(f.pod) != Some(revision.as_str())
                 })
             })
     }
@@ -197,7 +197,7 @@ impl Planner<'_> {
             let name = facts.pod.name().to_string();
             if facts.terminating
                 || self.written.contains(&name)
-                || !kruise_common::pods::is_specified_delete(facts.pod, &BTreeSet::new())
+                || !kruise_core::pods::is_specified_delete(facts.pod, &BTreeSet::new())
                 || !budget_left(&unavailable, &name)
                 || self.pod_writes_full()
             {
@@ -221,7 +221,7 @@ impl Planner<'_> {
             let terminating = facts.terminating;
             let name = pod.name().to_string();
             let claims_match = !resize || self.claims_compatible(ordinal);
-            let updated = kruise_common::pods::pod_revision(pod) == Some(update.as_str());
+            let updated = kruise_core::pods::pod_revision(pod) == Some(update.as_str());
             if updated && claims_match {
                 continue;
             }
@@ -286,7 +286,7 @@ impl Planner<'_> {
         }
         let (first, rest): (Vec<i64>, Vec<i64>) = self.ordinals.iter().rev().partition(|o| {
             self.by_ordinal.get(o).is_some_and(|f| {
-                f.terminating || kruise_common::pods::pod_revision(f.pod) == Some(update)
+                f.terminating || kruise_core::pods::pod_revision(f.pod) == Some(update)
             })
         });
         // The pods still to update in `priorityStrategy` order (stable: equal priorities
@@ -304,7 +304,7 @@ impl Planner<'_> {
                     .iter()
                     .filter_map(|o| self.by_ordinal.get(o).map(|f| f.pod))
                     .collect();
-                kruise_common::pods::priority::priority_sort(
+                kruise_core::pods::priority::priority_sort(
                     strategy,
                     &pods,
                     (0..pods.len()).collect(),
@@ -344,12 +344,12 @@ impl Planner<'_> {
                 .revisions
                 .iter()
                 .chain([input.current_revision, input.update_revision])
-                .find(|r| kruise_common::pods::pod_revision(pod) == Some(revision_name(r)));
+                .find(|r| kruise_core::pods::pod_revision(pod) == Some(revision_name(r)));
             let gates = self.in_place_gates();
             let possible =
                 calculate_update_spec_for_revisions(old, Some(target), gates, grace, false);
             let lifecycle = input.set.spec.lifecycle.as_ref();
-            let state = kruise_common::pods::lifecycle_state(pod);
+            let state = kruise_core::pods::lifecycle_state(pod);
             let view: PodHookView<'_> = pod;
             let allowed = decide(state, lifecycle, view, Intent::InPlaceUpdate);
             if let (Ok(_), Some(old), Ok(decision)) = (possible, old, &allowed) {
@@ -392,7 +392,7 @@ impl Planner<'_> {
                     gates,
                     grace_period_seconds: grace,
                     revision_labels: BTreeMap::from([(
-                        kruise_common::api::keys::CONTROLLER_REVISION_HASH_KEY.to_string(),
+                        kruise_core::api::keys::CONTROLLER_REVISION_HASH_KEY.to_string(),
                         target_name.clone(),
                     )]),
                     extra_labels,

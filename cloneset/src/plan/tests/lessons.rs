@@ -204,7 +204,7 @@ fn image_tag_change_with_unchanged_digest_completes() {
     assert_eq!(w.count_at(&new), 3);
     for p in &w.pods {
         assert_eq!(
-            p.metadata.labels.as_ref().unwrap()[kruise_common::api::keys::LIFECYCLE_STATE_KEY],
+            p.metadata.labels.as_ref().unwrap()[kruise_core::api::keys::LIFECYCLE_STATE_KEY],
             "Normal"
         );
     }

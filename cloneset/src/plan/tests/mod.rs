@@ -13,15 +13,15 @@ use k8s_openapi::api::core::v1::{
     ContainerStatus, PersistentVolumeClaim, Pod, PodCondition, PodStatus,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use kruise_common::api::keys::INPLACE_UPDATE_READY;
-use kruise_common::revision::{NewRevision, new_controller_revision, template_revision_data};
+use kruise_core::api::keys::INPLACE_UPDATE_READY;
+use kruise_core::revision::{NewRevision, new_controller_revision, template_revision_data};
 use serde_json::{Value, json};
 
 use super::*;
 use crate::api::defaults::default_v1beta1;
 use crate::api::v1beta1::CloneSet;
-use kruise_common::expectations::Satisfaction;
-use kruise_common::pods::CachedPod;
+use kruise_core::expectations::Satisfaction;
+use kruise_core::pods::CachedPod;
 
 pub fn t0() -> Timestamp {
     Timestamp::from_second(1_800_000_000).unwrap()
@@ -78,9 +78,7 @@ pub fn revision_for(cs: &CloneSet, number: i64) -> ControllerRevision {
     new_controller_revision(&NewRevision {
         parent_name: "demo".into(),
         namespace: Some("default".into()),
-        data: template_revision_data(&kruise_common::api::pod_defaults::go_encoded_pod_template(
-            &tpl,
-        )),
+        data: template_revision_data(&kruise_compat::pod_defaults::go_encoded_pod_template(&tpl)),
         revision: number,
         collision_count: Some(0),
         ..Default::default()
@@ -248,7 +246,7 @@ impl World {
                     // As the API server merges the status patch: conditions by type; the
                     // labels and annotations travel with it.
                     if let Some(p) = self.pod_mut(name) {
-                        kruise_common::pods::merge_conditions(
+                        kruise_core::pods::merge_conditions(
                             p.status.get_or_insert_with(Default::default),
                             status,
                         );
@@ -289,7 +287,7 @@ impl World {
                     // As the API server applies the status write, then the patches.
                     if let Some(p) = self.pod_mut(name) {
                         if let Some(st) = &update.unready_conditions {
-                            kruise_common::pods::merge_conditions(
+                            kruise_core::pods::merge_conditions(
                                 p.status.get_or_insert_with(Default::default),
                                 st,
                             );
@@ -313,7 +311,7 @@ impl World {
                 Action::UpdatePodStatus { name, status } => {
                     // As the API server merges the status patch: conditions by type.
                     if let Some(p) = self.pod_mut(name) {
-                        kruise_common::pods::merge_conditions(
+                        kruise_core::pods::merge_conditions(
                             p.status.get_or_insert_with(Default::default),
                             status,
                         );

@@ -3,7 +3,7 @@
 
 use super::*;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
-use kruise_common::api::keys::{POD_DELETION_COST_KEY, SPECIFIED_DELETE_KEY};
+use kruise_core::api::keys::{POD_DELETION_COST_KEY, SPECIFIED_DELETE_KEY};
 use proptest::prelude::*;
 
 fn ios(max_int: i32) -> impl Strategy<Value = IntOrString> {
@@ -181,10 +181,10 @@ proptest! {
             let key = |n: &String| {
                 let p = w.pod(n);
                 (
-                    kruise_common::pods::is_scheduled(p),
+                    kruise_core::pods::is_scheduled(p),
                     diffs::is_available(p, 0, w.now),
-                    kruise_common::pods::is_pod_ready(p),
-                    kruise_common::pods::deletion_cost(p),
+                    kruise_core::pods::is_pod_ready(p),
+                    kruise_core::pods::deletion_cost(p),
                 )
             };
             prop_assert_eq!(d.len() as i32, shrink.min(start));

@@ -1,7 +1,5 @@
 use super::*;
-use kruise_common::api::keys::{
-    CLONESET_INSTANCE_ID_KEY, LIFECYCLE_STATE_KEY, SPECIFIED_DELETE_KEY,
-};
+use kruise_core::api::keys::{CLONESET_INSTANCE_ID_KEY, LIFECYCLE_STATE_KEY, SPECIFIED_DELETE_KEY};
 use pretty_assertions::assert_eq;
 use std::collections::BTreeSet;
 
@@ -19,7 +17,7 @@ fn creates_pods_with_name_labels_gate_and_owner() {
     assert_eq!(labels["controller-revision-hash"], w.current);
     assert_eq!(
         labels["pod-template-hash"],
-        kruise_common::revision::short_hash(&w.current)
+        kruise_core::revision::short_hash(&w.current)
     );
     assert_eq!(labels[LIFECYCLE_STATE_KEY], "PreparingNormal");
     assert!(has_gate(pod));
@@ -34,7 +32,7 @@ fn creates_pods_with_name_labels_gate_and_owner() {
     let labels = creates(&p)[0].metadata.labels.clone().unwrap();
     assert_eq!(
         labels["controller-revision-hash"],
-        kruise_common::revision::short_hash(&w.current)
+        kruise_core::revision::short_hash(&w.current)
     );
 }
 

@@ -2,7 +2,7 @@ use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 
 use super::*;
-use kruise_common::api::field::aggregate;
+use kruise_compat::field::aggregate;
 
 fn job(spec: Value) -> ImagePullJob {
     serde_json::from_value(json!({

@@ -1,5 +1,5 @@
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
-use kruise_common::api::field::aggregate;
+use kruise_compat::field::aggregate;
 use serde_json::{Value, json};
 
 use super::*;

@@ -446,7 +446,7 @@ struct Store {
 }
 
 /// What one webhook replica's watches hold, and the grant it last wrote (the version its
-/// watch held then, and the budget written), as `kruise_common::pub_budget::check::BudgetCache`.
+/// watch held then, and the budget written), as `kruise_runtime::pub_client::BudgetCache`.
 #[derive(Clone)]
 struct Replica {
     budget: Store,

@@ -19,8 +19,8 @@ use k8s_openapi::api::core::v1::{
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
-use kruise_common::expectations::Satisfaction;
-use kruise_common::pods::CachedPod;
+use kruise_core::expectations::Satisfaction;
+use kruise_core::pods::CachedPod;
 use serde_json::{Value, json};
 
 use super::*;
@@ -204,7 +204,7 @@ impl World {
                 if let Some(p) = self.pods.get_mut(name)
                     && let Some(st) = &update.unready_conditions
                 {
-                    kruise_common::pods::merge_conditions(
+                    kruise_core::pods::merge_conditions(
                         p.status.get_or_insert_with(Default::default),
                         st,
                     );
@@ -221,7 +221,7 @@ impl World {
                 metadata,
             } => {
                 if let Some(p) = self.pods.get_mut(name) {
-                    kruise_common::pods::merge_conditions(
+                    kruise_core::pods::merge_conditions(
                         p.status.get_or_insert_with(Default::default),
                         status,
                     );

@@ -3,7 +3,7 @@
 //! against the bounds on the state it saw.
 
 use super::*;
-use kruise_common::api::intstr::value_from_int_or_percent;
+use kruise_core::api::intstr::value_from_int_or_percent;
 use proptest::prelude::*;
 
 #[derive(Debug, Clone)]

@@ -1,7 +1,7 @@
 //! One test per documented behaviour.
 
 use super::*;
-use kruise_common::api::keys::{
+use kruise_core::api::keys::{
     CONTROLLER_REVISION_HASH_KEY, POD_INDEX_KEY, SPECIFIED_DELETE_KEY, STATEFULSET_POD_NAME_KEY,
 };
 

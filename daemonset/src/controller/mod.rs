@@ -1,0 +1,861 @@
+//! The Advanced DaemonSet controller shell (see [`crate::plan`] for every decision):
+//! **observe** (the caches, the expectations) -> **validate** -> **revisions** -> **plan** ->
+//! **execute** -> **status** -> **history**.
+//!
+//! * **Cache only what it reads.** Pods through the `controller-revision-hash` label every
+//!   daemon pod carries, decoded straight into the compact `CachedPod`
+//!   (`kruise_core::pods::cached`); nodes decoded straight into [`CachedNode`] (name,
+//!   labels, taints), and a node change wakes the DaemonSets only when its labels or taints
+//!   changed (or the node came or went), not on every status heartbeat.
+//! * **No double creates.** A scale expectation per pod created is recorded by the name the
+//!   API gave it and satisfied once that pod is in the cache (by name, not node: with surge
+//!   the node already has its old pod); a deletion, once the pod is gone or terminating.
+//!   While one is pending the planner does nothing.
+//! * **No budget spent on a stale view.** An old pod the cache shows unavailable is replaced
+//!   outside maxUnavailable and maxSurge (as upstream does); it is read from the API first,
+//!   and one that is available after all keeps its replacement back until the cache agrees.
+//! * **Slow start.** Creations go out in batches of 1, 2, 4, … and stop at the first failure.
+//! * **Failed pods back off per node**, 1 s doubling to 15 min.
+//! * **preDelete hook.** A pod to delete that `lifecycle.preDelete` holds (any of its labels
+//!   or finalizers present) is marked `PreparingDelete` instead, and deleted once the hook
+//!   lets go.
+//! * **In place** (`InPlaceIfPossible`): the diff of the pod's revision and the update
+//!   revision decides; an update sent is waited for in the cache before the next plan.
+//!   What the kubelet has done is finished (`InPlaceUpdateReady=True`) as its pod event
+//!   arrives, and by every pass; each pod is claimed while written and decided on only
+//!   from a cached copy that shows our last write to it, so each write goes out once.
+//! * **Revisions before pods.** The update revision is written before any pod carries its
+//!   hash; history is pruned only after a pass whose writes all succeeded.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::StreamExt as _;
+use jiff::Timestamp;
+use k8s_openapi::api::apps::v1::ControllerRevision;
+use k8s_openapi::api::core::v1::Pod;
+use kruise_core::api::keys::CONTROLLER_REVISION_HASH_KEY;
+use kruise_core::api::lifecycle::LifecycleState;
+use kruise_core::expectations::{
+    ResourceVersionExpectations, Satisfaction, ScaleAction, ScaleExpectations, SharedExpectations,
+};
+use kruise_core::inplace::{
+    CompletionCheck, RefreshAction, UpdateRequest, begin_update, calculate_update_spec, refresh,
+};
+use kruise_core::pods::lifecycle::{is_hooked, state_patch};
+use kruise_core::pods::{CachedPod, LabelsAndFinalizers as _, PodView, lifecycle_state};
+use kruise_core::revision::template_hash;
+use kruise_runtime::errors::{ShellError, WriteError, is_not_found};
+use kruise_runtime::events::{EventQueue, EventRecord, Recorder, pod_reference};
+use kruise_runtime::execute::{Lane, Scheduled, WRITE_CONCURRENCY, execute};
+use kruise_runtime::predownload::PreDownload;
+use kruise_runtime::revisions::{RevisionStep, write_planned_revisions};
+use kruise_runtime::status::write_status_if_changed;
+use kruise_runtime::watch::{TouchedStream, Watch};
+use kruise_runtime::{ReconcileError, RunOptions, run_controller, warm_until_leading};
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use kube::runtime::controller::{Action as Requeue, Controller};
+use kube::runtime::reflector::{ObjectRef, Store};
+use kube::{Client, Resource as _, ResourceExt as _};
+
+use crate::api::defaults::default_spec;
+use crate::api::v1beta1::{DaemonSet, DaemonSetStatus};
+use crate::api::validation::validate;
+use crate::api::{KIND, Served};
+use crate::nodes::CachedNode;
+use crate::plan::pods::{Placement, new_pod, plan_node, plan_pod, plan_strategy};
+use crate::plan::revisions::{plan_revisions, revision_hash, revisions_to_prune};
+use crate::plan::{Action, PlanInput, PlanStrategy, plan};
+
+mod in_place;
+
+use in_place::{
+    Decided, claim_and_decide, in_place_pending, in_place_update, refresh_in_place, send_refresh,
+};
+
+/// The controller's name (metrics, readiness `controller/daemonset`).
+pub const CONTROLLER_NAME: &str = "daemonset";
+/// The event reporter, as OpenKruise names it.
+pub const EVENT_REPORTER: &str = "daemonset-controller";
+/// Pod events queued for the event-driven in-place refresh at most.
+const REFRESH_QUEUE: usize = 4096;
+/// How soon a DaemonSet whose expectations are pending is looked at again.
+const EXPECTATIONS_REQUEUE: Duration = Duration::from_millis(500);
+/// The first and the longest wait before a node's failed pod is replaced again.
+const BACKOFF_START: i64 = 1;
+const BACKOFF_MAX: i64 = 15 * 60;
+
+/// Event reasons (OpenKruise's).
+pub mod reason {
+    /// The selector is empty: the DaemonSet selects every pod and does nothing.
+    pub const SELECTING_ALL: &str = "SelectingAll";
+    /// A failed daemon pod is deleted.
+    pub const FAILED_DAEMON_POD: &str = "FailedDaemonPod";
+    /// A pod was created.
+    pub const SUCCESSFUL_CREATE: &str = "SuccessfulCreate";
+    /// A pod could not be created.
+    pub const FAILED_CREATE: &str = "FailedCreate";
+    /// A pod was deleted.
+    pub const SUCCESSFUL_DELETE: &str = "SuccessfulDelete";
+    /// A pod was updated in place.
+    pub const SUCCESSFUL_UPDATE_POD_IN_PLACE: &str = "SuccessfulUpdatePodInPlace";
+    /// An in-place update of a pod failed.
+    pub const FAILED_UPDATE_POD_IN_PLACE: &str = "FailedUpdatePodInPlace";
+    /// The object fails validation.
+    pub const INVALID_SPEC: &str = "InvalidSpec";
+}
+
+/// The controller's settings.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// Watch only this namespace (all when `None`).
+    pub namespace: Option<String>,
+    /// How new pods reach their node.
+    pub placement: Placement,
+    /// How long a scale expectation may stay unsatisfied before the planner acts anyway.
+    pub expectation_timeout: jiff::SignedDuration,
+    /// Gate `DaemonSetPruneIneligibleNodes` (see [`crate::plan::PlanStrategy`]).
+    pub prune_ineligible_nodes: bool,
+    /// Gate `PreDownloadImageForDaemonSetUpdate`: ImagePullJobs for a rollout's new images.
+    pub pre_download: bool,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Self {
+            namespace: None,
+            placement: Placement::Scheduler,
+            expectation_timeout: kruise_core::expectations::DEFAULT_EXPECTATION_TIMEOUT,
+            prune_ineligible_nodes: false,
+            pre_download: false,
+        }
+    }
+}
+
+/// Which step of a reconcile failed.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A step every controller shares: expectations, status.
+    #[error(transparent)]
+    Shell(#[from] ShellError),
+    /// Creating a pod.
+    #[error("creating {0}")]
+    Create(#[source] WriteError),
+    /// Deleting a pod.
+    #[error("deleting {0}")]
+    Delete(#[source] WriteError),
+    /// Marking a pod `PreparingDelete`.
+    #[error("marking {0} PreparingDelete")]
+    PrepareDelete(#[source] WriteError),
+    /// Updating a pod in place, or finishing such an update.
+    #[error("updating {0} in place")]
+    InPlace(#[source] WriteError),
+    /// Another in-place write to the pod is under way, or the cache does not show the last
+    /// one yet (retried shortly, as a conflict).
+    #[error("pod {0} is being written")]
+    Busy(String),
+    /// Reading a pod to confirm what the cache shows of it.
+    #[error("reading pod {0}")]
+    ReadPod(#[source] WriteError),
+}
+
+impl ReconcileError for Error {
+    fn category(&self) -> &'static str {
+        match self {
+            Error::Shell(e) => e.category(),
+            Error::Create(_) => "create",
+            Error::Delete(_) => "delete",
+            Error::PrepareDelete(_) => "lifecycle",
+            Error::InPlace(_) | Error::Busy(_) => "update",
+            Error::ReadPod(_) => "read_pod",
+        }
+    }
+
+    fn is_conflict(&self) -> bool {
+        match self {
+            Error::Shell(e) => e.is_conflict(),
+            Error::Create(e)
+            | Error::Delete(e)
+            | Error::PrepareDelete(e)
+            | Error::InPlace(e)
+            | Error::ReadPod(e) => e.is_conflict(),
+            Error::Busy(_) => true,
+        }
+    }
+}
+
+/// Per DaemonSet and node: (replace the failed pod not before, the next wait).
+type Backoff = HashMap<(String, String), (i64, i64)>;
+
+struct Shared {
+    client: Client,
+    pods: Store<CachedPod>,
+    nodes: Store<CachedNode>,
+    revisions: Store<ControllerRevision>,
+    expectations: SharedExpectations<ScaleExpectations>,
+    backoff: Mutex<Backoff>,
+    /// In-place updates sent and not yet in the cache, per DaemonSet: pod name -> hash.
+    in_flight: Mutex<HashMap<String, HashMap<String, String>>>,
+    /// Per pod uid, the resourceVersion our last in-place write to it returned: the
+    /// refresh leaves a pod alone until its cached copy shows that version.
+    pod_versions: SharedExpectations<ResourceVersionExpectations>,
+    /// Pod uids an in-place write is under way for (an update, or a refresh from a pass or
+    /// from a pod event): no one else decides on them meanwhile.
+    writing: Mutex<HashSet<String>>,
+    recorder: EventQueue,
+    pre_download: PreDownload,
+    settings: Settings,
+}
+
+/// Runs the DaemonSet controller until `opts.shutdown` fires.
+pub async fn run(client: Client, settings: Settings, opts: RunOptions) {
+    let ns = settings.namespace.as_deref();
+    let recorder = EventQueue::for_controller(client.clone(), EVENT_REPORTER, &opts.metrics);
+    let (sets, mut set_stream) =
+        Watch::<DaemonSet>::primary(client.clone(), ns, &opts, &recorder).reflect();
+    let (pods, mut pod_stream) = Watch::<CachedPod>::new(client.clone(), ns)
+        .labels(CONTROLLER_REVISION_HASH_KEY)
+        .untrimmed()
+        .reflect();
+    let (nodes, mut node_stream) = Watch::<CachedNode>::new(client.clone(), None)
+        .untrimmed()
+        .reflect();
+    let (revisions, mut revision_stream) = Watch::<ControllerRevision>::new(client.clone(), ns)
+        .keep_only(owned_by_daemonset)
+        .reflect();
+    if !warm_until_leading(
+        &opts,
+        &mut [
+            &mut set_stream,
+            &mut pod_stream,
+            &mut node_stream,
+            &mut revision_stream,
+        ],
+    )
+    .await
+    {
+        return;
+    }
+    let shared = Arc::new(Shared {
+        client,
+        pods,
+        nodes,
+        revisions,
+        expectations: SharedExpectations::new(ScaleExpectations::new(settings.expectation_timeout)),
+        backoff: Mutex::default(),
+        in_flight: Mutex::default(),
+        pod_versions: SharedExpectations::new(ResourceVersionExpectations::new(
+            settings.expectation_timeout,
+        )),
+        writing: Mutex::default(),
+        recorder,
+        pre_download: PreDownload::new(settings.pre_download),
+        settings,
+    });
+    let node_changes = only_eligibility_changes(node_stream, shared.nodes.clone());
+    // Pod events also go straight to the in-place refresh (bounded: what does not fit is
+    // left to the DaemonSet's next pass, which every pod event triggers anyway); a refresh
+    // write that fails there wakes the DaemonSet, whose pass retries it.
+    let (mut refresh_tx, refresh_rx) = futures::channel::mpsc::channel(REFRESH_QUEUE);
+    let (retry_tx, retry_rx) = futures::channel::mpsc::unbounded();
+    let pod_stream = pod_stream
+        .inspect(move |event| {
+            if let Ok(pod) = event
+                && daemonset_of(pod).is_some()
+            {
+                let _ = refresh_tx.try_send(ObjectRef::from(pod));
+            }
+        })
+        .boxed();
+    let refresher = refresh_on_pod_events(shared.clone(), refresh_rx, retry_tx);
+    let all_sets = sets.clone();
+    let controller = Controller::for_stream(set_stream, sets)
+        .reconcile_all_on(futures::stream::once(async {}))
+        .reconcile_on(retry_rx)
+        .owns_stream(pod_stream)
+        .owns_stream(revision_stream)
+        .watches_stream(node_changes, move |_: CachedNode| {
+            all_sets
+                .state()
+                .iter()
+                .map(|ds| ObjectRef::from(ds.as_ref()))
+                .collect::<Vec<_>>()
+        });
+    let controller = std::pin::pin!(run_controller(controller, reconcile, shared, opts));
+    // The refresher ends once the pod stream (its sender) is gone with the controller.
+    if let futures::future::Either::Right(((), controller)) =
+        futures::future::select(controller, std::pin::pin!(refresher)).await
+    {
+        controller.await;
+    }
+}
+
+/// The Advanced DaemonSet controlling `pod`, if any.
+fn daemonset_of(pod: &CachedPod) -> Option<ObjectRef<DaemonSet>> {
+    let owner = kruise_core::pods::controller_ref(PodView::meta(pod))?;
+    (owner.kind == KIND && kruise_core::pods::api_group(&owner.api_version) == crate::api::GROUP)
+        .then(|| ObjectRef::new(&owner.name).within(PodView::namespace(pod)))
+}
+
+/// Refreshes the pod of each event as the event arrives, [`WRITE_CONCURRENCY`] at a time
+/// (`InPlaceUpdateReady=True` as soon as the kubelet has restarted the containers, as
+/// the benchmark's minimal writer does, instead of after the pass under way, which at
+/// maxUnavailable 100% is sending every other pod's update). The DaemonSet's pass
+/// refreshes too; [`claim`] keeps the two from writing the same pod twice.
+async fn refresh_on_pod_events(
+    shared: Arc<Shared>,
+    events: futures::channel::mpsc::Receiver<ObjectRef<CachedPod>>,
+    retry: futures::channel::mpsc::UnboundedSender<ObjectRef<DaemonSet>>,
+) {
+    events
+        .for_each_concurrent(WRITE_CONCURRENCY, |pod_ref| {
+            let (shared, retry) = (shared.clone(), retry.clone());
+            async move {
+                let Some(pod) = shared.pods.get(&pod_ref) else {
+                    return;
+                };
+                let pod_api: Api<Pod> =
+                    Api::namespaced(shared.client.clone(), PodView::namespace(&*pod));
+                let failed = match claim_and_decide(&shared, &pod, Timestamp::now()) {
+                    Ok(Decided::Write(write)) => {
+                        send_refresh(&pod_api, &shared, write).await.1.is_err()
+                    }
+                    Ok(Decided::Skip | Decided::Wait(_)) => false,
+                    Err(_) => true,
+                };
+                if failed && let Some(set) = daemonset_of(&pod) {
+                    let _ = retry.unbounded_send(set);
+                }
+            }
+        })
+        .await;
+}
+
+/// Revisions an Advanced DaemonSet controls (the only ones cached).
+fn owned_by_daemonset(rev: &ControllerRevision) -> bool {
+    rev.owner_references().iter().any(|o| {
+        o.controller == Some(true)
+            && o.kind == KIND
+            && kruise_core::pods::api_group(&o.api_version) == crate::api::GROUP
+    })
+}
+
+/// The node events whose labels or taints changed, every first sight of a node, and every
+/// deletion (the reflector has dropped the node from `store` by the time its event passes).
+fn only_eligibility_changes(
+    nodes: TouchedStream<CachedNode>,
+    store: Store<CachedNode>,
+) -> TouchedStream<CachedNode> {
+    let seen: Arc<Mutex<HashMap<String, u64>>> = Arc::default();
+    nodes
+        .filter(move |event| {
+            let pass = match event {
+                Ok(node) => {
+                    let name = node.name();
+                    let gone = store.get(&ObjectRef::new(name)).is_none();
+                    match seen.lock() {
+                        Ok(mut seen) if gone => seen.remove(name).is_some(),
+                        Ok(mut seen) => {
+                            let print = node.fingerprint();
+                            seen.insert(name.to_string(), print) != Some(print)
+                        }
+                        Err(_) => true,
+                    }
+                }
+                Err(_) => true,
+            };
+            std::future::ready(pass)
+        })
+        .boxed()
+}
+
+impl Scheduled for Action {
+    fn lane(&self) -> Lane<'_> {
+        match self {
+            Action::Create { .. } => Lane::SlowStart,
+            Action::Delete { pod } | Action::UpdateInPlace { pod } => Lane::Group(pod),
+        }
+    }
+}
+
+/// Marks pending creates (by node) and deletes (by pod name) the cache now shows as done.
+fn observe_expectations(
+    shared: &Shared,
+    key: &str,
+    pods: &[Arc<CachedPod>],
+    now: Timestamp,
+) -> Result<Satisfaction, Error> {
+    Ok(shared
+        .expectations
+        .with(|exp| {
+            for (action, names) in exp.pending(key) {
+                for name in names {
+                    let seen = match action {
+                        ScaleAction::Create => pods.iter().any(|p| p.name() == name.as_str()),
+                        ScaleAction::Delete => pods.iter().all(|p| {
+                            p.name() != name.as_str() || p.meta().deletion_timestamp.is_some()
+                        }),
+                    };
+                    if seen {
+                        exp.observe(key, action, &name);
+                    }
+                }
+            }
+            exp.satisfied(key, now)
+        })
+        .map_err(ShellError::from)?)
+}
+
+async fn reconcile(original: Arc<DaemonSet>, shared: Arc<Shared>) -> Result<Requeue, Error> {
+    let now = Timestamp::now();
+    let namespace = original.namespace().unwrap_or_default();
+    let name = original.name_any();
+    let key = format!("{namespace}/{name}");
+    let mut reference = original.object_ref(&());
+    reference.api_version = Some(kruise_core::api::version::APPS_V1BETA1.into());
+    reference.kind = Some(KIND.into());
+    let recorder = Recorder::new(&shared.recorder, reference);
+
+    // Validate (the webhook normally did; defaulting again is idempotent).
+    let mut ds = (*original).clone();
+    default_spec(&mut ds.spec, Served::V1beta1);
+    let errors = validate(&ds, None, Served::V1beta1);
+    if !errors.is_empty() {
+        let selecting_all = errors.iter().any(|e| e.field.as_str() == "spec.selector");
+        recorder.record(if selecting_all {
+            EventRecord::warning(
+                reason::SELECTING_ALL,
+                "This daemon set is selecting all pods. A non-empty selector is required.",
+            )
+        } else {
+            EventRecord::warning(
+                reason::INVALID_SPEC,
+                kruise_compat::field::aggregate(&errors),
+            )
+        });
+        return Ok(Requeue::await_change());
+    }
+
+    // Observe. Every cache first holds what the cluster held at start: a pass that saw no
+    // revision yet would write its own and replace the pods carrying another's hash (a
+    // DaemonSet taken over from OpenKruise).
+    if shared.pods.wait_until_ready().await.is_err()
+        || shared.nodes.wait_until_ready().await.is_err()
+        || shared.revisions.wait_until_ready().await.is_err()
+    {
+        return Ok(Requeue::requeue(EXPECTATIONS_REQUEUE));
+    }
+    let uid = ds.uid().unwrap_or_default();
+    let pods: Vec<Arc<CachedPod>> = shared
+        .pods
+        .state()
+        .into_iter()
+        .filter(|p| {
+            p.namespace() == namespace.as_str()
+                && kruise_core::pods::is_controlled_by(p.meta(), &uid)
+        })
+        .collect();
+    match observe_expectations(&shared, &key, &pods, now)? {
+        Satisfaction::Pending { .. } => return Ok(Requeue::requeue(EXPECTATIONS_REQUEUE)),
+        Satisfaction::Expired { .. } => {
+            shared
+                .expectations
+                .with(|e| e.delete(&key))
+                .map_err(ShellError::from)?;
+        }
+        Satisfaction::Satisfied => {}
+    }
+    let template = serde_json::to_value(&ds.spec.template).unwrap_or_default();
+    let collision_count = original.status.as_ref().and_then(|s| s.collision_count);
+    let template_hash = template_hash(&template, collision_count);
+
+    // Revisions: the update revision exists before any pod carries its hash.
+    let history: Vec<ControllerRevision> = shared
+        .revisions
+        .state()
+        .into_iter()
+        .filter(|r| r.metadata.namespace.as_deref() == Some(namespace.as_str()))
+        .filter(|r| kruise_core::pods::is_controlled_by(&r.metadata, &uid))
+        .map(|r| (*r).clone())
+        .collect();
+    let revision_api: Api<ControllerRevision> = Api::namespaced(shared.client.clone(), &namespace);
+    let planned = plan_revisions(&ds, &template_hash, &history);
+    let set_api: Api<DaemonSet> = Api::namespaced(shared.client.clone(), &namespace);
+    let update_data: Option<serde_json::Value>;
+    let hash: String;
+    let (history, update_name) = match write_planned_revisions(
+        &revision_api,
+        planned,
+        collision_count.unwrap_or(0),
+        history,
+    )
+    .await
+    .map_err(|e| Error::Shell(ShellError::Revision(e)))?
+    {
+        RevisionStep::Ready(active) => {
+            update_data = active.update.data.as_ref().map(|d| d.0.clone());
+            // An existing revision with this template's data (one OpenKruise named after
+            // its own hash, say) is the update revision, and its hash the one pods carry.
+            hash = revision_hash(&active.update).unwrap_or(template_hash);
+            (active.all, active.update.name_any())
+        }
+        RevisionStep::Collision(count) => {
+            // The next pass hashes with the new count, which renames the revision.
+            let mut status = original.status.clone().unwrap_or_default();
+            status.collision_count = Some(count);
+            write_status_if_changed(&set_api, &original, original.status.as_ref(), &status)
+                .await
+                .map_err(ShellError::status_of(name))?;
+            return Ok(Requeue::requeue(EXPECTATIONS_REQUEUE));
+        }
+    };
+
+    // Pre-download: the new images' ImagePullJobs go out before pods update.
+    if shared.pre_download.enabled()
+        && let Some(update) = history.iter().find(|r| r.name_any() == update_name)
+    {
+        let olds: Vec<&ControllerRevision> = history
+            .iter()
+            .filter(|r| r.name_any() != update_name)
+            .collect();
+        let decision = crate::predownload::plan(&ds, &olds, update, &hash);
+        let owner = crate::predownload::job_owner(&ds, &namespace, &uid);
+        (shared.pre_download)
+            .step(&shared.client, &owner, update, decision, &recorder)
+            .await;
+    }
+
+    // In place: wait for the cache to show the updates already sent, then finish the ones
+    // the kubelet has carried out (InPlaceUpdateReady=True).
+    if in_place_pending(&shared, &key, &pods) {
+        return Ok(Requeue::requeue(EXPECTATIONS_REQUEUE));
+    }
+    let pod_api: Api<Pod> = Api::namespaced(shared.client.clone(), &namespace);
+    let refresh_after = refresh_in_place(&pod_api, &shared, &pods, now).await?;
+    let in_place = plan_strategy(&ds.spec).in_place;
+    let in_place_request = |pod: &CachedPod| -> Option<UpdateRequest> {
+        let old_hash = pod.label(CONTROLLER_REVISION_HASH_KEY)?;
+        if !in_place || old_hash == hash {
+            return None;
+        }
+        let old = history.iter().find(|r| {
+            r.labels()
+                .get(CONTROLLER_REVISION_HASH_KEY)
+                .map(String::as_str)
+                == Some(old_hash)
+        })?;
+        Some(UpdateRequest {
+            old_revision_data: old.data.as_ref()?.0.clone(),
+            new_revision_data: update_data.clone()?,
+            revision: hash.clone(),
+            revision_labels: BTreeMap::from([(
+                CONTROLLER_REVISION_HASH_KEY.to_string(),
+                hash.clone(),
+            )]),
+            ..UpdateRequest::default()
+        })
+    };
+    let in_place_possible = |pod: &CachedPod| {
+        in_place_request(pod).is_some_and(|r| {
+            calculate_update_spec(
+                &r.old_revision_data,
+                &r.new_revision_data,
+                &r.revision,
+                r.gates,
+                r.grace_period_seconds,
+            )
+            .is_ok()
+        })
+    };
+    // Whether a pod can be updated in place depends on its revision only: one diff each.
+    let mut possible_by_hash: HashMap<&str, bool> = HashMap::new();
+    for pod in &pods {
+        if let Some(pod_hash) = pod.label(CONTROLLER_REVISION_HASH_KEY) {
+            possible_by_hash
+                .entry(pod_hash)
+                .or_insert_with(|| in_place_possible(pod));
+        }
+    }
+    let mut nodes: Vec<_> = shared
+        .nodes
+        .state()
+        .iter()
+        .map(|n| plan_node(&ds.spec, &n.view()))
+        .collect();
+    nodes.sort_by(|a, b| a.name.cmp(&b.name));
+    let secs = now.as_second();
+    let backoff_until = match shared.backoff.lock() {
+        Ok(b) => b
+            .iter()
+            .filter(|((set, _), _)| *set == key)
+            .map(|((_, node), (until, _))| (node.clone(), *until))
+            .collect(),
+        Err(_) => Default::default(),
+    };
+    let input = PlanInput {
+        nodes,
+        pods: pods
+            .iter()
+            .filter_map(|p| {
+                let possible = p
+                    .label(CONTROLLER_REVISION_HASH_KEY)
+                    .and_then(|h| possible_by_hash.get(h))
+                    .copied()
+                    .unwrap_or(false);
+                plan_pod(&**p, &hash, possible)
+            })
+            .collect(),
+        strategy: PlanStrategy {
+            prune_ineligible_nodes: shared.settings.prune_ineligible_nodes,
+            ..plan_strategy(&ds.spec)
+        },
+        backoff_until,
+        now: secs,
+    };
+
+    // Plan, then confirm what rests on the cache alone: an old pod it shows unavailable is
+    // replaced outside the budget, so it is read as it is first.
+    let mut plan = plan(&input);
+    let held = confirm_uncounted(&pod_api, &mut plan, input.strategy.min_ready_seconds).await?;
+    if let Ok(mut backoff) = shared.backoff.lock() {
+        for node in &plan.failed_nodes {
+            let entry = backoff
+                .entry((key.clone(), node.clone()))
+                .or_insert((0, BACKOFF_START));
+            *entry = (secs + entry.1, (entry.1 * 2).min(BACKOFF_MAX));
+            recorder.record(EventRecord::warning(
+                reason::FAILED_DAEMON_POD,
+                format!("Found failed daemon pod on node {node}, will try to kill it"),
+            ));
+        }
+    }
+
+    // Execute.
+    let outcomes = execute(&plan.actions, WRITE_CONCURRENCY, |action| {
+        let (pod_api, recorder, shared, key, ds, hash, pods, in_place_request) = (
+            &pod_api,
+            &recorder,
+            &shared,
+            &key,
+            &ds,
+            &hash,
+            &pods,
+            &in_place_request,
+        );
+        let namespace = namespace.as_str();
+        async move {
+            match action {
+                Action::Create { node } => {
+                    let pod = new_pod(ds, node, hash, shared.settings.placement);
+                    match pod_api.create(&PostParams::default(), &pod).await {
+                        Ok(created) => {
+                            let name = created.name_any();
+                            // By name: with surge the node already has a pod, which must not
+                            // count as the one created.
+                            expect(shared, key, ScaleAction::Create, &name)?;
+                            recorder.record(
+                                EventRecord::normal(
+                                    reason::SUCCESSFUL_CREATE,
+                                    format!("Created pod: {name}"),
+                                )
+                                .related_to(Some(pod_reference(Some(namespace), &name))),
+                            );
+                            Ok(())
+                        }
+                        Err(e) => {
+                            recorder.record(EventRecord::warning(
+                                reason::FAILED_CREATE,
+                                format!("Error creating: {e}"),
+                            ));
+                            Err(Error::Create(WriteError {
+                                name: format!("pod for node {node}"),
+                                source: e,
+                            }))
+                        }
+                    }
+                }
+                Action::Delete { pod } | Action::UpdateInPlace { pod } => {
+                    if matches!(action, Action::UpdateInPlace { .. }) {
+                        let updated =
+                            in_place_update(pod_api, shared, key, pods, pod, in_place_request, now)
+                                .await;
+                        match &updated {
+                            Ok(true) => recorder.record(
+                                EventRecord::normal(
+                                    reason::SUCCESSFUL_UPDATE_POD_IN_PLACE,
+                                    format!("successfully update pod {pod} in-place"),
+                                )
+                                .related_to(Some(pod_reference(Some(namespace), pod))),
+                            ),
+                            Ok(false) | Err(Error::Busy(_)) => {}
+                            Err(e) => recorder.record(EventRecord::warning(
+                                reason::FAILED_UPDATE_POD_IN_PLACE,
+                                format!(
+                                    "failed to update pod {pod} in-place(revision {hash}): {e}"
+                                ),
+                            )),
+                        }
+                        // Not in place after all (the change needs a new pod): recreated.
+                        if updated? {
+                            return Ok(());
+                        }
+                    }
+                    // A pod its preDelete hook holds is marked PreparingDelete instead.
+                    let hook = ds
+                        .spec
+                        .lifecycle
+                        .as_ref()
+                        .and_then(|l| l.pre_delete.as_ref());
+                    if let Some(held) = pods
+                        .iter()
+                        .find(|p| p.name() == pod.as_str())
+                        .filter(|p| is_hooked(hook, &***p))
+                    {
+                        if lifecycle_state(&**held) == Some(LifecycleState::PreparingDelete) {
+                            return Ok(());
+                        }
+                        let patch = state_patch(LifecycleState::PreparingDelete, now, None);
+                        return pod_api
+                            .patch(pod, &PatchParams::default(), &Patch::Strategic(&patch))
+                            .await
+                            .map(|_| ())
+                            .map_err(|e| {
+                                Error::PrepareDelete(WriteError {
+                                    name: pod.clone(),
+                                    source: e,
+                                })
+                            });
+                    }
+                    expect(shared, key, ScaleAction::Delete, pod)?;
+                    match pod_api.delete(pod, &DeleteParams::default()).await {
+                        Ok(_) => {
+                            recorder.record(EventRecord::normal(
+                                reason::SUCCESSFUL_DELETE,
+                                format!("Deleted pod: {pod}"),
+                            ));
+                            Ok(())
+                        }
+                        Err(e) if is_not_found(&e) => {
+                            forget(shared, key, ScaleAction::Delete, pod);
+                            Ok(())
+                        }
+                        Err(e) => {
+                            forget(shared, key, ScaleAction::Delete, pod);
+                            Err(Error::Delete(WriteError {
+                                name: pod.clone(),
+                                source: e,
+                            }))
+                        }
+                    }
+                }
+            }
+        }
+    })
+    .await;
+    let first_error = outcomes.into_iter().find_map(|(_, r)| r.err());
+
+    // Status, after the writes; observedGeneration only after a full sync.
+    let previous = original.status.clone().unwrap_or_default();
+    let counts = plan.status;
+    let status = DaemonSetStatus {
+        current_number_scheduled: counts.current_number_scheduled,
+        number_misscheduled: counts.number_misscheduled,
+        desired_number_scheduled: counts.desired_number_scheduled,
+        number_ready: counts.number_ready,
+        observed_generation: match first_error {
+            None => ds.metadata.generation.unwrap_or_default(),
+            Some(_) => previous.observed_generation,
+        },
+        updated_number_scheduled: counts.updated_number_scheduled,
+        number_available: counts.number_available,
+        number_unavailable: counts.number_unavailable,
+        collision_count: previous.collision_count,
+        conditions: previous.conditions.clone(),
+        update_revision: hash.clone(),
+    };
+    write_status_if_changed(&set_api, &original, original.status.as_ref(), &status)
+        .await
+        .map_err(ShellError::status_of(name.clone()))?;
+    if let Some(e) = first_error {
+        return Err(e);
+    }
+
+    // History: the oldest revisions beyond the limit that no pod uses.
+    let pod_hashes = pods
+        .iter()
+        .filter_map(|p| p.label(CONTROLLER_REVISION_HASH_KEY).map(str::to_string))
+        .collect();
+    for revision in revisions_to_prune(&ds, &history, &update_name, &pod_hashes) {
+        match revision_api
+            .delete(&revision, &DeleteParams::default())
+            .await
+        {
+            Ok(_) => {}
+            Err(e) if is_not_found(&e) => {}
+            Err(e) => {
+                return Err(Error::Shell(ShellError::Revision(WriteError {
+                    name: revision,
+                    source: e,
+                })));
+            }
+        }
+    }
+    let planned_after = plan
+        .requeue_after
+        .map(|secs| Duration::from_secs(secs.max(1).unsigned_abs()));
+    let held_after = held.then_some(EXPECTATIONS_REQUEUE);
+    Ok(
+        match planned_after
+            .into_iter()
+            .chain(refresh_after)
+            .chain(held_after)
+            .min()
+        {
+            Some(after) => Requeue::requeue(after),
+            None => Requeue::await_change(),
+        },
+    )
+}
+
+/// Keeps back each action of `plan` no budget counted because its old pod looked unavailable
+/// in the cache, when the pod read from the API is available after all (the cache had not
+/// yet seen it become Ready): acting would take down, or surge beside, one available pod
+/// more than maxUnavailable or maxSurge allow. True when any was kept back; the pass runs
+/// again once the cache has caught up. One read per such action, only while a rollout
+/// meets unavailable old pods.
+async fn confirm_uncounted(
+    pod_api: &Api<Pod>,
+    plan: &mut crate::plan::Plan,
+    min_ready_seconds: i64,
+) -> Result<bool, Error> {
+    let min_ready_seconds = i32::try_from(min_ready_seconds).unwrap_or(i32::MAX);
+    let mut held = false;
+    for uncounted in std::mem::take(&mut plan.uncounted) {
+        let pod = pod_api
+            .get_opt(&uncounted.pod)
+            .await
+            .map_err(|source| Error::ReadPod(WriteError::on(uncounted.pod.clone())(source)))?;
+        let available = pod.is_some_and(|pod| {
+            pod.metadata.deletion_timestamp.is_none()
+                && kruise_core::pods::is_pod_available(&pod, min_ready_seconds, Timestamp::now())
+        });
+        if available {
+            plan.actions.retain(|a| *a != uncounted.action);
+            held = true;
+        }
+    }
+    Ok(held)
+}
+
+fn expect(shared: &Shared, key: &str, action: ScaleAction, name: &str) -> Result<(), Error> {
+    shared
+        .expectations
+        .with(|e| e.expect(key, action, name))
+        .map_err(|e| Error::Shell(ShellError::from(e)))
+}
+
+fn forget(shared: &Shared, key: &str, action: ScaleAction, name: &str) {
+    // A poisoned lock refuses the next reconcile anyway.
+    let _ = shared.expectations.with(|e| e.observe(key, action, name));
+}

@@ -1,0 +1,142 @@
+//! What an API error means to a controller, by status code and reason (client-go's
+//! `apierrors.IsNotFound` and friends), so every family reads them the same way.
+
+/// True when a kube error is a 404 Not Found from the API server.
+pub fn is_not_found(e: &kube::Error) -> bool {
+    matches!(e, kube::Error::Api(s) if s.code == 404)
+}
+
+/// True when a create found the name taken (409 with reason `AlreadyExists`).
+pub fn is_already_exists(e: &kube::Error) -> bool {
+    matches!(e, kube::Error::Api(s) if s.code == 409 && s.reason == "AlreadyExists")
+}
+
+/// True when a kube error is a 409 Conflict from the API server: an optimistic-concurrency
+/// conflict (a stale resourceVersion) or a name already taken.
+pub fn is_conflict(e: &kube::Error) -> bool {
+    matches!(e, kube::Error::Api(s) if s.code == 409)
+}
+
+/// A write the API server refused, naming the object written: the payload of a family's
+/// per-step error variants (`CreatePod(WriteError)`, `Revision(WriteError)`, …).
+#[derive(Debug, thiserror::Error)]
+#[error("{name}: {source}")]
+pub struct WriteError {
+    /// The object written (`name`, or `namespace/name` for a cluster-wide controller).
+    pub name: String,
+    /// The API error.
+    #[source]
+    pub source: kube::Error,
+}
+
+impl WriteError {
+    /// A `map_err` adapter naming `name`.
+    pub fn on(name: impl Into<String>) -> impl FnOnce(kube::Error) -> Self {
+        let name = name.into();
+        move |source| Self { name, source }
+    }
+
+    /// True when the write hit an optimistic-concurrency conflict (see [`is_conflict`]).
+    pub fn is_conflict(&self) -> bool {
+        is_conflict(&self.source)
+    }
+}
+
+/// The failures of the steps every workload controller's shell shares, each with its own
+/// low-cardinality category. A family's error type wraps it (`Shell(#[from] ShellError)`)
+/// beside the variants of its own steps.
+#[derive(Debug, thiserror::Error)]
+pub enum ShellError {
+    /// Observe: the expectations could not be read or recorded.
+    #[error(transparent)]
+    Expectations(#[from] kruise_core::expectations::PoisonedExpectations),
+    /// Revision: creating, updating or deleting a ControllerRevision.
+    #[error("writing controller revision {0}")]
+    Revision(#[source] WriteError),
+    /// Execute: patching a pod or its status.
+    #[error("updating pod {0}")]
+    UpdatePod(#[source] WriteError),
+    /// Status: writing the owner's status.
+    #[error("writing the status of {name}: {source}")]
+    Status {
+        /// The owner.
+        name: String,
+        /// What failed.
+        #[source]
+        source: super::status::StatusError,
+    },
+}
+
+impl ShellError {
+    /// The metric and event label of the failed step.
+    pub fn category(&self) -> &'static str {
+        match self {
+            ShellError::Expectations(_) => "expectations",
+            ShellError::Revision(_) => "revision",
+            ShellError::UpdatePod(_) => "update_pods",
+            ShellError::Status { .. } => "update_status",
+        }
+    }
+
+    /// True for an optimistic-concurrency conflict (requeued quietly).
+    pub fn is_conflict(&self) -> bool {
+        match self {
+            ShellError::Expectations(_) => false,
+            ShellError::Revision(e) | ShellError::UpdatePod(e) => e.is_conflict(),
+            ShellError::Status { source, .. } => source.api_error().is_some_and(is_conflict),
+        }
+    }
+
+    /// A `map_err` adapter for a failed status write of `name`.
+    pub fn status_of(name: impl Into<String>) -> impl FnOnce(super::status::StatusError) -> Self {
+        let name = name.into();
+        move |source| ShellError::Status { name, source }
+    }
+}
+
+/// A shell with no steps of its own reports the shared ones directly.
+impl super::ReconcileError for ShellError {
+    fn category(&self) -> &'static str {
+        ShellError::category(self)
+    }
+    fn is_conflict(&self) -> bool {
+        ShellError::is_conflict(self)
+    }
+}
+
+/// A 404 error for an object a controller expected in its cache but no longer finds there
+/// (deleted meanwhile): reported like the API server's own Not Found.
+pub fn not_found(what: &str) -> kube::Error {
+    kube::Error::Api(Box::new(kube::core::Status {
+        status: Some(kube::core::response::StatusSummary::Failure),
+        message: format!("{what} is no longer in the cache"),
+        reason: "NotFound".into(),
+        code: 404,
+        ..Default::default()
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn api_error(code: u16, reason: &str) -> kube::Error {
+        kube::Error::Api(Box::new(kube::core::Status {
+            code,
+            reason: reason.into(),
+            ..Default::default()
+        }))
+    }
+
+    #[test]
+    fn codes_and_reasons_are_told_apart() {
+        assert!(is_not_found(&api_error(404, "NotFound")));
+        assert!(is_not_found(&not_found("pod p")));
+        assert!(!is_not_found(&api_error(409, "Conflict")));
+        assert!(is_already_exists(&api_error(409, "AlreadyExists")));
+        assert!(!is_already_exists(&api_error(409, "Conflict")));
+        assert!(is_conflict(&api_error(409, "Conflict")));
+        assert!(is_conflict(&api_error(409, "AlreadyExists")));
+        assert!(!is_conflict(&api_error(500, "InternalError")));
+    }
+}
