@@ -1,0 +1,142 @@
+//! The observe step: the set's pods, claims and revisions from the caches, and whether
+//! they show every write this controller sent.
+
+use super::*;
+
+/// What the observe step read.
+pub(super) struct Observed {
+    pub(super) expandable_classes: BTreeSet<String>,
+    /// Revisions of the namespace no controller owns.
+    pub(super) orphan_revisions: Vec<ControllerRevision>,
+    pub(super) pods: Vec<Arc<CachedPod>>,
+    pub(super) claims: Vec<Arc<PersistentVolumeClaim>>,
+    pub(super) history: Vec<ControllerRevision>,
+    pub(super) satisfaction: Satisfaction,
+    pub(super) pod_writes_pending: bool,
+    pub(super) update_expectations: BTreeMap<String, String>,
+}
+
+/// Observe: the set's pods and revisions from the caches, and whether they show every
+/// create, delete, pod write and in-place update this controller sent.
+pub(super) async fn observe(
+    shared: &Shared,
+    set: &StatefulSet,
+    key: &str,
+    now: Timestamp,
+) -> Result<Option<Observed>, Error> {
+    if shared.pods.wait_until_ready().await.is_err()
+        || shared.revisions.wait_until_ready().await.is_err()
+        || shared.claims.wait_until_ready().await.is_err()
+        || match &shared.classes {
+            Some(classes) => classes.wait_until_ready().await.is_err(),
+            None => false,
+        }
+    {
+        return Ok(None);
+    }
+    let namespace = set.namespace().unwrap_or_default();
+    let uid = set.uid().unwrap_or_default();
+    let pods: Vec<Arc<CachedPod>> = shared
+        .pods
+        .state()
+        .into_iter()
+        .filter(|p| {
+            // Ours, and orphans the planner may adopt.
+            p.namespace() == namespace
+                && (kruise_core::pods::is_controlled_by(p.meta(), &uid)
+                    || kruise_core::pods::controller_ref(p.meta()).is_none())
+        })
+        .collect();
+    let claims = shared
+        .claims
+        .state()
+        .into_iter()
+        .filter(|c| c.metadata.namespace.as_deref() == Some(namespace.as_str()))
+        .collect();
+    let (history, orphan_revisions) = shared
+        .revisions
+        .state()
+        .into_iter()
+        .filter(|r| r.metadata.namespace.as_deref() == Some(namespace.as_str()))
+        .filter(|r| {
+            kruise_core::pods::is_controlled_by(&r.metadata, &uid)
+                || kruise_core::pods::controller_ref(&r.metadata).is_none()
+        })
+        .map(|r| (*r).clone())
+        .partition(|r| kruise_core::pods::is_controlled_by(&r.metadata, &uid));
+    let satisfaction = shared
+        .scale_expectations
+        .with(|exp| {
+            for (action, names) in exp.pending(key) {
+                for name in names {
+                    let cached = shared
+                        .pods
+                        .get(&reflector::ObjectRef::new(&name).within(&namespace));
+                    let seen = match action {
+                        ScaleAction::Create => cached.is_some(),
+                        ScaleAction::Delete => {
+                            cached.is_none_or(|p| p.meta().deletion_timestamp.is_some())
+                        }
+                    };
+                    if seen {
+                        exp.observe(key, action, &name);
+                    }
+                }
+            }
+            exp.satisfied(key, now)
+        })
+        .map_err(ShellError::from)?;
+    if let Satisfaction::Expired { .. } = satisfaction {
+        // Acting on what the cache shows is safe: pod names are deterministic.
+        shared
+            .scale_expectations
+            .with(|e| e.delete(key))
+            .map_err(ShellError::from)?;
+    }
+    let pod_writes_pending = !shared
+        .pod_versions
+        .with(|v| v.all_observed(pods.iter().map(|p| &**p), now))
+        .map_err(ShellError::from)?;
+    // Drop the in-place expectations the cache shows (or whose pod is gone).
+    let update_expectations = shared
+        .update_expectations
+        .with(|all| {
+            let Some(mine) = all.get_mut(key) else {
+                return BTreeMap::new();
+            };
+            mine.retain(|name, revision| {
+                pods.iter().any(|p| {
+                    p.name() == name
+                        && kruise_core::pods::pod_revision(&**p) != Some(revision.as_str())
+                })
+            });
+            let left = mine.clone();
+            if mine.is_empty() {
+                all.remove(key);
+            }
+            left
+        })
+        .map_err(ShellError::from)?;
+    let expandable_classes = shared
+        .classes
+        .as_ref()
+        .map(|classes| {
+            classes
+                .state()
+                .iter()
+                .filter(|c| c.allow_volume_expansion == Some(true))
+                .map(|c| c.name_any())
+                .collect()
+        })
+        .unwrap_or_default();
+    Ok(Some(Observed {
+        expandable_classes,
+        orphan_revisions,
+        pods,
+        claims,
+        history,
+        satisfaction,
+        pod_writes_pending,
+        update_expectations,
+    }))
+}
