@@ -1165,3 +1165,129 @@ async fn scatter_strategy_interleaves_the_in_place_update() {
     controller.stop().await;
     cluster.shutdown().await;
 }
+
+/// The UIDs of the CloneSet's live pods, sorted.
+async fn pod_uids(client: &Client, name: &str) -> Vec<String> {
+    let mut uids: Vec<String> = pods_of(client, name)
+        .await
+        .into_iter()
+        .filter(|p| p.metadata.deletion_timestamp.is_none())
+        .filter_map(|p| p.metadata.uid)
+        .collect();
+    uids.sort();
+    uids
+}
+
+/// OpenKruise's e2e "CloneSet Update with VolumeClaimTemplate changes" with
+/// `RecreatePodWhenChangeVCTInCloneSetGate` on: an image and claim change recreates the pods;
+/// a claim-only change rolls nothing (no new revision); the next image-only change recreates
+/// them, since the claims of the pods' revision differ; under `InPlaceOnly` an image change
+/// stays in place whatever the claims.
+#[tokio::test]
+async fn with_the_vct_gate_a_claim_change_is_carried_by_the_next_image_update_as_a_recreate() {
+    let (cluster, client) = cluster_with_crd().await;
+    let controller = RunningController::start_with(
+        &client,
+        kruise_cloneset::controller::Settings {
+            namespace: Some(client.default_namespace().into()),
+            gates: kruise_cloneset::plan::PlanGates {
+                recreate_on_vct_change: true,
+                ..Default::default()
+            },
+            ..Default::default()
+        },
+    );
+    let claims = |first: &str, second: &str| {
+        json!([
+            {"metadata": {"name": "data-vol1"},
+             "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": first}}}},
+            {"metadata": {"name": "data-vol2"},
+             "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": second}}}}
+        ])
+    };
+    let policy =
+        |policy: &str| json!({"rollingUpdate": {"podUpdatePolicy": policy, "maxUnavailable": 4}});
+    clonesets(&client)
+        .create(
+            &PostParams::default(),
+            &cloneset(
+                "web",
+                4,
+                "nginx:1",
+                json!({"updateStrategy": policy("ReCreate"), "volumeClaimTemplates": claims("1Gi", "1Gi")}),
+            ),
+        )
+        .await
+        .unwrap();
+    wait_rolled_out(&client, "web", 4).await;
+    let created = pod_uids(&client, "web").await;
+
+    let image = |image: &str| json!({"containers": [{"name": "main", "image": image}]});
+    patch_spec(
+        &client,
+        "web",
+        json!({"template": {"spec": image("nginx:2")}, "volumeClaimTemplates": claims("2Gi", "1Gi"),
+               "updateStrategy": policy("InPlaceIfPossible")}),
+    )
+    .await;
+    wait_rolled_out(&client, "web", 4).await;
+    let after_image_and_claims = pod_uids(&client, "web").await;
+    assert!(
+        after_image_and_claims
+            .iter()
+            .all(|uid| !created.contains(uid)),
+        "an image and claim change recreates every pod"
+    );
+
+    patch_spec(
+        &client,
+        "web",
+        json!({"volumeClaimTemplates": claims("2Gi", "2Gi")}),
+    )
+    .await;
+    wait_rolled_out(&client, "web", 4).await;
+    assert_eq!(
+        pod_uids(&client, "web").await,
+        after_image_and_claims,
+        "a claim-only change rolls no pod"
+    );
+
+    patch_spec(
+        &client,
+        "web",
+        json!({"template": {"spec": image("redis:7")}}),
+    )
+    .await;
+    let recreated = eventually("every pod recreated for redis:7", WAIT, || async {
+        let cs = get(&client, "web").await;
+        let s = cs.status.clone()?;
+        let uids = pod_uids(&client, "web").await;
+        (s.updated_ready_replicas == 4
+            && s.observed_generation == cs.metadata.generation.unwrap_or_default()
+            && uids.len() == 4)
+            .then_some(uids)
+    })
+    .await;
+    assert!(
+        recreated
+            .iter()
+            .all(|uid| !after_image_and_claims.contains(uid)),
+        "the image update after a claim-only change recreates every pod"
+    );
+
+    patch_spec(
+        &client,
+        "web",
+        json!({"template": {"spec": image("httpd:2")}, "volumeClaimTemplates": claims("3Gi", "3Gi"),
+               "updateStrategy": policy("InPlaceOnly")}),
+    )
+    .await;
+    wait_rolled_out(&client, "web", 4).await;
+    assert_eq!(
+        pod_uids(&client, "web").await,
+        recreated,
+        "InPlaceOnly updates in place whatever the claims"
+    );
+    controller.stop().await;
+    cluster.shutdown().await;
+}
