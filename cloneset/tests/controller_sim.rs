@@ -884,17 +884,25 @@ async fn pre_delete_hook_holds_a_scaled_down_pod_until_released() {
     cluster.shutdown().await;
 }
 
+/// The controller for the client's namespace, with the planner's feature gates `gates`.
+fn start_with_gates(client: &Client, gates: kruise_cloneset::plan::PlanGates) -> RunningController {
+    RunningController::start_with(
+        client,
+        kruise_cloneset::controller::Settings {
+            namespace: Some(client.default_namespace().into()),
+            gates,
+            ..Default::default()
+        },
+    )
+}
+
 #[tokio::test]
 async fn partition_rollback_gate_rolls_updated_pods_back_when_the_partition_rises() {
     let (cluster, client) = cluster_with_crd().await;
-    let controller = RunningController::start_with(
+    let controller = start_with_gates(
         &client,
-        kruise_cloneset::controller::Settings {
-            namespace: Some(client.default_namespace().into()),
-            gates: kruise_cloneset::plan::PlanGates {
-                partition_rollback: true,
-                ..Default::default()
-            },
+        kruise_cloneset::plan::PlanGates {
+            partition_rollback: true,
             ..Default::default()
         },
     );
@@ -1186,14 +1194,10 @@ async fn pod_uids(client: &Client, name: &str) -> Vec<String> {
 #[tokio::test]
 async fn with_the_vct_gate_a_claim_change_is_carried_by_the_next_image_update_as_a_recreate() {
     let (cluster, client) = cluster_with_crd().await;
-    let controller = RunningController::start_with(
+    let controller = start_with_gates(
         &client,
-        kruise_cloneset::controller::Settings {
-            namespace: Some(client.default_namespace().into()),
-            gates: kruise_cloneset::plan::PlanGates {
-                recreate_on_vct_change: true,
-                ..Default::default()
-            },
+        kruise_cloneset::plan::PlanGates {
+            recreate_on_vct_change: true,
             ..Default::default()
         },
     );
