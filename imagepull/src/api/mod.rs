@@ -49,6 +49,9 @@ pub const NODEIMAGE_CRD: &str = "nodeimages.apps.kruise.io";
 pub const PROTECTION_FINALIZER: &str = "apps.kruise.io/deletion-protection";
 /// NodeImage label: the NodeImage is tied to no Node (kept when no Node has its name).
 pub const FAKE_NODEIMAGE_LABEL: &str = "apps.kruise.io/fake-nodeimage";
+/// Synced-secret label: the source secret's UID, as OpenKruise v1.8.3 labels its copies (its
+/// clients and e2e suite find a job's copy by it).
+pub const SOURCE_SECRET_UID_LABEL: &str = "imagepulljobs.kruise.io/source-uid";
 /// Synced-secret annotation: the source secret, `<namespace>/<name>`.
 pub const SOURCE_SECRET_KEY_ANNOTATION: &str = "imagepulljobs.kruise.io/source-key";
 /// Synced-secret annotation: the jobs referring to it, `<namespace>/<name>` sorted, comma separated.

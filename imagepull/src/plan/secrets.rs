@@ -14,7 +14,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use crate::api::{
     REFERENCE_MODE_BATCH, ReferenceObject, SECRET_MODE_ANNOTATION, SECRET_REFERENCES_ANNOTATION,
-    SOURCE_SECRET_KEY_ANNOTATION,
+    SOURCE_SECRET_KEY_ANNOTATION, SOURCE_SECRET_UID_LABEL,
 };
 
 /// What the planner reads.
@@ -191,6 +191,7 @@ pub fn plan(input: &SecretSyncInput<'_>) -> SecretSync {
                 let mut updated = with_references(copy, &refs);
                 updated.data = source.data.clone();
                 updated.string_data = source.string_data.clone();
+                label_source_uid(&mut updated, source);
                 if &updated != copy {
                     sync.actions.push(SecretAction::Update(updated));
                 }
@@ -200,12 +201,23 @@ pub fn plan(input: &SecretSyncInput<'_>) -> SecretSync {
     sync
 }
 
+/// Labels `copy` with its source's UID ([`SOURCE_SECRET_UID_LABEL`]), copies made before
+/// the label included.
+fn label_source_uid(copy: &mut Secret, source: &Secret) {
+    if let Some(uid) = &source.metadata.uid {
+        copy.metadata
+            .labels
+            .get_or_insert_with(BTreeMap::new)
+            .insert(SOURCE_SECRET_UID_LABEL.into(), uid.clone());
+    }
+}
+
 fn new_copy(source: &Secret, source_key: &str, job: &str, namespace: &str) -> Secret {
     let mut annotations = source.metadata.annotations.clone().unwrap_or_default();
     annotations.insert(SECRET_REFERENCES_ANNOTATION.into(), job.into());
     annotations.insert(SOURCE_SECRET_KEY_ANNOTATION.into(), source_key.into());
     annotations.insert(SECRET_MODE_ANNOTATION.into(), REFERENCE_MODE_BATCH.into());
-    Secret {
+    let mut copy = Secret {
         metadata: ObjectMeta {
             namespace: Some(namespace.into()),
             generate_name: Some(format!(
@@ -220,7 +232,9 @@ fn new_copy(source: &Secret, source_key: &str, job: &str, namespace: &str) -> Se
         data: source.data.clone(),
         string_data: source.string_data.clone(),
         immutable: None,
-    }
+    };
+    label_source_uid(&mut copy, source);
+    copy
 }
 
 #[cfg(test)]

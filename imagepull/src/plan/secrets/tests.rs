@@ -226,3 +226,41 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn a_copy_carries_its_sources_uid_as_openkruise_v1_8_labels_it() {
+    let mut reg = source("reg", "v1");
+    reg.metadata.uid = Some("db8acf1c-be68-46a2-9a40-a36c65eedd84".into());
+    let sources = BTreeMap::from([("reg".to_string(), reg)]);
+    let wanted = vec!["reg".to_string()];
+    let created = plan(&input("job1", &wanted, true, &sources, &[]));
+    let [SecretAction::Create(created)] = created.actions.as_slice() else {
+        panic!("{created:?}")
+    };
+    assert_eq!(
+        created.metadata.labels,
+        Some(BTreeMap::from([
+            (
+                SOURCE_SECRET_UID_LABEL.to_string(),
+                "db8acf1c-be68-46a2-9a40-a36c65eedd84".to_string()
+            ),
+            ("team".to_string(), "a".to_string()),
+        ]))
+    );
+    // A copy made before the label gets it once; a labelled copy is left alone.
+    let unlabelled = [copy("reg-abcde", "default/reg", "default/job1", "v1")];
+    let relabel = plan(&input("job1", &wanted, true, &sources, &unlabelled));
+    let [SecretAction::Update(updated)] = relabel.actions.as_slice() else {
+        panic!("{relabel:?}")
+    };
+    assert_eq!(
+        updated.metadata.labels.as_ref().unwrap()[SOURCE_SECRET_UID_LABEL],
+        "db8acf1c-be68-46a2-9a40-a36c65eedd84"
+    );
+    let labelled = [updated.clone()];
+    assert!(
+        plan(&input("job1", &wanted, true, &sources, &labelled))
+            .actions
+            .is_empty()
+    );
+}
