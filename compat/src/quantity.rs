@@ -65,6 +65,17 @@ pub fn parse_nanos(text: &str) -> Option<Nanos> {
     parse(text).map(|parsed| parsed.nanos)
 }
 
+/// `nanos` in units of `per` nano-units, rounded up away from zero and saturated to `i64`, as
+/// Go's `Quantity.MilliValue` (`per` = [`NANOS_PER_MILLI`]) and `Quantity.Value`
+/// ([`NANOS_PER_UNIT`]) give it.
+pub fn rounded_up(nanos: Nanos, per: Nanos) -> i64 {
+    let mut value = nanos / per;
+    if nanos % per != 0 {
+        value += nanos.signum();
+    }
+    i64::try_from(value).unwrap_or(if value < 0 { i64::MIN } else { i64::MAX })
+}
+
 /// Whether two quantity strings denote the same amount (`"1"` == `"1000m"`); texts that do
 /// not parse are compared as written.
 pub fn quantities_equal(a: &str, b: &str) -> bool {
@@ -298,7 +309,10 @@ fn format(q: Exact) -> Option<String> {
 
 #[cfg(test)]
 mod tests {
-    use super::{canonical_milli_quantity, parse_nanos, quantities_equal};
+    use super::{
+        NANOS_PER_MILLI, NANOS_PER_UNIT, Nanos, canonical_milli_quantity, parse_nanos,
+        quantities_equal, rounded_up,
+    };
 
     // Expected values from Go: `resource.MustParse(in)`, `SetDefaults_ResourceList`, then
     // `json.Marshal` (k8s.io/apimachinery v0.32.10, the version OpenKruise builds with;
@@ -393,6 +407,10 @@ mod tests {
             assert_eq!(parse_nanos(bad), None, "{bad}");
         }
         assert!(quantities_equal("0.1", "100m"));
+        assert_eq!(rounded_up(1_500_001, NANOS_PER_MILLI), 2);
+        assert_eq!(rounded_up(-1_500_001, NANOS_PER_MILLI), -2);
+        assert_eq!(rounded_up(NANOS_PER_UNIT, NANOS_PER_UNIT), 1);
+        assert_eq!(rounded_up(Nanos::MAX, 1), i64::MAX);
         assert!(!quantities_equal("1", "1Mi"));
     }
 }

@@ -80,11 +80,7 @@ impl Quantity {
 
     /// `Quantity.MilliValue`: rounded up, away from zero.
     fn milli_value(&self) -> i64 {
-        let mut milli = self.nanos / NANOS_PER_MILLI;
-        if self.nanos % NANOS_PER_MILLI != 0 {
-            milli += self.nanos.signum();
-        }
-        i64::try_from(milli).unwrap_or(if milli < 0 { i64::MIN } else { i64::MAX })
+        quantity::rounded_up(self.nanos, NANOS_PER_MILLI)
     }
 
     /// `SetMilli(int64(float64(MilliValue()) * factor))`, the calculator's scaling.

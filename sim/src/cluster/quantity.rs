@@ -2,7 +2,7 @@
 //! them: cpu in millicores, memory and pod counts in base units, through kruise-compat's
 //! parser of Go's `resource.Quantity`.
 
-use kruise_compat::quantity::{NANOS_PER_MILLI, NANOS_PER_UNIT, Nanos, parse_nanos};
+use kruise_compat::quantity::{NANOS_PER_MILLI, NANOS_PER_UNIT, Nanos, parse_nanos, rounded_up};
 use serde_json::Value;
 
 /// A quantity given as a JSON string or number (a number reads as its text, as Go's
@@ -13,15 +13,6 @@ pub fn parse_value(v: &Value) -> Option<Nanos> {
         Value::Number(n) => parse_nanos(&n.to_string()),
         _ => None,
     }
-}
-
-/// `nanos` in units of `per`, rounded up away from zero (as `MilliValue` and `Value` do).
-fn rounded_up(nanos: Nanos, per: Nanos) -> i64 {
-    let mut value = nanos / per;
-    if nanos % per != 0 {
-        value += nanos.signum();
-    }
-    i64::try_from(value).unwrap_or(if value < 0 { i64::MIN } else { i64::MAX })
 }
 
 /// cpu in millicores.
