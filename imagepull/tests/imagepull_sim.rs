@@ -8,14 +8,16 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::api::core::v1::{Namespace, Node, Secret};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kruise_imagepull::api::v1beta1::{ImagePullJob, NodeImage};
-use kruise_imagepull::api::{ImagePullPhase, ImageTagStatus, NodeImageStatus};
+use kruise_imagepull::api::{
+    ImagePullPhase, ImageTagStatus, NodeImageStatus, SOURCE_SECRET_UID_LABEL,
+};
 use kruise_imagepull::controller::{self, Settings};
 use kruise_runtime::{Metrics, Readiness, RunOptions};
 use kruise_testkit::{WAIT, eventually};
-use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt as _};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
@@ -353,6 +355,84 @@ async fn a_controller_restart_mid_job_neither_repeats_nor_loses_a_node() {
     }
     // Without a TTL the completed job and its tags stay.
     assert!(job(&client, "restart").await.is_some());
+    drop(agent);
+    controllers.stop().await;
+    cluster.shutdown().await;
+}
+
+/// OpenKruise's e2e "pull image with secret", where no install created
+/// `kruise-daemon-config`: the job creates the namespace with its first copy, the copy is
+/// labelled with its source's UID (how v1.8.3's clients find it), the NodeImages name the
+/// copy, and the job completes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_with_a_pull_secret_copies_it_into_a_namespace_it_creates_and_completes() {
+    let (cluster, client) =
+        kruise_testkit::cluster_with_crds(5, &kruise_imagepull::api::crd::crds().unwrap()).await;
+    let agent_namespace = controller::DEFAULT_AGENT_NAMESPACE;
+    // On a shared real cluster an earlier run may have left it; kruise-sim starts without.
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    let created_here = namespaces.get_opt(agent_namespace).await.unwrap().is_none();
+    let controllers = Controllers::start(&client);
+    label_nodes(&client, &LABELLED).await;
+    wait_for_labelled_node_images(&client).await;
+    let source: Secret = serde_json::from_value(json!({
+        "metadata": {"name": "registry-auth"},
+        "type": "kubernetes.io/dockerconfigjson",
+        "data": {".dockerconfigjson": "eyJhdXRocyI6e319"},
+    }))
+    .unwrap();
+    let source = Api::<Secret>::default_namespaced(client.clone())
+        .create(&PostParams::default(), &source)
+        .await
+        .unwrap();
+    let source_uid = source.uid().unwrap();
+    let agent = FakeAgent::start(&client, Duration::from_millis(1500));
+    let mut pull = pull_job("with-secret", None);
+    pull.spec.template.pull_secrets = vec!["registry-auth".into()];
+    Api::<ImagePullJob>::default_namespaced(client.clone())
+        .create(&PostParams::default(), &pull)
+        .await
+        .unwrap();
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), agent_namespace);
+    let by_uid = format!("{SOURCE_SECRET_UID_LABEL}={source_uid}");
+    let copy = eventually("a copy found by its source's UID", WAIT, || {
+        let (secrets, by_uid) = (secrets.clone(), by_uid.clone());
+        async move {
+            let list = secrets
+                .list(&ListParams::default().labels(&by_uid))
+                .await
+                .ok()?;
+            list.items.into_iter().next()
+        }
+    })
+    .await;
+    assert_eq!(copy.data, source.data);
+    assert_eq!(copy.type_, source.type_);
+    if created_here {
+        assert!(namespaces.get_opt(agent_namespace).await.unwrap().is_some());
+    }
+    let named_by_a_node_image = node_images(&client).await.iter().any(|ni| {
+        ni.spec.images.get("nginx").is_some_and(|image| {
+            image
+                .pull_secrets
+                .iter()
+                .any(|r| r.namespace == agent_namespace && r.name == copy.name_any())
+        })
+    });
+    assert!(named_by_a_node_image, "a NodeImage names the copy");
+    let done = eventually("the job completes", WAIT, || {
+        let client = client.clone();
+        async move {
+            job(&client, "with-secret").await.filter(|j| {
+                j.status
+                    .as_ref()
+                    .is_some_and(|s| s.completion_time.is_some())
+            })
+        }
+    })
+    .await;
+    let status = done.status.unwrap();
+    assert_eq!((status.desired, status.succeeded, status.failed), (3, 3, 0));
     drop(agent);
     controllers.stop().await;
     cluster.shutdown().await;

@@ -14,9 +14,10 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::{Pod, Secret};
+use k8s_openapi::api::core::v1::{Namespace, Pod, Secret};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kruise_core::pods::selector::format_label_selector;
-use kruise_runtime::errors::{ShellError, WriteError, is_not_found};
+use kruise_runtime::errors::{ShellError, WriteError, is_already_exists, is_not_found};
 use kruise_runtime::events::{EventQueue, EventRecord, Recorder};
 use kruise_runtime::status::write_status_if_changed;
 use kruise_runtime::watch::Watch;
@@ -387,10 +388,8 @@ async fn sync_secrets(
     });
     for action in &sync.actions {
         let result = match action {
-            SecretAction::Create(secret) => agent_api
-                .create(&PostParams::default(), secret)
+            SecretAction::Create(secret) => create_copy(shared, &agent_api, secret)
                 .await
-                .map(|_| ())
                 .map_err(WriteError::on(format!("a copy of a secret of {namespace}")))
                 .map_err(Error::Create),
             SecretAction::Update(secret) => {
@@ -416,4 +415,41 @@ async fn sync_secrets(
         result?;
     }
     Ok(sync)
+}
+
+/// Creates a secret copy in the agent namespace. Where no install made that namespace
+/// (OpenKruise's creates `kruise-daemon-config`; a cluster without it would fail every job
+/// with pull secrets), the first copy creates it.
+async fn create_copy(
+    shared: &Shared,
+    agent_api: &Api<Secret>,
+    secret: &Secret,
+) -> Result<(), kube::Error> {
+    match agent_api.create(&PostParams::default(), secret).await {
+        // On a create, only the namespace can be missing.
+        Err(e) if is_not_found(&e) => {}
+        other => return other.map(|_| ()),
+    }
+    let namespace = Namespace {
+        metadata: ObjectMeta {
+            name: Some(shared.settings.agent_namespace.clone()),
+            ..ObjectMeta::default()
+        },
+        ..Namespace::default()
+    };
+    match Api::<Namespace>::all(shared.client.clone())
+        .create(&PostParams::default(), &namespace)
+        .await
+    {
+        Ok(_) => tracing::info!(
+            namespace = %shared.settings.agent_namespace,
+            "created the namespace for pull secret copies"
+        ),
+        Err(e) if is_already_exists(&e) => {}
+        Err(e) => return Err(e),
+    }
+    agent_api
+        .create(&PostParams::default(), secret)
+        .await
+        .map(|_| ())
 }
