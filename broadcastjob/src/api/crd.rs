@@ -36,20 +36,12 @@ const BROADCASTJOB_COLUMNS: [PrinterColumn; 5] = [
 
 /// OpenKruise's AdvancedCronJob columns.
 const ADVANCEDCRONJOB_COLUMNS: [PrinterColumn; 4] = [
-    PrinterColumn {
-        name: "Schedule",
-        type_: "string",
-        json_path: ".spec.schedule",
-        description: "The schedule of advanced cron job.",
-        priority: 0,
-    },
-    PrinterColumn {
-        name: "Type",
-        type_: "string",
-        json_path: ".status.type",
-        description: "Type of cron job.",
-        priority: 0,
-    },
+    PrinterColumn::string(
+        "Schedule",
+        ".spec.schedule",
+        "The schedule of advanced cron job.",
+    ),
+    PrinterColumn::string("Type", ".status.type", "Type of cron job."),
     PrinterColumn {
         name: "LastScheduleTime",
         type_: "date",

@@ -68,6 +68,21 @@ impl PrinterColumn {
         }
     }
 
+    /// A string column `kubectl get` always shows.
+    pub const fn string(
+        name: &'static str,
+        json_path: &'static str,
+        description: &'static str,
+    ) -> Self {
+        PrinterColumn {
+            name,
+            type_: "string",
+            json_path,
+            description,
+            priority: 0,
+        }
+    }
+
     /// A string column shown only with `-o wide`.
     pub const fn wide_string(
         name: &'static str,
@@ -122,6 +137,7 @@ pub struct CrdBuilder {
     status: bool,
     scale: Option<ScaleSubresource>,
     columns: Vec<PrinterColumn>,
+    version_columns: Vec<(&'static str, Vec<PrinterColumn>)>,
     edits: Vec<SchemaEdit>,
 }
 
@@ -135,6 +151,7 @@ impl CrdBuilder {
             status: false,
             scale: None,
             columns: Vec::new(),
+            version_columns: Vec::new(),
             edits: Vec::new(),
         }
     }
@@ -160,6 +177,17 @@ impl CrdBuilder {
     /// The printer columns of every version, in order.
     pub fn printer_columns(mut self, columns: &[PrinterColumn]) -> Self {
         self.columns = columns.to_vec();
+        self
+    }
+
+    /// The printer columns of `version`, in place of the shared ones (OpenKruise's
+    /// generated CRDs differ per version where its Go types' markers do).
+    pub fn version_printer_columns(
+        mut self,
+        version: &'static str,
+        columns: &[PrinterColumn],
+    ) -> Self {
+        self.version_columns.push((version, columns.to_vec()));
         self
     }
 
@@ -212,9 +240,14 @@ impl CrdBuilder {
                     }),
                 });
             }
-            if !self.columns.is_empty() {
+            let columns = self
+                .version_columns
+                .iter()
+                .find(|(name, _)| *name == version.name)
+                .map_or(&self.columns, |(_, columns)| columns);
+            if !columns.is_empty() {
                 version.additional_printer_columns =
-                    Some(self.columns.iter().map(|c| c.to_definition()).collect());
+                    Some(columns.iter().map(|c| c.to_definition()).collect());
             }
             let Some(schema) = version
                 .schema

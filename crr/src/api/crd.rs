@@ -11,27 +11,21 @@ use super::KIND;
 
 /// OpenKruise's columns: `PHASE`, `POD`, `NODE`, `AGE`.
 const COLUMNS: [PrinterColumn; 4] = [
-    PrinterColumn {
-        name: "PHASE",
-        type_: "string",
-        json_path: ".status.phase",
-        description: "Phase of this ContainerRecreateRequest.",
-        priority: 0,
-    },
-    PrinterColumn {
-        name: "POD",
-        type_: "string",
-        json_path: ".spec.podName",
-        description: "Pod name of this ContainerRecreateRequest.",
-        priority: 0,
-    },
-    PrinterColumn {
-        name: "NODE",
-        type_: "string",
-        json_path: ".metadata.labels.crr\\.apps\\.kruise\\.io/node-name",
-        description: "Node name of this ContainerRecreateRequest.",
-        priority: 0,
-    },
+    PrinterColumn::string(
+        "PHASE",
+        ".status.phase",
+        "Phase of this ContainerRecreateRequest.",
+    ),
+    PrinterColumn::string(
+        "POD",
+        ".spec.podName",
+        "Pod name of this ContainerRecreateRequest.",
+    ),
+    PrinterColumn::string(
+        "NODE",
+        ".metadata.labels.crr\\.apps\\.kruise\\.io/node-name",
+        "Node name of this ContainerRecreateRequest.",
+    ),
     AGE_COLUMN,
 ];
 

@@ -34,6 +34,21 @@ const IMAGEPULLJOB_COLUMNS: [PrinterColumn; 5] = [
     AGE_COLUMN,
 ];
 
+/// v1alpha1 ends with `MESSAGE` too (OpenKruise's v1alpha1 type has the marker, its
+/// v1beta1 type not).
+const IMAGEPULLJOB_V1ALPHA1_COLUMNS: [PrinterColumn; 6] = [
+    IMAGEPULLJOB_COLUMNS[0],
+    IMAGEPULLJOB_COLUMNS[1],
+    IMAGEPULLJOB_COLUMNS[2],
+    IMAGEPULLJOB_COLUMNS[3],
+    AGE_COLUMN,
+    PrinterColumn::string(
+        "MESSAGE",
+        ".status.message",
+        "Summary of status when job is failed",
+    ),
+];
+
 /// OpenKruise's ImageListPullJob columns.
 const IMAGELISTPULLJOB_COLUMNS: [PrinterColumn; 4] = [
     PrinterColumn::integer("TOTAL", ".status.desired", "Number of image pull job"),
@@ -82,6 +97,7 @@ pub fn imagepulljob_crd() -> Result<CustomResourceDefinition, CrdError> {
         .version(super::v1beta1::ImagePullJob::crd())
         .status_subresource()
         .printer_columns(&IMAGEPULLJOB_COLUMNS)
+        .version_printer_columns("v1alpha1", &IMAGEPULLJOB_V1ALPHA1_COLUMNS)
         .schema_edit("/properties/spec", |spec| {
             spec.insert("required".into(), serde_json::json!(["image"]));
         })
@@ -101,6 +117,9 @@ pub fn imagelistpulljob_crd() -> Result<CustomResourceDefinition, CrdError> {
         .build()
 }
 
+/// The fields of a NodeImage image's `pullSecrets[]` item, in the schema.
+const NODEIMAGE_PULL_SECRET_FIELDS: &str = "/properties/spec/properties/images/additionalProperties/properties/pullSecrets/items/properties";
+
 /// `nodeimages.apps.kruise.io` (cluster-scoped).
 pub fn nodeimage_crd() -> Result<CustomResourceDefinition, CrdError> {
     CrdBuilder::new(NODEIMAGE_KIND, V1BETA1)
@@ -108,6 +127,11 @@ pub fn nodeimage_crd() -> Result<CustomResourceDefinition, CrdError> {
         .version(super::v1beta1::NodeImage::crd())
         .status_subresource()
         .printer_columns(&NODEIMAGE_COLUMNS)
+        // A pull secret's `mode` is v1beta1's (OpenKruise's v1alpha1 has no such field, so
+        // the API server drops it from v1alpha1 reads as it does for OpenKruise).
+        .version_schema_edit("v1alpha1", NODEIMAGE_PULL_SECRET_FIELDS, |fields| {
+            fields.remove("mode");
+        })
         .build()
 }
 
@@ -200,8 +224,39 @@ mod tests {
             for v in &crd.spec.versions {
                 assert!(v.subresources.as_ref().unwrap().status.is_some());
             }
-            assert_eq!(columns(&crd), [expected.clone(), expected], "{name}");
+            let mut alpha = expected.clone();
+            if name == super::super::IMAGEPULLJOB_CRD {
+                alpha.push(("MESSAGE".into(), ".status.message".into()));
+            }
+            assert_eq!(columns(&crd), [alpha, expected], "{name}");
         }
+    }
+
+    #[test]
+    fn a_node_image_pull_secret_has_a_mode_in_v1beta1_only() {
+        let crd = serde_json::to_value(nodeimage_crd().unwrap()).unwrap();
+        let modes: Vec<_> = crd["spec"]["versions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| {
+                let fields = v["schema"]["openAPIV3Schema"]
+                    .pointer(NODEIMAGE_PULL_SECRET_FIELDS)
+                    .unwrap();
+                (
+                    v["name"].as_str().unwrap().to_owned(),
+                    fields["name"].is_object(),
+                    fields["mode"].is_object(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            modes,
+            [
+                ("v1alpha1".to_owned(), true, false),
+                ("v1beta1".to_owned(), true, true)
+            ]
+        );
     }
 
     #[test]
