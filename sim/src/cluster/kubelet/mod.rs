@@ -13,7 +13,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-use jiff::{SignedDuration, Timestamp};
+use jiff::Timestamp;
 use serde_json::{Map, Value, json};
 use tokio::time::Instant;
 
@@ -22,280 +22,27 @@ use super::images::{ImagePulls, ImageStore, image_id};
 use super::kubelet_api::{
     KubeletApi, PodChange, PodChanges, PodKey, StoreApi, StoreChanges, Waiting,
 };
-use super::{
-    ANN_EXIT_AFTER, ANN_EXIT_CODE, ANN_POSTSTART_DURATION, ANN_PRESTOP_DURATION, ANN_READY_DELAY,
-    ANN_START_DELAY, ANN_STOP_DELAY, KubeletTimings,
-};
-use super::{nodes, parse_duration, stable_hash};
+use super::{ANN_EXIT_AFTER, ANN_EXIT_CODE, ANN_READY_DELAY, ANN_START_DELAY, KubeletTimings};
+use super::{nodes, stable_hash};
 use crate::SimShared;
 use crate::meta;
 use kruise_cri::v1::ContainerState;
 use tokio::sync::mpsc;
 
-/// How long a container takes to exit after SIGTERM unless the pod says otherwise
-/// (`sim.kruise.io/stop-delay`); the whole termination is capped by the grace period.
-pub const DELETE_CAP: Duration = Duration::from_millis(100);
+mod conditions;
+mod runtime;
 
-/// How long a terminating pod's containers take to stop, before the grace-period
-/// cap: the longest preStop hook (a `sleep` action's seconds; an exec or httpGet
-/// hook takes `sim.kruise.io/prestop-duration`, default 0), then the exit after
-/// SIGTERM (`sim.kruise.io/stop-delay`, default 100ms). Containers stop in parallel.
-fn termination_time(pod: &Value) -> Duration {
-    let hook_default = ann_duration(pod, ANN_PRESTOP_DURATION).unwrap_or(Duration::ZERO);
-    let pre_stop = containers(pod, "containers")
-        .iter()
-        .filter_map(|c| c.pointer("/lifecycle/preStop"))
-        .map(|h| hook_time(h).unwrap_or(hook_default))
-        .max()
-        .unwrap_or(Duration::ZERO);
-    pre_stop + ann_duration(pod, ANN_STOP_DELAY).unwrap_or(DELETE_CAP)
-}
-
-/// How long a hook runs when the hook itself says: a `sleep` action's seconds, or an exec
-/// action that only sleeps (`sleep N`, `sh -c "sleep N"`), as OpenKruise's e2e specs write
-/// their hooks. None for any other exec or httpGet hook.
-fn hook_time(hook: &Value) -> Option<Duration> {
-    if let Some(secs) = hook.pointer("/sleep/seconds").and_then(Value::as_u64) {
-        return Some(Duration::from_secs(secs));
-    }
-    let command: Vec<&str> = hook
-        .pointer("/exec/command")?
-        .as_array()?
-        .iter()
-        .filter_map(Value::as_str)
-        .collect();
-    let line = match command.as_slice() {
-        [shell, "-c", script] if shell.ends_with("sh") => script.to_string(),
-        words => words.join(" "),
-    };
-    match line.split_whitespace().collect::<Vec<_>>().as_slice() {
-        [sleep, secs] if sleep.ends_with("sleep") => parse_duration(secs),
-        _ => None,
-    }
-}
-
-/// How long a container's postStart hook runs: what the hook says (`hook_time`), else for
-/// an exec or httpGet hook `sim.kruise.io/poststart-duration` (default 0). As the kubelet runs the
-/// hook before reporting the container running, the container is reported waiting
-/// (ContainerCreating) until the hook is done, then running since the runtime started it
-/// (`startedAt` the hook's time before it shows running).
-fn post_start_time(pod: &Value, container: &Value) -> Duration {
-    match container.pointer("/lifecycle/postStart") {
-        None => Duration::ZERO,
-        Some(h) => hook_time(h)
-            .or_else(|| ann_duration(pod, ANN_POSTSTART_DURATION))
-            .unwrap_or(Duration::ZERO),
-    }
-}
+use conditions::{readiness_gates_message, set_cond};
+use runtime::{
+    Ctr, PodRt, ann_duration, container_id, containers, post_start_time, spec_hash, str_of,
+    termination_time,
+};
 
 type Key = PodKey;
 
-fn container_id() -> String {
-    format!(
-        "containerd://{:016x}{:016x}{:016x}{:016x}",
-        meta::random_u64(),
-        meta::random_u64(),
-        meta::random_u64(),
-        meta::random_u64()
-    )
-}
-
-/// The container's spec hash (as the kubelet's `HashContainer`, resources excluded
-/// since they are resized without a restart).
-fn spec_hash(c: &Value) -> u64 {
-    let mut c = c.clone();
-    if let Some(m) = c.as_object_mut() {
-        m.remove("resources");
-        m.remove("resizePolicy");
-    }
-    stable_hash(&c.to_string(), 0)
-}
-
-pub(crate) struct Ctr {
-    pub(crate) name: String,
-    hash: u64,
-    pub(crate) image: String,
-    pub(crate) image_id: String,
-    /// `containerd://<64 hex>`, as the pod status reports it.
-    pub(crate) container_id: String,
-    pub(crate) restart_count: i64,
-    pub(crate) created_at: Instant,
-    /// When the container is reported running: after its postStart hook, which the
-    /// kubelet runs before it next reports the pod's status.
-    pub(crate) start_at: Instant,
-    /// How long the postStart hook runs. The container itself started that long before
-    /// `start_at`: its reported `startedAt` is the runtime's start, not the hook's end.
-    hook: Duration,
-    ready_at: Instant,
-    last_state: Value,
-    /// Stopped through the CRI and not restarted (restartPolicy Never, or OnFailure
-    /// with exit code 0): when, and with which code.
-    pub(crate) terminated: Option<(Instant, i64)>,
-    /// Why the container cannot be created yet (an env key missing from its ConfigMap):
-    /// reported as `waiting` `CreateContainerConfigError` until the key appears.
-    config_error: Option<String>,
-}
-
-impl Ctr {
-    /// When the runtime started the container (`startedAt`): before its postStart hook.
-    pub(crate) fn started_at(&self) -> Instant {
-        self.start_at
-            .checked_sub(self.hook)
-            .unwrap_or(self.start_at)
-    }
-}
-
-/// A container that was killed and replaced; the runtime keeps the last one per
-/// container name, as the kubelet's container GC does by default.
-pub(crate) struct DeadCtr {
-    pub(crate) name: String,
-    pub(crate) container_id: String,
-    pub(crate) image: String,
-    pub(crate) image_id: String,
-    pub(crate) attempt: i64,
-    pub(crate) created_at: Instant,
-    pub(crate) started_at: Instant,
-    pub(crate) finished_at: Instant,
-    pub(crate) exit_code: i64,
-}
-
-pub(crate) struct PodRt {
-    pub(crate) uid: String,
-    pub(crate) namespace: String,
-    pub(crate) name: String,
-    restart_policy: String,
-    pub(crate) node: String,
-    ip: String,
-    t0: Instant,
-    t0_wall: Timestamp,
-    init_done_at: Instant,
-    /// Without init containers the pod counts as Initialized from the start.
-    has_init: bool,
-    pub(crate) containers: Vec<Ctr>,
-    pub(crate) dead: Vec<DeadCtr>,
-    /// When and with which code the containers exit (restartPolicy Never/OnFailure).
-    exit: Option<(Instant, i64)>,
-    delete_at: Option<Instant>,
-}
-
-impl PodRt {
-    /// The wall-clock time of a runtime instant.
-    pub(crate) fn timestamp(&self, at: Instant) -> Timestamp {
-        let d = SignedDuration::try_from(at.saturating_duration_since(self.t0))
-            .unwrap_or(SignedDuration::ZERO);
-        self.t0_wall.checked_add(d).unwrap_or(self.t0_wall)
-    }
-
-    fn wall(&self, at: Instant) -> String {
-        meta::format_time(self.timestamp(at))
-    }
-
-    /// When the pod's containers exited on their own (`sim.kruise.io/exit-after`).
-    pub(crate) fn exited_at(&self, now: Instant) -> Option<(Instant, i64)> {
-        self.exit.filter(|(at, _)| now >= *at)
-    }
-
-    /// Kills container `i` and starts its replacement `delay` from `now`, reported running
-    /// once its postStart `hook` has run (the kubelet's restart for a changed spec or a
-    /// container that exited under restartPolicy Always): restartCount+1, a new container
-    /// id, the old one kept as the dead container and reported as lastState.
-    fn restart(
-        &mut self,
-        i: usize,
-        code: i64,
-        now: Instant,
-        delay: Duration,
-        hook: Duration,
-        ready: Duration,
-    ) {
-        let Some(ctr) = self.containers.get(i) else {
-            return;
-        };
-        let last_state = json!({"terminated": {
-            "exitCode": code, "reason": if code == 0 { "Completed" } else { "Error" },
-            "startedAt": self.wall(ctr.started_at()), "finishedAt": self.wall(now),
-            "containerID": ctr.container_id,
-        }});
-        let dead = DeadCtr {
-            name: ctr.name.clone(),
-            container_id: ctr.container_id.clone(),
-            image: ctr.image.clone(),
-            image_id: ctr.image_id.clone(),
-            attempt: ctr.restart_count,
-            created_at: ctr.created_at,
-            started_at: ctr.started_at(),
-            finished_at: now,
-            exit_code: code,
-        };
-        self.dead.retain(|d| d.name != dead.name);
-        self.dead.push(dead);
-        if let Some(ctr) = self.containers.get_mut(i) {
-            ctr.last_state = last_state;
-            ctr.container_id = container_id();
-            ctr.restart_count += 1;
-            ctr.created_at = now;
-            ctr.start_at = now + delay + hook;
-            ctr.hook = hook;
-            ctr.ready_at = ctr.start_at + ready;
-            ctr.terminated = None;
-        }
-    }
-
-    /// Stops the container with CRI id `id` (no `containerd://` prefix) as
-    /// `StopContainer` does, then lets the restart policy decide: restarted after the
-    /// start delay, or left exited. False when no live container has that id.
-    pub(crate) fn stop_container(
-        &mut self,
-        id: &str,
-        code: i64,
-        now: Instant,
-        start: Duration,
-        ready: Duration,
-    ) -> bool {
-        let Some(i) = self
-            .containers
-            .iter()
-            .position(|c| c.container_id.strip_prefix("containerd://") == Some(id))
-        else {
-            return false;
-        };
-        if self.exited_at(now).is_some() || self.containers[i].terminated.is_some() {
-            // Already exited: stopping is a no-op, as for the runtime.
-            return true;
-        }
-        let restarts = match self.restart_policy.as_str() {
-            "Never" => false,
-            "OnFailure" => code != 0,
-            _ => true,
-        };
-        if restarts {
-            let hook = self.containers[i].hook;
-            self.restart(i, code, now, start, hook, ready);
-        } else if let Some(c) = self.containers.get_mut(i) {
-            c.terminated = Some((now, code));
-        }
-        true
-    }
-}
-
-fn ann_duration(pod: &Value, key: &str) -> Option<Duration> {
-    meta::metadata(pod)
-        .and_then(|m| m.get("annotations"))
-        .and_then(|a| a.get(key))
-        .and_then(Value::as_str)
-        .and_then(parse_duration)
-}
-
-fn containers(pod: &Value, kind: &str) -> Vec<Value> {
-    pod.pointer(&format!("/spec/{kind}"))
-        .and_then(Value::as_array)
-        .cloned()
-        .unwrap_or_default()
-}
-
-fn str_of<'a>(v: &'a Value, k: &str) -> &'a str {
-    v.get(k).and_then(Value::as_str).unwrap_or("")
-}
+/// How long a container takes to exit after SIGTERM unless the pod says otherwise
+/// (`sim.kruise.io/stop-delay`); the whole termination is capped by the grace period.
+pub const DELETE_CAP: Duration = Duration::from_millis(100);
 
 struct Kubelet<A> {
     api: A,
@@ -969,70 +716,6 @@ fn spec_resources(pod: &Value, name: &str) -> Option<Value> {
     (!out.is_empty()).then_some(Value::Object(out))
 }
 
-/// None when every readiness gate's condition is True; otherwise the kubelet's
-/// message for the first gate that is not.
-fn readiness_gates_message(pod: &Value, conds: &[Value]) -> Option<String> {
-    let gates = pod
-        .pointer("/spec/readinessGates")
-        .and_then(Value::as_array)?;
-    for g in gates {
-        let t = str_of(g, "conditionType");
-        match conds.iter().find(|c| str_of(c, "type") == t) {
-            None => {
-                return Some(format!(
-                    "corresponding condition of pod readiness gate \"{t}\" does not exist."
-                ));
-            }
-            Some(c) if str_of(c, "status") != "True" => {
-                return Some(format!(
-                    "the status of pod readiness gate \"{t}\" is not \"True\", but {}",
-                    str_of(c, "status")
-                ));
-            }
-            Some(_) => {}
-        }
-    }
-    None
-}
-
-/// Sets one condition, keeping lastTransitionTime when the status did not change.
-/// `overwrite` false only adds the condition when missing (PodScheduled belongs to the
-/// scheduler/binding).
-fn set_cond(
-    conds: &mut Vec<Value>,
-    ty: &str,
-    ok: bool,
-    reason: Option<&str>,
-    message: Option<&str>,
-    overwrite: bool,
-) {
-    let status = if ok { "True" } else { "False" };
-    let existing = conds.iter().position(|c| str_of(c, "type") == ty);
-    if existing.is_some() && !overwrite {
-        return;
-    }
-    let mut c = Map::new();
-    c.insert("type".into(), json!(ty));
-    c.insert("status".into(), json!(status));
-    c.insert("lastProbeTime".into(), Value::Null);
-    let ltt = existing
-        .and_then(|i| conds.get(i))
-        .filter(|old| str_of(old, "status") == status)
-        .and_then(|old| old.get("lastTransitionTime").cloned())
-        .unwrap_or_else(|| json!(meta::now_rfc3339()));
-    c.insert("lastTransitionTime".into(), ltt);
-    if let Some(r) = reason {
-        c.insert("reason".into(), json!(r));
-    }
-    if let Some(m) = message {
-        c.insert("message".into(), json!(m));
-    }
-    match existing {
-        Some(i) => conds[i] = Value::Object(c),
-        None => conds.push(Value::Object(c)),
-    }
-}
-
 /// Runs the kubelet for the in-process nodes `sim-node-0..node_count-1`, on the store.
 pub(crate) async fn run(
     sh: Arc<SimShared>,
@@ -1129,36 +812,6 @@ pub(crate) async fn run_with<A: KubeletApi>(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn hooks_that_only_sleep_take_their_seconds() {
-        let hook = |v: Value| hook_time(&v);
-        assert_eq!(
-            hook(json!({"sleep": {"seconds": 3}})),
-            Some(Duration::from_secs(3))
-        );
-        assert_eq!(
-            hook(json!({"exec": {"command": ["sleep", "10"]}})),
-            Some(Duration::from_secs(10))
-        );
-        assert_eq!(
-            hook(json!({"exec": {"command": ["/bin/sh", "-c", "sleep 2"]}})),
-            Some(Duration::from_secs(2))
-        );
-        assert_eq!(
-            hook(json!({"exec": {"command": ["nginx", "-s", "quit"]}})),
-            None
-        );
-        assert_eq!(
-            hook(json!({"httpGet": {"path": "/stop", "port": 80}})),
-            None
-        );
-        let pod = json!({"metadata": {"annotations": {ANN_POSTSTART_DURATION: "1s"}}});
-        let exec = json!({"lifecycle": {"postStart": {"exec": {"command": ["nginx", "-t"]}}}});
-        assert_eq!(post_start_time(&pod, &exec), Duration::from_secs(1));
-        let sleeps = json!({"lifecycle": {"postStart": {"exec": {"command": ["sleep", "10"]}}}});
-        assert_eq!(post_start_time(&pod, &sleeps), Duration::from_secs(10));
-    }
 
     #[test]
     fn image_ids() {
