@@ -16,9 +16,9 @@
 //!   and one that is available after all keeps its replacement back until the cache agrees.
 //! * **Slow start.** Creations go out in batches of 1, 2, 4, … and stop at the first failure.
 //! * **Failed pods back off per node**, 1 s doubling to 15 min.
-//! * **preDelete hook.** A pod to delete that `lifecycle.preDelete` holds (any of its labels
-//!   or finalizers present) is marked `PreparingDelete` instead, and deleted once the hook
-//!   lets go.
+//! * **preDelete hook.** The plan marks a pod its hook holds `PreparingDelete` instead of
+//!   deleting it; the shell sends what the plan says, also when an in-place update falls
+//!   back to recreating the pod.
 //! * **In place** (`InPlaceIfPossible`): the diff of the pod's revision and the update
 //!   revision decides; an update sent is waited for in the cache before the next plan.
 //!   What the kubelet has done is finished (`InPlaceUpdateReady=True`) as its pod event
@@ -43,8 +43,8 @@ use kruise_core::expectations::{
 use kruise_core::inplace::{
     CompletionCheck, RefreshAction, UpdateRequest, begin_update, calculate_update_spec, refresh,
 };
-use kruise_core::pods::lifecycle::{is_hooked, state_patch};
-use kruise_core::pods::{CachedPod, LabelsAndFinalizers as _, PodView, lifecycle_state};
+use kruise_core::pods::lifecycle::state_patch;
+use kruise_core::pods::{CachedPod, LabelsAndFinalizers as _, PodView};
 use kruise_core::revision::template_hash;
 use kruise_runtime::errors::{ShellError, WriteError, is_not_found};
 use kruise_runtime::events::{EventQueue, EventRecord, Recorder, pod_reference};
@@ -66,7 +66,7 @@ use crate::api::{KIND, Served};
 use crate::nodes::CachedNode;
 use crate::plan::pods::{Placement, new_pod, plan_node, plan_pod, plan_strategy};
 use crate::plan::revisions::{plan_revisions, revision_hash, revisions_to_prune};
-use crate::plan::{Action, PlanInput, PlanStrategy, plan};
+use crate::plan::{Action, PlanInput, PlanStrategy, Removal, plan};
 
 mod in_place;
 
@@ -374,7 +374,9 @@ impl Scheduled for Action {
     fn lane(&self) -> Lane<'_> {
         match self {
             Action::Create { .. } => Lane::SlowStart,
-            Action::Delete { pod } | Action::UpdateInPlace { pod } => Lane::Group(pod),
+            Action::Delete { pod }
+            | Action::PrepareDelete { pod }
+            | Action::UpdateInPlace { pod, .. } => Lane::Group(pod),
         }
     }
 }
@@ -593,6 +595,11 @@ async fn reconcile(original: Arc<DaemonSet>, shared: Arc<Shared>) -> Result<Requ
             .collect(),
         Err(_) => Default::default(),
     };
+    let pre_delete = ds
+        .spec
+        .lifecycle
+        .as_ref()
+        .and_then(|l| l.pre_delete.as_ref());
     let input = PlanInput {
         nodes,
         pods: pods
@@ -603,7 +610,7 @@ async fn reconcile(original: Arc<DaemonSet>, shared: Arc<Shared>) -> Result<Requ
                     .and_then(|h| possible_by_hash.get(h))
                     .copied()
                     .unwrap_or(false);
-                plan_pod(&**p, &hash, possible)
+                plan_pod(&**p, &hash, possible, pre_delete)
             })
             .collect(),
         strategy: PlanStrategy {
@@ -675,80 +682,36 @@ async fn reconcile(original: Arc<DaemonSet>, shared: Arc<Shared>) -> Result<Requ
                         }
                     }
                 }
-                Action::Delete { pod } | Action::UpdateInPlace { pod } => {
-                    if matches!(action, Action::UpdateInPlace { .. }) {
-                        let updated =
-                            in_place_update(pod_api, shared, key, pods, pod, in_place_request, now)
-                                .await;
-                        match &updated {
-                            Ok(true) => recorder.record(
-                                EventRecord::normal(
-                                    reason::SUCCESSFUL_UPDATE_POD_IN_PLACE,
-                                    format!("successfully update pod {pod} in-place"),
-                                )
-                                .related_to(Some(pod_reference(Some(namespace), pod))),
-                            ),
-                            Ok(false) | Err(Error::Busy(_)) => {}
-                            Err(e) => recorder.record(EventRecord::warning(
-                                reason::FAILED_UPDATE_POD_IN_PLACE,
-                                format!(
-                                    "failed to update pod {pod} in-place(revision {hash}): {e}"
-                                ),
-                            )),
-                        }
-                        // Not in place after all (the change needs a new pod): recreated.
-                        if updated? {
-                            return Ok(());
-                        }
+                Action::UpdateInPlace { pod, otherwise } => {
+                    let updated =
+                        in_place_update(pod_api, shared, key, pods, pod, in_place_request, now)
+                            .await;
+                    match &updated {
+                        Ok(true) => recorder.record(
+                            EventRecord::normal(
+                                reason::SUCCESSFUL_UPDATE_POD_IN_PLACE,
+                                format!("successfully update pod {pod} in-place"),
+                            )
+                            .related_to(Some(pod_reference(Some(namespace), pod))),
+                        ),
+                        Ok(false) | Err(Error::Busy(_)) => {}
+                        Err(e) => recorder.record(EventRecord::warning(
+                            reason::FAILED_UPDATE_POD_IN_PLACE,
+                            format!("failed to update pod {pod} in-place(revision {hash}): {e}"),
+                        )),
                     }
-                    // A pod its preDelete hook holds is marked PreparingDelete instead.
-                    let hook = ds
-                        .spec
-                        .lifecycle
-                        .as_ref()
-                        .and_then(|l| l.pre_delete.as_ref());
-                    if let Some(held) = pods
-                        .iter()
-                        .find(|p| p.name() == pod.as_str())
-                        .filter(|p| is_hooked(hook, &***p))
-                    {
-                        if lifecycle_state(&**held) == Some(LifecycleState::PreparingDelete) {
-                            return Ok(());
-                        }
-                        let patch = state_patch(LifecycleState::PreparingDelete, now, None);
-                        return pod_api
-                            .patch(pod, &PatchParams::default(), &Patch::Strategic(&patch))
-                            .await
-                            .map(|_| ())
-                            .map_err(|e| {
-                                Error::PrepareDelete(WriteError {
-                                    name: pod.clone(),
-                                    source: e,
-                                })
-                            });
-                    }
-                    expect(shared, key, ScaleAction::Delete, pod)?;
-                    match pod_api.delete(pod, &DeleteParams::default()).await {
-                        Ok(_) => {
-                            recorder.record(EventRecord::normal(
-                                reason::SUCCESSFUL_DELETE,
-                                format!("Deleted pod: {pod}"),
-                            ));
-                            Ok(())
-                        }
-                        Err(e) if is_not_found(&e) => {
-                            forget(shared, key, ScaleAction::Delete, pod);
-                            Ok(())
-                        }
-                        Err(e) => {
-                            forget(shared, key, ScaleAction::Delete, pod);
-                            Err(Error::Delete(WriteError {
-                                name: pod.clone(),
-                                source: e,
-                            }))
+                    // Not in place after all (the change needs a new pod): taken away as
+                    // the plan says, and recreated.
+                    match (updated?, otherwise) {
+                        (true, _) | (false, Removal::Held) => Ok(()),
+                        (false, Removal::PrepareDelete) => prepare_delete(pod_api, pod, now).await,
+                        (false, Removal::Delete) => {
+                            delete_pod(pod_api, shared, recorder, key, pod).await
                         }
                     }
                 }
+                Action::PrepareDelete { pod } => prepare_delete(pod_api, pod, now).await,
+                Action::Delete { pod } => delete_pod(pod_api, shared, recorder, key, pod).await,
             }
         }
     })
@@ -846,6 +809,52 @@ async fn confirm_uncounted(
         }
     }
     Ok(held)
+}
+
+/// Marks `pod` `PreparingDelete`: its preDelete hook holds it.
+async fn prepare_delete(pod_api: &Api<Pod>, pod: &str, now: Timestamp) -> Result<(), Error> {
+    let patch = state_patch(LifecycleState::PreparingDelete, now, None);
+    pod_api
+        .patch(pod, &PatchParams::default(), &Patch::Strategic(&patch))
+        .await
+        .map(|_| ())
+        .map_err(|e| {
+            Error::PrepareDelete(WriteError {
+                name: pod.to_string(),
+                source: e,
+            })
+        })
+}
+
+/// Deletes `pod`, expected until the cache shows it gone or terminating.
+async fn delete_pod(
+    pod_api: &Api<Pod>,
+    shared: &Shared,
+    recorder: &Recorder,
+    key: &str,
+    pod: &str,
+) -> Result<(), Error> {
+    expect(shared, key, ScaleAction::Delete, pod)?;
+    match pod_api.delete(pod, &DeleteParams::default()).await {
+        Ok(_) => {
+            recorder.record(EventRecord::normal(
+                reason::SUCCESSFUL_DELETE,
+                format!("Deleted pod: {pod}"),
+            ));
+            Ok(())
+        }
+        Err(e) if is_not_found(&e) => {
+            forget(shared, key, ScaleAction::Delete, pod);
+            Ok(())
+        }
+        Err(e) => {
+            forget(shared, key, ScaleAction::Delete, pod);
+            Err(Error::Delete(WriteError {
+                name: pod.to_string(),
+                source: e,
+            }))
+        }
+    }
 }
 
 fn expect(shared: &Shared, key: &str, action: ScaleAction, name: &str) -> Result<(), Error> {

@@ -7,8 +7,8 @@
 //! * **manage**, per node: should run and has no pod -> create (in node-name order; with
 //!   `partitionedScaling` at most `desired - updated - partition` nodes); may continue
 //!   running -> failed pods deleted (unless the node's failure backoff has not elapsed),
-//!   pods in `PreparingDelete` deleted (a hooked one the shell holds instead), and of the
-//!   running pods only the
+//!   pods in `PreparingDelete` deleted (unless their preDelete hook holds them), and of
+//!   the running pods only the
 //!   oldest is kept (with surge: the oldest updated and the oldest old); may not continue
 //!   running -> every pod deleted. Unbound pods aimed at a node that no longer exists are
 //!   deleted (K#443). Creations and deletions are each capped at `burstReplicas`.
@@ -28,6 +28,10 @@
 //!   [`Plan::uncounted`]: the shell confirms on the pod as it is that it is still
 //!   unavailable before acting. A cache that has not yet seen the pod become Ready would
 //!   otherwise take down, or surge beside, one pod more than the budget allows.
+//! * **preDelete hook**: a pod to take away that `lifecycle.preDelete` holds (any of its
+//!   handler labels or finalizers) is marked `PreparingDelete` instead of deleted, and left
+//!   alone once it is; so is the fall-back of an in-place update the shell finds cannot be
+//!   made in place ([`Removal`]).
 
 pub mod eligibility;
 pub mod pods;
@@ -75,6 +79,8 @@ pub struct PlanPod {
     /// It can be moved to the update revision in place (the shell's diff of the two
     /// revisions and the pod's `InPlaceUpdateReady` gate say so).
     pub in_place_possible: bool,
+    /// The DaemonSet's `lifecycle.preDelete` hook holds it (a handler label or finalizer).
+    pub held_by_pre_delete: bool,
 }
 
 impl PlanPod {
@@ -163,11 +169,50 @@ pub enum Action {
         /// The pod.
         pod: String,
     },
+    /// Mark the pod `PreparingDelete`: its preDelete hook holds it.
+    PrepareDelete {
+        /// The pod.
+        pod: String,
+    },
     /// Update the pod in place to the update revision.
     UpdateInPlace {
         /// The pod.
         pod: String,
+        /// What to do instead when the pod as it is turns out not updatable in place.
+        otherwise: Removal,
     },
+}
+
+/// How a pod the plan takes away goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Removal {
+    /// Deleted.
+    Delete,
+    /// Marked `PreparingDelete` (its preDelete hook holds it).
+    PrepareDelete,
+    /// Left as it is: already `PreparingDelete` and still held.
+    Held,
+}
+
+impl Removal {
+    /// How `pod` is taken away.
+    pub fn of(pod: &PlanPod) -> Self {
+        match (pod.held_by_pre_delete, pod.preparing_delete) {
+            (false, _) => Removal::Delete,
+            (true, false) => Removal::PrepareDelete,
+            (true, true) => Removal::Held,
+        }
+    }
+
+    /// The action that takes `pod` away, if any.
+    fn action(self, pod: &str) -> Option<Action> {
+        let pod = pod.to_string();
+        match self {
+            Removal::Delete => Some(Action::Delete { pod }),
+            Removal::PrepareDelete => Some(Action::PrepareDelete { pod }),
+            Removal::Held => None,
+        }
+    }
 }
 
 /// §3.b counts.
@@ -277,7 +322,7 @@ pub fn plan(input: &PlanInput) -> Plan {
                         }
                     }
                 } else if pod.preparing_delete {
-                    // Deleted once its preDelete hook lets go (the shell holds hooked ones).
+                    // Deleted once its preDelete hook lets go.
                     to_delete.insert(&pod.name);
                 } else {
                     running.push(*pod);
@@ -356,15 +401,25 @@ pub fn plan(input: &PlanInput) -> Plan {
     let burst = resolve(Some(&strategy.burst_replicas), desired, false).max(1) as usize;
     to_create.sort_unstable();
     to_create.dedup();
+    let removal = |name: &str| {
+        input
+            .pods
+            .iter()
+            .find(|p| p.name == name)
+            .map_or(Removal::Delete, Removal::of)
+    };
     let creates = to_create.into_iter().take(burst);
     let deletes = to_delete.into_iter().take(burst);
     plan.actions = creates
         .map(|node| Action::Create { node: node.into() })
-        .chain(deletes.map(|pod| Action::Delete { pod: pod.into() }))
+        .chain(deletes.filter_map(|pod| removal(pod).action(pod)))
         .chain(
             update_in_place
                 .into_iter()
-                .map(|pod| Action::UpdateInPlace { pod: pod.into() }),
+                .map(|pod| Action::UpdateInPlace {
+                    pod: pod.into(),
+                    otherwise: removal(pod),
+                }),
         )
         .collect();
     if min_ready > 0 {
@@ -382,7 +437,9 @@ pub fn plan(input: &PlanInput) -> Plan {
             let pod = input.pods.iter().find(|p| p.name == old)?;
             let action = plan.actions.iter().find(|a| match a {
                 Action::Create { node } => surge && *node == pod.node,
-                Action::Delete { pod } | Action::UpdateInPlace { pod } => !surge && pod == old,
+                Action::Delete { pod }
+                | Action::PrepareDelete { pod }
+                | Action::UpdateInPlace { pod, .. } => !surge && pod == old,
             })?;
             Some(Uncounted {
                 action: action.clone(),

@@ -10,8 +10,9 @@ use k8s_openapi::api::core::v1::{
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kruise_core::api::keys::{CONTROLLER_REVISION_HASH_KEY, INPLACE_UPDATE_READY};
-use kruise_core::api::lifecycle::LifecycleState;
+use kruise_core::api::lifecycle::{LifecycleHook, LifecycleState};
 use kruise_core::api::version::APPS_V1BETA1;
+use kruise_core::pods::lifecycle::is_hooked;
 use kruise_core::pods::selector::selector_matches;
 use kruise_core::pods::view::NODE_NAME_FIELD;
 use kruise_core::pods::{PodView, lifecycle_state, pod_phase, ready_since};
@@ -142,10 +143,12 @@ fn seconds(t: Timestamp) -> i64 {
 }
 
 /// The planner's view of `pod` at update revision `hash`; `None` for a pod aimed at no node.
-pub fn plan_pod<P: PodView + ?Sized>(
+/// (`pre_delete`: the DaemonSet's `lifecycle.preDelete` hook).
+pub fn plan_pod<P: PodView>(
     pod: &P,
     hash: &str,
     in_place_possible: bool,
+    pre_delete: Option<&LifecycleHook>,
 ) -> Option<PlanPod> {
     let node = target_node(pod)?.to_string();
     let meta = pod.meta();
@@ -160,6 +163,7 @@ pub fn plan_pod<P: PodView + ?Sized>(
         updated: pod.label(CONTROLLER_REVISION_HASH_KEY) == Some(hash),
         ready_since: ready_since(pod).map(seconds),
         in_place_possible,
+        held_by_pre_delete: is_hooked(pre_delete, pod),
     })
 }
 
@@ -280,15 +284,18 @@ mod tests {
                 {"type": "Ready", "status": "True", "lastTransitionTime": "2026-01-01T00:00:20Z"}]}
         }))
         .unwrap();
-        let view = plan_pod(&pod, "abc123", false).unwrap();
+        let view = plan_pod(&pod, "abc123", false, None).unwrap();
         let cached = CachedPod::from_pod(pod.clone());
-        assert_eq!(plan_pod(&cached, "abc123", false).as_ref(), Some(&view));
+        assert_eq!(
+            plan_pod(&cached, "abc123", false, None).as_ref(),
+            Some(&view)
+        );
         assert_eq!(view.node, "n1");
         assert!(view.bound && view.updated && view.preparing_delete && !view.failed);
         assert_eq!(view.ready_since.unwrap() - view.created, 10);
-        assert!(!plan_pod(&pod, "other", false).unwrap().updated);
+        assert!(!plan_pod(&pod, "other", false, None).unwrap().updated);
         pod.spec = None;
-        assert_eq!(plan_pod(&pod, "abc123", false), None);
+        assert_eq!(plan_pod(&pod, "abc123", false, None), None);
 
         let node = NodeView {
             name: "n1".into(),

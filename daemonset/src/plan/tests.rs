@@ -40,6 +40,7 @@ fn pod(name: &str, node: &str, updated: bool) -> PlanPod {
         updated,
         ready_since: Some(0),
         in_place_possible: false,
+        held_by_pre_delete: false,
     }
 }
 
@@ -84,7 +85,7 @@ fn in_place(p: &Plan) -> Vec<&str> {
     p.actions
         .iter()
         .filter_map(|a| match a {
-            Action::UpdateInPlace { pod } => Some(pod.as_str()),
+            Action::UpdateInPlace { pod, .. } => Some(pod.as_str()),
             _ => None,
         })
         .collect()
@@ -159,6 +160,39 @@ fn preparing_delete_pods_are_deleted_and_replaced() {
     assert_eq!(p.actions, vec![Action::Delete { pod: "pa".into() }]);
     let p = plan(&input(vec![node("a", NONE)], vec![leaving]));
     assert_eq!(p.actions, vec![Action::Delete { pod: "pa".into() }]);
+}
+
+#[test]
+fn a_pod_its_pre_delete_hook_holds_is_marked_preparing_delete_then_left_until_let_go() {
+    let mut hooked = pod("pa", "a", false);
+    hooked.held_by_pre_delete = true;
+    // Its node no longer runs the DaemonSet: marked, not deleted.
+    let p = plan(&input(vec![node("a", NONE)], vec![hooked.clone()]));
+    assert_eq!(p.actions, vec![Action::PrepareDelete { pod: "pa".into() }]);
+    // Marked and still held: nothing to do until the hook's owner lets go.
+    hooked.preparing_delete = true;
+    let p = plan(&input(vec![node("a", NONE)], vec![hooked.clone()]));
+    assert_eq!(p.actions, vec![]);
+    // Let go: deleted.
+    hooked.held_by_pre_delete = false;
+    let p = plan(&input(vec![node("a", NONE)], vec![hooked]));
+    assert_eq!(p.actions, vec![Action::Delete { pod: "pa".into() }]);
+}
+
+#[test]
+fn an_in_place_update_falls_back_to_how_the_pod_would_be_taken_away() {
+    let mut i = input(vec![node("a", RUN)], vec![pod("pa", "a", false)]);
+    i.strategy.in_place = true;
+    i.pods[0].in_place_possible = true;
+    let in_place = |otherwise| {
+        vec![Action::UpdateInPlace {
+            pod: "pa".into(),
+            otherwise,
+        }]
+    };
+    assert_eq!(plan(&i).actions, in_place(Removal::Delete));
+    i.pods[0].held_by_pre_delete = true;
+    assert_eq!(plan(&i).actions, in_place(Removal::PrepareDelete));
 }
 
 #[test]
@@ -483,7 +517,12 @@ impl World {
                         p.ready_since = None;
                     }
                 }
-                Action::UpdateInPlace { pod } => {
+                Action::PrepareDelete { pod } => {
+                    for p in self.pods.iter_mut().filter(|p| &p.name == pod) {
+                        p.preparing_delete = true;
+                    }
+                }
+                Action::UpdateInPlace { pod, .. } => {
                     for p in self.pods.iter_mut().filter(|p| &p.name == pod) {
                         p.updated = true;
                         p.ready_since = None;
@@ -586,7 +625,9 @@ proptest! {
             // node that may stay is never replaced.
             for action in &plan.actions {
                 let target = match action {
-                    Action::Delete { pod } | Action::UpdateInPlace { pod } => pod,
+                    Action::Delete { pod }
+                    | Action::PrepareDelete { pod }
+                    | Action::UpdateInPlace { pod, .. } => pod,
                     Action::Create { .. } => continue,
                 };
                 let Some(pod) = world.pods.iter().find(|p| &p.name == target) else { continue };
