@@ -594,6 +594,40 @@ async fn pre_stop_hook_and_grace_period_bound_termination() {
     sim.shutdown().await;
 }
 
+/// As the kubelet with in-place resize reports them: every running container's status
+/// carries `resources` (`{}` when its spec asks for none), which OpenKruise's in-place update
+/// waits on before its next priority batch.
+#[tokio::test]
+async fn a_running_container_reports_its_resources_even_when_it_asks_none() {
+    let sim = cluster().await;
+    let api: Api<Pod> = Api::namespaced(sim.client().unwrap(), "default");
+    let p = pod(
+        "res",
+        json!({"containers": [
+            {"name": "sized", "image": "nginx:1.25", "resources": {"requests": {"cpu": "100m"}}},
+            {"name": "plain", "image": "redis:7"},
+        ]}),
+    );
+    api.create(&PostParams::default(), &p).await.unwrap();
+    let running = ready(&api, "res").await;
+    let statuses = running.status.unwrap().container_statuses.unwrap();
+    let by_name = |name: &str| {
+        let status = statuses.iter().find(|s| s.name == name).unwrap();
+        serde_json::to_value(status).unwrap()
+    };
+    assert_eq!(by_name("plain")["resources"], json!({}));
+    assert!(by_name("plain").get("allocatedResources").is_none());
+    assert_eq!(
+        by_name("sized")["resources"],
+        json!({"requests": {"cpu": "100m"}})
+    );
+    assert_eq!(
+        by_name("sized")["allocatedResources"],
+        json!({"cpu": "100m"})
+    );
+    sim.shutdown().await;
+}
+
 #[tokio::test]
 async fn resize_subresource_changes_resources_without_restart() {
     let sim = cluster().await;

@@ -328,8 +328,11 @@ impl<A: KubeletApi> Kubelet<A> {
                     m.insert("containerID".into(), json!(c.container_id));
                 }
                 // Resources are applied without a restart (in-place resize, beta and
-                // on by default since 1.33): the status reports what the spec asks.
-                if let Some(res) = spec_resources(cur, &c.name) {
+                // on by default since 1.33): a running container's status reports what
+                // the spec asks, `{}` when it asks nothing (the kubelet's
+                // `convertContainerStatusResources`; in-place updates wait on it).
+                if started {
+                    let res = spec_resources(cur, &c.name).unwrap_or_else(|| json!({}));
                     if let Some(req) = res.get("requests") {
                         m.insert("allocatedResources".into(), req.clone());
                     }
