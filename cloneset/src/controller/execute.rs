@@ -293,6 +293,22 @@ impl Exec<'_> {
             .map_err(Self::update_error(name))
     }
 
+    /// Resizes `name`'s containers through the `resize` subresource.
+    async fn resize_pod(&self, name: &str, resize: &serde_json::Value) -> Result<(), Error> {
+        let resized = self
+            .pod_api()
+            .patch_subresource(
+                "resize",
+                name,
+                &PatchParams::default(),
+                &Patch::Strategic(resize),
+            )
+            .await
+            .map_err(Self::update_error(name))?;
+        self.record_version(&resized);
+        Ok(())
+    }
+
     async fn perform(&self, action: &Action) -> Result<(), Error> {
         match action {
             Action::CreatePod { pod, pvcs } => self.create(pod, pvcs).await,
@@ -357,20 +373,11 @@ impl Exec<'_> {
                     }
                 }
                 if let Some(resize) = &update.resize_patch {
-                    let resized = self
-                        .pod_api()
-                        .patch_subresource(
-                            "resize",
-                            name,
-                            &PatchParams::default(),
-                            &Patch::Strategic(resize),
-                        )
-                        .await
-                        .map_err(Self::update_error(name))?;
-                    self.record_version(&resized);
+                    self.resize_pod(name, resize).await?;
                 }
                 Ok(())
             }
+            Action::ResizePod { name, resize } => self.resize_pod(name, resize).await,
             Action::MarkSpecifiedDelete { name, .. } => {
                 let patch = json!({"metadata": {"labels": {SPECIFIED_DELETE_KEY: "true"}}});
                 self.patch_pod(name, &patch).await.map(|_| ())

@@ -160,6 +160,16 @@ pub enum Action {
         /// Target revision name (for the event).
         revision: String,
     },
+    /// Resize the pod's containers through the `resize` subresource: the resources of an
+    /// in-place update's next priority batch, sent before that batch's [`Action::PatchPod`]
+    /// (were the patch first and the resize then refused, the state would show the batch
+    /// done and the resources would never change).
+    ResizePod {
+        /// Pod name.
+        name: String,
+        /// Strategic-merge patch for the `resize` subresource.
+        resize: Value,
+    },
     /// Patch the pod (in-place refresh: grace ended, next batch, or back-filled
     /// `pod-template-hash`).
     PatchPod {
@@ -245,6 +255,7 @@ impl Action {
             | Action::SetLifecycleState { name, .. }
             | Action::UpdateInPlace { name, .. }
             | Action::MarkSpecifiedDelete { name, .. }
+            | Action::ResizePod { name, .. }
             | Action::PatchPod { name, .. }
             | Action::UpdatePodStatus { name, .. }
             | Action::ReleasePod { name } => Some(name),

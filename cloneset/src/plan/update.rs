@@ -76,6 +76,12 @@ pub fn update(
                 push_requeue(&mut out.requeue_after, requeue_after);
             }
             RefreshAction::Write(w) => {
+                if let Some(resize) = w.resize_patch {
+                    out.actions.push(Action::ResizePod {
+                        name: name.clone(),
+                        resize,
+                    });
+                }
                 if let Some(patch) = w.patch {
                     out.actions.push(Action::PatchPod {
                         name: name.clone(),

@@ -594,6 +594,94 @@ fn container_priority_batches() {
     assert_eq!(state.last_container_statuses.unwrap().len(), 2);
 }
 
+/// OpenKruise's e2e "in-place update two container image, resource with priorities": the
+/// later batch's resources go out with its image, once the first batch is done — which
+/// needs every container's status `resources`, `{}` for one that asks none (Go's
+/// `IsUpdateCompleted`; the kubelet reports `{}` for a running container).
+#[test]
+fn a_later_batch_carries_its_resize_once_every_container_reports_resources() {
+    let barrier = |p: i32| json!([{"name": "KRUISE_CONTAINER_BARRIER", "valueFrom": {"configMapKeyRef": {"name": "x-barrier", "key": format!("p_{p}")}}}]);
+    let gates = InPlaceGates {
+        env_from_metadata: true,
+        vertical_scaling: true,
+    };
+    let mut pod = running_pod("nginx:1", "id-n");
+    pod.spec.as_mut().unwrap().containers = serde_json::from_value(json!([
+        {"name": "nginx", "image": "nginx:1", "env": barrier(0), "resources": res("200m", "1", "1Gi")},
+        {"name": "redis", "image": "redis:1", "env": barrier(10)},
+    ]))
+    .unwrap();
+    pod.status.as_mut().unwrap().container_statuses = serde_json::from_value(json!([
+        {"name": "nginx", "image": "nginx:1", "imageID": "id-n", "ready": true, "restartCount": 0,
+         "resources": res("200m", "1", "1Gi")},
+        {"name": "redis", "image": "redis:1", "imageID": "id-r", "ready": true, "restartCount": 0,
+         "resources": {}},
+    ]))
+    .unwrap();
+    let req = UpdateRequest {
+        old_revision_data: data(json!([
+            {"name": "nginx", "image": "nginx:1", "resources": res("200m", "1", "1Gi")},
+            {"name": "redis", "image": "redis:1"},
+        ])),
+        new_revision_data: data(json!([
+            {"name": "nginx", "image": "nginx:2", "resources": res("100m", "800m", "800Mi")},
+            {"name": "redis", "image": "redis:2"},
+        ])),
+        revision: "demo-new".into(),
+        gates,
+        ..Default::default()
+    };
+    let b = begin_update(&pod, &req, t(0)).unwrap();
+    assert_eq!(b.write.resize_patch, None, "nginx waits for redis");
+    let state = update_state(&b.write.pod).unwrap().unwrap();
+    assert!(state.next_container_resources.contains_key("nginx"));
+    let check = CompletionCheck {
+        vertical_scaling: true,
+        ..Default::default()
+    };
+    // redis restarted on its new image and Ready.
+    let mut p = b.write.pod.clone();
+    let restarted = |redis_resources: Value| -> Vec<k8s_openapi::api::core::v1::ContainerStatus> {
+        let mut redis = json!({"name": "redis", "image": "redis:2", "imageID": "id-r2",
+            "ready": true, "restartCount": 1});
+        if !redis_resources.is_null() {
+            redis["resources"] = redis_resources;
+        }
+        serde_json::from_value(json!([
+            {"name": "nginx", "image": "nginx:1", "imageID": "id-n", "ready": true,
+             "restartCount": 0, "resources": res("200m", "1", "1Gi")},
+            redis,
+        ]))
+        .unwrap()
+    };
+    // Without redis's status resources the batch is not done (as in Go).
+    p.status.as_mut().unwrap().container_statuses = Some(restarted(Value::Null));
+    assert_eq!(refresh(&p, t(5), &check), RefreshAction::Nothing);
+    p.status.as_mut().unwrap().container_statuses = Some(restarted(json!({})));
+    let RefreshAction::Write(w) = refresh(&p, t(6), &check) else {
+        panic!("the next batch")
+    };
+    assert_eq!(
+        w.resize_patch,
+        Some(
+            json!({"spec": {"containers": [{"name": "nginx", "resources": res("100m", "800m", "800Mi")}]}})
+        )
+    );
+    let nginx = &w.pod.spec.as_ref().unwrap().containers[0];
+    assert_eq!(nginx.image.as_deref(), Some("nginx:2"));
+    let state = update_state(&w.pod).unwrap().unwrap();
+    assert!(!state.has_next_batch());
+    let batches: Vec<Vec<String>> = state
+        .container_batches_record
+        .iter()
+        .map(|b| b.containers.clone())
+        .collect();
+    assert_eq!(
+        batches,
+        [vec!["redis".to_string()], vec!["nginx".to_string()]]
+    );
+}
+
 #[test]
 fn vertical_resize_patch_and_completion() {
     let v = InPlaceGates {

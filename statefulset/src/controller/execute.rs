@@ -238,6 +238,22 @@ impl Exec<'_> {
         Ok(())
     }
 
+    /// Resizes `name`'s containers through the `resize` subresource.
+    async fn resize_pod(&self, name: &str, resize: &serde_json::Value) -> Result<(), Error> {
+        let written = self
+            .pod_api()
+            .patch_subresource(
+                "resize",
+                name,
+                &PatchParams::default(),
+                &Patch::Strategic(resize),
+            )
+            .await
+            .map_err(|e| Error::update_pod(name, e))?;
+        self.record_version(&written);
+        Ok(())
+    }
+
     async fn patch_pod(&self, name: &str, patch: &serde_json::Value) -> Result<(), Error> {
         let written = self
             .pod_api()
@@ -280,20 +296,11 @@ impl Exec<'_> {
                     });
                 }
                 if let Some(resize) = &update.resize_patch {
-                    let written = self
-                        .pod_api()
-                        .patch_subresource(
-                            "resize",
-                            name,
-                            &PatchParams::default(),
-                            &Patch::Strategic(resize),
-                        )
-                        .await
-                        .map_err(|e| Error::update_pod(name, e))?;
-                    self.record_version(&written);
+                    self.resize_pod(name, resize).await?;
                 }
                 Ok(())
             }
+            Action::ResizePod { name, resize } => self.resize_pod(name, resize).await,
             Action::SetPodOwners {
                 name,
                 owner_references,

@@ -179,6 +179,16 @@ pub enum Action {
         /// The writes.
         update: Box<InPlaceWrites>,
     },
+    /// Resize a pod's containers through the `resize` subresource: the resources of an
+    /// in-place update's next priority batch, sent before that batch's [`Action::PatchPod`]
+    /// (were the patch first and the resize then refused, the state would show the batch
+    /// done and the resources would never change).
+    ResizePod {
+        /// Pod name.
+        name: String,
+        /// Strategic-merge patch for the `resize` subresource.
+        resize: serde_json::Value,
+    },
     /// Strategic-merge patch of a pod (in-place refresh, lifecycle state).
     PatchPod {
         /// Pod name.
@@ -252,6 +262,7 @@ impl Action {
             Action::CreatePod { pod, .. } => pod.metadata.name.as_deref(),
             Action::DeletePod { name, .. }
             | Action::UpdateInPlace { name, .. }
+            | Action::ResizePod { name, .. }
             | Action::PatchPod { name, .. }
             | Action::UpdatePodStatus { name, .. }
             | Action::SetPodOwners { name, .. } => Some(name),

@@ -46,6 +46,12 @@ impl Planner<'_> {
                     push_requeue(&mut self.plan.requeue_after, requeue_after);
                 }
                 RefreshAction::Write(write) => {
+                    if let Some(resize) = write.resize_patch {
+                        actions.push(Action::ResizePod {
+                            name: name.clone(),
+                            resize,
+                        });
+                    }
                     if let Some(patch) = write.patch {
                         actions.push(Action::PatchPod { name, patch });
                         continue;

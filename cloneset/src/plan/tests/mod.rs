@@ -283,6 +283,13 @@ impl World {
                         *p = serde_json::from_value(v).unwrap();
                     }
                 }
+                Action::ResizePod { name, resize } => {
+                    if let Some(p) = self.pod_mut(name) {
+                        let v = serde_json::to_value(&*p).unwrap();
+                        let merged = kruise_sim::patch::strategic_merge("Pod", v, resize).unwrap();
+                        *p = serde_json::from_value(merged).unwrap();
+                    }
+                }
                 Action::UpdateInPlace { name, update, .. } => {
                     // As the API server applies the status write, then the patches.
                     if let Some(p) = self.pod_mut(name) {

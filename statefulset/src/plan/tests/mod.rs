@@ -195,7 +195,11 @@ impl World {
                     self.pods.remove(name);
                 }
             }
-            Action::PatchPod { name, patch } => self.patch(name, patch),
+            Action::PatchPod { name, patch }
+            | Action::ResizePod {
+                name,
+                resize: patch,
+            } => self.patch(name, patch),
             Action::UpdateInPlace {
                 name,
                 revision,
