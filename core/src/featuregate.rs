@@ -180,6 +180,15 @@ impl FeatureGates {
         }
     }
 
+    /// The gates the in-place update engine reads (`InPlaceUpdateEnvFromMetadata`,
+    /// `InPlaceWorkloadVerticalScaling`).
+    pub fn in_place(&self) -> crate::inplace::InPlaceGates {
+        crate::inplace::InPlaceGates {
+            env_from_metadata: self.enabled("InPlaceUpdateEnvFromMetadata"),
+            vertical_scaling: self.enabled("InPlaceWorkloadVerticalScaling"),
+        }
+    }
+
     /// All gates with their resolved values, sorted by name.
     pub fn iter(&self) -> impl Iterator<Item = (&'static str, bool)> + '_ {
         self.values.iter().map(|(k, v)| (*k, *v))

@@ -69,6 +69,7 @@ pub fn binary() -> anyhow::Result<Binary<DaemonSetFlags>> {
                     },
                     prune_ineligible_nodes: ctx.gates.enabled("DaemonSetPruneIneligibleNodes"),
                     pre_download: ctx.gates.enabled("PreDownloadImageForDaemonSetUpdate"),
+                    in_place_gates: ctx.gates.in_place(),
                     ..controller::Settings::default()
                 };
                 controller::run(

@@ -40,6 +40,16 @@ impl Running {
     }
 
     fn start_placing(client: &Client, placement: Placement) -> Self {
+        Self::start_with(
+            client,
+            Settings {
+                placement,
+                ..Settings::default()
+            },
+        )
+    }
+
+    fn start_with(client: &Client, settings: Settings) -> Self {
         let shutdown = CancellationToken::new();
         let opts = RunOptions {
             name: controller::CONTROLLER_NAME.into(),
@@ -51,8 +61,7 @@ impl Running {
         };
         let settings = Settings {
             namespace: Some(client.default_namespace().into()),
-            placement,
-            ..Settings::default()
+            ..settings
         };
         let client = kruise_testkit::controller_client(client, "daemonset");
         let task = tokio::spawn(async move { controller::run(client, settings, opts).await });
@@ -1020,6 +1029,83 @@ async fn in_place_if_possible_keeps_names_and_uids_and_recreates_what_it_cannot(
     let recreated = wait_for_pods(&client, "agent", &nodes, "nginx:2").await;
     let old_names: BTreeSet<String> = first.iter().map(|p| p.name_any()).collect();
     assert!(recreated.iter().all(|p| !old_names.contains(&p.name_any())));
+    running.stop().await;
+    cluster.shutdown().await;
+}
+
+/// OpenKruise's e2e "should upgrade resources and image one by one on steps" (InplaceVPA):
+/// with `InPlaceWorkloadVerticalScaling` an image and resources change is made in place —
+/// the same pods, the container restarted once for the image, the new resources in spec
+/// and status.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_vertical_scaling_an_image_and_resources_change_is_made_in_place() {
+    let (cluster, client) = cluster(2).await;
+    let running = Running::start_with(
+        &client,
+        Settings {
+            in_place_gates: kruise_core::inplace::InPlaceGates {
+                env_from_metadata: true,
+                vertical_scaling: true,
+            },
+            ..Settings::default()
+        },
+    );
+    let resources = |cpu: &str, memory: &str| json!({"requests": {"cpu": cpu, "memory": memory}, "limits": {"cpu": cpu, "memory": memory}});
+    create(
+        &client,
+        &daemonset(
+            "vpa",
+            json!({"updateStrategy": {"rollingUpdate": {
+                    "rollingUpdateType": "InPlaceIfPossible", "maxUnavailable": 1}},
+                "template": {"spec": {"containers": [
+                    {"name": "main", "image": "nginx:1", "resources": resources("100m", "100Mi")}]}}}),
+        ),
+    )
+    .await;
+    let nodes = node_names(&client).await;
+    let first = wait_for_pods(&client, "vpa", &nodes, "nginx:1").await;
+    patch_set(
+        &client,
+        "vpa",
+        json!({"spec": {"template": {"spec": {"containers": [
+            {"name": "main", "image": "nginx:2", "resources": resources("200m", "200Mi")}]}}}}),
+    )
+    .await;
+    let updated = wait_for_pods(&client, "vpa", &nodes, "nginx:2").await;
+    assert_eq!(uid_by_name(&updated), uid_by_name(&first));
+    wait_status(&client, "vpa", "2 updated and available", |s| {
+        s.updated_number_scheduled == 2 && s.number_available == 2
+    })
+    .await;
+    let resized = eventually("every pod reports the new resources", WAIT, || {
+        let client = client.clone();
+        async move {
+            let pods = pods_of(&client, "vpa").await;
+            pods.iter()
+                .all(|pod| {
+                    let status = serde_json::to_value(pod.status.as_ref()).unwrap();
+                    status["containerStatuses"][0]["resources"] == resources("200m", "200Mi")
+                        && condition(pod, "InPlaceUpdateReady").as_deref() == Some("True")
+                })
+                .then_some(pods)
+        }
+    })
+    .await;
+    for pod in resized {
+        let spec = serde_json::to_value(pod.spec.as_ref()).unwrap();
+        assert_eq!(
+            spec["containers"][0]["resources"],
+            resources("200m", "200Mi")
+        );
+        let status = pod.status.clone().unwrap();
+        let restarts = status.container_statuses.unwrap()[0].restart_count;
+        assert_eq!(
+            restarts,
+            1,
+            "{}: restarted once, for the image",
+            pod.name_any()
+        );
+    }
     running.stop().await;
     cluster.shutdown().await;
 }

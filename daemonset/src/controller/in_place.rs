@@ -72,8 +72,9 @@ pub(super) async fn refresh_in_place(
 
 /// A refresh write decided on; the pod is claimed until it is sent.
 pub(super) enum RefreshWrite {
-    /// The next container batch, or the spec once a grace period ended.
-    Patch(Arc<CachedPod>, serde_json::Value),
+    /// The next container batch (with its resources' resize, sent first), or the spec
+    /// once a grace period ended.
+    Patch(Arc<CachedPod>, serde_json::Value, Option<serde_json::Value>),
     /// `InPlaceUpdateReady=True`.
     Ready(Arc<CachedPod>, Box<k8s_openapi::api::core::v1::PodStatus>),
 }
@@ -81,7 +82,7 @@ pub(super) enum RefreshWrite {
 impl RefreshWrite {
     fn pod(&self) -> &CachedPod {
         match self {
-            RefreshWrite::Patch(pod, _) | RefreshWrite::Ready(pod, _) => pod,
+            RefreshWrite::Patch(pod, ..) | RefreshWrite::Ready(pod, _) => pod,
         }
     }
 }
@@ -106,13 +107,19 @@ pub(super) fn claim_and_decide(
     let Some(pod) = claim(shared, pod, now)? else {
         return Ok(Decided::Skip);
     };
-    let decided = match refresh(&*pod, now, &CompletionCheck::default()) {
+    let check = CompletionCheck {
+        vertical_scaling: shared.settings.in_place_gates.vertical_scaling,
+        ..CompletionCheck::default()
+    };
+    let decided = match refresh(&*pod, now, &check) {
         RefreshAction::Nothing | RefreshAction::Invalid(_) => Decided::Skip,
         RefreshAction::WaitGrace { requeue_after } => Decided::Wait(Duration::from_secs(
             requeue_after.as_secs().max(1).unsigned_abs(),
         )),
         RefreshAction::Write(write) => match write.patch {
-            Some(patch) => Decided::Write(RefreshWrite::Patch(pod.clone(), patch)),
+            Some(patch) => {
+                Decided::Write(RefreshWrite::Patch(pod.clone(), patch, write.resize_patch))
+            }
             None => Decided::Skip,
         },
         RefreshAction::SetReady(status) => Decided::Write(RefreshWrite::Ready(pod.clone(), status)),
@@ -130,15 +137,26 @@ pub(super) async fn send_refresh(
     write: RefreshWrite,
 ) -> (Arc<CachedPod>, Result<(), kube::Error>) {
     let (pod, written) = match write {
-        RefreshWrite::Patch(pod, patch) => {
-            let sent = pod_api
-                .patch(
-                    pod.name(),
-                    &PatchParams::default(),
-                    &Patch::Strategic(&patch),
-                )
-                .await
-                .map(Some);
+        RefreshWrite::Patch(pod, patch, resize) => {
+            // The resize first: were the patch first and the resize then refused, the state
+            // would show the batch done and the resources would never change.
+            let resized = match &resize {
+                Some(resize) => resize_pod(pod_api, pod.name(), resize)
+                    .await
+                    .map(|written| record_version(shared, Some(&written))),
+                None => Ok(()),
+            };
+            let sent = match resized {
+                Ok(()) => pod_api
+                    .patch(
+                        pod.name(),
+                        &PatchParams::default(),
+                        &Patch::Strategic(&patch),
+                    )
+                    .await
+                    .map(Some),
+                Err(e) => Err(e),
+            };
             (pod, sent)
         }
         RefreshWrite::Ready(pod, status) => {
@@ -199,6 +217,22 @@ fn release(shared: &Shared, pod: &CachedPod) {
     {
         writing.remove(uid);
     }
+}
+
+/// Resizes `name`'s containers through the `resize` subresource.
+async fn resize_pod(
+    pod_api: &Api<Pod>,
+    name: &str,
+    resize: &serde_json::Value,
+) -> Result<Pod, kube::Error> {
+    pod_api
+        .patch_subresource(
+            "resize",
+            name,
+            &PatchParams::default(),
+            &Patch::Strategic(resize),
+        )
+        .await
 }
 
 /// Remembers the version a write of ours returned, so no pass acts on an older copy.
@@ -311,6 +345,10 @@ async fn send_update(
                 return Err(failed(e));
             }
         }
+    }
+    if let Some(resize) = &writes.resize_patch {
+        let written = resize_pod(pod_api, name, resize).await.map_err(failed)?;
+        record_version(shared, Some(&written));
     }
     Ok(())
 }

@@ -41,7 +41,8 @@ use kruise_core::expectations::{
     ResourceVersionExpectations, Satisfaction, ScaleAction, ScaleExpectations, SharedExpectations,
 };
 use kruise_core::inplace::{
-    CompletionCheck, RefreshAction, UpdateRequest, begin_update, calculate_update_spec, refresh,
+    CompletionCheck, InPlaceGates, RefreshAction, UpdateRequest, begin_update,
+    calculate_update_spec, refresh,
 };
 use kruise_core::pods::lifecycle::state_patch;
 use kruise_core::pods::{CachedPod, LabelsAndFinalizers as _, PodView};
@@ -119,6 +120,9 @@ pub struct Settings {
     pub prune_ineligible_nodes: bool,
     /// Gate `PreDownloadImageForDaemonSetUpdate`: ImagePullJobs for a rollout's new images.
     pub pre_download: bool,
+    /// The in-place update gates (`InPlaceWorkloadVerticalScaling`: resources resized in
+    /// place).
+    pub in_place_gates: InPlaceGates,
 }
 
 impl Default for Settings {
@@ -129,6 +133,7 @@ impl Default for Settings {
             expectation_timeout: kruise_core::expectations::DEFAULT_EXPECTATION_TIMEOUT,
             prune_ineligible_nodes: false,
             pre_download: false,
+            in_place_gates: InPlaceGates::default(),
         }
     }
 }
@@ -555,6 +560,7 @@ async fn reconcile(original: Arc<DaemonSet>, shared: Arc<Shared>) -> Result<Requ
                 CONTROLLER_REVISION_HASH_KEY.to_string(),
                 hash.clone(),
             )]),
+            gates: shared.settings.in_place_gates,
             ..UpdateRequest::default()
         })
     };
