@@ -372,13 +372,7 @@ async fn reconcile(original: Arc<CloneSet>, shared: Arc<Shared>) -> Result<Reque
             .with(|e| e.delete(&key))
             .map_err(ShellError::from)?;
     }
-    recorder.record_all(plan.events.iter().map(|e| {
-        EventRecord::new(
-            EventRecord::type_named(e.type_),
-            e.reason,
-            e.message.clone(),
-        )
-    }));
+    recorder.record_all(plan.events.iter().cloned());
 
     // PodUnavailableBudgets hold the pod updates they do not allow.
     let held = shared

@@ -14,6 +14,7 @@ pub mod api;
 pub mod expectations;
 pub mod featuregate;
 pub mod inplace;
+pub mod plan;
 pub mod pods;
 pub mod pub_budget;
 pub mod revision;

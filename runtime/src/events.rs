@@ -21,6 +21,7 @@ use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::api::events::v1::Event as K8sEvent;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
+pub use kruise_core::plan::{EventRecord, pod_reference};
 use kube::Client;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 pub use kube::runtime::events::{Event, EventType, Reporter};
@@ -278,67 +279,6 @@ impl EventQueue {
     }
 }
 
-/// One event a controller records: what the planner or the executor decided to say.
-#[derive(Debug, Clone, PartialEq)]
-pub struct EventRecord {
-    /// Normal or Warning.
-    pub type_: EventType,
-    /// OpenKruise's reason, e.g. `SuccessfulCreate`.
-    pub reason: String,
-    /// OpenKruise's message.
-    pub message: String,
-    /// The object it also concerns (a pod), if any.
-    pub related: Option<ObjectReference>,
-}
-
-impl EventRecord {
-    /// A Normal event.
-    pub fn normal(reason: impl Into<String>, message: impl Into<String>) -> Self {
-        Self::new(EventType::Normal, reason, message)
-    }
-
-    /// A Warning event.
-    pub fn warning(reason: impl Into<String>, message: impl Into<String>) -> Self {
-        Self::new(EventType::Warning, reason, message)
-    }
-
-    /// An event of `type_`.
-    pub fn new(type_: EventType, reason: impl Into<String>, message: impl Into<String>) -> Self {
-        Self {
-            type_,
-            reason: reason.into(),
-            message: message.into(),
-            related: None,
-        }
-    }
-
-    /// The same event, also about `related`.
-    pub fn related_to(mut self, related: Option<ObjectReference>) -> Self {
-        self.related = related;
-        self
-    }
-
-    /// `Warning` when `type_` says so (the planners' spelling), else `Normal`.
-    pub fn type_named(type_: &str) -> EventType {
-        if type_ == "Warning" {
-            EventType::Warning
-        } else {
-            EventType::Normal
-        }
-    }
-}
-
-/// A reference to the pod `name` in `namespace`, as an event's related object.
-pub fn pod_reference(namespace: Option<&str>, name: &str) -> ObjectReference {
-    ObjectReference {
-        api_version: Some("v1".into()),
-        kind: Some("Pod".into()),
-        name: Some(name.into()),
-        namespace: namespace.map(str::to_string),
-        ..Default::default()
-    }
-}
-
 /// Records events about one object through the controller's [`EventQueue`]: the one event
 /// recorder every controller uses.
 #[derive(Clone)]
@@ -366,11 +306,14 @@ impl Recorder {
         // The related object keeps one event per pod: events.k8s.io aggregates events
         // that differ only in their note.
         let event = Event {
-            type_: record.type_,
+            type_: match record.type_ {
+                kruise_core::plan::EventType::Normal => EventType::Normal,
+                kruise_core::plan::EventType::Warning => EventType::Warning,
+            },
             reason: record.reason.clone(),
             note: Some(record.message),
             action: record.reason,
-            secondary: record.related,
+            secondary: record.related.map(|related| *related),
         };
         self.queue.send(event, self.regarding.clone());
     }

@@ -27,23 +27,7 @@ use futures::StreamExt as _;
 /// N writes would otherwise take N of them, and each in-flight write holds a connection.
 pub const WRITE_CONCURRENCY: usize = 32;
 
-/// How the executor schedules an action.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Lane<'a> {
-    /// In slow-start batches, before everything else.
-    SlowStart,
-    /// In the write group of this object (a pod's name): in order, after the group's
-    /// earlier actions succeeded.
-    Group(&'a str),
-    /// In a group of its own.
-    Alone,
-}
-
-/// An action the executor can schedule.
-pub trait Scheduled {
-    /// Its lane.
-    fn lane(&self) -> Lane<'_>;
-}
+pub use kruise_core::plan::{Lane, Scheduled};
 
 /// What each action that ran returned, in the order they ran.
 pub type Outcomes<'a, A, E> = Vec<(&'a A, Result<(), E>)>;

@@ -356,13 +356,7 @@ async fn reconcile(original: Arc<StatefulSet>, shared: Arc<Shared>) -> Result<Re
         scale_expectations: &observed.satisfaction,
         update_expectations: &observed.update_expectations,
     });
-    recorder.record_all(plan.events.iter().map(|e| {
-        EventRecord::new(
-            EventRecord::type_named(e.type_),
-            e.reason,
-            e.message.clone(),
-        )
-    }));
+    recorder.record_all(plan.events.iter().cloned());
 
     // Execute.
     let exec = execute::Exec {

@@ -39,7 +39,6 @@ use crate::api::validation::{to_message, validate_broadcastjob};
 use crate::api::{BROADCASTJOB_KIND, BROADCASTJOB_UID_LABEL, defaults};
 use crate::plan::broadcastjob::{Action, Input, assigned_node, is_finished, plan, reason};
 use crate::plan::fit::fit_view;
-use crate::plan::{EventType, PlanEvent};
 
 /// The event reporter, as OpenKruise names it.
 pub const EVENT_REPORTER: &str = "broadcastjob-controller";
@@ -157,13 +156,6 @@ impl Scheduled for Action {
     }
 }
 
-fn event_record(e: &PlanEvent) -> EventRecord {
-    match e.type_ {
-        EventType::Normal => EventRecord::normal(e.reason, e.message.clone()),
-        EventType::Warning => EventRecord::warning(e.reason, e.message.clone()),
-    }
-}
-
 /// Marks pending creates (by node) and deletes (by pod name) the cache now shows as done.
 fn observe_expectations(
     shared: &Shared,
@@ -262,7 +254,7 @@ async fn reconcile(original: Arc<BroadcastJob>, shared: Arc<Shared>) -> Result<R
         now,
         binding: shared.settings.pod_binding,
     });
-    recorder.record_all(plan.events.iter().map(event_record));
+    recorder.record_all(plan.events.iter().cloned());
 
     // Execute.
     let pod_api: Api<Pod> = Api::namespaced(shared.client.clone(), &namespace);

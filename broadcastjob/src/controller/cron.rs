@@ -31,7 +31,6 @@ use crate::plan::cron::{
     Action, Child, Input, broadcastjob_child, image_list_pull_job_child, job_child,
     new_broadcastjob, new_image_list_pull_job, new_job, plan, reason, template_kind,
 };
-use crate::plan::{EventType, PlanEvent};
 
 /// The event reporter.
 pub const EVENT_REPORTER: &str = "advancedcronjob-controller";
@@ -104,13 +103,6 @@ pub async fn run(client: Client, settings: Settings, opts: RunOptions) {
         .owns_stream(bcj_stream)
         .owns_stream(ilpj_stream);
     run_controller(controller, reconcile, shared, opts).await;
-}
-
-fn event_record(e: &PlanEvent) -> EventRecord {
-    match e.type_ {
-        EventType::Normal => EventRecord::normal(e.reason, e.message.clone()),
-        EventType::Warning => EventRecord::warning(e.reason, e.message.clone()),
-    }
 }
 
 /// The children of `uid` in `namespace` from `store`.
@@ -186,7 +178,7 @@ async fn reconcile(original: Arc<AdvancedCronJob>, shared: Arc<Shared>) -> Resul
         now,
         default_zone: &shared.settings.default_zone,
     });
-    recorder.record_all(plan.events.iter().map(event_record));
+    recorder.record_all(plan.events.iter().cloned());
 
     let mut status = plan.status.clone();
     for action in &plan.actions {

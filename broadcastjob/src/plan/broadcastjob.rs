@@ -21,7 +21,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference,
 use kruise_core::api::value_from_int_or_percent;
 use kruise_core::api::version::APPS_V1BETA1;
 
-use super::PlanEvent;
+use super::EventRecord;
 use super::fit::fits;
 use crate::api::defaults::UNLIMITED_PARALLELISM;
 use crate::api::v1beta1::BroadcastJob;
@@ -109,7 +109,7 @@ pub struct Plan {
     /// The status to write (when it changed).
     pub status: BroadcastJobStatus,
     /// Events to record.
-    pub events: Vec<PlanEvent>,
+    pub events: Vec<EventRecord>,
     /// Reconcile again after this long (deadline, TTL).
     pub requeue_after: Option<SignedDuration>,
 }
@@ -314,7 +314,7 @@ pub fn plan(input: &Input) -> Plan {
         }
         match by_node.entry(node) {
             std::collections::btree_map::Entry::Occupied(taken) => {
-                plan.events.push(PlanEvent::warning(
+                plan.events.push(EventRecord::warning(
                     reason::DUPLICATE_POD,
                     format!(
                         "Duplicated pod {} found on same node {}",
@@ -372,7 +372,7 @@ pub fn plan(input: &Input) -> Plan {
     let pausing = failed > 0 && policy == FailurePolicyType::Pause;
     if job.spec.paused || pausing {
         if phase != BroadcastJobPhase::Paused.as_str() && pausing && !job.spec.paused {
-            plan.events.push(PlanEvent::warning(
+            plan.events.push(EventRecord::warning(
                 reason::PAUSED,
                 "job is paused, due to failed pod",
             ));
@@ -382,7 +382,7 @@ pub fn plan(input: &Input) -> Plan {
     }
     if phase == BroadcastJobPhase::Paused.as_str() {
         plan.status.phase = BroadcastJobPhase::Running.as_str().into();
-        plan.events.push(PlanEvent::normal(
+        plan.events.push(EventRecord::normal(
             reason::CONTINUE,
             "continue to process job",
         ));
@@ -411,7 +411,7 @@ pub fn plan(input: &Input) -> Plan {
         let message = format!("Job completed, {succeeded} pods succeeded, {failed} pods failed");
         finish(&mut plan, job, condition::COMPLETE, "", &message, now);
         plan.status.phase = BroadcastJobPhase::Completed.as_str().into();
-        plan.events.push(PlanEvent::normal(
+        plan.events.push(EventRecord::normal(
             reason::JOB_COMPLETE,
             format!("Job {namespace}/{job_name} is completed, {succeeded} pods succeeded, {failed} pods failed"),
         ));
@@ -436,7 +436,7 @@ pub fn plan(input: &Input) -> Plan {
         plan.status.active = 0;
         finish(&mut plan, job, condition::FAILED, why, &message, now);
         plan.status.phase = BroadcastJobPhase::Failed.as_str().into();
-        plan.events.push(PlanEvent::warning(
+        plan.events.push(EventRecord::warning(
             why,
             format!("{message}: {succeeded} pods succeeded, {failed} pods failed"),
         ));
@@ -456,7 +456,7 @@ pub fn plan(input: &Input) -> Plan {
         .unwrap_or(UNLIMITED_PARALLELISM)
         .max(0);
     if still_active > parallelism {
-        plan.events.push(PlanEvent::warning(
+        plan.events.push(EventRecord::warning(
             reason::TOO_MANY_ACTIVE_PODS,
             "Number of active pods exceed parallelism limit",
         ));

@@ -26,8 +26,8 @@ use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
 use kruise_core::api::version::APPS_V1BETA1;
 
+use super::EventRecord;
 use super::schedule;
-use super::{EventType, PlanEvent};
 use crate::api::imagelistpulljob::{ImageListPullJob, ImageListPullJobSpec};
 use crate::api::v1beta1::{AdvancedCronJob, BroadcastJob};
 use crate::api::{
@@ -127,7 +127,7 @@ pub struct Plan {
     /// The status to write (when it changed).
     pub status: AdvancedCronJobStatus,
     /// Events to record.
-    pub events: Vec<PlanEvent>,
+    pub events: Vec<EventRecord>,
     /// Reconcile again after this long (the next run).
     pub requeue_after: Option<SignedDuration>,
 }
@@ -218,7 +218,7 @@ pub fn plan(input: &Input) -> Plan {
     ) {
         Ok(parsed) => parsed,
         Err(e) => {
-            plan.events.push(PlanEvent::warning(
+            plan.events.push(EventRecord::warning(
                 reason::UNPARSEABLE_SCHEDULE,
                 format!("unparseable schedule {:?}: {e}", cron.spec.schedule),
             ));
@@ -253,7 +253,7 @@ pub fn plan(input: &Input) -> Plan {
     while let Some(t) = parsed.next_after(cursor).filter(|t| *t <= now) {
         count += 1;
         if count > MAX_MISSED_RUNS {
-            plan.events.push(PlanEvent::warning(
+            plan.events.push(EventRecord::warning(
                 reason::TOO_MANY_MISSED_TIMES,
                 "too many missed start times (> 100). Set or decrease .spec.startingDeadlineSeconds or check clock skew",
             ));
@@ -271,11 +271,10 @@ pub fn plan(input: &Input) -> Plan {
             .checked_add(window)
             .is_ok_and(|latest_start| latest_start < now)
     {
-        plan.events.push(PlanEvent {
-            type_: EventType::Warning,
-            reason: reason::MISSED_SCHEDULE,
-            message: format!("Missed scheduled time to start a job: {run}"),
-        });
+        plan.events.push(EventRecord::warning(
+            reason::MISSED_SCHEDULE,
+            format!("Missed scheduled time to start a job: {run}"),
+        ));
         return plan;
     }
     let name = child_name(cron, run);
@@ -289,7 +288,7 @@ pub fn plan(input: &Input) -> Plan {
         .clone()
         .unwrap_or(ConcurrencyPolicy::Allow);
     if policy == ConcurrencyPolicy::Forbid && !active.is_empty() {
-        plan.events.push(PlanEvent::normal(
+        plan.events.push(EventRecord::normal(
             reason::JOB_ALREADY_ACTIVE,
             "Not starting job because prior execution is running and concurrency policy is Forbid",
         ));

@@ -11,42 +11,4 @@ pub mod cron;
 pub mod fit;
 pub mod schedule;
 
-/// Event type.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum EventType {
-    /// `Normal`.
-    Normal,
-    /// `Warning`.
-    Warning,
-}
-
-/// An event a plan records on its object.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PlanEvent {
-    /// Normal or Warning.
-    pub type_: EventType,
-    /// OpenKruise's reason.
-    pub reason: &'static str,
-    /// The message.
-    pub message: String,
-}
-
-impl PlanEvent {
-    /// A Normal event.
-    pub fn normal(reason: &'static str, message: impl Into<String>) -> Self {
-        Self {
-            type_: EventType::Normal,
-            reason,
-            message: message.into(),
-        }
-    }
-
-    /// A Warning event.
-    pub fn warning(reason: &'static str, message: impl Into<String>) -> Self {
-        Self {
-            type_: EventType::Warning,
-            reason,
-            message: message.into(),
-        }
-    }
-}
+pub use kruise_core::plan::EventRecord;

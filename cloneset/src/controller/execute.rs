@@ -78,10 +78,7 @@ fn events_and_first_error(
     for (action, result) in outcomes {
         let related = action.pod_name().map(|n| pod_reference(Some(namespace), n));
         match result {
-            Ok(()) => events.extend(action.success_event().map(|(type_, reason, message)| {
-                EventRecord::new(EventRecord::type_named(type_), reason, message)
-                    .related_to(related)
-            })),
+            Ok(()) => events.extend(action.success_event().map(|e| e.related_to(related))),
             Err(e) => {
                 let (reason, message) = match action {
                     Action::CreatePod { .. } => {

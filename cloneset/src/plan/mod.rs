@@ -215,29 +215,25 @@ pub enum Action {
 }
 
 impl Action {
-    /// OpenKruise's event for this action when it succeeds: (type, reason, message).
-    pub fn success_event(&self) -> Option<(&'static str, &'static str, String)> {
+    /// OpenKruise's event for this action when it succeeds.
+    pub fn success_event(&self) -> Option<EventRecord> {
         match self {
-            Action::CreatePod { pod, .. } => Some((
-                "Normal",
+            Action::CreatePod { pod, .. } => Some(EventRecord::normal(
                 "SuccessfulCreate",
                 format!(
                     "succeed to create pod {}",
                     pod.metadata.name.as_deref().unwrap_or_default()
                 ),
             )),
-            Action::DeletePod { name, .. } => Some((
-                "Normal",
+            Action::DeletePod { name, .. } => Some(EventRecord::normal(
                 "SuccessfulDelete",
                 format!("succeed to delete pod {name}"),
             )),
-            Action::UpdateInPlace { name, revision, .. } => Some((
-                "Normal",
+            Action::UpdateInPlace { name, revision, .. } => Some(EventRecord::normal(
                 "SuccessfulUpdatePodInPlace",
                 format!("successfully update pod {name} in-place(revision {revision})"),
             )),
-            Action::MarkSpecifiedDelete { name, revision } => Some((
-                "Normal",
+            Action::MarkSpecifiedDelete { name, revision } => Some(EventRecord::normal(
                 "SuccessfulUpdatePodReCreate",
                 format!(
                     "successfully patch pod {name} specified-delete for update(revision {revision})"
@@ -265,16 +261,7 @@ impl Action {
     }
 }
 
-/// An event the planner itself decides on (not tied to one action's success).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PlannedEvent {
-    /// `Normal` or `Warning`.
-    pub type_: &'static str,
-    /// Reason, e.g. `ScaleUpLimited`.
-    pub reason: &'static str,
-    /// Message.
-    pub message: String,
-}
+pub use kruise_core::plan::EventRecord;
 
 /// The planner's answer.
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -282,7 +269,7 @@ pub struct Plan {
     /// Writes, in order.
     pub actions: Vec<Action>,
     /// Events to record now.
-    pub events: Vec<PlannedEvent>,
+    pub events: Vec<EventRecord>,
     /// The status to write (compare with [`Plan::status_changed`]).
     pub status: CloneSetStatus,
     /// Whether `status` differs from the CloneSet's current status.
@@ -383,11 +370,8 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
                 waited.as_secs()
             );
             status::set_expectations_expired(&mut status, &message, input.now);
-            out.events.push(PlannedEvent {
-                type_: "Warning",
-                reason: "ScaleExpectationsExpired",
-                message,
-            });
+            out.events
+                .push(EventRecord::warning("ScaleExpectationsExpired", message));
         }
     }
 

@@ -18,7 +18,7 @@ use super::diffs::{at_revision, calculate_diffs, is_available, is_ready, is_spec
 use super::pods::{
     available_ids, name_of, name_of_revision, new_pod, new_pvcs, pvcs_of, template_for,
 };
-use super::{Action, Plan, PlanError, PlanInput, PlannedEvent};
+use super::{Action, EventRecord, Plan, PlanError, PlanInput};
 
 /// Runs Scale; returns whether it changed anything (then Update is skipped).
 pub fn scale(
@@ -104,14 +104,13 @@ pub fn scale(
     );
 
     if diffs.scale_up_num > diffs.scale_up_limit {
-        out.events.push(PlannedEvent {
-            type_: "Warning",
-            reason: "ScaleUpLimited",
-            message: format!(
+        out.events.push(EventRecord::warning(
+            "ScaleUpLimited",
+            format!(
                 "scaleUp is limited because of scaleStrategy.maxUnavailable, limit: {}",
                 diffs.scale_up_limit
             ),
-        });
+        ));
     }
 
     // 2. Scale out.

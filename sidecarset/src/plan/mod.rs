@@ -26,10 +26,9 @@ use std::time::Duration;
 
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{Pod, PodCondition};
+use kruise_core::plan::{EventRecord, Lane, Scheduled};
 use kruise_core::pods::order::update_order;
 use kruise_core::pods::selector::{SelectorError, selector_matches};
-use kruise_runtime::events::EventRecord;
-use kruise_runtime::execute::{Lane, Scheduled};
 
 use crate::api::rollout::{BudgetError, rollout_budget};
 use crate::api::v1beta1::{SidecarSet, SidecarSetStatus};

@@ -285,16 +285,7 @@ impl Action {
     }
 }
 
-/// An event the planner decides on (not tied to one write's outcome).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PlannedEvent {
-    /// `Normal` or `Warning`.
-    pub type_: &'static str,
-    /// Reason.
-    pub reason: &'static str,
-    /// Message.
-    pub message: String,
-}
+pub use kruise_core::plan::EventRecord;
 
 /// The planner's answer.
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -302,7 +293,7 @@ pub struct Plan {
     /// Writes, in order.
     pub actions: Vec<Action>,
     /// Events to record now.
-    pub events: Vec<PlannedEvent>,
+    pub events: Vec<EventRecord>,
     /// The status to write.
     pub status: crate::api::StatefulSetStatus,
     /// Requeue after this (minReadySeconds and grace-period waits).

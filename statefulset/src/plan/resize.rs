@@ -12,7 +12,7 @@ use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use kruise_compat::quantity::{Nanos, parse_nanos};
 
-use super::{Action, PlannedEvent, Planner, claim_name};
+use super::{Action, EventRecord, Planner, claim_name};
 use crate::api::VolumeClaimStatus;
 use crate::api::VolumeClaimUpdateStrategyType;
 
@@ -159,12 +159,8 @@ impl<'a> Planner<'a> {
         &self,
         ordinal: i64,
         pod: &str,
-    ) -> Result<Vec<Action>, PlannedEvent> {
-        let failed = |message: String| PlannedEvent {
-            type_: "Warning",
-            reason: "FailedUpdatePVC",
-            message,
-        };
+    ) -> Result<Vec<Action>, EventRecord> {
+        let failed = |message: String| EventRecord::warning("FailedUpdatePVC", message);
         let mut actions = Vec::new();
         for (claim, template) in self.claims_with_templates(ordinal) {
             let name = claim.metadata.name.clone().unwrap_or_default();

@@ -7,7 +7,7 @@ use kruise_core::api::intstr::value_from_int_or_percent;
 use kruise_core::pods::PodView as _;
 
 use super::{
-    Action, DeleteReason, IdentityGates, MAX_CREATIONS_PER_PLAN, PlannedEvent, Planner, new_pod,
+    Action, DeleteReason, EventRecord, IdentityGates, MAX_CREATIONS_PER_PLAN, Planner, new_pod,
     pod_name, push_requeue, revision_name, template_for,
 };
 
@@ -49,15 +49,14 @@ impl Planner<'_> {
             input.update_revision
         };
         let Some(template) = template_for(input.set, revision, self.update_revision_name()) else {
-            self.plan.events.push(PlannedEvent {
-                type_: "Warning",
-                reason: "FailedCreate",
-                message: format!(
+            self.plan.events.push(EventRecord::warning(
+                "FailedCreate",
+                format!(
                     "revision {} of StatefulSet {} holds no pod template",
                     revision_name(revision),
                     self.set_name
                 ),
-            });
+            ));
             return false;
         };
         let gates = IdentityGates {

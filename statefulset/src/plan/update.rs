@@ -15,7 +15,7 @@ use kruise_core::pods::lifecycle::{Intent, NotReadyChange, PodHookView, decide, 
 use kruise_core::pods::{CachedPod, PodView as _};
 
 use super::{
-    Action, DeleteReason, MAX_POD_WRITES_PER_PLAN, PlannedEvent, Planner, push_requeue,
+    Action, DeleteReason, EventRecord, MAX_POD_WRITES_PER_PLAN, Planner, push_requeue,
     revision_name,
 };
 use crate::api::v1beta1::{PodUpdatePolicy, RollingUpdateStatefulSetStrategy};
@@ -337,7 +337,7 @@ impl Planner<'_> {
         pod: &CachedPod,
         policy: &PodUpdatePolicy,
         grace: i32,
-    ) -> Result<Option<Action>, PlannedEvent> {
+    ) -> Result<Option<Action>, EventRecord> {
         let input = self.input;
         let name = pod.name().to_string();
         let target = input.update_revision;
@@ -413,13 +413,12 @@ impl Planner<'_> {
                 }
             }
             if *policy == PodUpdatePolicy::InPlaceOnly {
-                return Err(PlannedEvent {
-                    type_: "Warning",
-                    reason: "FailedUpdatePodInPlace",
-                    message: format!(
+                return Err(EventRecord::warning(
+                    "FailedUpdatePodInPlace",
+                    format!(
                         "failed to update pod {name} in-place(revision {target_name}): update strategy is InPlaceOnly but the change can not be made in place"
                     ),
-                });
+                ));
             }
         }
         Ok(self.delete_action(pod, DeleteReason::Update))

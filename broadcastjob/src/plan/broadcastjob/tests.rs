@@ -106,8 +106,8 @@ fn deleted(plan: &Plan) -> Vec<String> {
         .collect()
 }
 
-fn reasons(plan: &Plan) -> Vec<&'static str> {
-    plan.events.iter().map(|e| e.reason).collect()
+fn reasons(plan: &Plan) -> Vec<&str> {
+    plan.events.iter().map(|e| e.reason.as_str()).collect()
 }
 
 fn counts(plan: &Plan) -> (i32, i32, i32, i32, &str) {

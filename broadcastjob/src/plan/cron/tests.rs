@@ -72,8 +72,8 @@ fn deletes(plan: &Plan) -> Vec<(String, &'static str)> {
         .collect()
 }
 
-fn reasons(plan: &Plan) -> Vec<&'static str> {
-    plan.events.iter().map(|e| e.reason).collect()
+fn reasons(plan: &Plan) -> Vec<&str> {
+    plan.events.iter().map(|e| e.reason.as_str()).collect()
 }
 
 fn unix(s: &str) -> i64 {

@@ -1,5 +1,6 @@
 use super::*;
 use kruise_core::api::keys::{CLONESET_INSTANCE_ID_KEY, LIFECYCLE_STATE_KEY, SPECIFIED_DELETE_KEY};
+use kruise_core::plan::EventType;
 use pretty_assertions::assert_eq;
 use std::collections::BTreeSet;
 
@@ -825,14 +826,20 @@ fn unavailable_pod_without_replicas_change_is_replaced() {
 fn success_events_use_openkruise_reasons() {
     let mut w = World::new(cloneset("nginx:1", json!({"replicas": 1})));
     let p = w.plan();
-    let (ty, reason, msg) = p.actions[0].success_event().unwrap();
-    assert_eq!((ty, reason), ("Normal", "SuccessfulCreate"));
-    assert_eq!(msg, "succeed to create pod demo-i0000");
+    let event = p.actions[0].success_event().unwrap();
+    assert_eq!(
+        (event.type_, event.reason.as_str()),
+        (EventType::Normal, "SuccessfulCreate")
+    );
+    assert_eq!(event.message, "succeed to create pod demo-i0000");
     let d = Action::DeletePod {
         name: "x".into(),
         pvcs: vec![],
     };
-    assert_eq!(d.success_event().unwrap().2, "succeed to delete pod x");
+    assert_eq!(
+        d.success_event().unwrap().message,
+        "succeed to delete pod x"
+    );
 }
 
 #[test]
@@ -918,7 +925,7 @@ fn expired_expectations_are_reported_and_do_not_block() {
     assert!(
         p.events
             .iter()
-            .any(|e| e.reason == "ScaleExpectationsExpired" && e.type_ == "Warning")
+            .any(|e| e.reason == "ScaleExpectationsExpired" && e.type_ == EventType::Warning)
     );
     let cond = |status: &crate::api::CloneSetStatus| {
         status

@@ -156,8 +156,8 @@ fn a_class_that_cannot_expand_is_a_failed_update_pvc_event_and_the_rollout_waits
     assert!(expands(&p).is_empty() && in_place(&p).is_empty() && deletes(&p).is_empty());
     assert_eq!(p.events.len(), 1);
     assert_eq!(
-        (p.events[0].type_, p.events[0].reason),
-        ("Warning", "FailedUpdatePVC")
+        (p.events[0].type_, p.events[0].reason.as_str()),
+        (kruise_core::plan::EventType::Warning, "FailedUpdatePVC")
     );
     assert!(
         p.events[0].message.contains("data-demo-2"),
