@@ -112,23 +112,23 @@ impl Cluster {
     /// A pod with `app` and `sidecar`, running with both containers started.
     async fn running_pod(&self, name: &str, annotations: Value, gate: bool) -> Pod {
         let pre_stop = json!({"exec": {"command": ["sh", "-c", "echo bye"]}});
-        self.running_pod_with(name, annotations, gate, pre_stop)
+        self.running_pod_with(name, annotations, gate, json!({"preStop": pre_stop}))
             .await
     }
 
-    /// [`Cluster::running_pod`] with `pre_stop` as app's preStop hook.
+    /// [`Cluster::running_pod`] with `lifecycle` as app's hooks.
     async fn running_pod_with(
         &self,
         name: &str,
         annotations: Value,
         gate: bool,
-        pre_stop: Value,
+        lifecycle: Value,
     ) -> Pod {
         let mut pod = json!({
             "apiVersion": "v1", "kind": "Pod",
             "metadata": {"name": name, "annotations": annotations},
             "spec": {"containers": [
-                {"name": "app", "image": "nginx:1.27", "lifecycle": {"preStop": pre_stop}},
+                {"name": "app", "image": "nginx:1.27", "lifecycle": lifecycle},
                 {"name": "sidecar", "image": "busybox:1.36"},
             ]},
         });
@@ -320,6 +320,68 @@ async fn app_then_sidecar_are_recreated_in_order_and_the_ttl_removes_the_request
     cluster.stop().await;
 }
 
+/// OpenKruise's e2e "recreates containers with postStartHook" (ordered): app's new container
+/// runs only once its 5 s postStart hook is done, and the sidecar is stopped after that.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_ordered_sidecar_waits_for_the_new_app_past_its_post_start_hook() {
+    let cluster = Cluster::start().await;
+    let before = cluster
+        .running_pod_with(
+            "pod-4",
+            json!({}),
+            false,
+            json!({"postStart": {"exec": {"command": ["sleep", "5"]}}}),
+        )
+        .await;
+    cluster
+        .create_request(
+            "poststart",
+            &before,
+            json!({"containers": [{"name": "app"}, {"name": "sidecar"}],
+                   "strategy": {"orderedRecreate": true}}),
+        )
+        .await;
+    let done = cluster.wait_completed("poststart").await;
+    let states: Vec<(String, String, bool)> = done
+        .status
+        .unwrap()
+        .container_recreate_states
+        .into_iter()
+        .map(|s| (s.name, s.phase, s.is_killed))
+        .collect();
+    assert_eq!(
+        states,
+        [
+            ("app".to_string(), "Succeeded".to_string(), true),
+            ("sidecar".to_string(), "Succeeded".to_string(), true)
+        ]
+    );
+    let after = cluster.pods().get("pod-4").await.unwrap();
+    let finished = |container: &str| {
+        status_of(&after, container)
+            .last_state
+            .as_ref()
+            .and_then(|s| s.terminated.as_ref())
+            .and_then(|t| t.finished_at.as_ref())
+            .unwrap()
+            .0
+    };
+    // The spec's check: the old sidecar stopped at least the hook's 5 s after the old app.
+    let gap = finished("sidecar").duration_since(finished("app"));
+    assert!(
+        gap.as_secs_f64() >= 5.0,
+        "sidecar stopped {gap:?} after app"
+    );
+    for container in ["app", "sidecar"] {
+        assert_eq!(
+            status_of(&after, container).restart_count,
+            status_of(&before, container).restart_count + 1,
+            "{container}"
+        );
+    }
+    cluster.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_unready_grace_shows_on_the_pod_and_the_active_deadline_completes_the_request() {
     let cluster = Cluster::start().await;
@@ -461,7 +523,7 @@ async fn the_prestop_hook_runs_before_the_container_is_stopped() {
             "pod-3",
             json!({}),
             false,
-            json!({"httpGet": {"host": "127.0.0.1", "port": port, "path": "/quit"}}),
+            json!({"preStop": {"httpGet": {"host": "127.0.0.1", "port": port, "path": "/quit"}}}),
         )
         .await;
     let pods = cluster.pods();
