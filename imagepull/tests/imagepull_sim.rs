@@ -189,6 +189,21 @@ async fn node_images(client: &Client) -> Vec<NodeImage> {
         .items
 }
 
+/// Waits for the job `name` to complete.
+async fn completed(client: &Client, name: &str) -> ImagePullJob {
+    eventually(&format!("{name} completes"), WAIT, || {
+        let client = client.clone();
+        async move {
+            job(&client, name).await.filter(|j| {
+                j.status
+                    .as_ref()
+                    .is_some_and(|s| s.completion_time.is_some())
+            })
+        }
+    })
+    .await
+}
+
 const PROTECTION: &str = "apps.kruise.io/deletion-protection";
 
 /// Waits for one NodeImage per node, the labelled nodes' labels mirrored (a job created
@@ -328,17 +343,7 @@ async fn a_controller_restart_mid_job_neither_repeats_nor_loses_a_node() {
     .await;
     controllers.stop().await;
     let controllers = Controllers::start(&client);
-    let done = eventually("the job completes after the restart", WAIT, || {
-        let client = client.clone();
-        async move {
-            job(&client, "restart").await.filter(|j| {
-                j.status
-                    .as_ref()
-                    .is_some_and(|s| s.completion_time.is_some())
-            })
-        }
-    })
-    .await;
+    let done = completed(&client, "restart").await;
     let status = done.status.unwrap();
     assert_eq!((status.desired, status.succeeded, status.failed), (3, 3, 0));
     assert!(agent.most_pulling.load(Ordering::SeqCst) <= 1);
@@ -420,17 +425,7 @@ async fn a_job_with_a_pull_secret_copies_it_into_a_namespace_it_creates_and_comp
         })
     });
     assert!(named_by_a_node_image, "a NodeImage names the copy");
-    let done = eventually("the job completes", WAIT, || {
-        let client = client.clone();
-        async move {
-            job(&client, "with-secret").await.filter(|j| {
-                j.status
-                    .as_ref()
-                    .is_some_and(|s| s.completion_time.is_some())
-            })
-        }
-    })
-    .await;
+    let done = completed(&client, "with-secret").await;
     let status = done.status.unwrap();
     assert_eq!((status.desired, status.succeeded, status.failed), (3, 3, 0));
     drop(agent);

@@ -42,6 +42,13 @@ pub fn field_list(crd: &Value) -> Vec<String> {
     out
 }
 
+/// Differences between `crd` (ours, as JSON) and `published`, OpenKruise's CRD as a
+/// fixture in this format (written by `testkit/crd-fields.py`), leaving out `allowed`.
+pub fn differences_from_published(crd: &Value, published: &str, allowed: &[&str]) -> Vec<String> {
+    let theirs: Vec<String> = published.lines().map(str::to_string).collect();
+    differences(&field_list(crd), &theirs, allowed)
+}
+
 /// Differences between `ours` and `theirs` (field lists), as `path: ours | theirs` lines
 /// (`-` for a node one side lacks), leaving out the `allowed` paths (deliberate
 /// differences) and everything below a node OpenKruise leaves opaque.

@@ -277,7 +277,7 @@ pub(super) async fn in_place_update(
     key: &str,
     pods: &[Arc<CachedPod>],
     name: &str,
-    request: &impl Fn(&CachedPod) -> Option<UpdateRequest>,
+    request: &(dyn Fn(&CachedPod) -> Option<UpdateRequest> + Sync),
     now: Timestamp,
 ) -> Result<bool, Error> {
     let Some(planned) = pods.iter().find(|p| p.name() == name) else {

@@ -69,7 +69,10 @@ use crate::plan::pods::{Placement, new_pod, plan_node, plan_pod, plan_strategy};
 use crate::plan::revisions::{plan_revisions, revision_hash, revisions_to_prune};
 use crate::plan::{Action, PlanInput, PlanStrategy, Removal, plan};
 
+mod execute;
 mod in_place;
+
+use execute::confirm_uncounted;
 
 use in_place::{
     Decided, claim_and_decide, in_place_pending, in_place_update, refresh_in_place, send_refresh,
@@ -375,17 +378,6 @@ fn only_eligibility_changes(
         .boxed()
 }
 
-impl Scheduled for Action {
-    fn lane(&self) -> Lane<'_> {
-        match self {
-            Action::Create { .. } => Lane::SlowStart,
-            Action::Delete { pod }
-            | Action::PrepareDelete { pod }
-            | Action::UpdateInPlace { pod, .. } => Lane::Group(pod),
-        }
-    }
-}
-
 /// Marks pending creates (by node) and deletes (by pod name) the cache now shows as done.
 fn observe_expectations(
     shared: &Shared,
@@ -645,81 +637,20 @@ async fn reconcile(original: Arc<DaemonSet>, shared: Arc<Shared>) -> Result<Requ
     }
 
     // Execute.
+    let exec = execute::Exec {
+        pod_api: &pod_api,
+        shared: &shared,
+        recorder: &recorder,
+        key: &key,
+        ds: &ds,
+        hash: &hash,
+        pods: &pods,
+        in_place_request: &in_place_request,
+        namespace: &namespace,
+        now,
+    };
     let outcomes = execute(&plan.actions, WRITE_CONCURRENCY, |action| {
-        let (pod_api, recorder, shared, key, ds, hash, pods, in_place_request) = (
-            &pod_api,
-            &recorder,
-            &shared,
-            &key,
-            &ds,
-            &hash,
-            &pods,
-            &in_place_request,
-        );
-        let namespace = namespace.as_str();
-        async move {
-            match action {
-                Action::Create { node } => {
-                    let pod = new_pod(ds, node, hash, shared.settings.placement);
-                    match pod_api.create(&PostParams::default(), &pod).await {
-                        Ok(created) => {
-                            let name = created.name_any();
-                            // By name: with surge the node already has a pod, which must not
-                            // count as the one created.
-                            expect(shared, key, ScaleAction::Create, &name)?;
-                            recorder.record(
-                                EventRecord::normal(
-                                    reason::SUCCESSFUL_CREATE,
-                                    format!("Created pod: {name}"),
-                                )
-                                .related_to(Some(pod_reference(Some(namespace), &name))),
-                            );
-                            Ok(())
-                        }
-                        Err(e) => {
-                            recorder.record(EventRecord::warning(
-                                reason::FAILED_CREATE,
-                                format!("Error creating: {e}"),
-                            ));
-                            Err(Error::Create(WriteError {
-                                name: format!("pod for node {node}"),
-                                source: e,
-                            }))
-                        }
-                    }
-                }
-                Action::UpdateInPlace { pod, otherwise } => {
-                    let updated =
-                        in_place_update(pod_api, shared, key, pods, pod, in_place_request, now)
-                            .await;
-                    match &updated {
-                        Ok(true) => recorder.record(
-                            EventRecord::normal(
-                                reason::SUCCESSFUL_UPDATE_POD_IN_PLACE,
-                                format!("successfully update pod {pod} in-place"),
-                            )
-                            .related_to(Some(pod_reference(Some(namespace), pod))),
-                        ),
-                        Ok(false) | Err(Error::Busy(_)) => {}
-                        Err(e) => recorder.record(EventRecord::warning(
-                            reason::FAILED_UPDATE_POD_IN_PLACE,
-                            format!("failed to update pod {pod} in-place(revision {hash}): {e}"),
-                        )),
-                    }
-                    // Not in place after all (the change needs a new pod): taken away as
-                    // the plan says, and recreated.
-                    match (updated?, otherwise) {
-                        (true, _) | (false, Removal::Held) => Ok(()),
-                        (false, Removal::PrepareDelete) => prepare_delete(pod_api, pod, now).await,
-                        (false, Removal::Delete) => {
-                            delete_pod(pod_api, shared, recorder, key, pod).await
-                        }
-                    }
-                }
-                Action::PrepareDelete { pod } => prepare_delete(pod_api, pod, now).await,
-                Action::Delete { pod } => delete_pod(pod_api, shared, recorder, key, pod).await,
-            }
-        }
+        exec.perform(action)
     })
     .await;
     let first_error = outcomes.into_iter().find_map(|(_, r)| r.err());
@@ -785,92 +716,4 @@ async fn reconcile(original: Arc<DaemonSet>, shared: Arc<Shared>) -> Result<Requ
             None => Requeue::await_change(),
         },
     )
-}
-
-/// Keeps back each action of `plan` no budget counted because its old pod looked unavailable
-/// in the cache, when the pod read from the API is available after all (the cache had not
-/// yet seen it become Ready): acting would take down, or surge beside, one available pod
-/// more than maxUnavailable or maxSurge allow. True when any was kept back; the pass runs
-/// again once the cache has caught up. One read per such action, only while a rollout
-/// meets unavailable old pods.
-async fn confirm_uncounted(
-    pod_api: &Api<Pod>,
-    plan: &mut crate::plan::Plan,
-    min_ready_seconds: i64,
-) -> Result<bool, Error> {
-    let min_ready_seconds = i32::try_from(min_ready_seconds).unwrap_or(i32::MAX);
-    let mut held = false;
-    for uncounted in std::mem::take(&mut plan.uncounted) {
-        let pod = pod_api
-            .get_opt(&uncounted.pod)
-            .await
-            .map_err(|source| Error::ReadPod(WriteError::on(uncounted.pod.clone())(source)))?;
-        let available = pod.is_some_and(|pod| {
-            pod.metadata.deletion_timestamp.is_none()
-                && kruise_core::pods::is_pod_available(&pod, min_ready_seconds, Timestamp::now())
-        });
-        if available {
-            plan.actions.retain(|a| *a != uncounted.action);
-            held = true;
-        }
-    }
-    Ok(held)
-}
-
-/// Marks `pod` `PreparingDelete`: its preDelete hook holds it.
-async fn prepare_delete(pod_api: &Api<Pod>, pod: &str, now: Timestamp) -> Result<(), Error> {
-    let patch = state_patch(LifecycleState::PreparingDelete, now, None);
-    pod_api
-        .patch(pod, &PatchParams::default(), &Patch::Strategic(&patch))
-        .await
-        .map(|_| ())
-        .map_err(|e| {
-            Error::PrepareDelete(WriteError {
-                name: pod.to_string(),
-                source: e,
-            })
-        })
-}
-
-/// Deletes `pod`, expected until the cache shows it gone or terminating.
-async fn delete_pod(
-    pod_api: &Api<Pod>,
-    shared: &Shared,
-    recorder: &Recorder,
-    key: &str,
-    pod: &str,
-) -> Result<(), Error> {
-    expect(shared, key, ScaleAction::Delete, pod)?;
-    match pod_api.delete(pod, &DeleteParams::default()).await {
-        Ok(_) => {
-            recorder.record(EventRecord::normal(
-                reason::SUCCESSFUL_DELETE,
-                format!("Deleted pod: {pod}"),
-            ));
-            Ok(())
-        }
-        Err(e) if is_not_found(&e) => {
-            forget(shared, key, ScaleAction::Delete, pod);
-            Ok(())
-        }
-        Err(e) => {
-            forget(shared, key, ScaleAction::Delete, pod);
-            Err(Error::Delete(WriteError {
-                name: pod.to_string(),
-                source: e,
-            }))
-        }
-    }
-}
-
-fn expect(shared: &Shared, key: &str, action: ScaleAction, name: &str) -> Result<(), Error> {
-    shared
-        .expectations
-        .with(|e| e.expect(key, action, name))
-        .map_err(|e| Error::Shell(ShellError::from(e)))
-}
-
-fn forget(shared: &Shared, key: &str, action: ScaleAction, name: &str) {
-    // A poisoned lock refuses the next reconcile anyway.
-    let _ = shared.expectations.with(|e| e.observe(key, action, name));
 }
