@@ -382,6 +382,45 @@ async fn an_ordered_sidecar_waits_for_the_new_app_past_its_post_start_hook() {
     cluster.stop().await;
 }
 
+/// OpenKruise's e2e "recreates containers with preStopHook": app's exec preStop hook (a
+/// `sleep`, run through the runtime) holds its stop, and the sidecar's after it, so the
+/// sidecar stops no sooner than the hook's seconds after the request.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_exec_pre_stop_hook_that_sleeps_holds_the_stops_for_its_seconds() {
+    let cluster = Cluster::start().await;
+    let before = cluster
+        .running_pod_with(
+            "pod-5",
+            json!({}),
+            false,
+            json!({"preStop": {"exec": {"command": ["sleep", "3"]}}}),
+        )
+        .await;
+    let crr = cluster
+        .create_request(
+            "prestop",
+            &before,
+            json!({"containers": [{"name": "app"}, {"name": "sidecar"}]}),
+        )
+        .await;
+    cluster.wait_completed("prestop").await;
+    let after = cluster.pods().get("pod-5").await.unwrap();
+    let sidecar_stopped = status_of(&after, "sidecar")
+        .last_state
+        .as_ref()
+        .and_then(|s| s.terminated.as_ref())
+        .and_then(|t| t.finished_at.as_ref())
+        .unwrap()
+        .0;
+    let created = crr.metadata.creation_timestamp.unwrap().0;
+    let waited = sidecar_stopped.duration_since(created);
+    assert!(
+        waited.as_secs_f64() >= 2.0,
+        "the sidecar stopped {waited:?} after the request"
+    );
+    cluster.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_unready_grace_shows_on_the_pod_and_the_active_deadline_completes_the_request() {
     let cluster = Cluster::start().await;

@@ -200,8 +200,8 @@ fn to_cri_container(c: &CriContainer) -> v1::Container {
 }
 
 /// The output of a command "run" in a simulated container: `true`, `false`,
-/// `exit N`, `echo ...` and `sh -c '<one of those>'` behave as in a shell; anything
-/// else succeeds with no output.
+/// `exit N`, `echo ...` and `sh -c '<one of those>'` behave as in a shell (`sleep N` takes
+/// its time, in `exec_sync`); anything else succeeds with no output.
 fn fake_exec(cmd: &[String]) -> (Vec<u8>, i32) {
     let line = match cmd {
         [sh, flag, script, ..] if (sh.ends_with("sh")) && flag == "-c" => script.clone(),
@@ -325,6 +325,24 @@ impl kruise_cri::RuntimeService for NodeRuntime {
                 "container {} is not running",
                 c.id
             )));
+        }
+        // A command that only sleeps takes its time, as a preStop hook run through the
+        // runtime does; past the request's timeout the runtime gives up, as containerd does.
+        if let Some(runs) = super::sleeps_for(&req.cmd) {
+            let timeout = u64::try_from(req.timeout)
+                .ok()
+                .filter(|t| *t > 0)
+                .map(Duration::from_secs);
+            match timeout {
+                Some(timeout) if runs > timeout => {
+                    tokio::time::sleep(timeout).await;
+                    return Err(Status::deadline_exceeded(format!(
+                        "failed to exec in container: timeout {}s exceeded: context deadline exceeded",
+                        timeout.as_secs()
+                    )));
+                }
+                _ => tokio::time::sleep(runs).await,
+            }
         }
         let (stdout, exit_code) = fake_exec(&req.cmd);
         Ok(Response::new(v1::ExecSyncResponse {

@@ -75,6 +75,20 @@ pub(crate) fn stable_hash(s: &str, seed: u64) -> u64 {
 
 /// Parses a Go-style duration ("100ms", "2s", "1m30s", "1.5s"); a bare number is
 /// seconds. Returns None for anything else.
+/// How long a command that only sleeps runs (`sleep N`, `sh -c "sleep N"`), as OpenKruise's
+/// e2e specs write their hooks; `None` for any other command.
+pub(crate) fn sleeps_for<S: AsRef<str>>(command: &[S]) -> Option<Duration> {
+    let words: Vec<&str> = command.iter().map(AsRef::as_ref).collect();
+    let line = match words.as_slice() {
+        [shell, "-c", script] if shell.ends_with("sh") => script.to_string(),
+        words => words.join(" "),
+    };
+    match line.split_whitespace().collect::<Vec<_>>().as_slice() {
+        [sleep, secs] if sleep.ends_with("sleep") => parse_duration(secs),
+        _ => None,
+    }
+}
+
 pub fn parse_duration(s: &str) -> Option<Duration> {
     let s = s.trim();
     if s.is_empty() {

@@ -9,7 +9,8 @@ use serde_json::{Value, json};
 use tokio::time::Instant;
 
 use super::super::{
-    ANN_POSTSTART_DURATION, ANN_PRESTOP_DURATION, ANN_STOP_DELAY, parse_duration, stable_hash,
+    ANN_POSTSTART_DURATION, ANN_PRESTOP_DURATION, ANN_STOP_DELAY, parse_duration, sleeps_for,
+    stable_hash,
 };
 use super::DELETE_CAP;
 use crate::meta;
@@ -42,14 +43,7 @@ pub(super) fn hook_time(hook: &Value) -> Option<Duration> {
         .iter()
         .filter_map(Value::as_str)
         .collect();
-    let line = match command.as_slice() {
-        [shell, "-c", script] if shell.ends_with("sh") => script.to_string(),
-        words => words.join(" "),
-    };
-    match line.split_whitespace().collect::<Vec<_>>().as_slice() {
-        [sleep, secs] if sleep.ends_with("sleep") => parse_duration(secs),
-        _ => None,
-    }
+    sleeps_for(&command)
 }
 
 /// How long a container's postStart hook runs: what the hook says (`hook_time`), else for
