@@ -324,38 +324,48 @@ impl Agent {
             self.complete(crr, Some(&states), &message).await?;
             return Ok(None);
         }
+        let Some(kill) = kill else {
+            if write_states {
+                self.patch_status(crr, json!({"containerRecreateStates": states}))
+                    .await?;
+            }
+            return Ok(requeue_after);
+        };
+        tracing::info!(
+            namespace = %key.namespace, pod = %key.pod, container = %kill.container,
+            request = %crr.name_any(), "stopping container by ContainerRecreateRequest"
+        );
+        let pod = self.pod_recorder(crr, key);
+        pod.record(EventRecord::normal(
+            REASON_KILLING,
+            format!(
+                "Stopping container {} by ContainerRecreateRequest {}",
+                kill.container,
+                crr.name_any()
+            ),
+        ));
+        let started = Instant::now();
+        self.run_pre_stop(&mut cri, key, &kill, &pod).await;
+        // The mark (`Recreating`, `isKilled`) after the hook and before the stop: while the
+        // hook runs the states read as OpenKruise's daemon leaves them (a request whose
+        // deadline passed meanwhile completes with them), and an agent restarted after the
+        // stop finds the mark and kills no second time (K#1182).
         if write_states {
             self.patch_status(crr, json!({"containerRecreateStates": states}))
                 .await?;
         }
-        if let Some(kill) = kill {
-            tracing::info!(
-                namespace = %key.namespace, pod = %key.pod, container = %kill.container,
-                request = %crr.name_any(), "stopping container by ContainerRecreateRequest"
-            );
-            let pod = self.pod_recorder(crr, key);
-            pod.record(EventRecord::normal(
-                REASON_KILLING,
-                format!(
-                    "Stopping container {} by ContainerRecreateRequest {}",
-                    kill.container,
-                    crr.name_any()
-                ),
-            ));
-            if let Err(error) = self.kill(&mut cri, key, &kill, &pod).await {
-                let (states, complete) = kill_failed(crr, states, &kill.container, &error);
-                if complete {
-                    self.complete(crr, Some(&states), "").await?;
-                } else {
-                    self.patch_status(crr, json!({"containerRecreateStates": states}))
-                        .await?;
-                }
-                return Ok(None);
+        if let Err(error) = self.stop(&mut cri, &kill, started).await {
+            let (states, complete) = kill_failed(crr, states, &kill.container, &error);
+            if complete {
+                self.complete(crr, Some(&states), "").await?;
+            } else {
+                self.patch_status(crr, json!({"containerRecreateStates": states}))
+                    .await?;
             }
-            // Look again at once: the kubelet restarts it, and the next container may go.
-            return Ok(Some(Duration::from_millis(500)));
+            return Ok(None);
         }
-        Ok(requeue_after)
+        // Look again at once: the kubelet restarts it, and the next container may go.
+        Ok(Some(Duration::from_millis(500)))
     }
 
     /// Events about the request's pod.
@@ -432,14 +442,15 @@ impl Agent {
 
     /// The preStop hook (its failure is logged, as the kubelet does), then StopContainer with
     /// what is left of the grace period.
-    async fn kill(
+    /// Runs the container's preStop hook, if any, within the grace period; a hook that
+    /// fails or overruns is a Warning event, and the stop goes ahead (as the kubelet does).
+    async fn run_pre_stop(
         &self,
         cri: &mut RuntimeServiceClient<Channel>,
         key: &PodKey,
         kill: &Kill,
         pod: &Recorder,
-    ) -> Result<(), String> {
-        let started = Instant::now();
+    ) {
         if let Some(hook) = &kill.pre_stop {
             let grace = Duration::from_secs(u64::try_from(kill.grace_seconds).unwrap_or(0));
             let ran = tokio::time::timeout(grace, self.pre_stop(cri, key, kill, hook)).await;
@@ -470,6 +481,15 @@ impl Agent {
                 }
             }
         }
+    }
+
+    /// CRI StopContainer with what the grace period has left since `started`.
+    async fn stop(
+        &self,
+        cri: &mut RuntimeServiceClient<Channel>,
+        kill: &Kill,
+        started: Instant,
+    ) -> Result<(), String> {
         let timeout = stop_timeout(kill.grace_seconds, started.elapsed());
         cri.stop_container(cri::StopContainerRequest {
             container_id: kill.runtime_id.clone(),

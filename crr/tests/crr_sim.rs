@@ -421,6 +421,56 @@ async fn an_exec_pre_stop_hook_that_sleeps_holds_the_stops_for_its_seconds() {
     cluster.stop().await;
 }
 
+/// The same spec's second request: its deadline passes while app's preStop hook runs; it
+/// completes with both states still Pending (they are written once the stop returns), and
+/// app is recreated all the same.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deadline_during_a_pre_stop_hook_completes_with_the_states_as_they_were() {
+    let cluster = Cluster::start().await;
+    let before = cluster
+        .running_pod_with(
+            "pod-6",
+            json!({}),
+            false,
+            json!({"preStop": {"exec": {"command": ["sleep", "6"]}}}),
+        )
+        .await;
+    cluster
+        .create_request(
+            "deadline",
+            &before,
+            json!({"containers": [{"name": "app"}, {"name": "sidecar"}],
+                   "activeDeadlineSeconds": 3}),
+        )
+        .await;
+    let done = cluster.wait_completed("deadline").await;
+    let states: Vec<(String, String, bool)> = done
+        .status
+        .unwrap()
+        .container_recreate_states
+        .into_iter()
+        .map(|s| (s.name, s.phase, s.is_killed))
+        .collect();
+    assert_eq!(
+        states,
+        [
+            ("app".to_string(), "Pending".to_string(), false),
+            ("sidecar".to_string(), "Pending".to_string(), false)
+        ]
+    );
+    let pods = cluster.pods();
+    let restarts = status_of(&before, "app").restart_count;
+    eventually("app is recreated after its hook", WAIT, || {
+        let pods = pods.clone();
+        async move {
+            let pod = pods.get("pod-6").await.ok()?;
+            (status_of(&pod, "app").restart_count == restarts + 1).then_some(())
+        }
+    })
+    .await;
+    cluster.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_unready_grace_shows_on_the_pod_and_the_active_deadline_completes_the_request() {
     let cluster = Cluster::start().await;

@@ -4,10 +4,11 @@
 //! next step ([`plan`]): at most one kill per sync, in container order.
 //!
 //! One change from OpenKruise, so that an agent restarted mid-recreate kills exactly once
-//! (K#1182): the container's state is written `Recreating`, `isKilled: true` **before** the
-//! kill (OpenKruise writes it after), so a restarted agent that finds the new container
-//! does not kill it again, and one that finds the old container still running (the kill
-//! never happened) kills it.
+//! (K#1182): the container's state is written `Recreating`, `isKilled: true` after its
+//! preStop hook and **before** the stop (OpenKruise writes it after the stop), so a
+//! restarted agent that finds the new container does not kill it again, and one that finds
+//! the old container still running (the stop never happened) stops it. While the hook runs
+//! the states read as OpenKruise's.
 
 use std::time::Duration;
 
@@ -264,15 +265,17 @@ pub enum Step {
         /// When to look again.
         requeue_after: Option<Duration>,
     },
-    /// Write the container states (when they changed), then kill (if any), then complete
-    /// (if set, in the same status write as the states).
+    /// Run the preStop hook of the container to kill (if any), write the container states
+    /// (when they changed), then stop it; or complete (if set, in the same status write as
+    /// the states).
     Sync {
         /// The container states to hold (with the container to kill already marked
         /// `Recreating`, `isKilled`).
         states: Vec<ContainerRecreateState>,
         /// Whether `states` differ from the request's.
         write_states: bool,
-        /// The container to kill after the states are written.
+        /// The container to kill: its hook runs before the states are written, its stop
+        /// after.
         kill: Option<Box<Kill>>,
         /// Complete the request with this message.
         complete: Option<String>,
@@ -341,6 +344,17 @@ pub fn plan(input: &AgentInput<'_>) -> Step {
     let status = crr.status.clone().unwrap_or_default();
     let strategy = crr.spec.strategy.clone().unwrap_or_default();
     let mut states = current_states(crr, input.containers, input.now);
+    if states != status.container_recreate_states {
+        // As OpenKruise's daemon: the states as the runtime shows them are written first
+        // (the request's first states all Pending), and acted on in the next pass.
+        return Step::Sync {
+            states,
+            write_states: true,
+            kill: None,
+            complete: None,
+            requeue_after: None,
+        };
+    }
     let ignore = strategy.policy() == FailurePolicy::Ignore;
     let mut completed = 0;
     let mut kill = None;

@@ -41,6 +41,17 @@ fn running(name: &str, attempt: i32, started: i64) -> RuntimeContainer {
     }
 }
 
+/// `c` with the states the agent records first (as the runtime shows them).
+fn recorded(
+    mut c: ContainerRecreateRequest,
+    containers: &[RuntimeContainer],
+    now: Timestamp,
+) -> ContainerRecreateRequest {
+    let states = current_states(&c, containers, now);
+    c.status.get_or_insert_default().container_recreate_states = states;
+    c
+}
+
 fn phases(states: &[ContainerRecreateState]) -> Vec<(String, String, bool)> {
     states
         .iter()
@@ -105,6 +116,26 @@ fn the_first_step_is_recreating_then_one_kill_per_sync_with_its_prestop_and_grac
         json!({"terminationGracePeriodSeconds": 45}),
         json!({"phase": "Recreating"}),
     );
+    // Then the states as the runtime shows them, all Pending, and nothing else yet.
+    let Step::Sync {
+        states,
+        write_states: true,
+        kill: None,
+        complete: None,
+        ..
+    } = plan(&AgentInput {
+        crr: &recreating,
+        containers: &containers,
+        now: at(1),
+    })
+    else {
+        panic!("the states recorded first");
+    };
+    assert_eq!(
+        phases(&states),
+        [p("app", "Pending", false), p("sidecar", "Pending", false)]
+    );
+    let recreating = recorded(recreating, &containers, at(1));
     let Step::Sync {
         states,
         write_states,
@@ -122,7 +153,7 @@ fn the_first_step_is_recreating_then_one_kill_per_sync_with_its_prestop_and_grac
     assert!(write_states);
     assert_eq!(complete, None);
     assert_eq!(requeue_after, None);
-    // The container to kill is written Recreating/isKilled before the kill (K#1182).
+    // The container to kill is written Recreating/isKilled before its stop (K#1182).
     assert_eq!(
         phases(&states),
         [p("app", "Recreating", true), p("sidecar", "Pending", false)]
@@ -151,7 +182,11 @@ fn a_container_unchanged_is_killed_even_if_it_started_after_the_request() {
     // K#895: the node's clock is ahead; the container "started" after the request was made,
     // but its id and restart count are those of the request, so it is not recreated yet.
     let containers = [running("app", 0, 30), running("sidecar", 0, 30)];
-    let c = crr(json!({}), json!({"phase": "Recreating"}));
+    let c = recorded(
+        crr(json!({}), json!({"phase": "Recreating"})),
+        &containers,
+        at(31),
+    );
     let states = current_states(&c, &containers, at(31));
     assert_eq!(
         phases(&states),
@@ -287,6 +322,7 @@ fn unready_grace_waits_for_the_condition_then_for_the_period() {
             requeue_after: Some(Duration::from_millis(7_100))
         }
     );
+    let acquired = recorded(acquired, &containers, at(12));
     let Step::Sync { kill, .. } = plan(&AgentInput {
         crr: &acquired,
         containers: &containers,
@@ -527,6 +563,7 @@ fn an_agent_restarted_mid_recreate_kills_exactly_once() {
     for force in [false, true] {
         let mut node = ScriptedNode::new(json!({"forceRecreate": force, "orderedRecreate": true}));
         node.sync(); // Recreating
+        node.sync(); // the states, all Pending
         node.sync(); // mark + kill app
         assert_eq!(node.kills, ["app"]);
         for _ in 0..3 {
