@@ -6,7 +6,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 need_kubectl
 build_workspace
 export REALCLUSTER_BIN="$HOME/.cache/kruise-realcluster-bin"
-focus='CloneSet Scaling|SidecarSet Injecting functionality|regard preparing-update pod as update when scaling'
+focus='CloneSet Scaling|SidecarSet Injecting functionality|regard preparing-update pod as update when scaling|ContainerRecreateRequest|CloneSet Updating with inplace resource in-place update image and resource|should upgrade resources and image one by one'
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 # The smoke checks are the realcluster stage's.
