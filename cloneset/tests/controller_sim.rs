@@ -1295,3 +1295,74 @@ async fn with_the_vct_gate_a_claim_change_is_carried_by_the_next_image_update_as
     controller.stop().await;
     cluster.shutdown().await;
 }
+
+/// OpenKruise's e2e InplaceVPA "in-place update image and resource": with
+/// `InPlaceWorkloadVerticalScaling` an image and cpu/memory change is made in place — the
+/// same pods, the container restarted once for the image, the new resources in spec and
+/// status (resized through `pods/resize`, which the chart's role allows).
+#[tokio::test]
+async fn with_vertical_scaling_an_image_and_resources_change_is_made_in_place() {
+    let (cluster, client) = cluster_with_crd().await;
+    let controller = start_with_gates(
+        &client,
+        kruise_cloneset::plan::PlanGates {
+            vertical_scaling: true,
+            env_from_metadata: true,
+            ..Default::default()
+        },
+    );
+    let resources = |cpu: &str, memory: &str| json!({"requests": {"cpu": cpu, "memory": memory}, "limits": {"cpu": cpu, "memory": memory}});
+    let container = |image: &str, cpu: &str, memory: &str| json!([{"name": "main", "image": image, "resources": resources(cpu, memory)}]);
+    clonesets(&client)
+        .create(
+            &PostParams::default(),
+            &cloneset(
+                "vpa",
+                2,
+                "nginx:1",
+                json!({"updateStrategy": {"rollingUpdate": {"podUpdatePolicy": "InPlaceIfPossible"}},
+                       "template": {"spec": {"containers": container("nginx:1", "100m", "100Mi")}}}),
+            ),
+        )
+        .await
+        .unwrap();
+    wait_rolled_out(&client, "vpa", 2).await;
+    let before = pod_uids(&client, "vpa").await;
+    patch_spec(
+        &client,
+        "vpa",
+        json!({"template": {"spec": {"containers": container("nginx:2", "200m", "200Mi")}}}),
+    )
+    .await;
+    wait_rolled_out(&client, "vpa", 2).await;
+    let resized = eventually("every pod reports the new resources", WAIT, || async {
+        let pods = pods_of(&client, "vpa").await;
+        pods.iter()
+            .all(|pod| {
+                let status = serde_json::to_value(pod.status.as_ref()).unwrap();
+                status["containerStatuses"][0]["resources"] == resources("200m", "200Mi")
+            })
+            .then_some(pods)
+    })
+    .await;
+    assert_eq!(pod_uids(&client, "vpa").await, before, "the same pods");
+    for pod in resized {
+        let spec = serde_json::to_value(pod.spec.as_ref()).unwrap();
+        assert_eq!(
+            spec["containers"][0]["resources"],
+            resources("200m", "200Mi")
+        );
+        assert_eq!(container_image(&pod), "nginx:2");
+        let restarts = pod
+            .status
+            .as_ref()
+            .unwrap()
+            .container_statuses
+            .as_ref()
+            .unwrap()[0]
+            .restart_count;
+        assert_eq!(restarts, 1, "restarted once, for the image");
+    }
+    controller.stop().await;
+    cluster.shutdown().await;
+}

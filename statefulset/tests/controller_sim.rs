@@ -1122,3 +1122,76 @@ async fn unordered_update_recreates_pods_in_priority_order() {
     controller.stop().await;
     cluster.shutdown().await;
 }
+
+/// OpenKruise's e2e InplaceVPA rolling update "including resources": with
+/// `InPlaceWorkloadVerticalScaling` an image and cpu/memory change is made in place — the
+/// same pods, the container restarted once for the image, the new resources in spec and
+/// status (resized through `pods/resize`, which the chart's role allows).
+#[tokio::test]
+async fn with_vertical_scaling_an_image_and_resources_change_is_made_in_place() {
+    let (cluster, client) = cluster().await;
+    let settings = Settings {
+        gates: kruise_statefulset::plan::PlanGates {
+            vertical_scaling: true,
+            env_from_metadata: true,
+            ..Default::default()
+        },
+        ..Settings::default()
+    };
+    let controller = RunningController::start_with(&client, settings);
+    let resources = |cpu: &str, memory: &str| json!({"requests": {"cpu": cpu, "memory": memory}, "limits": {"cpu": cpu, "memory": memory}});
+    let container = |image: &str, cpu: &str, memory: &str| json!([{"name": "main", "image": image, "resources": resources(cpu, memory)}]);
+    let set = statefulset(
+        "vpa",
+        "nginx:1",
+        json!({"replicas": 2,
+               "updateStrategy": {"rollingUpdate": {"podUpdatePolicy": "InPlaceIfPossible"}},
+               "template": {"spec": {"containers": container("nginx:1", "100m", "100Mi")}}}),
+    );
+    sets(&client)
+        .create(&PostParams::default(), &set)
+        .await
+        .unwrap();
+    wait_rolled_out(&client, "vpa", 2).await;
+    let uids = |pods: &[Pod]| -> Vec<String> { pods.iter().filter_map(|p| p.uid()).collect() };
+    let before = uids(&pods_of(&client, "vpa").await);
+    sets(&client)
+        .patch(
+            "vpa",
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"spec": {"template": {"spec": {
+                "containers": container("nginx:2", "200m", "200Mi")}}}})),
+        )
+        .await
+        .unwrap();
+    let resized = eventually(
+        "every pod updated, the new resources reported",
+        WAIT,
+        || async {
+            let pods = pods_of(&client, "vpa").await;
+            (pods.len() == 2
+                && pods.iter().all(|pod| {
+                    let status = serde_json::to_value(pod.status.as_ref()).unwrap();
+                    status["containerStatuses"][0]["resources"] == resources("200m", "200Mi")
+                        && status["containerStatuses"][0]["image"] == "nginx:2"
+                }))
+            .then_some(pods)
+        },
+    )
+    .await;
+    wait_rolled_out(&client, "vpa", 2).await;
+    assert_eq!(uids(&resized), before, "the same pods");
+    for pod in resized {
+        let restarts = pod
+            .status
+            .as_ref()
+            .unwrap()
+            .container_statuses
+            .as_ref()
+            .unwrap()[0]
+            .restart_count;
+        assert_eq!(restarts, 1, "restarted once, for the image");
+    }
+    controller.stop().await;
+    cluster.shutdown().await;
+}
