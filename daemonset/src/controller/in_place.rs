@@ -140,23 +140,21 @@ pub(super) async fn send_refresh(
         RefreshWrite::Patch(pod, patch, resize) => {
             // The resize first: were the patch first and the resize then refused, the state
             // would show the batch done and the resources would never change.
-            let resized = match &resize {
-                Some(resize) => resize_pod(pod_api, pod.name(), resize)
-                    .await
-                    .map(|written| record_version(shared, Some(&written))),
-                None => Ok(()),
-            };
-            let sent = match resized {
-                Ok(()) => pod_api
+            let sent = async {
+                if let Some(resize) = &resize {
+                    let written = resize_pod(pod_api, pod.name(), resize).await?;
+                    record_version(shared, Some(&written));
+                }
+                pod_api
                     .patch(
                         pod.name(),
                         &PatchParams::default(),
                         &Patch::Strategic(&patch),
                     )
                     .await
-                    .map(Some),
-                Err(e) => Err(e),
-            };
+                    .map(Some)
+            }
+            .await;
             (pod, sent)
         }
         RefreshWrite::Ready(pod, status) => {
