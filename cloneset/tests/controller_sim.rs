@@ -430,18 +430,6 @@ async fn an_invalid_cloneset_gets_a_condition_instead_of_pods() {
     cluster.shutdown().await;
 }
 
-/// Requests with this verb on pods (any subresource) answered with `code`.
-fn with_code(counters: &kruise_sim::Counters, verb: &str, code: u16) -> u64 {
-    counters
-        .snapshot()
-        .into_iter()
-        .filter(|(k, _)| {
-            k.verb == verb && k.resource == "pods" && k.subresource.is_empty() && k.code == code
-        })
-        .map(|(_, n)| n)
-        .sum()
-}
-
 #[tokio::test]
 async fn sim_only_failed_creates_stop_the_slow_start_batch_and_never_double_create() {
     let (sim, client) = sim_with_crd().await;
@@ -468,8 +456,8 @@ async fn sim_only_failed_creates_stop_the_slow_start_batch_and_never_double_crea
         .unwrap();
     wait_rolled_out(&client, "web", 4).await;
     // Each failed reconcile tried one pod (a batch of 1) and stopped; then 1 + 2 + 1.
-    assert_eq!(with_code(sim.counters(), "create", 500), 2);
-    assert_eq!(with_code(sim.counters(), "create", 201), 4);
+    assert_eq!(sim.counters().answered("create", "pods", "", 500), 2);
+    assert_eq!(sim.counters().answered("create", "pods", "", 201), 4);
     assert_eq!(pods_of(&client, "web").await.len(), 4);
     eventually("FailedCreate events", WAIT, || async {
         event_reasons(&client, "web")
@@ -1303,17 +1291,56 @@ async fn with_the_vct_gate_a_claim_change_is_carried_by_the_next_image_update_as
 #[tokio::test]
 async fn with_vertical_scaling_an_image_and_resources_change_is_made_in_place() {
     let (cluster, client) = cluster_with_crd().await;
+    image_and_resources_rollout(&client, &client).await;
+    cluster.shutdown().await;
+}
+
+/// A resize the server refuses is sent again: the pod is not counted updated with its old
+/// resources (the resize goes before the patch that moves the pod to the new revision).
+#[tokio::test]
+async fn sim_only_an_in_place_update_whose_resize_fails_is_not_counted_until_the_resize_lands() {
+    let (sim, client) = sim_with_crd().await;
+    sim.faults().add(
+        kruise_sim::FaultRule::new()
+            .verb("patch")
+            .resource("pods")
+            .subresource("resize")
+            .error(500, 1.0)
+            .times(2),
+    );
+    // The controller sees every 500 itself (no client-side retries).
+    image_and_resources_rollout(&client, &sim.client_without_retries().unwrap()).await;
+    assert_eq!(
+        sim.counters().answered("patch", "pods", "resize", 500),
+        2,
+        "both injected failures were met"
+    );
+    sim.shutdown().await;
+}
+
+/// Requests and limits of `cpu` and `memory`.
+fn resources(cpu: &str, memory: &str) -> serde_json::Value {
+    json!({"requests": {"cpu": cpu, "memory": memory}, "limits": {"cpu": cpu, "memory": memory}})
+}
+
+/// A template's one container, `main`, with these image and resources.
+fn container(image: &str, cpu: &str, memory: &str) -> serde_json::Value {
+    json!([{"name": "main", "image": image, "resources": resources(cpu, memory)}])
+}
+
+/// A CloneSet `vpa` of 2 rolled out, its image and resources then changed with
+/// `InPlaceWorkloadVerticalScaling` on, by a controller on `controller_client`: the same
+/// pods, each with the new image and resources in spec and status, restarted once.
+async fn image_and_resources_rollout(client: &Client, controller_client: &Client) {
     let controller = start_with_gates(
-        &client,
+        controller_client,
         kruise_cloneset::plan::PlanGates {
             vertical_scaling: true,
             env_from_metadata: true,
             ..Default::default()
         },
     );
-    let resources = |cpu: &str, memory: &str| json!({"requests": {"cpu": cpu, "memory": memory}, "limits": {"cpu": cpu, "memory": memory}});
-    let container = |image: &str, cpu: &str, memory: &str| json!([{"name": "main", "image": image, "resources": resources(cpu, memory)}]);
-    clonesets(&client)
+    clonesets(client)
         .create(
             &PostParams::default(),
             &cloneset(
@@ -1326,17 +1353,17 @@ async fn with_vertical_scaling_an_image_and_resources_change_is_made_in_place() 
         )
         .await
         .unwrap();
-    wait_rolled_out(&client, "vpa", 2).await;
-    let before = pod_uids(&client, "vpa").await;
+    wait_rolled_out(client, "vpa", 2).await;
+    let before = pod_uids(client, "vpa").await;
     patch_spec(
-        &client,
+        client,
         "vpa",
         json!({"template": {"spec": {"containers": container("nginx:2", "200m", "200Mi")}}}),
     )
     .await;
-    wait_rolled_out(&client, "vpa", 2).await;
+    wait_rolled_out(client, "vpa", 2).await;
     let resized = eventually("every pod reports the new resources", WAIT, || async {
-        let pods = pods_of(&client, "vpa").await;
+        let pods = pods_of(client, "vpa").await;
         pods.iter()
             .all(|pod| {
                 let status = serde_json::to_value(pod.status.as_ref()).unwrap();
@@ -1345,7 +1372,7 @@ async fn with_vertical_scaling_an_image_and_resources_change_is_made_in_place() 
             .then_some(pods)
     })
     .await;
-    assert_eq!(pod_uids(&client, "vpa").await, before, "the same pods");
+    assert_eq!(pod_uids(client, "vpa").await, before, "the same pods");
     for pod in resized {
         let spec = serde_json::to_value(pod.spec.as_ref()).unwrap();
         assert_eq!(
@@ -1364,5 +1391,4 @@ async fn with_vertical_scaling_an_image_and_resources_change_is_made_in_place() 
         assert_eq!(restarts, 1, "restarted once, for the image");
     }
     controller.stop().await;
-    cluster.shutdown().await;
 }

@@ -621,18 +621,8 @@ async fn sim_only_injected_errors_and_dropped_watches_neither_double_create_nor_
         s.updated_number_scheduled == 3 && s.number_available == 3
     })
     .await;
-    let count = |verb: &str, resource: &str, subresource: &str, code: u16| -> u64 {
-        sim.counters()
-            .snapshot()
-            .into_iter()
-            .filter(|(k, _)| {
-                k.verb == verb
-                    && k.resource == resource
-                    && k.subresource == subresource
-                    && k.code == code
-            })
-            .map(|(_, n)| n)
-            .sum()
+    let count = |verb: &str, resource: &str, subresource: &str, code: u16| {
+        sim.counters().answered(verb, resource, subresource, code)
     };
     // Every injected error was met, and no pod was created twice for a node.
     assert_eq!(count("create", "pods", "", 500), 2);
@@ -1040,8 +1030,39 @@ async fn in_place_if_possible_keeps_names_and_uids_and_recreates_what_it_cannot(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_vertical_scaling_an_image_and_resources_change_is_made_in_place() {
     let (cluster, client) = cluster(2).await;
+    image_and_resources_rollout(&client, &client).await;
+    cluster.shutdown().await;
+}
+
+/// A resize the server refuses is sent again: the pod is not counted updated with its old
+/// resources (the resize goes before the patch that moves the pod to the new revision).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sim_only_an_in_place_update_whose_resize_fails_is_not_counted_until_the_resize_lands() {
+    let (sim, client) = sim(2).await;
+    sim.faults().add(
+        kruise_sim::FaultRule::new()
+            .verb("patch")
+            .resource("pods")
+            .subresource("resize")
+            .error(500, 1.0)
+            .times(2),
+    );
+    // The controller sees every 500 itself (no client-side retries).
+    image_and_resources_rollout(&client, &sim.client_without_retries().unwrap()).await;
+    assert_eq!(
+        sim.counters().answered("patch", "pods", "resize", 500),
+        2,
+        "both injected failures were met"
+    );
+}
+
+/// A DaemonSet `vpa` on two nodes, its image and resources then changed with
+/// `InPlaceWorkloadVerticalScaling` on, by a controller on `controller_client`: the same
+/// pods, each with the new image and resources in spec and status, restarted once.
+async fn image_and_resources_rollout(client: &Client, controller_client: &Client) {
+    let client = client.clone();
     let running = Running::start_with(
-        &client,
+        controller_client,
         Settings {
             in_place_gates: kruise_core::inplace::InPlaceGates {
                 env_from_metadata: true,
@@ -1107,7 +1128,6 @@ async fn with_vertical_scaling_an_image_and_resources_change_is_made_in_place() 
         );
     }
     running.stop().await;
-    cluster.shutdown().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

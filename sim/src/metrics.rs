@@ -49,6 +49,17 @@ impl Counters {
         self.sum(|k| k.verb == verb && k.resource == resource && k.subresource == subresource)
     }
 
+    /// Requests with this verb on resource/subresource (`""`: the object itself) answered
+    /// with `code`, e.g. the injected failures a client met.
+    pub fn answered(&self, verb: &str, resource: &str, subresource: &str, code: u16) -> u64 {
+        self.sum(|k| {
+            k.verb == verb
+                && k.resource == resource
+                && k.subresource == subresource
+                && k.code == code
+        })
+    }
+
     /// Mutating requests (create/update/patch/delete/deletecollection) on a resource
     /// (all subresources), e.g. to state "N writes per pod".
     pub fn writes(&self, resource: &str) -> u64 {

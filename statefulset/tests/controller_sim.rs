@@ -1130,6 +1130,36 @@ async fn unordered_update_recreates_pods_in_priority_order() {
 #[tokio::test]
 async fn with_vertical_scaling_an_image_and_resources_change_is_made_in_place() {
     let (cluster, client) = cluster().await;
+    image_and_resources_rollout(&client, &client).await;
+    cluster.shutdown().await;
+}
+
+/// A resize the server refuses is sent again: the pod is not counted updated with its old
+/// resources (the resize goes before the patch that moves the pod to the new revision).
+#[tokio::test]
+async fn sim_only_an_in_place_update_whose_resize_fails_is_not_counted_until_the_resize_lands() {
+    let (sim, client) = sim().await;
+    sim.faults().add(
+        kruise_sim::faults::FaultRule::new()
+            .verb("patch")
+            .resource("pods")
+            .subresource("resize")
+            .error(500, 1.0)
+            .times(2),
+    );
+    // The controller sees every 500 itself (no client-side retries).
+    image_and_resources_rollout(&client, &sim.client_without_retries().unwrap()).await;
+    assert_eq!(
+        sim.counters().answered("patch", "pods", "resize", 500),
+        2,
+        "both injected failures were met"
+    );
+}
+
+/// An Advanced StatefulSet `vpa` of 2, its image and resources then changed with
+/// `InPlaceWorkloadVerticalScaling` on, by a controller on `controller_client`: the same
+/// pods, each with the new image and resources in spec and status, restarted once.
+async fn image_and_resources_rollout(client: &Client, controller_client: &Client) {
     let settings = Settings {
         gates: kruise_statefulset::plan::PlanGates {
             vertical_scaling: true,
@@ -1138,7 +1168,8 @@ async fn with_vertical_scaling_an_image_and_resources_change_is_made_in_place() 
         },
         ..Settings::default()
     };
-    let controller = RunningController::start_with(&client, settings);
+    let controller = RunningController::start_with(controller_client, settings);
+    let client = client.clone();
     let resources = |cpu: &str, memory: &str| json!({"requests": {"cpu": cpu, "memory": memory}, "limits": {"cpu": cpu, "memory": memory}});
     let container = |image: &str, cpu: &str, memory: &str| json!([{"name": "main", "image": image, "resources": resources(cpu, memory)}]);
     let set = statefulset(
@@ -1193,5 +1224,4 @@ async fn with_vertical_scaling_an_image_and_resources_change_is_made_in_place() 
         assert_eq!(restarts, 1, "restarted once, for the image");
     }
     controller.stop().await;
-    cluster.shutdown().await;
 }

@@ -352,27 +352,31 @@ impl Exec<'_> {
                     self.patch_pod_status(name, status, &serde_json::Value::Null)
                         .await?;
                 }
-                if let Some(patch) = &update.patch {
-                    // No resourceVersion: the kubelet answers the status write above with
-                    // its own, and a precondition would turn that into a conflict every
-                    // time. The cache is as new as this controller's last write
-                    // (expectations), and the patch touches only what the plan computed.
-                    match self.patch_pod(name, patch).await {
-                        Ok(patched) => self.record_version(&patched),
-                        Err(e) => {
-                            // The update did not happen: put back the readiness conditions
-                            // written for it, so a refused patch never leaves the pod unready.
-                            if let Some(unready) = &update.unready_conditions {
-                                self.restore_conditions(name, unready).await;
-                            }
-                            return Err(e);
-                        }
+                // The resize before the patch: were the patch to land and the resize then
+                // fail, the pod would carry the new revision and an update state its
+                // unchanged resources satisfy, and the resize would never be sent again.
+                // No resourceVersion on either: the kubelet answers the status write above
+                // with its own, and a precondition would turn that into a conflict every
+                // time. The cache is as new as this controller's last write
+                // (expectations), and the writes touch only what the plan computed.
+                let sent = async {
+                    if let Some(resize) = &update.resize_patch {
+                        self.resize_pod(name, resize).await?;
                     }
+                    if let Some(patch) = &update.patch {
+                        self.record_version(&self.patch_pod(name, patch).await?);
+                    }
+                    Ok(())
                 }
-                if let Some(resize) = &update.resize_patch {
-                    self.resize_pod(name, resize).await?;
+                .await;
+                if sent.is_err()
+                    && let Some(unready) = &update.unready_conditions
+                {
+                    // The update did not happen: put back the readiness conditions written
+                    // for it, so a refused write never leaves the pod unready.
+                    self.restore_conditions(name, unready).await;
                 }
-                Ok(())
+                sent
             }
             Action::ResizePod { name, resize } => self.resize_pod(name, resize).await,
             Action::MarkSpecifiedDelete { name, .. } => {

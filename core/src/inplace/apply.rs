@@ -435,9 +435,12 @@ pub struct InPlaceWrites {
     /// 1. The status conditions that change when the pod goes unready
     ///    (`InPlaceUpdateReady=False`, and `Ready` with it), to write first.
     pub unready_conditions: Option<PodStatus>,
-    /// 2. Strategic-merge patch for the pod; `None` if nothing changed.
+    /// 3. Strategic-merge patch for the pod; `None` if nothing changed.
     pub patch: Option<Value>,
-    /// 3. Strategic-merge patch for the `resize` subresource, when resources change.
+    /// 2. Strategic-merge patch for the `resize` subresource, when resources change: sent
+    ///    before the patch, since a pod patched to the new revision whose resize then
+    ///    failed would look complete (its spec and status resources agree) and never be
+    ///    resized.
     pub resize_patch: Option<Value>,
     /// Requeue after the grace period.
     pub requeue_after: Option<SignedDuration>,

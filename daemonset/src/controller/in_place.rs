@@ -322,6 +322,11 @@ async fn send_update(
             .map_err(failed)?;
         record_version(shared, written.as_ref());
     }
+    // The resize before the patch, as in `send_refresh`.
+    if let Some(resize) = &writes.resize_patch {
+        let written = resize_pod(pod_api, name, resize).await.map_err(failed)?;
+        record_version(shared, Some(&written));
+    }
     if let Some(patch) = &writes.patch {
         if let Ok(mut in_flight) = shared.in_flight.lock() {
             in_flight
@@ -343,10 +348,6 @@ async fn send_update(
                 return Err(failed(e));
             }
         }
-    }
-    if let Some(resize) = &writes.resize_patch {
-        let written = resize_pod(pod_api, name, resize).await.map_err(failed)?;
-        record_version(shared, Some(&written));
     }
     Ok(())
 }

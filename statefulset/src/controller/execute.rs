@@ -286,6 +286,12 @@ impl Exec<'_> {
                     self.patch_pod_status(name, status, &serde_json::Value::Null)
                         .await?;
                 }
+                // The resize before the patch: were the patch to land and the resize then
+                // fail, the pod would carry the new revision and an update state its
+                // unchanged resources satisfy, and the resize would never be sent again.
+                if let Some(resize) = &update.resize_patch {
+                    self.resize_pod(name, resize).await?;
+                }
                 if let Some(patch) = &update.patch {
                     self.patch_pod(name, patch).await?;
                     // The rolling update waits until the cache shows this revision (K#844).
@@ -294,9 +300,6 @@ impl Exec<'_> {
                             .or_default()
                             .insert(name.clone(), revision.clone())
                     });
-                }
-                if let Some(resize) = &update.resize_patch {
-                    self.resize_pod(name, resize).await?;
                 }
                 Ok(())
             }
