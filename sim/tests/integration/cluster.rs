@@ -518,6 +518,62 @@ async fn job_pods_exit_with_the_configured_code() {
 }
 
 #[tokio::test]
+async fn job_containers_that_only_sleep_exit_when_the_sleep_is_over() {
+    let sim = cluster().await;
+    let api: Api<Pod> = Api::namespaced(sim.client().unwrap(), "default");
+    let with = |name: &str, policy: &str, containers: serde_json::Value| {
+        pod(
+            name,
+            json!({"restartPolicy": policy, "containers": containers}),
+        )
+    };
+    let pp = PostParams::default();
+    for p in [
+        with(
+            "sleeps",
+            "Never",
+            json!([{"name": "box", "image": "busybox:1.36", "command": ["/bin/sh", "-c", "sleep 1"]},
+                   {"name": "args", "image": "busybox:1.36", "command": ["sleep"], "args": ["2"]}]),
+        ),
+        // A command that does more, or the image's own entrypoint, keeps running.
+        with(
+            "serves",
+            "Never",
+            json!([{"name": "box", "image": "busybox:1.36", "command": ["/bin/sh", "-c", "sleep 1"]},
+                   {"name": "web", "image": "nginx:1.25"}]),
+        ),
+        // Under restartPolicy Always the kubelet would restart it; kruise-sim keeps it running.
+        with(
+            "always",
+            "Always",
+            json!([{"name": "box", "image": "busybox:1.36", "command": ["sleep", "1"]}]),
+        ),
+    ] {
+        api.create(&pp, &p).await.unwrap();
+    }
+    let done = eventually(10, "sleeps Succeeded", || async {
+        api.get("sleeps")
+            .await
+            .ok()
+            .filter(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Succeeded"))
+    })
+    .await;
+    for cs in done.status.unwrap().container_statuses.unwrap() {
+        let t = cs.state.unwrap().terminated.unwrap();
+        assert_eq!(t.exit_code, 0, "{}", cs.name);
+    }
+    for name in ["serves", "always"] {
+        let p = api.get(name).await.unwrap();
+        assert_eq!(
+            p.status.and_then(|s| s.phase).as_deref(),
+            Some("Running"),
+            "{name}"
+        );
+    }
+    sim.shutdown().await;
+}
+
+#[tokio::test]
 async fn graceful_deletion_completes() {
     let sim = cluster().await;
     let api: Api<Pod> = Api::namespaced(sim.client().unwrap(), "default");

@@ -34,8 +34,8 @@ mod runtime;
 
 use conditions::{readiness_gates_message, set_cond};
 use runtime::{
-    Ctr, PodRt, ann_duration, container_id, containers, post_start_time, spec_hash, str_of,
-    termination_time,
+    Ctr, PodRt, ann_duration, container_id, containers, post_start_time, sleep_of_every_container,
+    spec_hash, str_of, termination_time,
 };
 
 type Key = PodKey;
@@ -165,6 +165,11 @@ impl<A: KubeletApi> Kubelet<A> {
                     .and_then(|s| s.trim().parse::<i64>().ok())
                     .unwrap_or(0);
                 Some((start_at + after, code))
+            }
+            // A job's containers that only sleep (`sh -c "sleep 5"`, as OpenKruise's e2e
+            // specs write them) exit 0 once the longest sleep is over.
+            ("Never" | "OnFailure", None) => {
+                sleep_of_every_container(pod).map(|after| (start_at + after, 0))
             }
             _ => None,
         };

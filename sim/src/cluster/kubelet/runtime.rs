@@ -256,6 +256,30 @@ pub(super) fn ann_duration(pod: &Value, key: &str) -> Option<Duration> {
         .and_then(parse_duration)
 }
 
+/// How long the pod's containers run when each one's command and args only sleep
+/// (`sleep N`, `sh -c "sleep N"`): the longest sleep. `None` when any does more, or names
+/// no command (the image's entrypoint, which the simulated runtime cannot know).
+pub(super) fn sleep_of_every_container(pod: &Value) -> Option<Duration> {
+    let all = containers(pod, "containers");
+    let words = |c: &Value, field: &str| -> Vec<String> {
+        c.get(field)
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+            .map(str::to_string)
+            .collect()
+    };
+    let mut longest: Option<Duration> = None;
+    for c in &all {
+        let mut line = words(c, "command");
+        line.extend(words(c, "args"));
+        let runs = sleeps_for(&line)?;
+        longest = Some(longest.map_or(runs, |l| l.max(runs)));
+    }
+    longest
+}
+
 pub(super) fn containers(pod: &Value, kind: &str) -> Vec<Value> {
     pod.pointer(&format!("/spec/{kind}"))
         .and_then(Value::as_array)
