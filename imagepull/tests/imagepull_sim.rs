@@ -391,7 +391,6 @@ async fn a_job_with_a_pull_secret_copies_it_into_a_namespace_it_creates_and_comp
         .await
         .unwrap();
     let source_uid = source.uid().unwrap();
-    let agent = FakeAgent::start(&client, Duration::from_millis(1500));
     let mut pull = pull_job("with-secret", None);
     pull.spec.template.pull_secrets = vec!["registry-auth".into()];
     Api::<ImagePullJob>::default_namespaced(client.clone())
@@ -425,6 +424,28 @@ async fn a_job_with_a_pull_secret_copies_it_into_a_namespace_it_creates_and_comp
         })
     });
     assert!(named_by_a_node_image, "a NodeImage names the copy");
+    // A changed source is copied at once, though nothing else about the job changes (no
+    // node has answered yet): OpenKruise's e2e gives it 10 s.
+    let changed =
+        json!({"data": {".dockerconfigjson": "eyJhdXRocyI6eyJleGFtcGxlLmNvbSI6e319fQ=="}});
+    let source = Api::<Secret>::default_namespaced(client.clone())
+        .patch(
+            "registry-auth",
+            &PatchParams::default(),
+            &Patch::Merge(&changed),
+        )
+        .await
+        .unwrap();
+    eventually(
+        "the copy follows its source",
+        Duration::from_secs(10),
+        || {
+            let (secrets, copy, want) = (secrets.clone(), copy.name_any(), source.data.clone());
+            async move { (secrets.get(&copy).await.ok()?.data == want).then_some(()) }
+        },
+    )
+    .await;
+    let agent = FakeAgent::start(&client, Duration::from_millis(1500));
     let done = completed(&client, "with-secret").await;
     let status = done.status.unwrap();
     assert_eq!((status.desired, status.succeeded, status.failed), (3, 3, 0));

@@ -8,7 +8,10 @@
 //!   shows each write, the job waits (an expectation per job: two jobs on one node never
 //!   wait on each other, K#1528).
 //! * **Watches**: ImagePullJobs and NodeImages (a NodeImage event wakes the unfinished
-//!   jobs it concerns, [`crate::plan::wakeups`]). Pods (for `podSelector`) and secrets are read when a job needs them, not cached.
+//!   jobs it concerns, [`crate::plan::wakeups`]), and Secrets' metadata only (a change to
+//!   a secret wakes the unfinished jobs of its namespace that name it, so the copy follows
+//!   the source at once). Pods (for `podSelector`) and secrets' data are read when a job
+//!   needs them, not cached.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -23,8 +26,10 @@ use kruise_runtime::status::write_status_if_changed;
 use kruise_runtime::watch::Watch;
 use kruise_runtime::{RunOptions, run_controller, warm_until_leading};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::core::PartialObjectMeta;
 use kube::runtime::controller::{Action as Requeue, Controller};
 use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::{WatchStreamExt as _, watcher};
 use kube::{Client, Resource as _, ResourceExt as _};
 
 use super::{Error, REASON_INVALID_SPEC, Settings, cache_ready};
@@ -76,6 +81,8 @@ pub async fn run(client: Client, settings: Settings, opts: RunOptions) {
     let all_jobs = jobs.clone();
     let cached_node_images = shared.node_images.clone();
     let prints: Mutex<HashMap<String, Fingerprint>> = Mutex::default();
+    let jobs_of_secret = jobs.clone();
+    let secret_changes = secret_changes(&shared.client, ns.as_deref());
     let controller = Controller::for_stream(job_stream, jobs)
         .reconcile_all_on(futures::stream::once(async {}))
         .watches_stream(node_image_stream, move |node_image: NodeImage| {
@@ -108,8 +115,39 @@ pub async fn run(client: Client, settings: Settings, opts: RunOptions) {
                 })
                 .map(|j| ObjectRef::from(j.as_ref()))
                 .collect::<Vec<_>>()
+        })
+        .watches_stream(secret_changes, move |secret: PartialObjectMeta<Secret>| {
+            let (namespace, name) = (secret.namespace(), secret.name_any());
+            jobs_of_secret
+                .state()
+                .iter()
+                .filter(|j| {
+                    j.namespace() == namespace
+                        && j.spec.template.pull_secrets.contains(&name)
+                        && j.status
+                            .as_ref()
+                            .is_none_or(|s| s.completion_time.is_none())
+                })
+                .map(|j| ObjectRef::from(j.as_ref()))
+                .collect::<Vec<_>>()
         });
     run_controller(controller, reconcile, shared, opts).await;
+}
+
+/// Secrets that changed, metadata only (their data is read when a job needs it): a job's
+/// copy follows its source as OpenKruise's, which caches every Secret, does.
+fn secret_changes(
+    client: &Client,
+    namespace: Option<&str>,
+) -> impl futures::Stream<Item = Result<PartialObjectMeta<Secret>, watcher::Error>> + Send + 'static
+{
+    let api: Api<PartialObjectMeta<Secret>> = match namespace {
+        Some(ns) => Api::namespaced(client.clone(), ns),
+        None => Api::all(client.clone()),
+    };
+    watcher(api, watcher::Config::default())
+        .default_backoff()
+        .touched_objects()
 }
 
 /// Whether the cache shows every NodeImage write of `key` (or they are too old to wait for).
