@@ -9,7 +9,11 @@
 //!   replicas — a ReplicaSet owned by a Deployment counts the Deployment's. A budget created
 //!   before its workload or pods converges once they exist: every pod change wakes the
 //!   budgets of its namespace, and a budget with no pods is looked at again every
-//!   [`RESYNC`]. `protectTotalReplicas` overrides the expected count.
+//!   [`RESYNC`]. `protectTotalReplicas` overrides the expected count. As OpenKruise's,
+//!   the controller watches Deployments, StatefulSets, CloneSets and Advanced StatefulSets
+//!   ([`WATCHED_WORKLOADS`]): one created, deleted or whose `spec.replicas` changed wakes
+//!   the budgets that target or select it, so a scale-down's or the garbage collector's pod
+//!   deletions are not refused for a count that no longer holds.
 //! * **Annotations.** A pod without `pub.kruise.io/related-pub` gets it and
 //!   `kruise.io/related-pub` (one merge patch).
 //! * **Status.** Written only when it changed, as a merge patch conditioned on the
@@ -21,6 +25,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::future::BoxFuture;
+use futures::stream::{BoxStream, StreamExt as _};
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, OwnerReference};
@@ -29,12 +34,13 @@ use kruise_core::pods::{controller_ref, is_pod_active};
 use kruise_runtime::errors::{ShellError, WriteError, is_not_found};
 use kruise_runtime::events::{EventQueue, EventRecord, Recorder, pod_reference};
 use kruise_runtime::status::write_status_if_changed;
-use kruise_runtime::watch::Watch;
+use kruise_runtime::watch::{Watch, wait_for_crd};
 use kruise_runtime::{RunOptions, run_controller, warm_until_leading};
 use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams};
 use kube::core::GroupVersionKind;
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::{WatchStreamExt as _, watcher};
 use kube::{Client, ResourceExt as _};
 use serde_json::{Value, json};
 
@@ -113,6 +119,8 @@ pub async fn run(client: Client, namespace: Option<&str>, opts: RunOptions) {
         resources: Mutex::default(),
     });
     let all_budgets = budgets.clone();
+    let budgets_of_workload = budgets.clone();
+    let workloads = workload_changes(&shared.client, namespace, &opts.shutdown);
     let controller = Controller::for_stream(budget_stream, budgets)
         .reconcile_all_on(futures::stream::once(async {}))
         .watches_stream(pod_stream, move |pod: Pod| {
@@ -123,8 +131,129 @@ pub async fn run(client: Client, namespace: Option<&str>, opts: RunOptions) {
                 .filter(|b| b.namespace() == namespace)
                 .map(|b| ObjectRef::from(b.as_ref()))
                 .collect::<Vec<_>>()
-        });
+        })
+        .reconcile_on(workloads.flat_map(move |workload| {
+            let budgets = budgets_of_workload
+                .state()
+                .iter()
+                .filter(|b| b.namespace() == workload.namespace() && concerns(b, &workload))
+                .map(|b| ObjectRef::from(b.as_ref()))
+                .collect::<Vec<_>>();
+            futures::stream::iter(budgets)
+        }));
     run_controller(controller, reconcile, shared, opts).await;
+}
+
+/// The workload kinds whose replicas a budget follows as they change, as OpenKruise's PUB
+/// controller watches them: (apiVersion, kind, plural, the CRD that serves it).
+pub const WATCHED_WORKLOADS: [(&str, &str, &str, Option<&str>); 4] = [
+    ("apps/v1", "Deployment", "deployments", None),
+    ("apps/v1", "StatefulSet", "statefulsets", None),
+    (
+        "apps.kruise.io/v1alpha1",
+        "CloneSet",
+        "clonesets",
+        Some("clonesets.apps.kruise.io"),
+    ),
+    (
+        "apps.kruise.io/v1beta1",
+        "StatefulSet",
+        "statefulsets",
+        Some("statefulsets.apps.kruise.io"),
+    ),
+];
+
+/// Whether a change of `workload` concerns `budget`: its `targetRef` names it, or its
+/// selector matches the workload's pod template labels.
+fn concerns(budget: &PodUnavailableBudget, workload: &DynamicObject) -> bool {
+    let kind = workload.types.as_ref().map(|t| t.kind.as_str());
+    if let Some(target) = &budget.spec.target_reference {
+        return Some(target.kind.as_str()) == kind && target.name == workload.name_any();
+    }
+    let Some(selector) = &budget.spec.selector else {
+        return false;
+    };
+    let labels: BTreeMap<String, String> = workload
+        .data
+        .pointer("/spec/template/metadata/labels")
+        .cloned()
+        .and_then(|l| serde_json::from_value(l).ok())
+        .unwrap_or_default();
+    selector_matches(selector, &labels).unwrap_or(false)
+}
+
+/// The [`WATCHED_WORKLOADS`] created, deleted, or whose `spec.replicas` changed (a custom
+/// kind watched once its CRD is installed). What their first lists hold is only
+/// remembered: the first pass of every budget follows those lists anyway.
+fn workload_changes(
+    client: &Client,
+    namespace: Option<&str>,
+    shutdown: &tokio_util::sync::CancellationToken,
+) -> BoxStream<'static, DynamicObject> {
+    let streams = WATCHED_WORKLOADS.map(|(api_version, kind, plural, crd)| {
+        let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
+        let resource =
+            ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, version, kind), plural);
+        let api: Api<DynamicObject> = match namespace {
+            Some(ns) => Api::namespaced_with(client.clone(), ns, &resource),
+            None => Api::all_with(client.clone(), &resource),
+        };
+        let (client, shutdown) = (client.clone(), shutdown.clone());
+        let installed = async move {
+            match crd {
+                Some(name) => wait_for_crd(&client, name, &shutdown).await,
+                None => true,
+            }
+        };
+        let replicas: HashMap<(Option<String>, String), i32> = HashMap::new();
+        futures::stream::once(installed)
+            .flat_map(move |installed| match installed {
+                true => watcher(api.clone(), watcher::Config::default())
+                    .default_backoff()
+                    .boxed(),
+                false => futures::stream::empty().boxed(),
+            })
+            .scan(replicas, move |replicas, event| {
+                let changed = event.map(|event| match event {
+                    watcher::Event::InitApply(object) => {
+                        let key = (object.namespace(), object.name_any());
+                        replicas.insert(key, replicas_of(&object));
+                        None
+                    }
+                    watcher::Event::Apply(object) => {
+                        let key = (object.namespace(), object.name_any());
+                        let now = replicas_of(&object);
+                        (replicas.insert(key, now) != Some(now)).then_some(object)
+                    }
+                    watcher::Event::Delete(object) => {
+                        replicas.remove(&(object.namespace(), object.name_any()));
+                        Some(object)
+                    }
+                    watcher::Event::Init | watcher::Event::InitDone => None,
+                });
+                futures::future::ready(Some(changed))
+            })
+            .filter_map(move |changed| {
+                let changed = match changed {
+                    Ok(object) => object,
+                    Err(e) => {
+                        // The watcher backs off and lists again; budgets resync meanwhile.
+                        tracing::warn!(kind, error = %e, "watching workloads for budgets");
+                        None
+                    }
+                };
+                futures::future::ready(changed.map(|mut object| {
+                    // `concerns` reads the kind; a watched list's items may omit it.
+                    object.types = Some(kube::core::TypeMeta {
+                        api_version: api_version.to_string(),
+                        kind: kind.to_string(),
+                    });
+                    object
+                }))
+            })
+            .boxed()
+    });
+    futures::stream::select_all(streams).boxed()
 }
 
 async fn reconcile(
