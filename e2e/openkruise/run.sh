@@ -36,6 +36,23 @@ scenario_init
 # ContainerRecreateRequest and ImagePullJob agents run one per node), as OpenKruise's install
 # runs kruise-daemon on every node.
 start_cluster kruise-playground --cri-dir "$WORK/cri"
+# The StorageClasses OpenKruise's e2e cluster (kind) has and its specs name: `standard`, the
+# default, and the two the Advanced StatefulSet resize specs look up; all provisioned by
+# `kruise-sim nodes` (which binds claims at once and resizes none).
+for class in standard:true:false allow-volume-expansion:false:true disallow-volume-expansion:false:false; do
+  IFS=: read -r name default expandable <<<"$class"
+  "$KUBECTL" get storageclass "$name" >/dev/null 2>&1 || "$KUBECTL" apply -f - >/dev/null <<EOF
+apiVersion: storage.k8s.io/v1
+kind: StorageClass
+metadata:
+  name: $name
+  annotations: {storageclass.kubernetes.io/is-default-class: "$default"}
+provisioner: sim.kruise.io/provisioner
+allowVolumeExpansion: $expandable
+reclaimPolicy: Delete
+volumeBindingMode: Immediate
+EOF
+done
 # The suite makes a namespace per spec; its kubeconfig is the scenario's. The whole
 # output goes to OPENKRUISE_E2E_LOG (default: a new file under /tmp); the summary and
 # the failed specs are printed.
