@@ -33,6 +33,18 @@ pub fn image_id(image: &str) -> String {
     format!("{full}@sha256:{hex}")
 }
 
+/// The registry host of `image` when no resolver can find it: a name under the reserved
+/// `.invalid` top-level domain (RFC 2606) or one starting `invalid.`, as Kubernetes' e2e
+/// image `invalid.registry.k8s.io/invalid/alpine:3.1` (`InvalidRegistryImage`, which
+/// OpenKruise's e2e specs use for an update that cannot start). Every other registry
+/// answers.
+pub fn unresolvable_registry(image: &str) -> Option<&str> {
+    let (host, _) = image.split_once('/')?;
+    let host = host.split(':').next().unwrap_or(host);
+    let named = host.contains('.');
+    (named && (host.starts_with("invalid.") || host.ends_with(".invalid"))).then_some(host)
+}
+
 /// One image on a node, named as containerd names it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NodeImage {
@@ -194,13 +206,19 @@ impl ImagePulls {
         &mut self.images[i].1
     }
 
-    /// How pulling `image` behaves (the default behaviour when it is not configured).
+    /// How pulling `image` behaves: as configured, else the default, which fails only for
+    /// a registry no resolver can find ([`unresolvable_registry`]).
     pub fn of(&self, image: &str) -> ImagePull {
         self.images
             .iter()
             .find(|(k, _)| k.matches(image))
             .map(|(_, p)| p.clone())
-            .unwrap_or_default()
+            .unwrap_or_else(|| ImagePull {
+                failure: unresolvable_registry(image).map(|host| {
+                    format!("failed to resolve reference: dial tcp: lookup {host}: no such host")
+                }),
+                ..ImagePull::default()
+            })
     }
 
     /// Sets what `pull` sets for `image`.
@@ -244,6 +262,32 @@ impl ImagePull {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn only_unresolvable_registries_fail_by_default() {
+        for image in [
+            "invalid.registry.k8s.io/invalid/alpine:3.1",
+            "registry.example.invalid/app:1",
+            "invalid.example.com:5000/app",
+        ] {
+            let failure = ImagePulls::default().of(image).failure;
+            assert!(
+                failure.is_some_and(|m| m.contains("no such host")),
+                "{image}"
+            );
+        }
+        for image in [
+            "nginx:1.25",
+            "invalid/app:1",
+            "localhost:5000/invalid",
+            "invalid:1",
+        ] {
+            assert_eq!(ImagePulls::default().of(image).failure, None, "{image}");
+        }
+        // Configured behaviour wins.
+        let pulls = ImagePulls::default().delay("invalid.registry.k8s.io/x:1", Duration::ZERO);
+        assert_eq!(pulls.of("invalid.registry.k8s.io/x:1").failure, None);
+    }
 
     #[test]
     fn names_and_matching() {

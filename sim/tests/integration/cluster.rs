@@ -574,6 +574,83 @@ async fn job_containers_that_only_sleep_exit_when_the_sleep_is_over() {
 }
 
 #[tokio::test]
+async fn an_image_from_an_unresolvable_registry_never_starts() {
+    let sim = cluster().await;
+    let api: Api<Pod> = Api::namespaced(sim.client().unwrap(), "default");
+    const INVALID: &str = "invalid.registry.k8s.io/invalid/alpine:3.1";
+    let waiting = |p: &Pod| {
+        let cs = p.status.clone()?.container_statuses?;
+        let w = cs[0].state.clone()?.waiting?;
+        Some((w.reason?, cs[0].ready, cs[0].restart_count))
+    };
+    let pp = PostParams::default();
+    api.create(
+        &pp,
+        &pod(
+            "never",
+            json!({"containers": [{"name": "c", "image": INVALID}]}),
+        ),
+    )
+    .await
+    .unwrap();
+    let p = eventually(5, "never: ImagePullBackOff", || async {
+        let p = api.get("never").await.ok()?;
+        (waiting(&p)?.0 == "ImagePullBackOff").then_some(p)
+    })
+    .await;
+    assert_eq!(p.status.clone().unwrap().phase.as_deref(), Some("Pending"));
+    assert_eq!(cond(&p, "Ready").as_deref(), Some("False"));
+    let message = p.status.unwrap().container_statuses.unwrap()[0]
+        .state
+        .clone()
+        .unwrap()
+        .waiting
+        .unwrap()
+        .message
+        .unwrap();
+    assert!(
+        message.contains("no such host"),
+        "the runtime's reason: {message}"
+    );
+
+    // A running container updated to the image is killed and its replacement never
+    // starts; updated back, it runs again.
+    api.create(&pp, &pod("update", json!({}))).await.unwrap();
+    ready(&api, "update").await;
+    let image_patch = |image: &str| {
+        Patch::Strategic(json!({"spec": {"containers": [{"name": "c", "image": image}]}}))
+    };
+    api.patch("update", &PatchParams::default(), &image_patch(INVALID))
+        .await
+        .unwrap();
+    let p = eventually(5, "update: waiting on the pull", || async {
+        let p = api.get("update").await.ok()?;
+        waiting(&p)
+            .filter(|(reason, _, _)| reason == "ErrImagePull" || reason == "ImagePullBackOff")
+            .map(|_| p)
+    })
+    .await;
+    let (_, ready_now, restarts) = waiting(&p).unwrap();
+    assert!(!ready_now);
+    assert_eq!(restarts, 0, "the replacement was never created");
+    let last = p.status.clone().unwrap().container_statuses.unwrap()[0]
+        .last_state
+        .clone()
+        .unwrap();
+    assert!(last.terminated.is_some(), "the killed container: {last:?}");
+    assert_eq!(p.status.unwrap().phase.as_deref(), Some("Running"));
+    api.patch(
+        "update",
+        &PatchParams::default(),
+        &image_patch("nginx:1.26"),
+    )
+    .await
+    .unwrap();
+    ready(&api, "update").await;
+    sim.shutdown().await;
+}
+
+#[tokio::test]
 async fn graceful_deletion_completes() {
     let sim = cluster().await;
     let api: Api<Pod> = Api::namespaced(sim.client().unwrap(), "default");

@@ -43,6 +43,8 @@ type Key = PodKey;
 /// How long a container takes to exit after SIGTERM unless the pod says otherwise
 /// (`sim.kruise.io/stop-delay`); the whole termination is capped by the grace period.
 pub const DELETE_CAP: Duration = Duration::from_millis(100);
+/// How long a failed pull is reported `ErrImagePull` before `ImagePullBackOff`.
+const PULL_BACKOFF_AFTER: Duration = Duration::from_secs(1);
 
 struct Kubelet<A> {
     api: A,
@@ -94,7 +96,9 @@ impl<A: KubeletApi> Kubelet<A> {
         let image = str_of(container, "image");
         let pull = self.images.needs_pull(node, container);
         let present = self.images.find(node, image).is_some();
-        self.images.add(node, image);
+        if self.pull_failure(node, container).is_none() {
+            self.images.add(node, image);
+        }
         match (pull, present) {
             (false, _) => Duration::ZERO,
             (true, true) => self.timings.pull_delay,
@@ -104,6 +108,19 @@ impl<A: KubeletApi> Kubelet<A> {
                 .delay
                 .unwrap_or(self.timings.pull_delay),
         }
+    }
+
+    /// The runtime's message when starting `container` on `node` needs a pull that fails
+    /// (`ImagePulls::of`): the image is not on the node, or the policy is `Always`.
+    fn pull_failure(&self, node: &str, container: &Value) -> Option<String> {
+        let image = str_of(container, "image");
+        let failure = self.pulls.of(image).failure?;
+        self.images.needs_pull(node, container).then(|| {
+            format!(
+                "failed to pull and unpack image \"{}\": {failure}",
+                super::images::NodeImage::of(image).repo_tag
+            )
+        })
     }
 
     fn forget(&mut self, key: &Key) {
@@ -149,9 +166,16 @@ impl<A: KubeletApi> Kubelet<A> {
                     last_state: json!({}),
                     terminated: None,
                     config_error: None,
+                    pull_error: None,
                 }
             })
             .collect();
+        let mut ctrs = ctrs;
+        for (ctr, c) in ctrs.iter_mut().zip(containers(pod, "containers").iter()) {
+            if let Some(message) = self.pull_failure(node, c) {
+                ctr.fail_pull(now + pull, message);
+            }
+        }
         let policy = pod
             .pointer("/spec/restartPolicy")
             .and_then(Value::as_str)
@@ -208,6 +232,7 @@ impl<A: KubeletApi> Kubelet<A> {
                 continue;
             }
             let image = str_of(c, "image").to_string();
+            let failure = self.pull_failure(&rt.node, c);
             let pull = self.pull_delay(&rt.node, c);
             // Killed for "Container definition changed"; the kubelet reports the
             // stopped container's exit as lastState.
@@ -216,6 +241,12 @@ impl<A: KubeletApi> Kubelet<A> {
                 ctr.hash = hash;
                 ctr.image_id = image_id(&image);
                 ctr.image = image;
+                ctr.pull_error = None;
+                if let Some(message) = failure {
+                    // The replacement was never created: the count stays the killed one's.
+                    ctr.restart_count -= 1;
+                    ctr.fail_pull(now + pull, message);
+                }
             }
         }
     }
@@ -231,7 +262,7 @@ impl<A: KubeletApi> Kubelet<A> {
         let specs = containers(pod, "containers");
         let mut retry = None;
         for ctr in &mut rt.containers {
-            if now >= ctr.start_at && ctr.config_error.is_none() {
+            if (now >= ctr.start_at && ctr.config_error.is_none()) || ctr.pull_error.is_some() {
                 continue;
             }
             let spec = specs.iter().find(|c| str_of(c, "name") == ctr.name);
@@ -303,10 +334,17 @@ impl<A: KubeletApi> Kubelet<A> {
         for c in &rt.containers {
             later(c.start_at);
             later(c.ready_at);
+            if let Some((at, _)) = &c.pull_error {
+                later(*at);
+            }
             let exit = exited.or(c.terminated);
             let started = exit.is_none() && now >= c.start_at;
             let ready = started && now >= c.ready_at;
-            any_running |= started;
+            // The kubelet's phase counts a container waiting after it ran (a replacement
+            // that cannot start) as stopped, which under `Always` keeps the pod Running.
+            let restarting =
+                rt.restart_policy == "Always" && c.last_state.get("terminated").is_some();
+            any_running |= started || (exit.is_none() && restarting);
             all_ready &= ready;
             let state = match exit {
                 Some((at, code)) => json!({"terminated": {
@@ -316,6 +354,18 @@ impl<A: KubeletApi> Kubelet<A> {
                     "containerID": c.container_id,
                 }}),
                 None if started => json!({"running": {"startedAt": rt.wall(c.started_at())}}),
+                None if c.pull_error.as_ref().is_some_and(|(at, _)| now >= *at) => {
+                    let (at, message) =
+                        c.pull_error.clone().unwrap_or_else(|| (now, String::new()));
+                    // The kubelet reports the failure, then backs off between attempts.
+                    let backoff = at + PULL_BACKOFF_AFTER;
+                    later(backoff);
+                    match now < backoff {
+                        true => json!({"waiting": {"reason": "ErrImagePull", "message": message}}),
+                        false => json!({"waiting": {"reason": "ImagePullBackOff", "message":
+                            format!("Back-off pulling image \"{}\": ErrImagePull: {message}", c.image)}}),
+                    }
+                }
                 None if c.config_error.is_some() => json!({"waiting": {
                     "reason": "CreateContainerConfigError", "message": c.config_error,
                 }}),

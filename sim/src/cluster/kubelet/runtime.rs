@@ -104,9 +104,23 @@ pub(crate) struct Ctr {
     /// Why the container cannot be created yet (an env key missing from its ConfigMap):
     /// reported as `waiting` `CreateContainerConfigError` until the key appears.
     pub(super) config_error: Option<String>,
+    /// Its image's pull failed (when, and the runtime's message): never started, reported
+    /// `waiting` `ErrImagePull`, then `ImagePullBackOff`, until the spec names another.
+    pub(super) pull_error: Option<(Instant, String)>,
 }
 
+/// As good as never, for a container that cannot start: a year on.
+const NEVER: Duration = Duration::from_secs(365 * 24 * 3600);
+
 impl Ctr {
+    /// Its image's pull fails at `at` with `message`: it never starts (nor gets ready)
+    /// until the spec names another image.
+    pub(super) fn fail_pull(&mut self, at: Instant, message: String) {
+        self.pull_error = Some((at, message));
+        self.start_at = at + NEVER;
+        self.ready_at = self.start_at;
+    }
+
     /// When the runtime started the container (`startedAt`): before its postStart hook.
     pub(crate) fn started_at(&self) -> Instant {
         self.start_at
