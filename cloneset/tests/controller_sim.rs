@@ -1300,21 +1300,10 @@ async fn with_vertical_scaling_an_image_and_resources_change_is_made_in_place() 
 #[tokio::test]
 async fn sim_only_an_in_place_update_whose_resize_fails_is_not_counted_until_the_resize_lands() {
     let (sim, client) = sim_with_crd().await;
-    sim.faults().add(
-        kruise_sim::FaultRule::new()
-            .verb("patch")
-            .resource("pods")
-            .subresource("resize")
-            .error(500, 1.0)
-            .times(2),
-    );
+    let refused = kruise_testkit::sim::fail_resizes(&sim, 2);
     // The controller sees every 500 itself (no client-side retries).
     image_and_resources_rollout(&client, &sim.client_without_retries().unwrap()).await;
-    assert_eq!(
-        sim.counters().answered("patch", "pods", "resize", 500),
-        2,
-        "both injected failures were met"
-    );
+    refused.all_met();
     sim.shutdown().await;
 }
 

@@ -115,3 +115,34 @@ pub async fn wait_for_warning(
     })
     .await
 }
+
+/// The next `times` `patch pods/resize` requests answered with a 500 (for the in-place
+/// engine's resize-before-patch order); [`FailedResizes::all_met`] checks each was sent.
+pub fn fail_resizes(sim: &Sim, times: u64) -> FailedResizes<'_> {
+    sim.faults().add(
+        kruise_sim::FaultRule::new()
+            .verb("patch")
+            .resource("pods")
+            .subresource("resize")
+            .error(500, 1.0)
+            .times(times),
+    );
+    FailedResizes { sim, times }
+}
+
+/// Resizes [`fail_resizes`] refuses.
+pub struct FailedResizes<'a> {
+    sim: &'a Sim,
+    times: u64,
+}
+
+impl FailedResizes<'_> {
+    /// Asserts the controller met every refusal (it sent the resize, and again after).
+    pub fn all_met(&self) {
+        assert_eq!(
+            self.sim.counters().answered("patch", "pods", "resize", 500),
+            self.times,
+            "every injected resize failure was met"
+        );
+    }
+}
