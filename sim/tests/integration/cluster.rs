@@ -651,6 +651,47 @@ async fn an_image_from_an_unresolvable_registry_never_starts() {
 }
 
 #[tokio::test]
+async fn a_pod_bound_to_a_node_whose_host_port_is_taken_is_rejected() {
+    let sim = cluster().await;
+    let api: Api<Pod> = Api::namespaced(sim.client().unwrap(), "default");
+    let on_node = |name: &str| {
+        pod(
+            name,
+            json!({"nodeName": "sim-node-0", "containers": [{"name": "c", "image": "nginx:1.25",
+                "ports": [{"containerPort": 80, "hostPort": 21017}]}]}),
+        )
+    };
+    let pp = PostParams::default();
+    api.create(&pp, &on_node("holder")).await.unwrap();
+    ready(&api, "holder").await;
+    api.create(&pp, &on_node("second")).await.unwrap();
+    let rejected = eventually(5, "second Failed", || async {
+        api.get("second")
+            .await
+            .ok()
+            .filter(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Failed"))
+    })
+    .await;
+    let status = rejected.status.unwrap();
+    assert_eq!(status.reason.as_deref(), Some("NodePorts"));
+    assert_eq!(status.container_statuses, None, "no container was created");
+    // Once the holder is gone the port is free again.
+    api.delete("holder", &DeleteParams::default().grace_period(0))
+        .await
+        .unwrap();
+    eventually(5, "holder gone", || async {
+        api.get_opt("holder")
+            .await
+            .ok()
+            .and_then(|o| o.is_none().then_some(()))
+    })
+    .await;
+    api.create(&pp, &on_node("third")).await.unwrap();
+    ready(&api, "third").await;
+    sim.shutdown().await;
+}
+
+#[tokio::test]
 async fn graceful_deletion_completes() {
     let sim = cluster().await;
     let api: Api<Pod> = Api::namespaced(sim.client().unwrap(), "default");

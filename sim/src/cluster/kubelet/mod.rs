@@ -34,8 +34,8 @@ mod runtime;
 
 use conditions::{readiness_gates_message, set_cond};
 use runtime::{
-    Ctr, PodRt, ann_duration, container_id, containers, post_start_time, sleep_of_every_container,
-    spec_hash, str_of, termination_time,
+    Ctr, PodRt, ann_duration, container_id, containers, host_ports, post_start_time,
+    sleep_of_every_container, spec_hash, str_of, termination_time,
 };
 
 type Key = PodKey;
@@ -212,6 +212,7 @@ impl<A: KubeletApi> Kubelet<A> {
             dead: Vec::new(),
             exit,
             delete_at: None,
+            host_ports: host_ports(pod),
         }
     }
 
@@ -549,6 +550,25 @@ impl<A: KubeletApi> Kubelet<A> {
             if terminal {
                 return None;
             }
+            let wanted = host_ports(&pod);
+            let taken = self
+                .pods
+                .values()
+                .filter(|rt| rt.node == node && rt.delete_at.is_none() && rt.exit.is_none())
+                .filter(|rt| rt.host_ports.iter().any(|p| wanted.contains(p)))
+                // Not one already deleted whose removal this kubelet has yet to see.
+                .any(|rt| {
+                    self.api
+                        .pod(&(rt.namespace.clone(), rt.name.clone()))
+                        .is_some_and(|p| meta::meta_str(&p, "uid") == rt.uid)
+                });
+            if taken {
+                // The kubelet's admission refuses a pod whose host ports another pod on
+                // the node holds (the scheduler would not have put it there; a pod
+                // created with `nodeName` skips the scheduler).
+                self.reject(key, &node, &uid, "NodePorts").await;
+                return None;
+            }
             let rt = self.new_runtime(&pod, &node, now);
             self.pods.insert(key.clone(), rt);
         }
@@ -628,6 +648,34 @@ impl<A: KubeletApi> Kubelet<A> {
 }
 
 impl<A: KubeletApi> Kubelet<A> {
+    /// Ends pod `key` as the kubelet's admission does when a predicate fails: phase
+    /// Failed, with the predicate as reason; no container is created.
+    async fn reject(&self, key: &Key, node: &str, uid: &str, predicate: &str) {
+        let res = self
+            .api
+            .write_status(key, node, |cur| {
+                if meta::meta_str(cur, "uid") != uid {
+                    return Err(crate::ApiError::conflict("", "pods", &key.1, "uid changed"));
+                }
+                let mut status = cur.get("status").cloned().unwrap_or_else(|| json!({}));
+                if let Some(m) = status.as_object_mut() {
+                    m.insert("phase".into(), json!("Failed"));
+                    m.insert("reason".into(), json!(predicate));
+                    m.insert(
+                        "message".into(),
+                        json!(format!("Pod was rejected: Predicate {predicate} failed")),
+                    );
+                }
+                Ok(status)
+            })
+            .await;
+        if let Err(e) = res
+            && e.code != 404
+        {
+            tracing::debug!(error = %e, pod = %key.1, "kubelet status update failed");
+        }
+    }
+
     /// The containers of `node`'s pods (live and the last dead one per name), as the
     /// CRI reports them.
     fn cri_containers(&self, node: &str, now: Instant) -> Vec<CriContainer> {
