@@ -5,7 +5,10 @@
 //! kube-controller-manager's PV controller then binds; a released volume of ours whose
 //! reclaim policy is `Delete` is deleted, as an external provisioner does. Without it a
 //! pod with a claim (an Advanced StatefulSet's) is never scheduled: kube-scheduler keeps
-//! it Pending on "unbound immediate PersistentVolumeClaims".
+//! it Pending on "unbound immediate PersistentVolumeClaims". A bound claim of a class of
+//! ours whose request grows (kube-apiserver admits that only when the class allows
+//! expansion) has its volume grown and its `status.capacity` set, as an external resizer
+//! and the kubelet's file system expansion would.
 //!
 //! The volumes are `hostPath` entries nothing mounts: the simulated kubelet starts pods
 //! without their volumes.
@@ -13,7 +16,9 @@
 use std::time::Duration;
 
 use futures::StreamExt;
-use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, PostParams};
+use kube::api::{
+    Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams,
+};
 use kube::runtime::watcher;
 use serde_json::{Value, json};
 
@@ -75,6 +80,25 @@ pub fn volume_for_claim(claim: &Value, class_provisioner: Option<&str>) -> Optio
     }))
 }
 
+/// The expansion `claim` waits for, as an external resizer and the kubelet would make it:
+/// bound to one of our volumes (its class's provisioner ours), its storage request above
+/// its capacity. The volume's name and the new size. (kube-apiserver admits a larger
+/// request only when the class allows expansion.)
+pub fn resize_for_claim(claim: &Value, class_provisioner: Option<&str>) -> Option<(String, Value)> {
+    if str_at(claim, "/status/phase") != "Bound"
+        || class_provisioner != Some(PROVISIONER)
+        || claim.pointer("/metadata/deletionTimestamp").is_some()
+    {
+        return None;
+    }
+    let volume = str_at(claim, "/spec/volumeName");
+    let requested = claim.pointer("/spec/resources/requests/storage")?;
+    let capacity = claim.pointer("/status/capacity/storage")?;
+    let bytes = crate::cluster::quantity::units;
+    (!volume.is_empty() && bytes(requested) > bytes(capacity))
+        .then(|| (volume.to_string(), requested.clone()))
+}
+
 /// Whether `volume` is one of ours, released by its claim, to be deleted.
 pub fn volume_to_delete(volume: &Value) -> bool {
     str_at(
@@ -124,9 +148,10 @@ pub async fn provision(client: kube::Client) {
         client.clone(),
         &resource("storage.k8s.io", "StorageClass", "storageclasses"),
     );
-    let claims = resource("", "PersistentVolumeClaim", "persistentvolumeclaims");
+    let claims = claim_resource();
+    let claims_api: Api<DynamicObject> = Api::all_with(client.clone(), &claims);
     watch_each(client, claims, "claims", |claim| {
-        let (volumes, classes) = (volumes.clone(), classes.clone());
+        let (volumes, classes, claims_api) = (volumes.clone(), classes.clone(), claims_api.clone());
         async move {
             let class = str_at(&claim, "/spec/storageClassName");
             let provisioner = if class.is_empty() {
@@ -139,6 +164,10 @@ pub async fn provision(client: kube::Client) {
                         .map(String::from)
                 })
             };
+            if let Some((volume, size)) = resize_for_claim(&claim, provisioner.as_deref()) {
+                expand(&volumes, &claims_api, &claim, &volume, size).await;
+                return;
+            }
             let Some(volume) = volume_for_claim(&claim, provisioner.as_deref()) else {
                 return;
             };
@@ -153,6 +182,41 @@ pub async fn provision(client: kube::Client) {
         }
     })
     .await;
+}
+
+/// Grows `volume` to `size`, then reports the claim's new capacity, as the resizer and the
+/// kubelet's file system expansion do.
+async fn expand(
+    volumes: &Api<DynamicObject>,
+    claims: &Api<DynamicObject>,
+    claim: &Value,
+    volume: &str,
+    size: Value,
+) {
+    let grow = json!({"spec": {"capacity": {"storage": size}}});
+    if let Err(e) = volumes
+        .patch(volume, &PatchParams::default(), &Patch::Merge(&grow))
+        .await
+    {
+        tracing::warn!(error = %e, volume, "expanding a volume");
+        return;
+    }
+    let namespace = str_at(claim, "/metadata/namespace");
+    let name = str_at(claim, "/metadata/name");
+    let grown = json!({"status": {"capacity": {"storage": size}}});
+    let in_namespace: Api<DynamicObject> =
+        Api::namespaced_with(claims.clone().into_client(), namespace, &claim_resource());
+    match in_namespace
+        .patch_status(name, &PatchParams::default(), &Patch::Merge(&grown))
+        .await
+    {
+        Ok(_) => tracing::info!(claim = name, "expanded its volume"),
+        Err(e) => tracing::warn!(error = %e, claim = name, "reporting an expanded claim"),
+    }
+}
+
+fn claim_resource() -> ApiResource {
+    resource("", "PersistentVolumeClaim", "persistentvolumeclaims")
 }
 
 /// Deletes our released volumes until aborted.
@@ -192,6 +256,30 @@ mod tests {
             c["spec"]["storageClassName"] = json!(class);
         }
         c
+    }
+
+    #[test]
+    fn a_bound_claim_asking_more_than_its_capacity_is_expanded() {
+        let mut bound = claim(Some("elastic"), "Bound");
+        bound["spec"]["volumeName"] = json!("pvc-u1");
+        bound["status"]["capacity"] = json!({"storage": "1Gi"});
+        assert_eq!(
+            resize_for_claim(&bound, Some(PROVISIONER)),
+            None,
+            "as asked"
+        );
+        bound["spec"]["resources"]["requests"]["storage"] = json!("2Gi");
+        assert_eq!(
+            resize_for_claim(&bound, Some(PROVISIONER)),
+            Some(("pvc-u1".to_string(), json!("2Gi")))
+        );
+        assert_eq!(
+            resize_for_claim(&bound, Some("other.example.com/csi")),
+            None,
+            "another provisioner's volume"
+        );
+        bound["status"]["capacity"] = json!({"storage": "2048Mi"});
+        assert_eq!(resize_for_claim(&bound, Some(PROVISIONER)), None, "done");
     }
 
     #[test]
