@@ -64,6 +64,23 @@ pub const ANN_STOP_DELAY: &str = "sim.kruise.io/stop-delay";
 /// running until its hook is done.
 pub const ANN_POSTSTART_DURATION: &str = "sim.kruise.io/poststart-duration";
 
+/// The (protocol, hostPort) pairs `pod`'s containers ask for: what the scheduler's
+/// NodePorts filter and the kubelet's admission hold against the node's other pods.
+pub(crate) fn host_ports(pod: &serde_json::Value) -> Vec<(String, i64)> {
+    ["containers", "initContainers"]
+        .iter()
+        .filter_map(|kind| pod.pointer(&format!("/spec/{kind}"))?.as_array())
+        .flatten()
+        .filter_map(|c| c.get("ports")?.as_array())
+        .flatten()
+        .filter_map(|p| {
+            let port = p.get("hostPort")?.as_i64().filter(|p| *p > 0)?;
+            let protocol = p.get("protocol").and_then(|v| v.as_str()).unwrap_or("TCP");
+            Some((protocol.to_string(), port))
+        })
+        .collect()
+}
+
 /// A hash that depends only on `s` and `seed` (`DefaultHasher::new` has fixed keys), for the
 /// ids and digests the simulated nodes derive from names and images.
 pub(crate) fn stable_hash(s: &str, seed: u64) -> u64 {

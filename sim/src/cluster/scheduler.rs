@@ -245,10 +245,16 @@ fn allocatable(node: &Value) -> Res {
 }
 
 /// Runs the filters for one node in the default profile's order (NodeUnschedulable,
-/// TaintToleration, NodeAffinity, NodeResourcesFit), stopping at the first plugin
+/// TaintToleration, NodeAffinity, NodePorts, NodeResourcesFit), stopping at the first plugin
 /// that rejects, as the framework does; Ok(()) when the pod fits, otherwise the reasons
 /// (upstream's per-plugin messages).
-fn filter(pod: &Value, req: Res, node: &Value, used: Res) -> Result<(), Vec<String>> {
+fn filter(
+    pod: &Value,
+    req: Res,
+    node: &Value,
+    used: Res,
+    taken_ports: &[(String, i64)],
+) -> Result<(), Vec<String>> {
     let taints = node
         .pointer("/spec/taints")
         .and_then(Value::as_array)
@@ -271,6 +277,14 @@ fn filter(pod: &Value, req: Res, node: &Value, used: Res) -> Result<(), Vec<Stri
     if !affinity_matches(pod, node) {
         return Err(vec![
             "node(s) didn't match Pod's node affinity/selector".into(),
+        ]);
+    }
+    if super::host_ports(pod)
+        .iter()
+        .any(|p| taken_ports.contains(p))
+    {
+        return Err(vec![
+            "node(s) didn't have free ports for the requested pod ports".into(),
         ]);
     }
     let alloc = allocatable(node);
@@ -333,6 +347,9 @@ struct Queue {
     /// Each bound, non-terminal pod's node and requests, and their sums per node.
     bound: HashMap<Key, (String, Res)>,
     used: HashMap<String, Res>,
+    /// The host ports each bound pod holds, and each node's.
+    ports: HashMap<Key, Vec<(String, i64)>>,
+    taken_ports: HashMap<String, Vec<(String, i64)>>,
     /// Each node's resourceVersion as last seen, to tell after a lag whether one changed.
     node_versions: HashMap<String, String>,
 }
@@ -454,21 +471,36 @@ impl Queue {
         self.active.remove(&key);
         self.parked.remove(&key);
         if !node_of(pod).is_empty() && !is_terminal(pod) {
-            self.bind(key, node_of(pod), pod_requests(pod));
+            self.bind(key, node_of(pod), pod_requests(pod), super::host_ports(pod));
         }
     }
 
-    fn bind(&mut self, key: Key, node: &str, req: Res) {
+    fn bind(&mut self, key: Key, node: &str, req: Res, ports: Vec<(String, i64)>) {
         self.unbind(&key);
         self.used.entry(node.to_string()).or_default().add(req, 1);
+        if !ports.is_empty() {
+            let taken = self.taken_ports.entry(node.to_string()).or_default();
+            taken.extend(ports.iter().cloned());
+            self.ports.insert(key.clone(), ports);
+        }
         self.bound.insert(key, (node.to_string(), req));
     }
 
     fn unbind(&mut self, key: &Key) {
-        if let Some((node, req)) = self.bound.remove(key)
-            && let Some(u) = self.used.get_mut(&node)
-        {
+        let Some((node, req)) = self.bound.remove(key) else {
+            return;
+        };
+        if let Some(u) = self.used.get_mut(&node) {
             u.add(req, -1);
+        }
+        if let (Some(ports), Some(taken)) =
+            (self.ports.remove(key), self.taken_ports.get_mut(&node))
+        {
+            for port in ports {
+                if let Some(i) = taken.iter().position(|p| *p == port) {
+                    taken.swap_remove(i);
+                }
+            }
         }
     }
 
@@ -585,7 +617,12 @@ async fn schedule_pass(sh: &Arc<SimShared>, queue: &mut Queue) {
                 .get(meta::name_of(n))
                 .copied()
                 .unwrap_or_default();
-            match filter(&pod, req, n, u) {
+            let taken = queue
+                .taken_ports
+                .get(meta::name_of(n))
+                .map(Vec::as_slice)
+                .unwrap_or_default();
+            match filter(&pod, req, n, u, taken) {
                 Ok(()) => {
                     if best.is_none_or(|(_, c)| u.pods < c) {
                         best = Some((n, u.pods));
@@ -622,7 +659,7 @@ async fn schedule_pass(sh: &Arc<SimShared>, queue: &mut Queue) {
                         .await;
                         // Counted now, so the next pod in this pass sees the room taken;
                         // the binding's event later replaces this with the same figures.
-                        queue.bind(key, &node_name, req);
+                        queue.bind(key, &node_name, req, super::host_ports(&pod));
                     }
                     Err(e) => {
                         tracing::debug!(error = %e, pod = %name, "binding failed; retrying later");
@@ -768,6 +805,38 @@ mod tests {
         );
     }
 
+    /// kube-scheduler's NodePorts: a node where another pod holds one of the pod's host
+    /// ports (same protocol) does not fit; the bound pods' ports are counted per node.
+    #[test]
+    fn host_ports_taken_on_a_node_keep_a_pod_off_it() {
+        let pod = |port: i64, protocol: &str| {
+            json!({"spec": {"containers": [{"name": "a",
+                "ports": [{"containerPort": 80, "hostPort": port, "protocol": protocol}]}]}})
+        };
+        let node = json!({"metadata": {"name": "n1"},
+            "status": {"allocatable": {"cpu": "8", "memory": "32Gi", "pods": "110"}}});
+        let mut q = Queue::default();
+        let holder = pod(21017, "TCP");
+        q.bind(
+            ("ns".into(), "holder".into()),
+            "n1",
+            pod_requests(&holder),
+            super::super::host_ports(&holder),
+        );
+        let taken = q.taken_ports["n1"].clone();
+        let (req, used) = (Res::default(), Res::default());
+        assert_eq!(
+            filter(&pod(21017, "TCP"), req, &node, used, &taken),
+            Err(vec![
+                "node(s) didn't have free ports for the requested pod ports".to_string()
+            ])
+        );
+        assert_eq!(filter(&pod(21017, "UDP"), req, &node, used, &taken), Ok(()));
+        assert_eq!(filter(&pod(21018, "TCP"), req, &node, used, &taken), Ok(()));
+        q.unbind(&("ns".into(), "holder".into()));
+        assert!(q.taken_ports["n1"].is_empty(), "freed with its pod");
+    }
+
     /// kube-scheduler's NodeResourcesFit: a pod requesting an extended resource fits only a
     /// node that advertises enough of it.
     #[test]
@@ -784,14 +853,14 @@ mod tests {
         };
         let (req, used) = (pod_requests(&pod), Res::default());
         assert_eq!(
-            filter(&pod, req, &node(None), used),
+            filter(&pod, req, &node(None), used, &[]),
             Err(vec!["Insufficient example.com/gpu".to_string()])
         );
         assert_eq!(
-            filter(&pod, req, &node(Some("1")), used),
+            filter(&pod, req, &node(Some("1")), used, &[]),
             Err(vec!["Insufficient example.com/gpu".to_string()])
         );
-        assert_eq!(filter(&pod, req, &node(Some("2")), used), Ok(()));
+        assert_eq!(filter(&pod, req, &node(Some("2")), used, &[]), Ok(()));
     }
 
     #[test]

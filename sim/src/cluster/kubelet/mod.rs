@@ -23,7 +23,7 @@ use super::kubelet_api::{
     KubeletApi, PodChange, PodChanges, PodKey, StoreApi, StoreChanges, Waiting,
 };
 use super::{ANN_EXIT_AFTER, ANN_EXIT_CODE, ANN_READY_DELAY, ANN_START_DELAY, KubeletTimings};
-use super::{nodes, stable_hash};
+use super::{host_ports, nodes, stable_hash};
 use crate::SimShared;
 use crate::meta;
 use kruise_cri::v1::ContainerState;
@@ -34,8 +34,8 @@ mod runtime;
 
 use conditions::{readiness_gates_message, set_cond};
 use runtime::{
-    Ctr, PodRt, ann_duration, container_id, containers, host_ports, post_start_time,
-    sleep_of_every_container, spec_hash, str_of, termination_time,
+    Ctr, PodRt, ann_duration, container_id, containers, post_start_time, sleep_of_every_container,
+    spec_hash, str_of, termination_time,
 };
 
 type Key = PodKey;

@@ -164,24 +164,6 @@ pub(crate) struct PodRt {
     pub(super) host_ports: Vec<(String, i64)>,
 }
 
-/// The (protocol, hostPort) pairs `pod`'s containers ask for.
-pub(super) fn host_ports(pod: &Value) -> Vec<(String, i64)> {
-    containers(pod, "containers")
-        .iter()
-        .chain(containers(pod, "initContainers").iter())
-        .filter_map(|c| c.get("ports").and_then(Value::as_array).cloned())
-        .flatten()
-        .filter_map(|p| {
-            let port = p
-                .get("hostPort")
-                .and_then(Value::as_i64)
-                .filter(|p| *p > 0)?;
-            let protocol = p.get("protocol").and_then(Value::as_str).unwrap_or("TCP");
-            Some((protocol.to_string(), port))
-        })
-        .collect()
-}
-
 impl PodRt {
     /// The wall-clock time of a runtime instant.
     pub(crate) fn timestamp(&self, at: Instant) -> Timestamp {
