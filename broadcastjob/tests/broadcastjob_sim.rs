@@ -143,14 +143,13 @@ async fn fail_fast_fails_the_job_on_a_failing_container_and_leaves_no_pod_runnin
         }
     })
     .await;
-    let warnings =
-        kruise_testkit::warnings_about(&client, client.default_namespace(), "failing").await;
-    assert!(
-        warnings
-            .iter()
-            .any(|(reason, _)| reason == "failed pod is found"),
-        "{warnings:?}"
-    );
+    kruise_testkit::wait_for_warning(
+        &client,
+        client.default_namespace(),
+        "failing",
+        "failed pod is found",
+    )
+    .await;
     controllers.stop().await;
     cluster.shutdown().await;
 }

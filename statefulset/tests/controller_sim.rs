@@ -165,6 +165,25 @@ async fn pods_in_events(client: &Client, name: &str, reason: &str) -> Vec<String
         .collect()
 }
 
+/// [`pods_in_events`] once `count` such events are there: events are published by a
+/// background queue, after the writes they report.
+async fn wait_pods_in_events(
+    client: &Client,
+    name: &str,
+    reason: &str,
+    count: usize,
+) -> Vec<String> {
+    eventually(
+        &format!("{count} {reason} events about {name}"),
+        WAIT,
+        || async {
+            let pods = pods_in_events(client, name, reason).await;
+            (pods.len() >= count).then_some(pods)
+        },
+    )
+    .await
+}
+
 async fn set_image(client: &Client, name: &str, image: &str, rolling: serde_json::Value) {
     let patch = json!({"spec": {
         "template": {"spec": {"containers": [{"name": "main", "image": image}]}},
@@ -215,7 +234,7 @@ async fn ordered_ready_scales_to_three_in_order_with_identity_and_claims() {
     let pods = pods_of(&client, "web").await;
     assert_eq!(names(&pods), ["web-0", "web-1", "web-2"]);
     assert_eq!(
-        pods_in_events(&client, "web", "SuccessfulCreate").await,
+        wait_pods_in_events(&client, "web", "SuccessfulCreate", 3).await,
         ["web-0", "web-1", "web-2"]
     );
     // Each pod was created only once its predecessor was ready.
@@ -337,7 +356,7 @@ async fn in_place_update_keeps_each_pod_and_goes_descending() {
         );
     }
     assert_eq!(
-        pods_in_events(&client, "db", "SuccessfulUpdatePodInPlace").await,
+        wait_pods_in_events(&client, "db", "SuccessfulUpdatePodInPlace", 3).await,
         ["db-2", "db-1", "db-0"]
     );
     // Per pod: InPlaceUpdateReady=False, the patch, InPlaceUpdateReady=True with the
@@ -582,17 +601,15 @@ async fn sim_only_injected_errors_conflicts_and_watch_drops_break_no_bound() {
         failed, 4,
         "the injected pod create and delete errors were served"
     );
-    let reasons: Vec<String> =
-        kruise_testkit::events_about(&client, client.default_namespace(), "ft")
-            .await
-            .into_iter()
-            .filter_map(|e| e.reason)
-            .collect();
     for reason in ["FailedCreate", "FailedDelete"] {
-        assert!(
-            reasons.iter().any(|r| r == reason),
-            "no {reason} event: {reasons:?}"
-        );
+        eventually(&format!("a {reason} event"), WAIT, || async {
+            kruise_testkit::events_about(&client, client.default_namespace(), "ft")
+                .await
+                .iter()
+                .any(|e| e.reason.as_deref() == Some(reason))
+                .then_some(())
+        })
+        .await;
     }
     // The failure conditions went once the writes succeeded again.
     let status = sets(&client).get("ft").await.unwrap().status.unwrap();
@@ -825,15 +842,20 @@ async fn retain_keeps_claims_and_a_pending_pod_gets_its_deleted_claim_back() {
         (claim.uid() != Some(old_uid.clone())).then_some(())
     })
     .await;
-    let events = kruise_testkit::events_about(&client, client.default_namespace(), "pend").await;
-    assert!(
+    // Events are published by a background queue, after the write they report.
+    eventually("the claim's SuccessfulCreate event", WAIT, || async {
+        let events =
+            kruise_testkit::events_about(&client, client.default_namespace(), "pend").await;
         events
             .iter()
-            .any(|e| e.reason.as_deref() == Some("SuccessfulCreate")
-                && e.message.as_deref()
-                    == Some("create Claim data-pend-0 Pod pend-0 in StatefulSet pend success")),
-        "{events:?}"
-    );
+            .any(|e| {
+                e.reason.as_deref() == Some("SuccessfulCreate")
+                    && e.message.as_deref()
+                        == Some("create Claim data-pend-0 Pod pend-0 in StatefulSet pend success")
+            })
+            .then_some(())
+    })
+    .await;
     controller.stop().await;
     cluster.shutdown().await;
 }
@@ -932,7 +954,7 @@ async fn sim_only_on_pod_rolling_update_expands_claims_before_each_in_place_upda
         assert_eq!(b.uid(), a.uid(), "{} updated in place", a.name_any());
     }
     assert_eq!(
-        pods_in_events(&client, "grow", "SuccessfulUpdatePodInPlace").await,
+        wait_pods_in_events(&client, "grow", "SuccessfulUpdatePodInPlace", 3).await,
         ["grow-2", "grow-1", "grow-0"]
     );
     assert_eq!(set.status.unwrap().updated_replicas, 3);
@@ -1116,7 +1138,7 @@ async fn unordered_update_recreates_pods_in_priority_order() {
     set_image(&client, "prio", "nginx:2", json!({})).await;
     wait_rolled_out(&client, "prio", 3).await;
     assert_eq!(
-        pods_in_events(&client, "prio", "SuccessfulDelete").await,
+        wait_pods_in_events(&client, "prio", "SuccessfulDelete", 3).await,
         ["prio-0", "prio-2", "prio-1"]
     );
     controller.stop().await;
