@@ -4,7 +4,8 @@
 # it again whatever happened. Exits non-zero on the first failure (or up.sh's,
 # if the control plane did not come up). Extra arguments after DIR form a
 # command run after both with KUBECONFIG set, e.g. further suites. REALCLUSTER_SMOKE=0
-# skips the two smoke checks (for a run whose other stage has done them).
+# skips the two smoke checks (for a run whose other stage has done them);
+# REALCLUSTER_REAL_NODE=1 starts the cluster with a real node (up.sh --real-node).
 set -euo pipefail
 
 script_dir="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -17,7 +18,9 @@ shift
 
 trap '"$script_dir/up.sh" stop "$dir"' EXIT
 # Captured first: `eval "$(...)"` would hide up.sh's exit status.
-exports=$("$script_dir/up.sh" start "$dir")
+start_args=(start "$dir")
+[[ ${REALCLUSTER_REAL_NODE:-0} == 0 ]] || start_args+=(--real-node)
+exports=$("$script_dir/up.sh" "${start_args[@]}")
 eval "$exports"
 if [[ ${REALCLUSTER_SMOKE:-1} != 0 ]]; then
 	"$script_dir/smoke.sh"

@@ -6,7 +6,12 @@
 #   up.sh start DIR   build (cached), write certificates and kubeconfigs into
 #                     DIR, start the four processes, wait for /readyz, print
 #                     `export KUBECONFIG=DIR/kubeconfig`
-#   up.sh stop DIR    stop the processes started for DIR
+#   up.sh start DIR --real-node
+#                     the same, plus a real node (node.sh: containerd, CNI, the
+#                     kubelet and kube-proxy); the API server then also listens
+#                     on the node's address, which the `kubernetes` Service
+#                     names, so pods reach it
+#   up.sh stop DIR    stop the processes started for DIR (and its real node)
 #
 # DIR holds everything of one run: pki/, etcd/, logs/, pids/, kubeconfig.
 # Ports (all on 127.0.0.1) can be moved with REALCLUSTER_APISERVER_PORT
@@ -45,7 +50,7 @@ controllers="${REALCLUSTER_CONTROLLERS:-$default_controllers}"
 ready_timeout_seconds="${REALCLUSTER_READY_TIMEOUT:-120}"
 
 usage() {
-	echo "usage: $0 start|stop DIR" >&2
+	echo "usage: $0 start DIR [--real-node] | stop DIR" >&2
 	exit 2
 }
 
@@ -55,7 +60,20 @@ now_ms() { date +%s%3N; }
 # holds this, the binaries are up to date. (`go build` alone would relink all five, ~40 s,
 # whenever the clone sits in another directory than the last build's, as a CI clone does.)
 sources_stamp() {
-	(cd "$script_dir" && go version && sha256sum go.mod go.sum $(find cmd -type f | sort)) | sha256sum
+	(cd "$script_dir" && go version && version_flags && sha256sum go.mod go.sum $(find cmd -type f | sort)) | sha256sum
+}
+
+# The Kubernetes version the binaries report (`kubectl version`, the Node's kubeletVersion):
+# upstream's release builds stamp it at link time; from go.mod here.
+version_flags() {
+	local version
+	version=$(cd "$script_dir" && go list -m -f '{{.Version}}' k8s.io/kubernetes)
+	local major=${version#v} minor
+	minor=${major#*.}
+	minor=${minor%%.*}
+	major=${major%%.*}
+	local pkg=k8s.io/component-base/version
+	echo "-X $pkg.gitVersion=$version -X $pkg.gitMajor=$major -X $pkg.gitMinor=$minor -X $pkg.gitTreeState=clean"
 }
 
 all_built() {
@@ -73,7 +91,7 @@ build() {
 		echo "up to date: $bin" >&2
 		return
 	fi
-	(cd "$script_dir" && go build -o "$bin/" ./cmd/...)
+	(cd "$script_dir" && go build -ldflags "$(version_flags)" -o "$bin/" ./cmd/...)
 	echo "$stamp" >"$bin/.sources"
 	echo "built in $(($(now_ms) - started)) ms: $bin" >&2
 }
@@ -140,7 +158,20 @@ start() {
 	mkdir -p "$dir/logs" "$dir/pids" "$dir/etcd"
 	chmod 700 "$dir/etcd"
 	local server="https://127.0.0.1:$apiserver_port"
-	"$bin/certs" --dir "$dir/pki" --server "$server" --service-ip 10.0.0.1
+	# A real node's pods reach the API server through the `kubernetes` Service, whose
+	# endpoint is the advertised address: the node's, not loopback (which endpoint
+	# validation rejects). Without one, webhooks are reached by URL (127.0.0.1) and
+	# no endpoint is published.
+	local -a cert_args=() network_args=(--bind-address=127.0.0.1 --advertise-address=127.0.0.1 --endpoint-reconciler-type=none)
+	if [[ $real_node == 1 ]]; then
+		local node_ip
+		node_ip=$("$script_dir/node.sh" address)
+		cert_args=(--advertise-ip "$node_ip" --node "${REALNODE_NAME:-real-node}")
+		network_args=(--bind-address=0.0.0.0 --advertise-address="$node_ip" --endpoint-reconciler-type=lease
+			--kubelet-client-certificate="$dir/pki/admin.crt" --kubelet-client-key="$dir/pki/admin.key"
+			--kubelet-preferred-address-types=InternalIP --enable-aggregator-routing=true)
+	fi
+	"$bin/certs" --dir "$dir/pki" --server "$server" --service-ip 10.0.0.1 "${cert_args[@]}"
 	cp "$dir/pki/admin.kubeconfig" "$dir/kubeconfig"
 
 	# Any failure from here on stops what was already started.
@@ -152,12 +183,9 @@ start() {
 	local pki="$dir/pki"
 	# The admission plugins upstream enables by default include
 	# MutatingAdmissionWebhook and ValidatingAdmissionWebhook; CRD conversion
-	# webhooks need no flag. Webhooks are reached by URL (127.0.0.1): endpoint
-	# validation rejects loopback addresses, so a Service could not point at
-	# them. For the same reason the endpoint reconciler, which would publish
-	# 127.0.0.1 as the kubernetes service's endpoint, is off.
+	# webhooks need no flag.
 	launch kube-apiserver \
-		--bind-address=127.0.0.1 --advertise-address=127.0.0.1 --secure-port="$apiserver_port" \
+		"${network_args[@]}" --secure-port="$apiserver_port" \
 		--etcd-servers="http://127.0.0.1:$etcd_port" \
 		--tls-cert-file="$pki/apiserver.crt" --tls-private-key-file="$pki/apiserver.key" \
 		--client-ca-file="$pki/ca.crt" \
@@ -173,7 +201,6 @@ start() {
 		--service-cluster-ip-range=10.0.0.0/24 \
 		--authorization-mode=Node,RBAC \
 		--enable-admission-plugins=MutatingAdmissionWebhook,ValidatingAdmissionWebhook \
-		--endpoint-reconciler-type=none \
 		--allow-privileged=true \
 		--profiling=false
 	wait_until kube-apiserver https_ok "$server/readyz"
@@ -200,9 +227,11 @@ start() {
 
 	wait_until kube-controller-manager https_insecure_ok "https://127.0.0.1:$controller_manager_port/healthz"
 	wait_until kube-scheduler https_insecure_ok "https://127.0.0.1:$scheduler_port/healthz"
-	trap - ERR
-
 	echo "control plane ready in $(($(now_ms) - started)) ms (logs in $dir/logs)" >&2
+	if [[ $real_node == 1 ]]; then
+		"$script_dir/node.sh" start "$dir"
+	fi
+	trap - ERR
 	echo "export KUBECONFIG=$dir/kubeconfig"
 }
 
@@ -232,12 +261,16 @@ terminate() {
 # The three Kubernetes components shut down in parallel; etcd goes last so
 # none of them loses its storage mid-shutdown.
 stop_all() {
+	# The control plane stops even when the node's teardown fails.
+	[[ ! -d $dir/node ]] || "$script_dir/node.sh" stop "$dir" || echo "node.sh stop $dir failed" >&2
 	terminate kube-scheduler kube-controller-manager kube-apiserver
 	terminate etcd
 }
 
-[[ $# -eq 2 ]] || usage
+[[ $# -eq 2 || ($# -eq 3 && $1 == start && $3 == --real-node) ]] || usage
 command=$1
+real_node=0
+[[ ${3:-} != --real-node ]] || real_node=1
 mkdir -p "$2"
 dir="$(cd "$2" && pwd)"
 case $command in

@@ -1,9 +1,11 @@
 // Command certs writes the key material and kubeconfigs one test control
 // plane run needs into a directory: a CA, the API server's serving
-// certificate (valid for loopback and the in-cluster service names), the
-// service-account signing key pair, the front-proxy CA and client
-// certificate for API aggregation, and a client certificate plus kubeconfig
-// for the admin, the controller manager and the scheduler.
+// certificate (valid for loopback, the in-cluster service names and, with
+// --advertise-ip, the address pods reach it on), the service-account signing
+// key pair, the front-proxy CA and client certificate for API aggregation, and
+// a client certificate plus kubeconfig for the admin, the controller manager
+// and the scheduler; with --node NAME also for that node's kubelet and its
+// kube-proxy.
 package main
 
 import (
@@ -34,15 +36,24 @@ func main() {
 	dir := flag.String("dir", "", "output directory (required)")
 	server := flag.String("server", "https://127.0.0.1:6443", "API server URL written into the kubeconfigs")
 	serviceIP := flag.String("service-ip", "10.0.0.1", "cluster IP of the kubernetes service, for the serving certificate")
+	advertiseIP := flag.String("advertise-ip", "", "the API server's address on the node network, for the serving certificate (optional)")
+	node := flag.String("node", "", "a real node's name: also write node.kubeconfig (its kubelet) and kube-proxy.kubeconfig (optional)")
 	flag.Parse()
 	if *dir == "" {
 		log.Fatal("certs: --dir is required")
 	}
-	ip := net.ParseIP(*serviceIP)
-	if ip == nil {
-		log.Fatalf("certs: --service-ip %q is not an IP address", *serviceIP)
+	ips := []net.IP{net.IPv4(127, 0, 0, 1)}
+	for _, text := range []string{*serviceIP, *advertiseIP} {
+		if text == "" {
+			continue
+		}
+		ip := net.ParseIP(text)
+		if ip == nil {
+			log.Fatalf("certs: %q is not an IP address", text)
+		}
+		ips = append(ips, ip)
 	}
-	if err := writeAll(*dir, *server, ip); err != nil {
+	if err := writeAll(*dir, *server, ips, *node); err != nil {
 		log.Fatalf("certs: %v", err)
 	}
 }
@@ -54,7 +65,7 @@ type clientIdentity struct {
 	groups []string
 }
 
-func writeAll(dir, server string, serviceIP net.IP) error {
+func writeAll(dir, server string, servingIPs []net.IP, node string) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("creating %s: %w", dir, err)
 	}
@@ -73,7 +84,7 @@ func writeAll(dir, server string, serviceIP net.IP) error {
 			"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc",
 			"kubernetes.default.svc.cluster.local",
 		},
-		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1), serviceIP},
+		IPAddresses: servingIPs,
 	}
 	if err := ca.issue(dir, "apiserver", serving); err != nil {
 		return err
@@ -105,6 +116,14 @@ func writeAll(dir, server string, serviceIP net.IP) error {
 		{file: "admin", user: "kubernetes-admin", groups: []string{"system:masters"}},
 		{file: "controller-manager", user: "system:kube-controller-manager"},
 		{file: "scheduler", user: "system:kube-scheduler"},
+	}
+	if node != "" {
+		// The Node authorizer and NodeRestriction know a kubelet by this user and
+		// group; the default RBAC binds system:node-proxier to system:kube-proxy.
+		clients = append(clients,
+			clientIdentity{file: "node", user: "system:node:" + node, groups: []string{"system:nodes"}},
+			clientIdentity{file: "kube-proxy", user: "system:kube-proxy"},
+		)
 	}
 	for _, client := range clients {
 		template := &x509.Certificate{

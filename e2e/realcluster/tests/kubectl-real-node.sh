@@ -1,0 +1,219 @@
+#!/usr/bin/env bash
+# In-place updates on a real node: the real kubelet, containerd and runc of `up.sh start DIR
+# --real-node` restart only the container whose image changed. The families run as
+# processes against the real control plane (as the other realcluster scenarios run them),
+# one simulated node beside the real one; every workload here is pinned to the real node.
+#
+#   eval "$(e2e/realcluster/up.sh start DIR --real-node)"
+#   KRUISE_E2E_KUBECONFIG=$KUBECONFIG KRUISE_BIN_DIR=.../debug e2e/realcluster/tests/kubectl-real-node.sh
+set -euo pipefail
+
+# shellcheck source=testkit/scenario-lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../../../testkit/scenario-lib.sh"
+[[ -n "${KRUISE_E2E_KUBECONFIG:-}" ]] || fail "set KRUISE_E2E_KUBECONFIG to a cluster started with up.sh start DIR --real-node"
+node_env="$(dirname "$KRUISE_E2E_KUBECONFIG")/node/env"
+[[ -f "$node_env" ]] || fail "no $node_env: start the cluster with up.sh start DIR --real-node"
+# shellcheck disable=SC1090
+source "$node_env"
+scenario_init
+
+start_cluster kruise-playground --nodes 1 --controllers cloneset,statefulset,daemonset,sidecarset,webhook,crr,imagepull
+pass "families running against the real control plane, beside the real node $NODE"
+
+# A container that stops as soon as it is asked to (sh ignores SIGTERM as PID 1 otherwise,
+# and every restart would wait out the grace period).
+container() { # container NAME IMAGE
+  printf '{"name": "%s", "image": "%s", "command": ["sh", "-c", "trap \\"exit 0\\" TERM; while true; do sleep 1; done"]}' "$1" "$2"
+}
+pod_spec() { # pod_spec [EXTRA_FIELDS]: two containers, main and side, pinned to the real node
+  printf '{"nodeSelector": {"kubernetes.io/hostname": "%s"}, "containers": [%s, %s]%s}' \
+    "$NODE" "$(container main "$IMAGE_1")" "$(container side "$IMAGE_1")" "${1:+, $1}"
+}
+
+# snapshot SELECTOR: per pod (by name): uid, IP, node, then each container's name, ID,
+# restart count and image ID.
+snapshot() {
+  "$KUBECTL" get pods -l "$1" -o jsonpath='{range .items[*]}{.metadata.name} {.metadata.uid} {.status.podIP} {.spec.nodeName}{range .status.containerStatuses[*]} {.name}={.containerID},{.restartCount},{.imageID}{end}{"\n"}{end}' | sort
+}
+# field POD CONTAINER PART: from a snapshot line, ID, restarts or imageID of CONTAINER.
+field() {
+  local line="$1" container="$2" part="$3" entry
+  entry=$(tr ' ' '\n' <<<"$line" | grep "^$container=")
+  entry=${entry#*=}
+  case "$part" in
+    id) cut -d, -f1 <<<"$entry" ;;
+    restarts) cut -d, -f2 <<<"$entry" ;;
+    image) cut -d, -f3 <<<"$entry" ;;
+  esac
+}
+manifest_url() { local image="${1#*/}"; echo "${image%:*}/manifests/${image##*:}"; }
+digest_2=$(curl -sf -I -H 'Accept: application/vnd.oci.image.manifest.v1+json' \
+  "http://$REGISTRY/v2/$(manifest_url "$IMAGE_2")" | tr -d '\r' | awk -F': ' 'tolower($1) == "docker-content-digest" {print $2}')
+[[ -n "$digest_2" ]] || fail "the registry serves no digest for $IMAGE_2"
+
+# check_in_place SELECTOR BEFORE WHAT: every pod of BEFORE kept its uid, IP and node; main
+# restarted once into busybox:2's digest; side kept its container.
+check_in_place() {
+  local selector="$1" before="$2" what="$3" after line old
+  after=$(snapshot "$selector")
+  [[ $(wc -l <<<"$after") == $(wc -l <<<"$before") ]] || fail "$what: pods changed: $before -> $after"
+  while read -r line; do
+    old=$(grep "^${line%% *} " <<<"$before") || fail "$what: ${line%% *} is a new pod: before: $before"
+    assert_eq "$(cut -d' ' -f2-4 <<<"$line")" "$(cut -d' ' -f2-4 <<<"$old")" "$what: ${line%% *} keeps uid, IP and node"
+    assert_eq "$(field "$line" main restarts)" "$(($(field "$old" main restarts) + 1))" "$what: ${line%% *} main restarted once"
+    [[ $(field "$line" main id) != "$(field "$old" main id)" ]] || fail "$what: ${line%% *} main is the same container"
+    assert_contains "$(field "$line" main image)" "$digest_2" "$what: ${line%% *} main runs busybox:2's digest"
+    assert_eq "$(field "$line" side id)" "$(field "$old" side id)" "$what: ${line%% *} side untouched"
+    assert_eq "$(field "$line" side restarts)" "$(field "$old" side restarts)" "$what: ${line%% *} side restart count"
+  done <<<"$after"
+}
+main_image_is() { # main_image_is SELECTOR N IMAGE: N pods, all ready, main running IMAGE
+  local images
+  images=$("$KUBECTL" get pods -l "$1" -o jsonpath='{range .items[*]}{.status.containerStatuses[?(@.name=="main")].image}{"\n"}{end}')
+  pods_ready "$1" "$2" && [[ $(grep -cxF "$3" <<<"$images") == "$2" ]]
+}
+set_main_image() { # set_main_image RESOURCE IMAGE [EXTRA_SPEC_JSON]
+  "$KUBECTL" patch "$1" --type merge -p "{\"spec\": {\"template\": {\"spec\": {\"containers\": [$(container main "$2"), $(container side "$IMAGE_1")]}}}${3:+, $3}}" >/dev/null
+}
+
+# --- CloneSet
+cat <<JSON | "$KUBECTL" apply -f - >/dev/null
+{"apiVersion": "apps.kruise.io/v1alpha1", "kind": "CloneSet", "metadata": {"name": "clone"},
+ "spec": {"replicas": 2, "selector": {"matchLabels": {"app": "clone"}},
+  "updateStrategy": {"type": "InPlaceIfPossible", "maxUnavailable": 1},
+  "template": {"metadata": {"labels": {"app": "clone"}}, "spec": $(pod_spec)}}}
+JSON
+wait_for 120 "2 ready CloneSet pods on $NODE" pods_ready app=clone 2
+before=$(snapshot app=clone)
+for ip in $(cut -d' ' -f3 <<<"$before"); do
+  [[ $ip == 10.* ]] || fail "pod IP $ip is not from the node's pod network"
+done
+set_main_image cloneset/clone "$IMAGE_2"
+wait_for 120 "the CloneSet's pods on busybox:2" main_image_is app=clone 2 "$IMAGE_2"
+check_in_place app=clone "$before" CloneSet
+for pod in $("$KUBECTL" get pods -l app=clone -o name); do
+  assert_eq "$("$KUBECTL" get "$pod" -o jsonpath='{.status.conditions[?(@.type=="InPlaceUpdateReady")].status}')" True "$pod InPlaceUpdateReady"
+done
+pass "CloneSet in-place update on real containers: same pods, IPs and node; only main restarted, into busybox:2's digest"
+
+# An image that cannot be pulled: one pod at a time (maxUnavailable 1) goes unready and the
+# rollout stops there; the other pod is not touched.
+before=$(snapshot app=clone)
+set_main_image cloneset/clone "$REGISTRY/e2e/missing:1"
+stuck_pod() {
+  "$KUBECTL" get pods -l app=clone -o jsonpath='{range .items[*]}{.metadata.name} {.status.containerStatuses[?(@.name=="main")].state.waiting.reason}{"\n"}{end}' |
+    grep -E ' (ErrImagePull|ImagePullBackOff)$'
+}
+wait_for 120 "a pod waiting on the missing image" stuck_pod
+sleep_until=$((SECONDS + 10)) # the rollout must stay where it is: watch it for a while
+while ((SECONDS < sleep_until)); do
+  [[ $(stuck_pod | wc -l) == 1 ]] || fail "more than one pod on the missing image (maxUnavailable 1): $(stuck_pod)"
+  sleep 1
+done
+stuck=$(stuck_pod | cut -d' ' -f1)
+other=$(grep -v "^$stuck " <<<"$before")
+assert_eq "$(grep "^${other%% *} " <<<"$(snapshot app=clone)")" "$other" "the pod the rollout did not reach"
+assert_eq "$("$KUBECTL" get pod "$stuck" -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}')" False "$stuck not ready"
+set_main_image cloneset/clone "$IMAGE_2"
+wait_for 120 "the CloneSet back on busybox:2" main_image_is app=clone 2 "$IMAGE_2"
+pass "a missing image: one pod not ready, the rollout paused at maxUnavailable 1, the other pod untouched; fixed by the next update"
+
+# --- Advanced StatefulSet
+cat <<JSON | "$KUBECTL" apply -f - >/dev/null
+{"apiVersion": "apps.kruise.io/v1beta1", "kind": "StatefulSet", "metadata": {"name": "sts"},
+ "spec": {"replicas": 2, "serviceName": "sts", "selector": {"matchLabels": {"app": "sts"}},
+  "updateStrategy": {"rollingUpdate": {"podUpdatePolicy": "InPlaceIfPossible"}},
+  "template": {"metadata": {"labels": {"app": "sts"}},
+   "spec": $(pod_spec '"readinessGates": [{"conditionType": "InPlaceUpdateReady"}]')}}}
+JSON
+wait_for 120 "2 ready StatefulSet pods on $NODE" pods_ready app=sts 2
+before=$(snapshot app=sts)
+set_main_image statefulset.apps.kruise.io/sts "$IMAGE_2"
+wait_for 120 "the StatefulSet's pods on busybox:2" main_image_is app=sts 2 "$IMAGE_2"
+check_in_place app=sts "$before" "Advanced StatefulSet"
+pass "Advanced StatefulSet in-place update on real containers"
+
+# --- Advanced DaemonSet (its pods only on the real node)
+cat <<JSON | "$KUBECTL" apply -f - >/dev/null
+{"apiVersion": "apps.kruise.io/v1alpha1", "kind": "DaemonSet", "metadata": {"name": "ds"},
+ "spec": {"selector": {"matchLabels": {"app": "ds"}},
+  "updateStrategy": {"rollingUpdate": {"rollingUpdateType": "InPlaceIfPossible"}},
+  "template": {"metadata": {"labels": {"app": "ds"}}, "spec": $(pod_spec)}}}
+JSON
+wait_for 120 "the DaemonSet's pod on $NODE" pods_ready app=ds 1
+before=$(snapshot app=ds)
+set_main_image daemonset.apps.kruise.io/ds "$IMAGE_2"
+wait_for 120 "the DaemonSet's pod on busybox:2" main_image_is app=ds 1 "$IMAGE_2"
+check_in_place app=ds "$before" "Advanced DaemonSet"
+pass "Advanced DaemonSet in-place update on real containers"
+
+# --- SidecarSet: the injected sidecar is upgraded in place; the app container is not touched
+cat <<JSON | "$KUBECTL" apply -f - >/dev/null
+{"apiVersion": "apps.kruise.io/v1alpha1", "kind": "SidecarSet", "metadata": {"name": "side-$E2E_NAMESPACE"},
+ "spec": {"selector": {"matchLabels": {"app": "with-sidecar"}}, "namespace": "$E2E_NAMESPACE",
+  "updateStrategy": {"maxUnavailable": 1},
+  "containers": [$(container main "$IMAGE_1")]}}
+JSON
+cat <<JSON | "$KUBECTL" apply -f - >/dev/null
+{"apiVersion": "apps.kruise.io/v1alpha1", "kind": "CloneSet", "metadata": {"name": "with-sidecar"},
+ "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "with-sidecar"}},
+  "template": {"metadata": {"labels": {"app": "with-sidecar"}},
+   "spec": {"nodeSelector": {"kubernetes.io/hostname": "$NODE"}, "containers": [$(container side "$IMAGE_1")]}}}}
+JSON
+wait_for 120 "the pod with its injected sidecar ready" pods_ready app=with-sidecar 1
+assert_eq "$("$KUBECTL" get pods -l app=with-sidecar -o jsonpath='{.items[0].spec.containers[*].name}')" "main side" "the sidecar injected first"
+before=$(snapshot app=with-sidecar)
+"$KUBECTL" patch sidecarset "side-$E2E_NAMESPACE" --type merge -p "{\"spec\": {\"containers\": [$(container main "$IMAGE_2")]}}" >/dev/null
+wait_for 120 "the sidecar on busybox:2" main_image_is app=with-sidecar 1 "$IMAGE_2"
+check_in_place app=with-sidecar "$before" SidecarSet
+"$KUBECTL" delete sidecarset "side-$E2E_NAMESPACE" >/dev/null
+pass "SidecarSet sidecar upgrade in place on real containers: the app container untouched"
+
+# --- ContainerRecreateRequest: the node agent recreates a container through the real
+# containerd; its preStop hook runs first; the pod keeps its IP and its volume.
+"$(kruise_bin kruise-crr)" agent --kubeconfig "$KUBECONFIG" --node-name "$NODE" \
+  --cri-socket "$CRI_SOCK" >"$WORK/kruise-crr-agent-$NODE.log" 2>&1 &
+PIDS+=($!)
+cat <<JSON | "$KUBECTL" apply -f - >/dev/null
+{"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "recreate", "labels": {"app": "recreate"}},
+ "spec": {"nodeSelector": {"kubernetes.io/hostname": "$NODE"},
+  "volumes": [{"name": "shared", "emptyDir": {}}],
+  "containers": [
+   $(container main "$IMAGE_1" | sed 's/}$/, "volumeMounts": [{"name": "shared", "mountPath": "\/shared"}], "lifecycle": {"preStop": {"exec": {"command": ["sh", "-c", "echo stopped >> \/shared\/prestop"]}}}}/'),
+   $(container side "$IMAGE_1" | sed 's/}$/, "volumeMounts": [{"name": "shared", "mountPath": "\/shared"}]}/')]}}
+JSON
+wait_for 120 "the pod recreate ready" pods_ready app=recreate 1
+before=$(snapshot app=recreate)
+cat <<'JSON' | "$KUBECTL" apply -f - >/dev/null
+{"apiVersion": "apps.kruise.io/v1alpha1", "kind": "ContainerRecreateRequest", "metadata": {"name": "recreate-main"},
+ "spec": {"podName": "recreate", "containers": [{"name": "main"}],
+  "strategy": {"failurePolicy": "Fail", "orderedRecreate": false}}}
+JSON
+crr_phase() { [[ $("$KUBECTL" get crr recreate-main -o jsonpath='{.status.phase}') == "$1" ]]; }
+wait_for 120 "the ContainerRecreateRequest Completed" crr_phase Completed
+wait_for 60 "the pod recreate ready again" pods_ready app=recreate 1
+after=$(snapshot app=recreate)
+assert_eq "$(cut -d' ' -f2-4 <<<"$after")" "$(cut -d' ' -f2-4 <<<"$before")" "recreate keeps uid, IP and node"
+assert_eq "$(field "$after" main restarts)" "$(($(field "$before" main restarts) + 1))" "main recreated once"
+[[ $(field "$after" main id) != "$(field "$before" main id)" ]] || fail "main is the same container after the recreate"
+assert_eq "$(field "$after" side id)" "$(field "$before" side id)" "side untouched by the recreate"
+assert_eq "$("$KUBECTL" exec recreate -c side -- cat /shared/prestop)" stopped "the preStop hook ran, into the kept volume"
+pass "ContainerRecreateRequest on real containers: main recreated after its preStop hook; IP, volume and side kept"
+
+# --- ImagePullJob: the node agent pulls into the real containerd's image store.
+"$(kruise_bin kruise-imagepull)" agent --kubeconfig "$KUBECONFIG" --node-name "$NODE" \
+  --cri-socket "$CRI_SOCK" >"$WORK/kruise-imagepull-agent-$NODE.log" 2>&1 &
+PIDS+=($!)
+pulled_image="$REGISTRY/e2e/busybox:pull-job"
+skopeo copy -q --src-tls-verify=false --dest-tls-verify=false "docker://$IMAGE_1" "docker://$pulled_image"
+in_store() { ctr -a "$CRI_SOCK" -n k8s.io images ls -q | grep -qxF "$pulled_image"; }
+in_store && fail "$pulled_image is in containerd's store before the job"
+cat <<JSON | "$KUBECTL" apply -f - >/dev/null
+{"apiVersion": "apps.kruise.io/v1alpha1", "kind": "ImagePullJob", "metadata": {"name": "pull"},
+ "spec": {"image": "$pulled_image", "selector": {"names": ["$NODE"]},
+  "completionPolicy": {"type": "Always"}}}
+JSON
+job_succeeded() { [[ $("$KUBECTL" get imagepulljob pull -o jsonpath='{.status.succeeded}') == 1 ]]; }
+wait_for 120 "the ImagePullJob succeeded on $NODE" job_succeeded
+in_store || fail "$pulled_image is not in containerd's image store after the job"
+pass "ImagePullJob: the image is in the real containerd's store on $NODE"
