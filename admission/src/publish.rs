@@ -316,17 +316,20 @@ enum Written {
     Unchanged,
     /// It was missing and was created.
     Created,
+    /// It was missing and, as asked, was left missing.
+    LeftMissing,
     /// Some of what this binary owns in it was different and was rewritten.
     Updated,
 }
 
-/// Creates a cluster-scoped object, or merges what this binary owns into the existing one
-/// (`merge` returns whether anything changed) and writes it only then; retries on conflicts.
-/// Writing only on a change keeps replicas (and the repair watch, which sees our own
-/// writes) from writing in turn forever.
+/// Creates a cluster-scoped object (when `create_missing`), or merges what this binary owns
+/// into the existing one (`merge` returns whether anything changed) and writes it only
+/// then; retries on conflicts. Writing only on a change keeps replicas (and the repair
+/// watch, which sees our own writes) from writing in turn forever.
 async fn upsert<K>(
     api: &Api<K>,
     desired: K,
+    create_missing: bool,
     merge: impl Fn(&mut K, &K) -> bool,
 ) -> Result<Written, kube::Error>
 where
@@ -335,6 +338,7 @@ where
     let name = desired.meta().name.clone().unwrap_or_default();
     for attempt in 0..5 {
         let result = match api.get_opt(&name).await? {
+            None if !create_missing => return Ok(Written::LeftMissing),
             None => api
                 .create(&PostParams::default(), &desired)
                 .await
@@ -361,6 +365,10 @@ fn log_written(what: &str, written: Written) {
         Written::Unchanged => tracing::debug!(%what, "already as published"),
         Written::Created => tracing::info!(%what, "created"),
         Written::Updated => tracing::info!(%what, "restored what this binary owns in it"),
+        Written::LeftMissing => tracing::warn!(
+            %what,
+            "deleted while this process runs (as `helm uninstall` does first): not created again; the next start creates it"
+        ),
     }
 }
 
@@ -387,12 +395,19 @@ fn normalized_conversion(
 /// configurations' metadata and the rest of the CRDs stay as they are, and nothing is
 /// written when everything already matches, so it is safe to call on every change
 /// ([`super::repair`] does).
+///
+/// A missing configuration is created only when `create_missing` (the process's first
+/// publish): one deleted later is left deleted, since that is how an uninstall begins
+/// (`helm uninstall` deletes the configurations before the Deployments), and a
+/// configuration re-created then would outlive its Service and fail every admission it
+/// matches. OpenKruise never creates them (its chart does).
 pub async fn publish(
     client: &kube::Client,
     routes: &AdmissionRoutes,
     owned: &Owned,
     endpoint: &Endpoint,
     ca_bundle: &str,
+    create_missing: bool,
 ) -> Result<(), PublishError> {
     let (m, v) = configurations(routes, owned, endpoint, ca_bundle);
     if let Some(m) = m {
@@ -400,7 +415,7 @@ pub async fn publish(
             "MutatingWebhookConfiguration {}",
             m.metadata.name.clone().unwrap_or_default()
         );
-        let written = upsert(&Api::all(client.clone()), m, |cur, want| {
+        let written = upsert(&Api::all(client.clone()), m, create_missing, |cur, want| {
             let mut entries = cur.webhooks.take().unwrap_or_default();
             let changed = merge_entries(
                 &mut entries,
@@ -422,7 +437,7 @@ pub async fn publish(
             "ValidatingWebhookConfiguration {}",
             v.metadata.name.clone().unwrap_or_default()
         );
-        let written = upsert(&Api::all(client.clone()), v, |cur, want| {
+        let written = upsert(&Api::all(client.clone()), v, create_missing, |cur, want| {
             let mut entries = cur.webhooks.take().unwrap_or_default();
             let changed = merge_entries(
                 &mut entries,

@@ -122,7 +122,9 @@ pub async fn run(
         .await
         .with_context(|| format!("binding the admission server on {addr}"))?;
     tracing::info!(addr = %server.addr, "admission server listening");
-    let mut published = publish_logged(&client, &routes, &owned, &endpoint, &current).await;
+    let mut published = publish_logged(&client, &routes, &owned, &endpoint, &current, true).await;
+    // Missing configurations are created until the first publish succeeds, never after.
+    let mut created = published;
     readiness.set("admission", published);
     loop {
         let interval = if published {
@@ -164,7 +166,9 @@ pub async fn run(
             Err(e) => tracing::warn!(error = %e, "checking webhook certificates failed"),
         }
         if !published {
-            published = publish_logged(&client, &routes, &owned, &endpoint, &current).await;
+            published =
+                publish_logged(&client, &routes, &owned, &endpoint, &current, !created).await;
+            created |= published;
             readiness.set("admission", published);
         }
     }
@@ -178,6 +182,7 @@ async fn publish_logged(
     owned: &Owned,
     endpoint: &Endpoint,
     cert: &ServingCert,
+    create_missing: bool,
 ) -> bool {
     if !routes.webhooks_known() {
         // Published once the handlers have loaded what their entries follow (they notify
@@ -185,7 +190,16 @@ async fn publish_logged(
         tracing::info!("webhook entries not known yet (caches loading); publishing later");
         return false;
     }
-    match publish::publish(client, routes, owned, endpoint, &cert.ca_bundle).await {
+    match publish::publish(
+        client,
+        routes,
+        owned,
+        endpoint,
+        &cert.ca_bundle,
+        create_missing,
+    )
+    .await
+    {
         Ok(()) => true,
         Err(e) => {
             tracing::warn!(error = %e, "could not publish webhook configuration; will retry");

@@ -1,9 +1,9 @@
 //! A running `kruise-cloneset` puts back what it publishes when someone else changes it
-//! (issue 26, item 4): a caBundle removed from its ValidatingWebhookConfiguration, the
-//! configuration deleted, its CRD's conversion caBundle replaced, its certificate Secret
-//! deleted. Only its own parts are
+//! (issue 26, item 4): a caBundle removed from its ValidatingWebhookConfiguration, its CRD's
+//! conversion caBundle replaced, its certificate Secret deleted. Only its own parts are
 //! restored: an entry another party added to its configuration stays, and once repaired
-//! it writes nothing more. Against kruise-sim, or the real API server of
+//! it writes nothing more. A configuration deleted while it runs (how `helm uninstall`
+//! begins) stays deleted until the next start. Against kruise-sim, or the real API server of
 //! `KRUISE_TEST_KUBECONFIG` (the process's requests counted by the testkit's proxy).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -147,34 +147,6 @@ async fn tampered_webhook_configuration_and_conversion_are_restored() {
         .await
         .unwrap();
 
-    // (b) The configuration deleted: an invalid CloneSet would be accepted. It is created
-    // again, and the invalid CloneSet is refused by the webhook.
-    validating
-        .delete(VALIDATING, &DeleteParams::default())
-        .await
-        .unwrap();
-    support::eventually("configuration recreated", REPAIR_DEADLINE, || async {
-        let config = validating.get_opt(VALIDATING).await.ok()??;
-        (validating_ca(&config)? == published).then_some(())
-    })
-    .await;
-    // A selector that misses the template: only the webhook refuses it (a negative
-    // `spec.replicas` kube-apiserver itself refuses, at the CRD's scale path).
-    let mut mismatched = serde_json::to_value(clone_set("mismatched", 1)).unwrap();
-    mismatched["spec"]["selector"]["matchLabels"]["app"] = json!("other");
-    let err = clonesets
-        .create(
-            &PostParams::default(),
-            &serde_json::from_value(mismatched).unwrap(),
-        )
-        .await
-        .unwrap_err()
-        .to_string();
-    assert!(
-        err.contains("vcloneset.kb.io") && err.contains("spec.template.metadata.labels"),
-        "{err}"
-    );
-
     // (c) The CRD's conversion caBundle replaced with another CA: put back.
     let other_ca = kruise_admission::certs::generate_ca(
         "someone-else",
@@ -278,6 +250,60 @@ async fn tampered_webhook_configuration_and_conversion_are_restored() {
         .labels
         .unwrap_or_default();
     assert_eq!(labels.get("team").map(String::as_str), Some("platform"));
+
+    // (b) The configuration deleted while the binary runs, as `helm uninstall` deletes it
+    // before the Deployment: left deleted (re-created, it would outlive its Service and
+    // fail every CloneSet admission). The binary has looked once it read the CRD again.
+    let crd_reads = cluster.counters().count("get", "customresourcedefinitions");
+    validating
+        .delete(VALIDATING, &DeleteParams::default())
+        .await
+        .unwrap();
+    support::eventually("the deletion checked", REPAIR_DEADLINE, || async {
+        (cluster.counters().count("get", "customresourcedefinitions") > crd_reads).then_some(())
+    })
+    .await;
+    assert!(validating.get_opt(VALIDATING).await.unwrap().is_none());
+    assert_eq!(
+        cluster
+            .counters()
+            .count("create", "validatingwebhookconfigurations"),
+        creates
+    );
+    // The next start creates it again, and the webhook refuses what it refuses.
+    drop(binary);
+    let binary = support::spawn_replica(
+        BIN,
+        &kubeconfig,
+        port,
+        &["--namespace", client.default_namespace()],
+        &[],
+    );
+    support::eventually(
+        "configuration created at start",
+        REPAIR_DEADLINE,
+        || async {
+            let config = validating.get_opt(VALIDATING).await.ok()??;
+            (validating_ca(&config)? == reissued).then_some(())
+        },
+    )
+    .await;
+    // A selector that misses the template: only the webhook refuses it (a negative
+    // `spec.replicas` kube-apiserver itself refuses, at the CRD's scale path).
+    let mut mismatched = serde_json::to_value(clone_set("mismatched", 1)).unwrap();
+    mismatched["spec"]["selector"]["matchLabels"]["app"] = json!("other");
+    let err = clonesets
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(mismatched).unwrap(),
+        )
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("vcloneset.kb.io") && err.contains("spec.template.metadata.labels"),
+        "{err}"
+    );
     // Stopped first, so it republishes nothing the clean-up removes.
     drop(binary);
     cluster.shutdown().await;

@@ -731,6 +731,7 @@ async fn main() {
         &owned,
         &Endpoint::Url(format!("https://127.0.0.1:{}", allow_all_front.port())),
         &ca.cert_pem,
+        true,
     )
     .await
     .unwrap();
@@ -799,6 +800,7 @@ async fn main() {
         &owned,
         &Endpoint::Url(format!("https://127.0.0.1:{}", front.port())),
         &ca.cert_pem,
+        true,
     )
     .await
     .unwrap();
@@ -917,6 +919,7 @@ async fn main() {
         &owned,
         &Endpoint::Url(format!("https://127.0.0.1:{}", required_front.port())),
         &ca.cert_pem,
+        true,
     )
     .await
     .unwrap();

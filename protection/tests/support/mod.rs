@@ -78,7 +78,7 @@ pub async fn serve(
     .await
     .unwrap();
     let endpoint = Endpoint::Url(format!("https://127.0.0.1:{}", server.addr.port()));
-    publish(client, &routes, owned, &endpoint, &ca.cert_pem)
+    publish(client, &routes, owned, &endpoint, &ca.cert_pem, true)
         .await
         .unwrap();
 }

@@ -49,6 +49,7 @@ async fn objects_convert_through_the_crd_conversion_webhook() {
         &owned,
         &server.endpoint,
         &server.ca.cert_pem,
+        true,
     )
     .await
     .unwrap();

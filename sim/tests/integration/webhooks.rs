@@ -160,6 +160,7 @@ async fn webhooks_mutate_deny_and_honour_selectors() {
         &owned,
         &server.endpoint,
         &server.ca.cert_pem,
+        true,
     )
     .await
     .unwrap();
@@ -258,6 +259,7 @@ async fn a_webhook_that_is_down_fails_or_is_skipped_by_failure_policy() {
             &owned,
             &server.endpoint,
             &server.ca.cert_pem,
+            true,
         )
         .await
         .unwrap();
@@ -413,6 +415,7 @@ async fn what_a_mutating_webhook_adds_is_validated_before_validating_webhooks_ru
         &owned,
         &server.endpoint,
         &server.ca.cert_pem,
+        true,
     )
     .await
     .unwrap();
