@@ -1,11 +1,16 @@
 #!/usr/bin/env bash
 # In-place updates on a real node: the real kubelet, containerd and runc of `up.sh start DIR
-# --real-node` restart only the container whose image changed. The families run as
-# processes against the real control plane (as the other realcluster scenarios run them),
-# one simulated node beside the real one; every workload here is pinned to the real node.
+# --real-node` restart only the container whose image changed. One simulated node runs
+# beside the real one; every workload here is pinned to the real node. The families run
+#   - as processes against the real control plane (REALNODE_INSTALL=processes, the
+#     default, as the other realcluster scenarios run them), or
+#   - as pods on the real node (REALNODE_INSTALL=helm): each family's image assembled by
+#     images/build-oci.sh from its binary, pushed to the node's registry, and
+#     charts/kruise-rs installed with `helm install`, as a user installs it.
 #
 #   eval "$(e2e/realcluster/up.sh start DIR --real-node)"
-#   KRUISE_E2E_KUBECONFIG=$KUBECONFIG KRUISE_BIN_DIR=.../debug e2e/realcluster/tests/kubectl-real-node.sh
+#   KRUISE_E2E_KUBECONFIG=$KUBECONFIG KRUISE_BIN_DIR=.../debug [REALNODE_INSTALL=helm] \
+#     e2e/realcluster/tests/kubectl-real-node.sh
 set -euo pipefail
 
 # shellcheck source=testkit/scenario-lib.sh
@@ -17,8 +22,66 @@ node_env="$(dirname "$KRUISE_E2E_KUBECONFIG")/node/env"
 source "$node_env"
 scenario_init
 
-start_cluster kruise-playground --nodes 1 --controllers cloneset,statefulset,daemonset,sidecarset,webhook,crr,imagepull
-pass "families running against the real control plane, beside the real node $NODE"
+HELM="${HELM:-helm}"
+install="${REALNODE_INSTALL:-processes}"
+# install_chart: every family's image in the node's registry, then the chart, one replica
+# each, the node agents on the node's containerd socket; returns when every Deployment and
+# DaemonSet is ready.
+install_chart() {
+  # A tag of this run's own: the node keeps images, and an earlier run's under the same tag
+  # would be used instead (pull policy IfNotPresent).
+  local family binary images="$WORK/images" tag="e2e-$E2E_NAMESPACE"
+  mkdir -p "$images/bin"
+  for family in $(ls "$ROOT/charts/kruise-rs/charts" | grep -v '^kruise-family$'); do
+    # Debug builds without their debug info: a fifth of the size, the same code.
+    for binary in "kruise-$family" "kruise-$family-agent"; do
+      [[ -x "${KRUISE_BIN_DIR:-}/$binary" ]] || continue
+      strip --strip-debug -o "$images/bin/$binary" "$KRUISE_BIN_DIR/$binary"
+    done
+    bash "$ROOT/images/build-oci.sh" "$images/bin/kruise-$family" "$images/$family" "$tag" >/dev/null
+    skopeo copy -q --dest-tls-verify=false "oci:$images/$family:$tag" "docker://$REGISTRY/kruise-rs/kruise-$family:$tag"
+  done
+  local -a values=(--set "global.image.registry=$REGISTRY/kruise-rs" --set "global.image.tag=$tag")
+  for family in $(ls "$ROOT/charts/kruise-rs/charts" | grep -v '^kruise-family$'); do
+    values+=(--set "$family.replicas=1")
+  done
+  for family in crr imagepull; do
+    values+=(--set "$family.agent.hostVarRun=$(dirname "$CRI_SOCK")" --set "$family.agent.criSocket=$(basename "$CRI_SOCK")")
+  done
+  "$HELM" install kruise-rs "$ROOT/charts/kruise-rs" -n kruise-system "${values[@]}" \
+    --wait --timeout 5m >"$WORK/helm-install.log" 2>&1 || {
+    cat "$WORK/helm-install.log" >&2
+    "$KUBECTL" get pods -n kruise-system -o wide >&2
+    fail "helm install"
+  }
+  HELM_RELEASE=kruise-rs
+}
+# At exit, after the scenario's own cleanup (its namespace while the families still run),
+# the release goes too, so the next run installs afresh.
+uninstall_chart() {
+  [[ -z "${HELM_RELEASE:-}" ]] ||
+    "$HELM" uninstall "$HELM_RELEASE" -n kruise-system --kubeconfig "$KRUISE_E2E_KUBECONFIG" --wait --timeout 2m >/dev/null 2>&1 || true
+}
+trap 'scenario_cleanup; uninstall_chart' EXIT
+case "$install" in
+  processes)
+    start_cluster kruise-playground --nodes 1 --controllers cloneset,statefulset,daemonset,sidecarset,webhook,crr,imagepull
+    "$(kruise_bin kruise-crr)" agent --kubeconfig "$KUBECONFIG" --node-name "$NODE" \
+      --cri-socket "$CRI_SOCK" >"$WORK/kruise-crr-agent-$NODE.log" 2>&1 &
+    PIDS+=($!)
+    "$(kruise_bin kruise-imagepull)" agent --kubeconfig "$KUBECONFIG" --node-name "$NODE" \
+      --cri-socket "$CRI_SOCK" >"$WORK/kruise-imagepull-agent-$NODE.log" 2>&1 &
+    PIDS+=($!)
+    pass "families running as processes against the real control plane, beside the real node $NODE"
+    ;;
+  helm)
+    start_cluster kruise-sim --nodes 1
+    install_chart
+    pods=$("$KUBECTL" get pods -n kruise-system -o jsonpath='{range .items[*]}{.spec.nodeName}{"\n"}{end}' | grep -cx "$NODE")
+    pass "helm install: every family running as pods from its image ($pods on $NODE, node agents included)"
+    ;;
+  *) fail "REALNODE_INSTALL is processes or helm, not $install" ;;
+esac
 
 # A container that stops as soon as it is asked to (sh ignores SIGTERM as PID 1 otherwise,
 # and every restart would wait out the grace period).
@@ -171,9 +234,6 @@ pass "SidecarSet sidecar upgrade in place on real containers: the app container 
 
 # --- ContainerRecreateRequest: the node agent recreates a container through the real
 # containerd; its preStop hook runs first; the pod keeps its IP and its volume.
-"$(kruise_bin kruise-crr)" agent --kubeconfig "$KUBECONFIG" --node-name "$NODE" \
-  --cri-socket "$CRI_SOCK" >"$WORK/kruise-crr-agent-$NODE.log" 2>&1 &
-PIDS+=($!)
 cat <<JSON | "$KUBECTL" apply -f - >/dev/null
 {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "recreate", "labels": {"app": "recreate"}},
  "spec": {"nodeSelector": {"kubernetes.io/hostname": "$NODE"},
@@ -201,10 +261,7 @@ assert_eq "$("$KUBECTL" exec recreate -c side -- cat /shared/prestop)" stopped "
 pass "ContainerRecreateRequest on real containers: main recreated after its preStop hook; IP, volume and side kept"
 
 # --- ImagePullJob: the node agent pulls into the real containerd's image store.
-"$(kruise_bin kruise-imagepull)" agent --kubeconfig "$KUBECONFIG" --node-name "$NODE" \
-  --cri-socket "$CRI_SOCK" >"$WORK/kruise-imagepull-agent-$NODE.log" 2>&1 &
-PIDS+=($!)
-pulled_image="$REGISTRY/e2e/busybox:pull-job"
+pulled_image="$REGISTRY/e2e/busybox:pull-$E2E_NAMESPACE"
 skopeo copy -q --src-tls-verify=false --dest-tls-verify=false "docker://$IMAGE_1" "docker://$pulled_image"
 in_store() { ctr -a "$CRI_SOCK" -n k8s.io images ls -q | grep -qxF "$pulled_image"; }
 in_store && fail "$pulled_image is in containerd's store before the job"
@@ -217,3 +274,17 @@ job_succeeded() { [[ $("$KUBECTL" get imagepulljob pull -o jsonpath='{.status.su
 wait_for 120 "the ImagePullJob succeeded on $NODE" job_succeeded
 in_store || fail "$pulled_image is not in containerd's image store after the job"
 pass "ImagePullJob: the image is in the real containerd's store on $NODE"
+
+# --- helm uninstall: nothing of the release is left calling a removed Service. The
+# binaries still run while helm deletes the webhook configurations (it deletes them
+# before the Deployments) and must not put them back.
+if [[ "$install" == helm ]]; then
+  "$HELM" uninstall "$HELM_RELEASE" -n kruise-system --wait --timeout 2m >"$WORK/helm-uninstall.log" 2>&1 || {
+    cat "$WORK/helm-uninstall.log" >&2
+    fail "helm uninstall"
+  }
+  HELM_RELEASE=""
+  left=$("$KUBECTL" get mutatingwebhookconfigurations,validatingwebhookconfigurations -o name | grep kruise- || true)
+  [[ -z "$left" ]] || fail "webhook configurations left after helm uninstall: $left"
+  pass "helm uninstall removes every webhook configuration (none put back by the stopping binaries)"
+fi
