@@ -275,6 +275,30 @@ wait_for 120 "the ImagePullJob succeeded on $NODE" job_succeeded
 in_store || fail "$pulled_image is not in containerd's image store after the job"
 pass "ImagePullJob: the image is in the real containerd's store on $NODE"
 
+# --- Container launch priority: with `Ordered`, the second container is started only once
+# the first is ready (it makes itself ready after 3 s); the real kubelet holds it until its
+# barrier key exists (CreateContainerConfigError meanwhile).
+cat <<JSON | "$KUBECTL" apply -f - >/dev/null
+{"apiVersion": "v1", "kind": "Pod",
+ "metadata": {"name": "ordered", "labels": {"app": "ordered"},
+  "annotations": {"apps.kruise.io/container-launch-priority": "Ordered"}},
+ "spec": {"nodeSelector": {"kubernetes.io/hostname": "$NODE"},
+  "containers": [
+   {"name": "first", "image": "$IMAGE_1",
+    "command": ["sh", "-c", "trap \"exit 0\" TERM; sleep 3; touch /tmp/ready; while true; do sleep 1; done"],
+    "readinessProbe": {"exec": {"command": ["test", "-f", "/tmp/ready"]}, "periodSeconds": 1}},
+   $(container second "$IMAGE_1")]}}
+JSON
+wait_for 120 "the ordered pod ready" pods_ready app=ordered 1
+started_at() { # started_at CONTAINER: seconds since the epoch
+  date -d "$("$KUBECTL" get pod ordered -o jsonpath="{.status.containerStatuses[?(@.name==\"$1\")].state.running.startedAt}")" +%s
+}
+first=$(started_at first)
+second=$(started_at second)
+((second - first >= 3)) || fail "second started ${second}s, first ${first}s: not after first was ready"
+assert_eq "$("$KUBECTL" get pod ordered -o jsonpath='{.metadata.annotations.apps\.kruise\.io/container-launch-priority-completed}')" true "launch priority completed"
+pass "container launch priority on the real kubelet: second started $((second - first)) s after first, once first was ready"
+
 # --- helm uninstall: nothing of the release is left calling a removed Service. The
 # binaries still run while helm deletes the webhook configurations (it deletes them
 # before the Deployments) and must not put them back.
