@@ -34,7 +34,7 @@ use kruise_core::pods::{controller_ref, is_pod_active};
 use kruise_runtime::errors::{ShellError, WriteError, is_not_found};
 use kruise_runtime::events::{EventQueue, EventRecord, Recorder, pod_reference};
 use kruise_runtime::status::write_status_if_changed;
-use kruise_runtime::watch::{Watch, wait_for_crd};
+use kruise_runtime::watch::{Watch, api_in, wait_for_crd};
 use kruise_runtime::{RunOptions, run_controller, warm_until_leading};
 use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams};
 use kube::core::GroupVersionKind;
@@ -163,12 +163,17 @@ pub const WATCHED_WORKLOADS: [(&str, &str, &str, Option<&str>); 4] = [
     ),
 ];
 
-/// Whether a change of `workload` concerns `budget`: its `targetRef` names it, or its
+/// Whether a change of `workload` concerns `budget`: its `targetRef` names it (group, kind
+/// and name: a Kruise StatefulSet is not an `apps` one; any version of the group), or its
 /// selector matches the workload's pod template labels.
 fn concerns(budget: &PodUnavailableBudget, workload: &DynamicObject) -> bool {
-    let kind = workload.types.as_ref().map(|t| t.kind.as_str());
+    fn group(api_version: &str) -> &str {
+        api_version.rsplit_once('/').map_or("", |(group, _)| group)
+    }
     if let Some(target) = &budget.spec.target_reference {
-        return Some(target.kind.as_str()) == kind && target.name == workload.name_any();
+        return workload.types.as_ref().is_some_and(|t| {
+            t.kind == target.kind && group(&t.api_version) == group(&target.api_version)
+        }) && target.name == workload.name_any();
     }
     let Some(selector) = &budget.spec.selector else {
         return false;
@@ -194,10 +199,7 @@ fn workload_changes(
         let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
         let resource =
             ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, version, kind), plural);
-        let api: Api<DynamicObject> = match namespace {
-            Some(ns) => Api::namespaced_with(client.clone(), ns, &resource),
-            None => Api::all_with(client.clone(), &resource),
-        };
+        let api: Api<DynamicObject> = api_in(client.clone(), namespace, &resource);
         let (client, shutdown) = (client.clone(), shutdown.clone());
         let installed = async move {
             match crd {
@@ -500,4 +502,95 @@ async fn annotate(
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn budget(spec: serde_json::Value) -> PodUnavailableBudget {
+        serde_json::from_value(json!({
+            "apiVersion": "policy.kruise.io/v1beta1", "kind": "PodUnavailableBudget",
+            "metadata": {"name": "pub", "namespace": "default"}, "spec": spec
+        }))
+        .unwrap()
+    }
+
+    fn workload(
+        api_version: &str,
+        kind: &str,
+        name: &str,
+        labels: serde_json::Value,
+    ) -> DynamicObject {
+        serde_json::from_value(json!({
+            "apiVersion": api_version, "kind": kind,
+            "metadata": {"name": name, "namespace": "default"},
+            "spec": {"template": {"metadata": {"labels": labels}}}
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn a_target_reference_concerns_the_workload_of_its_group_kind_and_name_only() {
+        let target = budget(json!({"targetRef": {
+            "apiVersion": "apps.kruise.io/v1beta1", "kind": "StatefulSet", "name": "web"}}));
+        let no_labels = json!({});
+        // Any version of the group.
+        assert!(concerns(
+            &target,
+            &workload(
+                "apps.kruise.io/v1alpha1",
+                "StatefulSet",
+                "web",
+                no_labels.clone()
+            )
+        ));
+        assert!(concerns(
+            &target,
+            &workload(
+                "apps.kruise.io/v1beta1",
+                "StatefulSet",
+                "web",
+                no_labels.clone()
+            )
+        ));
+        // The `apps` StatefulSet of the same name is another workload.
+        assert!(!concerns(
+            &target,
+            &workload("apps/v1", "StatefulSet", "web", no_labels.clone())
+        ));
+        assert!(!concerns(
+            &target,
+            &workload(
+                "apps.kruise.io/v1beta1",
+                "StatefulSet",
+                "db",
+                no_labels.clone()
+            )
+        ));
+        assert!(!concerns(
+            &target,
+            &workload("apps.kruise.io/v1alpha1", "CloneSet", "web", no_labels)
+        ));
+    }
+
+    #[test]
+    fn a_selector_concerns_workloads_whose_pod_template_it_matches() {
+        let selector = budget(json!({"selector": {"matchLabels": {"app": "web"}}}));
+        assert!(concerns(
+            &selector,
+            &workload(
+                "apps/v1",
+                "Deployment",
+                "any",
+                json!({"app": "web", "tier": "x"})
+            )
+        ));
+        assert!(!concerns(
+            &selector,
+            &workload("apps/v1", "Deployment", "any", json!({"app": "db"}))
+        ));
+    }
 }

@@ -184,7 +184,7 @@ where
             move || -> EventStream<K> {
                 match guard {
                     Some(guard) => {
-                        let api = api_in::<Decoding<K>>(client, namespace.as_deref());
+                        let api = api_in::<Decoding<K>>(client, namespace.as_deref(), &());
                         watcher(api, config)
                             .filter_map(move |event| {
                                 let unwrapped = event.map(|e| guard.unwrap_event(e)).transpose();
@@ -193,7 +193,7 @@ where
                             .boxed()
                     }
                     None => {
-                        let api = api_in::<Straight<K>>(client, namespace.as_deref());
+                        let api = api_in::<Straight<K>>(client, namespace.as_deref(), &());
                         watcher(api, config)
                             .map(|event| event.map(|e| map_event(e, |s: Straight<K>| s.0)))
                             .boxed()
@@ -216,14 +216,15 @@ where
     }
 }
 
-/// An `Api` listing `W` in `namespace`, or everywhere.
-fn api_in<W>(client: Client, namespace: Option<&str>) -> Api<W>
+/// An `Api` for `W` (described by `dyntype`) in `namespace`, or in every namespace: for
+/// types whose scope is known only at run time (`DynamicObject`, the watch's decoders).
+pub fn api_in<W>(client: Client, namespace: Option<&str>, dyntype: &W::DynamicType) -> Api<W>
 where
-    W: Resource<DynamicType = (), Scope = DynamicResourceScope>,
+    W: Resource<Scope = DynamicResourceScope>,
 {
     match namespace {
-        Some(ns) => Api::namespaced_with(client, ns, &()),
-        None => Api::all_with(client, &()),
+        Some(ns) => Api::namespaced_with(client, ns, dyntype),
+        None => Api::all_with(client, dyntype),
     }
 }
 

@@ -152,7 +152,7 @@ impl<A: KubeletApi> Kubelet<A> {
                 let image = str_of(c, "image").to_string();
                 let hook = post_start_time(pod, c);
                 let start_at = start_at + hook;
-                Ctr {
+                let mut ctr = Ctr {
                     name: str_of(c, "name").to_string(),
                     hash: spec_hash(c),
                     image_id: image_id(&image),
@@ -167,15 +167,13 @@ impl<A: KubeletApi> Kubelet<A> {
                     terminated: None,
                     config_error: None,
                     pull_error: None,
+                };
+                if let Some(message) = self.pull_failure(node, c) {
+                    ctr.fail_pull(now + pull, message);
                 }
+                ctr
             })
             .collect();
-        let mut ctrs = ctrs;
-        for (ctr, c) in ctrs.iter_mut().zip(containers(pod, "containers").iter()) {
-            if let Some(message) = self.pull_failure(node, c) {
-                ctr.fail_pull(now + pull, message);
-            }
-        }
         let policy = pod
             .pointer("/spec/restartPolicy")
             .and_then(Value::as_str)
