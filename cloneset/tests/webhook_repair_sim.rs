@@ -99,13 +99,16 @@ async fn tampered_webhook_configuration_and_conversion_are_restored() {
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
     let kubeconfig = cluster.kubeconfig_path();
     let port = support::free_port();
-    let binary = support::spawn_replica(
-        BIN,
-        &kubeconfig,
-        port,
-        &["--namespace", client.default_namespace()],
-        &[],
-    );
+    let spawn = || {
+        support::spawn_replica(
+            BIN,
+            &kubeconfig,
+            port,
+            &["--namespace", client.default_namespace()],
+            &[],
+        )
+    };
+    let binary = spawn();
     let validating: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
     let clonesets: Api<CloneSet> = Api::default_namespaced(client.clone());
     let published = support::eventually("published caBundles", Duration::from_secs(30), || async {
@@ -272,13 +275,7 @@ async fn tampered_webhook_configuration_and_conversion_are_restored() {
     );
     // The next start creates it again, and the webhook refuses what it refuses.
     drop(binary);
-    let binary = support::spawn_replica(
-        BIN,
-        &kubeconfig,
-        port,
-        &["--namespace", client.default_namespace()],
-        &[],
-    );
+    let binary = spawn();
     support::eventually(
         "configuration created at start",
         REPAIR_DEADLINE,

@@ -22,6 +22,8 @@
 set -Eeuo pipefail
 
 script_dir="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+# shellcheck source=e2e/realcluster/process-lib.sh
+source "$script_dir/process-lib.sh"
 bin="${REALCLUSTER_BIN:-$script_dir/bin}"
 node_name="${REALNODE_NAME:-real-node}"
 pod_cidr="${REALNODE_POD_CIDR:-10.244.0.0/24}"
@@ -52,36 +54,6 @@ install_packages() {
 	echo "installing ${missing[*]}" >&2
 	apt-get update -qq
 	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-}
-
-launch() { # launch NAME COMMAND...: in the background, logging to logs/NAME.log
-	local name=$1
-	shift
-	setsid "$@" </dev/null >"$state/logs/$name.log" 2>&1 &
-	echo $! >"$state/pids/$name.pid"
-}
-
-alive() {
-	local pid_file="$state/pids/$1.pid"
-	[[ -f $pid_file ]] && kill -0 "$(cat "$pid_file")" 2>/dev/null
-}
-
-wait_until() { # wait_until NAME CHECK...: fails when NAME exits or the deadline passes
-	local name=$1
-	shift
-	local deadline=$((SECONDS + ready_timeout_seconds))
-	until "$@" >/dev/null 2>&1; do
-		if ! alive "$name"; then
-			echo "$name exited while starting; last lines of $state/logs/$name.log:" >&2
-			tail -n 30 "$state/logs/$name.log" >&2
-			return 1
-		fi
-		if ((SECONDS >= deadline)); then
-			echo "$name not ready within ${ready_timeout_seconds}s; see $state/logs/$name.log" >&2
-			return 1
-		fi
-		sleep 0.2
-	done
 }
 
 # The test images: one busybox-static layer; `busybox:2` differs from `:1` only in a
@@ -279,21 +251,6 @@ start() {
 	echo "real node $node_name ($ip) ready in $(($(now_ms) - started)) ms; images in $state/env (logs in $state/logs)" >&2
 }
 
-terminate() { # terminate NAME...: TERM, up to 20 s, then KILL
-	local name pid
-	for name in "$@"; do
-		[[ -f $state/pids/$name.pid ]] || continue
-		pid=$(cat "$state/pids/$name.pid")
-		rm -f "$state/pids/$name.pid"
-		kill -TERM "$pid" 2>/dev/null || continue
-		for _ in $(seq 200); do
-			kill -0 "$pid" 2>/dev/null || break
-			sleep 0.1
-		done
-		kill -KILL "$pid" 2>/dev/null || true
-	done
-}
-
 # The iptables rules and chains kube-proxy and the kubelet (KUBE-*) and the CNI plugins
 # (CNI-*: the pods' masquerading and port maps, left when containerd did not tear a
 # sandbox down) made, in every table.
@@ -345,6 +302,7 @@ command=$1
 mkdir -p "$2"
 dir="$(cd "$2" && pwd)"
 state=$dir/node
+run_dir=$state
 sock=$state/containerd.sock
 case $command in
 start) start ;;

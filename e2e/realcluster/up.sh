@@ -23,6 +23,8 @@
 set -Eeuo pipefail
 
 script_dir="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+# shellcheck source=e2e/realcluster/process-lib.sh
+source "$script_dir/process-lib.sh"
 bin="${REALCLUSTER_BIN:-$script_dir/bin}"
 apiserver_port="${REALCLUSTER_APISERVER_PORT:-6443}"
 etcd_port="${REALCLUSTER_ETCD_PORT:-2379}"
@@ -100,40 +102,6 @@ port_in_use() {
 	(exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
 }
 
-# launch NAME ARGS...: runs $bin/NAME in the background, logging to
-# logs/NAME.log and recording its pid in pids/NAME.pid.
-launch() {
-	local name=$1
-	shift
-	"$bin/$name" "$@" </dev/null >"$dir/logs/$name.log" 2>&1 &
-	echo $! >"$dir/pids/$name.pid"
-}
-
-alive() {
-	local pid_file="$dir/pids/$1.pid"
-	[[ -f $pid_file ]] && kill -0 "$(cat "$pid_file")" 2>/dev/null
-}
-
-# wait_until NAME CHECK...: polls CHECK until it succeeds; fails the start if
-# NAME exits or the deadline passes.
-wait_until() {
-	local name=$1
-	shift
-	local deadline=$((SECONDS + ready_timeout_seconds))
-	until "$@" >/dev/null 2>&1; do
-		if ! alive "$name"; then
-			echo "$name exited while starting; last lines of $dir/logs/$name.log:" >&2
-			tail -n 30 "$dir/logs/$name.log" >&2
-			return 1
-		fi
-		if ((SECONDS >= deadline)); then
-			echo "$name not ready within ${ready_timeout_seconds}s; see $dir/logs/$name.log" >&2
-			return 1
-		fi
-		sleep 0.2
-	done
-}
-
 https_ok() {
 	curl --silent --fail --max-time 5 --cacert "$dir/pki/ca.crt" \
 		--cert "$dir/pki/admin.crt" --key "$dir/pki/admin.key" "$1"
@@ -177,14 +145,14 @@ start() {
 	# Any failure from here on stops what was already started.
 	trap 'stop_all; exit 1' ERR
 
-	launch etcd --data-dir "$dir/etcd" --client-port "$etcd_port" --peer-port "$etcd_peer_port"
+	launch etcd "$bin/etcd" --data-dir "$dir/etcd" --client-port "$etcd_port" --peer-port "$etcd_peer_port"
 	wait_until etcd curl --silent --fail --max-time 5 "http://127.0.0.1:$etcd_port/health"
 
 	local pki="$dir/pki"
 	# The admission plugins upstream enables by default include
 	# MutatingAdmissionWebhook and ValidatingAdmissionWebhook; CRD conversion
 	# webhooks need no flag.
-	launch kube-apiserver \
+	launch kube-apiserver "$bin/kube-apiserver" \
 		"${network_args[@]}" --secure-port="$apiserver_port" \
 		--etcd-servers="http://127.0.0.1:$etcd_port" \
 		--tls-cert-file="$pki/apiserver.crt" --tls-private-key-file="$pki/apiserver.key" \
@@ -205,7 +173,7 @@ start() {
 		--profiling=false
 	wait_until kube-apiserver https_ok "$server/readyz"
 
-	launch kube-controller-manager \
+	launch kube-controller-manager "$bin/kube-controller-manager" \
 		--bind-address=127.0.0.1 --secure-port="$controller_manager_port" \
 		--kubeconfig="$pki/controller-manager.kubeconfig" \
 		--authentication-kubeconfig="$pki/controller-manager.kubeconfig" \
@@ -217,7 +185,7 @@ start() {
 		--controllers="$controllers" \
 		--profiling=false
 
-	launch kube-scheduler \
+	launch kube-scheduler "$bin/kube-scheduler" \
 		--bind-address=127.0.0.1 --secure-port="$scheduler_port" \
 		--kubeconfig="$pki/scheduler.kubeconfig" \
 		--authentication-kubeconfig="$pki/scheduler.kubeconfig" \
@@ -235,29 +203,6 @@ start() {
 	echo "export KUBECONFIG=$dir/kubeconfig"
 }
 
-# terminate NAME...: sends SIGTERM to each recorded process at once, waits up
-# to 20 s for all of them to exit, then sends SIGKILL to any left.
-terminate() {
-	local name pid deadline
-	local -a pids=()
-	for name in "$@"; do
-		[[ -f $dir/pids/$name.pid ]] || continue
-		pid=$(cat "$dir/pids/$name.pid")
-		rm -f "$dir/pids/$name.pid"
-		kill -TERM "$pid" 2>/dev/null && pids+=("$pid")
-	done
-	deadline=$((SECONDS + 20))
-	for pid in "${pids[@]}"; do
-		while kill -0 "$pid" 2>/dev/null && ((SECONDS < deadline)); do
-			sleep 0.1
-		done
-		if kill -0 "$pid" 2>/dev/null; then
-			echo "pid $pid ignored SIGTERM for 20s; killing it" >&2
-			kill -KILL "$pid" 2>/dev/null || true
-		fi
-	done
-}
-
 # The three Kubernetes components shut down in parallel; etcd goes last so
 # none of them loses its storage mid-shutdown.
 stop_all() {
@@ -273,6 +218,7 @@ real_node=0
 [[ ${3:-} != --real-node ]] || real_node=1
 mkdir -p "$2"
 dir="$(cd "$2" && pwd)"
+run_dir=$dir
 case $command in
 start) start ;;
 stop) stop_all ;;

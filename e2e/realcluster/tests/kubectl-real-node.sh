@@ -181,6 +181,18 @@ set_main_image cloneset/clone "$IMAGE_2"
 wait_for 120 "the CloneSet back on busybox:2" main_image_is app=clone 2 "$IMAGE_2"
 pass "a missing image: one pod not ready, the rollout paused at maxUnavailable 1, the other pod untouched; fixed by the next update"
 
+# in_place_rollout RESOURCE SELECTOR N WHAT (the workload applied): its N pods ready, main
+# changed to busybox:2, every pod updated in place (check_in_place).
+in_place_rollout() {
+  local resource="$1" selector="$2" n="$3" what="$4" before
+  wait_for 120 "$n ready $what pods on $NODE" pods_ready "$selector" "$n"
+  before=$(snapshot "$selector")
+  set_main_image "$resource" "$IMAGE_2"
+  wait_for 120 "the $what's pods on busybox:2" main_image_is "$selector" "$n" "$IMAGE_2"
+  check_in_place "$selector" "$before" "$what"
+  pass "$what in-place update on real containers"
+}
+
 # --- Advanced StatefulSet
 cat <<JSON | "$KUBECTL" apply -f - >/dev/null
 {"apiVersion": "apps.kruise.io/v1beta1", "kind": "StatefulSet", "metadata": {"name": "sts"},
@@ -189,12 +201,7 @@ cat <<JSON | "$KUBECTL" apply -f - >/dev/null
   "template": {"metadata": {"labels": {"app": "sts"}},
    "spec": $(pod_spec '"readinessGates": [{"conditionType": "InPlaceUpdateReady"}]')}}}
 JSON
-wait_for 120 "2 ready StatefulSet pods on $NODE" pods_ready app=sts 2
-before=$(snapshot app=sts)
-set_main_image statefulset.apps.kruise.io/sts "$IMAGE_2"
-wait_for 120 "the StatefulSet's pods on busybox:2" main_image_is app=sts 2 "$IMAGE_2"
-check_in_place app=sts "$before" "Advanced StatefulSet"
-pass "Advanced StatefulSet in-place update on real containers"
+in_place_rollout statefulset.apps.kruise.io/sts app=sts 2 "Advanced StatefulSet"
 
 # --- Advanced DaemonSet (its pods only on the real node)
 cat <<JSON | "$KUBECTL" apply -f - >/dev/null
@@ -203,12 +210,7 @@ cat <<JSON | "$KUBECTL" apply -f - >/dev/null
   "updateStrategy": {"rollingUpdate": {"rollingUpdateType": "InPlaceIfPossible"}},
   "template": {"metadata": {"labels": {"app": "ds"}}, "spec": $(pod_spec)}}}
 JSON
-wait_for 120 "the DaemonSet's pod on $NODE" pods_ready app=ds 1
-before=$(snapshot app=ds)
-set_main_image daemonset.apps.kruise.io/ds "$IMAGE_2"
-wait_for 120 "the DaemonSet's pod on busybox:2" main_image_is app=ds 1 "$IMAGE_2"
-check_in_place app=ds "$before" "Advanced DaemonSet"
-pass "Advanced DaemonSet in-place update on real containers"
+in_place_rollout daemonset.apps.kruise.io/ds app=ds 1 "Advanced DaemonSet"
 
 # --- SidecarSet: the injected sidecar is upgraded in place; the app container is not touched
 cat <<JSON | "$KUBECTL" apply -f - >/dev/null
