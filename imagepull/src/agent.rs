@@ -35,7 +35,7 @@ use tonic::transport::Channel;
 use crate::api::image::{ImageRef, pull_reference};
 use crate::api::v1beta1::NodeImage;
 use crate::api::{ImagePullPhase, ImageTagStatus};
-use crate::plan::credentials::credentials_for;
+use crate::plan::credentials::{Credential, credentials_for};
 use crate::plan::puller::{PullTask, merge_answers, retry_delay, tasks};
 
 /// The agent's settings.
@@ -321,12 +321,42 @@ async fn auth(task: &PullTask, reference: &str, client: &Client) -> Option<AuthC
     credentials_for(&image, &secrets)
         .into_iter()
         .next()
-        .map(|c| AuthConfig {
-            username: c.username,
-            password: c.password,
-            auth: c.auth,
-            server_address: c.server_address,
-            identity_token: c.identity_token,
-            registry_token: c.registry_token,
-        })
+        .map(auth_config)
+}
+
+/// The CRI login for a credential, as the kubelet sends it: without a server address.
+/// containerd reads that field as a URL and gives the login only to the host it names, so
+/// a config key such as `127.0.0.1:5000` or `docker.io` (no scheme) would either fail the
+/// pull ("parse server address") or send no login at all; the credential already matched
+/// the image's registry.
+fn auth_config(credential: Credential) -> AuthConfig {
+    AuthConfig {
+        username: credential.username,
+        password: credential.password,
+        auth: credential.auth,
+        server_address: String::new(),
+        identity_token: credential.identity_token,
+        registry_token: credential.registry_token,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_login_goes_to_the_runtime_without_the_config_key_as_server_address() {
+        let credential = Credential {
+            username: "user".into(),
+            password: "secret".into(),
+            server_address: "127.0.0.1:35101".into(),
+            ..Default::default()
+        };
+        let config = auth_config(credential);
+        assert_eq!(
+            (config.username.as_str(), config.password.as_str()),
+            ("user", "secret")
+        );
+        assert_eq!(config.server_address, "");
+    }
 }
