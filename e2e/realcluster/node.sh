@@ -16,9 +16,11 @@
 # (10.244.0.0/24) on the bridge kruise0, reachable from the host. Images (busybox-static
 # from Debian, nothing from a public registry) are served on 127.0.0.1:$REALNODE_REGISTRY_PORT
 # (35100): $REGISTRY/e2e/busybox:1 and :2 (the same files, two digests), :2-again (the
-# digest of :2 under another tag) and the sandbox image $REGISTRY/e2e/pause:1. They, the
-# node's name and containerd's socket (CRI_SOCK, for node agents) are written to
-# DIR/node/env.
+# digest of :2 under another tag), the sandbox image $REGISTRY/e2e/pause:1, and a sidecar
+# that serves on a port for hot upgrades (images/hotserver: e2e/hotserver:1, :2 and
+# e2e/hotserver-empty:1); a second registry on the next port wants a login ($PRIVATE_USER, $PRIVATE_PASSWORD) for
+# $PRIVATE_IMAGE. They, the node's name and containerd's socket (CRI_SOCK, for node agents)
+# are written to DIR/node/env.
 set -Eeuo pipefail
 
 script_dir="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -29,8 +31,12 @@ node_name="${REALNODE_NAME:-real-node}"
 pod_cidr="${REALNODE_POD_CIDR:-10.244.0.0/24}"
 registry_port="${REALNODE_REGISTRY_PORT:-35100}"
 registry="127.0.0.1:$registry_port"
+# A second registry on the next port that wants a login (the images behind pull secrets).
+private_registry="127.0.0.1:$((registry_port + 1))"
+private_user=kruise-e2e
+private_password=kruise-e2e-password
 ready_timeout_seconds="${REALCLUSTER_READY_TIMEOUT:-120}"
-packages=(containerd runc containernetworking-plugins iptables busybox-static umoci skopeo docker-registry curl)
+packages=(containerd runc containernetworking-plugins iptables busybox-static umoci skopeo docker-registry apache2-utils curl)
 cni_bin=/usr/lib/cni
 
 usage() {
@@ -77,6 +83,17 @@ build_images() {
 	umoci config --image "$layout:busybox-1" --tag busybox-2 --config.label org.kruise-rs.e2e.version=2
 	umoci config --image "$layout:busybox-1" --tag pause --clear=config.cmd \
 		--config.entrypoint /bin/sleep --config.entrypoint 2147483647
+	# The hot-upgrade sidecar (images/hotserver): two versions that serve, and its empty image.
+	local hotroot=$state/images/hotserver-rootfs
+	mkdir -p "$hotroot/tmp"
+	(cd "$script_dir" && CGO_ENABLED=0 go build -trimpath -ldflags=-s -o "$hotroot/hotserver" ./images/hotserver)
+	umoci new --image "$layout:hotserver-1"
+	umoci insert --image "$layout:hotserver-1" "$hotroot" /
+	umoci config --image "$layout:hotserver-1" --config.entrypoint /hotserver --config.entrypoint serve \
+		--config.env HOTSERVER_VERSION=1
+	umoci config --image "$layout:hotserver-1" --tag hotserver-2 --clear=config.env --config.env HOTSERVER_VERSION=2
+	umoci config --image "$layout:hotserver-1" --tag hotserver-empty --clear=config.env \
+		--clear=config.entrypoint --config.entrypoint /hotserver --config.entrypoint idle
 }
 
 push_images() {
@@ -85,18 +102,32 @@ push_images() {
 	skopeo copy -q --dest-tls-verify=false "oci:$layout:busybox-2" "docker://$registry/e2e/busybox:2"
 	skopeo copy -q --dest-tls-verify=false "oci:$layout:busybox-2" "docker://$registry/e2e/busybox:2-again"
 	skopeo copy -q --dest-tls-verify=false "oci:$layout:pause" "docker://$registry/e2e/pause:1"
+	skopeo copy -q --dest-tls-verify=false "oci:$layout:hotserver-1" "docker://$registry/e2e/hotserver:1"
+	skopeo copy -q --dest-tls-verify=false "oci:$layout:hotserver-2" "docker://$registry/e2e/hotserver:2"
+	skopeo copy -q --dest-tls-verify=false "oci:$layout:hotserver-empty" "docker://$registry/e2e/hotserver-empty:1"
+	skopeo copy -q --dest-tls-verify=false --dest-creds "$private_user:$private_password" \
+		"oci:$layout:busybox-1" "docker://$private_registry/e2e/private:1"
 }
 
+# start_registry NAME ADDRESS [htpasswd]: a registry on ADDRESS, storing under NAME; with
+# htpasswd, only the user $private_user may pull or push.
 start_registry() {
-	mkdir -p "$state/registry"
-	cat >"$state/registry/config.yml" <<-EOF
+	local name=$1 address=$2 auth=""
+	mkdir -p "$state/$name"
+	if [[ ${3:-} == htpasswd ]]; then
+		htpasswd -Bbn "$private_user" "$private_password" >"$state/$name/htpasswd"
+		auth="auth: {htpasswd: {realm: kruise-e2e, path: $state/$name/htpasswd}}"
+	fi
+	cat >"$state/$name/config.yml" <<-EOF
 		version: 0.1
 		log: {level: error}
-		storage: {filesystem: {rootdirectory: $state/registry/data}, delete: {enabled: true}}
-		http: {addr: "$registry", secret: kruise-e2e}
+		storage: {filesystem: {rootdirectory: $state/$name/data}, delete: {enabled: true}}
+		http: {addr: "$address", secret: kruise-e2e}
+		$auth
 	EOF
-	launch registry docker-registry serve "$state/registry/config.yml"
-	wait_until registry curl -sf "http://$registry/v2/"
+	launch "$name" docker-registry serve "$state/$name/config.yml"
+	# Up once /v2/ answers at all (401 from the one that wants a login).
+	wait_until "$name" curl -s -o /dev/null "http://$address/v2/"
 }
 
 cri_ready() {
@@ -113,9 +144,13 @@ start_containerd() {
 		snapshotter=overlayfs
 	fi
 	rm -rf "$probe"
-	mkdir -p "$state/certs.d/$registry" "$state/cni/net.d" "$state/runc"
-	printf 'server = "http://%s"\n[host."http://%s"]\n  capabilities = ["pull", "resolve"]\n' \
-		"$registry" "$registry" >"$state/certs.d/$registry/hosts.toml"
+	mkdir -p "$state/cni/net.d" "$state/runc"
+	local address
+	for address in "$registry" "$private_registry"; do
+		mkdir -p "$state/certs.d/$address"
+		printf 'server = "http://%s"\n[host."http://%s"]\n  capabilities = ["pull", "resolve"]\n' \
+			"$address" "$address" >"$state/certs.d/$address/hosts.toml"
+	done
 	# Pods on the bridge kruise0; the host is their gateway and masquerades what leaves.
 	cat >"$state/cni/net.d/10-kruise-e2e.conflist" <<-EOF
 		{"cniVersion": "0.4.0", "name": "kruise-e2e", "plugins": [
@@ -166,7 +201,8 @@ start_kubelet() {
 	mkdir -p "$state/kubelet" "$state/pod-logs"
 	# cgroup v1 is refused unless failCgroupV1 is false; oomScoreAdj 0 because lowering it is
 	# not allowed in this sandbox; the eviction floors are low so a busy CI disk does not
-	# evict the test pods; images are never collected during a run.
+	# evict the test pods; images are never collected during a run; a pod may set
+	# net.ipv4.tcp_migrate_req (the hot-upgrade sidecar's listeners hand over connections).
 	cat >"$state/kubelet.yaml" <<-EOF
 		apiVersion: kubelet.config.k8s.io/v1beta1
 		kind: KubeletConfiguration
@@ -193,6 +229,7 @@ start_kubelet() {
 		imageGCLowThresholdPercent: 99
 		clusterDomain: cluster.local
 		resolvConf: /etc/resolv.conf
+		allowedUnsafeSysctls: [net.ipv4.tcp_migrate_req]
 	EOF
 	launch kubelet "$bin/kubelet" --config="$state/kubelet.yaml" \
 		--kubeconfig="$pki/node.kubeconfig" --root-dir="$state/kubelet" \
@@ -238,7 +275,8 @@ start() {
 	trap 'stop; exit 1' ERR
 	sysctl -qw net.ipv4.ip_forward=1
 	build_images
-	start_registry
+	start_registry registry "$registry"
+	start_registry private-registry "$private_registry" htpasswd
 	push_images
 	start_containerd
 	start_kubelet "$ip"
@@ -248,6 +286,10 @@ start() {
 	printf 'REGISTRY=%s\nIMAGE_1=%s\nIMAGE_2=%s\nIMAGE_2_AGAIN=%s\nPAUSE_IMAGE=%s\nNODE=%s\nCRI_SOCK=%s\n' \
 		"$registry" "$registry/e2e/busybox:1" "$registry/e2e/busybox:2" \
 		"$registry/e2e/busybox:2-again" "$registry/e2e/pause:1" "$node_name" "$sock" >"$state/env"
+	printf 'HOTSERVER_1=%s\nHOTSERVER_2=%s\nHOTSERVER_EMPTY=%s\n' "$registry/e2e/hotserver:1" \
+		"$registry/e2e/hotserver:2" "$registry/e2e/hotserver-empty:1" >>"$state/env"
+	printf 'PRIVATE_REGISTRY=%s\nPRIVATE_IMAGE=%s\nPRIVATE_USER=%s\nPRIVATE_PASSWORD=%s\n' \
+		"$private_registry" "$private_registry/e2e/private:1" "$private_user" "$private_password" >>"$state/env"
 	echo "real node $node_name ($ip) ready in $(($(now_ms) - started)) ms; images in $state/env (logs in $state/logs)" >&2
 }
 
@@ -279,7 +321,7 @@ stop() {
 		sleep 0.5
 		for task in $($ctr tasks ls -q 2>/dev/null); do $ctr tasks rm -f "$task" >/dev/null 2>&1 || true; done
 	fi
-	terminate containerd registry
+	terminate containerd registry private-registry
 	remove_node_rules
 	ip link delete kruise0 2>/dev/null || true
 	local netns

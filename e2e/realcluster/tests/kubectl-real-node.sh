@@ -27,12 +27,19 @@ install="${REALNODE_INSTALL:-processes}"
 # install_chart: every family's image in the node's registry, then the chart, one replica
 # each, the node agents on the node's containerd socket; returns when every Deployment and
 # DaemonSet is ready.
+chart_families() { # the chart's subcharts but the library one
+  local chart
+  for chart in "$ROOT"/charts/kruise-rs/charts/*/; do
+    chart=$(basename "$chart")
+    [[ $chart == kruise-family ]] || echo "$chart"
+  done
+}
 install_chart() {
   # A tag of this run's own: the node keeps images, and an earlier run's under the same tag
   # would be used instead (pull policy IfNotPresent).
   local family binary images="$WORK/images" tag="e2e-$E2E_NAMESPACE"
   mkdir -p "$images/bin"
-  for family in $(ls "$ROOT/charts/kruise-rs/charts" | grep -v '^kruise-family$'); do
+  for family in $(chart_families); do
     # Debug builds without their debug info: a fifth of the size, the same code.
     for binary in "kruise-$family" "kruise-$family-agent"; do
       [[ -x "${KRUISE_BIN_DIR:-}/$binary" ]] || continue
@@ -42,7 +49,7 @@ install_chart() {
     skopeo copy -q --dest-tls-verify=false "oci:$images/$family:$tag" "docker://$REGISTRY/kruise-rs/kruise-$family:$tag"
   done
   local -a values=(--set "global.image.registry=$REGISTRY/kruise-rs" --set "global.image.tag=$tag")
-  for family in $(ls "$ROOT/charts/kruise-rs/charts" | grep -v '^kruise-family$'); do
+  for family in $(chart_families); do
     values+=(--set "$family.replicas=1")
   done
   for family in crr imagepull; do
@@ -234,6 +241,62 @@ check_in_place app=with-sidecar "$before" SidecarSet
 "$KUBECTL" delete sidecarset "side-$E2E_NAMESPACE" >/dev/null
 pass "SidecarSet sidecar upgrade in place on real containers: the app container untouched"
 
+# --- SidecarSet hot upgrade: a sidecar serving on a port (images/hotserver, answering with
+# its image's version) is upgraded with no moment when the port does not answer: the idle
+# container starts the new version beside the working one (both listen, SO_REUSEPORT; its
+# postStart hook returns once it listens), then the old one goes to the empty image (with
+# net.ipv4.tcp_migrate_req its queued connections move to the new listener). A client
+# requests the pod's port throughout.
+cat <<JSON | "$KUBECTL" apply -f - >/dev/null
+{"apiVersion": "apps.kruise.io/v1alpha1", "kind": "SidecarSet", "metadata": {"name": "hot-$E2E_NAMESPACE"},
+ "spec": {"selector": {"matchLabels": {"app": "hot"}}, "namespace": "$E2E_NAMESPACE",
+  "containers": [{"name": "proxy", "image": "$HOTSERVER_1",
+   "lifecycle": {"postStart": {"exec": {"command": ["/hotserver", "wait"]}}},
+   "upgradeStrategy": {"upgradeType": "HotUpgrade", "hotUpgradeEmptyImage": "$HOTSERVER_EMPTY"}}]}}
+JSON
+cat <<JSON | "$KUBECTL" apply -f - >/dev/null
+{"apiVersion": "apps.kruise.io/v1alpha1", "kind": "CloneSet", "metadata": {"name": "hot"},
+ "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "hot"}},
+  "template": {"metadata": {"labels": {"app": "hot"}},
+   "spec": {"nodeSelector": {"kubernetes.io/hostname": "$NODE"},
+    "securityContext": {"sysctls": [{"name": "net.ipv4.tcp_migrate_req", "value": "1"}]},
+    "containers": [$(container app "$IMAGE_1")]}}}}
+JSON
+wait_for 120 "the pod with its hot-upgrade sidecar ready" pods_ready app=hot 1
+assert_eq "$("$KUBECTL" get pods -l app=hot -o jsonpath='{.items[0].spec.containers[*].image}')" \
+  "$HOTSERVER_1 $HOTSERVER_EMPTY $IMAGE_1" "proxy-1 working, proxy-2 on the empty image"
+hot_ip=$("$KUBECTL" get pods -l app=hot -o jsonpath='{.items[0].status.podIP}')
+assert_eq "$(curl -s --max-time 2 "http://$hot_ip:8080/")" 1 "the sidecar answers with version 1"
+before=$(snapshot app=hot)
+# One request every 10 ms on a new connection, each answer (or FAIL) a line.
+probe_log="$WORK/hot-upgrade-probe.log"
+(while [[ ! -e "$WORK/hot-upgrade-stop" ]]; do
+  curl -s --max-time 2 "http://$hot_ip:8080/" || echo FAIL
+  sleep 0.01
+done >"$probe_log") &
+probe=$!
+"$KUBECTL" patch sidecarset "hot-$E2E_NAMESPACE" --type json \
+  -p "[{\"op\": \"replace\", \"path\": \"/spec/containers/0/image\", \"value\": \"$HOTSERVER_2\"}]" >/dev/null
+hot_swapped() { # proxy-2 serving version 2, proxy-1 back on the empty image, all running
+  [[ $("$KUBECTL" get pods -l app=hot -o jsonpath='{range .items[0].status.containerStatuses[*]}{.name}={.image},{.ready} {end}') == \
+    "app=$IMAGE_1,true proxy-1=$HOTSERVER_EMPTY,true proxy-2=$HOTSERVER_2,true " ]]
+}
+wait_for 120 "proxy-2 on version 2 and proxy-1 on the empty image" hot_swapped
+answered_by_2() { [[ $(tail -20 "$probe_log" | grep -cx 2) == 20 ]]; }
+wait_for 30 "20 answers in a row from version 2 after the swap" answered_by_2
+touch "$WORK/hot-upgrade-stop"
+wait "$probe"
+after=$(snapshot app=hot)
+requests=$(wc -l <"$probe_log")
+assert_eq "$(grep -vcx '[12]' "$probe_log")" 0 "requests not answered by version 1 or 2 during the hot upgrade (of $requests): $(grep -vx '[12]' "$probe_log" | sort | uniq -c | tr '\n' ' ')"
+assert_eq "$(head -1 "$probe_log")/$(tail -1 "$probe_log")" 1/2 "the first and last answers' versions"
+assert_eq "$(cut -d' ' -f2-4 <<<"$after")" "$(cut -d' ' -f2-4 <<<"$before")" "hot upgrade keeps uid, IP and node"
+assert_eq "$(field "$after" app id)" "$(field "$before" app id)" "the app container untouched by the hot upgrade"
+assert_eq "$(field "$after" proxy-2 restarts)" "$(($(field "$before" proxy-2 restarts) + 1))" "proxy-2 restarted once, into version 2"
+assert_eq "$(field "$after" proxy-1 restarts)" "$(($(field "$before" proxy-1 restarts) + 1))" "proxy-1 restarted once, onto the empty image"
+"$KUBECTL" delete sidecarset "hot-$E2E_NAMESPACE" >/dev/null
+pass "SidecarSet hot upgrade on real containers: $requests requests across the swap, every one answered ($(grep -cx 1 "$probe_log") by version 1, then $(grep -cx 2 "$probe_log") by version 2)"
+
 # --- ContainerRecreateRequest: the node agent recreates a container through the real
 # containerd; its preStop hook runs first; the pod keeps its IP and its volume.
 cat <<JSON | "$KUBECTL" apply -f - >/dev/null
@@ -276,6 +339,25 @@ job_succeeded() { [[ $("$KUBECTL" get imagepulljob pull -o jsonpath='{.status.su
 wait_for 120 "the ImagePullJob succeeded on $NODE" job_succeeded
 in_store || fail "$pulled_image is not in containerd's image store after the job"
 pass "ImagePullJob: the image is in the real containerd's store on $NODE"
+
+# ... from a registry that wants a login, given as the job's pull secret.
+assert_eq "$(curl -s -o /dev/null -w '%{http_code}' "http://$PRIVATE_REGISTRY/v2/")" 401 "the private registry without a login"
+private_image="$PRIVATE_REGISTRY/e2e/private:$E2E_NAMESPACE"
+skopeo copy -q --src-tls-verify=false --dest-tls-verify=false \
+  --src-creds "$PRIVATE_USER:$PRIVATE_PASSWORD" --dest-creds "$PRIVATE_USER:$PRIVATE_PASSWORD" \
+  "docker://$PRIVATE_IMAGE" "docker://$private_image"
+"$KUBECTL" create secret docker-registry private-registry --docker-server="$PRIVATE_REGISTRY" \
+  --docker-username="$PRIVATE_USER" --docker-password="$PRIVATE_PASSWORD" >/dev/null
+cat <<JSON | "$KUBECTL" apply -f - >/dev/null
+{"apiVersion": "apps.kruise.io/v1alpha1", "kind": "ImagePullJob", "metadata": {"name": "pull-private"},
+ "spec": {"image": "$private_image", "pullSecrets": ["private-registry"], "selector": {"names": ["$NODE"]},
+  "completionPolicy": {"type": "Always"}}}
+JSON
+private_succeeded() { [[ $("$KUBECTL" get imagepulljob pull-private -o jsonpath='{.status.succeeded}') == 1 ]]; }
+wait_for 120 "the ImagePullJob with a pull secret succeeded on $NODE" private_succeeded
+ctr -a "$CRI_SOCK" -n k8s.io images ls -q | grep -qxF "$private_image" ||
+  fail "$private_image is not in containerd's image store after the job"
+pass "ImagePullJob with a pull secret: the image from the registry that wants a login is in the store"
 
 # --- Container launch priority: with `Ordered`, the second container is started only once
 # the first is ready (it makes itself ready after 3 s); the real kubelet holds it until its
