@@ -5,12 +5,13 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::apps::v1::ControllerRevision;
+use kruise_compat::gohash::deep_hash_bytes;
 use kruise_compat::gojson::to_go_json;
 use kruise_compat::pod_defaults::go_encoded_pod_template;
 use kruise_compat::quantity::canonical_quantity;
 use kruise_core::api::keys::CLONESET_VCT_HASH_KEY;
 use kruise_core::revision::{
-    NewRevision, UpdateRevisionDecision, controller_owner_ref, decide_update_revision, fnv1a_32,
+    NewRevision, UpdateRevisionDecision, controller_owner_ref, decide_update_revision,
     new_controller_revision, sort_revisions, template_revision_data,
 };
 use serde_json::Value;
@@ -43,13 +44,7 @@ pub fn vct_hash(cs: &CloneSet) -> String {
         .collect();
     // Go's sort.SliceStable by name.
     claims.sort_by(|a, b| a.0.cmp(&b.0));
-    fnv1a_32(spew_bytes(go_claims_json(&claims).as_bytes()).as_bytes()).to_string()
-}
-
-/// `spew`'s `%#v` of a `[]byte`, the form `DeepHashObject` hashes.
-fn spew_bytes(bytes: &[u8]) -> String {
-    let decimal: Vec<String> = bytes.iter().map(u8::to_string).collect();
-    format!("([]uint8)[{}]", decimal.join(" "))
+    deep_hash_bytes(go_claims_json(&claims).as_bytes()).to_string()
 }
 
 /// Go's `json.Marshal` of `[]v1.PersistentVolumeClaim{{ObjectMeta{Name}, Spec}}`.
@@ -419,12 +414,6 @@ mod tests {
         labelled["metadata"]["annotations"] = json!({"description": "test pvc"});
         assert_eq!(hash(json!([labelled])), "1129974074");
         assert_eq!(hash(json!([])), "");
-    }
-
-    /// `DeepHashObject` of `json.Marshal(nil)`: OpenKruise's vector for no claims.
-    #[test]
-    fn spew_of_null_bytes_is_openkruises_empty_vector() {
-        assert_eq!(fnv1a_32(spew_bytes(b"null").as_bytes()), 86995377);
     }
 
     /// Every field of a claim spec, in Go's field order with its `omitempty` rules, and

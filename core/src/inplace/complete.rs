@@ -12,6 +12,7 @@ use super::types::{InPlaceUpdateState, UpdateSpec, grace_spec, update_state};
 use crate::api::keys::RUNTIME_CONTAINERS_META_KEY;
 use crate::pods::{ContainerRef, ContainerStatusRef, PodView, pod_revision};
 use crate::revision::equal_to_revision_hash;
+use kruise_compat::gohash::kubelet_container_hash;
 use kruise_compat::quantity::quantities_equal;
 
 /// Why an update is not complete (or could not be judged).
@@ -45,8 +46,6 @@ pub enum NotCompleted {
 
 /// Computes a container's expected `extractedEnvFromMetadataHash` (node-agent specific).
 pub type EnvHashFn<'a> = &'a dyn Fn(&Container, &Pod) -> u64;
-/// Computes a container's expected `plainHash` (node-agent specific).
-pub type PlainHashFn<'a> = &'a dyn Fn(&Container) -> u64;
 
 /// Options of the completion check.
 #[derive(Clone, Copy, Default)]
@@ -58,9 +57,6 @@ pub struct CompletionCheck<'a> {
     /// Expected `extractedEnvFromMetadataHash` of a container, as the node agent computes it.
     /// Without it, env-from-metadata completion only checks containerID consistency.
     pub env_hash: Option<EnvHashFn<'a>>,
-    /// Expected `plainHash` of a container, as the node agent computes it (a shortcut: when
-    /// every container matches, the update is complete).
-    pub plain_hash: Option<PlainHashFn<'a>>,
 }
 
 impl std::fmt::Debug for CompletionCheck<'_> {
@@ -69,7 +65,6 @@ impl std::fmt::Debug for CompletionCheck<'_> {
             .field("vertical_scaling", &self.vertical_scaling)
             .field("require_ready", &self.require_ready)
             .field("env_hash", &self.env_hash.is_some())
-            .field("plain_hash", &self.plain_hash.is_some())
             .finish()
     }
 }
@@ -110,7 +105,9 @@ fn runtime_meta<P: PodView + ?Sized>(pod: &P) -> Result<Option<RuntimeMetaSet>, 
 }
 
 enum HashKind<'a> {
-    Plain(PlainHashFn<'a>),
+    /// The kubelet's hash of each container (Kubernetes 1.31 and later: see
+    /// [`kubelet_container_hash`]); an older kubelet's never matches, and the images decide.
+    Plain,
     Env(Option<EnvHashFn<'a>>),
 }
 
@@ -141,7 +138,10 @@ fn hashes_consistent(pod: &Pod, meta: &RuntimeMetaSet, kind: &HashKind<'_>) -> R
             ));
         }
         let ok = match kind {
-            HashKind::Plain(f) => f(c) == m.hashes.plain_hash,
+            HashKind::Plain => {
+                kubelet_container_hash(&c.name, c.image.as_deref().unwrap_or_default())
+                    == m.hashes.plain_hash
+            }
             HashKind::Env(Some(f)) => f(c, pod) == m.hashes.extracted_env_from_metadata_hash,
             HashKind::Env(None) => true,
         };
@@ -226,8 +226,10 @@ fn check_containers<P: PodView + ?Sized>(
             }
         }
     }
-    if let (Some(m), Some(f)) = (&meta, check.plain_hash)
-        && hashes_consistent(&pod.to_pod(), m, &HashKind::Plain(f)).is_ok()
+    // Every container running under the spec's kubelet hash (as a node agent read it from
+    // the runtime): complete, whatever the status says about images.
+    if let Some(m) = &meta
+        && hashes_consistent(&pod.to_pod(), m, &HashKind::Plain).is_ok()
     {
         return Ok(());
     }
@@ -259,7 +261,8 @@ fn check_containers<P: PodView + ?Sized>(
 /// whose image changed runs a different imageID than recorded (or, with an equal imageID,
 /// reports the new image string — a tag resolving to the same digest), resources are resized
 /// where asked (vertical scaling), and env-from-metadata restarts are visible in
-/// `apps.kruise.io/runtime-containers-meta`.
+/// `apps.kruise.io/runtime-containers-meta`. When that annotation shows every container
+/// running under the spec's kubelet hash, the images are not compared.
 pub fn check_update_completed<P: PodView + ?Sized>(
     pod: &P,
     check: &CompletionCheck<'_>,

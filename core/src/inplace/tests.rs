@@ -328,6 +328,60 @@ fn tag_change_resolving_to_same_digest_completes() {
 }
 
 #[test]
+fn same_digest_reported_under_the_old_tag_completes_by_the_runtime_containers_hash() {
+    // containerd 1.6 reports a container's image by the digest's first tag: after nginx:1 ->
+    // nginx:1-alias (one digest) the status still says nginx:1. The node agent's
+    // runtime-containers-meta, with the kubelet's hash of the running container, settles it.
+    let pod = running_pod("nginx:1", "sha256:same");
+    let b = begin_update(&pod, &request("nginx:1", "nginx:1-alias", 0), t(0)).unwrap();
+    let mut p = b.write.pod.clone();
+    set_status(&mut p, "nginx:1", "sha256:same");
+    p.status
+        .as_mut()
+        .unwrap()
+        .container_statuses
+        .as_mut()
+        .unwrap()[0]
+        .container_id = Some("containerd://new".into());
+    assert_eq!(
+        check_update_completed(&p, &CompletionCheck::default()),
+        Err(NotCompleted::ImageNotChanged("main".into()))
+    );
+    let hash_of = |image: &str| kruise_compat::gohash::kubelet_container_hash("main", image);
+    let with_meta = |pod: &Pod, id: &str, hash: u64| {
+        let mut pod = pod.clone();
+        pod.metadata.annotations.as_mut().unwrap().insert(
+            RUNTIME_CONTAINERS_META_KEY.into(),
+            json!({"containers": [{"name": "main", "containerID": id, "restartCount": 1,
+                "hashes": {"plainHash": hash, "plainHashWithoutResources": 0, "extractedEnvFromMetadataHash": 0}}]})
+            .to_string(),
+        );
+        pod
+    };
+    assert_eq!(
+        check_update_completed(
+            &with_meta(&p, "containerd://new", hash_of("nginx:1-alias")),
+            &CompletionCheck::default()
+        ),
+        Ok(())
+    );
+    // The container still runs the old spec, or the meta is of an earlier container.
+    for (id, image) in [
+        ("containerd://new", "nginx:1"),
+        ("containerd://old", "nginx:1-alias"),
+    ] {
+        assert_eq!(
+            check_update_completed(
+                &with_meta(&p, id, hash_of(image)),
+                &CompletionCheck::default()
+            ),
+            Err(NotCompleted::ImageNotChanged("main".into())),
+            "{id} {image}"
+        );
+    }
+}
+
+#[test]
 fn untagged_image_compared_as_latest_and_missing_status() {
     let pod = running_pod("nginx:1", "sha256:x");
     let b = begin_update(&pod, &request("nginx:1", "nginx", 0), t(0)).unwrap();

@@ -33,6 +33,8 @@ use crate::api::keys::{
     CONTROLLER_REVISION_HASH_KEY, CONTROLLER_REVISION_HASH_LABEL_ON_CR, POD_TEMPLATE_HASH_KEY,
 };
 
+pub use kruise_compat::gohash::{fnv1_32, fnv1a_32};
+use kruise_compat::gohash::{fnv1_32_extend, fnv1a_32_extend};
 use kruise_compat::gojson::{to_go_json, with_go_artefacts};
 
 /// Kubernetes' safe alphabet (no vowels, no confusable characters).
@@ -40,32 +42,6 @@ pub const SAFE_ALPHABET: &[u8; 27] = b"bcdfghjklmnpqrstvwxz2456789";
 
 /// Longest prefix kept in a ControllerRevision name (`<prefix>-<hash>`).
 pub const MAX_REVISION_PREFIX_LEN: usize = 223;
-
-/// 32-bit FNV-1 (multiply, then xor).
-pub fn fnv1_32(data: &[u8]) -> u32 {
-    fnv1_32_extend(0x811c_9dc5, data)
-}
-
-fn fnv1_32_extend(mut h: u32, data: &[u8]) -> u32 {
-    for b in data {
-        h = h.wrapping_mul(0x0100_0193);
-        h ^= u32::from(*b);
-    }
-    h
-}
-
-/// 32-bit FNV-1a (xor, then multiply).
-pub fn fnv1a_32(data: &[u8]) -> u32 {
-    fnv1a_32_extend(0x811c_9dc5, data)
-}
-
-fn fnv1a_32_extend(mut h: u32, data: &[u8]) -> u32 {
-    for b in data {
-        h ^= u32::from(*b);
-        h = h.wrapping_mul(0x0100_0193);
-    }
-    h
-}
 
 /// Kubernetes' `rand.SafeEncodeString`: each character `c` becomes `SAFE_ALPHABET[c mod 27]`.
 pub fn safe_encode(s: &str) -> String {
