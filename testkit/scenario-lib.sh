@@ -59,6 +59,14 @@ scenario_cleanup() {
       echo "--- last lines of $(basename "$log")" >&2
       tail -n 40 "$log" >&2
     done
+    if [[ -n "${E2E_NAMESPACE:-}" ]]; then
+      echo "--- last events in $E2E_NAMESPACE" >&2
+      "$KUBECTL" get events -n "$E2E_NAMESPACE" --sort-by=.lastTimestamp 2>&1 | tail -n 40 >&2 || true
+    fi
+    # The whole logs, where the caller wants them (KRUISE_E2E_KEEP_LOGS=DIR).
+    if [[ -n "${KRUISE_E2E_KEEP_LOGS:-}" ]]; then
+      mkdir -p "$KRUISE_E2E_KEEP_LOGS" && cp "$WORK"/*.log "$KRUISE_E2E_KEEP_LOGS"/ 2>/dev/null || true
+    fi
   fi
   [[ -z "${KRUISE_E2E_KUBECONFIG:-}" ]] || external_cleanup
   for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; done

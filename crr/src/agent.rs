@@ -5,7 +5,9 @@
 //! request proceeds as soon as the first is gone: K#1058), asks the runtime through CRI for
 //! the pod's containers, and carries out what [`crate::plan::agent`] decides: status writes,
 //! preStop hooks (CRI ExecSync, httpGet, tcpSocket) and CRI StopContainer. The kubelet
-//! restarts what it stopped; the agent never creates a container.
+//! restarts what it stopped; the agent never creates a container. Beside that it writes
+//! `apps.kruise.io/runtime-containers-meta` where only the runtime can tell an in-place
+//! update is done ([`crate::containers_meta`]).
 //!
 //! A node without a usable CRI socket keeps the agent up: the reason is logged once and
 //! written as the completion message of every request it cannot carry out.
@@ -51,6 +53,8 @@ pub const REASON_KILLING: &str = "Killing";
 pub const REASON_FAILED_PRESTOP: &str = "FailedPreStopHook";
 /// The kubelet's container annotation holding the restart count.
 pub const RESTART_COUNT_ANNOTATION: &str = "io.kubernetes.container.restartCount";
+/// The kubelet's container annotation holding its hash of the container spec (hexadecimal).
+pub const CONTAINER_HASH_ANNOTATION: &str = "io.kubernetes.container.hash";
 /// Pods handled at once.
 const WORKERS: usize = 8;
 /// How long a request whose own write is not yet in the cache is waited for.
@@ -143,10 +147,22 @@ pub async fn run(ctx: AgentContext) -> anyhow::Result<()> {
         events: EventQueue::for_controller(ctx.client.clone(), FIELD_MANAGER, &Metrics::new()),
         expected: Mutex::default(),
     });
+    let containers_meta = match &agent.runtime {
+        Runtime::Cri(cri) => Some(tokio::spawn(crate::containers_meta::run(
+            ctx.client.clone(),
+            ctx.node.clone(),
+            cri.clone(),
+            ctx.shutdown.clone(),
+        ))),
+        Runtime::Disabled(_) => None,
+    };
     let (keys, queue) = mpsc::unbounded_channel();
     let feed = tokio::spawn(feed(events, keys.clone(), ctx.shutdown.clone()));
     work(agent, keys, queue, ctx.shutdown.clone()).await;
     feed.abort();
+    if let Some(task) = containers_meta {
+        task.abort();
+    }
     Ok(())
 }
 
@@ -629,7 +645,7 @@ async fn http_get(
 }
 
 /// The newest attempt of each of the pod's containers, as the runtime reports it.
-async fn pod_containers(
+pub(crate) async fn pod_containers(
     cri: &mut RuntimeServiceClient<Channel>,
     pod_uid: &str,
     runtime_name: &str,
@@ -691,6 +707,10 @@ async fn pod_containers(
                 .then(|| Timestamp::from_nanosecond(i128::from(status.started_at)).ok())
                 .flatten(),
             restart_count,
+            kubelet_hash: c
+                .annotations
+                .get(CONTAINER_HASH_ANNOTATION)
+                .and_then(|h| u64::from_str_radix(h, 16).ok()),
         });
     }
     Ok(out)

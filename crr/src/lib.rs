@@ -5,6 +5,7 @@ pub mod admission;
 pub mod agent;
 pub mod api;
 pub mod binary;
+pub mod containers_meta;
 pub mod controller;
 pub mod conversion;
 pub mod plan;

@@ -104,6 +104,12 @@ where
         self
     }
 
+    /// Only objects whose fields match `selector` (e.g. a node's pods: `spec.nodeName=<node>`).
+    pub fn fields(mut self, selector: &str) -> Self {
+        self.config = self.config.fields(selector);
+        self
+    }
+
     /// Keeps every field in the cache: for types that hold no `managedFields` (a compact
     /// cached type) or that need them.
     pub fn untrimmed(mut self) -> Self {

@@ -58,6 +58,9 @@ pub struct RuntimeContainer {
     pub started_at: Option<Timestamp>,
     /// Its restart count (the CRI attempt).
     pub restart_count: i32,
+    /// The kubelet's hash of the container spec it was created from
+    /// (`io.kubernetes.container.hash`), when the runtime holds one.
+    pub kubelet_hash: Option<u64>,
 }
 
 /// What the agent knows of one request.

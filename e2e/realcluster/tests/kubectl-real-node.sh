@@ -180,13 +180,32 @@ while ((SECONDS < sleep_until)); do
   [[ $(stuck_pod | wc -l) == 1 ]] || fail "more than one pod on the missing image (maxUnavailable 1): $(stuck_pod)"
   sleep 1
 done
-stuck=$(stuck_pod | cut -d' ' -f1)
-other=$(grep -v "^$stuck " <<<"$before")
+stuck=$(stuck_pod | cut -d' ' -f1) || fail "no pod waiting on the missing image after 10 s: $(snapshot app=clone)"
+other=$(grep -v "^$stuck " <<<"$before") || fail "no pod besides $stuck: before: $before"
 assert_eq "$(grep "^${other%% *} " <<<"$(snapshot app=clone)")" "$other" "the pod the rollout did not reach"
 assert_eq "$("$KUBECTL" get pod "$stuck" -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}')" False "$stuck not ready"
 set_main_image cloneset/clone "$IMAGE_2"
 wait_for 120 "the CloneSet back on busybox:2" main_image_is app=clone 2 "$IMAGE_2"
 pass "a missing image: one pod not ready, the rollout paused at maxUnavailable 1, the other pod untouched; fixed by the next update"
+
+# --- Another tag of the same digest: the image ID does not change and containerd 1.6 keeps
+# naming the digest's first tag in the status, so only the CRR agent's
+# runtime-containers-meta (the kubelet's hash of the container it restarted) completes it.
+before=$(snapshot app=clone)
+set_main_image cloneset/clone "$IMAGE_2_AGAIN"
+clone_updated() {
+  local generation observed updated updated_ready
+  read -r generation observed updated updated_ready < <("$KUBECTL" get cloneset clone \
+    -o jsonpath='{.metadata.generation} {.status.observedGeneration} {.status.updatedReplicas} {.status.updatedReadyReplicas}')
+  [[ $generation == "$observed" && $updated == 2 && $updated_ready == 2 ]]
+}
+wait_for 120 "the CloneSet's 2 pods updated and ready on busybox:2-again" clone_updated
+check_in_place app=clone "$before" "CloneSet (same digest)"
+assert_eq "$("$KUBECTL" get pods -l app=clone -o jsonpath='{range .items[*]}{.status.containerStatuses[?(@.name=="main")].image}{"\n"}{end}' | sort -u)" \
+  "$IMAGE_2" "the status still names the digest's first tag"
+assert_eq "$("$KUBECTL" get pods -l app=clone -o jsonpath='{range .items[*]}{.metadata.annotations.apps\.kruise\.io/runtime-containers-meta}{"\n"}{end}' | grep -c plainHash)" \
+  2 "runtime-containers-meta written on both pods"
+pass "a new tag of the same digest: restarted in place, completed by the agent's runtime-containers-meta"
 
 # in_place_rollout RESOURCE SELECTOR N WHAT (the workload applied): its N pods ready, main
 # changed to busybox:2, every pod updated in place (check_in_place).

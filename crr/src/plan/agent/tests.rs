@@ -38,6 +38,7 @@ fn running(name: &str, attempt: i32, started: i64) -> RuntimeContainer {
         state: RunState::Running,
         started_at: Some(at(started)),
         restart_count: attempt,
+        kubelet_hash: None,
     }
 }
 
