@@ -43,29 +43,41 @@ pub async fn run(
         .reflect_events();
     let (retries, mut due) = mpsc::unbounded_channel::<ObjectRef<Pod>>();
     let writer = Writer { client, cri, pods };
+    // The pods seen while listing, synced once the listing is complete (the store is only
+    // then whole): after a restart, a pod that waits on the runtime gets no other event.
+    let mut listed = Vec::new();
     loop {
-        let key = tokio::select! {
+        let keys = tokio::select! {
             () = shutdown.cancelled() => return,
             event = events.next() => match event {
                 None => return,
-                Some(Ok(watcher::Event::Apply(pod) | watcher::Event::InitApply(pod))) => {
-                    ObjectRef::from_obj(&pod)
+                Some(Ok(watcher::Event::Apply(pod))) => vec![ObjectRef::from_obj(&pod)],
+                Some(Ok(watcher::Event::InitApply(pod))) => {
+                    listed.push(ObjectRef::from_obj(&pod));
+                    continue;
                 }
-                Some(Ok(_)) => continue,
+                Some(Ok(watcher::Event::Init)) => {
+                    listed.clear();
+                    continue;
+                }
+                Some(Ok(watcher::Event::InitDone)) => std::mem::take(&mut listed),
+                Some(Ok(watcher::Event::Delete(_))) => continue,
                 Some(Err(e)) => {
                     tracing::warn!(error = %e, "watching the node's pods for runtime-containers-meta");
                     continue;
                 }
             },
-            Some(key) = due.recv() => key,
+            Some(key) = due.recv() => vec![key],
         };
-        if let Err(e) = writer.sync(&key).await {
-            tracing::warn!(pod = %key, error = %e, "writing runtime-containers-meta; retrying");
-            let retries = retries.clone();
-            tokio::spawn(async move {
-                tokio::time::sleep(RETRY).await;
-                let _ = retries.send(key);
-            });
+        for key in keys {
+            if let Err(e) = writer.sync(&key).await {
+                tracing::warn!(pod = %key, error = %e, "writing runtime-containers-meta; retrying");
+                let retries = retries.clone();
+                tokio::spawn(async move {
+                    tokio::time::sleep(RETRY).await;
+                    let _ = retries.send(key);
+                });
+            }
         }
     }
 }
