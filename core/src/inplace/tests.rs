@@ -241,14 +241,22 @@ fn cond<'a>(
         .unwrap()
 }
 
-fn set_status(pod: &mut Pod, image: &str, image_id: &str) {
-    pod.status.as_mut().unwrap().container_statuses = Some(vec![ContainerStatus {
-        name: "main".into(),
-        image: image.into(),
-        image_id: image_id.into(),
-        ready: true,
-        ..Default::default()
-    }]);
+/// The pod's one container status `main`, ready with `image` and `image_id`; returned for
+/// further changes.
+fn set_status<'a>(pod: &'a mut Pod, image: &str, image_id: &str) -> &'a mut ContainerStatus {
+    let statuses = pod
+        .status
+        .as_mut()
+        .unwrap()
+        .container_statuses
+        .insert(vec![ContainerStatus {
+            name: "main".into(),
+            image: image.into(),
+            image_id: image_id.into(),
+            ready: true,
+            ..Default::default()
+        }]);
+    &mut statuses[0]
 }
 
 #[test]
@@ -326,14 +334,7 @@ fn tag_change_resolving_to_same_digest_completes() {
     // reports a container's image by the digest's first tag, restarted or not: the node
     // agent's runtime-containers-meta, with the kubelet's hash of the running container,
     // settles it below.)
-    set_status(&mut p, "nginx:1", "sha256:same");
-    p.status
-        .as_mut()
-        .unwrap()
-        .container_statuses
-        .as_mut()
-        .unwrap()[0]
-        .container_id = Some("containerd://new".into());
+    set_status(&mut p, "nginx:1", "sha256:same").container_id = Some("containerd://new".into());
     assert_eq!(
         check_update_completed(&p, &CompletionCheck::default()),
         Err(NotCompleted::ImageNotChanged("main".into()))
@@ -391,14 +392,7 @@ fn untagged_image_compared_as_latest_and_missing_status() {
         require_ready: true,
         ..Default::default()
     };
-    set_status(&mut p, "nginx:latest", "sha256:y");
-    p.status
-        .as_mut()
-        .unwrap()
-        .container_statuses
-        .as_mut()
-        .unwrap()[0]
-        .ready = false;
+    set_status(&mut p, "nginx:latest", "sha256:y").ready = false;
     assert_eq!(
         check_update_completed(&p, &require_ready),
         Err(NotCompleted::NotReady("main".into()))
