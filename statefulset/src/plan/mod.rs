@@ -18,8 +18,8 @@
 //!    never holds back higher ordinals (K#2109).
 //!    A pending pod's missing claims are created again, and each pod's claims get the
 //!    owner references `persistentVolumeClaimRetentionPolicy` asks for (`claims`).
-//! 4. **Condemned**, descending (their claims' owner references first): `OrderedReady` deletes one at a time, only healthy pods
-//!    (or the first unhealthy one) and never while one terminates; `Parallel` deletes all.
+//! 4. **Condemned**, descending (their claims' owner references first): `OrderedReady` deletes one at a time, only available pods
+//!    (or the first unhealthy one: the lowest ordinal of all unhealthy pods) and never while one terminates; `Parallel` deletes all.
 //! 5. **Rolling update** (`RollingUpdate`, not `paused`, no in-place update of the update
 //!    revision still unobserved — K#844): pods already unavailable for any reason count
 //!    against `maxUnavailable` first (K#1480); `apps.kruise.io/specified-delete` pods are

@@ -190,13 +190,14 @@ impl Planner<'_> {
                 self.retain_claims(*ordinal, pod, false);
             }
         }
-        // The first unhealthy pod: in the window ascending, then condemned descending.
+        // The first unhealthy pod: the lowest ordinal of every unhealthy pod, in the window
+        // or condemned (OpenKruise's firstUnhealthyPod); the only not-yet-available pod
+        // `OrderedReady` may delete.
         let first_unhealthy = self
-            .ordinals
+            .by_ordinal
             .iter()
-            .chain(condemned.iter())
-            .find(|o| self.by_ordinal.get(o).is_some_and(|f| !f.healthy))
-            .copied();
+            .find(|(_, f)| !f.healthy)
+            .map(|(ordinal, _)| *ordinal);
         for ordinal in condemned {
             let Some(facts) = self.by_ordinal.get(&ordinal) else {
                 continue;
@@ -208,7 +209,16 @@ impl Planner<'_> {
                 }
                 return false;
             }
-            if !parallel && first_unhealthy.is_some_and(|u| u != ordinal) {
+            // Available as OpenKruise's isRunningAndAvailable has it: a pod in a lifecycle
+            // hook (PreparingDelete) still goes.
+            let available = facts.healthy
+                && kruise_core::pods::is_pod_available(facts.pod, self.min_ready, self.input.now);
+            if !parallel && !available && first_unhealthy != Some(ordinal) {
+                if let Some(d) =
+                    kruise_core::pods::available_in(facts.pod, self.min_ready, self.input.now)
+                {
+                    push_requeue(&mut self.plan.requeue_after, d);
+                }
                 return false;
             }
             if !self.written.contains(&name)

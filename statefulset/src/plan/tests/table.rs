@@ -175,6 +175,51 @@ fn ordered_scale_down_is_descending_one_at_a_time_and_halts_on_an_unhealthy_pod(
 }
 
 #[test]
+fn ordered_scale_down_deletes_healthy_condemned_pods_and_of_the_unhealthy_only_the_lowest() {
+    // OpenKruise's e2e "Scaling should happen in predictable order and halt if any stateful
+    // pod is unhealthy": every pod unready, scaled to 0; the first unhealthy pod is the
+    // lowest ordinal (demo-0), so demo-2 is not deleted until the pods are ready again.
+    let mut w = World::ready(statefulset("nginx:1", json!({"replicas": 3})));
+    w.broken.extend(strings(&["demo-0", "demo-1", "demo-2"]));
+    w.kubelet();
+    w.set.spec.replicas = Some(0);
+    for _ in 0..3 {
+        assert!(deletes(&w.step()).is_empty(), "every pod is unhealthy");
+    }
+    w.broken.clear();
+    w.kubelet();
+    assert_eq!(
+        deletes(&w.step()),
+        vec![("demo-2".to_string(), DeleteReason::Condemned)]
+    );
+
+    // A healthy condemned pod goes even though a lower one is unhealthy; then that one,
+    // the lowest unhealthy pod, goes too.
+    let mut w = World::ready(statefulset("nginx:1", json!({"replicas": 4})));
+    w.broken.insert("demo-2".into());
+    w.kubelet();
+    w.set.spec.replicas = Some(2);
+    assert_eq!(
+        deletes(&w.step()),
+        vec![("demo-3".to_string(), DeleteReason::Condemned)]
+    );
+    w.settle(10);
+    assert_eq!(w.names(), strings(&["demo-0", "demo-1"]));
+
+    // Two unhealthy condemned pods: the higher one is not the first unhealthy, so nothing goes.
+    let mut w = World::ready(statefulset("nginx:1", json!({"replicas": 4})));
+    w.broken.extend(strings(&["demo-2", "demo-3"]));
+    w.kubelet();
+    w.set.spec.replicas = Some(2);
+    for _ in 0..3 {
+        assert!(
+            deletes(&w.step()).is_empty(),
+            "demo-2 is the first unhealthy pod"
+        );
+    }
+}
+
+#[test]
 fn a_terminating_pod_never_freezes_higher_ordinals_in_parallel_k2109() {
     let mut w = World::ready(statefulset(
         "nginx:1",
