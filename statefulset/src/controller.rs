@@ -141,6 +141,32 @@ struct Shared {
     settings: Settings,
     recorder: EventQueue,
     pre_download: PreDownload,
+    /// Pods a set controls that left the pod watch (which selects the pod-name label) by
+    /// losing that label, by `namespace/name`, as their last event showed them: the set
+    /// releases them (ClaimPods), which it could not do from the cache.
+    departed: Arc<SharedExpectations<DepartedPods>>,
+}
+
+/// Pods that left the pod watch while a set controls them, by `namespace/name`.
+type DepartedPods = BTreeMap<String, Arc<CachedPod>>;
+
+/// Notes a pod event of the pod watch: a pod without the pod-name label can only be one
+/// that stopped matching the watch's selector (a deleted pod keeps its labels); kept while
+/// a StatefulSet controls it, forgotten once it is back or gone.
+fn note_departure(departed: &SharedExpectations<DepartedPods>, pod: &CachedPod) {
+    let key = format!("{}/{}", PodView::namespace(pod), PodView::name(pod));
+    let left = kruise_core::pods::LabelsAndFinalizers::label(pod, STATEFULSET_POD_NAME_KEY)
+        .is_none()
+        && kruise_core::pods::controller_ref(PodView::meta(pod))
+            .is_some_and(|o| kruise_core::pods::owner_ref_matches(o, crate::api::GROUP, KIND));
+    // A poisoned lock only loses this note: the next reconcile stops on it anyway.
+    let _ = departed.with(|d| {
+        if left {
+            d.insert(key, Arc::new(pod.clone()));
+        } else {
+            d.remove(&key);
+        }
+    });
 }
 
 /// True when a ControllerRevision is controlled by an `apps.kruise.io` StatefulSet (not by
@@ -195,6 +221,7 @@ pub async fn run(client: Client, settings: Settings, metrics: &Metrics, opts: Ru
         return;
     }
     let timeout = settings.expectation_timeout;
+    let departed = Arc::new(SharedExpectations::new(DepartedPods::new()));
     let shared = Arc::new(Shared {
         client,
         pods,
@@ -207,10 +234,14 @@ pub async fn run(client: Client, settings: Settings, metrics: &Metrics, opts: Ru
         pre_download: PreDownload::new(settings.pre_download),
         settings,
         recorder,
+        departed: departed.clone(),
     });
     let mut controller = Controller::for_stream(set_stream, sets)
         .reconcile_all_on(futures::stream::once(async {}))
-        .watches_stream(pod_stream, |pod: CachedPod| set_of_pod(&pod))
+        .watches_stream(pod_stream, move |pod: CachedPod| {
+            note_departure(&departed, &pod);
+            set_of_pod(&pod)
+        })
         .owns_stream(revision_stream)
         .watches_stream(claim_stream, |claim: PersistentVolumeClaim| {
             sets_of_claim(&claim)

@@ -696,6 +696,55 @@ async fn an_orphan_at_the_current_revision_is_adopted_without_a_restart() {
     cluster.shutdown().await;
 }
 
+/// OpenKruise's e2e "should adopt matching orphans and release non-matching pods": a pod
+/// whose labels are all removed leaves the controller's pod watch (it selects by label),
+/// and is released all the same; with its labels back it is adopted again.
+#[tokio::test]
+async fn a_pod_stripped_of_its_labels_is_released_and_adopted_again_when_they_return() {
+    let (cluster, client) = cluster().await;
+    let controller = RunningController::start(&client);
+    let set = statefulset("rel", "nginx:1", json!({"replicas": 1}));
+    let created = sets(&client)
+        .create(&PostParams::default(), &set)
+        .await
+        .unwrap();
+    wait_rolled_out(&client, "rel", 1).await;
+    let pods: Api<Pod> = Api::default_namespaced(client.clone());
+    let before = pods.get("rel-0").await.unwrap();
+    let labels = before.labels().clone();
+    let controller_uid = |pod: &Pod| {
+        pod.owner_references()
+            .iter()
+            .find(|o| o.controller == Some(true))
+            .map(|o| o.uid.clone())
+    };
+    assert_eq!(controller_uid(&before), created.uid());
+
+    let strip = json!([{"op": "remove", "path": "/metadata/labels"}]);
+    let strip: json_patch::Patch = serde_json::from_value(strip).unwrap();
+    pods.patch("rel-0", &PatchParams::default(), &Patch::<()>::Json(strip))
+        .await
+        .unwrap();
+    eventually("rel-0 released", WAIT, || async {
+        let pod = pods.get("rel-0").await.unwrap();
+        controller_uid(&pod).is_none().then_some(pod)
+    })
+    .await;
+
+    let back = json!({"metadata": {"labels": labels}});
+    pods.patch("rel-0", &PatchParams::default(), &Patch::Merge(&back))
+        .await
+        .unwrap();
+    let adopted = eventually("rel-0 adopted again", WAIT, || async {
+        let pod = pods.get("rel-0").await.unwrap();
+        (controller_uid(&pod) == created.uid()).then_some(pod)
+    })
+    .await;
+    assert_eq!(adopted.uid(), before.uid(), "the same pod throughout");
+    controller.stop().await;
+    cluster.shutdown().await;
+}
+
 fn claims_api(client: &Client) -> Api<PersistentVolumeClaim> {
     Api::default_namespaced(client.clone())
 }

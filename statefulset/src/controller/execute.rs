@@ -313,11 +313,16 @@ impl Exec<'_> {
                     "resourceVersion": resource_version,
                     "ownerReferences": owner_references,
                 }});
-                let written = self
+                let result = self
                     .pod_api()
                     .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
-                    .await
-                    .map_err(|e| Error::update_pod(name, e))?;
+                    .await;
+                // A pod released after it left the pod watch is forgotten, released or not:
+                // once it changed or went, nothing more is known of it (its name stays
+                // taken, as in OpenKruise, until it goes).
+                let key = format!("{}/{name}", self.namespace);
+                let _ = self.shared.departed.with(|d| d.remove(&key));
+                let written = result.map_err(|e| Error::update_pod(name, e))?;
                 self.record_version(&written);
                 Ok(())
             }

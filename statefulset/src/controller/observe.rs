@@ -36,7 +36,7 @@ pub(super) async fn observe(
     }
     let namespace = set.namespace().unwrap_or_default();
     let uid = set.uid().unwrap_or_default();
-    let pods: Vec<Arc<CachedPod>> = shared
+    let mut pods: Vec<Arc<CachedPod>> = shared
         .pods
         .state()
         .into_iter()
@@ -47,6 +47,21 @@ pub(super) async fn observe(
                     || kruise_core::pods::controller_ref(p.meta()).is_none())
         })
         .collect();
+    // Ours that left the watch by losing their labels: the planner releases them.
+    pods.extend(
+        shared
+            .departed
+            .with(|d| {
+                d.values()
+                    .filter(|p| {
+                        p.namespace() == namespace
+                            && kruise_core::pods::is_controlled_by(p.meta(), &uid)
+                    })
+                    .cloned()
+                    .collect::<Vec<_>>()
+            })
+            .map_err(ShellError::from)?,
+    );
     let claims = shared
         .claims
         .state()
