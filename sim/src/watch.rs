@@ -114,7 +114,19 @@ impl Watcher {
             EventType::Modified => match (before, now) {
                 (true, true) => Some("MODIFIED"),
                 (false, true) => Some("ADDED"),
-                (true, false) => Some("DELETED"),
+                (true, false) => {
+                    // The watch cache's DELETED for an object that left the selector
+                    // carries its previous content (what the watcher last matched), at
+                    // the change's resourceVersion.
+                    let previous = ev.previous.as_ref()?;
+                    let mut left = (**previous).clone();
+                    if let Some(rv) = ev.object.pointer("/metadata/resourceVersion")
+                        && let Some(meta) = left.get_mut("metadata").and_then(Value::as_object_mut)
+                    {
+                        meta.insert("resourceVersion".into(), rv.clone());
+                    }
+                    return Some(("DELETED", Arc::new(left)));
+                }
                 (false, false) => None,
             },
         }?;

@@ -6,6 +6,7 @@ use std::time::Duration;
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kruise_sim::SimConfig;
+use kube::ResourceExt as _;
 use kube::api::{
     Api, ListParams, ObjectMeta, Patch, PatchParams, PostParams, WatchEvent, WatchParams,
 };
@@ -228,13 +229,19 @@ async fn label_selector_transitions_become_added_and_deleted() {
         ("ADDED".into(), "a".into())
     );
     let off = json!({"metadata": {"labels": {"app": "off"}}});
-    api.patch("a", &PatchParams::default(), &Patch::Merge(&off))
+    let changed = api
+        .patch("a", &PatchParams::default(), &Patch::Merge(&off))
         .await
         .unwrap();
-    assert_eq!(
-        describe(&next_event(&mut stream).await),
-        ("DELETED".into(), "a".into())
-    );
+    let left = next_event(&mut stream).await;
+    assert_eq!(describe(&left), ("DELETED".into(), "a".into()));
+    // As kube-apiserver's watch cache sends it: the content the watcher last matched, at
+    // the change's resourceVersion.
+    let WatchEvent::Deleted(left) = left else {
+        unreachable!()
+    };
+    assert_eq!(left.labels()["app"], "on");
+    assert_eq!(left.resource_version(), changed.resource_version());
 }
 
 #[tokio::test]
