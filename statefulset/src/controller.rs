@@ -28,6 +28,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures::{StreamExt as _, TryStreamExt as _};
 use jiff::Timestamp;
 use k8s_openapi::api::apps::v1::{ControllerRevision, StatefulSetCondition};
 use k8s_openapi::api::core::v1::PersistentVolumeClaim;
@@ -50,6 +51,7 @@ use kruise_runtime::{Metrics, RunOptions, WarmStream, run_controller, warm_until
 use kube::api::Api;
 use kube::runtime::controller::{Action as Requeue, Controller};
 use kube::runtime::reflector::{self, Store};
+use kube::runtime::{WatchStreamExt as _, watcher};
 use kube::{Client, Resource as _, ResourceExt as _};
 
 use crate::api::defaults::{DefaultingGates, default_spec};
@@ -141,31 +143,56 @@ struct Shared {
     settings: Settings,
     recorder: EventQueue,
     pre_download: PreDownload,
-    /// Pods a set controls that left the pod watch (which selects the pod-name label) by
-    /// losing that label, by `namespace/name`, as their last event showed them: the set
-    /// releases them (ClaimPods), which it could not do from the cache.
+    /// Pods a set controls that may have left the pod watch (which selects the pod-name
+    /// label) by losing that label, by `namespace/name`: the set releases them
+    /// (ClaimPods), which it could not do from the cache.
     departed: Arc<SharedExpectations<DepartedPods>>,
 }
 
-/// Pods that left the pod watch while a set controls them, by `namespace/name`.
-type DepartedPods = BTreeMap<String, Arc<CachedPod>>;
+/// A pod that may have left the pod watch while a set controls it.
+#[derive(Debug, Clone)]
+struct Departed {
+    /// As last seen: the watch's DELETED content (the pod before it left), or, once
+    /// `confirmed`, as read from the API server.
+    pod: Arc<CachedPod>,
+    /// Read back and found existing without the pod-name label.
+    confirmed: bool,
+}
 
-/// Notes a pod event of the pod watch: a pod without the pod-name label can only be one
-/// that stopped matching the watch's selector (a deleted pod keeps its labels); kept while
-/// a StatefulSet controls it, forgotten once it is back or gone.
-fn note_departure(departed: &SharedExpectations<DepartedPods>, pod: &CachedPod) {
-    let key = format!("{}/{}", PodView::namespace(pod), PodView::name(pod));
-    let left = kruise_core::pods::LabelsAndFinalizers::label(pod, STATEFULSET_POD_NAME_KEY)
-        .is_none()
-        && kruise_core::pods::controller_ref(PodView::meta(pod))
-            .is_some_and(|o| kruise_core::pods::owner_ref_matches(o, crate::api::GROUP, KIND));
+/// Pods that may have left the pod watch while a set controls them, by `namespace/name`.
+type DepartedPods = BTreeMap<String, Departed>;
+
+fn pod_key(pod: &CachedPod) -> String {
+    format!("{}/{}", PodView::namespace(pod), PodView::name(pod))
+}
+
+/// Notes a pod event of the pod watch. The API server tells a pod that stopped matching
+/// the watch's label selector by a DELETED event with the pod's previous content, as for a
+/// deleted pod; a pod deleted gracefully carries a deletionTimestamp, so a DELETED pod a
+/// set controls without one may have left instead: the set's next reconcile reads it back.
+fn note_pod_event(departed: &SharedExpectations<DepartedPods>, event: &watcher::Event<CachedPod>) {
     // A poisoned lock only loses this note: the next reconcile stops on it anyway.
-    let _ = departed.with(|d| {
-        if left {
-            d.insert(key, Arc::new(pod.clone()));
-        } else {
-            d.remove(&key);
+    let _ = departed.with(|d| match event {
+        watcher::Event::Delete(pod)
+            if PodView::meta(pod).deletion_timestamp.is_none()
+                && kruise_core::pods::controller_ref(PodView::meta(pod)).is_some_and(|o| {
+                    kruise_core::pods::owner_ref_matches(o, crate::api::GROUP, KIND)
+                }) =>
+        {
+            d.insert(
+                pod_key(pod),
+                Departed {
+                    pod: Arc::new(pod.clone()),
+                    confirmed: false,
+                },
+            );
         }
+        watcher::Event::Delete(pod)
+        | watcher::Event::Apply(pod)
+        | watcher::Event::InitApply(pod) => {
+            d.remove(&pod_key(pod));
+        }
+        watcher::Event::Init | watcher::Event::InitDone => {}
     });
 }
 
@@ -191,10 +218,16 @@ pub async fn run(client: Client, settings: Settings, metrics: &Metrics, opts: Ru
     let recorder = EventQueue::for_controller(client.clone(), EVENT_REPORTER, metrics);
     let (sets, mut set_stream) =
         Watch::<StatefulSet>::primary(client.clone(), ns, &opts, &recorder).reflect();
-    let (pods, mut pod_stream) = Watch::<CachedPod>::new(client.clone(), ns)
+    let (pods, pod_events) = Watch::<CachedPod>::new(client.clone(), ns)
         .labels(STATEFULSET_POD_NAME_KEY)
         .untrimmed()
-        .reflect();
+        .reflect_events();
+    let departed = Arc::new(SharedExpectations::new(DepartedPods::new()));
+    let noted = departed.clone();
+    let mut pod_stream = pod_events
+        .inspect_ok(move |event| note_pod_event(&noted, event))
+        .touched_objects()
+        .boxed();
     let (revisions, mut revision_stream) = Watch::<ControllerRevision>::new(client.clone(), ns)
         .keep_only(owned_by_statefulset)
         .reflect();
@@ -221,7 +254,6 @@ pub async fn run(client: Client, settings: Settings, metrics: &Metrics, opts: Ru
         return;
     }
     let timeout = settings.expectation_timeout;
-    let departed = Arc::new(SharedExpectations::new(DepartedPods::new()));
     let shared = Arc::new(Shared {
         client,
         pods,
@@ -234,14 +266,11 @@ pub async fn run(client: Client, settings: Settings, metrics: &Metrics, opts: Ru
         pre_download: PreDownload::new(settings.pre_download),
         settings,
         recorder,
-        departed: departed.clone(),
+        departed,
     });
     let mut controller = Controller::for_stream(set_stream, sets)
         .reconcile_all_on(futures::stream::once(async {}))
-        .watches_stream(pod_stream, move |pod: CachedPod| {
-            note_departure(&departed, &pod);
-            set_of_pod(&pod)
-        })
+        .watches_stream(pod_stream, |pod: CachedPod| set_of_pod(&pod))
         .owns_stream(revision_stream)
         .watches_stream(claim_stream, |claim: PersistentVolumeClaim| {
             sets_of_claim(&claim)

@@ -47,21 +47,7 @@ pub(super) async fn observe(
                     || kruise_core::pods::controller_ref(p.meta()).is_none())
         })
         .collect();
-    // Ours that left the watch by losing their labels: the planner releases them.
-    pods.extend(
-        shared
-            .departed
-            .with(|d| {
-                d.values()
-                    .filter(|p| {
-                        p.namespace() == namespace
-                            && kruise_core::pods::is_controlled_by(p.meta(), &uid)
-                    })
-                    .cloned()
-                    .collect::<Vec<_>>()
-            })
-            .map_err(ShellError::from)?,
-    );
+    pods.extend(departed_pods(shared, &namespace, &uid).await?);
     let claims = shared
         .claims
         .state()
@@ -154,4 +140,66 @@ pub(super) async fn observe(
         pod_writes_pending,
         update_expectations,
     }))
+}
+
+/// The set's pods that left the pod watch by losing the pod-name label (the planner
+/// releases them): each one the watch reported DELETED without a deletionTimestamp is read
+/// back once; gone, labelled again (the cache has it) or no longer the set's, it is
+/// forgotten.
+async fn departed_pods(
+    shared: &Shared,
+    namespace: &str,
+    uid: &str,
+) -> Result<Vec<Arc<CachedPod>>, Error> {
+    let ours: Vec<(String, Departed)> = shared
+        .departed
+        .with(|d| {
+            d.iter()
+                .filter(|(_, p)| {
+                    p.pod.namespace() == namespace
+                        && kruise_core::pods::is_controlled_by(p.pod.meta(), uid)
+                })
+                .map(|(k, p)| (k.clone(), p.clone()))
+                .collect()
+        })
+        .map_err(ShellError::from)?;
+    let mut pods = Vec::new();
+    for (key, entry) in ours {
+        if entry.confirmed {
+            pods.push(entry.pod);
+            continue;
+        }
+        let api: Api<k8s_openapi::api::core::v1::Pod> =
+            Api::namespaced(shared.client.clone(), namespace);
+        let read = api
+            .get_opt(entry.pod.name())
+            .await
+            .map_err(|e| Error::update_pod(entry.pod.name(), e))?;
+        let left = read
+            .map(CachedPod::from_pod)
+            .filter(|p| {
+                kruise_core::pods::LabelsAndFinalizers::label(p, STATEFULSET_POD_NAME_KEY).is_none()
+                    && kruise_core::pods::is_controlled_by(PodView::meta(p), uid)
+            })
+            .map(Arc::new);
+        shared
+            .departed
+            .with(|d| match &left {
+                Some(pod) => {
+                    d.insert(
+                        key,
+                        Departed {
+                            pod: pod.clone(),
+                            confirmed: true,
+                        },
+                    );
+                }
+                None => {
+                    d.remove(&key);
+                }
+            })
+            .map_err(ShellError::from)?;
+        pods.extend(left);
+    }
+    Ok(pods)
 }
