@@ -108,17 +108,21 @@ start_cluster() {
 # KRUISE_E2E_KUBECONFIG. The scenario gets a namespace of its own (the kubeconfig's
 # default, so its kubectl calls need no -n), `kruise-system` when missing (the families'
 # namespace, FAMILY_NAMESPACE), and
-# `kruise-sim nodes` with up's node flags (--nodes, default 3, and the kubelet's
+# `kruise-sim nodes` with up's node flags (--nodes, default 3, none with `--nodes 0`, and the kubelet's
 # --pull-delay, --image-pull, --start-delay, --ready-delay, --cri-dir); for kruise-playground, the
 # families `--controllers` names (default all) start as their own processes, webhooks on
-# 127.0.0.1 as start_family does. At exit, external_cleanup removes what the scenario
-# left in that cluster.
+# 127.0.0.1 as start_family does, and with `--agent-node NODE=SOCKET` (repeatable) the node
+# agents of NODE, a real node, on its CRI socket. At exit, external_cleanup removes what the
+# scenario left in that cluster.
 start_external_cluster() {
-  local name="$1" bin="$2" nodes_flags=() controllers=all; shift 2
+  local name="$1" bin="$2" nodes_flags=() controllers=all sim_nodes=1 agent_nodes=(); shift 2
   while (( $# > 0 )); do
     case "$1" in
-      --nodes|--pull-delay|--image-pull|--start-delay|--ready-delay|--cri-dir) nodes_flags+=("$1" "$2"); shift 2 ;;
+      --nodes=0) sim_nodes=0; shift ;;
+      --nodes) if [[ "$2" == 0 ]]; then sim_nodes=0; else nodes_flags+=("$1" "$2"); fi; shift 2 ;;
+      --pull-delay|--image-pull|--start-delay|--ready-delay|--cri-dir) nodes_flags+=("$1" "$2"); shift 2 ;;
       --nodes=*|--pull-delay=*|--image-pull=*|--start-delay=*|--ready-delay=*|--cri-dir=*) nodes_flags+=("$1"); shift ;;
+      --agent-node) agent_nodes+=("$2"); shift 2 ;;
       --controllers) controllers="$2"; shift 2 ;;
       --controllers=*) controllers="${1#*=}"; shift ;;
       --port|--address|--kubeconfig|--watch-history|--event-ttl) shift 2 ;;  # the API server's own
@@ -135,11 +139,14 @@ start_external_cluster() {
   "$KUBECTL" get namespace kruise-system >/dev/null 2>&1 || "$KUBECTL" create namespace kruise-system >/dev/null
   FAMILY_NAMESPACE=kruise-system
   E2E_WEBHOOKS_BEFORE="$("$KUBECTL" get mutatingwebhookconfigurations,validatingwebhookconfigurations -o name)"
-  local sim; sim=$(kruise_bin kruise-sim) || exit 1
   CLUSTER_LOG="$WORK/kruise-sim-nodes.log"
-  "$sim" nodes --kubeconfig "$KUBECONFIG" "${nodes_flags[@]}" >"$CLUSTER_LOG" 2>&1 &
-  PIDS+=($!)
-  wait_for 60 "kruise-sim nodes Ready" grep -q '^kruise-sim nodes: .* Ready' "$CLUSTER_LOG"
+  : >"$CLUSTER_LOG"
+  if (( sim_nodes )); then
+    local sim; sim=$(kruise_bin kruise-sim) || exit 1
+    "$sim" nodes --kubeconfig "$KUBECONFIG" "${nodes_flags[@]}" >"$CLUSTER_LOG" 2>&1 &
+    PIDS+=($!)
+    wait_for 60 "kruise-sim nodes Ready" grep -q '^kruise-sim nodes: .* Ready' "$CLUSTER_LOG"
+  fi
   [[ "$name" == kruise-playground ]] || return 0
   local family binary crds steps agent started=() enable=() agents=()
   while IFS=$'\t' read -r family binary crds steps agent; do
@@ -172,6 +179,14 @@ start_external_cluster() {
       done
     done
   fi
+  local agent_node
+  for agent_node in "${agent_nodes[@]}"; do
+    for family in "${agents[@]}"; do
+      "$(kruise_bin "kruise-$family")" agent --kubeconfig "$KUBECONFIG" --node-name "${agent_node%%=*}" \
+        --cri-socket "${agent_node#*=}" >>"$WORK/kruise-$family-agent.log" 2>&1 &
+      PIDS+=($!)
+    done
+  done
   names="$(IFS=,; echo "${started[*]}")"
   # As `kruise-playground up` prints it.
   echo "controllers running against $KRUISE_E2E_KUBECONFIG: ${names//,/, }" >>"$CLUSTER_LOG"

@@ -8,6 +8,10 @@
 #
 #   KUBECONFIG=/tmp/kcp/kubeconfig e2e/openkruise/run.sh 'CloneSet Scaling'
 #
+# OPENKRUISE_E2E_REAL_NODE: the directory of `up.sh start DIR --real-node`; the specs then
+# run on its real node alone (kubelet, containerd, the public images they name served by
+# stand-ins through containerd's mirrors, claims on host-path volumes), with the node agents
+# on its containerd socket, and no simulated node.
 # OPENKRUISE_E2E_SKIP: a regular expression of spec names to leave out of FOCUS.
 # OPENKRUISE_E2E_BIN: the test binary (default ~/.cache/kruise-openkruise-e2e/
 # openkruise-e2e.test, built when missing; the Go caches stay where `go env` puts them).
@@ -32,13 +36,22 @@ export FEATURE_GATES="${FEATURE_GATES:-AllAlpha=true,AllBeta=true,EnableExternal
 # shellcheck source=testkit/scenario-lib.sh
 source "$script_dir/../../testkit/scenario-lib.sh"
 scenario_init
-# Node agents too (`--cri-dir`: each simulated node serves a fake CRI runtime, and the
-# ContainerRecreateRequest and ImagePullJob agents run one per node), as OpenKruise's install
-# runs kruise-daemon on every node.
-start_cluster kruise-playground --cri-dir "$WORK/cri"
+# Node agents too, as OpenKruise's install runs kruise-daemon on every node: on the real
+# node's containerd, or (`--cri-dir`) on the fake CRI runtime each simulated node serves.
 # The StorageClasses OpenKruise's e2e cluster (kind) has and its specs name: `standard`, the
-# default, and the two the Advanced StatefulSet resize specs look up; all provisioned by
-# `kruise-sim nodes` (which binds claims at once and resizes none).
+# default, and the two the Advanced StatefulSet resize specs look up; provisioned by the
+# controller manager's host-path provisioner on a real node, by `kruise-sim nodes`
+# otherwise (which binds claims at once and resizes none).
+if [[ -n ${OPENKRUISE_E2E_REAL_NODE:-} ]]; then
+  node_env="$OPENKRUISE_E2E_REAL_NODE/node/env"
+  [[ -f $node_env ]] || { echo "no $node_env: start it with up.sh start DIR --real-node" >&2; exit 2; }
+  start_cluster kruise-playground --nodes 0 \
+    --agent-node "$(sed -n 's/^NODE=//p' "$node_env")=$(sed -n 's/^CRI_SOCK=//p' "$node_env")"
+  provisioner=kubernetes.io/host-path
+else
+  start_cluster kruise-playground --cri-dir "$WORK/cri"
+  provisioner=sim.kruise.io/provisioner
+fi
 for class in standard:true:false allow-volume-expansion:false:true disallow-volume-expansion:false:false; do
   IFS=: read -r name default expandable <<<"$class"
   "$KUBECTL" get storageclass "$name" >/dev/null 2>&1 || "$KUBECTL" apply -f - >/dev/null <<EOF
@@ -47,7 +60,7 @@ kind: StorageClass
 metadata:
   name: $name
   annotations: {storageclass.kubernetes.io/is-default-class: "$default"}
-provisioner: sim.kruise.io/provisioner
+provisioner: $provisioner
 allowVolumeExpansion: $expandable
 reclaimPolicy: Delete
 volumeBindingMode: Immediate

@@ -19,7 +19,9 @@
 # digest of :2 under another tag), the sandbox image $REGISTRY/e2e/pause:1, and a sidecar
 # that serves on a port for hot upgrades (images/hotserver: e2e/hotserver:1, :2 and
 # e2e/hotserver-empty:1); a second registry on the next port wants a login ($PRIVATE_USER, $PRIVATE_PASSWORD) for
-# $PRIVATE_IMAGE. They, the node's name and containerd's socket (CRI_SOCK, for node agents)
+# $PRIVATE_IMAGE. Stand-ins for the public images OpenKruise's e2e specs name (stand_ins
+# below) are pulled under those names through containerd's mirrors for docker.io and
+# registry.k8s.io. The test images, the node's name and containerd's socket (CRI_SOCK, for node agents)
 # are written to DIR/node/env.
 set -Eeuo pipefail
 
@@ -94,6 +96,53 @@ build_images() {
 	umoci config --image "$layout:hotserver-1" --tag hotserver-2 --clear=config.env --config.env HOTSERVER_VERSION=2
 	umoci config --image "$layout:hotserver-1" --tag hotserver-empty --clear=config.env \
 		--clear=config.entrypoint --config.entrypoint /hotserver --config.entrypoint idle
+	build_stand_ins
+}
+
+# Stand-ins for the public images OpenKruise's e2e specs name (registry.k8s.io's
+# e2e-test-images and Docker Hub's library images), served by the registry through
+# containerd's mirrors: busybox with what the specs rely on. The web servers answer on port
+# 80 from the document root the real image has (index.html there; a spec moves it away to
+# fail a readiness probe); redis stays up; e2e busybox runs `sh`, which exits at once, as
+# the real one does without a command. A shell as PID 1 so SIGTERM stops the container at
+# once, as nginx and httpd stop. Each name gets a digest of its own (a label), except where
+# a spec needs one digest under two tags.
+build_stand_ins() {
+	local layout=$state/images/oci rootfs=$state/images/rootfs webroot
+	local -A docroot=([nginx]=/usr/share/nginx/html [httpd]=/usr/local/apache2/htdocs)
+	for webroot in "${docroot[@]}"; do
+		mkdir -p "$rootfs$webroot"
+		echo '<html><body>kruise-rs e2e stand-in</body></html>' >"$rootfs$webroot/index.html"
+	done
+	umoci new --image "$layout:stand-in"
+	umoci insert --image "$layout:stand-in" "$rootfs" /
+	umoci config --image "$layout:stand-in" --config.env PATH=/bin --config.cmd /bin/sh
+	local server version
+	for server in nginx httpd; do
+		for version in 1 2; do
+			umoci config --image "$layout:stand-in" --tag "$server-$version" \
+				--config.label "org.kruise-rs.e2e.stand-in=$server-$version" --clear=config.cmd \
+				--config.cmd /bin/sh --config.cmd -c \
+				--config.cmd "trap 'exit 0' TERM; httpd -f -p 80 -h ${docroot[$server]} & wait"
+		done
+	done
+	umoci config --image "$layout:stand-in" --tag redis --config.label org.kruise-rs.e2e.stand-in=redis \
+		--clear=config.cmd --config.cmd /bin/sh --config.cmd -c \
+		--config.cmd "trap 'exit 0' TERM; httpd -f -p 6379 -h /tmp & wait"
+	umoci config --image "$layout:stand-in" --tag busybox --config.label org.kruise-rs.e2e.stand-in=busybox
+}
+
+# The stand-ins' names: layout tag, then the references they are pushed as (the registry
+# path behind the mirror: docker.io/library/nginx:alpine is library/nginx:alpine).
+stand_ins() {
+	cat <<-EOF
+		nginx-1 e2e-test-images/nginx:1.14-4 library/nginx:alpine library/nginx:mainline-alpine library/nginx:latest
+		nginx-2 e2e-test-images/nginx:1.15-4
+		httpd-1 e2e-test-images/httpd:2.4.38-4
+		httpd-2 e2e-test-images/httpd:2.4.39-4
+		redis e2e-test-images/redis:5.0.5-3
+		busybox e2e-test-images/busybox:1.36.1-1 library/busybox:latest library/busybox:1.32 library/busybox:1.34 library/busybox:1.35
+	EOF
 }
 
 push_images() {
@@ -107,6 +156,12 @@ push_images() {
 	skopeo copy -q --dest-tls-verify=false "oci:$layout:hotserver-empty" "docker://$registry/e2e/hotserver-empty:1"
 	skopeo copy -q --dest-tls-verify=false --dest-creds "$private_user:$private_password" \
 		"oci:$layout:busybox-1" "docker://$private_registry/e2e/private:1"
+	local tag names name
+	stand_ins | while read -r tag names; do
+		for name in $names; do
+			skopeo copy -q --dest-tls-verify=false "oci:$layout:$tag" "docker://$registry/$name"
+		done
+	done
 }
 
 # start_registry NAME ADDRESS [htpasswd]: a registry on ADDRESS, storing under NAME; with
@@ -150,6 +205,14 @@ start_containerd() {
 		mkdir -p "$state/certs.d/$address"
 		printf 'server = "http://%s"\n[host."http://%s"]\n  capabilities = ["pull", "resolve"]\n' \
 			"$address" "$address" >"$state/certs.d/$address/hosts.toml"
+	done
+	# The public registries OpenKruise's e2e specs pull from, mirrored to the loopback
+	# registry's stand-ins (this machine reaches neither).
+	local upstream
+	for upstream in docker.io=https://registry-1.docker.io registry.k8s.io=https://registry.k8s.io; do
+		mkdir -p "$state/certs.d/${upstream%%=*}"
+		printf 'server = "%s"\n[host."http://%s"]\n  capabilities = ["pull", "resolve"]\n' \
+			"${upstream#*=}" "$registry" >"$state/certs.d/${upstream%%=*}/hosts.toml"
 	done
 	# Pods on the bridge kruise0; the host is their gateway and masquerades what leaves.
 	cat >"$state/cni/net.d/10-kruise-e2e.conflist" <<-EOF

@@ -173,6 +173,10 @@ start() {
 		--profiling=false
 	wait_until kube-apiserver https_ok "$server/readyz"
 
+	# On a real node, claims of the class `kubernetes.io/host-path` get a directory under
+	# /tmp/hostpath_pv (the controller manager's test provisioner, one node only).
+	local -a volume_args=()
+	[[ $real_node == 0 ]] || volume_args=(--enable-hostpath-provisioner=true)
 	launch kube-controller-manager "$bin/kube-controller-manager" \
 		--bind-address=127.0.0.1 --secure-port="$controller_manager_port" \
 		--kubeconfig="$pki/controller-manager.kubeconfig" \
@@ -183,6 +187,7 @@ start() {
 		--service-account-private-key-file="$pki/sa.key" \
 		--root-ca-file="$pki/ca.crt" \
 		--controllers="$controllers" \
+		"${volume_args[@]}" \
 		--profiling=false
 
 	launch kube-scheduler "$bin/kube-scheduler" \

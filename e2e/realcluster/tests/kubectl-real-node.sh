@@ -72,13 +72,8 @@ uninstall_chart() {
 trap 'scenario_cleanup; uninstall_chart' EXIT
 case "$install" in
   processes)
-    start_cluster kruise-playground --nodes 1 --controllers cloneset,statefulset,daemonset,sidecarset,webhook,crr,imagepull
-    "$(kruise_bin kruise-crr)" agent --kubeconfig "$KUBECONFIG" --node-name "$NODE" \
-      --cri-socket "$CRI_SOCK" >"$WORK/kruise-crr-agent-$NODE.log" 2>&1 &
-    PIDS+=($!)
-    "$(kruise_bin kruise-imagepull)" agent --kubeconfig "$KUBECONFIG" --node-name "$NODE" \
-      --cri-socket "$CRI_SOCK" >"$WORK/kruise-imagepull-agent-$NODE.log" 2>&1 &
-    PIDS+=($!)
+    start_cluster kruise-playground --nodes 1 --agent-node "$NODE=$CRI_SOCK" \
+      --controllers cloneset,statefulset,daemonset,sidecarset,webhook,crr,imagepull
     pass "families running as processes against the real control plane, beside the real node $NODE"
     ;;
   helm)
