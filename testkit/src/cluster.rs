@@ -801,13 +801,40 @@ where
         let answer = self.inner.call(request);
         let counters = self.counters.clone();
         Box::pin(async move {
+            let mut pending = key.map(|key| Unanswered {
+                key: Some(key),
+                counters,
+            });
             let response = answer.await;
-            if let (Some(mut key), Ok(response)) = (key, &response) {
-                key.code = response.status().as_u16();
-                counters.record(key);
+            if let (Some(pending), Ok(response)) = (pending.as_mut(), &response) {
+                pending.answered(response.status().as_u16());
             }
             response
         })
+    }
+}
+
+/// A request sent and not answered yet. One whose answer never comes (the client stopped
+/// waiting, as a controller stopped mid-request does, or the connection failed) is counted
+/// with code 0: the API server may have carried it out, and kruise-sim, counting on its
+/// side, would count it.
+struct Unanswered {
+    key: Option<RequestKey>,
+    counters: Arc<Counters>,
+}
+
+impl Unanswered {
+    fn answered(&mut self, code: u16) {
+        if let Some(mut key) = self.key.take() {
+            key.code = code;
+            self.counters.record(key);
+        }
+    }
+}
+
+impl Drop for Unanswered {
+    fn drop(&mut self) {
+        self.answered(0);
     }
 }
 
