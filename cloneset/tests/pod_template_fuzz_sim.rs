@@ -16,7 +16,7 @@ use kruise_sim::Counters;
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt as _};
 use proptest::prelude::*;
-use proptest::test_runner::{Config, TestRunner};
+use proptest::test_runner::Config;
 use serde_json::{Value, json};
 use support::{WAIT, eventually, pods_of};
 
@@ -352,7 +352,7 @@ fn random_templates_are_refused_with_a_field_path_or_run_without_looping() {
         .await;
     });
 
-    let mut runner = TestRunner::new(Config {
+    let mut runner = kruise_testkit::oracle::seeded_runner(Config {
         cases: cases(),
         max_shrink_iters: 8,
         failure_persistence: None,

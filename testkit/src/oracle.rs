@@ -69,17 +69,7 @@ pub fn run_json(name: &str, inputs: &[Value]) -> Vec<Value> {
 /// `count` values drawn from `strategy` by a runner seeded from `KRUISE_ORACLE_SEED` (a
 /// number, default 0), so a failure's input is drawn again by the same seed.
 pub fn samples<S: Strategy>(strategy: S, count: usize) -> Vec<S::Value> {
-    let seed: u64 = std::env::var("KRUISE_ORACLE_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(0);
-    println!("KRUISE_ORACLE_SEED={seed}");
-    let mut bytes = [0u8; 32];
-    bytes[..8].copy_from_slice(&seed.to_le_bytes());
-    let mut runner = TestRunner::new_with_rng(
-        Config::default(),
-        TestRng::from_seed(RngAlgorithm::ChaCha, &bytes),
-    );
+    let mut runner = seeded_runner(Config::default());
     (0..count)
         .map(|_| strategy.new_tree(&mut runner).unwrap().current())
         .collect()
@@ -472,4 +462,19 @@ impl Mismatches {
             first.join("\n")
         );
     }
+}
+
+/// A runner with `config` whose draws are seeded from `KRUISE_ORACLE_SEED` (a number,
+/// default 0; printed): the same inputs every run, so a suite's outcome does not depend on
+/// chance (a fuzz suite of 8 cases asserting it saw both refusals and acceptances) and a
+/// failure's input is drawn again by its seed.
+pub fn seeded_runner(config: Config) -> TestRunner {
+    let seed: u64 = std::env::var("KRUISE_ORACLE_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    println!("KRUISE_ORACLE_SEED={seed}");
+    let mut bytes = [0u8; 32];
+    bytes[..8].copy_from_slice(&seed.to_le_bytes());
+    TestRunner::new_with_rng(config, TestRng::from_seed(RngAlgorithm::ChaCha, &bytes))
 }

@@ -19,7 +19,7 @@ use kruise_sim::Counters;
 use kube::api::{Api, DeleteParams, PostParams};
 use kube::{Client, ResourceExt as _};
 use proptest::prelude::*;
-use proptest::test_runner::{Config, TestRunner};
+use proptest::test_runner::Config;
 use serde_json::{Value, json};
 
 mod sidecarset_binaries;
@@ -232,7 +232,7 @@ fn random_sidecars_are_refused_with_a_field_path_or_injected_into_valid_pods() {
         runtime.block_on(support::cluster_with_crds(1, binary.crd_definitions()));
     let binaries = runtime.block_on(sidecarset_binaries::start(&cluster, &[]));
 
-    let mut runner = TestRunner::new(Config {
+    let mut runner = kruise_testkit::oracle::seeded_runner(Config {
         cases: cases(),
         max_shrink_iters: 8,
         failure_persistence: None,
