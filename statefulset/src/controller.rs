@@ -162,8 +162,13 @@ struct Departed {
 /// Pods that may have left the pod watch while a set controls them, by `namespace/name`.
 type DepartedPods = BTreeMap<String, Departed>;
 
+/// The key of [`DepartedPods`]: `namespace/name`.
+fn departed_key(namespace: &str, name: &str) -> String {
+    format!("{namespace}/{name}")
+}
+
 fn pod_key(pod: &CachedPod) -> String {
-    format!("{}/{}", PodView::namespace(pod), PodView::name(pod))
+    departed_key(PodView::namespace(pod), PodView::name(pod))
 }
 
 /// Notes a pod event of the pod watch. The API server tells a pod that stopped matching

@@ -320,7 +320,7 @@ impl Exec<'_> {
                 // A pod released after it left the pod watch is forgotten, released or not:
                 // once it changed or went, nothing more is known of it (its name stays
                 // taken, as in OpenKruise, until it goes).
-                let key = format!("{}/{name}", self.namespace);
+                let key = super::departed_key(self.namespace, name);
                 let _ = self.shared.departed.with(|d| d.remove(&key));
                 let written = result.map_err(|e| Error::update_pod(name, e))?;
                 self.record_version(&written);

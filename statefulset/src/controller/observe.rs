@@ -163,14 +163,14 @@ async fn departed_pods(
                 .collect()
         })
         .map_err(ShellError::from)?;
+    let api: Api<k8s_openapi::api::core::v1::Pod> =
+        Api::namespaced(shared.client.clone(), namespace);
     let mut pods = Vec::new();
     for (key, entry) in ours {
         if entry.confirmed {
             pods.push(entry.pod);
             continue;
         }
-        let api: Api<k8s_openapi::api::core::v1::Pod> =
-            Api::namespaced(shared.client.clone(), namespace);
         let read = api
             .get_opt(entry.pod.name())
             .await
