@@ -74,5 +74,8 @@ skip=()
 [[ -z ${OPENKRUISE_E2E_SKIP:-} ]] || skip=(-ginkgo.skip="$OPENKRUISE_E2E_SKIP")
 "$bin" -test.timeout 60m -ginkgo.focus="$focus" "${skip[@]}" -ginkgo.noColor -ginkgo.v >"$log" 2>&1 || true
 grep -E '^(\[Fail\]|Ran |SUCCESS!|FAIL!)' "$log" || true
+# Each failed spec's own report (ginkgo's block from "• Failure" to the next rule: the
+# step, the assertion's message and where it failed), so a CI log says why without the file.
+awk '/^• (Failure|Panic)/ {show = 1; lines = 0} show && lines++ < 80 {print} /^-----+$/ {show = 0}' "$log"
 echo "full output: $log"
 grep -q '^SUCCESS!' "$log"
