@@ -49,6 +49,7 @@ pub mod metrics;
 pub mod predownload;
 pub mod pub_client;
 pub mod revisions;
+pub mod scale_writes;
 pub mod status;
 pub mod telemetry;
 pub mod watch;

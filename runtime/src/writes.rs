@@ -2,9 +2,9 @@
 //!
 //! kube's `Api<K>` decodes every response into a whole `K`. A controller that writes
 //! thousands of pods and caches them from its watch needs nothing of the response but
-//! the uid and resourceVersion (for its expectations), so [`Writer`] sends the same
-//! requests and reads only those two fields; the rest of the body is skipped unparsed
-//! into values. Errors are kube's, as from `Api<K>`.
+//! the name (a generated one), uid and resourceVersion (for its expectations), so
+//! [`Writer`] sends the same requests and reads only those fields; the rest of the body
+//! is skipped unparsed into values. Errors are kube's, as from `Api<K>`.
 
 use std::marker::PhantomData;
 
@@ -22,12 +22,18 @@ pub struct Written {
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
 struct WrittenMeta {
+    name: Option<String>,
     uid: Option<String>,
     #[serde(rename = "resourceVersion")]
     resource_version: Option<String>,
 }
 
 impl Written {
+    /// The object's name: the one the server generated when the write asked for one.
+    pub fn name(&self) -> Option<&str> {
+        self.metadata.name.as_deref()
+    }
+
     pub fn uid(&self) -> Option<&str> {
         self.metadata.uid.as_deref()
     }
@@ -60,6 +66,15 @@ where
     pub async fn create(&self, pp: &PostParams, object: &K) -> kube::Result<Written> {
         let body = serde_json::to_vec(object).map_err(kube::Error::SerdeError)?;
         self.send(self.request.create(pp, body), "create").await
+    }
+
+    /// Creates `object` unless one of its name exists (kept as it is): true when created.
+    pub async fn create_if_absent(&self, object: &K) -> kube::Result<bool> {
+        match self.create(&PostParams::default(), object).await {
+            Ok(_) => Ok(true),
+            Err(e) if crate::errors::is_already_exists(&e) => Ok(false),
+            Err(e) => Err(e),
+        }
     }
 
     pub async fn patch<P: Serialize>(
@@ -118,6 +133,7 @@ mod tests {
             "status": {"phase": "Running"},
         });
         let written: Written = serde_json::from_value(pod).unwrap();
+        assert_eq!(written.name(), Some("p"));
         assert_eq!(written.uid(), Some("u-1"));
         assert_eq!(written.resource_version(), Some("42"));
         let bare: Written = serde_json::from_str("{}").unwrap();

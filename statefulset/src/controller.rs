@@ -37,7 +37,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kruise_core::api::keys::STATEFULSET_POD_NAME_KEY;
 use kruise_core::api::version::APPS_V1BETA1;
 use kruise_core::expectations::{
-    ResourceVersionExpectations, Satisfaction, ScaleAction, ScaleExpectations, SharedExpectations,
+    ResourceVersionExpectations, Satisfaction, ScaleExpectations, SharedExpectations,
 };
 use kruise_core::featuregate::FeatureGates;
 use kruise_core::pods::{CachedPod, PodView};

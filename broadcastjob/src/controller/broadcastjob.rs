@@ -25,10 +25,12 @@ use kruise_core::expectations::{Satisfaction, ScaleAction, ScaleExpectations, Sh
 use kruise_runtime::errors::{ShellError, WriteError, is_not_found};
 use kruise_runtime::events::{EventQueue, EventRecord, Recorder, pod_reference};
 use kruise_runtime::execute::{Lane, Scheduled, WRITE_CONCURRENCY, execute};
+use kruise_runtime::scale_writes::ScaleWrites;
 use kruise_runtime::status::write_status_if_changed;
 use kruise_runtime::watch::Watch;
+use kruise_runtime::writes::Writer;
 use kruise_runtime::{RunOptions, run_controller, warm_until_leading};
-use kube::api::{Api, DeleteParams, PostParams};
+use kube::api::{Api, DeleteParams};
 use kube::runtime::controller::{Action as Requeue, Controller};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Client, Resource as _, ResourceExt as _};
@@ -166,23 +168,14 @@ fn observe_expectations(
     Ok(shared
         .expectations
         .with(|exp| {
-            for (action, names) in exp.pending(key) {
-                for name in names {
-                    let seen = match action {
-                        ScaleAction::Create => pods
-                            .iter()
-                            .any(|p| assigned_node(p).as_deref() == Some(name.as_str())),
-                        ScaleAction::Delete => pods.iter().all(|p| {
-                            p.metadata.name.as_deref() != Some(name.as_str())
-                                || p.metadata.deletion_timestamp.is_some()
-                        }),
-                    };
-                    if seen {
-                        exp.observe(key, action, &name);
-                    }
-                }
-            }
-            exp.satisfied(key, now)
+            // Creates are expected by node (the pod's name is the server's), deletes by name.
+            exp.settle(key, now, |action, name| {
+                let cached = pods.iter().find(|p| match action {
+                    ScaleAction::Create => assigned_node(p).as_deref() == Some(name),
+                    ScaleAction::Delete => p.metadata.name.as_deref() == Some(name),
+                });
+                action.seen_in(cached.map(|p| &p.metadata))
+            })
         })
         .map_err(ShellError::from)?)
 }
@@ -257,63 +250,56 @@ async fn reconcile(original: Arc<BroadcastJob>, shared: Arc<Shared>) -> Result<R
     recorder.record_all(plan.events.iter().cloned());
 
     // Execute.
-    let pod_api: Api<Pod> = Api::namespaced(shared.client.clone(), &namespace);
+    let pod_writer = Writer::namespaced(shared.client.clone(), &namespace);
+    let scale_writes = ScaleWrites {
+        pods: &pod_writer,
+        expectations: &shared.expectations,
+        owner: &key,
+    };
     let job_api: Api<BroadcastJob> = Api::namespaced(shared.client.clone(), &namespace);
     let outcomes = execute(&plan.actions, WRITE_CONCURRENCY, |action| {
-        let (pod_api, job_api, recorder, shared, key) =
-            (&pod_api, &job_api, &recorder, &shared, &key);
+        let (scale_writes, job_api, recorder) = (&scale_writes, &job_api, &recorder);
         let (namespace, job_name) = (namespace.as_str(), job.name_any());
         async move {
             match action {
                 Action::CreatePod { node, pod } => {
-                    expect(shared, key, ScaleAction::Create, node)?;
-                    match pod_api.create(&PostParams::default(), pod).await {
+                    // Expected by node: the observe step finds the new pod by it.
+                    match scale_writes.create(pod, node).await {
                         Ok(created) => {
-                            let name = created.name_any();
+                            let name = created.name().unwrap_or_default();
                             recorder.record(
                                 EventRecord::normal(
                                     reason::SUCCESSFUL_CREATE,
                                     format!("Created pod: {name}"),
                                 )
-                                .related_to(Some(pod_reference(Some(namespace), &name))),
+                                .related_to(Some(pod_reference(Some(namespace), name))),
                             );
                             Ok(())
                         }
                         Err(e) => {
-                            forget(shared, key, ScaleAction::Create, node);
                             recorder.record(EventRecord::warning(
                                 reason::FAILED_CREATE,
                                 format!("Error creating: {e}"),
                             ));
-                            Err(Error::Create(WriteError {
-                                name: format!("pod for node {node}"),
-                                source: e,
+                            Err(e.into_family(|source| {
+                                Error::Create(WriteError::on(format!("pod for node {node}"))(
+                                    source,
+                                ))
                             }))
                         }
                     }
                 }
                 Action::DeletePod { name, .. } => {
-                    expect(shared, key, ScaleAction::Delete, name)?;
-                    match pod_api.delete(name, &DeleteParams::default()).await {
-                        Ok(_) => {
-                            recorder.record(EventRecord::normal(
-                                reason::SUCCESSFUL_DELETE,
-                                format!("Delete pod: {name}"),
-                            ));
-                            Ok(())
-                        }
-                        Err(e) if is_not_found(&e) => {
-                            forget(shared, key, ScaleAction::Delete, name);
-                            Ok(())
-                        }
-                        Err(e) => {
-                            forget(shared, key, ScaleAction::Delete, name);
-                            Err(Error::Delete(WriteError {
-                                name: name.clone(),
-                                source: e,
-                            }))
-                        }
+                    let deleted = scale_writes.delete(name).await.map_err(|e| {
+                        e.into_family(|source| Error::Delete(WriteError::on(name.as_str())(source)))
+                    })?;
+                    if deleted {
+                        recorder.record(EventRecord::normal(
+                            reason::SUCCESSFUL_DELETE,
+                            format!("Delete pod: {name}"),
+                        ));
                     }
+                    Ok(())
                 }
                 Action::DeleteJob => {
                     match job_api.delete(&job_name, &DeleteParams::background()).await {
@@ -345,16 +331,4 @@ async fn reconcile(original: Arc<BroadcastJob>, shared: Arc<Shared>) -> Result<R
         Some(d) => Requeue::requeue(requeue_in(d, shared.settings.max_requeue)),
         None => Requeue::await_change(),
     })
-}
-
-fn expect(shared: &Shared, key: &str, action: ScaleAction, name: &str) -> Result<(), Error> {
-    shared
-        .expectations
-        .with(|e| e.expect(key, action, name))
-        .map_err(|e| Error::Shell(ShellError::from(e)))
-}
-
-fn forget(shared: &Shared, key: &str, action: ScaleAction, name: &str) {
-    // A poisoned lock refuses the next reconcile anyway.
-    let _ = shared.expectations.with(|e| e.observe(key, action, name));
 }

@@ -10,15 +10,15 @@ use k8s_openapi::api::apps::v1::ControllerRevision;
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, PodStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kruise_core::api::keys::SPECIFIED_DELETE_KEY;
-use kruise_core::expectations::ScaleAction;
 use kruise_core::pods::{CachedPod, PodView as _};
 use kruise_runtime::errors::{ShellError, WriteError, not_found};
 use kruise_runtime::events::{EventRecord, pod_reference};
 use kruise_runtime::execute::{Lane, Outcomes, Scheduled, WRITE_CONCURRENCY, execute};
+use kruise_runtime::is_not_found;
+use kruise_runtime::scale_writes::ScaleWrites;
 use kruise_runtime::writes::{Writer, Written};
-use kruise_runtime::{is_already_exists, is_not_found};
 use kube::ResourceExt as _;
-use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use serde_json::json;
 
 use super::{Error, Shared};
@@ -123,26 +123,16 @@ impl Exec<'_> {
         Writer::namespaced(self.shared.client.clone(), self.namespace)
     }
 
+    fn scale_writes<'w>(&'w self, pods: &'w Writer<Pod>) -> ScaleWrites<'w> {
+        ScaleWrites {
+            pods,
+            expectations: &self.shared.scale_expectations,
+            owner: self.key,
+        }
+    }
+
     fn cached_pod(&self, name: &str) -> Option<&CachedPod> {
         self.pods.get(name).copied()
-    }
-
-    /// Records a create or delete before it is sent; an error (and nothing sent) when the
-    /// expectations cannot be recorded.
-    fn expect(&self, action: ScaleAction, name: &str) -> Result<(), Error> {
-        self.shared
-            .scale_expectations
-            .with(|e| e.expect(self.key, action, name))
-            .map_err(|e| ShellError::from(e).into())
-    }
-
-    /// Forgets an expectation whose write failed (a poisoned lock keeps it: the next
-    /// reconcile fails on the lock anyway).
-    fn unexpect(&self, action: ScaleAction, name: &str) {
-        let _ = self
-            .shared
-            .scale_expectations
-            .with(|e| e.observe(self.key, action, name));
     }
 
     fn record_version(&self, written: &Written) {
@@ -152,42 +142,26 @@ impl Exec<'_> {
     /// Creates the claims that do not exist yet, then the pod (one write each).
     async fn create(&self, pod: &Pod, pvcs: &[PersistentVolumeClaim]) -> Result<(), Error> {
         for pvc in pvcs {
-            match self.pvc_api().create(&PostParams::default(), pvc).await {
-                Ok(_) => {}
-                Err(e) if is_already_exists(&e) => {}
-                Err(source) => {
-                    return Err(Error::CreatePod(WriteError {
-                        name: pvc.name_any(),
-                        source,
-                    }));
-                }
-            }
+            self.pvc_api()
+                .create_if_absent(pvc)
+                .await
+                .map_err(|source| Error::CreatePod(WriteError::on(pvc.name_any())(source)))?;
         }
         let name = pod.name_any();
-        self.expect(ScaleAction::Create, &name)?;
-        match self.pod_api().create(&PostParams::default(), pod).await {
-            Ok(_) => Ok(()),
-            Err(source) => {
-                self.unexpect(ScaleAction::Create, &name);
-                Err(Error::CreatePod(WriteError { name, source }))
-            }
-        }
+        self.scale_writes(&self.pod_api())
+            .create(pod, &name)
+            .await
+            .map(drop)
+            .map_err(|e| e.into_family(|source| Error::CreatePod(WriteError { name, source })))
     }
 
     /// Deletes the pod, then its claims.
     async fn delete(&self, name: &str, pvcs: &[String]) -> Result<(), Error> {
-        self.expect(ScaleAction::Delete, name)?;
-        match self.pod_api().delete(name, &DeleteParams::default()).await {
-            Ok(()) => {}
-            Err(e) if is_not_found(&e) => {}
-            Err(source) => {
-                self.unexpect(ScaleAction::Delete, name);
-                return Err(Error::DeletePod(WriteError {
-                    name: name.to_string(),
-                    source,
-                }));
-            }
-        }
+        self.scale_writes(&self.pod_api())
+            .delete(name)
+            .await
+            .map(drop)
+            .map_err(|e| e.into_family(|source| Error::DeletePod(WriteError::on(name)(source))))?;
         for pvc in pvcs {
             match self.pvc_api().delete(pvc, &DeleteParams::default()).await {
                 Ok(()) => {}

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use jiff::Timestamp;
 use k8s_openapi::api::apps::v1::ControllerRevision;
 use k8s_openapi::api::core::v1::PersistentVolumeClaim;
-use kruise_core::expectations::{Satisfaction, ScaleAction};
+use kruise_core::expectations::Satisfaction;
 use kruise_core::pods::CachedPod;
 use kube::runtime::reflector::{self, Store};
 use kube::{Resource as _, ResourceExt as _};
@@ -58,24 +58,12 @@ pub(super) async fn observe(
     let satisfaction = shared
         .scale_expectations
         .with(|exp| {
-            // Pending creates/deletes the cache already shows are observed.
-            for (action, names) in exp.pending(key) {
-                for name in names {
-                    let cached = caches
-                        .pods
-                        .get(&reflector::ObjectRef::new(&name).within(&namespace));
-                    let seen = match action {
-                        ScaleAction::Create => cached.is_some(),
-                        ScaleAction::Delete => {
-                            cached.is_none_or(|p| p.meta().deletion_timestamp.is_some())
-                        }
-                    };
-                    if seen {
-                        exp.observe(key, action, &name);
-                    }
-                }
-            }
-            exp.satisfied(key, now)
+            exp.settle(key, now, |action, name| {
+                let cached = caches
+                    .pods
+                    .get(&reflector::ObjectRef::new(name).within(&namespace));
+                action.seen_in(cached.as_deref().map(|p| p.meta()))
+            })
         })
         .map_err(ShellError::from)?;
     let pod_writes_pending = !shared

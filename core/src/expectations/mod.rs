@@ -10,6 +10,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use jiff::{SignedDuration, Timestamp};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 /// Kruise's default `--expectation-timeout`.
 pub const DEFAULT_EXPECTATION_TIMEOUT: SignedDuration = SignedDuration::from_secs(300);
@@ -60,6 +61,18 @@ pub enum ScaleAction {
     Create,
     /// A delete was issued.
     Delete,
+}
+
+impl ScaleAction {
+    /// Whether the cache shows this action on the object it holds under the action's name
+    /// (`cached`, None when it holds none): a create once the object is there, a delete
+    /// once it is gone or terminating.
+    pub fn seen_in(self, cached: Option<&ObjectMeta>) -> bool {
+        match self {
+            ScaleAction::Create => cached.is_some(),
+            ScaleAction::Delete => cached.is_none_or(|m| m.deletion_timestamp.is_some()),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Default)]
@@ -127,6 +140,25 @@ impl ScaleExpectations {
             return Satisfaction::Satisfied;
         }
         judge(&mut o.first_unsatisfied, now, timeout)
+    }
+
+    /// Marks each of the owner's pending creates and deletes that `seen` says the cache
+    /// shows as done, then answers [`satisfied`](Self::satisfied): the observe step of every
+    /// family that creates and deletes pods.
+    pub fn settle(
+        &mut self,
+        owner: &str,
+        now: Timestamp,
+        mut seen: impl FnMut(ScaleAction, &str) -> bool,
+    ) -> Satisfaction {
+        for (action, names) in self.pending(owner) {
+            for name in names {
+                if seen(action, &name) {
+                    self.observe(owner, action, &name);
+                }
+            }
+        }
+        self.satisfied(owner, now)
     }
 
     /// Names still pending for an owner.
@@ -286,6 +318,43 @@ mod tests {
 
     fn t(s: i64) -> Timestamp {
         Timestamp::from_second(1_700_000_000 + s).unwrap()
+    }
+
+    #[test]
+    fn settle_observes_what_the_cache_shows_and_keeps_the_rest_pending() {
+        use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+        let mut e = ScaleExpectations::default();
+        e.expect("ns/cs", ScaleAction::Create, "created");
+        e.expect("ns/cs", ScaleAction::Create, "not-yet");
+        e.expect("ns/cs", ScaleAction::Delete, "terminating");
+        e.expect("ns/cs", ScaleAction::Delete, "still-there");
+        let live = ObjectMeta::default();
+        let terminating = ObjectMeta {
+            deletion_timestamp: Some(Time(t(0))),
+            ..ObjectMeta::default()
+        };
+        let cache = |name: &str| match name {
+            "created" | "still-there" => Some(&live),
+            "terminating" => Some(&terminating),
+            _ => None,
+        };
+        let answer = e.settle("ns/cs", t(0), |action, name| action.seen_in(cache(name)));
+        assert!(!answer.is_satisfied());
+        let pending = e.pending("ns/cs");
+        assert_eq!(
+            pending[&ScaleAction::Create],
+            BTreeSet::from(["not-yet".to_string()])
+        );
+        assert_eq!(
+            pending[&ScaleAction::Delete],
+            BTreeSet::from(["still-there".to_string()])
+        );
+        // A delete whose object is gone from the cache is seen as well.
+        let answer = e.settle("ns/cs", t(1), |action, name| match name {
+            "not-yet" => action.seen_in(Some(&live)),
+            _ => action.seen_in(None),
+        });
+        assert_eq!(answer, Satisfaction::Satisfied);
     }
 
     #[test]

@@ -6,15 +6,15 @@ use std::collections::HashMap;
 
 use k8s_openapi::api::apps::v1::ControllerRevision;
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, PodStatus};
-use kruise_core::expectations::ScaleAction;
 use kruise_core::pods::CachedPod;
 use kruise_runtime::errors::{ShellError, WriteError, not_found};
 use kruise_runtime::events::{EventRecord, pod_reference};
 use kruise_runtime::execute::{Lane, Outcomes, Scheduled, WRITE_CONCURRENCY, execute};
+use kruise_runtime::is_not_found;
+use kruise_runtime::scale_writes::ScaleWrites;
 use kruise_runtime::writes::{Writer, Written};
-use kruise_runtime::{is_already_exists, is_not_found};
 use kube::ResourceExt as _;
-use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams, Patch, PatchParams};
 
 use super::{Error, Shared};
 use crate::plan::{Action, Plan};
@@ -131,19 +131,12 @@ impl Exec<'_> {
         Writer::namespaced(self.shared.client.clone(), self.namespace)
     }
 
-    fn expect(&self, action: ScaleAction, name: &str) -> Result<(), Error> {
-        self.shared
-            .scale_expectations
-            .with(|e| e.expect(self.key, action, name))
-            .map_err(|e| ShellError::from(e).into())
-    }
-
-    fn unexpect(&self, action: ScaleAction, name: &str) {
-        // A poisoned lock keeps it: the next reconcile fails on the lock anyway.
-        let _ = self
-            .shared
-            .scale_expectations
-            .with(|e| e.observe(self.key, action, name));
+    fn scale_writes<'w>(&'w self, pods: &'w Writer<Pod>) -> ScaleWrites<'w> {
+        ScaleWrites {
+            pods,
+            expectations: &self.shared.scale_expectations,
+            owner: self.key,
+        }
     }
 
     fn record_version(&self, written: &Written) {
@@ -157,16 +150,14 @@ impl Exec<'_> {
     /// Creates the claims; one that exists is kept.
     async fn create_claims(&self, claims: &[PersistentVolumeClaim]) -> Result<(), Error> {
         for claim in claims {
-            match self.claim_api().create(&PostParams::default(), claim).await {
-                Ok(_) => {}
-                Err(e) if is_already_exists(&e) => {}
-                Err(source) => {
-                    return Err(Error::CreatePod(WriteError {
-                        name: format!("claim {}", claim.name_any()),
+            self.claim_api()
+                .create_if_absent(claim)
+                .await
+                .map_err(|source| {
+                    Error::CreatePod(WriteError::on(format!("claim {}", claim.name_any()))(
                         source,
-                    }));
-                }
-            }
+                    ))
+                })?;
         }
         Ok(())
     }
@@ -175,32 +166,23 @@ impl Exec<'_> {
     async fn create(&self, pod: &Pod, claims: &[PersistentVolumeClaim]) -> Result<(), Error> {
         self.create_claims(claims).await?;
         let name = pod.name_any();
-        self.expect(ScaleAction::Create, &name)?;
-        match self.pod_api().create(&PostParams::default(), pod).await {
-            Ok(_) => Ok(()),
-            Err(source) => {
-                self.unexpect(ScaleAction::Create, &name);
-                Err(Error::CreatePod(WriteError {
-                    name: format!("pod {name}"),
-                    source,
-                }))
-            }
-        }
+        self.scale_writes(&self.pod_api())
+            .create(pod, &name)
+            .await
+            .map(drop)
+            .map_err(|e| {
+                e.into_family(|source| {
+                    Error::CreatePod(WriteError::on(format!("pod {name}"))(source))
+                })
+            })
     }
 
     async fn delete(&self, name: &str) -> Result<(), Error> {
-        self.expect(ScaleAction::Delete, name)?;
-        match self.pod_api().delete(name, &DeleteParams::default()).await {
-            Ok(()) => Ok(()),
-            Err(e) if is_not_found(&e) => Ok(()),
-            Err(source) => {
-                self.unexpect(ScaleAction::Delete, name);
-                Err(Error::DeletePod(WriteError {
-                    name: name.to_string(),
-                    source,
-                }))
-            }
-        }
+        self.scale_writes(&self.pod_api())
+            .delete(name)
+            .await
+            .map(drop)
+            .map_err(|e| e.into_family(|source| Error::DeletePod(WriteError::on(name)(source))))
     }
 
     /// Writes `status`'s changed conditions as one strategic-merge patch of the status

@@ -68,23 +68,12 @@ pub(super) async fn observe(
     let satisfaction = shared
         .scale_expectations
         .with(|exp| {
-            for (action, names) in exp.pending(key) {
-                for name in names {
-                    let cached = shared
-                        .pods
-                        .get(&reflector::ObjectRef::new(&name).within(&namespace));
-                    let seen = match action {
-                        ScaleAction::Create => cached.is_some(),
-                        ScaleAction::Delete => {
-                            cached.is_none_or(|p| p.meta().deletion_timestamp.is_some())
-                        }
-                    };
-                    if seen {
-                        exp.observe(key, action, &name);
-                    }
-                }
-            }
-            exp.satisfied(key, now)
+            exp.settle(key, now, |action, name| {
+                let cached = shared
+                    .pods
+                    .get(&reflector::ObjectRef::new(name).within(&namespace));
+                action.seen_in(cached.as_deref().map(kruise_core::pods::PodView::meta))
+            })
         })
         .map_err(ShellError::from)?;
     if let Satisfaction::Expired { .. } = satisfaction {

@@ -1,0 +1,102 @@
+//! Pod creates and deletes under scale expectations, as every family that owns pods sends
+//! them: each expectation is recorded before its write and forgotten when the API refused
+//! the write (or a delete found the pod gone), so the next pass waits until the cache shows
+//! every write ([`ScaleExpectations::settle`]) and a stale cache never creates or deletes a
+//! pod twice.
+
+use k8s_openapi::api::core::v1::Pod;
+use kruise_core::expectations::{
+    PoisonedExpectations, ScaleAction, ScaleExpectations, SharedExpectations,
+};
+use kube::api::{DeleteParams, PostParams};
+
+use crate::errors::{ShellError, is_not_found};
+use crate::writes::{Writer, Written};
+
+/// One owner's pod creates and deletes.
+pub struct ScaleWrites<'a> {
+    /// The owner's namespace's pods.
+    pub pods: &'a Writer<Pod>,
+    /// The family's scale expectations.
+    pub expectations: &'a SharedExpectations<ScaleExpectations>,
+    /// The owner's expectations key (`namespace/name`).
+    pub owner: &'a str,
+}
+
+/// A create or delete that was not sent, or that the API server refused.
+#[derive(Debug, thiserror::Error)]
+pub enum ScaleWriteError {
+    /// The expectation could not be recorded, so nothing was sent.
+    #[error(transparent)]
+    Expectations(#[from] PoisonedExpectations),
+    /// The API server refused the write.
+    #[error(transparent)]
+    Api(kube::Error),
+}
+
+impl ScaleWriteError {
+    /// The family's error: a shell error for the expectations, `api` for a refused write.
+    pub fn into_family<E: From<ShellError>>(self, api: impl FnOnce(kube::Error) -> E) -> E {
+        match self {
+            ScaleWriteError::Expectations(e) => ShellError::from(e).into(),
+            ScaleWriteError::Api(e) => api(e),
+        }
+    }
+}
+
+impl ScaleWrites<'_> {
+    fn expect(&self, action: ScaleAction, name: &str) -> Result<(), PoisonedExpectations> {
+        self.expectations
+            .with(|e| e.expect(self.owner, action, name))
+    }
+
+    fn forget(&self, action: ScaleAction, name: &str) {
+        // A poisoned lock keeps it: the next pass fails on the lock anyway.
+        let _ = self
+            .expectations
+            .with(|e| e.observe(self.owner, action, name));
+    }
+
+    /// Creates `pod`, expected under `expected_as`: its name, or what the observe step finds
+    /// it by (e.g. its node).
+    pub async fn create(&self, pod: &Pod, expected_as: &str) -> Result<Written, ScaleWriteError> {
+        self.expect(ScaleAction::Create, expected_as)?;
+        self.pods
+            .create(&PostParams::default(), pod)
+            .await
+            .map_err(|e| {
+                self.forget(ScaleAction::Create, expected_as);
+                ScaleWriteError::Api(e)
+            })
+    }
+
+    /// Creates a pod whose name the server generates; it is expected under the name it got
+    /// (so another pod found under the same key, e.g. on the same node, never counts as it).
+    pub async fn create_generated(&self, pod: &Pod) -> Result<Written, ScaleWriteError> {
+        let written = self
+            .pods
+            .create(&PostParams::default(), pod)
+            .await
+            .map_err(ScaleWriteError::Api)?;
+        if let Some(name) = written.name() {
+            self.expect(ScaleAction::Create, name)?;
+        }
+        Ok(written)
+    }
+
+    /// Deletes the pod `name`: true when this deleted it, false when it was already gone.
+    pub async fn delete(&self, name: &str) -> Result<bool, ScaleWriteError> {
+        self.expect(ScaleAction::Delete, name)?;
+        match self.pods.delete(name, &DeleteParams::default()).await {
+            Ok(()) => Ok(true),
+            Err(e) => {
+                self.forget(ScaleAction::Delete, name);
+                if is_not_found(&e) {
+                    Ok(false)
+                } else {
+                    Err(ScaleWriteError::Api(e))
+                }
+            }
+        }
+    }
+}
