@@ -14,21 +14,15 @@
 //!
 //! Both versions carry the same fields, so a `v1alpha1` object is read as `v1beta1`.
 
-use futures::future::BoxFuture;
 use kruise_admission::crd_webhooks::{
-    Defaulting, decode, defaults_patch, deny_invalid, object_json, validating_webhook,
-    with_template_defaults,
+    Defaulting, ValidateKind, defaults_patch, object_json, served_version, with_template_defaults,
 };
-use kruise_admission::{AdmissionHandler, AdmissionRoutes, HandlerError, WebhookSpec};
-use kruise_compat::field::FieldError;
+use kruise_admission::{AdmissionRoutes, HandlerError};
 use kruise_compat::pod_defaults::{
     PodDefaultsOptions, TemplateDefaults, default_pod_template, go_encoded_pod_template,
 };
-use kruise_core::api::version::{V1ALPHA1, V1BETA1};
 use kruise_core::featuregate::FeatureGates;
 use kube::core::DynamicObject;
-use kube::core::admission::{AdmissionRequest, AdmissionResponse, Operation};
-use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use crate::api::v1beta1::{AdvancedCronJob, AdvancedCronJobSpec, BroadcastJob, BroadcastJobSpec};
@@ -49,33 +43,25 @@ pub fn routes_for(gates: &FeatureGates) -> AdmissionRoutes {
     let template_defaults = gates.template_defaults();
     AdmissionRoutes::new()
         .handler(MutateBroadcastJob { template_defaults })
-        .handler(Validate::<BroadcastJob>::new(
-            "/validate-apps-kruise-io-broadcastjob",
-            "vbroadcastjob.kb.io",
-            "broadcastjobs",
-            BROADCASTJOB_KIND,
-            validation::validate_broadcastjob,
-        ))
+        .handler(ValidateKind::<BroadcastJob> {
+            path: "/validate-apps-kruise-io-broadcastjob",
+            webhook: "vbroadcastjob.kb.io",
+            resource: "broadcastjobs",
+            kind: BROADCASTJOB_KIND,
+            timeout_seconds: TIMEOUT_SECONDS,
+            check: |job, _| validation::validate_broadcastjob(job),
+        })
         .handler(MutateAdvancedCronJob { template_defaults })
-        .handler(Validate::<AdvancedCronJob>::new(
-            "/validate-apps-kruise-io-advancedcronjob",
-            "vadvancedcronjob.kb.io",
-            "advancedcronjobs",
-            ADVANCEDCRONJOB_KIND,
-            validation::validate_advancedcronjob,
-        ))
+        .handler(ValidateKind::<AdvancedCronJob> {
+            path: "/validate-apps-kruise-io-advancedcronjob",
+            webhook: "vadvancedcronjob.kb.io",
+            resource: "advancedcronjobs",
+            kind: ADVANCEDCRONJOB_KIND,
+            timeout_seconds: TIMEOUT_SECONDS,
+            check: |job, _| validation::validate_advancedcronjob(job),
+        })
         .converter(BROADCASTJOB_CONVERTER)
         .converter(AdvancedCronJobConverter)
-}
-
-fn check_version(version: &str, kind: &str) -> Result<(), HandlerError> {
-    if version == V1ALPHA1 || version == V1BETA1 {
-        return Ok(());
-    }
-    Err(HandlerError::Decode {
-        kind: kind.into(),
-        reason: format!("unsupported version {version:?} (served: v1alpha1, v1beta1)"),
-    })
 }
 
 /// Writes the pod defaults into the pod template at each of `pointers` of `object` that has
@@ -133,7 +119,7 @@ impl Defaulting for MutateBroadcastJob {
         object: &Value,
         old: Option<&DynamicObject>,
     ) -> Result<json_patch::Patch, HandlerError> {
-        check_version(version, BROADCASTJOB_KIND)?;
+        served_version(version, BROADCASTJOB_KIND)?;
         let spec_patch = defaults_patch(
             object,
             "/spec",
@@ -178,7 +164,7 @@ impl Defaulting for MutateAdvancedCronJob {
         object: &Value,
         old: Option<&DynamicObject>,
     ) -> Result<json_patch::Patch, HandlerError> {
-        check_version(version, ADVANCEDCRONJOB_KIND)?;
+        served_version(version, ADVANCEDCRONJOB_KIND)?;
         let spec_patch = defaults_patch(
             object,
             "/spec",
@@ -198,71 +184,5 @@ impl Defaulting for MutateAdvancedCronJob {
                 "/spec/template/broadcastJobTemplate/spec/template",
             ],
         )
-    }
-}
-
-/// A validating webhook of one kind: CREATE and UPDATE checked on the `v1beta1` form.
-pub struct Validate<K> {
-    path: &'static str,
-    webhook: &'static str,
-    resource: &'static str,
-    kind: &'static str,
-    check: fn(&K) -> Vec<FieldError>,
-}
-
-impl<K> Validate<K> {
-    fn new(
-        path: &'static str,
-        webhook: &'static str,
-        resource: &'static str,
-        kind: &'static str,
-        check: fn(&K) -> Vec<FieldError>,
-    ) -> Self {
-        Self {
-            path,
-            webhook,
-            resource,
-            kind,
-            check,
-        }
-    }
-
-    fn validate(
-        &self,
-        request: &AdmissionRequest<DynamicObject>,
-    ) -> Result<AdmissionResponse, HandlerError>
-    where
-        K: DeserializeOwned,
-    {
-        let allowed = AdmissionResponse::from(request);
-        if !matches!(request.operation, Operation::Create | Operation::Update) {
-            return Ok(allowed);
-        }
-        let Some(object) = &request.object else {
-            return Ok(allowed);
-        };
-        check_version(&request.kind.version, self.kind)?;
-        let typed: K = decode(&object_json(object)?, self.kind)?;
-        Ok(deny_invalid(request, &(self.check)(&typed)))
-    }
-}
-
-impl<K: DeserializeOwned + Send + Sync + 'static> AdmissionHandler for Validate<K> {
-    fn path(&self) -> &str {
-        self.path
-    }
-
-    fn webhook(&self) -> WebhookSpec {
-        WebhookSpec {
-            timeout_seconds: TIMEOUT_SECONDS,
-            ..validating_webhook(self.webhook, self.resource, &["CREATE", "UPDATE"])
-        }
-    }
-
-    fn handle<'a>(
-        &'a self,
-        request: &'a AdmissionRequest<DynamicObject>,
-    ) -> BoxFuture<'a, Result<AdmissionResponse, HandlerError>> {
-        Box::pin(async move { self.validate(request) })
     }
 }

@@ -16,11 +16,11 @@ use futures::future::BoxFuture;
 use k8s_openapi::api::core::v1::Pod;
 use kruise_admission::crd_webhooks::{
     Defaulting, decode, defaults_patch, deny_invalid, deny_protected_deletion, object_json,
-    validating_webhook, with_template_defaults,
+    served_version, validating_webhook, with_template_defaults,
 };
 use kruise_admission::{AdmissionHandler, AdmissionRoutes, HandlerError, WebhookSpec};
 use kruise_compat::pod_defaults::{TemplateDefaults, inject_workload_template_defaults};
-use kruise_core::api::version::{V1ALPHA1, V1BETA1};
+use kruise_core::api::version::Served;
 use kruise_core::featuregate::FeatureGates;
 use kube::core::DynamicObject;
 use kube::core::admission::{AdmissionRequest, AdmissionResponse, Operation};
@@ -55,24 +55,6 @@ pub fn routes_for(client: Option<kube::Client>, gates: &FeatureGates) -> Admissi
         .handler(MutateCloneSet::from_gates(gates))
         .handler(ValidateCloneSet { client })
         .converter(CloneSetConverter)
-}
-
-/// Which served version a request carries.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Version {
-    V1alpha1,
-    V1beta1,
-}
-
-fn version_of(version: &str) -> Result<Version, HandlerError> {
-    match version {
-        V1ALPHA1 => Ok(Version::V1alpha1),
-        V1BETA1 => Ok(Version::V1beta1),
-        other => Err(HandlerError::Decode {
-            kind: KIND.into(),
-            reason: format!("unsupported version {other:?} (served: v1alpha1, v1beta1)"),
-        }),
-    }
 }
 
 /// OpenKruise's `SetDefaultsCloneSet` / `SetDefaultsCloneSetV1beta1` as a JSONPatch: the
@@ -111,12 +93,12 @@ impl Defaulting for MutateCloneSet {
         object: &Value,
         old: Option<&DynamicObject>,
     ) -> Result<json_patch::Patch, HandlerError> {
-        let spec_patch = match version_of(version)? {
-            Version::V1alpha1 => defaults_patch(object, "/spec", KIND, |spec| {
+        let spec_patch = match served_version(version, KIND)? {
+            Served::V1alpha1 => defaults_patch(object, "/spec", KIND, |spec| {
                 defaults::default_v1alpha1(spec);
                 Ok(())
             })?,
-            Version::V1beta1 => defaults_patch(object, "/spec", KIND, |spec| {
+            Served::V1beta1 => defaults_patch(object, "/spec", KIND, |spec| {
                 defaults::default_v1beta1(spec);
                 Ok(())
             })?,
@@ -215,14 +197,14 @@ impl ValidateCloneSet {
                 let lookup: Option<&dyn Fn(&str) -> PodLookup> = found
                     .as_ref()
                     .map(|_| &lookup_fn as &dyn Fn(&str) -> PodLookup);
-                let errors = match version_of(&req.kind.version)? {
-                    Version::V1alpha1 => {
+                let errors = match served_version(&req.kind.version, KIND)? {
+                    Served::V1alpha1 => {
                         let new: v1alpha1::CloneSet = decode(&new, KIND)?;
                         let old: Option<v1alpha1::CloneSet> =
                             old.as_ref().map(|o| decode(o, KIND)).transpose()?;
                         validate_v1alpha1(&new, old.as_ref(), lookup)
                     }
-                    Version::V1beta1 => {
+                    Served::V1beta1 => {
                         let new: v1beta1::CloneSet = decode(&new, KIND)?;
                         let old: Option<v1beta1::CloneSet> =
                             old.as_ref().map(|o| decode(o, KIND)).transpose()?;

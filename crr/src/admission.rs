@@ -20,7 +20,7 @@ use std::sync::Arc;
 use futures::future::BoxFuture;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kruise_admission::crd_webhooks::{decode, defaults_patch, object_json};
+use kruise_admission::crd_webhooks::{decode, defaults_patch, object_json, served_version};
 use kruise_admission::{
     AdmissionHandler, AdmissionRoutes, HandlerError, WebhookKind, WebhookSpec, denied,
 };
@@ -340,12 +340,7 @@ impl MutateCrr {
     ) -> Result<Result<AdmissionResponse, Denial>, HandlerError> {
         let allowed = AdmissionResponse::from(request);
         let version = request.kind.version.as_str();
-        if version != V1ALPHA1 && version != V1BETA1 {
-            return Err(HandlerError::Decode {
-                kind: KIND.into(),
-                reason: format!("unsupported version {version:?} (served: v1alpha1, v1beta1)"),
-            });
-        }
+        served_version(version, KIND)?;
         let Some(object) = &request.object else {
             return Ok(Ok(allowed));
         };

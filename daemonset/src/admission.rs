@@ -14,17 +14,18 @@
 
 use futures::future::BoxFuture;
 use kruise_admission::crd_webhooks::{
-    Defaulting, decode, defaults_patch, deny_invalid, object_json, validating_webhook,
+    Defaulting, decode, defaults_patch, deny_invalid, object_json, served_version,
+    validating_webhook,
 };
 use kruise_admission::{AdmissionHandler, AdmissionRoutes, HandlerError, WebhookSpec};
-use kruise_core::api::version::{APPS_V1BETA1, V1ALPHA1, V1BETA1};
+use kruise_core::api::version::APPS_V1BETA1;
 use kube::core::DynamicObject;
 use kube::core::admission::{AdmissionRequest, AdmissionResponse, Operation};
 use serde_json::Value;
 
 use crate::api::defaults::default_spec;
 use crate::api::validation::validate;
-use crate::api::{KIND, PLURAL, Served, v1beta1};
+use crate::api::{KIND, PLURAL, v1beta1};
 use crate::conversion::DaemonSetConverter;
 
 /// Path of the defaulting webhook.
@@ -46,17 +47,6 @@ pub fn routes() -> AdmissionRoutes {
         .converter(DaemonSetConverter)
 }
 
-fn served(version: &str) -> Result<Served, HandlerError> {
-    match version {
-        V1ALPHA1 => Ok(Served::V1alpha1),
-        V1BETA1 => Ok(Served::V1beta1),
-        other => Err(HandlerError::Decode {
-            kind: KIND.into(),
-            reason: format!("unsupported version {other:?} (served: v1alpha1, v1beta1)"),
-        }),
-    }
-}
-
 /// OpenKruise's `SetDefaultsDaemonSetV1beta1` / `SetDefaultsDaemonSet` as a JSONPatch.
 pub struct MutateDaemonSet;
 
@@ -67,7 +57,7 @@ impl Defaulting for MutateDaemonSet {
     const TIMEOUT_SECONDS: i32 = TIMEOUT_SECONDS;
 
     fn patch(&self, version: &str, object: &Value) -> Result<json_patch::Patch, HandlerError> {
-        let served = served(version)?;
+        let served = served_version(version, KIND)?;
         defaults_patch(
             object,
             "/spec",
@@ -103,7 +93,7 @@ impl ValidateDaemonSet {
         let Some(object) = &req.object else {
             return Ok(AdmissionResponse::from(req));
         };
-        let served = served(&req.kind.version)?;
+        let served = served_version(&req.kind.version, KIND)?;
         let new = as_v1beta1(object)?;
         let old = match (&req.operation, &req.old_object) {
             (Operation::Update, Some(old)) => Some(as_v1beta1(old)?),

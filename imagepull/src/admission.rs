@@ -16,17 +16,9 @@
 //! OpenKruise's v1alpha1 ImagePullJob webhook also adds the deletion-protection finalizer on
 //! create; here the controller adds it, for both versions alike.
 
-use futures::future::BoxFuture;
 use jiff::Timestamp;
-use kruise_admission::crd_webhooks::{
-    Defaulting, decode, defaults_patch, deny_invalid, object_json, validating_webhook,
-};
-use kruise_admission::{AdmissionHandler, AdmissionRoutes, HandlerError, WebhookSpec};
-use kruise_compat::field::FieldError;
-use kruise_core::api::version::{V1ALPHA1, V1BETA1};
-use kube::core::DynamicObject;
-use kube::core::admission::{AdmissionRequest, AdmissionResponse, Operation};
-use serde::de::DeserializeOwned;
+use kruise_admission::crd_webhooks::{Defaulting, ValidateKind, defaults_patch, served_version};
+use kruise_admission::{AdmissionRoutes, HandlerError};
 use serde_json::Value;
 
 use crate::api::v1beta1::{
@@ -43,45 +35,38 @@ const TIMEOUT_SECONDS: i32 = 30;
 pub fn routes() -> AdmissionRoutes {
     AdmissionRoutes::new()
         .handler(MutateImagePullJob)
-        .handler(Validate::<ImagePullJob> {
+        .handler(ValidateKind::<ImagePullJob> {
             path: "/validate-apps-kruise-io-imagepulljob",
             webhook: "vimagepulljob-v1beta1.kb.io",
             resource: "imagepulljobs",
             kind: IMAGEPULLJOB_KIND,
+            timeout_seconds: TIMEOUT_SECONDS,
             check: |job, old| match old {
                 Some(old) => validation::validate_imagepulljob_update(job, old),
                 None => validation::validate_imagepulljob(job),
             },
         })
         .handler(MutateImageListPullJob)
-        .handler(Validate::<ImageListPullJob> {
+        .handler(ValidateKind::<ImageListPullJob> {
             path: "/validate-apps-kruise-io-imagelistpulljob",
             webhook: "vimagelistpulljob-v1beta1.kb.io",
             resource: "imagelistpulljobs",
             kind: IMAGELISTPULLJOB_KIND,
+            timeout_seconds: TIMEOUT_SECONDS,
             check: |job, _| validation::validate_imagelistpulljob(job),
         })
         .handler(MutateNodeImage)
-        .handler(Validate::<NodeImage> {
+        .handler(ValidateKind::<NodeImage> {
             path: "/validate-apps-kruise-io-nodeimage",
             webhook: "vnodeimage.kb.io",
             resource: "nodeimages",
             kind: NODEIMAGE_KIND,
+            timeout_seconds: TIMEOUT_SECONDS,
             check: |node_image, _| validation::validate_nodeimage(node_image),
         })
         .converter(IMAGEPULLJOB_CONVERTER)
         .converter(IMAGELISTPULLJOB_CONVERTER)
         .converter(NODEIMAGE_CONVERTER)
-}
-
-fn check_version(version: &str, kind: &str) -> Result<(), HandlerError> {
-    if version == V1ALPHA1 || version == V1BETA1 {
-        return Ok(());
-    }
-    Err(HandlerError::Decode {
-        kind: kind.into(),
-        reason: format!("unsupported version {version:?} (served: v1alpha1, v1beta1)"),
-    })
 }
 
 /// OpenKruise's `SetDefaultsImagePullJob` as a JSONPatch.
@@ -94,7 +79,7 @@ impl Defaulting for MutateImagePullJob {
     const TIMEOUT_SECONDS: i32 = TIMEOUT_SECONDS;
 
     fn patch(&self, version: &str, object: &Value) -> Result<json_patch::Patch, HandlerError> {
-        check_version(version, IMAGEPULLJOB_KIND)?;
+        served_version(version, IMAGEPULLJOB_KIND)?;
         defaults_patch(
             object,
             "/spec",
@@ -117,7 +102,7 @@ impl Defaulting for MutateImageListPullJob {
     const TIMEOUT_SECONDS: i32 = TIMEOUT_SECONDS;
 
     fn patch(&self, version: &str, object: &Value) -> Result<json_patch::Patch, HandlerError> {
-        check_version(version, IMAGELISTPULLJOB_KIND)?;
+        served_version(version, IMAGELISTPULLJOB_KIND)?;
         defaults_patch(
             object,
             "/spec",
@@ -140,7 +125,7 @@ impl Defaulting for MutateNodeImage {
     const TIMEOUT_SECONDS: i32 = TIMEOUT_SECONDS;
 
     fn patch(&self, version: &str, object: &Value) -> Result<json_patch::Patch, HandlerError> {
-        check_version(version, NODEIMAGE_KIND)?;
+        served_version(version, NODEIMAGE_KIND)?;
         let now = Timestamp::now();
         defaults_patch(
             object,
@@ -151,57 +136,5 @@ impl Defaulting for MutateNodeImage {
                 Ok(())
             },
         )
-    }
-}
-
-/// A validating webhook of one kind: CREATE and UPDATE checked on the `v1beta1` form, the
-/// old object given on UPDATE.
-pub struct Validate<K> {
-    path: &'static str,
-    webhook: &'static str,
-    resource: &'static str,
-    kind: &'static str,
-    check: fn(&K, Option<&K>) -> Vec<FieldError>,
-}
-
-impl<K: DeserializeOwned> Validate<K> {
-    fn validate(
-        &self,
-        request: &AdmissionRequest<DynamicObject>,
-    ) -> Result<AdmissionResponse, HandlerError> {
-        let allowed = AdmissionResponse::from(request);
-        if !matches!(request.operation, Operation::Create | Operation::Update) {
-            return Ok(allowed);
-        }
-        let Some(object) = &request.object else {
-            return Ok(allowed);
-        };
-        check_version(&request.kind.version, self.kind)?;
-        let typed: K = decode(&object_json(object)?, self.kind)?;
-        let old: Option<K> = match (&request.operation, &request.old_object) {
-            (Operation::Update, Some(old)) => Some(decode(&object_json(old)?, self.kind)?),
-            _ => None,
-        };
-        Ok(deny_invalid(request, &(self.check)(&typed, old.as_ref())))
-    }
-}
-
-impl<K: DeserializeOwned + Send + Sync + 'static> AdmissionHandler for Validate<K> {
-    fn path(&self) -> &str {
-        self.path
-    }
-
-    fn webhook(&self) -> WebhookSpec {
-        WebhookSpec {
-            timeout_seconds: TIMEOUT_SECONDS,
-            ..validating_webhook(self.webhook, self.resource, &["CREATE", "UPDATE"])
-        }
-    }
-
-    fn handle<'a>(
-        &'a self,
-        request: &'a AdmissionRequest<DynamicObject>,
-    ) -> BoxFuture<'a, Result<AdmissionResponse, HandlerError>> {
-        Box::pin(async move { self.validate(request) })
     }
 }

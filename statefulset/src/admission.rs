@@ -18,11 +18,11 @@ use futures::future::BoxFuture;
 use k8s_openapi::api::storage::v1::StorageClass;
 use kruise_admission::crd_webhooks::{
     Defaulting, decode, defaults_patch, deny_invalid, deny_protected_deletion, object_json,
-    validating_webhook, with_template_defaults,
+    served_version, validating_webhook, with_template_defaults,
 };
 use kruise_admission::{AdmissionHandler, AdmissionRoutes, HandlerError, WebhookSpec};
 use kruise_compat::pod_defaults::{TemplateDefaults, inject_workload_template_defaults};
-use kruise_core::api::version::{APPS_V1BETA1, V1ALPHA1, V1BETA1};
+use kruise_core::api::version::APPS_V1BETA1;
 use kruise_core::featuregate::FeatureGates;
 use kube::core::DynamicObject;
 use kube::core::admission::{AdmissionRequest, AdmissionResponse, Operation};
@@ -55,16 +55,6 @@ pub fn routes(mutate: MutateStatefulSet, client: Option<kube::Client>) -> Admiss
         .handler(mutate)
         .handler(ValidateStatefulSet { gates, client })
         .converter(StatefulSetConverter)
-}
-
-fn check_version(version: &str) -> Result<(), HandlerError> {
-    match version {
-        V1ALPHA1 | V1BETA1 => Ok(()),
-        other => Err(HandlerError::Decode {
-            kind: KIND.into(),
-            reason: format!("unsupported version {other:?} (served: v1alpha1, v1beta1)"),
-        }),
-    }
 }
 
 /// OpenKruise's `SetDefaultsStatefulSet` as a JSONPatch: the spec's defaults and, on CREATE
@@ -112,7 +102,7 @@ impl Defaulting for MutateStatefulSet {
         object: &Value,
         old: Option<&DynamicObject>,
     ) -> Result<json_patch::Patch, HandlerError> {
-        check_version(version)?;
+        served_version(version, KIND)?;
         let spec_patch = defaults_patch(
             object,
             "/spec",
@@ -188,7 +178,7 @@ impl ValidateStatefulSet {
         let Some(object) = &req.object else {
             return Ok(AdmissionResponse::from(req));
         };
-        check_version(&req.kind.version)?;
+        served_version(&req.kind.version, KIND)?;
         let new = as_v1beta1(object)?;
         let old = match (&req.operation, &req.old_object) {
             (Operation::Update, Some(old)) => Some(as_v1beta1(old)?),

@@ -22,7 +22,7 @@ use serde_json::Value;
 
 use super::{AdmissionHandler, HandlerError, WebhookKind, WebhookSpec};
 use crate::api::keys::DELETION_PROTECTION_KEY;
-use crate::api::version::{APPS_GROUP, V1ALPHA1, V1BETA1};
+use crate::api::version::{APPS_GROUP, Served, V1ALPHA1, V1BETA1};
 use kruise_compat::field::{FieldError, aggregate};
 
 /// HTTP status of a validation denial (OpenKruise answers `admission.Errored(422, …)`).
@@ -140,6 +140,74 @@ pub fn validating_webhook(name: &str, resource: &str, operations: &[&str]) -> We
         &[V1ALPHA1, V1BETA1],
         &[resource],
     )
+}
+
+/// The served version a request's `kind.version` names; a decode error naming `kind` for a
+/// version the family does not serve.
+pub fn served_version(version: &str, kind: &str) -> Result<Served, HandlerError> {
+    Served::parse(version).ok_or_else(|| HandlerError::Decode {
+        kind: kind.into(),
+        reason: format!("unsupported version {version:?} (served: v1alpha1, v1beta1)"),
+    })
+}
+
+/// A family's validating webhook for one kind whose check needs nothing but the object
+/// (read as the storage version's type `K`; both versions carry the same fields) and, on
+/// UPDATE, the old one: CREATE and UPDATE are checked, denied as [`deny_invalid`] says.
+pub struct ValidateKind<K> {
+    /// URL path, e.g. `/validate-apps-kruise-io-broadcastjob`.
+    pub path: &'static str,
+    /// Webhook entry name (OpenKruise's).
+    pub webhook: &'static str,
+    /// The kind's resource.
+    pub resource: &'static str,
+    /// The kind, for decode errors.
+    pub kind: &'static str,
+    /// Seconds the API server waits.
+    pub timeout_seconds: i32,
+    /// The field errors of an object; the old one given on UPDATE.
+    pub check: fn(&K, Option<&K>) -> Vec<FieldError>,
+}
+
+impl<K: DeserializeOwned> ValidateKind<K> {
+    fn validate(
+        &self,
+        request: &AdmissionRequest<DynamicObject>,
+    ) -> Result<AdmissionResponse, HandlerError> {
+        let (Operation::Create | Operation::Update) = request.operation else {
+            return Ok(AdmissionResponse::from(request));
+        };
+        let Some(object) = &request.object else {
+            return Ok(AdmissionResponse::from(request));
+        };
+        served_version(&request.kind.version, self.kind)?;
+        let new: K = decode(&object_json(object)?, self.kind)?;
+        let old: Option<K> = match (&request.operation, &request.old_object) {
+            (Operation::Update, Some(old)) => Some(decode(&object_json(old)?, self.kind)?),
+            _ => None,
+        };
+        Ok(deny_invalid(request, &(self.check)(&new, old.as_ref())))
+    }
+}
+
+impl<K: DeserializeOwned + Send + Sync + 'static> AdmissionHandler for ValidateKind<K> {
+    fn path(&self) -> &str {
+        self.path
+    }
+
+    fn webhook(&self) -> WebhookSpec {
+        WebhookSpec {
+            timeout_seconds: self.timeout_seconds,
+            ..validating_webhook(self.webhook, self.resource, &["CREATE", "UPDATE"])
+        }
+    }
+
+    fn handle<'a>(
+        &'a self,
+        request: &'a AdmissionRequest<DynamicObject>,
+    ) -> BoxFuture<'a, Result<AdmissionResponse, HandlerError>> {
+        Box::pin(async move { self.validate(request) })
+    }
 }
 
 /// Answers a defaulting request: CREATE and UPDATE get `patch(version, object, old)` (the

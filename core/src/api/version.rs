@@ -13,6 +13,27 @@ pub const APPS_V1ALPHA1: &str = "apps.kruise.io/v1alpha1";
 /// `apps.kruise.io/v1beta1`.
 pub const APPS_V1BETA1: &str = "apps.kruise.io/v1beta1";
 
+/// The version a family's kind was served at (an AdmissionRequest's `kind.version`), where
+/// a family's defaulting or validation differs between them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Served {
+    /// `v1alpha1`.
+    V1alpha1,
+    /// `v1beta1`.
+    V1beta1,
+}
+
+impl Served {
+    /// The served version named `version`; None for any other.
+    pub fn parse(version: &str) -> Option<Self> {
+        match version {
+            V1ALPHA1 => Some(Served::V1alpha1),
+            V1BETA1 => Some(Served::V1beta1),
+            _ => None,
+        }
+    }
+}
+
 /// The version name of an `apiVersion` (`apps.kruise.io/v1beta1` -> `v1beta1`; a core
 /// `v1` stays `v1`).
 pub fn version_of(api_version: &str) -> &str {
@@ -36,5 +57,8 @@ mod tests {
         assert_eq!(group_of(APPS_V1BETA1), APPS_GROUP);
         assert_eq!(version_of("v1"), "v1");
         assert_eq!(group_of("v1"), "");
+        assert_eq!(Served::parse(V1ALPHA1), Some(Served::V1alpha1));
+        assert_eq!(Served::parse(V1BETA1), Some(Served::V1beta1));
+        assert_eq!(Served::parse("v1"), None);
     }
 }

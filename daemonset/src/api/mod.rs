@@ -224,11 +224,7 @@ macro_rules! daemonset_kind {
 }
 pub(crate) use daemonset_kind;
 
-/// The served version a request came in, where defaulting and validation differ.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Served {
-    /// `v1alpha1`: `Surging` accepted (and defaulted away).
-    V1alpha1,
-    /// `v1beta1`: `scaleStrategy` may change on UPDATE.
-    V1beta1,
-}
+/// The served version a request came in, where defaulting and validation differ:
+/// `v1alpha1` accepts `Surging` (and defaults it away), `v1beta1` lets `scaleStrategy`
+/// change on UPDATE.
+pub use kruise_core::api::version::Served;
