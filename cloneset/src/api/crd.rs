@@ -2,8 +2,7 @@
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 pub use kruise_core::api::crd::CrdError;
-use kruise_core::api::crd::{AGE_COLUMN, CrdBuilder, PrinterColumn, ScaleSubresource};
-use kruise_core::api::crd_fields;
+use kruise_core::api::crd::{AGE_COLUMN, CrdBuilder, PrinterColumn};
 use kruise_core::api::version::V1BETA1;
 use kube::CustomResourceExt;
 
@@ -65,36 +64,14 @@ pub fn crd() -> Result<CustomResourceDefinition, CrdError> {
         .version(super::v1alpha1::CloneSet::crd())
         .version(super::v1beta1::CloneSet::crd())
         .status_subresource()
-        .scale_subresource(ScaleSubresource {
-            spec_replicas_path: ".spec.replicas",
-            status_replicas_path: ".status.replicas",
-            label_selector_path: ".status.labelSelector",
-        })
+        .replicated_workload(&[
+            "availableReplicas",
+            "readyReplicas",
+            "replicas",
+            "updatedReadyReplicas",
+            "updatedReplicas",
+        ])
         .printer_columns(&COLUMNS)
-        .schema_edit("/properties/spec", |spec| {
-            spec.insert(
-                "required".into(),
-                serde_json::json!(["selector", "template"]),
-            );
-        })
-        // What OpenKruise's schema says and the derive cannot: `spec` optional, selector
-        // lists atomic, the replica counts always present.
-        .schema_edit("", |root| {
-            crd_fields::unrequire(root, "spec");
-            crd_fields::atomic_label_selector_lists(root);
-        })
-        .schema_edit("/properties/status", |status| {
-            crd_fields::require(
-                status,
-                &[
-                    "availableReplicas",
-                    "readyReplicas",
-                    "replicas",
-                    "updatedReadyReplicas",
-                    "updatedReplicas",
-                ],
-            );
-        })
         .version_schema_edit(
             V1BETA1,
             "/properties/spec/properties/scaleStrategy/properties/enablePVCReuse",

@@ -139,6 +139,7 @@ pub struct CrdBuilder {
     columns: Vec<PrinterColumn>,
     version_columns: Vec<(&'static str, Vec<PrinterColumn>)>,
     edits: Vec<SchemaEdit>,
+    status_counts: &'static [&'static str],
 }
 
 impl CrdBuilder {
@@ -153,6 +154,7 @@ impl CrdBuilder {
             columns: Vec::new(),
             version_columns: Vec::new(),
             edits: Vec::new(),
+            status_counts: &[],
         }
     }
 
@@ -172,6 +174,30 @@ impl CrdBuilder {
     pub fn scale_subresource(mut self, scale: ScaleSubresource) -> Self {
         self.scale = Some(scale);
         self
+    }
+
+    /// What OpenKruise's replicated workloads (CloneSet, Advanced StatefulSet) publish and
+    /// the derive cannot express: the scale subresource on `.spec.replicas`,
+    /// `.status.replicas` and `.status.labelSelector`; `spec` optional but `selector` and
+    /// `template` required in it; label-selector lists atomic; and `status_counts` always
+    /// present in the status.
+    pub fn replicated_workload(mut self, status_counts: &'static [&'static str]) -> Self {
+        self.status_counts = status_counts;
+        self.scale_subresource(ScaleSubresource {
+            spec_replicas_path: ".spec.replicas",
+            status_replicas_path: ".status.replicas",
+            label_selector_path: ".status.labelSelector",
+        })
+        .schema_edit("/properties/spec", |spec| {
+            spec.insert(
+                "required".into(),
+                serde_json::json!(["selector", "template"]),
+            );
+        })
+        .schema_edit("", |root| {
+            super::crd_fields::unrequire(root, "spec");
+            super::crd_fields::atomic_label_selector_lists(root);
+        })
     }
 
     /// The printer columns of every version, in order.
@@ -265,6 +291,13 @@ impl CrdBuilder {
                 if let Some(obj) = value.pointer_mut(pointer).and_then(Value::as_object_mut) {
                     edit(obj);
                 }
+            }
+            if let Some(status) = value
+                .pointer_mut("/properties/status")
+                .and_then(Value::as_object_mut)
+                .filter(|_| !self.status_counts.is_empty())
+            {
+                super::crd_fields::require(status, self.status_counts);
             }
             *schema = serde_json::from_value(value).map_err(serialize)?;
         }
