@@ -7,12 +7,10 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::apps::v1::ControllerRevision;
 use kruise_compat::gohash::deep_hash_bytes;
 use kruise_compat::gojson::to_go_json;
-use kruise_compat::pod_defaults::go_encoded_pod_template;
 use kruise_compat::quantity::canonical_quantity;
 use kruise_core::api::keys::CLONESET_VCT_HASH_KEY;
 use kruise_core::revision::{
-    NewRevision, UpdateRevisionDecision, controller_owner_ref, decide_update_revision,
-    new_controller_revision, sort_revisions, template_revision_data,
+    NewRevision, controller_owner_ref, plan_template_revisions, template_labels,
 };
 use serde_json::Value;
 
@@ -199,91 +197,39 @@ fn go_struct(fields: &[(&str, Option<String>)]) -> String {
 /// Chooses the update and current revisions from the CloneSet's history (owned or orphaned
 /// revisions matching its selector).
 pub fn plan_revisions(cs: &CloneSet, history: &[ControllerRevision]) -> RevisionPlan {
-    let mut sorted = history.to_vec();
-    sort_revisions(&mut sorted);
+    let name = cs.metadata.name.clone().unwrap_or_default();
     let template = serde_json::to_value(&cs.spec.template).unwrap_or(Value::Null);
-    // OpenKruise's revision data is the template as Go encodes it.
-    let data = template_revision_data(&go_encoded_pod_template(&template));
-    let vct = vct_hash(cs);
-    let (update, write) = match decide_update_revision(&sorted, &data) {
-        UpdateRevisionDecision::ReuseNewest { name } => {
-            let found = sorted
-                .iter()
-                .find(|r| r.metadata.name.as_deref() == Some(name.as_str()))
-                .cloned()
-                .unwrap_or_default();
-            (found, RevisionWrite::None)
-        }
-        UpdateRevisionDecision::BumpRevision { name, revision } => {
-            let mut found = sorted
-                .iter()
-                .find(|r| r.metadata.name.as_deref() == Some(name.as_str()))
-                .cloned()
-                .unwrap_or_default();
-            found.revision = revision;
-            found
-                .metadata
-                .annotations
-                .get_or_insert_with(BTreeMap::new)
-                .insert(CLONESET_VCT_HASH_KEY.into(), vct);
-            (found.clone(), RevisionWrite::Update(Box::new(found)))
-        }
-        UpdateRevisionDecision::Create { revision } => {
-            let mut annotations = cs.metadata.annotations.clone().unwrap_or_default();
-            annotations.insert(CLONESET_VCT_HASH_KEY.into(), vct);
-            let name = cs.metadata.name.clone().unwrap_or_default();
-            let created = new_controller_revision(&NewRevision {
-                parent_name: name.clone(),
-                namespace: cs.metadata.namespace.clone(),
-                owner: Some(controller_owner_ref(
-                    APPS_V1BETA1,
-                    KIND,
-                    &name,
-                    cs.metadata.uid.as_deref().unwrap_or_default(),
-                )),
-                labels: cs
-                    .spec
-                    .template
-                    .metadata
-                    .as_ref()
-                    .and_then(|m| m.labels.clone())
-                    .unwrap_or_default(),
-                annotations,
-                data,
-                revision,
-                collision_count: Some(
-                    cs.status
-                        .as_ref()
-                        .and_then(|s| s.collision_count)
-                        .unwrap_or(0),
-                ),
-                hash_override: None,
-                hash_label: None,
-            });
-            (created.clone(), RevisionWrite::Create(Box::new(created)))
-        }
-    };
-    let current_name = cs
-        .status
-        .as_ref()
-        .map(|s| s.current_revision.as_str())
-        .unwrap_or_default();
-    let current = sorted
-        .iter()
-        .find(|r| !current_name.is_empty() && r.metadata.name.as_deref() == Some(current_name))
-        .cloned()
-        .unwrap_or_else(|| update.clone());
-    RevisionPlan {
-        update,
-        current,
-        write,
-    }
+    let status = cs.status.as_ref();
+    plan_template_revisions(
+        history,
+        &template,
+        NewRevision {
+            parent_name: name.clone(),
+            namespace: cs.metadata.namespace.clone(),
+            owner: Some(controller_owner_ref(
+                APPS_V1BETA1,
+                KIND,
+                &name,
+                cs.metadata.uid.as_deref().unwrap_or_default(),
+            )),
+            labels: template_labels(&cs.spec.template),
+            annotations: cs.metadata.annotations.clone().unwrap_or_default(),
+            collision_count: Some(status.and_then(|s| s.collision_count).unwrap_or(0)),
+            ..NewRevision::default()
+        },
+        // The claim templates' hash, on the update revision whether created or rolled back to.
+        &BTreeMap::from([(CLONESET_VCT_HASH_KEY.to_string(), vct_hash(cs))]),
+        status
+            .map(|s| s.current_revision.as_str())
+            .unwrap_or_default(),
+    )
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::plan::tests::{cloneset, revision_for};
+    use kruise_core::revision::{new_controller_revision, template_revision_data};
     use serde_json::json;
 
     /// A revision an earlier kruise-rs stored kept the template as the user wrote it

@@ -25,6 +25,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::api::apps::v1::ControllerRevision;
+use k8s_openapi::api::core::v1::PodTemplateSpec;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use k8s_openapi::apimachinery::pkg::runtime::RawExtension;
 use serde_json::{Map, Value};
@@ -448,6 +449,78 @@ pub struct RevisionPlan {
     pub current: ControllerRevision,
     /// The write to perform first.
     pub write: RevisionWrite,
+}
+
+/// A pod template's labels: what a new revision of it is labelled with.
+pub fn template_labels(template: &PodTemplateSpec) -> BTreeMap<String, String> {
+    template
+        .metadata
+        .as_ref()
+        .and_then(|m| m.labels.clone())
+        .unwrap_or_default()
+}
+
+/// OpenKruise's revision choice for a workload with a pod template (its
+/// `getActiveRevisions`): the update revision is the newest whose data is the template's
+/// (`template` as the API stores it, read back as Go encodes it), reused as it is; an older
+/// one with equal data, its `.revision` bumped past the newest (a rollback); or a new one
+/// made from `new` (whose `data` and `revision` are chosen here). `update_annotations` go
+/// on the update revision when it is bumped or created. The current revision is the one
+/// named `current_name` (the status's `currentRevision`), or the update revision when that
+/// is unset or gone.
+pub fn plan_template_revisions(
+    history: &[ControllerRevision],
+    template: &Value,
+    new: NewRevision,
+    update_annotations: &BTreeMap<String, String>,
+    current_name: &str,
+) -> RevisionPlan {
+    let mut sorted = history.to_vec();
+    sort_revisions(&mut sorted);
+    let named = |name: &str| {
+        sorted
+            .iter()
+            .find(|r| !name.is_empty() && r.metadata.name.as_deref() == Some(name))
+            .cloned()
+    };
+    let data = template_revision_data(&kruise_compat::pod_defaults::go_encoded_pod_template(
+        template,
+    ));
+    let annotate = |revision: &mut ControllerRevision| {
+        if !update_annotations.is_empty() {
+            revision
+                .metadata
+                .annotations
+                .get_or_insert_with(BTreeMap::new)
+                .extend(update_annotations.clone());
+        }
+    };
+    let (update, write) = match decide_update_revision(&sorted, &data) {
+        UpdateRevisionDecision::ReuseNewest { name } => {
+            (named(&name).unwrap_or_default(), RevisionWrite::None)
+        }
+        UpdateRevisionDecision::BumpRevision { name, revision } => {
+            let mut found = named(&name).unwrap_or_default();
+            found.revision = revision;
+            annotate(&mut found);
+            (found.clone(), RevisionWrite::Update(Box::new(found)))
+        }
+        UpdateRevisionDecision::Create { revision } => {
+            let mut created = new_controller_revision(&NewRevision {
+                data,
+                revision,
+                ..new
+            });
+            annotate(&mut created);
+            (created.clone(), RevisionWrite::Create(Box::new(created)))
+        }
+    };
+    let current = named(current_name).unwrap_or_else(|| update.clone());
+    RevisionPlan {
+        update,
+        current,
+        write,
+    }
 }
 
 #[cfg(test)]

@@ -349,3 +349,54 @@ fn a_real_change_under_the_old_encoding_is_still_a_change() {
         json!(5);
     assert!(!equal_revision_data(&old, &probe_changed));
 }
+
+#[test]
+fn template_revisions_reuse_roll_back_or_create_and_name_the_current_one() {
+    let data = |image: &str| template_revision_data(&template(image));
+    let history = vec![
+        rev("set-a", 1, data("nginx:1")),
+        rev("set-b", 2, data("nginx:2")),
+    ];
+    let new = NewRevision {
+        parent_name: "set".into(),
+        namespace: Some("ns".into()),
+        ..NewRevision::default()
+    };
+    let marks = BTreeMap::from([("mark".to_string(), "m".to_string())]);
+
+    // The newest revision has the template's data: reused, nothing written.
+    let plan =
+        plan_template_revisions(&history, &template("nginx:2"), new.clone(), &marks, "set-a");
+    assert_eq!(plan.write, RevisionWrite::None);
+    assert_eq!(plan.update.metadata.name.as_deref(), Some("set-b"));
+    assert_eq!(plan.current.metadata.name.as_deref(), Some("set-a"));
+
+    // An older one has it: a rollback bumps its `.revision` and marks it.
+    let plan = plan_template_revisions(&history, &template("nginx:1"), new.clone(), &marks, "");
+    let RevisionWrite::Update(bumped) = &plan.write else {
+        panic!("expected a bump, got {:?}", plan.write);
+    };
+    assert_eq!(bumped.metadata.name.as_deref(), Some("set-a"));
+    assert_eq!(bumped.revision, 3);
+    assert_eq!(bumped.metadata.annotations.as_ref().unwrap()["mark"], "m");
+    // No current revision named: the update revision.
+    assert_eq!(plan.current, plan.update);
+
+    // None has it: a new revision from `new`, numbered after the newest, marked.
+    let plan = plan_template_revisions(&history, &template("nginx:3"), new, &marks, "gone");
+    let RevisionWrite::Create(created) = &plan.write else {
+        panic!("expected a create, got {:?}", plan.write);
+    };
+    assert_eq!(created.revision, 3);
+    assert_eq!(created.metadata.namespace.as_deref(), Some("ns"));
+    assert!(
+        created
+            .metadata
+            .name
+            .as_deref()
+            .unwrap()
+            .starts_with("set-")
+    );
+    assert_eq!(created.metadata.annotations.as_ref().unwrap()["mark"], "m");
+    assert_eq!(plan.current, plan.update);
+}

@@ -4,15 +4,14 @@
 //! with equal data is reused with its `.revision` bumped (a rollback), otherwise one is
 //! created. History beyond `revisionHistoryLimit` is pruned, never a revision a pod uses.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::api::apps::v1::ControllerRevision;
-use kruise_compat::pod_defaults::go_encoded_pod_template;
 use kruise_core::api::keys::CONTROLLER_REVISION_HASH_KEY;
 use kruise_core::api::version::APPS_V1BETA1;
 use kruise_core::revision::{
-    NewRevision, UpdateRevisionDecision, controller_owner_ref, decide_update_revision,
-    new_controller_revision, revisions_to_truncate, sort_revisions, template_revision_data,
+    NewRevision, controller_owner_ref, plan_template_revisions, revisions_to_truncate,
+    sort_revisions, template_labels,
 };
 use serde_json::Value;
 
@@ -24,59 +23,31 @@ pub use kruise_core::revision::{RevisionPlan, RevisionWrite};
 /// Chooses the update revision (`hash` is the template hash pods get) from the history.
 /// A DaemonSet has no separate current revision: both are the update revision.
 pub fn plan_revisions(ds: &DaemonSet, hash: &str, history: &[ControllerRevision]) -> RevisionPlan {
-    let mut sorted = history.to_vec();
-    sort_revisions(&mut sorted);
+    let name = ds.metadata.name.clone().unwrap_or_default();
     let template = serde_json::to_value(&ds.spec.template).unwrap_or(Value::Null);
-    // OpenKruise's revision data is the template as Go encodes it (its webhook does not
-    // default the template, but its controller reads it back through Go's types).
-    let data = template_revision_data(&go_encoded_pod_template(&template));
-    let named = |name: &str| {
-        sorted
-            .iter()
-            .find(|r| r.metadata.name.as_deref() == Some(name))
-            .cloned()
-            .unwrap_or_default()
-    };
-    let (update, write) = match decide_update_revision(&sorted, &data) {
-        UpdateRevisionDecision::ReuseNewest { name } => (named(&name), RevisionWrite::None),
-        UpdateRevisionDecision::BumpRevision { name, revision } => {
-            let mut found = named(&name);
-            found.revision = revision;
-            (found.clone(), RevisionWrite::Update(Box::new(found)))
-        }
-        UpdateRevisionDecision::Create { revision } => {
-            let name = ds.metadata.name.clone().unwrap_or_default();
-            let created = new_controller_revision(&NewRevision {
-                parent_name: name.clone(),
-                namespace: ds.metadata.namespace.clone(),
-                owner: Some(controller_owner_ref(
-                    APPS_V1BETA1,
-                    KIND,
-                    &name,
-                    ds.metadata.uid.as_deref().unwrap_or_default(),
-                )),
-                labels: ds
-                    .spec
-                    .template
-                    .metadata
-                    .as_ref()
-                    .and_then(|m| m.labels.clone())
-                    .unwrap_or_default(),
-                annotations: ds.metadata.annotations.clone().unwrap_or_default(),
-                data,
-                revision,
-                collision_count: ds.status.as_ref().and_then(|s| s.collision_count),
-                hash_override: Some(hash.to_string()),
-                hash_label: Some(CONTROLLER_REVISION_HASH_KEY.to_string()),
-            });
-            (created.clone(), RevisionWrite::Create(Box::new(created)))
-        }
-    };
-    RevisionPlan {
-        current: update.clone(),
-        update,
-        write,
-    }
+    plan_template_revisions(
+        history,
+        &template,
+        NewRevision {
+            parent_name: name.clone(),
+            namespace: ds.metadata.namespace.clone(),
+            owner: Some(controller_owner_ref(
+                APPS_V1BETA1,
+                KIND,
+                &name,
+                ds.metadata.uid.as_deref().unwrap_or_default(),
+            )),
+            labels: template_labels(&ds.spec.template),
+            annotations: ds.metadata.annotations.clone().unwrap_or_default(),
+            collision_count: ds.status.as_ref().and_then(|s| s.collision_count),
+            hash_override: Some(hash.to_string()),
+            hash_label: Some(CONTROLLER_REVISION_HASH_KEY.to_string()),
+            ..NewRevision::default()
+        },
+        &BTreeMap::new(),
+        // No current revision of its own: the update revision.
+        "",
+    )
 }
 
 /// The hash pods of `revision` carry: its `controller-revision-hash` label. Upstream takes
@@ -113,6 +84,7 @@ pub fn revisions_to_prune(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use kruise_core::revision::template_revision_data;
     use serde_json::json;
 
     fn daemonset(image: &str, limit: Option<i32>) -> DaemonSet {

@@ -5,12 +5,12 @@
 //! OpenKruise writes it, so revisions OpenKruise created are reused and no pod is rolled on
 //! takeover.
 
+use std::collections::BTreeMap;
+
 use k8s_openapi::api::apps::v1::ControllerRevision;
-use kruise_compat::pod_defaults::go_encoded_pod_template;
 use kruise_core::api::version::APPS_V1BETA1;
 use kruise_core::revision::{
-    NewRevision, UpdateRevisionDecision, controller_owner_ref, decide_update_revision,
-    new_controller_revision, sort_revisions, template_revision_data,
+    NewRevision, controller_owner_ref, plan_template_revisions, template_labels,
 };
 use serde_json::Value;
 
@@ -19,77 +19,33 @@ use crate::api::v1beta1::StatefulSet;
 
 pub use kruise_core::revision::{RevisionPlan, RevisionWrite};
 
-fn named<'a>(revisions: &'a [ControllerRevision], name: &str) -> Option<&'a ControllerRevision> {
-    revisions
-        .iter()
-        .find(|r| r.metadata.name.as_deref() == Some(name))
-}
-
 /// Chooses the update and current revisions from the set's history.
 pub fn plan_revisions(set: &StatefulSet, history: &[ControllerRevision]) -> RevisionPlan {
-    let mut sorted = history.to_vec();
-    sort_revisions(&mut sorted);
+    let name = set.metadata.name.clone().unwrap_or_default();
     let template = serde_json::to_value(&set.spec.template).unwrap_or(Value::Null);
-    // OpenKruise's revision data is the template as Go encodes it (an ephemeral volume's
-    // claim template keeps `creationTimestamp: null`, which the typed template drops).
-    let data = template_revision_data(&go_encoded_pod_template(&template));
-    let (update, write) = match decide_update_revision(&sorted, &data) {
-        UpdateRevisionDecision::ReuseNewest { name } => (
-            named(&sorted, &name).cloned().unwrap_or_default(),
-            RevisionWrite::None,
-        ),
-        UpdateRevisionDecision::BumpRevision { name, revision } => {
-            let mut found = named(&sorted, &name).cloned().unwrap_or_default();
-            found.revision = revision;
-            (found.clone(), RevisionWrite::Update(Box::new(found)))
-        }
-        UpdateRevisionDecision::Create { revision } => {
-            let name = set.metadata.name.clone().unwrap_or_default();
-            let created = new_controller_revision(&NewRevision {
-                parent_name: name.clone(),
-                namespace: set.metadata.namespace.clone(),
-                owner: Some(controller_owner_ref(
-                    APPS_V1BETA1,
-                    KIND,
-                    &name,
-                    set.metadata.uid.as_deref().unwrap_or_default(),
-                )),
-                labels: set
-                    .spec
-                    .template
-                    .metadata
-                    .as_ref()
-                    .and_then(|m| m.labels.clone())
-                    .unwrap_or_default(),
-                annotations: set.metadata.annotations.clone().unwrap_or_default(),
-                data,
-                revision,
-                collision_count: Some(
-                    set.status
-                        .as_ref()
-                        .and_then(|s| s.collision_count)
-                        .unwrap_or(0),
-                ),
-                hash_override: None,
-                hash_label: None,
-            });
-            (created.clone(), RevisionWrite::Create(Box::new(created)))
-        }
-    };
-    let current_name = set
-        .status
-        .as_ref()
-        .map(|s| s.current_revision.as_str())
-        .unwrap_or_default();
-    let current = named(&sorted, current_name)
-        .filter(|_| !current_name.is_empty())
-        .cloned()
-        .unwrap_or_else(|| update.clone());
-    RevisionPlan {
-        update,
-        current,
-        write,
-    }
+    let status = set.status.as_ref();
+    plan_template_revisions(
+        history,
+        &template,
+        NewRevision {
+            parent_name: name.clone(),
+            namespace: set.metadata.namespace.clone(),
+            owner: Some(controller_owner_ref(
+                APPS_V1BETA1,
+                KIND,
+                &name,
+                set.metadata.uid.as_deref().unwrap_or_default(),
+            )),
+            labels: template_labels(&set.spec.template),
+            annotations: set.metadata.annotations.clone().unwrap_or_default(),
+            collision_count: Some(status.and_then(|s| s.collision_count).unwrap_or(0)),
+            ..NewRevision::default()
+        },
+        &BTreeMap::new(),
+        status
+            .map(|s| s.current_revision.as_str())
+            .unwrap_or_default(),
+    )
 }
 
 /// The orphan revisions (no controller reference) in `revisions` whose labels the set's
@@ -132,6 +88,7 @@ pub fn orphans_to_adopt<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use kruise_core::revision::{new_controller_revision, template_revision_data};
     use serde_json::json;
 
     /// A revision an earlier kruise-rs stored kept the typed template (an ephemeral claim
