@@ -94,12 +94,7 @@ pub(super) async fn observe(
             let Some(mine) = all.get_mut(key) else {
                 return BTreeMap::new();
             };
-            mine.retain(|name, revision| {
-                pods.iter().any(|p| {
-                    p.name() == name
-                        && kruise_core::pods::pod_revision(&**p) != Some(revision.as_str())
-                })
-            });
+            plan::keep_unseen_updates(mine, &pods);
             let left = mine.clone();
             if mine.is_empty() {
                 all.remove(key);

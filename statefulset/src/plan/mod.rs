@@ -57,6 +57,7 @@ use crate::api::ordinals::ReservedOrdinals;
 use crate::api::v1beta1::StatefulSet;
 
 pub use claims::{Retention, pod_claim_ref, retained_owners, set_claim_ref};
+pub use update::keep_unseen_updates;
 pub use pods::{
     IdentityGates, claim_name, new_claims, new_pod, ordinal_of, owner_ref, pod_name, revision_name,
     template_for,

@@ -2,6 +2,7 @@
 //! update within maxUnavailable down to the partition.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::PodStatus;
 use kruise_core::api::LifecycleState;
@@ -12,7 +13,7 @@ use kruise_core::inplace::{
     calculate_update_spec_for_revisions, check_update_completed, refresh,
 };
 use kruise_core::pods::lifecycle::{Intent, NotReadyChange, PodHookView, decide, state_patch};
-use kruise_core::pods::{CachedPod, PodView as _};
+use kruise_core::pods::{CachedPod, PodView};
 
 use super::{
     Action, DeleteReason, EventRecord, MAX_POD_WRITES_PER_PLAN, Planner, push_requeue,
@@ -131,7 +132,8 @@ impl Planner<'_> {
         self.written.len().saturating_sub(self.creations) >= MAX_POD_WRITES_PER_PLAN
     }
 
-    /// Whether an in-place update of the update revision is sent but not yet in the cache.
+    /// Whether an in-place update of the update revision is sent but not yet in the cache
+    /// (see [`keep_unseen_updates`]).
     fn update_expectations_pending(&self) -> bool {
         let update = self.update_revision_name();
         self.input
@@ -423,4 +425,16 @@ impl Planner<'_> {
         }
         Ok(self.delete_action(pod, DeleteReason::Update))
     }
+}
+
+/// Keeps the in-place updates sent (pod name -> revision) that the cache does not show yet:
+/// one whose pod carries its revision is done, and one whose pod is gone went with it (a pod
+/// recreated under the name starts afresh). Run before every plan, so a pod created again
+/// never inherits the update sent to the one before it.
+pub fn keep_unseen_updates<P: PodView>(sent: &mut BTreeMap<String, String>, pods: &[Arc<P>]) {
+    sent.retain(|name, revision| {
+        pods.iter().any(|p| {
+            p.name() == name && kruise_core::pods::pod_revision(&**p) != Some(revision.as_str())
+        })
+    });
 }

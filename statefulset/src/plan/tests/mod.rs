@@ -143,6 +143,8 @@ impl World {
     pub fn plan(&mut self) -> Plan {
         let revisions = self.sync_revisions();
         let pods = self.cached();
+        // What the controller's observe step does before each plan.
+        crate::plan::keep_unseen_updates(&mut self.update_expectations, &pods);
         let claims: Vec<Arc<PersistentVolumeClaim>> =
             self.claims.values().cloned().map(Arc::new).collect();
         let input = PlanInput {
