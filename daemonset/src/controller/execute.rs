@@ -7,6 +7,8 @@ use super::*;
 /// What one pass's writes need.
 pub(super) struct Exec<'a> {
     pub pod_api: &'a Api<Pod>,
+    /// Pod creates and deletes under the set's scale expectations.
+    pub scale_writes: ScaleWrites<'a>,
     pub shared: &'a Shared,
     pub recorder: &'a Recorder,
     pub key: &'a str,
@@ -23,6 +25,7 @@ impl Exec<'_> {
     pub(super) async fn perform(&self, action: &Action) -> Result<(), Error> {
         let Exec {
             pod_api,
+            ref scale_writes,
             shared,
             recorder,
             key,
@@ -36,18 +39,17 @@ impl Exec<'_> {
         match action {
             Action::Create { node } => {
                 let pod = new_pod(ds, node, hash, shared.settings.placement);
-                match pod_api.create(&PostParams::default(), &pod).await {
+                // Expected by the name it gets: with surge the node already has a pod,
+                // which must not count as the one created.
+                match scale_writes.create_generated(&pod).await {
                     Ok(created) => {
-                        let name = created.name_any();
-                        // By name: with surge the node already has a pod, which must not
-                        // count as the one created.
-                        expect(shared, key, ScaleAction::Create, &name)?;
+                        let name = created.name().unwrap_or_default();
                         recorder.record(
                             EventRecord::normal(
                                 reason::SUCCESSFUL_CREATE,
                                 format!("Created pod: {name}"),
                             )
-                            .related_to(Some(pod_reference(Some(namespace), &name))),
+                            .related_to(Some(pod_reference(Some(namespace), name))),
                         );
                         Ok(())
                     }
@@ -56,9 +58,8 @@ impl Exec<'_> {
                             reason::FAILED_CREATE,
                             format!("Error creating: {e}"),
                         ));
-                        Err(Error::Create(WriteError {
-                            name: format!("pod for node {node}"),
-                            source: e,
+                        Err(e.into_family(|source| {
+                            Error::Create(WriteError::on(format!("pod for node {node}"))(source))
                         }))
                     }
                 }
@@ -85,13 +86,11 @@ impl Exec<'_> {
                 match (updated?, otherwise) {
                     (true, _) | (false, Removal::Held) => Ok(()),
                     (false, Removal::PrepareDelete) => prepare_delete(pod_api, pod, now).await,
-                    (false, Removal::Delete) => {
-                        delete_pod(pod_api, shared, recorder, key, pod).await
-                    }
+                    (false, Removal::Delete) => delete_pod(scale_writes, recorder, pod).await,
                 }
             }
             Action::PrepareDelete { pod } => prepare_delete(pod_api, pod, now).await,
-            Action::Delete { pod } => delete_pod(pod_api, shared, recorder, key, pod).await,
+            Action::Delete { pod } => delete_pod(scale_writes, recorder, pod).await,
         }
     }
 }
@@ -154,48 +153,19 @@ async fn prepare_delete(pod_api: &Api<Pod>, pod: &str, now: Timestamp) -> Result
 
 /// Deletes `pod`, expected until the cache shows it gone or terminating.
 async fn delete_pod(
-    pod_api: &Api<Pod>,
-    shared: &Shared,
+    scale_writes: &ScaleWrites<'_>,
     recorder: &Recorder,
-    key: &str,
     pod: &str,
 ) -> Result<(), Error> {
-    expect(shared, key, ScaleAction::Delete, pod)?;
-    match pod_api.delete(pod, &DeleteParams::default()).await {
-        Ok(_) => {
-            recorder.record(EventRecord::normal(
-                reason::SUCCESSFUL_DELETE,
-                format!("Deleted pod: {pod}"),
-            ));
-            Ok(())
-        }
-        Err(e) if is_not_found(&e) => {
-            forget(shared, key, ScaleAction::Delete, pod);
-            Ok(())
-        }
-        Err(e) => {
-            forget(shared, key, ScaleAction::Delete, pod);
-            Err(Error::Delete(WriteError {
-                name: pod.to_string(),
-                source: e,
-            }))
-        }
+    let deleted = scale_writes
+        .delete(pod)
+        .await
+        .map_err(|e| e.into_family(|source| Error::Delete(WriteError::on(pod)(source))))?;
+    if deleted {
+        recorder.record(EventRecord::normal(
+            reason::SUCCESSFUL_DELETE,
+            format!("Deleted pod: {pod}"),
+        ));
     }
-}
-
-pub(super) fn expect(
-    shared: &Shared,
-    key: &str,
-    action: ScaleAction,
-    name: &str,
-) -> Result<(), Error> {
-    shared
-        .expectations
-        .with(|e| e.expect(key, action, name))
-        .map_err(|e| Error::Shell(ShellError::from(e)))
-}
-
-pub(super) fn forget(shared: &Shared, key: &str, action: ScaleAction, name: &str) {
-    // A poisoned lock refuses the next reconcile anyway.
-    let _ = shared.expectations.with(|e| e.observe(key, action, name));
+    Ok(())
 }

@@ -34,6 +34,7 @@
 //!   made in place ([`Removal`]).
 
 pub mod eligibility;
+pub mod in_place;
 pub mod pods;
 pub mod revisions;
 
@@ -41,6 +42,8 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kruise_core::api::intstr::value_from_int_or_percent;
+
+use crate::api::v1beta1::DaemonSetStatus;
 
 pub use eligibility::{Eligibility, NodeView};
 
@@ -232,6 +235,37 @@ pub struct StatusCounts {
     pub updated_number_scheduled: i32,
     /// `desired - available`.
     pub number_unavailable: i32,
+}
+
+impl StatusCounts {
+    /// The status a pass writes: these counts and the update revision's `hash`, with the
+    /// conditions and collision count as they were; `observedGeneration` moves to
+    /// `generation` only after a pass whose writes all succeeded (`synced`).
+    pub fn status(
+        self,
+        previous: &DaemonSetStatus,
+        generation: i64,
+        synced: bool,
+        hash: &str,
+    ) -> DaemonSetStatus {
+        DaemonSetStatus {
+            current_number_scheduled: self.current_number_scheduled,
+            number_misscheduled: self.number_misscheduled,
+            desired_number_scheduled: self.desired_number_scheduled,
+            number_ready: self.number_ready,
+            observed_generation: if synced {
+                generation
+            } else {
+                previous.observed_generation
+            },
+            updated_number_scheduled: self.updated_number_scheduled,
+            number_available: self.number_available,
+            number_unavailable: self.number_unavailable,
+            collision_count: previous.collision_count,
+            conditions: previous.conditions.clone(),
+            update_revision: hash.into(),
+        }
+    }
 }
 
 /// What a pass decided.

@@ -696,3 +696,31 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn status_carries_the_counts_and_moves_observed_generation_only_after_a_synced_pass() {
+    let counts = StatusCounts {
+        desired_number_scheduled: 3,
+        current_number_scheduled: 3,
+        number_ready: 2,
+        number_available: 2,
+        updated_number_scheduled: 1,
+        number_unavailable: 1,
+        ..StatusCounts::default()
+    };
+    let previous = DaemonSetStatus {
+        observed_generation: 4,
+        collision_count: Some(1),
+        number_ready: 9,
+        ..DaemonSetStatus::default()
+    };
+    let synced = counts.status(&previous, 5, true, "abc");
+    assert_eq!(synced.observed_generation, 5);
+    assert_eq!(synced.number_ready, 2);
+    assert_eq!(synced.number_unavailable, 1);
+    assert_eq!(synced.update_revision, "abc");
+    assert_eq!(synced.collision_count, Some(1));
+    let failed = counts.status(&previous, 5, false, "abc");
+    assert_eq!(failed.observed_generation, 4);
+    assert_eq!(failed.updated_number_scheduled, 1);
+}

@@ -57,7 +57,6 @@ use crate::api::ordinals::ReservedOrdinals;
 use crate::api::v1beta1::StatefulSet;
 
 pub use claims::{Retention, pod_claim_ref, retained_owners, set_claim_ref};
-pub use update::keep_unseen_updates;
 pub use pods::{
     IdentityGates, claim_name, new_claims, new_pod, ordinal_of, owner_ref, pod_name, revision_name,
     template_for,
@@ -68,6 +67,7 @@ pub use resize::{
 };
 pub use revisions::{RevisionPlan, RevisionWrite, orphans_to_adopt, plan_revisions};
 pub use status::calculate_status;
+pub use update::keep_unseen_updates;
 
 /// Pods one plan creates at most; a larger `Parallel` scale-up continues in the next
 /// reconciles, once the cache shows these. OpenKruise creates the whole difference in one

@@ -27,7 +27,7 @@
 //! * **Revisions before pods.** The update revision is written before any pod carries its
 //!   hash; history is pruned only after a pass whose writes all succeeded.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -38,11 +38,10 @@ use k8s_openapi::api::core::v1::Pod;
 use kruise_core::api::keys::CONTROLLER_REVISION_HASH_KEY;
 use kruise_core::api::lifecycle::LifecycleState;
 use kruise_core::expectations::{
-    ResourceVersionExpectations, Satisfaction, ScaleAction, ScaleExpectations, SharedExpectations,
+    ResourceVersionExpectations, Satisfaction, ScaleExpectations, SharedExpectations,
 };
 use kruise_core::inplace::{
-    CompletionCheck, InPlaceGates, RefreshAction, UpdateRequest, begin_update,
-    calculate_update_spec, refresh,
+    CompletionCheck, InPlaceGates, RefreshAction, UpdateRequest, begin_update, refresh,
 };
 use kruise_core::pods::lifecycle::state_patch;
 use kruise_core::pods::{CachedPod, LabelsAndFinalizers as _, PodView};
@@ -52,25 +51,31 @@ use kruise_runtime::events::{EventQueue, EventRecord, Recorder, pod_reference};
 use kruise_runtime::execute::{Lane, Scheduled, WRITE_CONCURRENCY, execute};
 use kruise_runtime::predownload::PreDownload;
 use kruise_runtime::revisions::{RevisionStep, write_planned_revisions};
+use kruise_runtime::scale_writes::ScaleWrites;
 use kruise_runtime::status::write_status_if_changed;
 use kruise_runtime::watch::{TouchedStream, Watch};
-use kruise_runtime::{ReconcileError, RunOptions, run_controller, warm_until_leading};
-use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use kruise_runtime::writes::Writer;
+use kruise_runtime::{RunOptions, run_controller, warm_until_leading};
+use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use kube::runtime::controller::{Action as Requeue, Controller};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Client, Resource as _, ResourceExt as _};
 
 use crate::api::defaults::default_spec;
-use crate::api::v1beta1::{DaemonSet, DaemonSetStatus};
+use crate::api::v1beta1::DaemonSet;
 use crate::api::validation::validate;
 use crate::api::{KIND, Served};
 use crate::nodes::CachedNode;
+use crate::plan::in_place::InPlaceTarget;
 use crate::plan::pods::{Placement, new_pod, plan_node, plan_pod, plan_strategy};
 use crate::plan::revisions::{plan_revisions, revision_hash, revisions_to_prune};
 use crate::plan::{Action, PlanInput, PlanStrategy, Removal, plan};
 
+mod error;
 mod execute;
 mod in_place;
+
+pub use error::Error;
 
 use execute::confirm_uncounted;
 
@@ -137,58 +142,6 @@ impl Default for Settings {
             prune_ineligible_nodes: false,
             pre_download: false,
             in_place_gates: InPlaceGates::default(),
-        }
-    }
-}
-
-/// Which step of a reconcile failed.
-#[derive(Debug, thiserror::Error)]
-pub enum Error {
-    /// A step every controller shares: expectations, status.
-    #[error(transparent)]
-    Shell(#[from] ShellError),
-    /// Creating a pod.
-    #[error("creating {0}")]
-    Create(#[source] WriteError),
-    /// Deleting a pod.
-    #[error("deleting {0}")]
-    Delete(#[source] WriteError),
-    /// Marking a pod `PreparingDelete`.
-    #[error("marking {0} PreparingDelete")]
-    PrepareDelete(#[source] WriteError),
-    /// Updating a pod in place, or finishing such an update.
-    #[error("updating {0} in place")]
-    InPlace(#[source] WriteError),
-    /// Another in-place write to the pod is under way, or the cache does not show the last
-    /// one yet (retried shortly, as a conflict).
-    #[error("pod {0} is being written")]
-    Busy(String),
-    /// Reading a pod to confirm what the cache shows of it.
-    #[error("reading pod {0}")]
-    ReadPod(#[source] WriteError),
-}
-
-impl ReconcileError for Error {
-    fn category(&self) -> &'static str {
-        match self {
-            Error::Shell(e) => e.category(),
-            Error::Create(_) => "create",
-            Error::Delete(_) => "delete",
-            Error::PrepareDelete(_) => "lifecycle",
-            Error::InPlace(_) | Error::Busy(_) => "update",
-            Error::ReadPod(_) => "read_pod",
-        }
-    }
-
-    fn is_conflict(&self) -> bool {
-        match self {
-            Error::Shell(e) => e.is_conflict(),
-            Error::Create(e)
-            | Error::Delete(e)
-            | Error::PrepareDelete(e)
-            | Error::InPlace(e)
-            | Error::ReadPod(e) => e.is_conflict(),
-            Error::Busy(_) => true,
         }
     }
 }
@@ -388,20 +341,9 @@ fn observe_expectations(
     Ok(shared
         .expectations
         .with(|exp| {
-            for (action, names) in exp.pending(key) {
-                for name in names {
-                    let seen = match action {
-                        ScaleAction::Create => pods.iter().any(|p| p.name() == name.as_str()),
-                        ScaleAction::Delete => pods.iter().all(|p| {
-                            p.name() != name.as_str() || p.meta().deletion_timestamp.is_some()
-                        }),
-                    };
-                    if seen {
-                        exp.observe(key, action, &name);
-                    }
-                }
-            }
-            exp.satisfied(key, now)
+            exp.settle(key, now, |action, name| {
+                action.seen_in(pods.iter().find(|p| p.name() == name).map(|p| p.meta()))
+            })
         })
         .map_err(ShellError::from)?)
 }
@@ -532,49 +474,22 @@ async fn reconcile(original: Arc<DaemonSet>, shared: Arc<Shared>) -> Result<Requ
     }
     let pod_api: Api<Pod> = Api::namespaced(shared.client.clone(), &namespace);
     let refresh_after = refresh_in_place(&pod_api, &shared, &pods, now).await?;
-    let in_place = plan_strategy(&ds.spec).in_place;
-    let in_place_request = |pod: &CachedPod| -> Option<UpdateRequest> {
-        let old_hash = pod.label(CONTROLLER_REVISION_HASH_KEY)?;
-        if !in_place || old_hash == hash {
-            return None;
-        }
-        let old = history.iter().find(|r| {
-            r.labels()
-                .get(CONTROLLER_REVISION_HASH_KEY)
-                .map(String::as_str)
-                == Some(old_hash)
-        })?;
-        Some(UpdateRequest {
-            old_revision_data: old.data.as_ref()?.0.clone(),
-            new_revision_data: update_data.clone()?,
-            revision: hash.clone(),
-            revision_labels: BTreeMap::from([(
-                CONTROLLER_REVISION_HASH_KEY.to_string(),
-                hash.clone(),
-            )]),
-            gates: shared.settings.in_place_gates,
-            ..UpdateRequest::default()
-        })
+    let target = InPlaceTarget {
+        enabled: plan_strategy(&ds.spec).in_place,
+        hash: &hash,
+        data: update_data.as_ref(),
+        history: &history,
+        gates: shared.settings.in_place_gates,
     };
-    let in_place_possible = |pod: &CachedPod| {
-        in_place_request(pod).is_some_and(|r| {
-            calculate_update_spec(
-                &r.old_revision_data,
-                &r.new_revision_data,
-                &r.revision,
-                r.gates,
-                r.grace_period_seconds,
-            )
-            .is_ok()
-        })
-    };
+    let in_place_request =
+        |pod: &CachedPod| target.request(pod.label(CONTROLLER_REVISION_HASH_KEY));
     // Whether a pod can be updated in place depends on its revision only: one diff each.
     let mut possible_by_hash: HashMap<&str, bool> = HashMap::new();
     for pod in &pods {
         if let Some(pod_hash) = pod.label(CONTROLLER_REVISION_HASH_KEY) {
             possible_by_hash
                 .entry(pod_hash)
-                .or_insert_with(|| in_place_possible(pod));
+                .or_insert_with(|| target.possible(Some(pod_hash)));
         }
     }
     let mut nodes: Vec<_> = shared
@@ -637,8 +552,14 @@ async fn reconcile(original: Arc<DaemonSet>, shared: Arc<Shared>) -> Result<Requ
     }
 
     // Execute.
+    let pod_writer = Writer::namespaced(shared.client.clone(), &namespace);
     let exec = execute::Exec {
         pod_api: &pod_api,
+        scale_writes: ScaleWrites {
+            pods: &pod_writer,
+            expectations: &shared.expectations,
+            owner: &key,
+        },
         shared: &shared,
         recorder: &recorder,
         key: &key,
@@ -656,24 +577,12 @@ async fn reconcile(original: Arc<DaemonSet>, shared: Arc<Shared>) -> Result<Requ
     let first_error = outcomes.into_iter().find_map(|(_, r)| r.err());
 
     // Status, after the writes; observedGeneration only after a full sync.
-    let previous = original.status.clone().unwrap_or_default();
-    let counts = plan.status;
-    let status = DaemonSetStatus {
-        current_number_scheduled: counts.current_number_scheduled,
-        number_misscheduled: counts.number_misscheduled,
-        desired_number_scheduled: counts.desired_number_scheduled,
-        number_ready: counts.number_ready,
-        observed_generation: match first_error {
-            None => ds.metadata.generation.unwrap_or_default(),
-            Some(_) => previous.observed_generation,
-        },
-        updated_number_scheduled: counts.updated_number_scheduled,
-        number_available: counts.number_available,
-        number_unavailable: counts.number_unavailable,
-        collision_count: previous.collision_count,
-        conditions: previous.conditions.clone(),
-        update_revision: hash.clone(),
-    };
+    let status = plan.status.status(
+        &original.status.clone().unwrap_or_default(),
+        ds.metadata.generation.unwrap_or_default(),
+        first_error.is_none(),
+        &hash,
+    );
     write_status_if_changed(&set_api, &original, original.status.as_ref(), &status)
         .await
         .map_err(ShellError::status_of(name.clone()))?;
