@@ -66,6 +66,17 @@ reclaimPolicy: Delete
 volumeBindingMode: Immediate
 EOF
 done
+# Every node has its NodeImage before the specs start, as on a cluster installed a while
+# ago: the image specs count NodeImages against nodes, and kruise-imagepull (like
+# OpenKruise) creates a node's NodeImage only once the node has been Ready for
+# --nodeimage-creation-delay (30 s).
+every_node_has_its_nodeimage() {
+  local nodes images
+  nodes=$("$KUBECTL" get nodes -o name | wc -l)
+  images=$("$KUBECTL" get nodeimages -o name -l '!apps.kruise.io/fake-nodeimage' | wc -l)
+  [[ $nodes -gt 0 && $images -eq $nodes ]]
+}
+wait_for 120 "a NodeImage for every node" every_node_has_its_nodeimage
 # The suite makes a namespace per spec; its kubeconfig is the scenario's. The whole
 # output goes to OPENKRUISE_E2E_LOG (default: a new file under /tmp); the summary and
 # the failed specs are printed.
