@@ -54,7 +54,6 @@ use kruise_runtime::revisions::{RevisionStep, write_planned_revisions};
 use kruise_runtime::scale_writes::ScaleWrites;
 use kruise_runtime::status::write_status_if_changed;
 use kruise_runtime::watch::{TouchedStream, Watch};
-use kruise_runtime::writes::Writer;
 use kruise_runtime::{RunOptions, run_controller, warm_until_leading};
 use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use kube::runtime::controller::{Action as Requeue, Controller};
@@ -552,14 +551,14 @@ async fn reconcile(original: Arc<DaemonSet>, shared: Arc<Shared>) -> Result<Requ
     }
 
     // Execute.
-    let pod_writer = Writer::namespaced(shared.client.clone(), &namespace);
     let exec = execute::Exec {
         pod_api: &pod_api,
-        scale_writes: ScaleWrites {
-            pods: &pod_writer,
-            expectations: &shared.expectations,
-            owner: &key,
-        },
+        scale_writes: ScaleWrites::new(
+            shared.client.clone(),
+            &namespace,
+            &shared.expectations,
+            &key,
+        ),
         shared: &shared,
         recorder: &recorder,
         key: &key,

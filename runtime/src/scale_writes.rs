@@ -8,6 +8,7 @@ use k8s_openapi::api::core::v1::Pod;
 use kruise_core::expectations::{
     PoisonedExpectations, ScaleAction, ScaleExpectations, SharedExpectations,
 };
+use kube::Client;
 use kube::api::{DeleteParams, PostParams};
 
 use crate::errors::{ShellError, is_not_found};
@@ -15,12 +16,9 @@ use crate::writes::{Writer, Written};
 
 /// One owner's pod creates and deletes.
 pub struct ScaleWrites<'a> {
-    /// The owner's namespace's pods.
-    pub pods: &'a Writer<Pod>,
-    /// The family's scale expectations.
-    pub expectations: &'a SharedExpectations<ScaleExpectations>,
-    /// The owner's expectations key (`namespace/name`).
-    pub owner: &'a str,
+    pods: Writer<Pod>,
+    expectations: &'a SharedExpectations<ScaleExpectations>,
+    owner: &'a str,
 }
 
 /// A create or delete that was not sent, or that the API server refused.
@@ -44,7 +42,22 @@ impl ScaleWriteError {
     }
 }
 
-impl ScaleWrites<'_> {
+impl<'a> ScaleWrites<'a> {
+    /// The creates and deletes of the pods in `namespace` of the owner whose expectations
+    /// key (`namespace/name`) is `owner`, under the family's `expectations`.
+    pub fn new(
+        client: Client,
+        namespace: &str,
+        expectations: &'a SharedExpectations<ScaleExpectations>,
+        owner: &'a str,
+    ) -> Self {
+        ScaleWrites {
+            pods: Writer::namespaced(client, namespace),
+            expectations,
+            owner,
+        }
+    }
+
     fn expect(&self, action: ScaleAction, name: &str) -> Result<(), PoisonedExpectations> {
         self.expectations
             .with(|e| e.expect(self.owner, action, name))

@@ -28,7 +28,6 @@ use kruise_runtime::execute::{Lane, Scheduled, WRITE_CONCURRENCY, execute};
 use kruise_runtime::scale_writes::ScaleWrites;
 use kruise_runtime::status::write_status_if_changed;
 use kruise_runtime::watch::Watch;
-use kruise_runtime::writes::Writer;
 use kruise_runtime::{RunOptions, run_controller, warm_until_leading};
 use kube::api::{Api, DeleteParams};
 use kube::runtime::controller::{Action as Requeue, Controller};
@@ -250,12 +249,12 @@ async fn reconcile(original: Arc<BroadcastJob>, shared: Arc<Shared>) -> Result<R
     recorder.record_all(plan.events.iter().cloned());
 
     // Execute.
-    let pod_writer = Writer::namespaced(shared.client.clone(), &namespace);
-    let scale_writes = ScaleWrites {
-        pods: &pod_writer,
-        expectations: &shared.expectations,
-        owner: &key,
-    };
+    let scale_writes = ScaleWrites::new(
+        shared.client.clone(),
+        &namespace,
+        &shared.expectations,
+        &key,
+    );
     let job_api: Api<BroadcastJob> = Api::namespaced(shared.client.clone(), &namespace);
     let outcomes = execute(&plan.actions, WRITE_CONCURRENCY, |action| {
         let (scale_writes, job_api, recorder) = (&scale_writes, &job_api, &recorder);

@@ -123,12 +123,13 @@ impl Exec<'_> {
         Writer::namespaced(self.shared.client.clone(), self.namespace)
     }
 
-    fn scale_writes<'w>(&'w self, pods: &'w Writer<Pod>) -> ScaleWrites<'w> {
-        ScaleWrites {
-            pods,
-            expectations: &self.shared.scale_expectations,
-            owner: self.key,
-        }
+    fn scale_writes(&self) -> ScaleWrites<'_> {
+        ScaleWrites::new(
+            self.shared.client.clone(),
+            self.namespace,
+            &self.shared.scale_expectations,
+            self.key,
+        )
     }
 
     fn cached_pod(&self, name: &str) -> Option<&CachedPod> {
@@ -148,7 +149,7 @@ impl Exec<'_> {
                 .map_err(|source| Error::CreatePod(WriteError::on(pvc.name_any())(source)))?;
         }
         let name = pod.name_any();
-        self.scale_writes(&self.pod_api())
+        self.scale_writes()
             .create(pod, &name)
             .await
             .map(drop)
@@ -157,7 +158,7 @@ impl Exec<'_> {
 
     /// Deletes the pod, then its claims.
     async fn delete(&self, name: &str, pvcs: &[String]) -> Result<(), Error> {
-        self.scale_writes(&self.pod_api())
+        self.scale_writes()
             .delete(name)
             .await
             .map(drop)

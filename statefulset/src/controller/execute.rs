@@ -131,12 +131,13 @@ impl Exec<'_> {
         Writer::namespaced(self.shared.client.clone(), self.namespace)
     }
 
-    fn scale_writes<'w>(&'w self, pods: &'w Writer<Pod>) -> ScaleWrites<'w> {
-        ScaleWrites {
-            pods,
-            expectations: &self.shared.scale_expectations,
-            owner: self.key,
-        }
+    fn scale_writes(&self) -> ScaleWrites<'_> {
+        ScaleWrites::new(
+            self.shared.client.clone(),
+            self.namespace,
+            &self.shared.scale_expectations,
+            self.key,
+        )
     }
 
     fn record_version(&self, written: &Written) {
@@ -166,7 +167,7 @@ impl Exec<'_> {
     async fn create(&self, pod: &Pod, claims: &[PersistentVolumeClaim]) -> Result<(), Error> {
         self.create_claims(claims).await?;
         let name = pod.name_any();
-        self.scale_writes(&self.pod_api())
+        self.scale_writes()
             .create(pod, &name)
             .await
             .map(drop)
@@ -178,7 +179,7 @@ impl Exec<'_> {
     }
 
     async fn delete(&self, name: &str) -> Result<(), Error> {
-        self.scale_writes(&self.pod_api())
+        self.scale_writes()
             .delete(name)
             .await
             .map(drop)

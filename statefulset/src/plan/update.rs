@@ -141,10 +141,9 @@ impl Planner<'_> {
             .iter()
             .filter(|(_, revision)| revision.as_str() == update)
             .any(|(name, revision)| {
-                self.by_ordinal.values().any(|f| {
-                    f.pod.name() == name
-                        && kruise_core::pods::pod_revision(f.pod) != Some(revision.as_str())
-                })
+                self.by_ordinal
+                    .values()
+                    .any(|f| is_unseen_update(f.pod, name, revision))
             })
     }
 
@@ -432,9 +431,10 @@ impl Planner<'_> {
 /// recreated under the name starts afresh). Run before every plan, so a pod created again
 /// never inherits the update sent to the one before it.
 pub fn keep_unseen_updates<P: PodView>(sent: &mut BTreeMap<String, String>, pods: &[Arc<P>]) {
-    sent.retain(|name, revision| {
-        pods.iter().any(|p| {
-            p.name() == name && kruise_core::pods::pod_revision(&**p) != Some(revision.as_str())
-        })
-    });
+    sent.retain(|name, revision| pods.iter().any(|p| is_unseen_update(&**p, name, revision)));
+}
+
+/// Whether `pod` is the pod named `name` and does not carry `revision` yet.
+fn is_unseen_update<P: PodView + ?Sized>(pod: &P, name: &str, revision: &str) -> bool {
+    pod.name() == name && kruise_core::pods::pod_revision(pod) != Some(revision)
 }
