@@ -20,6 +20,7 @@ use k8s_openapi::api::core::v1::{
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
 use kruise_core::api::value_from_int_or_percent;
 use kruise_core::api::version::APPS_V1BETA1;
+use kruise_core::pods::view::pinned_node;
 
 use super::EventRecord;
 use super::fit::fits;
@@ -122,21 +123,7 @@ pub fn assigned_node(pod: &Pod) -> Option<String> {
     if let Some(name) = spec.node_name.as_deref().filter(|n| !n.is_empty()) {
         return Some(name.to_string());
     }
-    let terms = &spec
-        .affinity
-        .as_ref()?
-        .node_affinity
-        .as_ref()?
-        .required_during_scheduling_ignored_during_execution
-        .as_ref()?
-        .node_selector_terms;
-    terms.iter().find_map(|term| {
-        term.match_fields.iter().flatten().find_map(|f| {
-            let values = f.values.as_deref().unwrap_or(&[]);
-            (f.key == "metadata.name" && f.operator == "In" && values.len() == 1)
-                .then(|| values[0].clone())
-        })
-    })
+    pinned_node(spec.affinity.as_ref()?).map(str::to_string)
 }
 
 /// How a pod counts.

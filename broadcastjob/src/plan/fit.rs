@@ -6,10 +6,9 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::{
-    Node, NodeSelectorRequirement, NodeSelectorTerm, PodSpec, Taint, Toleration,
-};
+use k8s_openapi::api::core::v1::{Node, PodSpec, Taint};
 use kruise_compat::quantity::{Nanos, parse_nanos};
+use kruise_core::pods::placement::{node_affinity_matches, tolerates};
 
 /// The taint an unschedulable node is treated as having.
 const UNSCHEDULABLE_TAINT: &str = "node.kubernetes.io/unschedulable";
@@ -77,7 +76,7 @@ pub fn fits(spec: &PodSpec, node: &Node) -> Result<(), Misfit> {
     }
     let empty = BTreeMap::new();
     let labels = node.metadata.labels.as_ref().unwrap_or(&empty);
-    if !selector_matches(spec, labels, name) {
+    if !node_affinity_matches(spec, labels, name) {
         return Err(Misfit::Affinity);
     }
     let tolerations = spec.tolerations.as_deref().unwrap_or(&[]);
@@ -101,92 +100,6 @@ pub fn fits(spec: &PodSpec, node: &Node) -> Result<(), Misfit> {
         }
     }
     fits_resources(spec, node)
-}
-
-fn selector_matches(spec: &PodSpec, labels: &BTreeMap<String, String>, name: &str) -> bool {
-    let selector_ok = spec
-        .node_selector
-        .iter()
-        .flatten()
-        .all(|(k, v)| labels.get(k) == Some(v));
-    let required = spec
-        .affinity
-        .as_ref()
-        .and_then(|a| a.node_affinity.as_ref())
-        .and_then(|a| {
-            a.required_during_scheduling_ignored_during_execution
-                .as_ref()
-        });
-    let affinity_ok = match required {
-        None => true,
-        Some(selector) => selector
-            .node_selector_terms
-            .iter()
-            .any(|term| term_matches(term, labels, name)),
-    };
-    selector_ok && affinity_ok
-}
-
-/// A node selector term: its label expressions and field expressions all match; an empty
-/// term matches nothing.
-fn term_matches(term: &NodeSelectorTerm, labels: &BTreeMap<String, String>, name: &str) -> bool {
-    let expressions = term.match_expressions.as_deref().unwrap_or(&[]);
-    let fields = term.match_fields.as_deref().unwrap_or(&[]);
-    if expressions.is_empty() && fields.is_empty() {
-        return false;
-    }
-    expressions
-        .iter()
-        .all(|e| requirement_matches(e, labels.get(&e.key).map(String::as_str)))
-        && fields.iter().all(|f| {
-            let value = (f.key == "metadata.name").then_some(name);
-            requirement_matches(f, value)
-        })
-}
-
-fn requirement_matches(req: &NodeSelectorRequirement, value: Option<&str>) -> bool {
-    let values = req.values.as_deref().unwrap_or(&[]);
-    let number = |v: &str| v.parse::<i64>().ok();
-    match req.operator.as_str() {
-        "In" => value.is_some_and(|v| values.iter().any(|x| x == v)),
-        "NotIn" => value.is_none_or(|v| !values.iter().any(|x| x == v)),
-        "Exists" => value.is_some(),
-        "DoesNotExist" => value.is_none(),
-        "Gt" | "Lt" => {
-            let (Some(v), Some(bound)) = (
-                value.and_then(number),
-                values.first().and_then(|b| number(b)),
-            ) else {
-                return false;
-            };
-            if req.operator == "Gt" {
-                v > bound
-            } else {
-                v < bound
-            }
-        }
-        _ => false,
-    }
-}
-
-/// Kubernetes' `Toleration.ToleratesTaint`.
-fn tolerates(toleration: &Toleration, taint: &Taint) -> bool {
-    let effect = toleration.effect.as_deref().unwrap_or("");
-    if !effect.is_empty() && effect != taint.effect {
-        return false;
-    }
-    let key = toleration.key.as_deref().unwrap_or("");
-    if !key.is_empty() && key != taint.key {
-        return false;
-    }
-    match toleration.operator.as_deref().unwrap_or("Equal") {
-        "Exists" => true,
-        "Equal" | "" => {
-            !key.is_empty()
-                && toleration.value.as_deref().unwrap_or("") == taint.value.as_deref().unwrap_or("")
-        }
-        _ => false,
-    }
 }
 
 /// Requests (the larger of the containers' sum and the largest init container) against the

@@ -7,11 +7,13 @@
 //!   [`priority`] and scatter);
 //! * [`priority`]: `priorityStrategy` and `scatterStrategy` sorters;
 //! * [`lifecycle`]: the lifecycle-hook state machine;
+//! * [`placement`]: node selector, required node affinity and tolerations against a node;
 //! * [`readiness`]: the multi-writer `KruisePodReady` gate (`markPodNotReady`, CRR).
 
 pub mod cached;
 pub mod lifecycle;
 pub mod order;
+pub mod placement;
 pub mod priority;
 pub mod readiness;
 pub mod selector;

@@ -8,9 +8,8 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::{
-    NodeSelectorRequirement, NodeSelectorTerm, PodSpec, Taint, Toleration,
-};
+use k8s_openapi::api::core::v1::{PodSpec, Taint, Toleration};
+use kruise_core::pods::placement::{node_affinity_matches, tolerates};
 
 /// What of a node eligibility reads.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -68,24 +67,6 @@ pub fn daemon_tolerations(spec: &PodSpec) -> Vec<Toleration> {
     tolerations
 }
 
-fn tolerates(toleration: &Toleration, taint: &Taint) -> bool {
-    let effect_matches = toleration
-        .effect
-        .as_deref()
-        .is_none_or(|e| e.is_empty() || e == taint.effect);
-    let key = toleration.key.as_deref().unwrap_or("");
-    let operator = toleration.operator.as_deref().unwrap_or("Equal");
-    let key_matches = (key.is_empty() && operator == "Exists") || key == taint.key;
-    let value_matches = match operator {
-        "Exists" => true,
-        "Equal" | "" => {
-            toleration.value.as_deref().unwrap_or("") == taint.value.as_deref().unwrap_or("")
-        }
-        _ => false,
-    };
-    effect_matches && key_matches && value_matches
-}
-
 /// Whether a taint of one of `effects` is tolerated by none of `tolerations`.
 fn untolerated(taints: &[Taint], tolerations: &[Toleration], effects: &[&str]) -> bool {
     taints
@@ -94,69 +75,13 @@ fn untolerated(taints: &[Taint], tolerations: &[Toleration], effects: &[&str]) -
         .any(|t| !tolerations.iter().any(|tol| tolerates(tol, t)))
 }
 
-fn requirement_matches(req: &NodeSelectorRequirement, value: Option<&str>) -> bool {
-    let values = req.values.as_deref().unwrap_or_default();
-    match req.operator.as_str() {
-        "In" => value.is_some_and(|v| values.iter().any(|x| x == v)),
-        "NotIn" => value.is_none_or(|v| !values.iter().any(|x| x == v)),
-        "Exists" => value.is_some(),
-        "DoesNotExist" => value.is_none(),
-        op @ ("Gt" | "Lt") => {
-            let (Some(v), [bound]) = (value.and_then(|v| v.parse::<i64>().ok()), values) else {
-                return false;
-            };
-            let Ok(bound) = bound.parse::<i64>() else {
-                return false;
-            };
-            if op == "Gt" { v > bound } else { v < bound }
-        }
-        _ => false,
-    }
-}
-
-/// A term matches when all its expressions (on labels) and fields (`metadata.name` only)
-/// do; an empty term matches nothing.
-fn term_matches(term: &NodeSelectorTerm, node: &NodeView) -> bool {
-    let expressions = term.match_expressions.as_deref().unwrap_or_default();
-    let fields = term.match_fields.as_deref().unwrap_or_default();
-    if expressions.is_empty() && fields.is_empty() {
-        return false;
-    }
-    expressions
-        .iter()
-        .all(|r| requirement_matches(r, node.labels.get(&r.key).map(String::as_str)))
-        && fields
-            .iter()
-            .all(|r| r.key == "metadata.name" && requirement_matches(r, Some(node.name.as_str())))
-}
-
-/// `nodeSelector` and the required node affinity (any term) match `node`.
-pub fn affinity_matches(spec: &PodSpec, node: &NodeView) -> bool {
-    let selector_matches = spec
-        .node_selector
-        .iter()
-        .flatten()
-        .all(|(k, v)| node.labels.get(k) == Some(v));
-    let required = spec
-        .affinity
-        .as_ref()
-        .and_then(|a| a.node_affinity.as_ref())
-        .and_then(|a| {
-            a.required_during_scheduling_ignored_during_execution
-                .as_ref()
-        });
-    let affinity_matches =
-        required.is_none_or(|r| r.node_selector_terms.iter().any(|t| term_matches(t, node)));
-    selector_matches && affinity_matches
-}
-
 /// The verdict for `node` of a DaemonSet whose pod template spec is `spec`.
 pub fn eligibility(spec: &PodSpec, node: &NodeView) -> Eligibility {
     let name_matches = spec
         .node_name
         .as_deref()
         .is_none_or(|n| n.is_empty() || n == node.name);
-    if !name_matches || !affinity_matches(spec, node) {
+    if !name_matches || !node_affinity_matches(spec, &node.labels, &node.name) {
         return Eligibility::default();
     }
     let tolerations = daemon_tolerations(spec);
