@@ -9,7 +9,9 @@
 //! defaults are set: a field left empty that kube-apiserver defaults (a port's protocol, a
 //! probe's thresholds, `restartPolicy`, …) is accepted, a value set wrong is refused.
 
-use k8s_openapi::api::core::v1::{PersistentVolumeClaimVolumeSource, PodTemplateSpec, Volume};
+use k8s_openapi::api::core::v1::{
+    PersistentVolumeClaimVolumeSource, PodSpec, PodTemplateSpec, Volume,
+};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 mod spec;
@@ -26,6 +28,31 @@ const MAX_NAME_PART_LEN: usize = 63;
 const QUALIFIED_NAME_CHARS: &str = "must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')";
 const LABEL_VALUE_MESSAGE: &str = "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', regex used for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')";
 const SUBDOMAIN_EXAMPLE: &str = " (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')";
+
+/// The checks OpenKruise's workloads of long-running pods (CloneSet, Advanced StatefulSet,
+/// Advanced DaemonSet) add to the template's: `restartPolicy` only `Always`, no
+/// `activeDeadlineSeconds` ("activeDeadlineSeconds in KIND is not Supported", as each
+/// spells its kind).
+pub fn validate_long_running_pod(spec: &PodSpec, kind: &str) -> Vec<FieldError> {
+    let mut errs = Vec::new();
+    if let Some(policy) = spec.restart_policy.as_deref()
+        && !policy.is_empty()
+        && policy != "Always"
+    {
+        errs.push(FieldError::not_supported(
+            "spec.template.spec.restartPolicy",
+            policy,
+            &["Always"],
+        ));
+    }
+    if spec.active_deadline_seconds.is_some() {
+        errs.push(FieldError::forbidden(
+            "spec.template.spec.activeDeadlineSeconds",
+            format!("activeDeadlineSeconds in {kind} is not Supported"),
+        ));
+    }
+    errs
+}
 
 /// Validates `template` (found at `path`, e.g. `spec.template`) as kube-apiserver validates
 /// a pod template (`ValidatePodTemplateSpec`): its metadata and its pod spec.
@@ -159,6 +186,23 @@ mod tests {
 
     fn template(v: serde_json::Value) -> PodTemplateSpec {
         serde_json::from_value(v).unwrap()
+    }
+
+    #[test]
+    fn long_running_pods_restart_always_and_have_no_deadline() {
+        let spec = |v: serde_json::Value| -> PodSpec { serde_json::from_value(v).unwrap() };
+        let ok = spec(json!({"containers": [], "restartPolicy": "Always"}));
+        assert!(validate_long_running_pod(&ok, "DaemonSet").is_empty());
+        let unset = spec(json!({"containers": [], "restartPolicy": ""}));
+        assert!(validate_long_running_pod(&unset, "DaemonSet").is_empty());
+        let bad = spec(json!({"containers": [], "restartPolicy": "Never",
+                              "activeDeadlineSeconds": 5}));
+        assert_eq!(
+            aggregate(&validate_long_running_pod(&bad, "DaemonSet")),
+            "[spec.template.spec.restartPolicy: Unsupported value: \"Never\": supported \
+             values: \"Always\", spec.template.spec.activeDeadlineSeconds: Forbidden: \
+             activeDeadlineSeconds in DaemonSet is not Supported]"
+        );
     }
 
     fn errors_of(v: serde_json::Value) -> Vec<String> {

@@ -14,7 +14,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kruise_compat::field::{BadValue, DNS1123_SUBDOMAIN_MESSAGE, Path, is_dns1123_subdomain};
 pub use kruise_compat::field::{ErrorList, FieldError, bracketed as to_message};
-use kruise_compat::podtemplate::validate_pod_template_with_claims;
+use kruise_compat::podtemplate::{validate_long_running_pod, validate_pod_template_with_claims};
 use kruise_core::api::intstr::scaled_value_from_int_or_percent;
 use kruise_core::api::strategy::validate_scatter;
 use kruise_core::api::{InPlaceUpdateStrategy, UpdatePriorityStrategy, UpdateScatterTerm};
@@ -323,22 +323,7 @@ fn validate_template(errs: &mut Vec<FieldError>, view: &View<'_>) {
     let Some(spec) = view.template.spec.as_ref() else {
         return;
     };
-    if let Some(policy) = spec.restart_policy.as_deref()
-        && !policy.is_empty()
-        && policy != "Always"
-    {
-        errs.push(FieldError::not_supported(
-            "spec.template.spec.restartPolicy",
-            policy,
-            &["Always"],
-        ));
-    }
-    if spec.active_deadline_seconds.is_some() {
-        errs.push(FieldError::forbidden(
-            "spec.template.spec.activeDeadlineSeconds",
-            "activeDeadlineSeconds in cloneset is not Supported",
-        ));
-    }
+    errs.extend(validate_long_running_pod(spec, "cloneset"));
 }
 
 /// `InPlaceOnly` allows only `replace /containers/<i>/image` in `template.spec`.

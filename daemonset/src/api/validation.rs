@@ -22,7 +22,7 @@ use std::collections::BTreeMap;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kruise_compat::field::{BadValue, DNS1123_SUBDOMAIN_MESSAGE, Path, is_dns1123_subdomain};
 pub use kruise_compat::field::{ErrorList, FieldError};
-use kruise_compat::podtemplate::validate_pod_template;
+use kruise_compat::podtemplate::{validate_long_running_pod, validate_pod_template};
 use kruise_core::pods::selector::selector_matches;
 
 use super::Served;
@@ -105,22 +105,7 @@ pub fn validate_spec(spec: &DaemonSetSpec, served: Served) -> ErrorList {
         &Path::new("spec").child("template"),
     ));
     if let Some(pod) = &spec.template.spec {
-        if let Some(policy) = pod.restart_policy.as_deref()
-            && !policy.is_empty()
-            && policy != "Always"
-        {
-            errs.push(FieldError::not_supported(
-                "spec.template.spec.restartPolicy",
-                policy,
-                &["Always"],
-            ));
-        }
-        if pod.active_deadline_seconds.is_some() {
-            errs.push(FieldError::forbidden(
-                "spec.template.spec.activeDeadlineSeconds",
-                "activeDeadlineSeconds in DaemonSet is not Supported",
-            ));
-        }
+        errs.extend(validate_long_running_pod(pod, "DaemonSet"));
     }
     if spec.min_ready_seconds < 0 {
         errs.push(FieldError::invalid(

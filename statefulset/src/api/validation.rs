@@ -24,7 +24,7 @@ use k8s_openapi::api::storage::v1::StorageClass;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kruise_compat::field::{BadValue, DNS1123_LABEL_MESSAGE, Path, is_dns1123_label};
 pub use kruise_compat::field::{ErrorList, FieldError, bracketed as to_message};
-use kruise_compat::podtemplate::validate_template_metadata;
+use kruise_compat::podtemplate::{validate_long_running_pod, validate_template_metadata};
 use kruise_core::api::intstr::value_from_int_or_percent;
 use kruise_core::api::keys::INPLACE_UPDATE_READY;
 use kruise_core::inplace::{DiffOpKind, json_diff};
@@ -141,22 +141,7 @@ pub fn validate_spec(spec: &StatefulSetSpec) -> ErrorList {
         ));
     }
     if let Some(pod) = &spec.template.spec {
-        if let Some(policy) = pod.restart_policy.as_deref()
-            && !policy.is_empty()
-            && policy != "Always"
-        {
-            errs.push(FieldError::not_supported(
-                "spec.template.spec.restartPolicy",
-                policy,
-                &["Always"],
-            ));
-        }
-        if pod.active_deadline_seconds.is_some() {
-            errs.push(FieldError::forbidden(
-                "spec.template.spec.activeDeadlineSeconds",
-                "activeDeadlineSeconds in StatefulSet is not Supported",
-            ));
-        }
+        errs.extend(validate_long_running_pod(pod, "StatefulSet"));
     }
     errs
 }
