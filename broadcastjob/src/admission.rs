@@ -15,7 +15,7 @@
 //! Both versions carry the same fields, so a `v1alpha1` object is read as `v1beta1`.
 
 use kruise_admission::crd_webhooks::{
-    Defaulting, ValidateKind, defaults_patch, object_json, served_version, with_template_defaults,
+    Defaulting, ValidateKind, defaults_patch, served_version, with_template_defaults,
 };
 use kruise_admission::{AdmissionRoutes, HandlerError};
 use kruise_compat::pod_defaults::{
@@ -77,24 +77,6 @@ fn default_templates_at(object: &mut Value, pointers: &[&str], options: PodDefau
     }
 }
 
-/// `spec_patch` and, when the request gets them ([`TemplateDefaults::for_request`]), the pod
-/// defaults in the templates at `pointers`.
-fn with_pod_template_defaults(
-    object: &Value,
-    spec_patch: json_patch::Patch,
-    template_defaults: TemplateDefaults,
-    old: Option<&DynamicObject>,
-    pointers: &'static [&'static str],
-) -> Result<json_patch::Patch, HandlerError> {
-    let old = old.map(object_json).transpose()?;
-    let templates = template_defaults.for_request(object, old.as_ref());
-    with_template_defaults(
-        object,
-        spec_patch,
-        templates.map(|pod| move |o: &mut Value| default_templates_at(o, pointers, pod)),
-    )
-}
-
 /// OpenKruise's `SetDefaultsBroadcastJob` as a JSONPatch: the spec's defaults and the pod
 /// template's.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -129,13 +111,9 @@ impl Defaulting for MutateBroadcastJob {
                 Ok(())
             },
         )?;
-        with_pod_template_defaults(
-            object,
-            spec_patch,
-            self.template_defaults,
-            old,
-            &["/spec/template"],
-        )
+        with_template_defaults(object, spec_patch, self.template_defaults, old, |o, pod| {
+            default_templates_at(o, &["/spec/template"], pod)
+        })
     }
 }
 
@@ -174,15 +152,15 @@ impl Defaulting for MutateAdvancedCronJob {
                 Ok(())
             },
         )?;
-        with_pod_template_defaults(
-            object,
-            spec_patch,
-            self.template_defaults,
-            old,
-            &[
-                "/spec/template/jobTemplate/spec/template",
-                "/spec/template/broadcastJobTemplate/spec/template",
-            ],
-        )
+        with_template_defaults(object, spec_patch, self.template_defaults, old, |o, pod| {
+            default_templates_at(
+                o,
+                &[
+                    "/spec/template/jobTemplate/spec/template",
+                    "/spec/template/broadcastJobTemplate/spec/template",
+                ],
+                pod,
+            )
+        })
     }
 }

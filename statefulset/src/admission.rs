@@ -112,12 +112,12 @@ impl Defaulting for MutateStatefulSet {
                 Ok(())
             },
         )?;
-        let old = old.map(object_json).transpose()?;
-        let templates = self.template_defaults.for_request(object, old.as_ref());
         with_template_defaults(
             object,
             spec_patch,
-            templates.map(|pod| move |o: &mut Value| inject_workload_template_defaults(o, pod)),
+            self.template_defaults,
+            old,
+            inject_workload_template_defaults,
         )
     }
 }

@@ -24,6 +24,7 @@ use super::{AdmissionHandler, HandlerError, WebhookKind, WebhookSpec};
 use crate::api::keys::DELETION_PROTECTION_KEY;
 use crate::api::version::{APPS_GROUP, Served, V1ALPHA1, V1BETA1};
 use kruise_compat::field::{FieldError, aggregate};
+use kruise_compat::pod_defaults::{PodDefaultsOptions, TemplateDefaults};
 
 /// HTTP status of a validation denial (OpenKruise answers `admission.Errored(422, …)`).
 const UNPROCESSABLE: u16 = 422;
@@ -237,21 +238,25 @@ fn defaulting_response(
         .map_err(|e| HandlerError::Internal(format!("encoding patch: {e}")))
 }
 
-/// `spec_patch` (a kind's [`defaults_patch`]) applied to `object`, then `templates` (the
-/// pod template defaults, when the request gets them) on the result: the JSONPatch from
-/// `object` to it.
+/// `spec_patch` (a kind's [`defaults_patch`]) applied to `object`, then, when the request
+/// gets them ([`TemplateDefaults::for_request`]: on CREATE, and on an UPDATE (`old` given)
+/// that changed `spec.template`), the pod template defaults `inject` writes: the JSONPatch
+/// from `object` to the result. What every workload kind's defaulting webhook returns.
 pub fn with_template_defaults(
     object: &Value,
     spec_patch: json_patch::Patch,
-    templates: Option<impl FnOnce(&mut Value)>,
+    defaults: TemplateDefaults,
+    old: Option<&DynamicObject>,
+    inject: impl FnOnce(&mut Value, PodDefaultsOptions),
 ) -> Result<json_patch::Patch, HandlerError> {
-    let Some(inject) = templates else {
+    let old = old.map(object_json).transpose()?;
+    let Some(pod) = defaults.for_request(object, old.as_ref()) else {
         return Ok(spec_patch);
     };
     let mut defaulted = object.clone();
     json_patch::patch(&mut defaulted, &spec_patch)
         .map_err(|e| HandlerError::Internal(format!("applying the spec defaults: {e}")))?;
-    inject(&mut defaulted);
+    inject(&mut defaulted, pod);
     Ok(json_patch::diff(object, &defaulted))
 }
 
