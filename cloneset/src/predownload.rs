@@ -8,10 +8,10 @@
 
 use k8s_openapi::api::apps::v1::ControllerRevision;
 use kruise_core::api::intstr::{scaled_value_from_int_or_percent, value_from_int_or_percent};
-use kruise_core::inplace::{InPlaceGates, calculate_update_spec_for_revisions};
+use kruise_core::inplace::InPlaceGates;
 pub use kruise_runtime::predownload::PreDownloadPlan;
 use kruise_runtime::predownload::{
-    DEFAULT_TIMEOUT_SECONDS, JobOwner, MINIMUM_REPLICAS, decided, jobs,
+    DEFAULT_TIMEOUT_SECONDS, JobOwner, MINIMUM_REPLICAS, decided, in_place_jobs,
 };
 use kube::ResourceExt as _;
 
@@ -117,24 +117,18 @@ pub fn plan(
     let grace = in_place.map_or(0, |s| s.grace_period_seconds);
     let recreate_on_vct = gates.recreate_on_vct_change
         && rolling.pod_update_policy != Some(CloneSetPodUpdatePolicy::InPlaceOnly);
-    if calculate_update_spec_for_revisions(
-        Some(current),
-        Some(update),
-        in_place_gates,
-        grace,
-        recreate_on_vct,
-    )
-    .is_err()
-    {
-        return PreDownloadPlan::Ignore {
-            why: "the revision cannot update in place",
-        };
-    }
     let (namespace, uid) = (
         cs.namespace().unwrap_or_default(),
         cs.uid().unwrap_or_default(),
     );
-    PreDownloadPlan::Create(jobs(&job_owner(cs, &namespace, &uid), &[current], update))
+    in_place_jobs(
+        &job_owner(cs, &namespace, &uid),
+        current,
+        update,
+        in_place_gates,
+        grace,
+        recreate_on_vct,
+    )
 }
 
 fn name_of(r: &ControllerRevision) -> &str {

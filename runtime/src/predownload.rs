@@ -35,6 +35,7 @@ use kruise_core::api::keys::{
     IMAGE_PREDOWNLOAD_TIMEOUT_SECONDS_KEY,
 };
 use kruise_core::api::version::APPS_V1BETA1;
+use kruise_core::inplace::{InPlaceGates, calculate_update_spec_for_revisions};
 
 /// OpenKruise's `minimumReplicasToPreDownloadImage`: a CloneSet or Advanced StatefulSet of
 /// at most this many replicas is not worth pre-downloading for.
@@ -173,6 +174,32 @@ pub fn changed_images(
             !found
         })
         .collect()
+}
+
+/// The last step of CloneSet's and Advanced StatefulSet's decision: the jobs for the images
+/// `update` changes against `current`, or `Ignore` when pods cannot move between the two
+/// revisions in place (a pull would serve no in-place update).
+pub fn in_place_jobs(
+    owner: &JobOwner<'_>,
+    current: &ControllerRevision,
+    update: &ControllerRevision,
+    gates: InPlaceGates,
+    grace_period_seconds: i32,
+    recreate_on_vct_change: bool,
+) -> PreDownloadPlan {
+    let in_place = calculate_update_spec_for_revisions(
+        Some(current),
+        Some(update),
+        gates,
+        grace_period_seconds,
+        recreate_on_vct_change,
+    );
+    if in_place.is_err() {
+        return PreDownloadPlan::Ignore {
+            why: "the revision cannot update in place",
+        };
+    }
+    PreDownloadPlan::Create(jobs(owner, &[current], update))
 }
 
 /// The ImagePullJobs `<update revision>-<container>` for the images `update` changes

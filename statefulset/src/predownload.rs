@@ -10,10 +10,10 @@
 use k8s_openapi::api::apps::v1::ControllerRevision;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kruise_core::api::intstr::value_from_int_or_percent;
-use kruise_core::inplace::{InPlaceGates, calculate_update_spec_for_revisions};
+use kruise_core::inplace::InPlaceGates;
 use kruise_runtime::predownload::{
-    JobOwner, MINIMUM_REPLICAS, PreDownloadPlan, decided, jobs, min_updated_ready_from_annotation,
-    settings_from_annotations,
+    JobOwner, MINIMUM_REPLICAS, PreDownloadPlan, decided, in_place_jobs,
+    min_updated_ready_from_annotation, settings_from_annotations,
 };
 use kube::ResourceExt as _;
 
@@ -104,24 +104,18 @@ pub fn plan(
         .in_place_update_strategy
         .as_ref()
         .map_or(0, |s| s.grace_period_seconds);
-    if calculate_update_spec_for_revisions(
-        Some(current),
-        Some(update),
-        in_place_gates,
-        grace,
-        false,
-    )
-    .is_err()
-    {
-        return PreDownloadPlan::Ignore {
-            why: "the revision cannot update in place",
-        };
-    }
     let (namespace, uid) = (
         set.namespace().unwrap_or_default(),
         set.uid().unwrap_or_default(),
     );
-    PreDownloadPlan::Create(jobs(&job_owner(set, &namespace, &uid), &[current], update))
+    in_place_jobs(
+        &job_owner(set, &namespace, &uid),
+        current,
+        update,
+        in_place_gates,
+        grace,
+        false,
+    )
 }
 
 #[cfg(test)]
