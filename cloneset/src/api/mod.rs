@@ -9,6 +9,69 @@
 
 pub mod crd;
 pub mod defaults;
+
+/// The CloneSet spec and its kube `CustomResource` root, field for field the same in both
+/// versions: each version's module expands it, and `CloneSetScaleStrategy` and
+/// `CloneSetUpdateStrategy` (which differ) resolve to that module's own.
+macro_rules! cloneset_spec {
+    ($version:tt, storage = $storage:tt) => {
+        #[doc = concat!("Desired state of a CloneSet (`", $version, "`).")]
+        #[derive(
+            CustomResource, Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema,
+        )]
+        #[kube(
+                    group = "apps.kruise.io",
+                    version = $version,
+                    kind = "CloneSet",
+                    plural = "clonesets",
+                    singular = "cloneset",
+                    shortname = "clone",
+                    namespaced,
+                    derive = "PartialEq",
+                    status = "CloneSetStatus",
+                    storage = $storage,
+                    served = true,
+                    doc = "CloneSet is the Schema for the clonesets API"
+                )]
+        #[serde(rename_all = "camelCase")]
+        pub struct CloneSetSpec {
+            /// Desired number of pods (default 1).
+            #[serde(default, skip_serializing_if = "Option::is_none")]
+            pub replicas: Option<i32>,
+            /// Label query over pods; must match the template's labels.
+            #[serde(default)]
+            pub selector: Option<LabelSelector>,
+            /// Template of the pods the CloneSet creates.
+            #[serde(default)]
+            #[schemars(schema_with = "super::preserve_unknown_fields")]
+            pub template: PodTemplateSpec,
+            /// Claims each pod gets its own copy of, named `<vct>-<cloneset>-<instance-id>`.
+            #[serde(default, skip_serializing_if = "Vec::is_empty")]
+            #[schemars(schema_with = "super::preserve_unknown_fields")]
+            pub volume_claim_templates: Vec<PersistentVolumeClaim>,
+            /// How the CloneSet scales.
+            #[serde(default)]
+            pub scale_strategy: CloneSetScaleStrategy,
+            /// How the CloneSet updates pods when the template changes.
+            #[serde(default)]
+            pub update_strategy: CloneSetUpdateStrategy,
+            /// Old revisions kept (default 10).
+            #[serde(default, skip_serializing_if = "Option::is_none")]
+            pub revision_history_limit: Option<i32>,
+            /// Seconds a pod must be ready before it counts as available.
+            #[serde(default, skip_serializing_if = "is_zero_i32")]
+            pub min_ready_seconds: i32,
+            /// Lifecycle hooks: preDelete, inPlaceUpdate, preNormal.
+            #[serde(default, skip_serializing_if = "Option::is_none")]
+            pub lifecycle: Option<Lifecycle>,
+            /// Seconds before a stalled rollout is reported as `ProgressDeadlineExceeded`.
+            #[serde(default, skip_serializing_if = "Option::is_none")]
+            pub progress_deadline_seconds: Option<i32>,
+        }
+    };
+}
+pub(crate) use cloneset_spec;
+
 pub mod v1alpha1;
 pub mod v1beta1;
 pub mod validation;

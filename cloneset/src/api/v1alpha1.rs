@@ -13,57 +13,7 @@ use serde::{Deserialize, Serialize};
 pub use super::{CloneSetCondition, CloneSetStatus};
 use super::{is_false, is_zero_i32, string_enum};
 
-/// Desired state of a CloneSet (`v1alpha1`).
-#[derive(CustomResource, Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[kube(
-    group = "apps.kruise.io",
-    version = "v1alpha1",
-    kind = "CloneSet",
-    plural = "clonesets",
-    singular = "cloneset",
-    shortname = "clone",
-    namespaced,
-    derive = "PartialEq",
-    status = "CloneSetStatus",
-    storage = false,
-    served = true,
-    doc = "CloneSet is the Schema for the clonesets API"
-)]
-#[serde(rename_all = "camelCase")]
-pub struct CloneSetSpec {
-    /// Desired number of pods (default 1).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub replicas: Option<i32>,
-    /// Label query over pods; must match the template's labels.
-    #[serde(default)]
-    pub selector: Option<LabelSelector>,
-    /// Template of the pods the CloneSet creates.
-    #[serde(default)]
-    #[schemars(schema_with = "super::preserve_unknown_fields")]
-    pub template: PodTemplateSpec,
-    /// Claims each pod gets its own copy of, named `<vct>-<cloneset>-<instance-id>`.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    #[schemars(schema_with = "super::preserve_unknown_fields")]
-    pub volume_claim_templates: Vec<PersistentVolumeClaim>,
-    /// How the CloneSet scales.
-    #[serde(default)]
-    pub scale_strategy: CloneSetScaleStrategy,
-    /// How the CloneSet updates pods when the template changes.
-    #[serde(default)]
-    pub update_strategy: CloneSetUpdateStrategy,
-    /// Old revisions kept (default 10).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub revision_history_limit: Option<i32>,
-    /// Seconds a pod must be ready before it counts as available.
-    #[serde(default, skip_serializing_if = "is_zero_i32")]
-    pub min_ready_seconds: i32,
-    /// Lifecycle hooks: preDelete, inPlaceUpdate, preNormal.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub lifecycle: Option<Lifecycle>,
-    /// Seconds before a stalled rollout is reported as `ProgressDeadlineExceeded`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub progress_deadline_seconds: Option<i32>,
-}
+super::cloneset_spec!("v1alpha1", storage = false);
 
 /// Scale strategy (`v1alpha1`).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
