@@ -18,9 +18,10 @@ use crate::plan::broadcastjob::PodBinding;
 
 pub mod broadcastjob;
 pub mod cron;
-mod error;
 
-pub use error::Error;
+/// The reconciles' errors: each of their steps (creating and deleting pods and child jobs,
+/// status) is one the kit's shells share.
+pub use kruise_runtime::errors::ShellError as Error;
 
 /// The BroadcastJob controller's name (metrics, readiness `controller/broadcastjob`).
 pub const BROADCASTJOB_CONTROLLER: &str = "broadcastjob";

@@ -52,11 +52,11 @@ use kruise_core::featuregate::FeatureGates;
 use kruise_core::pods::CachedPod;
 use kruise_runtime::errors::ShellError;
 use kruise_runtime::events::{EventQueue, EventRecord, Recorder};
-use kruise_runtime::status::write_status_if_changed;
+use kruise_runtime::revisions::{RevisionStep, write_revisions};
+use kruise_runtime::status::write_namespaced_status;
 use kruise_runtime::watch::Watch;
 use kruise_runtime::writes::Written;
 use kruise_runtime::{Metrics, RunOptions, run_controller, warm_until_leading};
-use kube::api::Api;
 use kube::runtime::controller::{Action as Requeue, Controller};
 use kube::runtime::reflector::Store;
 use kube::{Client, Resource as _, ResourceExt as _};
@@ -74,12 +74,10 @@ mod execute;
 mod observe;
 mod precheck;
 mod refused;
-mod revisions;
 
 pub use error::Error;
 use observe::observe;
 use refused::RefusedPodWrites;
-use revisions::{RevisionStep, write_revisions};
 
 /// Controller name (metrics, spans, readiness check `controller/cloneset`, event reporter).
 pub const CONTROLLER_NAME: &str = "cloneset";
@@ -309,7 +307,13 @@ async fn reconcile(original: Arc<CloneSet>, shared: Arc<Shared>) -> Result<Reque
             now,
         );
         recorder.record(EventRecord::warning(REASON_INVALID_SPEC, message));
-        write_status(&shared, &original, &status).await?;
+        write_namespaced_status(
+            &shared.client,
+            &*original,
+            original.status.as_ref(),
+            &status,
+        )
+        .await?;
         return Ok(Requeue::await_change());
     }
     if observed.satisfaction.is_satisfied() && observed.pod_writes_pending {
@@ -323,12 +327,32 @@ async fn reconcile(original: Arc<CloneSet>, shared: Arc<Shared>) -> Result<Reque
     }
 
     // Revisions.
-    let revisions = match write_revisions(&shared, &cs, &namespace, observed.history).await? {
+    let planned = plan::plan_revisions(&cs, &observed.history);
+    let collisions = cs
+        .status
+        .as_ref()
+        .and_then(|s| s.collision_count)
+        .unwrap_or(0);
+    let revisions = match write_revisions(
+        &shared.client,
+        &namespace,
+        planned,
+        collisions,
+        observed.history,
+    )
+    .await?
+    {
         RevisionStep::Ready(revisions) => revisions,
         RevisionStep::Collision(collision_count) => {
             let mut status = original.status.clone().unwrap_or_default();
             status.collision_count = Some(collision_count);
-            write_status(&shared, &original, &status).await?;
+            write_namespaced_status(
+                &shared.client,
+                &*original,
+                original.status.as_ref(),
+                &status,
+            )
+            .await?;
             // The next reconcile renames.
             return Ok(Requeue::requeue(Duration::from_millis(100)));
         }
@@ -403,7 +427,13 @@ async fn reconcile(original: Arc<CloneSet>, shared: Arc<Shared>) -> Result<Reque
             );
             set_condition(&mut status, condition, reason, &message, now);
             recorder.record(EventRecord::warning(reason, message));
-            write_status(&shared, &original, &status).await?;
+            write_namespaced_status(
+                &shared.client,
+                &*original,
+                original.status.as_ref(),
+                &status,
+            )
+            .await?;
             return Ok(Requeue::requeue(wait));
         }
         Ok(()) => {
@@ -417,7 +447,13 @@ async fn reconcile(original: Arc<CloneSet>, shared: Arc<Shared>) -> Result<Reque
         }
         Err(_) => {}
     }
-    write_status(&shared, &original, &status).await?;
+    write_namespaced_status(
+        &shared.client,
+        &*original,
+        original.status.as_ref(),
+        &status,
+    )
+    .await?;
     executed?;
     if held {
         let after = plan
@@ -457,21 +493,6 @@ fn set_condition(
         Some(c) => *c = fresh,
         None => status.conditions.push(fresh),
     }
-}
-
-/// Writes the status when it differs from the cached one (a stale cache gets a conflict,
-/// requeued quietly).
-async fn write_status(
-    shared: &Shared,
-    cs: &CloneSet,
-    status: &CloneSetStatus,
-) -> Result<(), Error> {
-    let api: Api<CloneSet> =
-        Api::namespaced(shared.client.clone(), &cs.namespace().unwrap_or_default());
-    write_status_if_changed(&api, cs, cs.status.as_ref(), status)
-        .await
-        .map_err(ShellError::status_of(cs.name_any()))?;
-    Ok(())
 }
 
 #[cfg(test)]

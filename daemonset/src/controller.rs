@@ -52,7 +52,7 @@ use kruise_runtime::execute::{Lane, Scheduled, WRITE_CONCURRENCY, execute};
 use kruise_runtime::predownload::PreDownload;
 use kruise_runtime::revisions::{RevisionStep, write_planned_revisions};
 use kruise_runtime::scale_writes::ScaleWrites;
-use kruise_runtime::status::write_status_if_changed;
+use kruise_runtime::status::write_namespaced_status;
 use kruise_runtime::watch::{TouchedStream, Watch};
 use kruise_runtime::{RunOptions, run_controller, warm_until_leading};
 use kube::api::{Api, DeleteParams, Patch, PatchParams};
@@ -100,10 +100,6 @@ pub mod reason {
     pub const SELECTING_ALL: &str = "SelectingAll";
     /// A failed daemon pod is deleted.
     pub const FAILED_DAEMON_POD: &str = "FailedDaemonPod";
-    /// A pod was created.
-    pub const SUCCESSFUL_CREATE: &str = "SuccessfulCreate";
-    /// A pod could not be created.
-    pub const FAILED_CREATE: &str = "FailedCreate";
     /// A pod was deleted.
     pub const SUCCESSFUL_DELETE: &str = "SuccessfulDelete";
     /// A pod was updated in place.
@@ -421,7 +417,6 @@ async fn reconcile(original: Arc<DaemonSet>, shared: Arc<Shared>) -> Result<Requ
         .collect();
     let revision_api: Api<ControllerRevision> = Api::namespaced(shared.client.clone(), &namespace);
     let planned = plan_revisions(&ds, &template_hash, &history);
-    let set_api: Api<DaemonSet> = Api::namespaced(shared.client.clone(), &namespace);
     let update_data: Option<serde_json::Value>;
     let hash: String;
     let (history, update_name) = match write_planned_revisions(
@@ -444,9 +439,13 @@ async fn reconcile(original: Arc<DaemonSet>, shared: Arc<Shared>) -> Result<Requ
             // The next pass hashes with the new count, which renames the revision.
             let mut status = original.status.clone().unwrap_or_default();
             status.collision_count = Some(count);
-            write_status_if_changed(&set_api, &original, original.status.as_ref(), &status)
-                .await
-                .map_err(ShellError::status_of(name))?;
+            write_namespaced_status(
+                &shared.client,
+                &*original,
+                original.status.as_ref(),
+                &status,
+            )
+            .await?;
             return Ok(Requeue::requeue(EXPECTATIONS_REQUEUE));
         }
     };
@@ -582,9 +581,13 @@ async fn reconcile(original: Arc<DaemonSet>, shared: Arc<Shared>) -> Result<Requ
         first_error.is_none(),
         &hash,
     );
-    write_status_if_changed(&set_api, &original, original.status.as_ref(), &status)
-        .await
-        .map_err(ShellError::status_of(name.clone()))?;
+    write_namespaced_status(
+        &shared.client,
+        &*original,
+        original.status.as_ref(),
+        &status,
+    )
+    .await?;
     if let Some(e) = first_error {
         return Err(e);
     }

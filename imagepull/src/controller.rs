@@ -17,12 +17,13 @@ use jiff::Timestamp;
 
 use crate::plan::imagepulljob::{DEFAULT_TTL_FOR_ALWAYS_SECONDS, TagSettings};
 
-mod error;
 pub mod imagelistpulljob;
 pub mod imagepulljob;
 pub mod nodeimage;
 
-pub use error::Error;
+/// The reconciles' errors: each of their steps (reading, creating, updating and deleting
+/// NodeImages, secret copies and jobs; status) is one the kit's shells share.
+pub use kruise_runtime::errors::ShellError as Error;
 
 /// The NodeImage controller's name (metrics, readiness `controller/nodeimage`).
 pub const NODEIMAGE_CONTROLLER: &str = "nodeimage";

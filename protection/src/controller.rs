@@ -33,7 +33,7 @@ use kruise_core::pods::selector::selector_matches;
 use kruise_core::pods::{controller_ref, is_pod_active};
 use kruise_runtime::errors::{ShellError, WriteError, is_not_found};
 use kruise_runtime::events::{EventQueue, EventRecord, Recorder, pod_reference};
-use kruise_runtime::status::write_status_if_changed;
+use kruise_runtime::status::write_namespaced_status;
 use kruise_runtime::watch::{Watch, api_in, wait_for_crd};
 use kruise_runtime::{RunOptions, run_controller, warm_until_leading};
 use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams};
@@ -291,10 +291,13 @@ async fn reconcile(
             ),
         );
     }
-    let api = Api::<PodUnavailableBudget>::namespaced(shared.client.clone(), &namespace);
-    write_status_if_changed(&api, &budget, budget.status.as_ref(), &planned.status)
-        .await
-        .map_err(ShellError::status_of(&name))?;
+    write_namespaced_status(
+        &shared.client,
+        &*budget,
+        budget.status.as_ref(),
+        &planned.status,
+    )
+    .await?;
     let wait = planned
         .requeue_at
         .and_then(|at| {

@@ -56,6 +56,18 @@ pub enum ShellError {
     /// Execute: patching a pod or its status.
     #[error("updating pod {0}")]
     UpdatePod(#[source] WriteError),
+    /// Execute: creating an owned object (a pod, a child job, a copy).
+    #[error("creating {0}")]
+    Create(#[source] WriteError),
+    /// Execute: updating an owned object other than a pod.
+    #[error("updating {0}")]
+    Update(#[source] WriteError),
+    /// Execute: deleting an owned object, or the owner itself.
+    #[error("deleting {0}")]
+    Delete(#[source] WriteError),
+    /// Observe: reading what the caches do not hold.
+    #[error("reading {0}")]
+    Read(#[source] WriteError),
     /// Status: writing the owner's status.
     #[error("writing the status of {name}: {source}")]
     Status {
@@ -74,6 +86,10 @@ impl ShellError {
             ShellError::Expectations(_) => "expectations",
             ShellError::Revision(_) => "revision",
             ShellError::UpdatePod(_) => "update_pods",
+            ShellError::Create(_) => "create",
+            ShellError::Update(_) => "update",
+            ShellError::Delete(_) => "delete",
+            ShellError::Read(_) => "read",
             ShellError::Status { .. } => "update_status",
         }
     }
@@ -82,7 +98,12 @@ impl ShellError {
     pub fn is_conflict(&self) -> bool {
         match self {
             ShellError::Expectations(_) => false,
-            ShellError::Revision(e) | ShellError::UpdatePod(e) => e.is_conflict(),
+            ShellError::Revision(e)
+            | ShellError::UpdatePod(e)
+            | ShellError::Create(e)
+            | ShellError::Update(e)
+            | ShellError::Delete(e)
+            | ShellError::Read(e) => e.is_conflict(),
             ShellError::Status { source, .. } => source.api_error().is_some_and(is_conflict),
         }
     }

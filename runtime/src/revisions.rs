@@ -4,10 +4,10 @@
 //! raises `status.collisionCount` (which renames the next candidate).
 
 use k8s_openapi::api::apps::v1::ControllerRevision;
-use kube::ResourceExt as _;
-use kube::api::{Api, PostParams};
+use kube::api::{Api, DeleteParams, PostParams};
+use kube::{Client, ResourceExt as _};
 
-use super::errors::{WriteError, is_already_exists};
+use super::errors::{ShellError, WriteError, is_already_exists, is_not_found};
 use kruise_core::revision::{
     CollisionDecision, RevisionPlan, RevisionWrite, on_name_collision, sort_revisions,
 };
@@ -72,6 +72,39 @@ pub enum RevisionStep {
     /// and the next reconcile renames (Kubernetes' `CreateControllerRevision` loop, one step
     /// per reconcile).
     Collision(i32),
+}
+
+/// The revision step of a workload in `namespace`: [`write_planned_revisions`], its failure
+/// the shell's `revision` step.
+pub async fn write_revisions(
+    client: &Client,
+    namespace: &str,
+    planned: RevisionPlan,
+    collision_count: i32,
+    history: Vec<ControllerRevision>,
+) -> Result<RevisionStep, ShellError> {
+    let api: Api<ControllerRevision> = Api::namespaced(client.clone(), namespace);
+    write_planned_revisions(&api, planned, collision_count, history)
+        .await
+        .map_err(ShellError::Revision)
+}
+
+/// Deletes the revision `name` in `namespace` (the history limit's clean-up); one already
+/// gone counts as deleted.
+pub async fn delete_revision(
+    client: &Client,
+    namespace: &str,
+    name: &str,
+) -> Result<(), ShellError> {
+    let api: Api<ControllerRevision> = Api::namespaced(client.clone(), namespace);
+    match api.delete(name, &DeleteParams::default()).await {
+        Ok(_) => Ok(()),
+        Err(e) if is_not_found(&e) => Ok(()),
+        Err(source) => Err(ShellError::Revision(WriteError {
+            name: name.to_string(),
+            source,
+        })),
+    }
 }
 
 /// The revision step every workload family's shell runs before planning pods, since pods

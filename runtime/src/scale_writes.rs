@@ -11,12 +11,19 @@ use kruise_core::expectations::{
 use kube::Client;
 use kube::api::{DeleteParams, PostParams};
 
-use crate::errors::{ShellError, is_not_found};
+use crate::errors::{ShellError, WriteError, is_not_found};
+use crate::events::{EventRecord, Recorder, pod_reference};
 use crate::writes::{Writer, Written};
+
+/// Event reason of a pod created, as Kubernetes' pod-owning controllers record it.
+pub const REASON_SUCCESSFUL_CREATE: &str = "SuccessfulCreate";
+/// Event reason (Warning) of a pod create the API server refused.
+pub const REASON_FAILED_CREATE: &str = "FailedCreate";
 
 /// One owner's pod creates and deletes.
 pub struct ScaleWrites<'a> {
     pods: Writer<Pod>,
+    namespace: String,
     expectations: &'a SharedExpectations<ScaleExpectations>,
     owner: &'a str,
 }
@@ -53,6 +60,7 @@ impl<'a> ScaleWrites<'a> {
     ) -> Self {
         ScaleWrites {
             pods: Writer::namespaced(client, namespace),
+            namespace: namespace.to_string(),
             expectations,
             owner,
         }
@@ -95,6 +103,41 @@ impl<'a> ScaleWrites<'a> {
             self.expect(ScaleAction::Create, name)?;
         }
         Ok(written)
+    }
+
+    /// Creates `pod` as [`ScaleWrites::create`] does (`expected_as` given) or as
+    /// [`ScaleWrites::create_generated`] does (`None`), and records the event Kubernetes'
+    /// pod-owning controllers record: `SuccessfulCreate` "Created pod: NAME" about the pod,
+    /// or Warning `FailedCreate` "Error creating: ERROR". A refused create is the shell's
+    /// `create` error naming the pod as `what`.
+    pub async fn create_recorded(
+        &self,
+        pod: &Pod,
+        expected_as: Option<&str>,
+        recorder: &Recorder,
+        what: &str,
+    ) -> Result<Written, ShellError> {
+        let created = match expected_as {
+            Some(key) => self.create(pod, key).await,
+            None => self.create_generated(pod).await,
+        };
+        match created {
+            Ok(created) => {
+                let name = created.name().unwrap_or_default();
+                recorder.record(
+                    EventRecord::normal(REASON_SUCCESSFUL_CREATE, format!("Created pod: {name}"))
+                        .related_to(Some(pod_reference(Some(&self.namespace), name))),
+                );
+                Ok(created)
+            }
+            Err(e) => {
+                recorder.record(EventRecord::warning(
+                    REASON_FAILED_CREATE,
+                    format!("Error creating: {e}"),
+                ));
+                Err(e.into_family(|source| ShellError::Create(WriteError::on(what)(source))))
+            }
+        }
     }
 
     /// Deletes the pod `name`: true when this deleted it, false when it was already gone.

@@ -3,8 +3,9 @@
 //! cached status (removed ones as `null`) and the cached resourceVersion, so a write
 //! computed from a stale cache is a conflict (requeued quietly) instead of going backwards.
 
+use k8s_openapi::NamespaceResourceScope;
 use kube::api::{Api, Patch, PatchParams};
-use kube::{Resource, ResourceExt as _};
+use kube::{Client, Resource, ResourceExt as _};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
@@ -84,6 +85,27 @@ where
     .await
     .map_err(StatusError::Api)?;
     Ok(true)
+}
+
+/// [`write_status_if_changed`] for a namespaced `object` through `client`, its failure the
+/// shell's `update_status` step: what the workload families' status step is.
+pub async fn write_namespaced_status<K, S>(
+    client: &Client,
+    object: &K,
+    cached: Option<&S>,
+    desired: &S,
+) -> Result<bool, crate::errors::ShellError>
+where
+    K: Resource<Scope = NamespaceResourceScope, DynamicType = ()>
+        + Clone
+        + DeserializeOwned
+        + std::fmt::Debug,
+    S: Serialize + PartialEq,
+{
+    let api: Api<K> = Api::namespaced(client.clone(), &object.namespace().unwrap_or_default());
+    write_status_if_changed(&api, object, cached, desired)
+        .await
+        .map_err(crate::errors::ShellError::status_of(object.name_any()))
 }
 
 /// The merge patch [`write_status_if_changed`] sends; `None` when nothing changes.

@@ -44,7 +44,8 @@ use kruise_core::pods::{CachedPod, PodView};
 use kruise_runtime::errors::ShellError;
 use kruise_runtime::events::{EventQueue, EventRecord, Recorder};
 use kruise_runtime::predownload::PreDownload;
-use kruise_runtime::status::write_status_if_changed;
+use kruise_runtime::revisions::{RevisionStep, write_revisions};
+use kruise_runtime::status::write_namespaced_status;
 use kruise_runtime::watch::Watch;
 use kruise_runtime::writes::Written;
 use kruise_runtime::{Metrics, RunOptions, WarmStream, run_controller, warm_until_leading};
@@ -63,12 +64,10 @@ use crate::plan::{self, Action, PlanGates, PlanInput};
 mod error;
 mod execute;
 mod observe;
-mod revisions;
 
 use observe::observe;
 
 pub use error::Error;
-use revisions::{RevisionStep, write_revisions};
 
 /// Controller name (metrics, spans, readiness check `controller/statefulset`).
 pub const CONTROLLER_NAME: &str = "statefulset";
@@ -386,15 +385,28 @@ async fn reconcile(original: Arc<StatefulSet>, shared: Arc<Shared>) -> Result<Re
     // Revisions: orphans the selector matches are adopted first.
     let mut history = observed.history;
     history.extend(adopt_revisions(&shared, &set, &namespace, &observed.orphan_revisions).await?);
-    let revisions = match write_revisions(&shared, &set, &namespace, history).await? {
-        RevisionStep::Ready(revisions) => revisions,
-        RevisionStep::Collision(collision_count) => {
-            let mut status = original.status.clone().unwrap_or_default();
-            status.collision_count = Some(collision_count);
-            write_status(&shared, &original, &status).await?;
-            return Ok(Requeue::requeue(Duration::from_millis(100)));
-        }
-    };
+    let planned = plan::plan_revisions(&set, &history);
+    let collisions = set
+        .status
+        .as_ref()
+        .and_then(|s| s.collision_count)
+        .unwrap_or(0);
+    let revisions =
+        match write_revisions(&shared.client, &namespace, planned, collisions, history).await? {
+            RevisionStep::Ready(revisions) => revisions,
+            RevisionStep::Collision(collision_count) => {
+                let mut status = original.status.clone().unwrap_or_default();
+                status.collision_count = Some(collision_count);
+                write_namespaced_status(
+                    &shared.client,
+                    &*original,
+                    original.status.as_ref(),
+                    &status,
+                )
+                .await?;
+                return Ok(Requeue::requeue(Duration::from_millis(100)));
+            }
+        };
 
     // Pre-download: the new images' ImagePullJobs go out before pods update.
     if shared.pre_download.enabled() {
@@ -457,7 +469,13 @@ async fn reconcile(original: Arc<StatefulSet>, shared: Arc<Shared>) -> Result<Re
             });
         }
     }
-    write_status(&shared, &original, &status).await?;
+    write_namespaced_status(
+        &shared.client,
+        &*original,
+        original.status.as_ref(),
+        &status,
+    )
+    .await?;
     executed?;
     Ok(match (&observed.satisfaction, plan.requeue_after) {
         (Satisfaction::Pending { remaining, .. }, _) => {
@@ -515,20 +533,6 @@ fn set_condition(status: &mut StatefulSetStatus, type_: &str, message: &str, now
         Some(c) => *c = fresh,
         None => status.conditions.push(fresh),
     }
-}
-
-/// Writes the status when it differs from the cached one.
-async fn write_status(
-    shared: &Shared,
-    set: &StatefulSet,
-    status: &StatefulSetStatus,
-) -> Result<(), Error> {
-    let api: Api<StatefulSet> =
-        Api::namespaced(shared.client.clone(), &set.namespace().unwrap_or_default());
-    write_status_if_changed(&api, set, set.status.as_ref(), status)
-        .await
-        .map_err(ShellError::status_of(set.name_any()))?;
-    Ok(())
 }
 
 #[cfg(test)]

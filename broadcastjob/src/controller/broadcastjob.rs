@@ -23,10 +23,10 @@ use futures::StreamExt as _;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kruise_core::expectations::{Satisfaction, ScaleAction, ScaleExpectations, SharedExpectations};
 use kruise_runtime::errors::{ShellError, WriteError, is_not_found};
-use kruise_runtime::events::{EventQueue, EventRecord, Recorder, pod_reference};
+use kruise_runtime::events::{EventQueue, EventRecord, Recorder};
 use kruise_runtime::execute::{Lane, Scheduled, WRITE_CONCURRENCY, execute};
 use kruise_runtime::scale_writes::ScaleWrites;
-use kruise_runtime::status::write_status_if_changed;
+use kruise_runtime::status::write_namespaced_status;
 use kruise_runtime::watch::Watch;
 use kruise_runtime::{RunOptions, run_controller, warm_until_leading};
 use kube::api::{Api, DeleteParams};
@@ -258,35 +258,16 @@ async fn reconcile(original: Arc<BroadcastJob>, shared: Arc<Shared>) -> Result<R
     let job_api: Api<BroadcastJob> = Api::namespaced(shared.client.clone(), &namespace);
     let outcomes = execute(&plan.actions, WRITE_CONCURRENCY, |action| {
         let (scale_writes, job_api, recorder) = (&scale_writes, &job_api, &recorder);
-        let (namespace, job_name) = (namespace.as_str(), job.name_any());
+        let job_name = job.name_any();
         async move {
             match action {
                 Action::CreatePod { node, pod } => {
                     // Expected by node: the observe step finds the new pod by it.
-                    match scale_writes.create(pod, node).await {
-                        Ok(created) => {
-                            let name = created.name().unwrap_or_default();
-                            recorder.record(
-                                EventRecord::normal(
-                                    reason::SUCCESSFUL_CREATE,
-                                    format!("Created pod: {name}"),
-                                )
-                                .related_to(Some(pod_reference(Some(namespace), name))),
-                            );
-                            Ok(())
-                        }
-                        Err(e) => {
-                            recorder.record(EventRecord::warning(
-                                reason::FAILED_CREATE,
-                                format!("Error creating: {e}"),
-                            ));
-                            Err(e.into_family(|source| {
-                                Error::Create(WriteError::on(format!("pod for node {node}"))(
-                                    source,
-                                ))
-                            }))
-                        }
-                    }
+                    let what = format!("pod for node {node}");
+                    scale_writes
+                        .create_recorded(pod, Some(node), recorder, &what)
+                        .await?;
+                    Ok(())
                 }
                 Action::DeletePod { name, .. } => {
                     let deleted = scale_writes.delete(name).await.map_err(|e| {
@@ -319,9 +300,13 @@ async fn reconcile(original: Arc<BroadcastJob>, shared: Arc<Shared>) -> Result<R
 
     // Status, after the writes.
     if !deleted_job {
-        write_status_if_changed(&job_api, &original, original.status.as_ref(), &plan.status)
-            .await
-            .map_err(ShellError::status_of(original.name_any()))?;
+        write_namespaced_status(
+            &shared.client,
+            &*original,
+            original.status.as_ref(),
+            &plan.status,
+        )
+        .await?;
     }
     if let Some(e) = first_error {
         return Err(e);

@@ -12,9 +12,9 @@ use std::sync::Arc;
 
 use futures::FutureExt as _;
 use k8s_openapi::api::batch::v1::Job;
-use kruise_runtime::errors::{ShellError, WriteError, is_already_exists, is_not_found};
+use kruise_runtime::errors::{WriteError, is_already_exists, is_not_found};
 use kruise_runtime::events::{EventQueue, EventRecord, Recorder};
-use kruise_runtime::status::write_status_if_changed;
+use kruise_runtime::status::write_namespaced_status;
 use kruise_runtime::watch::{DecodeGuard, Watch};
 use kruise_runtime::{RunOptions, run_controller, warm_until_leading};
 use kube::api::{Api, DeleteParams, PostParams};
@@ -212,10 +212,13 @@ async fn reconcile(original: Arc<AdvancedCronJob>, shared: Arc<Shared>) -> Resul
             }
         }
     }
-    let api: Api<AdvancedCronJob> = Api::namespaced(shared.client.clone(), &namespace);
-    write_status_if_changed(&api, &original, original.status.as_ref(), &status)
-        .await
-        .map_err(ShellError::status_of(original.name_any()))?;
+    write_namespaced_status(
+        &shared.client,
+        &*original,
+        original.status.as_ref(),
+        &status,
+    )
+    .await?;
     // At the next run, and at least every `max_requeue` (also when paused or stuck on
     // missed runs), so a clock that moved is caught up with.
     let max = shared.settings.max_requeue;

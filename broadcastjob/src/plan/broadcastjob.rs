@@ -47,10 +47,6 @@ pub mod reason {
     pub const FAILED_POD: &str = "failed pod is found";
     /// `activeDeadlineSeconds` passed.
     pub const DEADLINE_EXCEEDED: &str = "DeadlineExceeded";
-    /// A pod was created (recorded by the shell with the pod's name).
-    pub const SUCCESSFUL_CREATE: &str = "SuccessfulCreate";
-    /// A pod create failed.
-    pub const FAILED_CREATE: &str = "FailedCreate";
     /// A pod was deleted.
     pub const SUCCESSFUL_DELETE: &str = "SuccessfulDelete";
 }

@@ -20,19 +20,19 @@ macro_rules! cloneset_spec {
             CustomResource, Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema,
         )]
         #[kube(
-                    group = "apps.kruise.io",
-                    version = $version,
-                    kind = "CloneSet",
-                    plural = "clonesets",
-                    singular = "cloneset",
-                    shortname = "clone",
-                    namespaced,
-                    derive = "PartialEq",
-                    status = "CloneSetStatus",
-                    storage = $storage,
-                    served = true,
-                    doc = "CloneSet is the Schema for the clonesets API"
-                )]
+                            group = "apps.kruise.io",
+                            version = $version,
+                            kind = "CloneSet",
+                            plural = "clonesets",
+                            singular = "cloneset",
+                            shortname = "clone",
+                            namespaced,
+                            derive = "PartialEq",
+                            status = "CloneSetStatus",
+                            storage = $storage,
+                            served = true,
+                            doc = "CloneSet is the Schema for the clonesets API"
+                        )]
         #[serde(rename_all = "camelCase")]
         pub struct CloneSetSpec {
             /// Desired number of pods (default 1).

@@ -6,15 +6,15 @@
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
-use k8s_openapi::api::apps::v1::ControllerRevision;
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, PodStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kruise_core::api::keys::SPECIFIED_DELETE_KEY;
 use kruise_core::pods::{CachedPod, PodView as _};
-use kruise_runtime::errors::{ShellError, WriteError, not_found};
+use kruise_runtime::errors::{WriteError, not_found};
 use kruise_runtime::events::{EventRecord, pod_reference};
 use kruise_runtime::execute::{Lane, Outcomes, Scheduled, WRITE_CONCURRENCY, execute};
 use kruise_runtime::is_not_found;
+use kruise_runtime::revisions::delete_revision;
 use kruise_runtime::scale_writes::ScaleWrites;
 use kruise_runtime::writes::{Writer, Written};
 use kube::ResourceExt as _;
@@ -401,17 +401,7 @@ impl Exec<'_> {
                 Ok(())
             }
             Action::DeleteRevision { name } => {
-                let api: Api<ControllerRevision> =
-                    Api::namespaced(self.shared.client.clone(), self.namespace);
-                match api.delete(name, &DeleteParams::default()).await {
-                    Ok(_) => Ok(()),
-                    Err(e) if is_not_found(&e) => Ok(()),
-                    Err(source) => Err(ShellError::Revision(WriteError {
-                        name: name.clone(),
-                        source,
-                    })
-                    .into()),
-                }
+                Ok(delete_revision(&self.shared.client, self.namespace, name).await?)
             }
         }
     }
@@ -469,6 +459,7 @@ impl Exec<'_> {
 mod tests {
     use super::*;
     use crate::controller::{Caches, Settings, Shared};
+    use kruise_runtime::errors::ShellError;
     use kruise_runtime::events::EventQueue;
 
     /// A client whose every request fails to connect: any write that went out would fail

@@ -6,15 +6,9 @@ use kruise_runtime::errors::{ShellError, WriteError};
 /// Which step of a reconcile failed.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    /// A step every controller shares: expectations, status.
+    /// A step every controller shares: expectations, creates, deletes, status.
     #[error(transparent)]
     Shell(#[from] ShellError),
-    /// Creating a pod.
-    #[error("creating {0}")]
-    Create(#[source] WriteError),
-    /// Deleting a pod.
-    #[error("deleting {0}")]
-    Delete(#[source] WriteError),
     /// Marking a pod `PreparingDelete`.
     #[error("marking {0} PreparingDelete")]
     PrepareDelete(#[source] WriteError),
@@ -34,8 +28,6 @@ impl ReconcileError for Error {
     fn category(&self) -> &'static str {
         match self {
             Error::Shell(e) => e.category(),
-            Error::Create(_) => "create",
-            Error::Delete(_) => "delete",
             Error::PrepareDelete(_) => "lifecycle",
             Error::InPlace(_) | Error::Busy(_) => "update",
             Error::ReadPod(_) => "read_pod",
@@ -45,11 +37,7 @@ impl ReconcileError for Error {
     fn is_conflict(&self) -> bool {
         match self {
             Error::Shell(e) => e.is_conflict(),
-            Error::Create(e)
-            | Error::Delete(e)
-            | Error::PrepareDelete(e)
-            | Error::InPlace(e)
-            | Error::ReadPod(e) => e.is_conflict(),
+            Error::PrepareDelete(e) | Error::InPlace(e) | Error::ReadPod(e) => e.is_conflict(),
             Error::Busy(_) => true,
         }
     }

@@ -41,28 +41,11 @@ impl Exec<'_> {
                 let pod = new_pod(ds, node, hash, shared.settings.placement);
                 // Expected by the name it gets: with surge the node already has a pod,
                 // which must not count as the one created.
-                match scale_writes.create_generated(&pod).await {
-                    Ok(created) => {
-                        let name = created.name().unwrap_or_default();
-                        recorder.record(
-                            EventRecord::normal(
-                                reason::SUCCESSFUL_CREATE,
-                                format!("Created pod: {name}"),
-                            )
-                            .related_to(Some(pod_reference(Some(namespace), name))),
-                        );
-                        Ok(())
-                    }
-                    Err(e) => {
-                        recorder.record(EventRecord::warning(
-                            reason::FAILED_CREATE,
-                            format!("Error creating: {e}"),
-                        ));
-                        Err(e.into_family(|source| {
-                            Error::Create(WriteError::on(format!("pod for node {node}"))(source))
-                        }))
-                    }
-                }
+                let what = format!("pod for node {node}");
+                scale_writes
+                    .create_recorded(&pod, None, recorder, &what)
+                    .await?;
+                Ok(())
             }
             Action::UpdateInPlace { pod, otherwise } => {
                 let updated =
@@ -157,10 +140,9 @@ async fn delete_pod(
     recorder: &Recorder,
     pod: &str,
 ) -> Result<(), Error> {
-    let deleted = scale_writes
-        .delete(pod)
-        .await
-        .map_err(|e| e.into_family(|source| Error::Delete(WriteError::on(pod)(source))))?;
+    let deleted = scale_writes.delete(pod).await.map_err(|e| {
+        e.into_family(|source| Error::from(ShellError::Delete(WriteError::on(pod)(source))))
+    })?;
     if deleted {
         recorder.record(EventRecord::normal(
             reason::SUCCESSFUL_DELETE,

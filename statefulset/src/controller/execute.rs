@@ -4,17 +4,16 @@
 
 use std::collections::HashMap;
 
-use k8s_openapi::api::apps::v1::ControllerRevision;
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, PodStatus};
 use kruise_core::pods::CachedPod;
-use kruise_runtime::errors::{ShellError, WriteError, not_found};
+use kruise_runtime::errors::{WriteError, not_found};
 use kruise_runtime::events::{EventRecord, pod_reference};
 use kruise_runtime::execute::{Lane, Outcomes, Scheduled, WRITE_CONCURRENCY, execute};
-use kruise_runtime::is_not_found;
+use kruise_runtime::revisions::delete_revision;
 use kruise_runtime::scale_writes::ScaleWrites;
 use kruise_runtime::writes::{Writer, Written};
 use kube::ResourceExt as _;
-use kube::api::{Api, DeleteParams, Patch, PatchParams};
+use kube::api::{Patch, PatchParams};
 
 use super::{Error, Shared};
 use crate::plan::{Action, Plan};
@@ -334,17 +333,7 @@ impl Exec<'_> {
                 Ok(())
             }
             Action::DeleteRevision { name } => {
-                let api: Api<ControllerRevision> =
-                    Api::namespaced(self.shared.client.clone(), self.namespace);
-                match api.delete(name, &DeleteParams::default()).await {
-                    Ok(_) => Ok(()),
-                    Err(e) if is_not_found(&e) => Ok(()),
-                    Err(source) => Err(ShellError::Revision(WriteError {
-                        name: name.clone(),
-                        source,
-                    })
-                    .into()),
-                }
+                Ok(delete_revision(&self.shared.client, self.namespace, name).await?)
             }
         }
     }
