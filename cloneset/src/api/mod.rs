@@ -12,7 +12,9 @@ pub mod defaults;
 
 /// The CloneSet spec and its kube `CustomResource` root, field for field the same in both
 /// versions: each version's module expands it, and `CloneSetScaleStrategy` and
-/// `CloneSetUpdateStrategy` (which differ) resolve to that module's own.
+/// `CloneSetUpdateStrategy` (which differ) resolve to that module's own. (Not formatted:
+/// rustfmt re-indents attributes inside a macro on every run.)
+#[rustfmt::skip]
 macro_rules! cloneset_spec {
     ($version:tt, storage = $storage:tt) => {
         #[doc = concat!("Desired state of a CloneSet (`", $version, "`).")]
@@ -20,19 +22,19 @@ macro_rules! cloneset_spec {
             CustomResource, Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema,
         )]
         #[kube(
-                            group = "apps.kruise.io",
-                            version = $version,
-                            kind = "CloneSet",
-                            plural = "clonesets",
-                            singular = "cloneset",
-                            shortname = "clone",
-                            namespaced,
-                            derive = "PartialEq",
-                            status = "CloneSetStatus",
-                            storage = $storage,
-                            served = true,
-                            doc = "CloneSet is the Schema for the clonesets API"
-                        )]
+            group = "apps.kruise.io",
+            version = $version,
+            kind = "CloneSet",
+            plural = "clonesets",
+            singular = "cloneset",
+            shortname = "clone",
+            namespaced,
+            derive = "PartialEq",
+            status = "CloneSetStatus",
+            storage = $storage,
+            served = true,
+            doc = "CloneSet is the Schema for the clonesets API"
+        )]
         #[serde(rename_all = "camelCase")]
         pub struct CloneSetSpec {
             /// Desired number of pods (default 1).
