@@ -75,8 +75,3 @@ impl std::fmt::Debug for Settings {
             .finish_non_exhaustive()
     }
 }
-
-/// `d` as a requeue delay, at most `max`.
-fn requeue_in(d: jiff::SignedDuration, max: Duration) -> Duration {
-    d.unsigned_abs().min(max)
-}

@@ -389,7 +389,7 @@ async fn reconcile(original: Arc<CloneSet>, shared: Arc<Shared>) -> Result<Reque
         instance_ids: &instance_ids,
         scale_expectations: &observed.satisfaction,
     });
-    if plan.expectations_expired.is_some() {
+    if plan.extra.expectations_expired.is_some() {
         shared.expectations_expired.inc();
         shared
             .scale_expectations
@@ -458,7 +458,7 @@ async fn reconcile(original: Arc<CloneSet>, shared: Arc<Shared>) -> Result<Reque
     if held {
         let after = plan
             .requeue_after
-            .map_or(HELD_REQUEUE, |d| d.unsigned_abs().min(HELD_REQUEUE));
+            .map_or(HELD_REQUEUE, |d| d.min(HELD_REQUEUE));
         return Ok(Requeue::requeue(after));
     }
     match observed.satisfaction {
@@ -466,7 +466,7 @@ async fn reconcile(original: Arc<CloneSet>, shared: Arc<Shared>) -> Result<Reque
             remaining.unsigned_abs().min(Duration::from_secs(1)),
         )),
         _ => Ok(match plan.requeue_after {
-            Some(d) => Requeue::requeue(d.unsigned_abs()),
+            Some(d) => Requeue::requeue(d),
             None => Requeue::await_change(),
         }),
     }

@@ -46,16 +46,16 @@ use kruise_core::inplace::{
 use kruise_core::pods::lifecycle::state_patch;
 use kruise_core::pods::{CachedPod, LabelsAndFinalizers as _, PodView};
 use kruise_core::revision::template_hash;
-use kruise_runtime::errors::{ShellError, WriteError, is_not_found};
+use kruise_runtime::errors::{ShellError, WriteError};
 use kruise_runtime::events::{EventQueue, EventRecord, Recorder, pod_reference};
 use kruise_runtime::execute::{Lane, Scheduled, WRITE_CONCURRENCY, execute};
 use kruise_runtime::predownload::PreDownload;
-use kruise_runtime::revisions::{RevisionStep, write_planned_revisions};
+use kruise_runtime::revisions::{RevisionStep, delete_revision, write_revisions};
 use kruise_runtime::scale_writes::ScaleWrites;
 use kruise_runtime::status::write_namespaced_status;
 use kruise_runtime::watch::{TouchedStream, Watch};
 use kruise_runtime::{RunOptions, run_controller, warm_until_leading};
-use kube::api::{Api, DeleteParams, Patch, PatchParams};
+use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::controller::{Action as Requeue, Controller};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Client, Resource as _, ResourceExt as _};
@@ -415,40 +415,33 @@ async fn reconcile(original: Arc<DaemonSet>, shared: Arc<Shared>) -> Result<Requ
         .filter(|r| kruise_core::pods::is_controlled_by(&r.metadata, &uid))
         .map(|r| (*r).clone())
         .collect();
-    let revision_api: Api<ControllerRevision> = Api::namespaced(shared.client.clone(), &namespace);
     let planned = plan_revisions(&ds, &template_hash, &history);
     let update_data: Option<serde_json::Value>;
     let hash: String;
-    let (history, update_name) = match write_planned_revisions(
-        &revision_api,
-        planned,
-        collision_count.unwrap_or(0),
-        history,
-    )
-    .await
-    .map_err(|e| Error::Shell(ShellError::Revision(e)))?
-    {
-        RevisionStep::Ready(active) => {
-            update_data = active.update.data.as_ref().map(|d| d.0.clone());
-            // An existing revision with this template's data (one OpenKruise named after
-            // its own hash, say) is the update revision, and its hash the one pods carry.
-            hash = revision_hash(&active.update).unwrap_or(template_hash);
-            (active.all, active.update.name_any())
-        }
-        RevisionStep::Collision(count) => {
-            // The next pass hashes with the new count, which renames the revision.
-            let mut status = original.status.clone().unwrap_or_default();
-            status.collision_count = Some(count);
-            write_namespaced_status(
-                &shared.client,
-                &*original,
-                original.status.as_ref(),
-                &status,
-            )
-            .await?;
-            return Ok(Requeue::requeue(EXPECTATIONS_REQUEUE));
-        }
-    };
+    let collisions = collision_count.unwrap_or(0);
+    let (history, update_name) =
+        match write_revisions(&shared.client, &namespace, planned, collisions, history).await? {
+            RevisionStep::Ready(active) => {
+                update_data = active.update.data.as_ref().map(|d| d.0.clone());
+                // An existing revision with this template's data (one OpenKruise named after
+                // its own hash, say) is the update revision, and its hash the one pods carry.
+                hash = revision_hash(&active.update).unwrap_or(template_hash);
+                (active.all, active.update.name_any())
+            }
+            RevisionStep::Collision(count) => {
+                // The next pass hashes with the new count, which renames the revision.
+                let mut status = original.status.clone().unwrap_or_default();
+                status.collision_count = Some(count);
+                write_namespaced_status(
+                    &shared.client,
+                    &*original,
+                    original.status.as_ref(),
+                    &status,
+                )
+                .await?;
+                return Ok(Requeue::requeue(EXPECTATIONS_REQUEUE));
+            }
+        };
 
     // Pre-download: the new images' ImagePullJobs go out before pods update.
     if shared.pre_download.enabled()
@@ -537,7 +530,7 @@ async fn reconcile(original: Arc<DaemonSet>, shared: Arc<Shared>) -> Result<Requ
     let mut plan = plan(&input);
     let held = confirm_uncounted(&pod_api, &mut plan, input.strategy.min_ready_seconds).await?;
     if let Ok(mut backoff) = shared.backoff.lock() {
-        for node in &plan.failed_nodes {
+        for node in &plan.extra.failed_nodes {
             let entry = backoff
                 .entry((key.clone(), node.clone()))
                 .or_insert((0, BACKOFF_START));
@@ -598,23 +591,9 @@ async fn reconcile(original: Arc<DaemonSet>, shared: Arc<Shared>) -> Result<Requ
         .filter_map(|p| p.label(CONTROLLER_REVISION_HASH_KEY).map(str::to_string))
         .collect();
     for revision in revisions_to_prune(&ds, &history, &update_name, &pod_hashes) {
-        match revision_api
-            .delete(&revision, &DeleteParams::default())
-            .await
-        {
-            Ok(_) => {}
-            Err(e) if is_not_found(&e) => {}
-            Err(e) => {
-                return Err(Error::Shell(ShellError::Revision(WriteError {
-                    name: revision,
-                    source: e,
-                })));
-            }
-        }
+        delete_revision(&shared.client, &namespace, &revision).await?;
     }
-    let planned_after = plan
-        .requeue_after
-        .map(|secs| Duration::from_secs(secs.max(1).unsigned_abs()));
+    let planned_after = plan.requeue_after;
     let held_after = held.then_some(EXPECTATIONS_REQUEUE);
     Ok(
         match planned_after

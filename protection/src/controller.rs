@@ -283,7 +283,7 @@ async fn reconcile(
         name: name.clone(),
         reason: e.to_string(),
     })?;
-    for pod in &planned.not_deleted {
+    for pod in &planned.extra {
         Recorder::new(&shared.recorder, pod_reference(Some(&namespace), pod)).record(
             EventRecord::warning(
                 "NotDeleted",
@@ -298,16 +298,7 @@ async fn reconcile(
         &planned.status,
     )
     .await?;
-    let wait = planned
-        .requeue_at
-        .and_then(|at| {
-            let left = at.duration_since(now);
-            // A second past the expiry, so the record has expired when it is looked at.
-            Duration::try_from(left)
-                .ok()
-                .map(|d| d + Duration::from_secs(1))
-        })
-        .map_or(RESYNC, |d| d.min(RESYNC));
+    let wait = planned.requeue_after.map_or(RESYNC, |d| d.min(RESYNC));
     Ok(Action::requeue(wait))
 }
 

@@ -481,7 +481,7 @@ async fn reconcile(original: Arc<StatefulSet>, shared: Arc<Shared>) -> Result<Re
         (Satisfaction::Pending { remaining, .. }, _) => {
             Requeue::requeue(remaining.unsigned_abs().min(Duration::from_secs(1)))
         }
-        (_, Some(d)) => Requeue::requeue(d.unsigned_abs()),
+        (_, Some(d)) => Requeue::requeue(d),
         (_, None) => Requeue::await_change(),
     })
 }

@@ -34,7 +34,7 @@ use kube::runtime::controller::{Action as Requeue, Controller};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Client, Resource as _, ResourceExt as _};
 
-use super::{Error, REASON_INVALID_SPEC, Settings, requeue_in};
+use super::{Error, REASON_INVALID_SPEC, Settings};
 use crate::api::v1beta1::BroadcastJob;
 use crate::api::validation::{to_message, validate_broadcastjob};
 use crate::api::{BROADCASTJOB_KIND, BROADCASTJOB_UID_LABEL, defaults};
@@ -312,7 +312,7 @@ async fn reconcile(original: Arc<BroadcastJob>, shared: Arc<Shared>) -> Result<R
         return Err(e);
     }
     Ok(match plan.requeue_after {
-        Some(d) => Requeue::requeue(requeue_in(d, shared.settings.max_requeue)),
+        Some(d) => Requeue::requeue(d.min(shared.settings.max_requeue)),
         None => Requeue::await_change(),
     })
 }

@@ -22,7 +22,7 @@ use kube::runtime::controller::{Action as Requeue, Controller};
 use kube::runtime::reflector::Store;
 use kube::{Client, Resource as _, ResourceExt as _};
 
-use super::{Error, REASON_INVALID_SPEC, Settings, requeue_in};
+use super::{Error, REASON_INVALID_SPEC, Settings};
 use crate::api::imagelistpulljob::{IMAGELISTPULLJOB_CRD, ImageListPullJob};
 use crate::api::v1beta1::{AdvancedCronJob, BroadcastJob};
 use crate::api::validation::{to_message, validate_advancedcronjob};
@@ -223,7 +223,7 @@ async fn reconcile(original: Arc<AdvancedCronJob>, shared: Arc<Shared>) -> Resul
     // missed runs), so a clock that moved is caught up with.
     let max = shared.settings.max_requeue;
     Ok(Requeue::requeue(
-        plan.requeue_after.map_or(max, |d| requeue_in(d, max)),
+        plan.requeue_after.map_or(max, |d| d.min(max)),
     ))
 }
 

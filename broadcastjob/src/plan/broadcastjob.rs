@@ -98,18 +98,8 @@ pub enum Action {
     DeleteJob,
 }
 
-/// The planner's answer.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct Plan {
-    /// Writes, in order.
-    pub actions: Vec<Action>,
-    /// The status to write (when it changed).
-    pub status: BroadcastJobStatus,
-    /// Events to record.
-    pub events: Vec<EventRecord>,
-    /// Reconcile again after this long (deadline, TTL).
-    pub requeue_after: Option<SignedDuration>,
-}
+/// The planner's answer: the kit's plan of BroadcastJob actions and status.
+pub type Plan = kruise_core::plan::Plan<Action, BroadcastJobStatus>;
 
 /// The node a pod is bound to: its `nodeName`, else the one node its required affinity names
 /// (`metadata.name In [node]`), so a pod the scheduler has not bound yet counts for its
@@ -258,7 +248,7 @@ pub fn plan(input: &Input) -> Plan {
             if remaining <= SignedDuration::ZERO {
                 plan.actions.push(Action::DeleteJob);
             } else {
-                plan.requeue_after = Some(remaining);
+                plan.requeue_after = Some(remaining.unsigned_abs());
             }
         }
         return plan;
@@ -276,7 +266,7 @@ pub fn plan(input: &Input) -> Plan {
         .and_then(|secs| start.checked_add(SignedDuration::from_secs(secs)).ok());
     if let Some(deadline) = deadline {
         let left = deadline.duration_since(now);
-        plan.requeue_after = Some(left.max(SignedDuration::ZERO));
+        plan.requeue_after = Some(left.max(SignedDuration::ZERO).unsigned_abs());
     }
 
     // Pods by node, counted.
@@ -479,7 +469,7 @@ fn finish(
         .spec
         .completion_policy
         .ttl_seconds_after_finished
-        .map(|ttl| SignedDuration::from_secs(i64::from(ttl.max(0))));
+        .map(|ttl| std::time::Duration::from_secs(ttl.max(0).unsigned_abs().into()));
 }
 
 #[cfg(test)]

@@ -119,18 +119,9 @@ pub enum Action {
     },
 }
 
-/// The planner's answer.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct Plan {
-    /// Writes, in order: deletions, then at most one creation.
-    pub actions: Vec<Action>,
-    /// The status to write (when it changed).
-    pub status: AdvancedCronJobStatus,
-    /// Events to record.
-    pub events: Vec<EventRecord>,
-    /// Reconcile again after this long (the next run).
-    pub requeue_after: Option<SignedDuration>,
-}
+/// The planner's answer: the kit's plan of AdvancedCronJob actions (deletions, then at
+/// most one creation) and status; it requeues for the next run.
+pub type Plan = kruise_core::plan::Plan<Action, AdvancedCronJobStatus>;
 
 /// The kind of child the template makes: `jobTemplate`, else `imageListPullJobTemplate`,
 /// else `broadcastJobTemplate` (OpenKruise's order).
@@ -243,7 +234,7 @@ pub fn plan(input: &Input) -> Plan {
         earliest = start;
     }
     let next = parsed.next_after(now);
-    plan.requeue_after = next.map(|n| n.duration_since(now));
+    plan.requeue_after = next.map(|n| n.duration_since(now).unsigned_abs());
     if earliest > now {
         return plan;
     }

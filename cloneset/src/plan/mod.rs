@@ -107,7 +107,7 @@ pub struct PlanInput<'a> {
     /// The scale expectations' state (`common::expectations::ScaleExpectations::satisfied`).
     /// `Pending`: nothing is done (a stale cache must not cause double creates/deletes).
     /// `Expired`: the planner acts on what it observes and reports the expiry (event +
-    /// [`Plan::expectations_expired`]); the caller drops the expectation and counts the metric.
+    /// [`PlanNotes::expectations_expired`]); the caller drops the expectation and counts the metric.
     pub scale_expectations: &'a Satisfaction,
 }
 
@@ -263,21 +263,14 @@ impl Action {
 
 pub use kruise_core::plan::EventRecord;
 
-/// The planner's answer.
+/// The planner's answer: the kit's plan of CloneSet actions and status.
+pub type Plan = kruise_core::plan::Plan<Action, CloneSetStatus, PlanNotes>;
+
+/// What only the CloneSet shell (and the plan's tests) read besides.
 #[derive(Debug, Clone, PartialEq, Default)]
-pub struct Plan {
-    /// Writes, in order.
-    pub actions: Vec<Action>,
-    /// Events to record now.
-    pub events: Vec<EventRecord>,
-    /// The status to write (compare with [`Plan::status_changed`]).
-    pub status: CloneSetStatus,
-    /// Whether `status` differs from the CloneSet's current status.
+pub struct PlanNotes {
+    /// Whether the plan's status differs from the CloneSet's current status.
     pub status_changed: bool,
-    /// Requeue after this (minimum of minReadySeconds, grace and deadline hints).
-    pub requeue_after: Option<SignedDuration>,
-    /// Whether Scale changed something (Update was then skipped, as OpenKruise does).
-    pub scaled: bool,
     /// Set when the scale expectations had expired (how long they were waited for).
     pub expectations_expired: Option<SignedDuration>,
 }
@@ -304,17 +297,6 @@ pub enum PlanError {
         /// Detail.
         message: String,
     },
-}
-
-/// Adds a requeue hint, keeping the smallest.
-fn push_requeue(slot: &mut Option<SignedDuration>, d: SignedDuration) {
-    if d <= SignedDuration::ZERO {
-        return;
-    }
-    *slot = Some(match *slot {
-        Some(cur) if cur <= d => cur,
-        _ => d,
-    });
 }
 
 /// Plans one reconcile of a CloneSet.
@@ -358,13 +340,13 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
             // OpenKruise stops before touching anything while creations/deletions are in
             // flight, and looks again when the wait would time out.
             out.status = cs.status.clone().unwrap_or_default();
-            push_requeue(&mut out.requeue_after, *remaining);
+            out.requeue_within(*remaining);
             return out;
         }
         Satisfaction::Expired { waited } => {
             // Deliberate difference: OpenKruise (without ForceDeleteTimeoutExpectationGate)
             // stays blocked; we report and act on the observed state.
-            out.expectations_expired = Some(*waited);
+            out.extra.expectations_expired = Some(*waited);
             let message = format!(
                 "scale expectations not satisfied after {}s; acting on the observed pods",
                 waited.as_secs()
@@ -392,7 +374,6 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
                 input.now,
             );
         }
-        out.scaled = scaled;
         if !scaled {
             let mut update_errors = Vec::new();
             update::update(input, &active, &mut out, &mut update_errors);
@@ -409,9 +390,9 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
 
     let requeue = calculate_status(cs, &active, &mut status, input.now);
     if let Some(d) = requeue {
-        push_requeue(&mut out.requeue_after, d);
+        out.requeue_within(d);
     }
-    out.status_changed = cs.status.as_ref() != Some(&status);
+    out.extra.status_changed = cs.status.as_ref() != Some(&status);
     out.status = status;
 
     // podsToDelete keeps only names of pods that still exist.

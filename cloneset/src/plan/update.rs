@@ -24,7 +24,7 @@ use serde_json::json;
 
 use super::diffs::{at_revision, calculate_diffs, is_available, is_specified_delete};
 use super::pods::{name_of, name_of_revision};
-use super::{Action, MAX_POD_WRITES_PER_PLAN, Plan, PlanError, PlanInput, push_requeue};
+use super::{Action, MAX_POD_WRITES_PER_PLAN, Plan, PlanError, PlanInput};
 use crate::api::v1beta1::CloneSetPodUpdatePolicy;
 
 /// Only the conditions of `status` that change the pod's (what the status write patches):
@@ -73,7 +73,7 @@ pub fn update(
         match refresh(pod, now, &check) {
             RefreshAction::Nothing => {}
             RefreshAction::WaitGrace { requeue_after } => {
-                push_requeue(&mut out.requeue_after, requeue_after);
+                out.requeue_within(requeue_after);
             }
             RefreshAction::Write(w) => {
                 if let Some(resize) = w.resize_patch {
@@ -260,7 +260,7 @@ pub fn update(
                 if let Action::UpdateInPlace { update, .. } = &action
                     && let Some(d) = update.requeue_after
                 {
-                    push_requeue(&mut out.requeue_after, d);
+                    out.requeue_within(d);
                 }
                 out.actions.push(action);
             }

@@ -52,14 +52,9 @@ pub enum Action {
     SetPreRecreateGrace,
 }
 
-/// The controller's plan for one request.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct Plan {
-    /// What to do, in order.
-    pub actions: Vec<Action>,
-    /// When to look again.
-    pub requeue_after: Option<Duration>,
-}
+/// The controller's plan for one request: the kit's plan, its status writes being
+/// actions of their own (completion, the snapshot, the grace condition), so no status.
+pub type Plan = kruise_core::plan::Plan<Action, ()>;
 
 /// The not-ready message a request holds on its pod: `{ContainerRecreateRequest, ns/name}`.
 pub fn readiness_message(crr: &ContainerRecreateRequest) -> NotReadyMessage {

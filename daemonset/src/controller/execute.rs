@@ -102,7 +102,7 @@ pub(super) async fn confirm_uncounted(
 ) -> Result<bool, Error> {
     let min_ready_seconds = i32::try_from(min_ready_seconds).unwrap_or(i32::MAX);
     let mut held = false;
-    for uncounted in std::mem::take(&mut plan.uncounted) {
+    for uncounted in std::mem::take(&mut plan.extra.uncounted) {
         let pod = pod_api
             .get_opt(&uncounted.pod)
             .await

@@ -39,6 +39,7 @@ pub mod pods;
 pub mod revisions;
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
 
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kruise_core::api::intstr::value_from_int_or_percent;
@@ -268,17 +269,15 @@ impl StatusCounts {
     }
 }
 
-/// What a pass decided.
+/// What a pass decided: the kit's plan of DaemonSet actions and status counts (no events:
+/// the shell records them as it writes).
+pub type Plan = kruise_core::plan::Plan<Action, StatusCounts, PlanNotes>;
+
+/// What only the DaemonSet shell reads besides.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Plan {
-    /// The writes, creations first.
-    pub actions: Vec<Action>,
+pub struct PlanNotes {
     /// Nodes whose failed pod is deleted now (the shell lengthens their backoff).
     pub failed_nodes: Vec<String>,
-    /// The status counts as observed.
-    pub status: StatusCounts,
-    /// Seconds after which to run again with nothing else happening.
-    pub requeue_after: Option<i64>,
     /// The actions no budget counted because the old pod they replace is unavailable, each
     /// with that pod: valid only while it still is.
     pub uncounted: Vec<Uncounted>,
@@ -352,7 +351,7 @@ pub fn plan(input: &PlanInput) -> Plan {
                         Some(until) if *until > now => requeue.at(until - now),
                         _ => {
                             to_delete.insert(&pod.name);
-                            plan.failed_nodes.push(node.name.clone());
+                            plan.extra.failed_nodes.push(node.name.clone());
                         }
                     }
                 } else if pod.preparing_delete {
@@ -464,8 +463,10 @@ pub fn plan(input: &PlanInput) -> Plan {
             }
         }
     }
-    plan.requeue_after = requeue.0;
-    plan.uncounted = uncounted
+    plan.requeue_after = requeue
+        .0
+        .map(|secs| Duration::from_secs(secs.unsigned_abs()));
+    plan.extra.uncounted = uncounted
         .into_iter()
         .filter_map(|(old, surge)| {
             let pod = input.pods.iter().find(|p| p.name == old)?;
@@ -486,6 +487,7 @@ pub fn plan(input: &PlanInput) -> Plan {
 
 /// The soonest requeue asked for.
 #[derive(Default)]
+/// The soonest of the waits in whole seconds, at least one.
 struct Requeue(Option<i64>);
 
 impl Requeue {

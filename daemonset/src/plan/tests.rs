@@ -135,11 +135,11 @@ fn failed_pods_are_deleted_after_their_node_backoff() {
     let mut i = input(vec![node("a", RUN)], vec![failed]);
     let p = plan(&i);
     assert_eq!(deletes(&p), ["pa"]);
-    assert_eq!(p.failed_nodes, ["a"]);
+    assert_eq!(p.extra.failed_nodes, ["a"]);
     i.backoff_until.insert("a".into(), 130);
     let p = plan(&i);
     assert_eq!(deletes(&p), Vec::<&str>::new());
-    assert_eq!(p.requeue_after, Some(30));
+    assert_eq!(p.requeue_after, Some(std::time::Duration::from_secs(30)));
 }
 
 #[test]
@@ -327,7 +327,7 @@ fn surge_creates_first_and_deletes_the_old_pod_once_the_new_one_is_available_k10
     i.pods.push(new);
     let p = plan(&i);
     assert_eq!(p.actions, vec![]);
-    assert_eq!(p.requeue_after, Some(31));
+    assert_eq!(p.requeue_after, Some(std::time::Duration::from_secs(31)));
     i.now = 130;
     assert_eq!(
         plan(&i).actions,
@@ -354,7 +354,7 @@ fn an_unavailable_old_pod_is_replaced_outside_the_budget_and_named_for_confirmat
     let p = plan(&i);
     assert_eq!(creates(&p), ["n1", "n2"]);
     assert_eq!(
-        p.uncounted,
+        p.extra.uncounted,
         vec![Uncounted {
             action: Action::Create { node: "n2".into() },
             pod: "n2-pod".into()
@@ -367,7 +367,7 @@ fn an_unavailable_old_pod_is_replaced_outside_the_budget_and_named_for_confirmat
     let p = plan(&i);
     assert_eq!(deletes(&p), ["n1-pod", "n2-pod"]);
     assert_eq!(
-        p.uncounted,
+        p.extra.uncounted,
         vec![Uncounted {
             action: Action::Delete {
                 pod: "n2-pod".into()
@@ -377,7 +377,7 @@ fn an_unavailable_old_pod_is_replaced_outside_the_budget_and_named_for_confirmat
     );
     // Every pod available: nothing rests on the cache's view of an old pod.
     i.pods[2].ready_since = Some(0);
-    assert_eq!(plan(&i).uncounted, vec![]);
+    assert_eq!(plan(&i).extra.uncounted, vec![]);
 }
 
 #[test]

@@ -289,7 +289,7 @@ async fn reconcile(original: Arc<ImagePullJob>, shared: Arc<Shared>) -> Result<R
     let node_image_api: Api<NodeImage> = Api::all(shared.client.clone());
     let mut written = Vec::new();
     let mut first_error = None;
-    for write in &plan.writes {
+    for write in &plan.actions {
         let Some(cached) = by_name.get(write.node_image.as_str()) else {
             continue;
         };

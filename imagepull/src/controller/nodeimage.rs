@@ -189,7 +189,7 @@ async fn create_missing(
             now: (shared.settings.clock)(),
             creation_delay: shared.settings.creation_delay,
         });
-        if let Some(Action::Create(node_image)) = plan.action {
+        if let Some(Action::Create(node_image)) = plan.actions.into_iter().next() {
             match api.create(&PostParams::default(), &node_image).await {
                 Ok(_) => {}
                 Err(e) if kruise_runtime::errors::is_already_exists(&e) => {}
@@ -268,7 +268,7 @@ async fn reconcile(node_image: Arc<NodeImage>, shared: Arc<Shared>) -> Result<Re
     reference.api_version = Some(kruise_core::api::version::APPS_V1BETA1.into());
     reference.kind = Some(NODEIMAGE_KIND.into());
     let recorder = Recorder::new(&shared.recorder, reference);
-    for event in &plan.events {
+    for event in &plan.extra {
         recorder.record(EventRecord::warning(
             PULL_IMAGE_FAILED,
             event.message.clone(),
@@ -281,7 +281,7 @@ async fn reconcile(node_image: Arc<NodeImage>, shared: Arc<Shared>) -> Result<Re
         }
     }
     let api: Api<NodeImage> = Api::all(shared.client.clone());
-    match plan.action {
+    match plan.actions.into_iter().next() {
         None | Some(Action::Create(_)) => {}
         Some(Action::Delete) => match api.delete(&name, &DeleteParams::default()).await {
             Ok(_) => return Ok(Requeue::await_change()),

@@ -7,7 +7,6 @@
 //! every child did, and is deleted its TTL after.
 
 use std::collections::BTreeSet;
-use std::time::Duration;
 
 use jiff::Timestamp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
@@ -33,16 +32,9 @@ pub enum Action {
     DeleteList,
 }
 
-/// What the planner decided.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Plan {
-    /// Writes, in order.
-    pub actions: Vec<Action>,
-    /// The list's new status.
-    pub status: ImageListPullJobStatus,
-    /// When to look again (the TTL).
-    pub requeue_after: Option<Duration>,
-}
+/// What the planner decided: the kit's plan of child writes and the list's new status;
+/// it requeues for the TTL.
+pub type Plan = kruise_core::plan::Plan<Action, ImageListPullJobStatus>;
 
 /// The template's hash: FNV-1a (32 bit) of its JSON, in the safe alphabet.
 pub fn template_hash(template: &ImagePullJobTemplate) -> String {
@@ -78,6 +70,7 @@ pub fn plan(list: &ImageListPullJob, children: &[ImagePullJob], now: Timestamp) 
             actions,
             status: previous,
             requeue_after,
+            ..Plan::default()
         };
     }
     let wanted: BTreeSet<&str> = list.spec.images.iter().map(String::as_str).collect();
@@ -148,7 +141,7 @@ pub fn plan(list: &ImageListPullJob, children: &[ImagePullJob], now: Timestamp) 
     Plan {
         actions,
         status,
-        requeue_after: None,
+        ..Plan::default()
     }
 }
 
@@ -353,7 +346,7 @@ mod tests {
         });
         assert_eq!(
             plan(&l, &[], at(110)).requeue_after,
-            Some(Duration::from_secs(20))
+            Some(std::time::Duration::from_secs(20))
         );
         assert_eq!(plan(&l, &[], at(130)).actions, [Action::DeleteList]);
         let never = list(json!({"images": ["nginx"], "completionPolicy": {"type": "Never"}}));

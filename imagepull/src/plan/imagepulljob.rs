@@ -163,16 +163,9 @@ pub struct NodeImageWrite {
     pub spec: ImageSpec,
 }
 
-/// What the planner decided.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Plan {
-    /// The job's new status.
-    pub status: ImagePullJobStatus,
-    /// NodeImages to hand the tag (or the job's secrets) to.
-    pub writes: Vec<NodeImageWrite>,
-    /// When to look again (an `Always` job's deadline).
-    pub requeue_after: Option<Duration>,
-}
+/// What the planner decided: the kit's plan whose actions are the NodeImages to hand the
+/// tag (or the job's secrets) to, with the job's new status.
+pub type Plan = kruise_core::plan::Plan<NodeImageWrite, ImagePullJobStatus>;
 
 /// The job's status and its next NodeImage writes.
 pub fn plan(input: &PlanInput<'_>) -> Result<Plan, PlanError> {
@@ -223,8 +216,7 @@ pub fn plan(input: &PlanInput<'_>) -> Result<Plan, PlanError> {
         status.message = "job exceeds activeDeadlineSeconds".into();
         return Ok(Plan {
             status,
-            writes: Vec::new(),
-            requeue_after: None,
+            ..Plan::default()
         });
     }
     status.active = count(pulling.len());
@@ -262,9 +254,10 @@ pub fn plan(input: &PlanInput<'_>) -> Result<Plan, PlanError> {
         _ => None,
     };
     Ok(Plan {
+        actions: writes,
         status,
-        writes,
         requeue_after,
+        ..Plan::default()
     })
 }
 

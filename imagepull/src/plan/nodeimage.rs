@@ -88,16 +88,10 @@ pub struct FailedPull {
     pub message: String,
 }
 
-/// What the planner decided.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct Plan {
-    /// The write, if any.
-    pub action: Option<Action>,
-    /// Tags failed here.
-    pub events: Vec<FailedPull>,
-    /// When to look again (a TTL, a response timeout, a deadline, the creation delay).
-    pub requeue_after: Option<Duration>,
-}
+/// What the planner decided: the kit's plan with at most one action (its status write
+/// among them) and, besides, the tags that failed here (recorded on the NodeImage and on
+/// each job that asked for them).
+pub type Plan = kruise_core::plan::Plan<Action, (), Vec<FailedPull>>;
 
 /// See the module's documentation.
 pub fn plan(input: &NodeImageInput<'_>) -> Plan {
@@ -115,7 +109,7 @@ pub fn plan(input: &NodeImageInput<'_>) -> Plan {
         }
         let labels = node.map(|n| n.labels.clone()).filter(|l| !l.is_empty());
         return Plan {
-            action: Some(Action::Create(Box::new(NodeImage {
+            actions: vec![Action::Create(Box::new(NodeImage {
                 metadata: ObjectMeta {
                     name: Some(input.name.into()),
                     labels,
@@ -123,7 +117,7 @@ pub fn plan(input: &NodeImageInput<'_>) -> Plan {
                 },
                 spec: NodeImageSpec::default(),
                 status: None,
-            }))),
+            }))],
             ..Plan::default()
         };
     };
@@ -137,7 +131,7 @@ pub fn plan(input: &NodeImageInput<'_>) -> Plan {
         .is_some_and(|l| l.contains_key(FAKE_NODEIMAGE_LABEL));
     if node.is_none() && !fake {
         return Plan {
-            action: Some(Action::Delete),
+            actions: vec![Action::Delete],
             ..Plan::default()
         };
     }
@@ -149,17 +143,21 @@ pub fn plan(input: &NodeImageInput<'_>) -> Plan {
         updated.metadata.labels = (!labels.is_empty()).then_some(labels);
         updated.spec = spec;
         return Plan {
-            action: Some(Action::Update(Box::new(updated))),
-            events: Vec::new(),
+            actions: vec![Action::Update(Box::new(updated))],
             requeue_after: requeue.get(),
+            ..Plan::default()
         };
     }
     let (status, events) = next_status(input, node_image, &mut requeue);
     let current = node_image.status.clone().unwrap_or_default();
     Plan {
-        action: (status != current).then(|| Action::Status(Box::new(status))),
-        events,
+        actions: (status != current)
+            .then(|| Action::Status(Box::new(status)))
+            .into_iter()
+            .collect(),
         requeue_after: requeue.get(),
+        extra: events,
+        ..Plan::default()
     }
 }
 

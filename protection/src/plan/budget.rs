@@ -64,16 +64,15 @@ pub struct BudgetInput<'a> {
     pub now: Timestamp,
 }
 
-/// The status to write and what follows from it.
-#[derive(Clone, Debug, PartialEq)]
-pub struct BudgetPlan {
-    /// The new status (write it only if it differs from the last).
-    pub status: PodUnavailableBudgetStatus,
-    /// When the earliest kept record expires: reconcile again then.
-    pub requeue_at: Option<Timestamp>,
-    /// Pods granted a deletion more than 20 s ago that still exist (event `NotDeleted`).
-    pub not_deleted: Vec<String>,
-}
+/// The status to write and what follows from it: the kit's plan with no writes but the
+/// status, requeued a second after the earliest kept record expires (so it has expired when
+/// looked at), and, besides, the pods granted a deletion more than 20 s ago that still
+/// exist (event `NotDeleted` on each).
+pub type BudgetPlan =
+    kruise_core::plan::Plan<std::convert::Infallible, PodUnavailableBudgetStatus, Vec<String>>;
+
+/// How long after a record's expiry the budget is looked at again.
+const RECORD_EXPIRY_SLACK: SignedDuration = SignedDuration::from_secs(1);
 
 /// The pods that must stay available out of `expected`.
 pub fn desired_available(
@@ -133,11 +132,15 @@ pub fn plan(input: &BudgetInput<'_>) -> Result<BudgetPlan, IntOrPercentError> {
         .count();
     status.current_available = i32::try_from(current).unwrap_or(i32::MAX);
     status.unavailable_allowed = (status.current_available - desired).max(0);
-    Ok(BudgetPlan {
+    let mut plan = BudgetPlan {
         status,
-        requeue_at,
-        not_deleted,
-    })
+        extra: not_deleted,
+        ..BudgetPlan::default()
+    };
+    if let Some(expiry) = requeue_at {
+        plan.requeue_within(expiry.duration_since(input.now) + RECORD_EXPIRY_SLACK);
+    }
+    Ok(plan)
 }
 
 #[cfg(test)]

@@ -220,18 +220,8 @@ impl Scheduled for Action {
     }
 }
 
-/// The controller's next step.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct Plan {
-    /// Pod writes, in order.
-    pub actions: Vec<Action>,
-    /// The status to write.
-    pub status: SidecarSetStatus,
-    /// Events about the SidecarSet.
-    pub events: Vec<EventRecord>,
-    /// When to look again regardless of changes.
-    pub requeue_after: Option<Duration>,
-}
+/// The controller's next step: the kit's plan of pod writes and SidecarSet status.
+pub type Plan = kruise_core::plan::Plan<Action, SidecarSetStatus>;
 
 fn pod_key(pod: &Pod) -> String {
     format!(

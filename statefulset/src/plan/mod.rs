@@ -45,7 +45,7 @@ mod tests;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use jiff::{SignedDuration, Timestamp};
+use jiff::Timestamp;
 use k8s_openapi::api::apps::v1::ControllerRevision;
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, PodStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
@@ -288,26 +288,8 @@ impl Action {
 
 pub use kruise_core::plan::EventRecord;
 
-/// The planner's answer.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct Plan {
-    /// Writes, in order.
-    pub actions: Vec<Action>,
-    /// Events to record now.
-    pub events: Vec<EventRecord>,
-    /// The status to write.
-    pub status: crate::api::StatefulSetStatus,
-    /// Requeue after this (minReadySeconds and grace-period waits).
-    pub requeue_after: Option<SignedDuration>,
-}
-
-/// Adds a requeue hint, keeping the smallest.
-fn push_requeue(slot: &mut Option<SignedDuration>, d: SignedDuration) {
-    if d <= SignedDuration::ZERO {
-        return;
-    }
-    *slot = Some(slot.map_or(d, |cur| cur.min(d)));
-}
+/// The planner's answer: the kit's plan of StatefulSet actions and status.
+pub type Plan = kruise_core::plan::Plan<Action, crate::api::StatefulSetStatus>;
 
 /// A pod's facts the planner decides on.
 struct Facts<'a> {
@@ -369,13 +351,13 @@ pub fn plan(input: &PlanInput<'_>) -> Plan {
     planner.plan.status = status.status;
     planner.plan.status.volume_claims = planner.volume_claim_status();
     if let Some(d) = status.requeue_after {
-        push_requeue(&mut planner.plan.requeue_after, d);
+        planner.plan.requeue_within(d);
     }
     if set.metadata.deletion_timestamp.is_some() {
         return planner.plan;
     }
     if let Satisfaction::Pending { remaining, .. } = input.scale_expectations {
-        push_requeue(&mut planner.plan.requeue_after, *remaining);
+        planner.plan.requeue_within(*remaining);
         // Nothing is written, adoptions and releases included, until the cache caught up.
         planner.plan.actions.clear();
         return planner.plan;

@@ -8,7 +8,7 @@ use kruise_core::pods::PodView as _;
 
 use super::{
     Action, DeleteReason, EventRecord, IdentityGates, MAX_CREATIONS_PER_PLAN, Planner, new_pod,
-    pod_name, push_requeue, revision_name, template_for,
+    pod_name, revision_name, template_for,
 };
 
 /// How soon a pod waiting for a stale claim's deletion is looked at again.
@@ -123,7 +123,7 @@ impl Planner<'_> {
                 if self.has_stale_claim(ordinal) {
                     // No more work this round (OpenKruise's `PodClaimIsStale`); the claim's
                     // deletion wakes the set, and the requeue covers a missed event.
-                    push_requeue(&mut self.plan.requeue_after, STALE_CLAIM_REQUEUE);
+                    self.plan.requeue_within(STALE_CLAIM_REQUEUE);
                     return false;
                 }
                 if self.create(position, ordinal) {
@@ -164,7 +164,7 @@ impl Planner<'_> {
                 if let Some(d) =
                     kruise_core::pods::available_in(facts.pod, self.min_ready, self.input.now)
                 {
-                    push_requeue(&mut self.plan.requeue_after, d);
+                    self.plan.requeue_within(d);
                 }
                 return false;
             }
@@ -217,7 +217,7 @@ impl Planner<'_> {
                 if let Some(d) =
                     kruise_core::pods::available_in(facts.pod, self.min_ready, self.input.now)
                 {
-                    push_requeue(&mut self.plan.requeue_after, d);
+                    self.plan.requeue_within(d);
                 }
                 return false;
             }

@@ -15,10 +15,7 @@ use kruise_core::inplace::{
 use kruise_core::pods::lifecycle::{Intent, NotReadyChange, PodHookView, decide, state_patch};
 use kruise_core::pods::{CachedPod, PodView};
 
-use super::{
-    Action, DeleteReason, EventRecord, MAX_POD_WRITES_PER_PLAN, Planner, push_requeue,
-    revision_name,
-};
+use super::{Action, DeleteReason, EventRecord, MAX_POD_WRITES_PER_PLAN, Planner, revision_name};
 use crate::api::v1beta1::{PodUpdatePolicy, RollingUpdateStatefulSetStrategy};
 
 impl Planner<'_> {
@@ -44,7 +41,7 @@ impl Planner<'_> {
             match refresh(pod, now, &check) {
                 RefreshAction::Nothing | RefreshAction::Invalid(_) => {}
                 RefreshAction::WaitGrace { requeue_after } => {
-                    push_requeue(&mut self.plan.requeue_after, requeue_after);
+                    self.plan.requeue_within(requeue_after);
                 }
                 RefreshAction::Write(write) => {
                     if let Some(resize) = write.resize_patch {

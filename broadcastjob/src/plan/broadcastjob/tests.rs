@@ -6,6 +6,7 @@ use serde_json::{Value, json};
 
 use super::*;
 use crate::api::defaults::default_broadcastjob;
+use std::time::Duration;
 
 const NOW: &str = "2026-11-25T12:00:00Z";
 
@@ -248,7 +249,7 @@ fn every_desired_node_finished_completes_the_job() {
         p.events[0].message,
         "Job default/bcj is completed, 2 pods succeeded, 1 pods failed"
     );
-    assert_eq!(p.requeue_after, Some(SignedDuration::from_secs(30)));
+    assert_eq!(p.requeue_after, Some(Duration::from_secs(30)));
     assert!(p.actions.is_empty());
 }
 
@@ -303,7 +304,7 @@ fn the_deadline_fails_a_running_job_and_deletes_its_active_pods() {
     );
     let p = run(&j, &pods, &nodes(3));
     assert_eq!(p.status.phase, "running");
-    assert_eq!(p.requeue_after, Some(SignedDuration::from_secs(480)));
+    assert_eq!(p.requeue_after, Some(Duration::from_secs(480)));
 }
 
 #[test]
@@ -313,7 +314,7 @@ fn a_first_reconcile_with_a_deadline_requeues_for_it() {
         json!({}),
     );
     let p = run(&j, &[], &nodes(1));
-    assert_eq!(p.requeue_after, Some(SignedDuration::from_secs(90)));
+    assert_eq!(p.requeue_after, Some(Duration::from_secs(90)));
 }
 
 #[test]
@@ -518,7 +519,7 @@ fn a_finished_job_waits_for_its_ttl_then_is_deleted() {
     );
     let p = run(&j, &[], &nodes(2));
     assert!(p.actions.is_empty(), "a finished job creates nothing");
-    assert_eq!(p.requeue_after, Some(SignedDuration::from_secs(20)));
+    assert_eq!(p.requeue_after, Some(Duration::from_secs(20)));
     let j = job(
         json!({"completionPolicy": {"ttlSecondsAfterFinished": 10}}),
         status.clone(),

@@ -4,6 +4,7 @@ use serde_json::{Value, json};
 
 use super::*;
 use crate::api::defaults::default_advancedcronjob;
+use std::time::Duration;
 
 fn ts(s: &str) -> Timestamp {
     s.parse().unwrap()
@@ -85,7 +86,7 @@ fn before_the_first_run_it_waits_for_it() {
     let acj = cron(json!({"schedule": "*/1 * * * *"}), json!({}));
     let p = run_at(&acj, &[], "2026-11-25T12:00:30Z");
     assert!(p.actions.is_empty());
-    assert_eq!(p.requeue_after, Some(SignedDuration::from_secs(30)));
+    assert_eq!(p.requeue_after, Some(Duration::from_secs(30)));
     assert_eq!(p.status.type_, Some(TemplateKind::Job));
     assert_eq!(p.status.last_schedule_time, None);
 }
@@ -101,7 +102,7 @@ fn a_due_run_creates_its_child_named_by_its_time() {
             ts("2026-11-25T12:01:00Z")
         )]
     );
-    assert_eq!(p.requeue_after, Some(SignedDuration::from_secs(55)));
+    assert_eq!(p.requeue_after, Some(Duration::from_secs(55)));
 }
 
 #[test]
@@ -149,7 +150,7 @@ fn a_child_deleted_by_its_ttl_does_not_run_again_before_the_next_slot() {
         p.status.last_schedule_time,
         Some(Time(ts("2026-11-25T13:00:00Z")))
     );
-    assert_eq!(p.requeue_after, Some(SignedDuration::from_mins(40)));
+    assert_eq!(p.requeue_after, Some(Duration::from_secs(40 * 60)));
     let p = run_at(&acj, &[], "2026-11-25T14:00:01Z");
     assert_eq!(creates(&p).len(), 1);
 }
@@ -184,7 +185,7 @@ fn a_run_older_than_the_starting_deadline_is_skipped() {
     );
     let p = run_at(&acj, &[], "2026-11-25T13:05:00Z");
     assert!(p.actions.is_empty());
-    assert_eq!(p.requeue_after, Some(SignedDuration::from_mins(55)));
+    assert_eq!(p.requeue_after, Some(Duration::from_secs(55 * 60)));
     let p = run_at(&acj, &[], "2026-11-25T13:00:50Z");
     assert_eq!(creates(&p).len(), 1);
 }

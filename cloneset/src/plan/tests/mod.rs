@@ -454,7 +454,7 @@ impl World {
     pub fn settle(&mut self, max: usize) -> usize {
         for i in 0..max {
             let p = self.step();
-            if p.actions.is_empty() && !p.status_changed && p.requeue_after.is_none() {
+            if p.actions.is_empty() && !p.extra.status_changed && p.requeue_after.is_none() {
                 return i;
             }
         }

@@ -72,7 +72,7 @@ fn settles_to_ready_normal_pods_and_status() {
     // Stable: nothing more to do and status unchanged.
     let p = w.plan();
     assert!(p.actions.is_empty(), "{:?}", p.actions);
-    assert!(!p.status_changed);
+    assert!(!p.extra.status_changed);
 }
 
 #[test]
@@ -640,7 +640,7 @@ fn expectations_unsatisfied_does_nothing() {
         },
     });
     assert!(p.actions.is_empty());
-    assert!(!p.status_changed);
+    assert!(!p.extra.status_changed);
 }
 
 fn state(w: &World, name: &str) -> String {
@@ -786,7 +786,7 @@ fn grace_period_delays_the_image_change() {
     w.set_image("nginx:2");
     let p = w.step();
     assert_eq!(in_place(&p), vec![name.clone()]);
-    assert_eq!(p.requeue_after, Some(SignedDuration::from_secs(10)));
+    assert_eq!(p.requeue_after, Some(std::time::Duration::from_secs(10)));
     let image = |w: &World| {
         w.pod(&name).spec.as_ref().unwrap().containers[0]
             .image
@@ -921,7 +921,10 @@ fn expired_expectations_are_reported_and_do_not_block() {
         },
     });
     assert_eq!(creates(&p).len(), 2);
-    assert_eq!(p.expectations_expired, Some(SignedDuration::from_secs(301)));
+    assert_eq!(
+        p.extra.expectations_expired,
+        Some(SignedDuration::from_secs(301))
+    );
     assert!(
         p.events
             .iter()
@@ -939,7 +942,7 @@ fn expired_expectations_are_reported_and_do_not_block() {
         Some(("True".into(), "ScaleExpectationsExpired".into())),
         "kubectl shows the expiry as a condition"
     );
-    assert!(p.status_changed);
+    assert!(p.extra.status_changed);
     // Satisfied again: the condition turns False.
     let mut cs = w.cs.clone();
     cs.status = Some(p.status.clone());

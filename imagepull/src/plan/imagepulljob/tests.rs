@@ -139,10 +139,10 @@ fn status_counts_each_node_by_this_jobs_tag_version() {
         .map(|n| node_image(n, json!({})))
         .collect();
     let first = plan(&input(&job, &nodes, at(0))).unwrap();
-    assert_eq!(first.writes.len(), 6);
+    assert_eq!(first.actions.len(), 6);
     assert_eq!(first.status.active, 0);
     assert_eq!(first.status.message, "job is running, progress 0.0%");
-    apply(&mut nodes, &first.writes);
+    apply(&mut nodes, &first.actions);
     agent_answers(&mut nodes[0], "nginx", "1.25", ImagePullPhase::Succeeded);
     agent_answers(&mut nodes[1], "nginx", "1.25", ImagePullPhase::Failed);
     agent_answers(&mut nodes[2], "nginx", "1.25", ImagePullPhase::Pulling);
@@ -167,12 +167,12 @@ fn status_counts_each_node_by_this_jobs_tag_version() {
     // The job's status was never written here: it starts when first planned.
     assert_eq!(second.status.start_time, Some(Time(at(10))));
     // e gets this job added to the tag's owners, its version bumped for a new round.
-    assert_eq!(second.writes.len(), 1);
-    let tag = &second.writes[0].spec.tags[0];
-    assert_eq!(second.writes[0].node_image, "e");
+    assert_eq!(second.actions.len(), 1);
+    let tag = &second.actions[0].spec.tags[0];
+    assert_eq!(second.actions[0].node_image, "e");
     assert_eq!(tag.owner_references.len(), 2);
     assert_eq!(tag.version, 1);
-    assert_eq!(second.writes[0].resource_version.as_deref(), Some("7"));
+    assert_eq!(second.actions[0].resource_version.as_deref(), Some("7"));
 }
 
 #[test]
@@ -190,18 +190,18 @@ fn parallelism_bounds_new_nodes_and_zero_pauses() {
     ] {
         let job = job(json!({"image": "nginx", "parallelism": parallelism}));
         let p = plan(&input(&job, &nodes, at(0))).unwrap();
-        assert_eq!(p.writes.len(), expected, "parallelism {parallelism}");
+        assert_eq!(p.actions.len(), expected, "parallelism {parallelism}");
         assert!(p.status.completion_time.is_none());
     }
     // One node pulling and parallelism 2: one more.
     let job = job(json!({"image": "nginx", "parallelism": 2}));
     let mut nodes = nodes;
     let first = plan(&input(&job, &nodes, at(0))).unwrap();
-    apply(&mut nodes, &first.writes[..1]);
+    apply(&mut nodes, &first.actions[..1]);
     let next = plan(&input(&job, &nodes, at(1))).unwrap();
     assert_eq!(next.status.active, 1);
     assert_eq!(
-        next.writes
+        next.actions
             .iter()
             .map(|w| w.node_image.as_str())
             .collect::<Vec<_>>(),
@@ -220,7 +220,7 @@ fn always_completes_when_every_node_answered_never_does_not() {
             .map(|i| node_image(&format!("n{i}"), json!({})))
             .collect();
         let first = plan(&input(&job, &nodes, at(0))).unwrap();
-        apply(&mut nodes, &first.writes);
+        apply(&mut nodes, &first.actions);
         agent_answers(&mut nodes[0], "nginx", "latest", ImagePullPhase::Succeeded);
         agent_answers(&mut nodes[1], "nginx", "latest", ImagePullPhase::Failed);
         let p = plan(&input(&job, &nodes, at(5))).unwrap();
@@ -233,7 +233,7 @@ fn always_completes_when_every_node_answered_never_does_not() {
                 "job is running, progress 100.0%"
             }
         );
-        assert!(p.writes.is_empty());
+        assert!(p.actions.is_empty());
     }
     let empty = job(json!({"image": "nginx"}));
     let p = plan(&input(&empty, &[], at(0))).unwrap();
@@ -255,7 +255,7 @@ fn past_the_deadline_every_unanswered_node_fails() {
         .collect();
     let first = plan(&input(&job, &nodes, at(0))).unwrap();
     assert_eq!(first.requeue_after, Some(Duration::from_secs(600)));
-    apply(&mut nodes, &first.writes);
+    apply(&mut nodes, &first.actions);
     let before = plan(&input(&job, &nodes, at(599))).unwrap();
     assert!(before.status.completion_time.is_none());
     assert_eq!(before.requeue_after, Some(MIN_REQUEUE));
@@ -264,7 +264,7 @@ fn past_the_deadline_every_unanswered_node_fails() {
     assert_eq!(after.status.failed_nodes, ["a", "b", "c"]);
     assert_eq!(after.status.failed, 3);
     assert_eq!(after.status.message, "job exceeds activeDeadlineSeconds");
-    assert!(after.writes.is_empty());
+    assert!(after.actions.is_empty());
     assert_eq!(after.requeue_after, None);
 }
 
@@ -296,7 +296,7 @@ fn a_new_tag_carries_the_jobs_policy_and_follows_the_last_answered_version() {
     let nodes = [node];
     let p = plan(&input(&job, &nodes, at(0))).unwrap();
     assert_eq!(
-        serde_json::to_value(&p.writes[0].spec).unwrap(),
+        serde_json::to_value(&p.actions[0].spec).unwrap(),
         json!({
             "sandboxConfig": {"labels": {"k": "v"}},
             "tags": [
@@ -388,7 +388,7 @@ fn secrets_must_reach_every_node_and_writes_wait_for_them() {
         .map(|i| node_image(&format!("n{i}"), json!({})))
         .collect();
     let first = plan(&input(&job, &nodes, at(0))).unwrap();
-    apply(&mut nodes, &first.writes);
+    apply(&mut nodes, &first.actions);
     // The secret appears later: both nodes are not synced again and get it, nothing else.
     let secrets = [secret.clone()];
     let held = PlanInput {
@@ -398,14 +398,14 @@ fn secrets_must_reach_every_node_and_writes_wait_for_them() {
     };
     let p = plan(&held).unwrap();
     assert_eq!(p.status.active, 0);
-    assert!(p.writes.is_empty());
+    assert!(p.actions.is_empty());
     let p = plan(&PlanInput {
         hold_writes: false,
         ..held
     })
     .unwrap();
-    assert_eq!(p.writes.len(), 2);
-    for write in &p.writes {
+    assert_eq!(p.actions.len(), 2);
+    for write in &p.actions {
         assert_eq!(write.spec.pull_secrets, std::slice::from_ref(&secret));
         assert_eq!(
             write.spec.tags[0].version, 0,
@@ -430,7 +430,7 @@ proptest! {
         for (step, (pick, ok)) in answers.iter().enumerate() {
             let p = plan(&input(&job, &cluster, at(step as i64))).unwrap();
             prop_assert!(p.status.active <= parallelism.max(0));
-            let pulling_after = p.status.active as usize + p.writes.iter().filter(|w| {
+            let pulling_after = p.status.active as usize + p.actions.iter().filter(|w| {
                 !cluster.iter().any(|n| n.metadata.name.as_deref() == Some(w.node_image.as_str()) && n.spec.images.contains_key("nginx"))
             }).count();
             prop_assert!(pulling_after <= parallelism.max(0) as usize);
@@ -439,7 +439,7 @@ proptest! {
                 prop_assert_eq!(p.status.succeeded + p.status.failed, nodes as i32);
                 break;
             }
-            apply(&mut cluster, &p.writes);
+            apply(&mut cluster, &p.actions);
             let node = &mut cluster[pick % nodes];
             let synced = node.spec.images.contains_key("nginx");
             let answered = node.status.as_ref().is_some_and(|s| s.image_statuses.contains_key("nginx"));
@@ -455,7 +455,7 @@ proptest! {
             let frozen = cluster.clone();
             for n in 0..5 {
                 let p = plan(&input(&job, &cluster, at(1000 + n))).unwrap();
-                prop_assert!(p.writes.is_empty());
+                prop_assert!(p.actions.is_empty());
             }
             prop_assert_eq!(
                 serde_json::to_vec(&cluster).unwrap(),

@@ -70,8 +70,13 @@ fn a_ready_node_gets_its_nodeimage_after_the_delay_and_loses_it_with_the_node() 
         world.plan(Some(&node), None, 10).requeue_after,
         Some(Duration::from_secs(20))
     );
-    assert_eq!(world.plan(Some(&node), None, 10).action, None);
-    let Some(Action::Create(created)) = world.plan(Some(&node), None, 30).action else {
+    assert_eq!(
+        world.plan(Some(&node), None, 10).actions.into_iter().next(),
+        None
+    );
+    let Some(Action::Create(created)) =
+        world.plan(Some(&node), None, 30).actions.into_iter().next()
+    else {
         panic!()
     };
     assert_eq!(created.metadata.name.as_deref(), Some("n1"));
@@ -83,7 +88,11 @@ fn a_ready_node_gets_its_nodeimage_after_the_delay_and_loses_it_with_the_node() 
     assert_eq!(world.plan(Some(&not_ready), None, 1000), Plan::default());
     let existing = node_image(json!({"pool": "a"}), json!({}), json!({}));
     assert_eq!(
-        world.plan(None, Some(&existing), 0).action,
+        world
+            .plan(None, Some(&existing), 0)
+            .actions
+            .into_iter()
+            .next(),
         Some(Action::Delete)
     );
     let deleting = NodeFacts {
@@ -91,11 +100,18 @@ fn a_ready_node_gets_its_nodeimage_after_the_delay_and_loses_it_with_the_node() 
         ..node
     };
     assert_eq!(
-        world.plan(Some(&deleting), Some(&existing), 0).action,
+        world
+            .plan(Some(&deleting), Some(&existing), 0)
+            .actions
+            .into_iter()
+            .next(),
         Some(Action::Delete)
     );
     let fake = node_image(json!({FAKE_NODEIMAGE_LABEL: "true"}), json!({}), json!({}));
-    assert_eq!(world.plan(None, Some(&fake), 0).action, None);
+    assert_eq!(
+        world.plan(None, Some(&fake), 0).actions.into_iter().next(),
+        None
+    );
 }
 
 #[test]
@@ -103,7 +119,12 @@ fn labels_follow_the_node() {
     let world = World::new(&[]);
     let existing = node_image(json!({"pool": "a"}), json!({}), json!({}));
     let node = ready(&[("pool", "b"), ("zone", "z1")], 0);
-    let Some(Action::Update(updated)) = world.plan(Some(&node), Some(&existing), 100).action else {
+    let Some(Action::Update(updated)) = world
+        .plan(Some(&node), Some(&existing), 100)
+        .actions
+        .into_iter()
+        .next()
+    else {
         panic!()
     };
     assert_eq!(updated.metadata.labels, Some(node.labels.clone()));
@@ -133,7 +154,7 @@ fn tags_are_pruned_when_owners_are_gone_or_the_ttl_passed() {
     let existing = node_image(json!({}), spec, status);
     let node = ready(&[], 0);
     let plan = world.plan(Some(&node), Some(&existing), 130);
-    let Some(Action::Update(updated)) = plan.action else {
+    let Some(Action::Update(updated)) = plan.actions.first() else {
         panic!("{plan:?}")
     };
     let kept: Vec<(&str, Vec<&str>)> = updated
@@ -172,8 +193,8 @@ fn a_tag_never_answered_fails_after_ten_minutes_and_counters_follow() {
     let existing = node_image(json!({}), spec, status);
     let node = ready(&[], 0);
     let early = world.plan(Some(&node), Some(&existing), 599);
-    assert!(early.events.is_empty());
-    let Some(Action::Status(status)) = &early.action else {
+    assert!(early.extra.is_empty());
+    let Some(Action::Status(status)) = early.actions.first() else {
         panic!("{early:?}")
     };
     // Counters recomputed; the status of a tag no longer in the spec dropped.
@@ -192,7 +213,7 @@ fn a_tag_never_answered_fails_after_ten_minutes_and_counters_follow() {
     );
 
     let late = world.plan(Some(&node), Some(&existing), 700);
-    let Some(Action::Status(status)) = &late.action else {
+    let Some(Action::Status(status)) = late.actions.first() else {
         panic!("{late:?}")
     };
     let tags = &status.image_statuses["nginx"].tags;
@@ -218,12 +239,12 @@ fn a_tag_never_answered_fails_after_ten_minutes_and_counters_follow() {
     );
     assert_eq!(tags[2].progress, 40);
     assert_eq!((status.succeeded, status.failed, status.pulling), (1, 3, 0));
-    assert_eq!(late.events.len(), 3);
+    assert_eq!(late.extra.len(), 3);
     assert_eq!(
-        late.events[0].message,
+        late.extra[0].message,
         "Failed to pull image nginx:a on node n1 for node has not responded for a long time"
     );
-    assert_eq!(late.events[0].owners[0].name.as_deref(), Some("job"));
+    assert_eq!(late.extra[0].owners[0].name.as_deref(), Some("job"));
 }
 
 #[test]
@@ -239,7 +260,7 @@ fn an_unchanged_nodeimage_is_not_written() {
     let node = ready(&[("pool", "a")], 0);
     for now in [10, 50, 99] {
         let plan = world.plan(Some(&node), Some(&existing), now);
-        assert_eq!(plan.action, None, "at {now}");
+        assert_eq!(plan.actions.into_iter().next(), None, "at {now}");
         assert!(plan.requeue_after.is_some());
     }
 }

@@ -95,7 +95,7 @@ fn deployment_of_four_with_max_unavailable_25_percent() {
             ..Default::default()
         }
     );
-    assert_eq!(plan.requeue_at, None);
+    assert_eq!(plan.requeue_after, None);
 }
 
 #[test]
@@ -155,8 +155,12 @@ fn records_expire_after_20_and_10_seconds_and_set_the_requeue() {
     // exists loses its record.
     assert_eq!(names(&plan.status.disrupted_pods), ["web-1", "web-2"]);
     assert_eq!(names(&plan.status.unavailable_pods), ["web-4", "web-5"]);
-    assert_eq!(plan.not_deleted, ["web-0"]);
-    assert_eq!(plan.requeue_at, Some(at(0)));
+    assert_eq!(plan.extra, ["web-0"]);
+    assert_eq!(
+        plan.requeue_after,
+        Some(std::time::Duration::from_secs(1)),
+        "a second after the earliest record expires"
+    );
     // 6 ready pods, 4 still recorded: 2 available, desired 4, none allowed.
     assert_eq!(plan.status.current_available, 2);
     assert_eq!(plan.status.unavailable_allowed, 0);

@@ -268,7 +268,7 @@ fn a_new_pod_waits_for_a_stale_claim_of_its_scaled_away_predecessor() {
     w.set.spec.replicas = Some(3);
     let p = w.plan();
     assert!(creates(&p).is_empty(), "{:?}", p.actions);
-    assert_eq!(p.requeue_after, Some(SignedDuration::from_secs(1)));
+    assert_eq!(p.requeue_after, Some(std::time::Duration::from_secs(1)));
     // Once the garbage collector deleted it, the pod comes back with a fresh claim.
     w.collect_garbage();
     assert!(!w.claims.contains_key("data-demo-2"));
