@@ -164,7 +164,7 @@ fn observe_expectations(
     pods: &[Arc<Pod>],
     now: jiff::Timestamp,
 ) -> Result<Satisfaction, Error> {
-    Ok(shared
+    shared
         .expectations
         .with(|exp| {
             // Creates are expected by node (the pod's name is the server's), deletes by name.
@@ -176,7 +176,7 @@ fn observe_expectations(
                 action.seen_in(cached.map(|p| &p.metadata))
             })
         })
-        .map_err(ShellError::from)?)
+        .map_err(ShellError::from)
 }
 
 async fn reconcile(original: Arc<BroadcastJob>, shared: Arc<Shared>) -> Result<Requeue, Error> {

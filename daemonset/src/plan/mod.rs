@@ -25,7 +25,7 @@
 //!   again when it elapses (K#1012). Pods already terminating are not counted twice (K#657).
 //! * **uncounted replacements**: an old pod replaced at once because it is unavailable
 //!   spends no maxUnavailable or maxSurge slot, so the plan names it in
-//!   [`Plan::uncounted`]: the shell confirms on the pod as it is that it is still
+//!   [`PlanNotes::uncounted`]: the shell confirms on the pod as it is that it is still
 //!   unavailable before acting. A cache that has not yet seen the pod become Ready would
 //!   otherwise take down, or surge beside, one pod more than the budget allows.
 //! * **preDelete hook**: a pod to take away that `lifecycle.preDelete` holds (any of its
