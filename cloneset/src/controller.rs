@@ -59,7 +59,7 @@ use kruise_runtime::writes::Written;
 use kruise_runtime::{Metrics, RunOptions, run_controller, warm_until_leading};
 use kube::runtime::controller::{Action as Requeue, Controller};
 use kube::runtime::reflector::Store;
-use kube::{Client, Resource as _, ResourceExt as _};
+use kube::{Client, ResourceExt as _};
 use prometheus_client::metrics::counter::Counter;
 
 use crate::api::v1beta1::CloneSet;
@@ -67,7 +67,6 @@ use crate::api::validation::{to_message, validate_v1beta1};
 use crate::api::{CloneSetCondition, CloneSetStatus, KIND, condition, defaults};
 use crate::plan::{self, PlanGates, PlanInput};
 use crate::pub_check::{HELD_REQUEUE, PubCheck};
-use kruise_core::api::version::APPS_V1BETA1;
 
 mod error;
 mod execute;
@@ -282,10 +281,7 @@ async fn reconcile(original: Arc<CloneSet>, shared: Arc<Shared>) -> Result<Reque
     let key = format!("{namespace}/{}", original.name_any());
     // The one clock read: everything below takes time as an input.
     let now = Timestamp::now();
-    let mut reference = original.object_ref(&());
-    reference.api_version = Some(APPS_V1BETA1.into());
-    reference.kind = Some(KIND.into());
-    let recorder = Recorder::new(&shared.recorder, reference);
+    let recorder = Recorder::about(&shared.recorder, &*original);
 
     let Some(observed) = observe(&shared, &original, &key, now).await? else {
         return Ok(Requeue::requeue(Duration::from_secs(1)));

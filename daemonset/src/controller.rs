@@ -58,7 +58,7 @@ use kruise_runtime::{RunOptions, run_controller, warm_until_leading};
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::controller::{Action as Requeue, Controller};
 use kube::runtime::reflector::{ObjectRef, Store};
-use kube::{Client, Resource as _, ResourceExt as _};
+use kube::{Client, ResourceExt as _};
 
 use crate::api::defaults::default_spec;
 use crate::api::v1beta1::DaemonSet;
@@ -348,10 +348,7 @@ async fn reconcile(original: Arc<DaemonSet>, shared: Arc<Shared>) -> Result<Requ
     let namespace = original.namespace().unwrap_or_default();
     let name = original.name_any();
     let key = format!("{namespace}/{name}");
-    let mut reference = original.object_ref(&());
-    reference.api_version = Some(kruise_core::api::version::APPS_V1BETA1.into());
-    reference.kind = Some(KIND.into());
-    let recorder = Recorder::new(&shared.recorder, reference);
+    let recorder = Recorder::about(&shared.recorder, &*original);
 
     // Validate (the webhook normally did; defaulting again is idempotent).
     let mut ds = (*original).clone();

@@ -296,6 +296,11 @@ impl Recorder {
         }
     }
 
+    /// Events regarding `object`, referred to by the kind and apiVersion of its type.
+    pub fn about<K: kube::Resource<DynamicType = ()>>(queue: &EventQueue, object: &K) -> Self {
+        Self::new(queue, object.object_ref(&()))
+    }
+
     /// The object these events regard.
     pub fn regarding(&self) -> &ObjectReference {
         &self.regarding

@@ -35,7 +35,6 @@ use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 use k8s_openapi::api::storage::v1::StorageClass;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kruise_core::api::keys::STATEFULSET_POD_NAME_KEY;
-use kruise_core::api::version::APPS_V1BETA1;
 use kruise_core::expectations::{
     ResourceVersionExpectations, Satisfaction, ScaleExpectations, SharedExpectations,
 };
@@ -53,7 +52,7 @@ use kube::api::Api;
 use kube::runtime::controller::{Action as Requeue, Controller};
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt as _, watcher};
-use kube::{Client, Resource as _, ResourceExt as _};
+use kube::{Client, ResourceExt as _};
 
 use crate::api::defaults::{DefaultingGates, default_spec};
 use crate::api::v1beta1::StatefulSet;
@@ -358,10 +357,7 @@ async fn reconcile(original: Arc<StatefulSet>, shared: Arc<Shared>) -> Result<Re
     let key = format!("{namespace}/{name}");
     // The one clock read: everything below takes time as an input.
     let now = Timestamp::now();
-    let mut reference = original.object_ref(&());
-    reference.api_version = Some(APPS_V1BETA1.into());
-    reference.kind = Some(KIND.into());
-    let recorder = Recorder::new(&shared.recorder, reference);
+    let recorder = Recorder::about(&shared.recorder, &*original);
 
     let Some(observed) = observe(&shared, &original, &key, now).await? else {
         return Ok(Requeue::requeue(Duration::from_secs(1)));

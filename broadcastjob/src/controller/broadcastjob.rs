@@ -32,12 +32,12 @@ use kruise_runtime::{RunOptions, run_controller, warm_until_leading};
 use kube::api::{Api, DeleteParams};
 use kube::runtime::controller::{Action as Requeue, Controller};
 use kube::runtime::reflector::{ObjectRef, Store};
-use kube::{Client, Resource as _, ResourceExt as _};
+use kube::{Client, ResourceExt as _};
 
 use super::{Error, REASON_INVALID_SPEC, Settings};
 use crate::api::v1beta1::BroadcastJob;
 use crate::api::validation::{to_message, validate_broadcastjob};
-use crate::api::{BROADCASTJOB_KIND, BROADCASTJOB_UID_LABEL, defaults};
+use crate::api::{BROADCASTJOB_UID_LABEL, defaults};
 use crate::plan::broadcastjob::{Action, Input, assigned_node, is_finished, plan, reason};
 use crate::plan::fit::fit_view;
 
@@ -183,10 +183,7 @@ async fn reconcile(original: Arc<BroadcastJob>, shared: Arc<Shared>) -> Result<R
     let now = (shared.settings.clock)();
     let namespace = original.namespace().unwrap_or_default();
     let key = format!("{namespace}/{}", original.name_any());
-    let mut reference = original.object_ref(&());
-    reference.api_version = Some(kruise_core::api::version::APPS_V1BETA1.into());
-    reference.kind = Some(BROADCASTJOB_KIND.into());
-    let recorder = Recorder::new(&shared.recorder, reference);
+    let recorder = Recorder::about(&shared.recorder, &*original);
 
     // Validate (the webhook normally did; defaulting again is idempotent).
     let mut job = (*original).clone();

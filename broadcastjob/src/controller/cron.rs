@@ -20,7 +20,7 @@ use kruise_runtime::{RunOptions, run_controller, warm_until_leading};
 use kube::api::{Api, DeleteParams, PostParams};
 use kube::runtime::controller::{Action as Requeue, Controller};
 use kube::runtime::reflector::Store;
-use kube::{Client, Resource as _, ResourceExt as _};
+use kube::{Client, ResourceExt as _};
 
 use super::{Error, REASON_INVALID_SPEC, Settings};
 use crate::api::imagelistpulljob::{IMAGELISTPULLJOB_CRD, ImageListPullJob};
@@ -129,10 +129,7 @@ where
 async fn reconcile(original: Arc<AdvancedCronJob>, shared: Arc<Shared>) -> Result<Requeue, Error> {
     let now = (shared.settings.clock)();
     let namespace = original.namespace().unwrap_or_default();
-    let mut reference = original.object_ref(&());
-    reference.api_version = Some(kruise_core::api::version::APPS_V1BETA1.into());
-    reference.kind = Some(ADVANCEDCRONJOB_KIND.into());
-    let recorder = Recorder::new(&shared.recorder, reference);
+    let recorder = Recorder::about(&shared.recorder, &*original);
 
     let mut cron = (*original).clone();
     defaults::default_advancedcronjob(&mut cron.spec);

@@ -13,7 +13,7 @@ use kruise_runtime::{RunOptions, run_controller, warm_until_leading};
 use kube::api::{Api, DeleteParams, PostParams};
 use kube::runtime::controller::{Action as Requeue, Controller};
 use kube::runtime::reflector::Store;
-use kube::{Client, Resource as _, ResourceExt as _};
+use kube::{Client, ResourceExt as _};
 
 use super::{Error, REASON_INVALID_SPEC, Settings, cache_ready};
 use crate::api::v1beta1::{ImageListPullJob, ImagePullJob};
@@ -69,10 +69,7 @@ async fn reconcile(original: Arc<ImageListPullJob>, shared: Arc<Shared>) -> Resu
     let now = (shared.settings.clock)();
     let namespace = original.namespace().unwrap_or_default();
     let name = original.name_any();
-    let mut reference = original.object_ref(&());
-    reference.api_version = Some(kruise_core::api::version::APPS_V1BETA1.into());
-    reference.kind = Some(IMAGELISTPULLJOB_KIND.into());
-    let recorder = Recorder::new(&shared.recorder, reference);
+    let recorder = Recorder::about(&shared.recorder, &*original);
     if original.metadata.deletion_timestamp.is_some() {
         return Ok(Requeue::await_change());
     }

@@ -30,13 +30,13 @@ use kube::core::PartialObjectMeta;
 use kube::runtime::controller::{Action as Requeue, Controller};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::{WatchStreamExt as _, watcher};
-use kube::{Client, Resource as _, ResourceExt as _};
+use kube::{Client, ResourceExt as _};
 
 use super::{Error, REASON_INVALID_SPEC, Settings, cache_ready};
 use crate::api::image::ImageRef;
 use crate::api::v1beta1::{ImagePullJob, NodeImage};
 use crate::api::validation::validate_imagepulljob;
-use crate::api::{IMAGEPULLJOB_KIND, PROTECTION_FINALIZER, defaults};
+use crate::api::{PROTECTION_FINALIZER, defaults};
 use crate::plan::imagepulljob::{Finished, PlanInput, finished, plan, target_nodes};
 use crate::plan::secrets::{self, SecretAction, SecretSyncInput};
 use crate::plan::wakeups::{Fingerprint, changes, fingerprint};
@@ -178,10 +178,7 @@ async fn reconcile(original: Arc<ImagePullJob>, shared: Arc<Shared>) -> Result<R
     let namespace = original.namespace().unwrap_or_default();
     let name = original.name_any();
     let key = format!("{namespace}/{name}");
-    let mut reference = original.object_ref(&());
-    reference.api_version = Some(kruise_core::api::version::APPS_V1BETA1.into());
-    reference.kind = Some(IMAGEPULLJOB_KIND.into());
-    let recorder = Recorder::new(&shared.recorder, reference);
+    let recorder = Recorder::about(&shared.recorder, &*original);
     let api: Api<ImagePullJob> = Api::namespaced(shared.client.clone(), &namespace);
     // A NodeImage missing from a cache still filling would read as a node not targeted.
     if !cache_ready(&shared.node_images, EXPECTATIONS_REQUEUE).await

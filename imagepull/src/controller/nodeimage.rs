@@ -18,12 +18,12 @@ use kruise_runtime::{RunOptions, run_controller, warm_until_leading};
 use kube::api::{Api, DeleteParams, PostParams};
 use kube::runtime::controller::{Action as Requeue, Controller};
 use kube::runtime::reflector::{ObjectRef, Store};
-use kube::{Client, Resource as _, ResourceExt as _};
+use kube::{Client, ResourceExt as _};
 use tokio::sync::mpsc;
 
 use super::{Error, Settings, cache_ready};
+use crate::api::REFERENCE_MODE_BATCH;
 use crate::api::v1beta1::{ImagePullJob, NodeImage};
-use crate::api::{NODEIMAGE_KIND, REFERENCE_MODE_BATCH};
 use crate::plan::nodeimage::{Action, NodeFacts, NodeImageInput, PULL_IMAGE_FAILED, plan};
 
 /// The event reporter, as OpenKruise names it.
@@ -264,10 +264,7 @@ async fn reconcile(node_image: Arc<NodeImage>, shared: Arc<Shared>) -> Result<Re
         now,
         creation_delay: shared.settings.creation_delay,
     });
-    let mut reference = node_image.object_ref(&());
-    reference.api_version = Some(kruise_core::api::version::APPS_V1BETA1.into());
-    reference.kind = Some(NODEIMAGE_KIND.into());
-    let recorder = Recorder::new(&shared.recorder, reference);
+    let recorder = Recorder::about(&shared.recorder, &*node_image);
     for event in &plan.extra {
         recorder.record(EventRecord::warning(
             PULL_IMAGE_FAILED,
