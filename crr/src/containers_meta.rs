@@ -21,8 +21,8 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tonic::transport::Channel;
 
-use crate::agent::pod_containers;
 use crate::plan::containers_meta::{needs_runtime_meta, runtime_meta};
+use crate::runtime_containers::pod_containers;
 
 /// The field manager and user agent of the writes (OpenKruise's daemon controller's name).
 pub const FIELD_MANAGER: &str = "kruise-daemon-containermeta";

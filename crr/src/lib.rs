@@ -9,3 +9,4 @@ pub mod containers_meta;
 pub mod controller;
 pub mod conversion;
 pub mod plan;
+pub mod runtime_containers;

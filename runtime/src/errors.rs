@@ -42,6 +42,27 @@ impl WriteError {
     }
 }
 
+/// Why a status could not be written ([`crate::status`]).
+#[derive(Debug, thiserror::Error)]
+pub enum StatusError {
+    /// The status did not encode as JSON (a condition, a quantity…): never written as `null`.
+    #[error("encoding the status: {0}")]
+    Encode(#[source] serde_json::Error),
+    /// The API server refused the write.
+    #[error("writing the status: {0}")]
+    Api(#[source] kube::Error),
+}
+
+impl StatusError {
+    /// The API error, when the API server refused the write.
+    pub fn api_error(&self) -> Option<&kube::Error> {
+        match self {
+            StatusError::Api(e) => Some(e),
+            StatusError::Encode(_) => None,
+        }
+    }
+}
+
 /// The failures of the steps every workload controller's shell shares, each with its own
 /// low-cardinality category. A family's error type wraps it (`Shell(#[from] ShellError)`)
 /// beside the variants of its own steps.
@@ -75,7 +96,7 @@ pub enum ShellError {
         name: String,
         /// What failed.
         #[source]
-        source: super::status::StatusError,
+        source: StatusError,
     },
 }
 
@@ -109,7 +130,7 @@ impl ShellError {
     }
 
     /// A `map_err` adapter for a failed status write of `name`.
-    pub fn status_of(name: impl Into<String>) -> impl FnOnce(super::status::StatusError) -> Self {
+    pub fn status_of(name: impl Into<String>) -> impl FnOnce(StatusError) -> Self {
         let name = name.into();
         move |source| ShellError::Status { name, source }
     }

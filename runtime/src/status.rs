@@ -10,26 +10,8 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
 
-/// Why a status could not be written.
-#[derive(Debug, thiserror::Error)]
-pub enum StatusError {
-    /// The status did not encode as JSON (a condition, a quantity…): never written as `null`.
-    #[error("encoding the status: {0}")]
-    Encode(#[source] serde_json::Error),
-    /// The API server refused the write.
-    #[error("writing the status: {0}")]
-    Api(#[source] kube::Error),
-}
-
-impl StatusError {
-    /// The API error, when the API server refused the write.
-    pub fn api_error(&self) -> Option<&kube::Error> {
-        match self {
-            StatusError::Api(e) => Some(e),
-            StatusError::Encode(_) => None,
-        }
-    }
-}
+use crate::errors::ShellError;
+pub use crate::errors::StatusError;
 
 /// The RFC 7386 merge patch that turns `old` into `new`: changed and added fields with their
 /// new value, removed ones as `null`, arrays replaced whole. `None` when they are equal.
@@ -94,7 +76,7 @@ pub async fn write_namespaced_status<K, S>(
     object: &K,
     cached: Option<&S>,
     desired: &S,
-) -> Result<bool, crate::errors::ShellError>
+) -> Result<bool, ShellError>
 where
     K: Resource<Scope = NamespaceResourceScope, DynamicType = ()>
         + Clone
@@ -105,7 +87,7 @@ where
     let api: Api<K> = Api::namespaced(client.clone(), &object.namespace().unwrap_or_default());
     write_status_if_changed(&api, object, cached, desired)
         .await
-        .map_err(crate::errors::ShellError::status_of(object.name_any()))
+        .map_err(ShellError::status_of(object.name_any()))
 }
 
 /// The merge patch [`write_status_if_changed`] sends; `None` when nothing changes.

@@ -56,11 +56,11 @@ pub fn enforce(
     version: &str,
     obj: &mut Value,
     existing: Option<&Value>,
-    opts: &crate::ops::WriteOptions,
+    mode: Option<FieldValidation>,
     decoded: Decoded,
-) -> ApiResult<()> {
-    let Some(mode) = opts.field_validation else {
-        return Ok(());
+) -> ApiResult<Vec<String>> {
+    let Some(mode) = mode else {
+        return Ok(Vec::new());
     };
     let mut unknown = drop_unknown_fields(def, version, obj);
     if !unknown.is_empty()
@@ -70,7 +70,7 @@ pub fn enforce(
         unknown.retain(|f| !had.contains(f));
     }
     if unknown.is_empty() {
-        return Ok(());
+        return Ok(Vec::new());
     }
     let listed: Vec<String> = unknown
         .iter()
@@ -88,11 +88,8 @@ pub fn enforce(
             };
             Err(ApiError::bad_request(message))
         }
-        FieldValidation::Warn => {
-            opts.warnings.add(listed);
-            Ok(())
-        }
-        FieldValidation::Ignore => Ok(()),
+        FieldValidation::Warn => Ok(listed),
+        FieldValidation::Ignore => Ok(Vec::new()),
     }
 }
 
@@ -338,17 +335,13 @@ mod tests {
     #[test]
     fn strict_refuses_warn_records_ignore_accepts() {
         let pod = json!({"metadata": {"name": "p"}, "spec": {"containers": [], "foo": 1}});
-        let with = |mode| crate::ops::WriteOptions {
-            field_validation: Some(mode),
-            ..Default::default()
-        };
-        let strict = with(FieldValidation::Strict);
+        let strict = Some(FieldValidation::Strict);
         let err = enforce(
             &pod_def(),
             "v1",
             &mut pod.clone(),
             None,
-            &strict,
+            strict,
             Decoded::Body,
         )
         .unwrap_err();
@@ -362,7 +355,7 @@ mod tests {
             "v1",
             &mut pod.clone(),
             None,
-            &strict,
+            strict,
             Decoded::Patch,
         )
         .unwrap_err();
@@ -376,33 +369,26 @@ mod tests {
             "v1",
             &mut pod.clone(),
             Some(&pod),
-            &strict,
+            strict,
             Decoded::Patch,
         )
         .unwrap();
         // Warn and Ignore drop the field; only Warn says so.
         let dropped = json!({"metadata": {"name": "p"}, "spec": {"containers": []}});
-        let warn = with(FieldValidation::Warn);
+        let warn = Some(FieldValidation::Warn);
         let mut warned = pod.clone();
-        enforce(&pod_def(), "v1", &mut warned, None, &warn, Decoded::Body).unwrap();
+        let warnings = enforce(&pod_def(), "v1", &mut warned, None, warn, Decoded::Body).unwrap();
         assert_eq!(warned, dropped);
-        assert_eq!(warn.warnings.take(), ["unknown field \"spec.foo\""]);
-        let ignore = with(FieldValidation::Ignore);
+        assert_eq!(warnings, ["unknown field \"spec.foo\""]);
+        let ignore = Some(FieldValidation::Ignore);
         let mut ignored = pod.clone();
-        enforce(&pod_def(), "v1", &mut ignored, None, &ignore, Decoded::Body).unwrap();
+        let warnings =
+            enforce(&pod_def(), "v1", &mut ignored, None, ignore, Decoded::Body).unwrap();
         assert_eq!(ignored, dropped);
-        assert!(ignore.warnings.take().is_empty());
+        assert!(warnings.is_empty());
         // In-process writers are not checked.
         let mut trusted = pod.clone();
-        enforce(
-            &pod_def(),
-            "v1",
-            &mut trusted,
-            None,
-            &Default::default(),
-            Decoded::Body,
-        )
-        .unwrap();
+        enforce(&pod_def(), "v1", &mut trusted, None, None, Decoded::Body).unwrap();
         assert_eq!(trusted, pod);
     }
 }

@@ -20,9 +20,7 @@
 //! (NodeImage, SidecarSet, …) that an earlier test left are deleted first.
 
 use std::path::PathBuf;
-use std::pin::Pin;
 use std::sync::{Arc, LazyLock};
-use std::task::{Context, Poll};
 use std::time::Duration;
 
 use k8s_openapi::api::admissionregistration::v1::{
@@ -31,9 +29,9 @@ use k8s_openapi::api::admissionregistration::v1::{
 use k8s_openapi::api::core::v1::{Namespace, Node, Pod, ServiceAccount};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kruise_sim::client_nodes::{Nodes, NodesFlags};
-use kruise_sim::{Counters, ImagePull, RequestKey, Sim, SimConfig};
+use kruise_sim::{Counters, ImagePull, Sim, SimConfig};
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
-use kube::client::{Body, ClientBuilder};
+use kube::client::ClientBuilder;
 use kube::{Client, Config, ResourceExt as _};
 use serde_json::json;
 use tokio::sync::{Mutex, OwnedMutexGuard};
@@ -254,7 +252,7 @@ impl TestCluster {
         counted.default_namespace = namespace;
         let client = ClientBuilder::try_from(counted)
             .unwrap()
-            .with_layer(&CountingLayer(counters.clone()))
+            .with_layer(&crate::counting::CountingLayer(counters.clone()))
             .build();
         let proxy =
             crate::proxy::CountingProxy::start(client.clone(), client.default_namespace()).await;
@@ -760,139 +758,6 @@ async fn wait_nodes_ready(client: &Client, names: &[String]) {
         )
         .await;
     }
-}
-
-/// Counts each request of a client into [`Counters`] once answered, keyed as kruise-sim
-/// keys its own.
-pub(crate) struct CountingLayer(pub(crate) Arc<Counters>);
-
-impl<S> tower::Layer<S> for CountingLayer {
-    type Service = Counting<S>;
-    fn layer(&self, inner: S) -> Counting<S> {
-        Counting {
-            inner,
-            counters: self.0.clone(),
-        }
-    }
-}
-
-pub(crate) struct Counting<S> {
-    inner: S,
-    counters: Arc<Counters>,
-}
-
-type Answer<R, E> = Pin<Box<dyn std::future::Future<Output = Result<R, E>> + Send>>;
-
-impl<S, B> tower::Service<http::Request<Body>> for Counting<S>
-where
-    S: tower::Service<http::Request<Body>, Response = http::Response<B>>,
-    S::Future: Send + 'static,
-{
-    type Response = S::Response;
-    type Error = S::Error;
-    type Future = Answer<S::Response, S::Error>;
-
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
-        self.inner.poll_ready(cx)
-    }
-
-    fn call(&mut self, request: http::Request<Body>) -> Self::Future {
-        let key = request_key(&request);
-        let answer = self.inner.call(request);
-        let counters = self.counters.clone();
-        Box::pin(async move {
-            let mut pending = key.map(|key| Unanswered {
-                key: Some(key),
-                counters,
-            });
-            let response = answer.await;
-            if let (Some(pending), Ok(response)) = (pending.as_mut(), &response) {
-                pending.answered(response.status().as_u16());
-            }
-            response
-        })
-    }
-}
-
-/// A request sent and not answered yet. One whose answer never comes (the client stopped
-/// waiting, as a controller stopped mid-request does, or the connection failed) is counted
-/// with code 0: the API server may have carried it out, and kruise-sim, counting on its
-/// side, would count it.
-struct Unanswered {
-    key: Option<RequestKey>,
-    counters: Arc<Counters>,
-}
-
-impl Unanswered {
-    fn answered(&mut self, code: u16) {
-        if let Some(mut key) = self.key.take() {
-            key.code = code;
-            self.counters.record(key);
-        }
-    }
-}
-
-impl Drop for Unanswered {
-    fn drop(&mut self) {
-        self.answered(0);
-    }
-}
-
-/// The counter key of a resource request (code 0 until answered); None for discovery.
-fn request_key<T>(request: &http::Request<T>) -> Option<RequestKey> {
-    let segments: Vec<&str> = request
-        .uri()
-        .path()
-        .split('/')
-        .filter(|s| !s.is_empty())
-        .collect();
-    let (group, rest) = match segments.as_slice() {
-        ["api", _version, rest @ ..] => ("", rest),
-        ["apis", group, _version, rest @ ..] => (*group, rest),
-        _ => return None,
-    };
-    let rest = match rest {
-        ["namespaces", _, resource, more @ ..] => {
-            let mut r = vec![*resource];
-            r.extend(more);
-            r
-        }
-        other => other.to_vec(),
-    };
-    let (resource, name, subresource) = match rest.as_slice() {
-        [resource] => (*resource, None, ""),
-        [resource, name] => (*resource, Some(*name), ""),
-        [resource, name, subresource, ..] => (*resource, Some(*name), *subresource),
-        [] => return None,
-    };
-    let watch = request
-        .uri()
-        .query()
-        .is_some_and(|q| q.split('&').any(|kv| kv == "watch=true" || kv == "watch=1"));
-    let verb = match *request.method() {
-        http::Method::GET | http::Method::HEAD if watch => "watch",
-        http::Method::GET | http::Method::HEAD if name.is_some() => "get",
-        http::Method::GET | http::Method::HEAD => "list",
-        http::Method::POST => "create",
-        http::Method::PUT => "update",
-        http::Method::PATCH => "patch",
-        http::Method::DELETE if name.is_some() => "delete",
-        http::Method::DELETE => "deletecollection",
-        _ => "unknown",
-    };
-    let user_agent = request
-        .headers()
-        .get(http::header::USER_AGENT)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or_default();
-    Some(RequestKey {
-        verb: verb.into(),
-        group: group.into(),
-        resource: resource.into(),
-        subresource: subresource.into(),
-        user_agent: user_agent.into(),
-        code: 0,
-    })
 }
 
 #[cfg(test)]

@@ -22,6 +22,7 @@
 pub mod admission;
 pub mod bench;
 pub mod cluster;
+mod counting;
 pub mod floor;
 pub mod http;
 pub mod migration;

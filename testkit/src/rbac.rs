@@ -253,7 +253,7 @@ fn real_server_client(name: &str) -> Option<Client> {
     Some(
         ClientBuilder::try_from(config)
             .unwrap()
-            .with_layer(&crate::cluster::CountingLayer(server.counters.clone()))
+            .with_layer(&crate::counting::CountingLayer(server.counters.clone()))
             .build(),
     )
 }

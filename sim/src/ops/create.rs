@@ -40,7 +40,7 @@ impl SimShared {
         managed_fields: Option<Value>,
     ) -> ApiResult<Arc<Value>> {
         let mut obj = body;
-        crate::fieldvalidation::enforce(
+        super::enforce_fields(
             def,
             version,
             &mut obj,

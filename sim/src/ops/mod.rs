@@ -44,6 +44,30 @@ impl Subresource {
     }
 }
 
+/// [`crate::fieldvalidation::enforce`] with the write's `?fieldValidation=` mode, its
+/// warnings (`Warn`) added to the write's.
+pub(crate) fn enforce_fields(
+    def: &crate::registry::ResourceDef,
+    version: &str,
+    obj: &mut serde_json::Value,
+    existing: Option<&serde_json::Value>,
+    opts: &WriteOptions,
+    decoded: crate::fieldvalidation::Decoded,
+) -> crate::error::ApiResult<()> {
+    let warnings = crate::fieldvalidation::enforce(
+        def,
+        version,
+        obj,
+        existing,
+        opts.field_validation,
+        decoded,
+    )?;
+    if !warnings.is_empty() {
+        opts.warnings.add(warnings);
+    }
+    Ok(())
+}
+
 /// Options every write carries.
 #[derive(Debug, Clone, Default)]
 pub struct WriteOptions {

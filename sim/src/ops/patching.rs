@@ -78,7 +78,7 @@ impl SimShared {
             }
             // Fields the patch adds that the type does not declare: dropped, and refused
             // or warned about as the request's fieldValidation says.
-            crate::fieldvalidation::enforce(
+            super::enforce_fields(
                 def,
                 version,
                 &mut patched,
@@ -142,7 +142,7 @@ impl SimShared {
                 def.kind
             )));
         }
-        crate::fieldvalidation::enforce(
+        super::enforce_fields(
             def,
             version,
             &mut config,

@@ -353,7 +353,7 @@ impl SimShared {
         if opts.field_validation.is_some() {
             let existing = self.store.get(&def.gr(), &ns_key(def, ns), name);
             let existing = existing.map(|e| Self::present(def, version, &e));
-            crate::fieldvalidation::enforce(
+            super::enforce_fields(
                 def,
                 version,
                 &mut body,
