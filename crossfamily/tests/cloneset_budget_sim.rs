@@ -6,6 +6,7 @@
 //! in for the failing image: an hour to Ready.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+#[path = "../../protection/tests/support/mod.rs"]
 mod support;
 
 use std::time::{Duration, Instant};

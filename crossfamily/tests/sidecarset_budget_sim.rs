@@ -10,6 +10,7 @@
 //! serve them. The failing sidecar image is one whose pull takes an hour.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+#[path = "../../protection/tests/support/mod.rs"]
 mod support;
 
 use std::sync::Arc;
