@@ -128,22 +128,65 @@ pub async fn http_get(addr: SocketAddr, path: &str) -> Result<(u16, String), Str
     parse_response(&raw)
 }
 
-/// A free loopback port (bound then released), never one this process was given before:
-/// a released port can come back from the very next bind, and two servers of one test
-/// handed the same port would fail to start.
+/// The ports [`free_port`] hands out: below Linux's ephemeral range (32768–60999), so no
+/// `bind(:0)` and no outgoing connection's local port takes one between its check and the
+/// server's bind (a kruise-sim, a client of another test process), and below Kubernetes'
+/// NodePort range (30000–32767) of the real control plane's tests.
+const TEST_PORTS: std::ops::Range<u16> = 20_000..30_000;
+
+/// A free loopback port, never one this process was given before, nor one another test
+/// process holds: each port given is claimed by a file naming this process under
+/// `$TMPDIR/kruise-test-ports` (a claim whose process is gone is taken over), so test
+/// processes run side by side (the safety-stress runs) never get the same port.
 pub fn free_port() -> u16 {
     static GIVEN: std::sync::Mutex<std::collections::BTreeSet<u16>> =
         std::sync::Mutex::new(std::collections::BTreeSet::new());
-    loop {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        if GIVEN.lock().unwrap().insert(port) {
+    let claims = std::env::temp_dir().join("kruise-test-ports");
+    std::fs::create_dir_all(&claims).unwrap();
+    let pid = std::process::id();
+    let span = u64::from(TEST_PORTS.end - TEST_PORTS.start);
+    let seed = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64)
+        ^ (u64::from(pid) << 20);
+    for attempt in 0..span {
+        let offset = seed.wrapping_add(attempt.wrapping_mul(7_919)) % span;
+        let port = TEST_PORTS.start + u16::try_from(offset).unwrap();
+        if GIVEN.lock().unwrap().contains(&port) || !claim(&claims, port, pid) {
+            continue;
+        }
+        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            GIVEN.lock().unwrap().insert(port);
             return port;
         }
     }
+    panic!("no free port in {TEST_PORTS:?}");
+}
+
+/// Claims `port` for the process `pid`: true when the claim is new, or its process is gone.
+fn claim(claims: &std::path::Path, port: u16, pid: u32) -> bool {
+    let path = claims.join(port.to_string());
+    let create = || {
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&path)
+            .and_then(|mut f| std::io::Write::write_all(&mut f, pid.to_string().as_bytes()))
+    };
+    if create().is_ok() {
+        return true;
+    }
+    let holder = std::fs::read_to_string(&path).unwrap_or_default();
+    let alive = holder
+        .trim()
+        .parse::<u32>()
+        .is_ok_and(|p| p == pid || std::path::Path::new(&format!("/proc/{p}")).exists());
+    if alive {
+        return false;
+    }
+    // The holder is gone: take its claim over (one process wins the new file).
+    let _ = std::fs::remove_file(&path);
+    create().is_ok()
 }
 
 #[cfg(test)]
