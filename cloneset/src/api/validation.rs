@@ -7,7 +7,7 @@
 //! not both be less than 1" check does look at `maxSurge` (OpenKruise's `v1beta1` code shadows
 //! it and rejects `maxUnavailable: 0, maxSurge: 1`).
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 
 use k8s_openapi::api::core::v1::{PodSpec, PodTemplateSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
@@ -19,7 +19,7 @@ use kruise_core::api::intstr::scaled_value_from_int_or_percent;
 use kruise_core::api::strategy::validate_scatter;
 use kruise_core::api::{InPlaceUpdateStrategy, UpdatePriorityStrategy, UpdateScatterTerm};
 use kruise_core::inplace::{DiffOpKind, json_diff};
-use kruise_core::pods::selector::selector_matches;
+use kruise_core::pods::selector::validate_workload_selector;
 
 use super::{v1alpha1, v1beta1};
 
@@ -220,39 +220,14 @@ fn validate_common(
             "must be greater than or equal to 0",
         ));
     }
-    match view.selector {
-        None => errs.push(FieldError::required("spec.selector", "")),
-        Some(sel) => {
-            let empty = sel.match_labels.as_ref().is_none_or(BTreeMap::is_empty)
-                && sel.match_expressions.as_ref().is_none_or(Vec::is_empty);
-            if empty {
-                errs.push(FieldError::invalid(
-                    "spec.selector",
-                    BadValue::json(sel),
-                    "empty selector is invalid for cloneset",
-                ));
-            }
-            let labels = view
-                .template
-                .metadata
-                .as_ref()
-                .and_then(|m| m.labels.clone());
-            let labels = labels.unwrap_or_default();
-            match selector_matches(sel, &labels) {
-                Err(e) => errs.push(FieldError::invalid(
-                    "spec.selector",
-                    BadValue::json(sel),
-                    e.to_string(),
-                )),
-                Ok(false) if !empty => errs.push(FieldError::invalid(
-                    "spec.template.metadata.labels",
-                    BadValue::json(&labels),
-                    "`selector` does not match template `labels`",
-                )),
-                Ok(_) => {}
-            }
-        }
-    }
+    errs.extend(validate_workload_selector(
+        view.selector,
+        view.template
+            .metadata
+            .as_ref()
+            .and_then(|m| m.labels.as_ref()),
+        "cloneset",
+    ));
     validate_template(&mut errs, view);
     if let Some(deadline) = view.progress_deadline_seconds {
         if deadline < 0 {

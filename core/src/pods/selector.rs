@@ -3,6 +3,7 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+use kruise_compat::field::{BadValue, FieldError};
 
 /// An invalid selector.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -13,6 +14,57 @@ pub enum SelectorError {
     /// `In`/`NotIn` without values, or `Exists`/`DoesNotExist` with values.
     #[error("invalid values for operator {0:?}")]
     BadValues(String),
+}
+
+/// Whether `selector` has neither labels nor expressions (it selects everything, and a
+/// workload with it claims nothing in particular).
+pub fn is_empty(selector: &LabelSelector) -> bool {
+    selector
+        .match_labels
+        .as_ref()
+        .is_none_or(BTreeMap::is_empty)
+        && selector
+            .match_expressions
+            .as_ref()
+            .is_none_or(Vec::is_empty)
+}
+
+/// OpenKruise's selector checks of a CloneSet or an Advanced StatefulSet (`kind` as their
+/// messages spell it, `cloneset` or `statefulset`): `spec.selector` is required, not empty,
+/// valid, and matches the template's labels.
+pub fn validate_workload_selector(
+    selector: Option<&LabelSelector>,
+    template_labels: Option<&BTreeMap<String, String>>,
+    kind: &str,
+) -> Vec<FieldError> {
+    let Some(selector) = selector else {
+        return vec![FieldError::required("spec.selector", "")];
+    };
+    let mut errs = Vec::new();
+    let empty = is_empty(selector);
+    if empty {
+        errs.push(FieldError::invalid(
+            "spec.selector",
+            BadValue::json(selector),
+            format!("empty selector is invalid for {kind}"),
+        ));
+    }
+    let no_labels = BTreeMap::new();
+    let labels = template_labels.unwrap_or(&no_labels);
+    match selector_matches(selector, labels) {
+        Err(e) => errs.push(FieldError::invalid(
+            "spec.selector",
+            BadValue::json(selector),
+            e.to_string(),
+        )),
+        Ok(false) if !empty => errs.push(FieldError::invalid(
+            "spec.template.metadata.labels",
+            BadValue::json(labels),
+            "`selector` does not match template `labels`",
+        )),
+        Ok(_) => {}
+    }
+    errs
 }
 
 /// Whether `labels` match `selector`. An empty selector matches everything.
@@ -85,6 +137,46 @@ pub fn format_label_selector(selector: &LabelSelector) -> String {
 mod tests {
     use super::*;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelectorRequirement;
+
+    #[test]
+    fn workload_selectors_are_required_not_empty_and_match_the_template() {
+        let labels = BTreeMap::from([("app".to_string(), "web".to_string())]);
+        let by = |k: &str, v: &str| LabelSelector {
+            match_labels: Some(BTreeMap::from([(k.to_string(), v.to_string())])),
+            ..Default::default()
+        };
+        let messages = |errs: Vec<FieldError>| -> Vec<String> {
+            errs.iter().map(ToString::to_string).collect()
+        };
+        assert!(
+            validate_workload_selector(Some(&by("app", "web")), Some(&labels), "cloneset")
+                .is_empty()
+        );
+        assert_eq!(
+            messages(validate_workload_selector(None, Some(&labels), "cloneset")),
+            ["spec.selector: Required value"]
+        );
+        let empty = LabelSelector::default();
+        assert!(is_empty(&empty));
+        assert_eq!(
+            messages(validate_workload_selector(
+                Some(&empty),
+                Some(&labels),
+                "statefulset"
+            )),
+            ["spec.selector: Invalid value: {}: empty selector is invalid for statefulset"]
+        );
+        assert_eq!(
+            messages(validate_workload_selector(
+                Some(&by("app", "db")),
+                None,
+                "cloneset"
+            )),
+            [
+                "spec.template.metadata.labels: Invalid value: {}: `selector` does not match template `labels`"
+            ]
+        );
+    }
 
     fn req(key: &str, op: &str, values: &[&str]) -> LabelSelectorRequirement {
         LabelSelectorRequirement {

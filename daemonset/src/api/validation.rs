@@ -23,7 +23,7 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kruise_compat::field::{BadValue, DNS1123_SUBDOMAIN_MESSAGE, Path, is_dns1123_subdomain};
 pub use kruise_compat::field::{ErrorList, FieldError};
 use kruise_compat::podtemplate::{validate_long_running_pod, validate_pod_template};
-use kruise_core::pods::selector::selector_matches;
+use kruise_core::pods::selector::{self, selector_matches};
 
 use super::Served;
 use super::v1beta1::{
@@ -149,14 +149,7 @@ fn validate_selector(errs: &mut ErrorList, spec: &DaemonSetSpec) {
         errs.push(mismatch(&labels));
         return;
     };
-    let empty = selector
-        .match_labels
-        .as_ref()
-        .is_none_or(BTreeMap::is_empty)
-        && selector
-            .match_expressions
-            .as_ref()
-            .is_none_or(Vec::is_empty);
+    let empty = selector::is_empty(selector);
     match selector_matches(selector, &labels) {
         Err(e) => errs.push(FieldError::invalid(
             "spec.selector",

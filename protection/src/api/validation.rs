@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, LabelSelectorRequirement};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kruise_compat::field::{BadValue, ErrorList, FieldError, Path};
+use kruise_core::pods::selector;
 
 use super::v1beta1::PodUnavailableBudget;
 use super::{PROTECT_TOTAL_REPLICAS_ANNOTATION, PubOperation};
@@ -77,7 +78,7 @@ fn validate_spec(pub_: &PodUnavailableBudget, errors: &mut ErrorList) {
         }
         (Some(selector), None) => {
             validate_label_selector(selector, &path.child("selector"), errors);
-            if is_empty_selector(selector) {
+            if selector::is_empty(selector) {
                 errors.push(FieldError::invalid(
                     path.child("selector"),
                     BadValue::json(selector),
@@ -112,7 +113,7 @@ fn validate_spec(pub_: &PodUnavailableBudget, errors: &mut ErrorList) {
 
     if let Some(ignored) = &spec.ignored_pod_selector {
         validate_label_selector(ignored, &path.child("ignoredPodSelector"), errors);
-        if is_empty_selector(ignored) {
+        if selector::is_empty(ignored) {
             errors.push(FieldError::invalid(
                 path.child("ignoredPodSelector"),
                 BadValue::json(ignored),
@@ -173,17 +174,6 @@ pub fn validate_conflicts(
         }
     }
     Vec::new()
-}
-
-fn is_empty_selector(selector: &LabelSelector) -> bool {
-    selector
-        .match_labels
-        .as_ref()
-        .is_none_or(BTreeMap::is_empty)
-        && selector
-            .match_expressions
-            .as_ref()
-            .is_none_or(Vec::is_empty)
 }
 
 /// metav1's `ValidateLabelSelector`, for the operators and their values.

@@ -3,7 +3,6 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kruise_core::pods::selector::selector_matches;
 
@@ -58,11 +57,6 @@ pub fn indexed_namespaces(set: &SidecarSet) -> Option<Vec<String>> {
         .map(|e| e.values.clone().unwrap_or_default())
 }
 
-fn selector_is_empty(sel: &LabelSelector) -> bool {
-    sel.match_labels.as_ref().is_none_or(|m| m.is_empty())
-        && sel.match_expressions.as_ref().is_none_or(|e| e.is_empty())
-}
-
 /// Whether the SidecarSet matches the pod (`PodMatchedSidecarSet`): namespace selector
 /// against the namespace's labels, then a non-empty selector against the pod's labels.
 pub fn pod_matches_sidecar_set(
@@ -94,7 +88,7 @@ pub fn pod_matches_sidecar_set(
     };
     // Validate the selector even when empty, as OpenKruise parses before checking emptiness.
     let matched = selector_matches(sel, pod_labels).map_err(sel_err)?;
-    Ok(!selector_is_empty(sel) && matched)
+    Ok(!kruise_core::pods::selector::is_empty(sel) && matched)
 }
 
 /// Whether the SidecarSet is a canary, and its base.

@@ -17,8 +17,6 @@
 //! for a template whose size changed, its StorageClass ([`validate_claim_template_expansion`],
 //! the webhook reading the classes).
 
-use std::collections::BTreeMap;
-
 use k8s_openapi::api::core::v1::PodSpec;
 use k8s_openapi::api::storage::v1::StorageClass;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
@@ -28,7 +26,7 @@ use kruise_compat::podtemplate::{validate_long_running_pod, validate_template_me
 use kruise_core::api::intstr::value_from_int_or_percent;
 use kruise_core::api::keys::INPLACE_UPDATE_READY;
 use kruise_core::inplace::{DiffOpKind, json_diff};
-use kruise_core::pods::selector::selector_matches;
+use kruise_core::pods::selector::validate_workload_selector;
 
 use super::MAX_MIN_READY_SECONDS;
 use super::ordinals::ReservedOrdinals;
@@ -321,44 +319,16 @@ fn validate_update_strategy(errs: &mut ErrorList, spec: &StatefulSetSpec) {
 }
 
 fn validate_selector(errs: &mut ErrorList, spec: &StatefulSetSpec) {
-    let Some(selector) = &spec.selector else {
-        errs.push(FieldError::required("spec.selector", ""));
-        return;
-    };
-    let empty = selector
-        .match_labels
-        .as_ref()
-        .is_none_or(BTreeMap::is_empty)
-        && selector
-            .match_expressions
-            .as_ref()
-            .is_none_or(Vec::is_empty);
-    if empty {
-        errs.push(FieldError::invalid(
-            "spec.selector",
-            BadValue::json(selector),
-            "empty selector is invalid for statefulset",
-        ));
-    }
     let labels = spec
         .template
         .metadata
         .as_ref()
-        .and_then(|m| m.labels.clone())
-        .unwrap_or_default();
-    match selector_matches(selector, &labels) {
-        Err(e) => errs.push(FieldError::invalid(
-            "spec.selector",
-            BadValue::json(selector),
-            e.to_string(),
-        )),
-        Ok(false) if !empty => errs.push(FieldError::invalid(
-            "spec.template.metadata.labels",
-            BadValue::json(&labels),
-            "`selector` does not match template `labels`",
-        )),
-        Ok(_) => {}
-    }
+        .and_then(|m| m.labels.as_ref());
+    errs.extend(validate_workload_selector(
+        spec.selector.as_ref(),
+        labels,
+        "statefulset",
+    ));
 }
 
 /// `ValidateStatefulSetUpdate`: only the mutable fields may change; `InPlaceOnly` allows

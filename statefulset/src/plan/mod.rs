@@ -323,20 +323,6 @@ struct Planner<'a> {
     plan: Plan,
 }
 
-/// Whether a selector selects nothing in particular (never claims anything).
-fn selector_is_empty(
-    selector: &k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector,
-) -> bool {
-    selector
-        .match_labels
-        .as_ref()
-        .is_none_or(BTreeMap::is_empty)
-        && selector
-            .match_expressions
-            .as_ref()
-            .is_none_or(Vec::is_empty)
-}
-
 /// Plans one reconcile.
 pub fn plan(input: &PlanInput<'_>) -> Plan {
     let set = input.set;
@@ -396,7 +382,7 @@ impl<'a> Planner<'a> {
             .iter()
             .filter_map(|p| {
                 let ordinal = ordinal_of(&set_name, p.name())?;
-                let matches = !selector_is_empty(&selector)
+                let matches = !kruise_core::pods::selector::is_empty(&selector)
                     && kruise_core::pods::selector::selector_matches_by(&selector, |k| p.label(k))
                         .unwrap_or(false);
                 let owners = p.meta().owner_references.clone().unwrap_or_default();
