@@ -56,17 +56,17 @@ if [[ ${#suites[@]} -eq 0 ]]; then
 		kruise-crr:launch_priority_sim
 		kruise-imagepull:imagepull_sim
 		kruise-imagepull:agent_sim
-		kruise-imagepull:predownload_sim
+		kruise-crossfamily:predownload_sim
 		kruise-daemonset:controller_sim
 		kruise-daemonset:migration_sim
 		kruise-protection:budget_sim
 		kruise-protection:eviction_sim
-		kruise-protection:cloneset_budget_sim
+		kruise-crossfamily:cloneset_budget_sim
 		kruise-protection:lessons_sim
 		kruise-protection:related_pub_sim
 		kruise-protection:pod_admission_sim
 		kruise-protection:deletion_sim
-		kruise-protection:sidecarset_budget_sim
+		kruise-crossfamily:sidecarset_budget_sim
 	)
 fi
 
