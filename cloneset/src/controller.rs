@@ -53,7 +53,7 @@ use kruise_core::pods::CachedPod;
 use kruise_runtime::errors::ShellError;
 use kruise_runtime::events::{EventQueue, EventRecord, Recorder};
 use kruise_runtime::revisions::{RevisionStep, write_revisions};
-use kruise_runtime::status::write_namespaced_status;
+use kruise_runtime::status::{write_collision_count, write_namespaced_status};
 use kruise_runtime::watch::Watch;
 use kruise_runtime::writes::Written;
 use kruise_runtime::{Metrics, RunOptions, run_controller, warm_until_leading};
@@ -303,13 +303,7 @@ async fn reconcile(original: Arc<CloneSet>, shared: Arc<Shared>) -> Result<Reque
             now,
         );
         recorder.record(EventRecord::warning(REASON_INVALID_SPEC, message));
-        write_namespaced_status(
-            &shared.client,
-            &*original,
-            original.status.as_ref(),
-            &status,
-        )
-        .await?;
+        write_namespaced_status(&shared.client, &*original, &status).await?;
         return Ok(Requeue::await_change());
     }
     if observed.satisfaction.is_satisfied() && observed.pod_writes_pending {
@@ -340,15 +334,7 @@ async fn reconcile(original: Arc<CloneSet>, shared: Arc<Shared>) -> Result<Reque
     {
         RevisionStep::Ready(revisions) => revisions,
         RevisionStep::Collision(collision_count) => {
-            let mut status = original.status.clone().unwrap_or_default();
-            status.collision_count = Some(collision_count);
-            write_namespaced_status(
-                &shared.client,
-                &*original,
-                original.status.as_ref(),
-                &status,
-            )
-            .await?;
+            write_collision_count(&shared.client, &*original, collision_count).await?;
             // The next reconcile renames.
             return Ok(Requeue::requeue(Duration::from_millis(100)));
         }
@@ -423,13 +409,7 @@ async fn reconcile(original: Arc<CloneSet>, shared: Arc<Shared>) -> Result<Reque
             );
             set_condition(&mut status, condition, reason, &message, now);
             recorder.record(EventRecord::warning(reason, message));
-            write_namespaced_status(
-                &shared.client,
-                &*original,
-                original.status.as_ref(),
-                &status,
-            )
-            .await?;
+            write_namespaced_status(&shared.client, &*original, &status).await?;
             return Ok(Requeue::requeue(wait));
         }
         Ok(()) => {
@@ -443,13 +423,7 @@ async fn reconcile(original: Arc<CloneSet>, shared: Arc<Shared>) -> Result<Reque
         }
         Err(_) => {}
     }
-    write_namespaced_status(
-        &shared.client,
-        &*original,
-        original.status.as_ref(),
-        &status,
-    )
-    .await?;
+    write_namespaced_status(&shared.client, &*original, &status).await?;
     executed?;
     if held {
         let after = plan
@@ -488,6 +462,12 @@ fn set_condition(
         Some(c) if c.status == "True" && c.reason == reason && c.message == message => {}
         Some(c) => *c = fresh,
         None => status.conditions.push(fresh),
+    }
+}
+
+impl kruise_runtime::status::CollisionCount for CloneSetStatus {
+    fn collision_count_mut(&mut self) -> &mut Option<i32> {
+        &mut self.collision_count
     }
 }
 

@@ -52,7 +52,7 @@ use kruise_runtime::execute::{Lane, Scheduled, WRITE_CONCURRENCY, execute};
 use kruise_runtime::predownload::PreDownload;
 use kruise_runtime::revisions::{RevisionStep, delete_revision, write_revisions};
 use kruise_runtime::scale_writes::ScaleWrites;
-use kruise_runtime::status::write_namespaced_status;
+use kruise_runtime::status::{write_collision_count, write_namespaced_status};
 use kruise_runtime::watch::{TouchedStream, Watch};
 use kruise_runtime::{RunOptions, run_controller, warm_until_leading};
 use kube::api::{Api, Patch, PatchParams};
@@ -427,15 +427,7 @@ async fn reconcile(original: Arc<DaemonSet>, shared: Arc<Shared>) -> Result<Requ
             }
             RevisionStep::Collision(count) => {
                 // The next pass hashes with the new count, which renames the revision.
-                let mut status = original.status.clone().unwrap_or_default();
-                status.collision_count = Some(count);
-                write_namespaced_status(
-                    &shared.client,
-                    &*original,
-                    original.status.as_ref(),
-                    &status,
-                )
-                .await?;
+                write_collision_count(&shared.client, &*original, count).await?;
                 return Ok(Requeue::requeue(EXPECTATIONS_REQUEUE));
             }
         };
@@ -571,13 +563,7 @@ async fn reconcile(original: Arc<DaemonSet>, shared: Arc<Shared>) -> Result<Requ
         first_error.is_none(),
         &hash,
     );
-    write_namespaced_status(
-        &shared.client,
-        &*original,
-        original.status.as_ref(),
-        &status,
-    )
-    .await?;
+    write_namespaced_status(&shared.client, &*original, &status).await?;
     if let Some(e) = first_error {
         return Err(e);
     }
@@ -603,4 +589,10 @@ async fn reconcile(original: Arc<DaemonSet>, shared: Arc<Shared>) -> Result<Requ
             None => Requeue::await_change(),
         },
     )
+}
+
+impl kruise_runtime::status::CollisionCount for crate::api::v1beta1::DaemonSetStatus {
+    fn collision_count_mut(&mut self) -> &mut Option<i32> {
+        &mut self.collision_count
+    }
 }

@@ -291,13 +291,7 @@ async fn reconcile(
             ),
         );
     }
-    write_namespaced_status(
-        &shared.client,
-        &*budget,
-        budget.status.as_ref(),
-        &planned.status,
-    )
-    .await?;
+    write_namespaced_status(&shared.client, &*budget, &planned.status).await?;
     let wait = planned.requeue_after.map_or(RESYNC, |d| d.min(RESYNC));
     Ok(Action::requeue(wait))
 }

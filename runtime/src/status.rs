@@ -5,6 +5,7 @@
 
 use k8s_openapi::NamespaceResourceScope;
 use kube::api::{Api, Patch, PatchParams};
+use kube::core::object::HasStatus;
 use kube::{Client, Resource, ResourceExt as _};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -42,17 +43,28 @@ pub fn merge_diff(old: &Value, new: &Value) -> Option<Value> {
 }
 
 /// Writes `desired` as the status of `object` (as cached) when it differs from the cached
-/// status; returns whether it wrote.
-pub async fn write_status_if_changed<K, S>(
+/// status; returns whether it wrote. A failure is the shell's `update_status` step, named
+/// by the object's `namespace/name`.
+pub async fn write_status_if_changed<K>(
     api: &Api<K>,
     object: &K,
-    cached: Option<&S>,
-    desired: &S,
-) -> Result<bool, StatusError>
+    desired: &K::Status,
+) -> Result<bool, ShellError>
 where
-    K: Resource + Clone + DeserializeOwned + std::fmt::Debug,
-    S: Serialize + PartialEq,
+    K: Resource + HasStatus + Clone + DeserializeOwned + std::fmt::Debug,
+    K::Status: Serialize + PartialEq,
 {
+    send_status(api, object, desired)
+        .await
+        .map_err(ShellError::status_of(object_key(object)))
+}
+
+async fn send_status<K>(api: &Api<K>, object: &K, desired: &K::Status) -> Result<bool, StatusError>
+where
+    K: Resource + HasStatus + Clone + DeserializeOwned + std::fmt::Debug,
+    K::Status: Serialize + PartialEq,
+{
+    let cached = object.status();
     if cached == Some(desired) {
         return Ok(false);
     }
@@ -69,25 +81,58 @@ where
     Ok(true)
 }
 
-/// [`write_status_if_changed`] for a namespaced `object` through `client`, its failure the
-/// shell's `update_status` step: what the workload families' status step is.
-pub async fn write_namespaced_status<K, S>(
+/// `namespace/name`, or the name of a cluster-scoped object.
+fn object_key<K: Resource>(object: &K) -> String {
+    match object.namespace() {
+        Some(namespace) => format!("{namespace}/{}", object.name_any()),
+        None => object.name_any(),
+    }
+}
+
+/// [`write_status_if_changed`] for a namespaced `object` through `client`: what the
+/// workload families' status step is.
+pub async fn write_namespaced_status<K>(
     client: &Client,
     object: &K,
-    cached: Option<&S>,
-    desired: &S,
+    desired: &K::Status,
 ) -> Result<bool, ShellError>
 where
     K: Resource<Scope = NamespaceResourceScope, DynamicType = ()>
+        + HasStatus
         + Clone
         + DeserializeOwned
         + std::fmt::Debug,
-    S: Serialize + PartialEq,
+    K::Status: Serialize + PartialEq,
 {
     let api: Api<K> = Api::namespaced(client.clone(), &object.namespace().unwrap_or_default());
-    write_status_if_changed(&api, object, cached, desired)
-        .await
-        .map_err(ShellError::status_of(object.name_any()))
+    write_status_if_changed(&api, object, desired).await
+}
+
+/// A workload status with OpenKruise's `collisionCount`: the count of revision-name
+/// collisions, which salts the next revision's hash.
+pub trait CollisionCount {
+    /// The status's `collisionCount`.
+    fn collision_count_mut(&mut self) -> &mut Option<i32>;
+}
+
+/// Records a revision-name collision: the cached status with `collisionCount` set to
+/// `count`, so the next reconcile hashes (and names) the revision anew.
+pub async fn write_collision_count<K>(
+    client: &Client,
+    object: &K,
+    count: i32,
+) -> Result<bool, ShellError>
+where
+    K: Resource<Scope = NamespaceResourceScope, DynamicType = ()>
+        + HasStatus
+        + Clone
+        + DeserializeOwned
+        + std::fmt::Debug,
+    K::Status: Serialize + PartialEq + Clone + Default + CollisionCount,
+{
+    let mut status = object.status().cloned().unwrap_or_default();
+    *status.collision_count_mut() = Some(count);
+    write_namespaced_status(client, object, &status).await
 }
 
 /// The merge patch [`write_status_if_changed`] sends; `None` when nothing changes.

@@ -448,9 +448,7 @@ async fn write_status(
     status: &SidecarSetStatus,
 ) -> Result<(), Error> {
     let api: Api<SidecarSet> = Api::all(shared.client.clone());
-    write_status_if_changed(&api, set, set.status.as_ref(), status)
-        .await
-        .map_err(ShellError::status_of(set.name_any()))?;
+    write_status_if_changed(&api, set, status).await?;
     Ok(())
 }
 

@@ -44,7 +44,7 @@ use kruise_runtime::errors::ShellError;
 use kruise_runtime::events::{EventQueue, EventRecord, Recorder};
 use kruise_runtime::predownload::PreDownload;
 use kruise_runtime::revisions::{RevisionStep, write_revisions};
-use kruise_runtime::status::write_namespaced_status;
+use kruise_runtime::status::{write_collision_count, write_namespaced_status};
 use kruise_runtime::watch::Watch;
 use kruise_runtime::writes::Written;
 use kruise_runtime::{Metrics, RunOptions, WarmStream, run_controller, warm_until_leading};
@@ -391,15 +391,7 @@ async fn reconcile(original: Arc<StatefulSet>, shared: Arc<Shared>) -> Result<Re
         match write_revisions(&shared.client, &namespace, planned, collisions, history).await? {
             RevisionStep::Ready(revisions) => revisions,
             RevisionStep::Collision(collision_count) => {
-                let mut status = original.status.clone().unwrap_or_default();
-                status.collision_count = Some(collision_count);
-                write_namespaced_status(
-                    &shared.client,
-                    &*original,
-                    original.status.as_ref(),
-                    &status,
-                )
-                .await?;
+                write_collision_count(&shared.client, &*original, collision_count).await?;
                 return Ok(Requeue::requeue(Duration::from_millis(100)));
             }
         };
@@ -465,13 +457,7 @@ async fn reconcile(original: Arc<StatefulSet>, shared: Arc<Shared>) -> Result<Re
             });
         }
     }
-    write_namespaced_status(
-        &shared.client,
-        &*original,
-        original.status.as_ref(),
-        &status,
-    )
-    .await?;
+    write_namespaced_status(&shared.client, &*original, &status).await?;
     executed?;
     Ok(match (&observed.satisfaction, plan.requeue_after) {
         (Satisfaction::Pending { remaining, .. }, _) => {
@@ -528,6 +514,12 @@ fn set_condition(status: &mut StatefulSetStatus, type_: &str, message: &str, now
         Some(c) if c.status == "True" && c.message.as_deref() == Some(message) => {}
         Some(c) => *c = fresh,
         None => status.conditions.push(fresh),
+    }
+}
+
+impl kruise_runtime::status::CollisionCount for StatefulSetStatus {
+    fn collision_count_mut(&mut self) -> &mut Option<i32> {
+        &mut self.collision_count
     }
 }
 

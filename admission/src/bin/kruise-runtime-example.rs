@@ -55,9 +55,7 @@ async fn reconcile(g: Arc<Greeting>, client: Arc<kube::Client>) -> Result<Action
         observed_generation: g.metadata.generation,
     };
     let api = Api::namespaced((*client).clone(), &g.namespace().unwrap_or_default());
-    write_status_if_changed(&api, &*g, g.status.as_ref(), &want)
-        .await
-        .map_err(ShellError::status_of(g.name_any()))?;
+    write_status_if_changed(&api, &*g, &want).await?;
     Ok(Action::await_change())
 }
 

@@ -297,13 +297,7 @@ async fn reconcile(original: Arc<BroadcastJob>, shared: Arc<Shared>) -> Result<R
 
     // Status, after the writes.
     if !deleted_job {
-        write_namespaced_status(
-            &shared.client,
-            &*original,
-            original.status.as_ref(),
-            &plan.status,
-        )
-        .await?;
+        write_namespaced_status(&shared.client, &*original, &plan.status).await?;
     }
     if let Some(e) = first_error {
         return Err(e);

@@ -209,13 +209,7 @@ async fn reconcile(original: Arc<AdvancedCronJob>, shared: Arc<Shared>) -> Resul
             }
         }
     }
-    write_namespaced_status(
-        &shared.client,
-        &*original,
-        original.status.as_ref(),
-        &status,
-    )
-    .await?;
+    write_namespaced_status(&shared.client, &*original, &status).await?;
     // At the next run, and at least every `max_requeue` (also when paused or stuck on
     // missed runs), so a clock that moved is caught up with.
     let max = shared.settings.max_requeue;

@@ -342,8 +342,22 @@ pass "ContainerRecreateRequest on real containers: main recreated after its preS
 # --- ImagePullJob: the node agent pulls into the real containerd's image store.
 pulled_image="$REGISTRY/e2e/busybox:pull-$E2E_NAMESPACE"
 skopeo copy -q --src-tls-verify=false --dest-tls-verify=false "docker://$IMAGE_1" "docker://$pulled_image"
-in_store() { ctr -a "$CRI_SOCK" -n k8s.io images ls -q | grep -qxF "$pulled_image"; }
-in_store && fail "$pulled_image is in containerd's store before the job"
+in_store() { ctr -a "$CRI_SOCK" -n k8s.io images ls -q | grep -qxF "$1"; }
+# expect_in_store IMAGE: the image is in the store; a ctr call can fail while containerd is
+# busy, so a few tries, and on failure what the store and the node's NodeImage hold.
+expect_in_store() {
+  local try
+  for try in 1 2 3 4 5; do
+    in_store "$1" && return 0
+    sleep 1
+  done
+  echo "--- containerd's images (k8s.io):" >&2
+  ctr -a "$CRI_SOCK" -n k8s.io images ls -q >&2 || true
+  echo "--- NodeImage $NODE:" >&2
+  "$KUBECTL" get nodeimage "$NODE" -o yaml >&2 || true
+  fail "$1 is not in containerd's image store after the job"
+}
+in_store "$pulled_image" && fail "$pulled_image is in containerd's store before the job"
 cat <<JSON | "$KUBECTL" apply -f - >/dev/null
 {"apiVersion": "apps.kruise.io/v1alpha1", "kind": "ImagePullJob", "metadata": {"name": "pull"},
  "spec": {"image": "$pulled_image", "selector": {"names": ["$NODE"]},
@@ -351,7 +365,7 @@ cat <<JSON | "$KUBECTL" apply -f - >/dev/null
 JSON
 job_succeeded() { [[ $("$KUBECTL" get imagepulljob pull -o jsonpath='{.status.succeeded}') == 1 ]]; }
 wait_for 120 "the ImagePullJob succeeded on $NODE" job_succeeded
-in_store || fail "$pulled_image is not in containerd's image store after the job"
+expect_in_store "$pulled_image"
 pass "ImagePullJob: the image is in the real containerd's store on $NODE"
 
 # ... from a registry that wants a login, given as the job's pull secret.
@@ -369,8 +383,7 @@ cat <<JSON | "$KUBECTL" apply -f - >/dev/null
 JSON
 private_succeeded() { [[ $("$KUBECTL" get imagepulljob pull-private -o jsonpath='{.status.succeeded}') == 1 ]]; }
 wait_for 120 "the ImagePullJob with a pull secret succeeded on $NODE" private_succeeded
-ctr -a "$CRI_SOCK" -n k8s.io images ls -q | grep -qxF "$private_image" ||
-  fail "$private_image is not in containerd's image store after the job"
+expect_in_store "$private_image"
 pass "ImagePullJob with a pull secret: the image from the registry that wants a login is in the store"
 
 # --- Container launch priority: with `Ordered`, the second container is started only once

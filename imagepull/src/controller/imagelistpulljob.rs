@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use kruise_runtime::errors::{ShellError, WriteError, is_not_found};
+use kruise_runtime::errors::{WriteError, is_not_found};
 use kruise_runtime::events::{EventQueue, EventRecord, Recorder};
 use kruise_runtime::status::write_status_if_changed;
 use kruise_runtime::watch::Watch;
@@ -122,9 +122,7 @@ async fn reconcile(original: Arc<ImageListPullJob>, shared: Arc<Shared>) -> Resu
             }
         }
     }
-    write_status_if_changed(&lists, &original, original.status.as_ref(), &plan.status)
-        .await
-        .map_err(ShellError::status_of(format!("{namespace}/{name}")))?;
+    write_status_if_changed(&lists, &original, &plan.status).await?;
     Ok(match plan.requeue_after {
         Some(d) => Requeue::requeue(d),
         None => Requeue::await_change(),

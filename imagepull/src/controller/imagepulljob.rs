@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::core::v1::{Namespace, Pod, Secret};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kruise_core::pods::selector::format_label_selector;
-use kruise_runtime::errors::{ShellError, WriteError, is_already_exists, is_not_found};
+use kruise_runtime::errors::{WriteError, is_already_exists, is_not_found};
 use kruise_runtime::events::{EventQueue, EventRecord, Recorder};
 use kruise_runtime::status::write_status_if_changed;
 use kruise_runtime::watch::Watch;
@@ -316,9 +316,7 @@ async fn reconcile(original: Arc<ImagePullJob>, shared: Arc<Shared>) -> Result<R
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .insert(key.clone(), (Instant::now(), written));
     }
-    write_status_if_changed(&api, &original, original.status.as_ref(), &plan.status)
-        .await
-        .map_err(ShellError::status_of(key))?;
+    write_status_if_changed(&api, &original, &plan.status).await?;
     if let Some(e) = first_error {
         return Err(e);
     }

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Node, NodeStatus, Secret};
-use kruise_runtime::errors::{ShellError, WriteError, is_not_found};
+use kruise_runtime::errors::{WriteError, is_not_found};
 use kruise_runtime::events::{EventQueue, EventRecord, Recorder};
 use kruise_runtime::status::write_status_if_changed;
 use kruise_runtime::watch::Watch;
@@ -292,9 +292,7 @@ async fn reconcile(node_image: Arc<NodeImage>, shared: Arc<Shared>) -> Result<Re
                 .map_err(Error::Update)?;
         }
         Some(Action::Status(status)) => {
-            write_status_if_changed(&api, &node_image, node_image.status.as_ref(), &*status)
-                .await
-                .map_err(ShellError::status_of(name.clone()))?;
+            write_status_if_changed(&api, &node_image, &*status).await?;
         }
     }
     Ok(match plan.requeue_after {
