@@ -397,7 +397,9 @@ async fn reconcile(original: Arc<CloneSet>, shared: Arc<Shared>) -> Result<Reque
     match &executed {
         Err(e) if e.is_invalid_pod_write() => {
             let (condition, reason) = match e {
-                Error::CreatePod(_) => (condition::FAILED_SCALE, REASON_FAILED_CREATE),
+                Error::Shell(ShellError::CreatePod(_)) => {
+                    (condition::FAILED_SCALE, REASON_FAILED_CREATE)
+                }
                 _ => (condition::FAILED_UPDATE, REASON_FAILED_UPDATE_IN_PLACE),
             };
             let wait = shared

@@ -77,6 +77,21 @@ pub enum ShellError {
     /// Execute: patching a pod or its status.
     #[error("updating pod {0}")]
     UpdatePod(#[source] WriteError),
+    /// Execute: creating a workload's pod, or a claim of it (named `pod …`, `claim …`).
+    #[error("creating {0}")]
+    CreatePod(#[source] WriteError),
+    /// Execute: deleting a workload's pod, or a claim of it (named `pod …`, `claim …`).
+    #[error("deleting {0}")]
+    DeletePod(#[source] WriteError),
+    /// Execute: a pod's planned status did not encode (never written as `null`).
+    #[error("encoding the status of pod {name}: {source}")]
+    EncodePodStatus {
+        /// The pod.
+        name: String,
+        /// The encoder's error.
+        #[source]
+        source: serde_json::Error,
+    },
     /// Execute: creating an owned object (a pod, a child job, a copy).
     #[error("creating {0}")]
     Create(#[source] WriteError),
@@ -107,6 +122,9 @@ impl ShellError {
             ShellError::Expectations(_) => "expectations",
             ShellError::Revision(_) => "revision",
             ShellError::UpdatePod(_) => "update_pods",
+            ShellError::CreatePod(_) => "create_pods",
+            ShellError::DeletePod(_) => "delete_pods",
+            ShellError::EncodePodStatus { .. } => "encode",
             ShellError::Create(_) => "create",
             ShellError::Update(_) => "update",
             ShellError::Delete(_) => "delete",
@@ -118,15 +136,35 @@ impl ShellError {
     /// True for an optimistic-concurrency conflict (requeued quietly).
     pub fn is_conflict(&self) -> bool {
         match self {
-            ShellError::Expectations(_) => false,
+            ShellError::Expectations(_) | ShellError::EncodePodStatus { .. } => false,
             ShellError::Revision(e)
             | ShellError::UpdatePod(e)
+            | ShellError::CreatePod(e)
+            | ShellError::DeletePod(e)
             | ShellError::Create(e)
             | ShellError::Update(e)
             | ShellError::Delete(e)
             | ShellError::Read(e) => e.is_conflict(),
             ShellError::Status { source, .. } => source.api_error().is_some_and(is_conflict),
         }
+    }
+
+    /// A pod patch (of the pod, its status or its resize) that failed, of pod `name`.
+    pub fn update_pod(name: &str, source: kube::Error) -> Self {
+        ShellError::UpdatePod(WriteError {
+            name: name.to_string(),
+            source,
+        })
+    }
+
+    /// A failed create of a workload's pod or claim, named `pod …` or `claim …`.
+    pub fn create_pod(what: &str, source: kube::Error) -> Self {
+        ShellError::CreatePod(WriteError::on(what)(source))
+    }
+
+    /// A failed delete of a workload's pod or claim, named `pod …` or `claim …`.
+    pub fn delete_pod(what: &str, source: kube::Error) -> Self {
+        ShellError::DeletePod(WriteError::on(what)(source))
     }
 
     /// A `map_err` adapter for a failed status write of `name`.
@@ -180,5 +218,30 @@ mod tests {
         assert!(is_conflict(&api_error(409, "Conflict")));
         assert!(is_conflict(&api_error(409, "AlreadyExists")));
         assert!(!is_conflict(&api_error(500, "InternalError")));
+    }
+
+    #[test]
+    fn pod_writes_name_what_failed_and_keep_their_metric_categories() {
+        let create = ShellError::create_pod("claim data-web-0", api_error(409, "Conflict"));
+        assert!(
+            create
+                .to_string()
+                .starts_with("creating claim data-web-0: ")
+        );
+        assert_eq!(
+            (create.category(), create.is_conflict()),
+            ("create_pods", true)
+        );
+        let delete = ShellError::delete_pod("pod web-0", api_error(500, "InternalError"));
+        assert_eq!(
+            (delete.category(), delete.is_conflict()),
+            ("delete_pods", false)
+        );
+        let update = ShellError::update_pod("web-0", api_error(409, "Conflict"));
+        assert!(update.to_string().starts_with("updating pod web-0: "));
+        assert_eq!(
+            (update.category(), update.is_conflict()),
+            ("update_pods", true)
+        );
     }
 }

@@ -8,10 +8,14 @@
 
 use std::marker::PhantomData;
 
+use k8s_openapi::api::core::v1::{Pod, PodStatus};
+use kruise_core::pods::PodView;
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use kube::core::{NamespaceResourceScope, Request};
 use kube::{Client, Resource};
 use serde::{Deserialize, Serialize};
+
+use crate::errors::ShellError;
 
 /// The identity of the object a write left behind.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
@@ -99,6 +103,32 @@ where
         self.send(req, "patch_subresource").await
     }
 
+    /// A strategic-merge patch of the object.
+    pub async fn patch_strategic<P: Serialize>(
+        &self,
+        name: &str,
+        patch: &P,
+    ) -> kube::Result<Written> {
+        self.patch(name, &PatchParams::default(), &Patch::Strategic(patch))
+            .await
+    }
+
+    /// A strategic-merge patch of a subresource (`status`, `resize`).
+    pub async fn patch_subresource_strategic<P: Serialize>(
+        &self,
+        subresource: &str,
+        name: &str,
+        patch: &P,
+    ) -> kube::Result<Written> {
+        self.patch_subresource(
+            subresource,
+            name,
+            &PatchParams::default(),
+            &Patch::Strategic(patch),
+        )
+        .await
+    }
+
     /// Sends a request built by kube (tagged with its verb, as `Api` does).
     async fn send<T: serde::de::DeserializeOwned>(
         &self,
@@ -116,6 +146,41 @@ where
         self.send::<serde::de::IgnoredAny>(self.request.delete(name, dp), "delete")
             .await
             .map(|_| ())
+    }
+}
+
+impl Writer<Pod> {
+    /// The workload shells' pod-status write: the conditions `status` changes on `cached`,
+    /// with `meta_patch`'s labels and annotations, as one strategic-merge patch of
+    /// `pods/status` ([`kruise_core::pods::status_patch`]); `None` when nothing changes.
+    /// A pod the cache does not hold is the shell's `UpdatePod` failure (not found).
+    pub async fn patch_pod_status<P: PodView + ?Sized>(
+        &self,
+        name: &str,
+        cached: Option<&P>,
+        status: &PodStatus,
+        meta_patch: &serde_json::Value,
+    ) -> Result<Option<Written>, ShellError> {
+        let Some(cached) = cached else {
+            return Err(ShellError::update_pod(
+                name,
+                crate::errors::not_found(&format!("pod {name}")),
+            ));
+        };
+        let body =
+            kruise_core::pods::status_patch(cached, status, meta_patch).map_err(|source| {
+                ShellError::EncodePodStatus {
+                    name: name.to_string(),
+                    source,
+                }
+            })?;
+        let Some(body) = body else {
+            return Ok(None);
+        };
+        self.patch_subresource_strategic("status", name, &body)
+            .await
+            .map(Some)
+            .map_err(|e| ShellError::update_pod(name, e))
     }
 }
 

@@ -438,7 +438,7 @@ async fn reconcile(original: Arc<StatefulSet>, shared: Arc<Shared>) -> Result<Re
     let mut status = plan.status.clone();
     match &executed {
         Err(e) => {
-            if let Some(condition) = e.condition() {
+            if let Some(condition) = error::failure_condition(e) {
                 set_condition(&mut status, condition, &e.to_string(), now);
             }
         }

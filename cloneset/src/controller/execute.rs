@@ -10,7 +10,7 @@ use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, PodStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kruise_core::api::keys::SPECIFIED_DELETE_KEY;
 use kruise_core::pods::{CachedPod, PodView as _};
-use kruise_runtime::errors::{WriteError, not_found};
+use kruise_runtime::errors::{ShellError, WriteError};
 use kruise_runtime::events::{EventRecord, pod_reference};
 use kruise_runtime::execute::{Lane, Outcomes, Scheduled, WRITE_CONCURRENCY, execute};
 use kruise_runtime::is_not_found;
@@ -146,14 +146,18 @@ impl Exec<'_> {
             self.pvc_api()
                 .create_if_absent(pvc)
                 .await
-                .map_err(|source| Error::CreatePod(WriteError::on(pvc.name_any())(source)))?;
+                .map_err(|e| ShellError::create_pod(&format!("claim {}", pvc.name_any()), e))?;
         }
         let name = pod.name_any();
         self.scale_writes()
             .create(pod, &name)
             .await
             .map(drop)
-            .map_err(|e| e.into_family(|source| Error::CreatePod(WriteError { name, source })))
+            .map_err(|e| {
+                e.into_family(|source| {
+                    ShellError::create_pod(&format!("pod {name}"), source).into()
+                })
+            })
     }
 
     /// Deletes the pod, then its claims.
@@ -162,16 +166,15 @@ impl Exec<'_> {
             .delete(name)
             .await
             .map(drop)
-            .map_err(|e| e.into_family(|source| Error::DeletePod(WriteError::on(name)(source))))?;
+            .map_err(|e| {
+                e.into_family(|source| ShellError::delete_pod(&format!("pod {name}"), source))
+            })?;
         for pvc in pvcs {
             match self.pvc_api().delete(pvc, &DeleteParams::default()).await {
                 Ok(()) => {}
                 Err(e) if is_not_found(&e) => {}
                 Err(source) => {
-                    return Err(Error::DeletePod(WriteError {
-                        name: pvc.clone(),
-                        source,
-                    }));
+                    return Err(ShellError::delete_pod(&format!("claim {pvc}"), source).into());
                 }
             }
         }
@@ -179,52 +182,26 @@ impl Exec<'_> {
     }
 
     fn update_error(name: &str) -> impl FnOnce(kube::Error) -> Error + '_ {
-        move |source| Error::update_pod(name, source)
+        move |source| ShellError::update_pod(name, source).into()
     }
 
     /// Writes `status`'s changed conditions, together with `meta_patch`'s labels and
-    /// annotations, as one strategic-merge patch of the status subresource (see
-    /// `kruise_core::pods::status_patch`). Nothing when nothing changes.
+    /// annotations, as one patch of the status subresource (the kit's
+    /// `Writer::patch_pod_status`). Nothing when nothing changes.
     async fn patch_pod_status(
         &self,
         name: &str,
         status: &PodStatus,
         meta_patch: &serde_json::Value,
     ) -> Result<(), Error> {
-        let Some(cached) = self.cached_pod(name) else {
-            return Err(Error::update_pod(name, not_found(&format!("pod {name}"))));
-        };
-        let body = kruise_core::pods::status_patch(cached, status, meta_patch).map_err(|e| {
-            Error::Encode {
-                name: name.to_string(),
-                source: e,
-            }
-        })?;
-        let Some(body) = body else {
-            return Ok(());
-        };
         let written = self
-            .send_status_patch(name, body)
-            .await
-            .map_err(Self::update_error(name))?;
-        self.record_version(&written);
+            .pod_api()
+            .patch_pod_status(name, self.cached_pod(name), status, meta_patch)
+            .await?;
+        if let Some(written) = written {
+            self.record_version(&written);
+        }
         Ok(())
-    }
-
-    /// One strategic-merge patch of the pod's status subresource.
-    async fn send_status_patch(
-        &self,
-        name: &str,
-        body: serde_json::Value,
-    ) -> Result<Written, kube::Error> {
-        self.pod_api()
-            .patch_subresource(
-                "status",
-                name,
-                &PatchParams::default(),
-                &Patch::Strategic(body),
-            )
-            .await
     }
 
     /// Writes back the cached (pre-update) value of each condition `unready` changed.
@@ -252,7 +229,11 @@ impl Exec<'_> {
             return;
         }
         let body = json!({"status": {"conditions": conditions}});
-        match self.send_status_patch(name, body).await {
+        match self
+            .pod_api()
+            .patch_subresource_strategic("status", name, &body)
+            .await
+        {
             Ok(written) => self.record_version(&written),
             Err(e) => tracing::warn!(pod = name, error = %e, "restoring readiness conditions"),
         }
@@ -260,7 +241,7 @@ impl Exec<'_> {
 
     async fn patch_pod(&self, name: &str, patch: &serde_json::Value) -> Result<Written, Error> {
         self.pod_api()
-            .patch(name, &PatchParams::default(), &Patch::Strategic(patch))
+            .patch_strategic(name, patch)
             .await
             .map_err(Self::update_error(name))
     }
@@ -269,12 +250,7 @@ impl Exec<'_> {
     async fn resize_pod(&self, name: &str, resize: &serde_json::Value) -> Result<(), Error> {
         let resized = self
             .pod_api()
-            .patch_subresource(
-                "resize",
-                name,
-                &PatchParams::default(),
-                &Patch::Strategic(resize),
-            )
+            .patch_subresource_strategic("resize", name, resize)
             .await
             .map_err(Self::update_error(name))?;
         self.record_version(&resized);
@@ -308,7 +284,7 @@ impl Exec<'_> {
                         patch,
                     )
                 {
-                    return Err(Error::update_pod(name, refusal));
+                    return Err(Self::update_error(name)(refusal));
                 }
                 if self.probe_patches
                     && update.unready_conditions.is_some()

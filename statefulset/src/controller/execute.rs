@@ -6,7 +6,7 @@ use std::collections::HashMap;
 
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, PodStatus};
 use kruise_core::pods::CachedPod;
-use kruise_runtime::errors::{WriteError, not_found};
+use kruise_runtime::errors::ShellError;
 use kruise_runtime::events::{EventRecord, pod_reference};
 use kruise_runtime::execute::{Lane, Outcomes, Scheduled, WRITE_CONCURRENCY, execute};
 use kruise_runtime::revisions::delete_revision;
@@ -153,11 +153,7 @@ impl Exec<'_> {
             self.claim_api()
                 .create_if_absent(claim)
                 .await
-                .map_err(|source| {
-                    Error::CreatePod(WriteError::on(format!("claim {}", claim.name_any()))(
-                        source,
-                    ))
-                })?;
+                .map_err(|e| ShellError::create_pod(&format!("claim {}", claim.name_any()), e))?;
         }
         Ok(())
     }
@@ -171,9 +167,7 @@ impl Exec<'_> {
             .await
             .map(drop)
             .map_err(|e| {
-                e.into_family(|source| {
-                    Error::CreatePod(WriteError::on(format!("pod {name}"))(source))
-                })
+                e.into_family(|source| ShellError::create_pod(&format!("pod {name}"), source))
             })
     }
 
@@ -182,7 +176,9 @@ impl Exec<'_> {
             .delete(name)
             .await
             .map(drop)
-            .map_err(|e| e.into_family(|source| Error::DeletePod(WriteError::on(name)(source))))
+            .map_err(|e| {
+                e.into_family(|source| ShellError::delete_pod(&format!("pod {name}"), source))
+            })
     }
 
     /// Writes `status`'s changed conditions as one strategic-merge patch of the status
@@ -193,30 +189,13 @@ impl Exec<'_> {
         status: &PodStatus,
         metadata: &serde_json::Value,
     ) -> Result<(), Error> {
-        let Some(cached) = self.pods.get(name) else {
-            return Err(Error::update_pod(name, not_found(&format!("pod {name}"))));
-        };
-        let body =
-            kruise_core::pods::status_patch(*cached, status, metadata).map_err(|source| {
-                Error::Encode {
-                    name: name.to_string(),
-                    source,
-                }
-            })?;
-        let Some(body) = body else {
-            return Ok(());
-        };
         let written = self
             .pod_api()
-            .patch_subresource(
-                "status",
-                name,
-                &PatchParams::default(),
-                &Patch::Strategic(body),
-            )
-            .await
-            .map_err(|e| Error::update_pod(name, e))?;
-        self.record_version(&written);
+            .patch_pod_status(name, self.pods.get(name).copied(), status, metadata)
+            .await?;
+        if let Some(written) = written {
+            self.record_version(&written);
+        }
         Ok(())
     }
 
@@ -224,14 +203,9 @@ impl Exec<'_> {
     async fn resize_pod(&self, name: &str, resize: &serde_json::Value) -> Result<(), Error> {
         let written = self
             .pod_api()
-            .patch_subresource(
-                "resize",
-                name,
-                &PatchParams::default(),
-                &Patch::Strategic(resize),
-            )
+            .patch_subresource_strategic("resize", name, resize)
             .await
-            .map_err(|e| Error::update_pod(name, e))?;
+            .map_err(|e| ShellError::update_pod(name, e))?;
         self.record_version(&written);
         Ok(())
     }
@@ -239,9 +213,9 @@ impl Exec<'_> {
     async fn patch_pod(&self, name: &str, patch: &serde_json::Value) -> Result<(), Error> {
         let written = self
             .pod_api()
-            .patch(name, &PatchParams::default(), &Patch::Strategic(patch))
+            .patch_strategic(name, patch)
             .await
-            .map_err(|e| Error::update_pod(name, e))?;
+            .map_err(|e| ShellError::update_pod(name, e))?;
         self.record_version(&written);
         Ok(())
     }
@@ -304,7 +278,7 @@ impl Exec<'_> {
                 // taken, as in OpenKruise, until it goes).
                 let key = super::departed_key(self.namespace, name);
                 let _ = self.shared.departed.with(|d| d.remove(&key));
-                let written = result.map_err(|e| Error::update_pod(name, e))?;
+                let written = result.map_err(|e| ShellError::update_pod(name, e))?;
                 self.record_version(&written);
                 Ok(())
             }
@@ -322,14 +296,14 @@ impl Exec<'_> {
                 self.claim_api()
                     .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
                     .await
-                    .map_err(|e| Error::update_pod(&format!("claim {name}"), e))?;
+                    .map_err(|e| ShellError::update_pod(&format!("claim {name}"), e))?;
                 Ok(())
             }
             Action::ExpandClaim { name, patch, .. } => {
                 self.claim_api()
                     .patch(name, &PatchParams::default(), &Patch::Merge(patch))
                     .await
-                    .map_err(|e| Error::update_pod(&format!("claim {name}"), e))?;
+                    .map_err(|e| ShellError::update_pod(&format!("claim {name}"), e))?;
                 Ok(())
             }
             Action::DeleteRevision { name } => {
