@@ -15,7 +15,7 @@
 //! Both versions carry the same fields, so a `v1alpha1` object is read as `v1beta1`.
 
 use kruise_admission::crd_webhooks::{
-    Defaulting, ValidateKind, defaults_patch, served_version, with_template_defaults,
+    Defaulting, ValidateKind, spec_defaults_patch, with_template_defaults,
 };
 use kruise_admission::{AdmissionRoutes, HandlerError};
 use kruise_compat::pod_defaults::{
@@ -91,24 +91,18 @@ impl Defaulting for MutateBroadcastJob {
     const RESOURCE: &'static str = "broadcastjobs";
     const TIMEOUT_SECONDS: i32 = TIMEOUT_SECONDS;
 
-    fn patch(&self, version: &str, object: &Value) -> Result<json_patch::Patch, HandlerError> {
-        self.patch_request(version, object, None)
-    }
-
-    fn patch_request(
+    fn patch(
         &self,
         version: &str,
         object: &Value,
         old: Option<&DynamicObject>,
     ) -> Result<json_patch::Patch, HandlerError> {
-        served_version(version, BROADCASTJOB_KIND)?;
-        let spec_patch = defaults_patch(
+        let spec_patch = spec_defaults_patch(
+            version,
             object,
-            "/spec",
             BROADCASTJOB_KIND,
-            |spec: &mut BroadcastJobSpec| {
+            |spec: &mut BroadcastJobSpec, _| {
                 defaults::default_broadcastjob(spec);
-                Ok(())
             },
         )?;
         with_template_defaults(object, spec_patch, self.template_defaults, old, |o, pod| {
@@ -132,24 +126,18 @@ impl Defaulting for MutateAdvancedCronJob {
     const RESOURCE: &'static str = "advancedcronjobs";
     const TIMEOUT_SECONDS: i32 = TIMEOUT_SECONDS;
 
-    fn patch(&self, version: &str, object: &Value) -> Result<json_patch::Patch, HandlerError> {
-        self.patch_request(version, object, None)
-    }
-
-    fn patch_request(
+    fn patch(
         &self,
         version: &str,
         object: &Value,
         old: Option<&DynamicObject>,
     ) -> Result<json_patch::Patch, HandlerError> {
-        served_version(version, ADVANCEDCRONJOB_KIND)?;
-        let spec_patch = defaults_patch(
+        let spec_patch = spec_defaults_patch(
+            version,
             object,
-            "/spec",
             ADVANCEDCRONJOB_KIND,
-            |spec: &mut AdvancedCronJobSpec| {
+            |spec: &mut AdvancedCronJobSpec, _| {
                 defaults::default_advancedcronjob(spec);
-                Ok(())
             },
         )?;
         with_template_defaults(object, spec_patch, self.template_defaults, old, |o, pod| {

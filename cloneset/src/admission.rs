@@ -81,13 +81,9 @@ impl Defaulting for MutateCloneSet {
     const RESOURCE: &'static str = RESOURCE;
     const TIMEOUT_SECONDS: i32 = TIMEOUT_SECONDS;
 
-    /// The defaults of a CREATE: the spec's, and the templates' unless `TemplateNoDefaults`.
-    fn patch(&self, version: &str, object: &Value) -> Result<json_patch::Patch, HandlerError> {
-        self.patch_request(version, object, None)
-    }
-
-    /// On UPDATE the template defaults go in only when `spec.template` changed.
-    fn patch_request(
+    /// The spec's defaults, and the template's unless `TemplateNoDefaults`; on UPDATE the
+    /// template defaults go in only when `spec.template` changed.
+    fn patch(
         &self,
         version: &str,
         object: &Value,

@@ -84,7 +84,7 @@ fn stored_and_revision(
     });
     // A CREATE's defaults (template defaults on, OpenKruise's default).
     let patch = MutateCloneSet::default()
-        .patch("v1alpha1", &object)
+        .patch("v1alpha1", &object, None)
         .unwrap();
     let mut stored = object.clone();
     json_patch::patch(&mut stored, &patch).unwrap();
@@ -302,7 +302,7 @@ fn compare_validation() {
         });
         // What the validating webhook sees: the CloneSet as the mutating webhook stored it.
         let patch = MutateCloneSet::default()
-            .patch("v1alpha1", &object)
+            .patch("v1alpha1", &object, None)
             .unwrap();
         let mut stored = object.clone();
         json_patch::patch(&mut stored, &patch).unwrap();

@@ -14,7 +14,7 @@
 
 use futures::future::BoxFuture;
 use kruise_admission::crd_webhooks::{
-    Defaulting, decode, defaults_patch, deny_invalid, object_json, served_version,
+    Defaulting, decode, deny_invalid, object_json, served_version, spec_defaults_patch,
     validating_webhook,
 };
 use kruise_admission::{AdmissionHandler, AdmissionRoutes, HandlerError, WebhookSpec};
@@ -56,15 +56,18 @@ impl Defaulting for MutateDaemonSet {
     const RESOURCE: &'static str = PLURAL;
     const TIMEOUT_SECONDS: i32 = TIMEOUT_SECONDS;
 
-    fn patch(&self, version: &str, object: &Value) -> Result<json_patch::Patch, HandlerError> {
-        let served = served_version(version, KIND)?;
-        defaults_patch(
+    fn patch(
+        &self,
+        version: &str,
+        object: &Value,
+        _old: Option<&DynamicObject>,
+    ) -> Result<json_patch::Patch, HandlerError> {
+        spec_defaults_patch(
+            version,
             object,
-            "/spec",
             KIND,
-            |spec: &mut v1beta1::DaemonSetSpec| {
+            |spec: &mut v1beta1::DaemonSetSpec, served| {
                 default_spec(spec, served);
-                Ok(())
             },
         )
     }

@@ -157,7 +157,7 @@ fn compare_defaults_and_revisions() {
     let mut revisions = Vec::new();
     for (i, mut object) in objects.into_iter().enumerate() {
         object["metadata"]["name"] = json!(format!("ds{i}"));
-        let patch = MutateDaemonSet.patch("v1alpha1", &object).unwrap();
+        let patch = MutateDaemonSet.patch("v1alpha1", &object, None).unwrap();
         let mut stored = object.clone();
         json_patch::patch(&mut stored, &patch).unwrap();
         let mut beta = stored.clone();
@@ -278,7 +278,7 @@ fn compare_validation() {
     for (i, (mut object, broken)) in cases.into_iter().enumerate() {
         object["metadata"]["name"] = json!(format!("ds{i}"));
         // What the validating webhook sees: the DaemonSet as the mutating webhook stored it.
-        let patch = MutateDaemonSet.patch("v1alpha1", &object).unwrap();
+        let patch = MutateDaemonSet.patch("v1alpha1", &object, None).unwrap();
         let mut stored = object.clone();
         json_patch::patch(&mut stored, &patch).unwrap();
         if let Some((path, value)) = broken

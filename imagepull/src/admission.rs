@@ -17,8 +17,9 @@
 //! create; here the controller adds it, for both versions alike.
 
 use jiff::Timestamp;
-use kruise_admission::crd_webhooks::{Defaulting, ValidateKind, defaults_patch, served_version};
+use kruise_admission::crd_webhooks::{Defaulting, ValidateKind, spec_defaults_patch};
 use kruise_admission::{AdmissionRoutes, HandlerError};
+use kube::core::DynamicObject;
 use serde_json::Value;
 
 use crate::api::v1beta1::{
@@ -78,15 +79,18 @@ impl Defaulting for MutateImagePullJob {
     const RESOURCE: &'static str = "imagepulljobs";
     const TIMEOUT_SECONDS: i32 = TIMEOUT_SECONDS;
 
-    fn patch(&self, version: &str, object: &Value) -> Result<json_patch::Patch, HandlerError> {
-        served_version(version, IMAGEPULLJOB_KIND)?;
-        defaults_patch(
+    fn patch(
+        &self,
+        version: &str,
+        object: &Value,
+        _old: Option<&DynamicObject>,
+    ) -> Result<json_patch::Patch, HandlerError> {
+        spec_defaults_patch(
+            version,
             object,
-            "/spec",
             IMAGEPULLJOB_KIND,
-            |spec: &mut ImagePullJobSpec| {
+            |spec: &mut ImagePullJobSpec, _| {
                 defaults::default_imagepulljob(spec);
-                Ok(())
             },
         )
     }
@@ -101,15 +105,18 @@ impl Defaulting for MutateImageListPullJob {
     const RESOURCE: &'static str = "imagelistpulljobs";
     const TIMEOUT_SECONDS: i32 = TIMEOUT_SECONDS;
 
-    fn patch(&self, version: &str, object: &Value) -> Result<json_patch::Patch, HandlerError> {
-        served_version(version, IMAGELISTPULLJOB_KIND)?;
-        defaults_patch(
+    fn patch(
+        &self,
+        version: &str,
+        object: &Value,
+        _old: Option<&DynamicObject>,
+    ) -> Result<json_patch::Patch, HandlerError> {
+        spec_defaults_patch(
+            version,
             object,
-            "/spec",
             IMAGELISTPULLJOB_KIND,
-            |spec: &mut ImageListPullJobSpec| {
+            |spec: &mut ImageListPullJobSpec, _| {
                 defaults::default_imagelistpulljob(spec);
-                Ok(())
             },
         )
     }
@@ -124,16 +131,19 @@ impl Defaulting for MutateNodeImage {
     const RESOURCE: &'static str = "nodeimages";
     const TIMEOUT_SECONDS: i32 = TIMEOUT_SECONDS;
 
-    fn patch(&self, version: &str, object: &Value) -> Result<json_patch::Patch, HandlerError> {
-        served_version(version, NODEIMAGE_KIND)?;
+    fn patch(
+        &self,
+        version: &str,
+        object: &Value,
+        _old: Option<&DynamicObject>,
+    ) -> Result<json_patch::Patch, HandlerError> {
         let now = Timestamp::now();
-        defaults_patch(
+        spec_defaults_patch(
+            version,
             object,
-            "/spec",
             NODEIMAGE_KIND,
-            |spec: &mut NodeImageSpec| {
+            |spec: &mut NodeImageSpec, _| {
                 defaults::default_nodeimage(spec, now);
-                Ok(())
             },
         )
     }

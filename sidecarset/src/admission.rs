@@ -176,7 +176,12 @@ impl Defaulting for SidecarSetMutatingHandler {
     const WEBHOOK: &'static str = "msidecarset.kb.io";
     const RESOURCE: &'static str = RESOURCE;
 
-    fn patch(&self, version: &str, object: &Value) -> Result<json_patch::Patch, HandlerError> {
+    fn patch(
+        &self,
+        version: &str,
+        object: &Value,
+        _old: Option<&DynamicObject>,
+    ) -> Result<json_patch::Patch, HandlerError> {
         match version {
             V1BETA1 => defaults_patch(object, "", KIND, |set: &mut SidecarSet| {
                 defaults::default_v1beta1(set).map_err(|e| e.to_string())

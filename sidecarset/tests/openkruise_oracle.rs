@@ -120,7 +120,7 @@ fn defaults_hashes_and_revisions_match_openkruise() {
         object["apiVersion"] = json!("apps.kruise.io/v1alpha1");
         object["kind"] = json!("SidecarSet");
         let patch = SidecarSetMutatingHandler
-            .patch("v1alpha1", &object)
+            .patch("v1alpha1", &object, None)
             .unwrap();
         let mut stored = object.clone();
         json_patch::patch(&mut stored, &patch).unwrap();

@@ -17,8 +17,8 @@
 use futures::future::BoxFuture;
 use k8s_openapi::api::storage::v1::StorageClass;
 use kruise_admission::crd_webhooks::{
-    Defaulting, decode, defaults_patch, deny_invalid, deny_protected_deletion, object_json,
-    served_version, validating_webhook, with_template_defaults,
+    Defaulting, decode, deny_invalid, deny_protected_deletion, object_json, served_version,
+    spec_defaults_patch, validating_webhook, with_template_defaults,
 };
 use kruise_admission::{AdmissionHandler, AdmissionRoutes, HandlerError, WebhookSpec};
 use kruise_compat::pod_defaults::{TemplateDefaults, inject_workload_template_defaults};
@@ -90,26 +90,20 @@ impl Defaulting for MutateStatefulSet {
     const RESOURCE: &'static str = PLURAL;
     const TIMEOUT_SECONDS: i32 = TIMEOUT_SECONDS;
 
-    /// The defaults of a CREATE: the spec's, and the templates' unless `TemplateNoDefaults`.
-    fn patch(&self, version: &str, object: &Value) -> Result<json_patch::Patch, HandlerError> {
-        self.patch_request(version, object, None)
-    }
-
-    /// On UPDATE the template defaults go in only when `spec.template` changed.
-    fn patch_request(
+    /// The spec's defaults, and the template's unless `TemplateNoDefaults`; on UPDATE the
+    /// template defaults go in only when `spec.template` changed.
+    fn patch(
         &self,
         version: &str,
         object: &Value,
         old: Option<&DynamicObject>,
     ) -> Result<json_patch::Patch, HandlerError> {
-        served_version(version, KIND)?;
-        let spec_patch = defaults_patch(
+        let spec_patch = spec_defaults_patch(
+            version,
             object,
-            "/spec",
             KIND,
-            |spec: &mut v1beta1::StatefulSetSpec| {
+            |spec: &mut v1beta1::StatefulSetSpec, _| {
                 default_spec(spec, self.gates);
-                Ok(())
             },
         )?;
         with_template_defaults(

@@ -244,7 +244,7 @@ fn stored_and_revision(
             pod: Default::default(),
         },
     };
-    let patch = mutate.patch("v1beta1", object).unwrap();
+    let patch = mutate.patch("v1beta1", object, None).unwrap();
     let mut stored = object.clone();
     json_patch::patch(&mut stored, &patch).unwrap();
     let set: StatefulSet = serde_json::from_value(stored.clone()).unwrap();

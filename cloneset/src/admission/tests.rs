@@ -40,7 +40,7 @@ fn sample_template() -> Value {
 
 /// `object` as a CREATE through `mutate` stores it.
 fn defaulted(mutate: MutateCloneSet, version: &str, object: &Value) -> Value {
-    let patch = mutate.patch(version, object).unwrap();
+    let patch = mutate.patch(version, object, None).unwrap();
     let mut out = object.clone();
     json_patch::patch(&mut out, &patch).unwrap();
     out

@@ -83,20 +83,15 @@ pub trait Defaulting: Send + Sync + 'static {
     const GROUP: &'static str = APPS_GROUP;
     /// Seconds the API server waits.
     const TIMEOUT_SECONDS: i32 = 10;
-    /// The patch that defaults `object`, an object of the kind at `version`.
-    fn patch(&self, version: &str, object: &Value) -> Result<json_patch::Patch, HandlerError>;
-    /// The patch for a request: `object`, and on UPDATE the `old` object. [`Defaulting::patch`]
-    /// unless a kind's defaults depend on what the update changed (a workload's template
-    /// defaults go in only when its template changed).
-    fn patch_request(
+    /// The patch that defaults `object`, an object of the kind at `version`; on UPDATE
+    /// `old` is the stored object (a workload's template defaults go in only when its
+    /// template changed).
+    fn patch(
         &self,
         version: &str,
         object: &Value,
         old: Option<&DynamicObject>,
-    ) -> Result<json_patch::Patch, HandlerError> {
-        let _ = old;
-        self.patch(version, object)
-    }
+    ) -> Result<json_patch::Patch, HandlerError>;
 }
 
 impl<D: Defaulting> AdmissionHandler for D {
@@ -124,7 +119,7 @@ impl<D: Defaulting> AdmissionHandler for D {
     ) -> BoxFuture<'a, Result<AdmissionResponse, HandlerError>> {
         Box::pin(async move {
             defaulting_response(request, |version, object, old| {
-                self.patch_request(version, object, old)
+                self.patch(version, object, old)
             })
         })
     }
@@ -149,6 +144,22 @@ pub fn served_version(version: &str, kind: &str) -> Result<Served, HandlerError>
     Served::parse(version).ok_or_else(|| HandlerError::Decode {
         kind: kind.into(),
         reason: format!("unsupported version {version:?} (served: v1alpha1, v1beta1)"),
+    })
+}
+
+/// The `spec` defaults of a CREATE or UPDATE of `kind` at `version`: the version checked
+/// ([`served_version`]), `default` applied to the decoded spec (it is told the version),
+/// and the change as a JSONPatch under `/spec` ([`defaults_patch`]).
+pub fn spec_defaults_patch<T: Serialize + DeserializeOwned>(
+    version: &str,
+    object: &Value,
+    kind: &str,
+    default: impl FnOnce(&mut T, Served),
+) -> Result<json_patch::Patch, HandlerError> {
+    let served = served_version(version, kind)?;
+    defaults_patch(object, "/spec", kind, |spec: &mut T| {
+        default(spec, served);
+        Ok(())
     })
 }
 
