@@ -7,11 +7,11 @@
 //! `kruise_runtime::predownload`, shared with the other workload families.
 
 use k8s_openapi::api::apps::v1::ControllerRevision;
-use kruise_core::api::intstr::{scaled_value_from_int_or_percent, value_from_int_or_percent};
+use kruise_core::api::intstr::scaled_value_from_int_or_percent;
 use kruise_core::inplace::InPlaceGates;
 pub use kruise_runtime::predownload::PreDownloadPlan;
 use kruise_runtime::predownload::{
-    DEFAULT_TIMEOUT_SECONDS, JobOwner, MINIMUM_REPLICAS, decided, in_place_jobs,
+    DEFAULT_TIMEOUT_SECONDS, JobOwner, decided, ignored_for_rollout, in_place_jobs,
 };
 use kube::ResourceExt as _;
 
@@ -86,29 +86,18 @@ pub fn plan(
             why: "the update type is ReCreate",
         };
     }
-    if replicas <= MINIMUM_REPLICAS {
-        return PreDownloadPlan::Ignore {
-            why: "replicas are at most the minimum to pre-download for",
-        };
-    }
     let partition = kruise_core::api::intstr::calculate_partition_replicas(
         rolling.partition.as_ref(),
         Some(replicas),
     )
     .unwrap_or(0);
-    let max_unavailable = value_from_int_or_percent(
-        rolling
-            .max_unavailable
-            .as_ref()
-            .unwrap_or(&IntOrString::String(DEFAULT_MAX_UNAVAILABLE.into())),
-        replicas,
-        false,
-    )
-    .unwrap_or(0);
-    if partition == 0 && max_unavailable >= replicas {
-        return PreDownloadPlan::Ignore {
-            why: "all pods update in one batch",
-        };
+    let default_max_unavailable = IntOrString::String(DEFAULT_MAX_UNAVAILABLE.into());
+    let max_unavailable = rolling
+        .max_unavailable
+        .as_ref()
+        .unwrap_or(&default_max_unavailable);
+    if let Some(ignored) = ignored_for_rollout(replicas, partition, max_unavailable) {
+        return ignored;
     }
     let in_place_gates = InPlaceGates {
         env_from_metadata: gates.env_from_metadata,

@@ -27,7 +27,7 @@ use kube::{Client, ResourceExt as _};
 use serde_json::{Value, json};
 
 use crate::events::{EventRecord, Recorder};
-use kruise_core::api::intstr::scaled_value_from_int_or_percent;
+use kruise_core::api::intstr::{scaled_value_from_int_or_percent, value_from_int_or_percent};
 use kruise_core::api::keys::{
     CONTROLLER_REVISION_HASH_KEY, CONTROLLER_REVISION_HASH_LABEL_ON_CR,
     IMAGE_PREDOWNLOAD_CREATED_KEY, IMAGE_PREDOWNLOAD_IGNORED_KEY,
@@ -133,6 +133,26 @@ pub fn decided(update: &ControllerRevision) -> bool {
 
 fn name_of(r: &ControllerRevision) -> &str {
     r.metadata.name.as_deref().unwrap_or("")
+}
+
+/// OpenKruise's checks of a rolling update's shape before a workload's pre-download: at
+/// most [`MINIMUM_REPLICAS`] replicas, or every pod in one batch (no partition and
+/// `maxUnavailable` covering them all; a value that is no valid count counts as 0, as Go's
+/// error leaves it). `None` when the pre-download goes on.
+pub fn ignored_for_rollout(
+    replicas: i32,
+    partition: i32,
+    max_unavailable: &IntOrString,
+) -> Option<PreDownloadPlan> {
+    if replicas <= MINIMUM_REPLICAS {
+        return Some(PreDownloadPlan::Ignore {
+            why: "replicas are at most the minimum to pre-download for",
+        });
+    }
+    let max_unavailable = value_from_int_or_percent(max_unavailable, replicas, false).unwrap_or(0);
+    (partition == 0 && max_unavailable >= replicas).then_some(PreDownloadPlan::Ignore {
+        why: "all pods update in one batch",
+    })
 }
 
 /// `(name, image)` of the update revision's containers whose image differs from the one a
@@ -503,6 +523,28 @@ mod tests {
     use super::*;
     use kruise_core::revision::{NewRevision, new_controller_revision, template_revision_data};
     use pretty_assertions::assert_eq;
+
+    #[test]
+    fn a_small_or_one_batch_rollout_is_not_pre_downloaded() {
+        let ignored = |replicas, partition, max: IntOrString| match ignored_for_rollout(
+            replicas, partition, &max,
+        ) {
+            Some(PreDownloadPlan::Ignore { why }) => Some(why),
+            _ => None,
+        };
+        assert_eq!(
+            ignored(3, 0, IntOrString::Int(1)),
+            Some("replicas are at most the minimum to pre-download for")
+        );
+        assert_eq!(
+            ignored(4, 0, IntOrString::String("100%".into())),
+            Some("all pods update in one batch")
+        );
+        assert_eq!(ignored(4, 1, IntOrString::String("100%".into())), None);
+        assert_eq!(ignored(4, 0, IntOrString::Int(1)), None);
+        // "1" is no percentage: Go's error leaves 0, so not one batch.
+        assert_eq!(ignored(4, 0, IntOrString::String("1".into())), None);
+    }
 
     fn revision(app: &str, sidecar: &str, number: i64) -> ControllerRevision {
         let template = json!({"metadata": {"labels": {"app": "demo"}},

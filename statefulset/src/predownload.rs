@@ -9,10 +9,9 @@
 
 use k8s_openapi::api::apps::v1::ControllerRevision;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
-use kruise_core::api::intstr::value_from_int_or_percent;
 use kruise_core::inplace::InPlaceGates;
 use kruise_runtime::predownload::{
-    JobOwner, MINIMUM_REPLICAS, PreDownloadPlan, decided, in_place_jobs,
+    JobOwner, PreDownloadPlan, decided, ignored_for_rollout, in_place_jobs,
     min_updated_ready_from_annotation, settings_from_annotations,
 };
 use kube::ResourceExt as _;
@@ -75,26 +74,16 @@ pub fn plan(
             why: "the update type is OnDelete or ReCreate",
         };
     };
-    if replicas <= MINIMUM_REPLICAS {
-        return PreDownloadPlan::Ignore {
-            why: "replicas are at most the minimum to pre-download for",
-        };
-    }
-    let partition = rolling.partition.unwrap_or(0);
-    let max_unavailable = value_from_int_or_percent(
-        rolling
-            .max_unavailable
-            .as_ref()
-            .unwrap_or(&IntOrString::String("1".into())),
-        replicas,
-        false,
-    )
-    // OpenKruise's default is the string "1", which is no percentage: its error leaves 0.
-    .unwrap_or(0);
-    if partition == 0 && max_unavailable >= replicas {
-        return PreDownloadPlan::Ignore {
-            why: "all pods update in one batch",
-        };
+    // OpenKruise's default is the string "1", which is no percentage: it counts as 0.
+    let default_max_unavailable = IntOrString::String("1".into());
+    let max_unavailable = rolling
+        .max_unavailable
+        .as_ref()
+        .unwrap_or(&default_max_unavailable);
+    if let Some(ignored) =
+        ignored_for_rollout(replicas, rolling.partition.unwrap_or(0), max_unavailable)
+    {
+        return ignored;
     }
     let in_place_gates = InPlaceGates {
         env_from_metadata: gates.env_from_metadata,
