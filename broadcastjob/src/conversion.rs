@@ -6,32 +6,15 @@
 //! refused (`imageListPullJobTemplate is not supported in v1alpha1`), as OpenKruise refuses it.
 
 use kruise_admission::Converter;
-use kruise_admission::conversion::{ConversionError, VersionMapping, convert_object};
+pub use kruise_admission::conversion::SameFields;
+use kruise_admission::conversion::convert_object;
 use kruise_core::api::version::{V1ALPHA1, version_of};
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 use crate::api::{ADVANCEDCRONJOB_KIND, BROADCASTJOB_KIND, GROUP};
 
-/// A kind whose two versions have the same fields: only `apiVersion` changes.
-#[derive(Debug, Clone, Copy)]
-pub struct SameFields(pub &'static str);
-
 /// The `/convert` converter for BroadcastJob.
 pub const BROADCASTJOB_CONVERTER: SameFields = SameFields(BROADCASTJOB_KIND);
-
-impl VersionMapping for SameFields {
-    fn kind(&self) -> &str {
-        self.0
-    }
-
-    fn spoke_to_hub(&self, _object: &mut Map<String, Value>) -> Result<(), ConversionError> {
-        Ok(())
-    }
-
-    fn hub_to_spoke(&self, _object: &mut Map<String, Value>) -> Result<(), ConversionError> {
-        Ok(())
-    }
-}
 
 /// The `/convert` converter for AdvancedCronJob.
 #[derive(Debug, Clone, Copy, Default)]

@@ -15,67 +15,39 @@
 //! through unchanged, fields the types do not know included.
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
-use kruise_admission::Converter;
+use kruise_admission::conversion::{self, ConversionError, VersionMapping, convert_object};
 use serde_json::{Map, Value};
 
 use crate::api::{
-    GROUP, IGNORED_POD_SELECTOR_ANNOTATION, KIND, POLICY_V1ALPHA1, POLICY_V1BETA1,
-    PROTECT_OPERATIONS_ANNOTATION, PROTECT_TOTAL_REPLICAS_ANNOTATION, PubOperation,
+    GROUP, IGNORED_POD_SELECTOR_ANNOTATION, KIND, PROTECT_OPERATIONS_ANNOTATION,
+    PROTECT_TOTAL_REPLICAS_ANNOTATION, PubOperation,
 };
 
-/// Why a PodUnavailableBudget could not be converted.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum ConversionError {
-    /// The object or the desired version is not a served version.
-    #[error("unsupported apiVersion {0:?} for PodUnavailableBudget conversion")]
-    UnsupportedVersion(String),
-    /// A field the conversion rewrites does not have the shape it needs.
-    #[error("converting PodUnavailableBudget: {0} is not an object")]
-    NotAnObject(&'static str),
-    /// A v1alpha1 annotation does not parse into its v1beta1 field.
-    #[error("{0}")]
-    BadAnnotation(String),
-}
-
-/// The `/convert` converter for PodUnavailableBudget.
+/// The `/convert` converter for PodUnavailableBudget (`policy.kruise.io`).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct PubConverter;
 
-impl Converter for PubConverter {
-    fn handles(&self, group: &str, kind: &str) -> bool {
-        group == GROUP && kind == KIND
+impl VersionMapping for PubConverter {
+    fn kind(&self) -> &str {
+        KIND
     }
 
-    fn convert(&self, object: Value, desired_api_version: &str) -> Result<Value, String> {
-        convert(object, desired_api_version).map_err(|e| e.to_string())
+    fn group(&self) -> &str {
+        GROUP
+    }
+
+    fn spoke_to_hub(&self, object: &mut Map<String, Value>) -> Result<(), ConversionError> {
+        to_v1beta1(object)
+    }
+
+    fn hub_to_spoke(&self, object: &mut Map<String, Value>) -> Result<(), ConversionError> {
+        to_v1alpha1(object)
     }
 }
 
 /// Converts one PodUnavailableBudget to `desired_api_version`.
 pub fn convert(object: Value, desired_api_version: &str) -> Result<Value, ConversionError> {
-    let from = object
-        .get("apiVersion")
-        .and_then(Value::as_str)
-        .unwrap_or("")
-        .to_string();
-    if from == desired_api_version {
-        return Ok(object);
-    }
-    for version in [from.as_str(), desired_api_version] {
-        if version != POLICY_V1ALPHA1 && version != POLICY_V1BETA1 {
-            return Err(ConversionError::UnsupportedVersion(version.to_string()));
-        }
-    }
-    let Value::Object(mut fields) = object else {
-        return Err(ConversionError::NotAnObject("the object"));
-    };
-    if desired_api_version == POLICY_V1BETA1 {
-        to_v1beta1(&mut fields)?;
-    } else {
-        to_v1alpha1(&mut fields)?;
-    }
-    fields.insert("apiVersion".into(), desired_api_version.into());
-    Ok(Value::Object(fields))
+    convert_object(&PubConverter, object, desired_api_version)
 }
 
 /// v1alpha1 -> v1beta1: the annotations become spec fields (and stay).
@@ -96,7 +68,7 @@ fn to_v1beta1(object: &mut Map<String, Value>) -> Result<(), ConversionError> {
     let total_replicas = annotation(PROTECT_TOTAL_REPLICAS_ANNOTATION)
         .map(|v| {
             v.parse::<i32>().map_err(|e| {
-                ConversionError::BadAnnotation(format!(
+                ConversionError::Invalid(format!(
                     "failed to parse {PROTECT_TOTAL_REPLICAS_ANNOTATION}: {e}"
                 ))
             })
@@ -107,7 +79,7 @@ fn to_v1beta1(object: &mut Map<String, Value>) -> Result<(), ConversionError> {
             serde_json::from_str::<LabelSelector>(&v)
                 .and_then(serde_json::to_value)
                 .map_err(|e| {
-                    ConversionError::BadAnnotation(format!(
+                    ConversionError::Invalid(format!(
                         "failed to parse {IGNORED_POD_SELECTOR_ANNOTATION}: {e}"
                     ))
                 })
@@ -185,26 +157,20 @@ fn parse_operations(value: &str) -> Result<Vec<String>, ConversionError> {
         .filter(|op| !op.is_empty())
         .map(|op| match PubOperation::parse(op) {
             Some(known) => Ok(known.as_str().to_string()),
-            None => Err(ConversionError::BadAnnotation(format!(
+            None => Err(ConversionError::Invalid(format!(
                 "invalid {PROTECT_OPERATIONS_ANNOTATION} value {op:?}"
             ))),
         })
         .collect()
 }
 
-/// The object at `field`, created empty when absent or null.
+/// The object at `field` (`spec`, `metadata`, `annotations`), created empty when absent or
+/// null.
 fn object_field<'a>(
     object: &'a mut Map<String, Value>,
-    field: &'static str,
+    field: &str,
 ) -> Result<&'a mut Map<String, Value>, ConversionError> {
-    let slot = object
-        .entry(field)
-        .or_insert_with(|| Value::Object(Map::new()));
-    if slot.is_null() {
-        *slot = Value::Object(Map::new());
-    }
-    slot.as_object_mut()
-        .ok_or(ConversionError::NotAnObject(field))
+    conversion::object_field(object, field, KIND, field)
 }
 
 #[cfg(test)]

@@ -65,6 +65,28 @@ pub enum ConversionError {
         /// The field, e.g. `spec.updateStrategy`.
         field: String,
     },
+    /// A value the mapping carries across does not parse (OpenKruise's message).
+    #[error("{0}")]
+    Invalid(String),
+}
+
+/// A kind whose two versions have the same fields: only `apiVersion` changes, fields the
+/// types do not know included.
+#[derive(Debug, Clone, Copy)]
+pub struct SameFields(pub &'static str);
+
+impl VersionMapping for SameFields {
+    fn kind(&self) -> &str {
+        self.0
+    }
+
+    fn spoke_to_hub(&self, _object: &mut Map<String, Value>) -> Result<(), ConversionError> {
+        Ok(())
+    }
+
+    fn hub_to_spoke(&self, _object: &mut Map<String, Value>) -> Result<(), ConversionError> {
+        Ok(())
+    }
 }
 
 /// Converts one object of `mapping`'s kind to `desired_api_version` (`group/version`).
@@ -121,18 +143,21 @@ impl<M: VersionMapping> Converter for M {
     }
 }
 
-/// The object at `parent[key]`, created empty when absent, for a mapping to edit; `path`
-/// names the field in the error when it holds something else.
+/// The object at `parent[key]`, created empty when absent or `null`, for a mapping to edit;
+/// `path` names the field in the error when it holds something else.
 pub fn object_field<'a>(
     parent: &'a mut Map<String, Value>,
     key: &str,
     kind: &str,
     path: &str,
 ) -> Result<&'a mut Map<String, Value>, ConversionError> {
-    parent
+    let slot = parent
         .entry(key)
-        .or_insert_with(|| Value::Object(Map::new()))
-        .as_object_mut()
+        .or_insert_with(|| Value::Object(Map::new()));
+    if slot.is_null() {
+        *slot = Value::Object(Map::new());
+    }
+    slot.as_object_mut()
         .ok_or_else(|| ConversionError::NotAnObject {
             kind: kind.to_string(),
             field: path.to_string(),

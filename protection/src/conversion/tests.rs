@@ -3,6 +3,8 @@ use proptest::prelude::*;
 use serde_json::{Value, json};
 
 use super::*;
+use crate::api::{POLICY_V1ALPHA1, POLICY_V1BETA1};
+use kruise_admission::Converter as _;
 
 fn object(api_version: &str, annotations: Value, spec: Value) -> Value {
     json!({
