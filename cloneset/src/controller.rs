@@ -334,7 +334,10 @@ async fn reconcile(original: Arc<CloneSet>, shared: Arc<Shared>) -> Result<Reque
     {
         RevisionStep::Ready(revisions) => revisions,
         RevisionStep::Collision(collision_count) => {
-            write_collision_count(&shared.client, &*original, collision_count).await?;
+            write_collision_count(&shared.client, &*original, collision_count, |s| {
+                &mut s.collision_count
+            })
+            .await?;
             // The next reconcile renames.
             return Ok(Requeue::requeue(Duration::from_millis(100)));
         }
@@ -464,12 +467,6 @@ fn set_condition(
         Some(c) if c.status == "True" && c.reason == reason && c.message == message => {}
         Some(c) => *c = fresh,
         None => status.conditions.push(fresh),
-    }
-}
-
-impl kruise_runtime::status::CollisionCount for CloneSetStatus {
-    fn collision_count_mut(&mut self) -> &mut Option<i32> {
-        &mut self.collision_count
     }
 }
 

@@ -427,7 +427,10 @@ async fn reconcile(original: Arc<DaemonSet>, shared: Arc<Shared>) -> Result<Requ
             }
             RevisionStep::Collision(count) => {
                 // The next pass hashes with the new count, which renames the revision.
-                write_collision_count(&shared.client, &*original, count).await?;
+                write_collision_count(&shared.client, &*original, count, |s| {
+                    &mut s.collision_count
+                })
+                .await?;
                 return Ok(Requeue::requeue(EXPECTATIONS_REQUEUE));
             }
         };
@@ -589,10 +592,4 @@ async fn reconcile(original: Arc<DaemonSet>, shared: Arc<Shared>) -> Result<Requ
             None => Requeue::await_change(),
         },
     )
-}
-
-impl kruise_runtime::status::CollisionCount for crate::api::v1beta1::DaemonSetStatus {
-    fn collision_count_mut(&mut self) -> &mut Option<i32> {
-        &mut self.collision_count
-    }
 }

@@ -108,19 +108,14 @@ where
     write_status_if_changed(&api, object, desired).await
 }
 
-/// A workload status with OpenKruise's `collisionCount`: the count of revision-name
-/// collisions, which salts the next revision's hash.
-pub trait CollisionCount {
-    /// The status's `collisionCount`.
-    fn collision_count_mut(&mut self) -> &mut Option<i32>;
-}
-
-/// Records a revision-name collision: the cached status with `collisionCount` set to
-/// `count`, so the next reconcile hashes (and names) the revision anew.
+/// Records a revision-name collision: the cached status with its `collisionCount` (the
+/// field `collision_count` gives) set to `count`, so the next reconcile hashes (and names)
+/// the revision anew.
 pub async fn write_collision_count<K>(
     client: &Client,
     object: &K,
     count: i32,
+    collision_count: impl FnOnce(&mut K::Status) -> &mut Option<i32>,
 ) -> Result<bool, ShellError>
 where
     K: Resource<Scope = NamespaceResourceScope, DynamicType = ()>
@@ -128,10 +123,10 @@ where
         + Clone
         + DeserializeOwned
         + std::fmt::Debug,
-    K::Status: Serialize + PartialEq + Clone + Default + CollisionCount,
+    K::Status: Serialize + PartialEq + Clone + Default,
 {
     let mut status = object.status().cloned().unwrap_or_default();
-    *status.collision_count_mut() = Some(count);
+    *collision_count(&mut status) = Some(count);
     write_namespaced_status(client, object, &status).await
 }
 

@@ -391,7 +391,10 @@ async fn reconcile(original: Arc<StatefulSet>, shared: Arc<Shared>) -> Result<Re
         match write_revisions(&shared.client, &namespace, planned, collisions, history).await? {
             RevisionStep::Ready(revisions) => revisions,
             RevisionStep::Collision(collision_count) => {
-                write_collision_count(&shared.client, &*original, collision_count).await?;
+                write_collision_count(&shared.client, &*original, collision_count, |s| {
+                    &mut s.collision_count
+                })
+                .await?;
                 return Ok(Requeue::requeue(Duration::from_millis(100)));
             }
         };
@@ -514,12 +517,6 @@ fn set_condition(status: &mut StatefulSetStatus, type_: &str, message: &str, now
         Some(c) if c.status == "True" && c.message.as_deref() == Some(message) => {}
         Some(c) => *c = fresh,
         None => status.conditions.push(fresh),
-    }
-}
-
-impl kruise_runtime::status::CollisionCount for StatefulSetStatus {
-    fn collision_count_mut(&mut self) -> &mut Option<i32> {
-        &mut self.collision_count
     }
 }
 
