@@ -282,10 +282,12 @@ assert_eq "$("$KUBECTL" get pods -l app=hot -o jsonpath='{.items[0].spec.contain
 hot_ip=$("$KUBECTL" get pods -l app=hot -o jsonpath='{.items[0].status.podIP}')
 assert_eq "$(curl -s --max-time 2 "http://$hot_ip:8080/")" 1 "the sidecar answers with version 1"
 before=$(snapshot app=hot)
-# One request every 10 ms on a new connection, each answer (or FAIL) a line.
+# One request every 10 ms on a new connection, each answer (or FAIL and curl's exit code:
+# 7 refused, 56 reset, 28 no answer in 10 s) a line. What is checked is that no request
+# goes unanswered, not how fast: a container restart on a loaded node can stall one.
 probe_log="$WORK/hot-upgrade-probe.log"
 (while [[ ! -e "$WORK/hot-upgrade-stop" ]]; do
-  curl -s --max-time 2 "http://$hot_ip:8080/" || echo FAIL
+  curl -s --max-time 10 "http://$hot_ip:8080/" || echo "FAIL $?"
   sleep 0.01
 done >"$probe_log") &
 probe=$!
