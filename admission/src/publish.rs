@@ -83,6 +83,44 @@ fn rules(spec: &WebhookSpec) -> Vec<RuleWithOperations> {
         .collect()
 }
 
+/// The MutatingWebhookConfiguration entry for `spec`, calling `client_config`.
+pub fn mutating_webhook(spec: &WebhookSpec, client_config: WebhookClientConfig) -> MutatingWebhook {
+    MutatingWebhook {
+        name: spec.name.clone(),
+        client_config,
+        rules: Some(rules(spec)),
+        failure_policy: Some(spec.failure_policy.as_str().to_string()),
+        namespace_selector: spec.namespace_selector.clone(),
+        object_selector: spec.object_selector.clone(),
+        timeout_seconds: Some(spec.timeout_seconds),
+        side_effects: "None".into(),
+        admission_review_versions: vec!["v1".into()],
+        match_policy: Some("Equivalent".into()),
+        reinvocation_policy: Some("Never".into()),
+        ..MutatingWebhook::default()
+    }
+}
+
+/// The ValidatingWebhookConfiguration entry for `spec`, calling `client_config`.
+pub fn validating_webhook(
+    spec: &WebhookSpec,
+    client_config: WebhookClientConfig,
+) -> ValidatingWebhook {
+    ValidatingWebhook {
+        name: spec.name.clone(),
+        client_config,
+        rules: Some(rules(spec)),
+        failure_policy: Some(spec.failure_policy.as_str().to_string()),
+        namespace_selector: spec.namespace_selector.clone(),
+        object_selector: spec.object_selector.clone(),
+        timeout_seconds: Some(spec.timeout_seconds),
+        side_effects: "None".into(),
+        admission_review_versions: vec!["v1".into()],
+        match_policy: Some("Equivalent".into()),
+        ..ValidatingWebhook::default()
+    }
+}
+
 /// The two configurations for `routes` (either may be absent when no handler of its kind
 /// exists). Printed by `manifests` and written by [`publish`].
 pub fn configurations(
@@ -98,42 +136,9 @@ pub fn configurations(
     let mut validating = Vec::new();
     for (path, spec) in routes.webhooks() {
         let client_config = endpoint.client_config(&path, ca_bundle);
-        let common = (
-            spec.name.clone(),
-            rules(&spec),
-            Some(spec.failure_policy.as_str().to_string()),
-            spec.namespace_selector.clone(),
-            spec.object_selector.clone(),
-            Some(spec.timeout_seconds),
-        );
         match spec.kind {
-            WebhookKind::Mutating => mutating.push(MutatingWebhook {
-                name: common.0,
-                client_config,
-                rules: Some(common.1),
-                failure_policy: common.2,
-                namespace_selector: common.3,
-                object_selector: common.4,
-                timeout_seconds: common.5,
-                side_effects: "None".into(),
-                admission_review_versions: vec!["v1".into()],
-                match_policy: Some("Equivalent".into()),
-                reinvocation_policy: Some("Never".into()),
-                ..MutatingWebhook::default()
-            }),
-            WebhookKind::Validating => validating.push(ValidatingWebhook {
-                name: common.0,
-                client_config,
-                rules: Some(common.1),
-                failure_policy: common.2,
-                namespace_selector: common.3,
-                object_selector: common.4,
-                timeout_seconds: common.5,
-                side_effects: "None".into(),
-                admission_review_versions: vec!["v1".into()],
-                match_policy: Some("Equivalent".into()),
-                ..ValidatingWebhook::default()
-            }),
+            WebhookKind::Mutating => mutating.push(mutating_webhook(&spec, client_config)),
+            WebhookKind::Validating => validating.push(validating_webhook(&spec, client_config)),
         }
     }
     let meta = |name: &str| ObjectMeta {

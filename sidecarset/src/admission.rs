@@ -476,7 +476,7 @@ pub async fn ensure_pod_entry(
     scope: &kruise_admission::pod_chain::PodScope,
 ) -> Result<(), String> {
     use k8s_openapi::api::admissionregistration::v1::{
-        MutatingWebhook, MutatingWebhookConfiguration, RuleWithOperations,
+        MutatingWebhook, MutatingWebhookConfiguration,
     };
     let chain =
         kruise_admission::pod_chain::PodChain::new(vec![Arc::new(ScopeOnly(scope.clone()))]);
@@ -511,28 +511,8 @@ pub async fn ensure_pod_entry(
         }
         entries.push(MutatingWebhook {
             name: format!("mpod-{}.kb.io", scope_hash(&want)),
-            client_config,
-            rules: Some(
-                want.rules
-                    .iter()
-                    .map(|r| RuleWithOperations {
-                        operations: Some(r.operations.clone()),
-                        api_groups: Some(r.api_groups.clone()),
-                        api_versions: Some(r.api_versions.clone()),
-                        resources: Some(r.resources.clone()),
-                        scope: r.scope.clone(),
-                    })
-                    .collect(),
-            ),
             failure_policy: Some(FailurePolicy::Fail.as_str().into()),
-            namespace_selector: want.namespace_selector.clone(),
-            object_selector: want.object_selector.clone(),
-            timeout_seconds: Some(want.timeout_seconds),
-            side_effects: "None".into(),
-            admission_review_versions: vec!["v1".into()],
-            match_policy: Some("Equivalent".into()),
-            reinvocation_policy: Some("Never".into()),
-            ..MutatingWebhook::default()
+            ..kruise_admission::publish::mutating_webhook(&want, client_config)
         });
         match api
             .replace(
