@@ -10,10 +10,9 @@ use k8s_openapi::api::core::v1::{
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use kruise_core::api::LifecycleState;
-use kruise_core::api::keys::{
-    CLONESET_INSTANCE_ID_KEY, LIFECYCLE_STATE_KEY, LIFECYCLE_TIMESTAMP_KEY,
-};
+use kruise_core::api::keys::CLONESET_INSTANCE_ID_KEY;
 use kruise_core::inplace::inject_readiness_gate;
+use kruise_core::pods::lifecycle::mark_state;
 use kruise_core::revision::{pod_revision_labels, template_from_revision_data};
 
 use super::Action;
@@ -93,14 +92,12 @@ pub fn new_pod(
     let mut labels = tmeta.labels.unwrap_or_default();
     labels.extend(pod_revision_labels(revision, short_hash));
     labels.insert(CLONESET_INSTANCE_ID_KEY.into(), id.into());
-    labels.insert(
-        LIFECYCLE_STATE_KEY.into(),
-        LifecycleState::PreparingNormal.as_str().into(),
-    );
     let mut annotations = tmeta.annotations.unwrap_or_default();
-    annotations.insert(
-        LIFECYCLE_TIMESTAMP_KEY.into(),
-        jiff::fmt::strtime::format("%Y-%m-%dT%H:%M:%SZ", now).unwrap_or_default(),
+    mark_state(
+        &mut labels,
+        &mut annotations,
+        LifecycleState::PreparingNormal,
+        now,
     );
     let mut pod = Pod {
         metadata: ObjectMeta {

@@ -4,20 +4,19 @@
 //! place or mark them for recreation.
 
 use kruise_core::pods::{CachedPod, LabelsAndFinalizers as _, PodView as _};
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 
 use k8s_openapi::api::apps::v1::ControllerRevision;
 use k8s_openapi::api::core::v1::PodStatus;
 use kruise_core::api::LifecycleState;
 use kruise_core::api::keys::{
-    INPLACE_UPDATE_GRACE_KEY, INPLACE_UPDATE_GRACE_KEY_OLD, LIFECYCLE_STATE_KEY,
-    LIFECYCLE_TIMESTAMP_KEY, POD_TEMPLATE_HASH_KEY,
+    INPLACE_UPDATE_GRACE_KEY, INPLACE_UPDATE_GRACE_KEY_OLD, POD_TEMPLATE_HASH_KEY,
 };
 use kruise_core::inplace::{
     CompletionCheck, InPlaceGates, RefreshAction, UpdateRequest, begin_update,
     calculate_update_spec_for_revisions, check_update_completed, refresh,
 };
-use kruise_core::pods::lifecycle::{Intent, PodHookView, decide, state_patch};
+use kruise_core::pods::lifecycle::{Intent, PodHookView, decide, mark_state, state_patch};
 use kruise_core::pods::{has_pod_scheduled_condition, lifecycle_state, order::update_order};
 use kruise_core::revision::{pod_revision_labels, short_hash};
 use serde_json::json;
@@ -368,26 +367,18 @@ fn update_pod(
                     status: None,
                 }));
             }
-            let request = UpdateRequest {
-                old_revision_data: old.data.as_ref().map(|d| d.0.clone()).unwrap_or_default(),
-                new_revision_data: target
-                    .data
-                    .as_ref()
-                    .map(|d| d.0.clone())
-                    .unwrap_or_default(),
-                revision: target_name.clone(),
+            let mut request = UpdateRequest {
                 gates,
                 grace_period_seconds: grace,
                 revision_labels: pod_revision_labels(&target_name, input.gates.short_hash),
-                extra_labels: BTreeMap::from([(
-                    LIFECYCLE_STATE_KEY.to_string(),
-                    LifecycleState::Updating.as_str().to_string(),
-                )]),
-                extra_annotations: BTreeMap::from([(
-                    LIFECYCLE_TIMESTAMP_KEY.to_string(),
-                    jiff::fmt::strtime::format("%Y-%m-%dT%H:%M:%SZ", input.now).unwrap_or_default(),
-                )]),
+                ..UpdateRequest::between(old, target)
             };
+            mark_state(
+                &mut request.extra_labels,
+                &mut request.extra_annotations,
+                LifecycleState::Updating,
+                input.now,
+            );
             if let Ok(update) = begin_update(pod, &request, input.now) {
                 return Ok(Some(Action::UpdateInPlace {
                     name,

@@ -3,6 +3,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use jiff::{SignedDuration, Timestamp};
+use k8s_openapi::api::apps::v1::ControllerRevision;
 use k8s_openapi::api::core::v1::{Container, Pod, PodStatus, ResourceRequirements};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use serde_json::{Map, Value, json};
@@ -411,6 +412,21 @@ pub struct UpdateRequest {
     pub extra_labels: BTreeMap<String, String>,
     /// Extra annotations written in the same update (e.g. lifecycle timestamp).
     pub extra_annotations: BTreeMap<String, String>,
+}
+
+impl UpdateRequest {
+    /// The request that moves a pod from revision `old` to `target`: their stored data (empty
+    /// when absent), recorded under `target`'s name. The caller adds gates, grace, labels.
+    pub fn between(old: &ControllerRevision, target: &ControllerRevision) -> Self {
+        let data =
+            |r: &ControllerRevision| r.data.as_ref().map(|d| d.0.clone()).unwrap_or_default();
+        UpdateRequest {
+            old_revision_data: data(old),
+            new_revision_data: data(target),
+            revision: target.metadata.name.clone().unwrap_or_default(),
+            ..UpdateRequest::default()
+        }
+    }
 }
 
 /// Result of [`begin_update`]: the writes, in order.

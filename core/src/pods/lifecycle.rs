@@ -6,6 +6,8 @@
 //! handler label / finalizer is present ([`is_hooked`]), and `PreparingNormal -> Normal` /
 //! `Updated -> Normal` need ALL of them ([`is_all_hooked`]).
 
+use std::collections::BTreeMap;
+
 use jiff::Timestamp;
 use serde_json::{Value, json};
 
@@ -241,11 +243,28 @@ pub fn decide(
     }
 }
 
+/// The lifecycle timestamp annotation's value: RFC 3339, second precision, UTC.
+pub fn state_timestamp(now: Timestamp) -> String {
+    jiff::fmt::strtime::format("%Y-%m-%dT%H:%M:%SZ", now).unwrap_or_default()
+}
+
+/// Puts `state` and its timestamp on a pod's (or a write's) labels and annotations, as
+/// OpenKruise writes them on create and with an in-place update.
+pub fn mark_state(
+    labels: &mut BTreeMap<String, String>,
+    annotations: &mut BTreeMap<String, String>,
+    state: LifecycleState,
+    now: Timestamp,
+) {
+    labels.insert(LIFECYCLE_STATE_KEY.into(), state.as_str().into());
+    annotations.insert(LIFECYCLE_TIMESTAMP_KEY.into(), state_timestamp(now));
+}
+
 /// The strategic-merge patch OpenKruise sends for a state change: the state label and the
 /// RFC 3339 (second precision, UTC) timestamp annotation; when re-adding the inPlaceUpdate hook,
 /// its labels and finalizers too (strategic merge appends finalizers).
 pub fn state_patch(state: LifecycleState, now: Timestamp, readd: Option<&LifecycleHook>) -> Value {
-    let ts = jiff::fmt::strtime::format("%Y-%m-%dT%H:%M:%SZ", now).unwrap_or_default();
+    let ts = state_timestamp(now);
     let mut labels = serde_json::Map::new();
     labels.insert(
         LIFECYCLE_STATE_KEY.into(),

@@ -11,9 +11,9 @@ use k8s_openapi::api::core::v1::{
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, OwnerReference};
 use kruise_core::api::LifecycleState;
 use kruise_core::api::keys::{
-    CONTROLLER_REVISION_HASH_KEY, LIFECYCLE_STATE_KEY, LIFECYCLE_TIMESTAMP_KEY, POD_INDEX_KEY,
-    STATEFULSET_POD_NAME_KEY,
+    CONTROLLER_REVISION_HASH_KEY, POD_INDEX_KEY, STATEFULSET_POD_NAME_KEY,
 };
+use kruise_core::pods::lifecycle::mark_state;
 use kruise_core::revision::template_from_revision_data;
 
 use crate::api::v1beta1::StatefulSet;
@@ -101,15 +101,8 @@ pub fn new_pod(
     if gates.pod_index_label {
         labels.insert(POD_INDEX_KEY.into(), ordinal.to_string());
     }
-    labels.insert(
-        LIFECYCLE_STATE_KEY.into(),
-        LifecycleState::Normal.as_str().into(),
-    );
     let mut annotations = tmeta.annotations.unwrap_or_default();
-    annotations.insert(
-        LIFECYCLE_TIMESTAMP_KEY.into(),
-        jiff::fmt::strtime::format("%Y-%m-%dT%H:%M:%SZ", now).unwrap_or_default(),
-    );
+    mark_state(&mut labels, &mut annotations, LifecycleState::Normal, now);
     let mut spec = template.spec.clone().unwrap_or_default();
     spec.hostname = Some(name.clone());
     if !set.spec.service_name.is_empty() {

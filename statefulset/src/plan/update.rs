@@ -7,12 +7,13 @@ use std::sync::Arc;
 use k8s_openapi::api::core::v1::PodStatus;
 use kruise_core::api::LifecycleState;
 use kruise_core::api::intstr::value_from_int_or_percent;
-use kruise_core::api::keys::{LIFECYCLE_STATE_KEY, LIFECYCLE_TIMESTAMP_KEY};
 use kruise_core::inplace::{
     CompletionCheck, RefreshAction, UpdateRequest, begin_update,
     calculate_update_spec_for_revisions, check_update_completed, refresh,
 };
-use kruise_core::pods::lifecycle::{Intent, NotReadyChange, PodHookView, decide, state_patch};
+use kruise_core::pods::lifecycle::{
+    Intent, NotReadyChange, PodHookView, decide, mark_state, state_patch,
+};
 use kruise_core::pods::{CachedPod, PodView};
 
 use super::{Action, DeleteReason, EventRecord, MAX_POD_WRITES_PER_PLAN, Planner, revision_name};
@@ -371,37 +372,24 @@ impl Planner<'_> {
                         )
                     }));
                 }
-                let mut extra_labels = BTreeMap::new();
-                let mut extra_annotations = BTreeMap::new();
-                // `Updating` only for a pod that has a lifecycle state (as OpenKruise).
-                if state.is_some() {
-                    extra_labels.insert(
-                        LIFECYCLE_STATE_KEY.to_string(),
-                        LifecycleState::Updating.as_str().to_string(),
-                    );
-                    extra_annotations.insert(
-                        LIFECYCLE_TIMESTAMP_KEY.to_string(),
-                        jiff::fmt::strtime::format("%Y-%m-%dT%H:%M:%SZ", input.now)
-                            .unwrap_or_default(),
-                    );
-                }
-                let request = UpdateRequest {
-                    old_revision_data: old.data.as_ref().map(|d| d.0.clone()).unwrap_or_default(),
-                    new_revision_data: target
-                        .data
-                        .as_ref()
-                        .map(|d| d.0.clone())
-                        .unwrap_or_default(),
-                    revision: target_name.clone(),
+                let mut request = UpdateRequest {
                     gates,
                     grace_period_seconds: grace,
                     revision_labels: BTreeMap::from([(
                         kruise_core::api::keys::CONTROLLER_REVISION_HASH_KEY.to_string(),
                         target_name.clone(),
                     )]),
-                    extra_labels,
-                    extra_annotations,
+                    ..UpdateRequest::between(old, target)
                 };
+                // `Updating` only for a pod that has a lifecycle state (as OpenKruise).
+                if state.is_some() {
+                    mark_state(
+                        &mut request.extra_labels,
+                        &mut request.extra_annotations,
+                        LifecycleState::Updating,
+                        input.now,
+                    );
+                }
                 if let Ok(update) = begin_update(pod, &request, input.now) {
                     return Ok(Some(Action::UpdateInPlace {
                         name,
