@@ -463,11 +463,12 @@ fn set_condition(
         reason: reason.into(),
         message: message.into(),
     };
-    match status.conditions.iter_mut().find(|c| c.type_ == type_) {
-        Some(c) if c.status == "True" && c.reason == reason && c.message == message => {}
-        Some(c) => *c = fresh,
-        None => status.conditions.push(fresh),
-    }
+    kruise_core::api::condition::upsert(
+        &mut status.conditions,
+        fresh,
+        |c| c.type_ == type_,
+        |c| c.status == "True" && c.reason == reason && c.message == message,
+    );
 }
 
 #[cfg(test)]

@@ -513,11 +513,12 @@ fn set_condition(status: &mut StatefulSetStatus, type_: &str, message: &str, now
         message: Some(message.into()),
         reason: None,
     };
-    match status.conditions.iter_mut().find(|c| c.type_ == type_) {
-        Some(c) if c.status == "True" && c.message.as_deref() == Some(message) => {}
-        Some(c) => *c = fresh,
-        None => status.conditions.push(fresh),
-    }
+    kruise_core::api::condition::upsert(
+        &mut status.conditions,
+        fresh,
+        |c| c.type_ == type_,
+        |c| c.status == "True" && c.message.as_deref() == Some(message),
+    );
 }
 
 #[cfg(test)]

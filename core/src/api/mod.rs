@@ -13,6 +13,7 @@
 //! * Kubernetes' field errors, pod-template validation and defaults, and quantities are
 //!   `kruise_compat`.
 
+pub mod condition;
 pub mod crd;
 pub mod crd_fields;
 pub mod intstr;
