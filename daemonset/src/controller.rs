@@ -54,8 +54,9 @@ use kruise_runtime::revisions::{RevisionStep, delete_revision, write_revisions};
 use kruise_runtime::scale_writes::ScaleWrites;
 use kruise_runtime::status::{write_collision_count, write_namespaced_status};
 use kruise_runtime::watch::{TouchedStream, Watch};
+use kruise_runtime::writes::{Writer, Written};
 use kruise_runtime::{RunOptions, run_controller, warm_until_leading};
-use kube::api::{Api, Patch, PatchParams};
+use kube::api::Api;
 use kube::runtime::controller::{Action as Requeue, Controller};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Client, ResourceExt as _};
@@ -271,11 +272,11 @@ async fn refresh_on_pod_events(
                 let Some(pod) = shared.pods.get(&pod_ref) else {
                     return;
                 };
-                let pod_api: Api<Pod> =
-                    Api::namespaced(shared.client.clone(), PodView::namespace(&*pod));
+                let pods_writer =
+                    Writer::<Pod>::namespaced(shared.client.clone(), PodView::namespace(&*pod));
                 let failed = match claim_and_decide(&shared, &pod, Timestamp::now()) {
                     Ok(Decided::Write(write)) => {
-                        send_refresh(&pod_api, &shared, write).await.1.is_err()
+                        send_refresh(&pods_writer, &shared, write).await.1.is_err()
                     }
                     Ok(Decided::Skip | Decided::Wait(_)) => false,
                     Err(_) => true,
@@ -455,8 +456,8 @@ async fn reconcile(original: Arc<DaemonSet>, shared: Arc<Shared>) -> Result<Requ
     if in_place_pending(&shared, &key, &pods) {
         return Ok(Requeue::requeue(EXPECTATIONS_REQUEUE));
     }
-    let pod_api: Api<Pod> = Api::namespaced(shared.client.clone(), &namespace);
-    let refresh_after = refresh_in_place(&pod_api, &shared, &pods, now).await?;
+    let pods_writer = Writer::<Pod>::namespaced(shared.client.clone(), &namespace);
+    let refresh_after = refresh_in_place(&pods_writer, &shared, &pods, now).await?;
     let target = InPlaceTarget {
         enabled: plan_strategy(&ds.spec).in_place,
         hash: &hash,
@@ -520,6 +521,7 @@ async fn reconcile(original: Arc<DaemonSet>, shared: Arc<Shared>) -> Result<Requ
     // Plan, then confirm what rests on the cache alone: an old pod it shows unavailable is
     // replaced outside the budget, so it is read as it is first.
     let mut plan = plan(&input);
+    let pod_api: Api<Pod> = Api::namespaced(shared.client.clone(), &namespace);
     let held = confirm_uncounted(&pod_api, &mut plan, input.strategy.min_ready_seconds).await?;
     if let Ok(mut backoff) = shared.backoff.lock() {
         for node in &plan.extra.failed_nodes {
@@ -536,7 +538,7 @@ async fn reconcile(original: Arc<DaemonSet>, shared: Arc<Shared>) -> Result<Requ
 
     // Execute.
     let exec = execute::Exec {
-        pod_api: &pod_api,
+        pods_writer: &pods_writer,
         scale_writes: ScaleWrites::new(
             shared.client.clone(),
             &namespace,

@@ -6,7 +6,7 @@ use super::*;
 
 /// What one pass's writes need.
 pub(super) struct Exec<'a> {
-    pub pod_api: &'a Api<Pod>,
+    pub pods_writer: &'a Writer<Pod>,
     /// Pod creates and deletes under the set's scale expectations.
     pub scale_writes: ScaleWrites<'a>,
     pub shared: &'a Shared,
@@ -24,7 +24,7 @@ impl Exec<'_> {
     /// Sends `action`.
     pub(super) async fn perform(&self, action: &Action) -> Result<(), Error> {
         let Exec {
-            pod_api,
+            pods_writer,
             ref scale_writes,
             shared,
             recorder,
@@ -49,7 +49,8 @@ impl Exec<'_> {
             }
             Action::UpdateInPlace { pod, otherwise } => {
                 let updated =
-                    in_place_update(pod_api, shared, key, pods, pod, in_place_request, now).await;
+                    in_place_update(pods_writer, shared, key, pods, pod, in_place_request, now)
+                        .await;
                 match &updated {
                     Ok(true) => recorder.record(
                         EventRecord::normal(
@@ -68,11 +69,11 @@ impl Exec<'_> {
                 // the plan says, and recreated.
                 match (updated?, otherwise) {
                     (true, _) | (false, Removal::Held) => Ok(()),
-                    (false, Removal::PrepareDelete) => prepare_delete(pod_api, pod, now).await,
+                    (false, Removal::PrepareDelete) => prepare_delete(pods_writer, pod, now).await,
                     (false, Removal::Delete) => delete_pod(scale_writes, recorder, pod).await,
                 }
             }
-            Action::PrepareDelete { pod } => prepare_delete(pod_api, pod, now).await,
+            Action::PrepareDelete { pod } => prepare_delete(pods_writer, pod, now).await,
             Action::Delete { pod } => delete_pod(scale_writes, recorder, pod).await,
         }
     }
@@ -120,10 +121,10 @@ pub(super) async fn confirm_uncounted(
 }
 
 /// Marks `pod` `PreparingDelete`: its preDelete hook holds it.
-async fn prepare_delete(pod_api: &Api<Pod>, pod: &str, now: Timestamp) -> Result<(), Error> {
+async fn prepare_delete(pods_writer: &Writer<Pod>, pod: &str, now: Timestamp) -> Result<(), Error> {
     let patch = state_patch(LifecycleState::PreparingDelete, now, None);
-    pod_api
-        .patch(pod, &PatchParams::default(), &Patch::Strategic(&patch))
+    pods_writer
+        .patch_strategic(pod, &patch)
         .await
         .map(|_| ())
         .map_err(|e| {

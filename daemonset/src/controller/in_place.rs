@@ -30,7 +30,7 @@ pub(super) fn in_place_pending(shared: &Shared, key: &str, pods: &[Arc<CachedPod
 /// have gone out from the pod events already, [`refresh_on_pod_events`]). The writes go
 /// out [`WRITE_CONCURRENCY`] at a time. Returns when to look again for a grace period.
 pub(super) async fn refresh_in_place(
-    pod_api: &Api<Pod>,
+    pods_writer: &Writer<Pod>,
     shared: &Shared,
     pods: &[Arc<CachedPod>],
     now: Timestamp,
@@ -52,18 +52,11 @@ pub(super) async fn refresh_in_place(
         }
     }
     let outcomes: Vec<_> = futures::stream::iter(writes)
-        .map(|write| send_refresh(pod_api, shared, write))
+        .map(|write| send_refresh(pods_writer, shared, write))
         .buffer_unordered(WRITE_CONCURRENCY)
         .collect()
         .await;
-    let first_error = outcomes.into_iter().find_map(|(pod, outcome)| {
-        outcome.err().map(|source| {
-            Error::InPlace(WriteError {
-                name: pod.name().to_string(),
-                source,
-            })
-        })
-    });
+    let first_error = outcomes.into_iter().find_map(|(_, outcome)| outcome.err());
     match first_error {
         Some(e) => Err(e),
         None => Ok(after),
@@ -132,33 +125,35 @@ pub(super) fn claim_and_decide(
 
 /// Sends a claimed refresh write, records the version it returned and releases the pod.
 pub(super) async fn send_refresh(
-    pod_api: &Api<Pod>,
+    pods_writer: &Writer<Pod>,
     shared: &Shared,
     write: RefreshWrite,
-) -> (Arc<CachedPod>, Result<(), kube::Error>) {
+) -> (Arc<CachedPod>, Result<(), Error>) {
     let (pod, written) = match write {
         RefreshWrite::Patch(pod, patch, resize) => {
             // The resize first: were the patch first and the resize then refused, the state
             // would show the batch done and the resources would never change.
             let sent = async {
                 if let Some(resize) = &resize {
-                    let written = resize_pod(pod_api, pod.name(), resize).await?;
+                    let written = pods_writer
+                        .patch_subresource_strategic("resize", pod.name(), resize)
+                        .await?;
                     record_version(shared, Some(&written));
                 }
-                pod_api
-                    .patch(
-                        pod.name(),
-                        &PatchParams::default(),
-                        &Patch::Strategic(&patch),
-                    )
+                pods_writer
+                    .patch_strategic(pod.name(), &patch)
                     .await
                     .map(Some)
             }
-            .await;
+            .await
+            .map_err(|source| Error::InPlace(WriteError::on(pod.name().to_string())(source)));
             (pod, sent)
         }
         RefreshWrite::Ready(pod, status) => {
-            let sent = send_conditions(pod_api, &pod, &status).await;
+            let sent = pods_writer
+                .patch_pod_status(pod.name(), Some(&*pod), &status, &serde_json::Value::Null)
+                .await
+                .map_err(Error::from);
             (pod, sent)
         }
     };
@@ -217,52 +212,13 @@ fn release(shared: &Shared, pod: &CachedPod) {
     }
 }
 
-/// Resizes `name`'s containers through the `resize` subresource.
-async fn resize_pod(
-    pod_api: &Api<Pod>,
-    name: &str,
-    resize: &serde_json::Value,
-) -> Result<Pod, kube::Error> {
-    pod_api
-        .patch_subresource(
-            "resize",
-            name,
-            &PatchParams::default(),
-            &Patch::Strategic(resize),
-        )
-        .await
-}
-
 /// Remembers the version a write of ours returned, so no pass acts on an older copy.
-fn record_version(shared: &Shared, written: Option<&Pod>) {
-    if let Some(meta) = written.map(|p| &p.metadata)
-        && let (Some(uid), Some(version)) = (meta.uid.as_deref(), meta.resource_version.as_deref())
+fn record_version(shared: &Shared, written: Option<&Written>) {
+    if let Some(written) = written
+        && let (Some(uid), Some(version)) = (written.uid(), written.resource_version())
     {
         // A poisoned lock only loses this record: the next pass stops on the lock anyway.
         let _ = shared.pod_versions.with(|v| v.expect(uid, version));
-    }
-}
-
-/// Patches `pods/status` with the conditions `status` changes on `pod`; the pod written,
-/// `None` when nothing changes.
-async fn send_conditions(
-    pod_api: &Api<Pod>,
-    pod: &CachedPod,
-    status: &k8s_openapi::api::core::v1::PodStatus,
-) -> Result<Option<Pod>, kube::Error> {
-    let body = kruise_core::pods::status_patch(pod, status, &serde_json::Value::Null)
-        .map_err(kube::Error::SerdeError)?;
-    match body {
-        Some(body) => pod_api
-            .patch_subresource(
-                "status",
-                pod.name(),
-                &PatchParams::default(),
-                &Patch::Strategic(body),
-            )
-            .await
-            .map(Some),
-        None => Ok(None),
     }
 }
 
@@ -270,7 +226,7 @@ async fn send_conditions(
 /// label and `apps.kruise.io/inplace-update-state`. `Ok(false)` when the change cannot be
 /// made in place (the caller recreates the pod).
 pub(super) async fn in_place_update(
-    pod_api: &Api<Pod>,
+    pods_writer: &Writer<Pod>,
     shared: &Shared,
     key: &str,
     pods: &[Arc<CachedPod>],
@@ -291,7 +247,7 @@ pub(super) async fn in_place_update(
         Some((update.into_writes(&*pod), req.revision))
     });
     let sent = match &writes {
-        Some((writes, revision)) => send_update(pod_api, shared, key, &pod, revision, writes)
+        Some((writes, revision)) => send_update(pods_writer, shared, key, &pod, revision, writes)
             .await
             .map(|()| true),
         None => Ok(false),
@@ -302,7 +258,7 @@ pub(super) async fn in_place_update(
 
 /// The writes of an in-place update of `pod`, each recording the version it returned.
 async fn send_update(
-    pod_api: &Api<Pod>,
+    pods_writer: &Writer<Pod>,
     shared: &Shared,
     key: &str,
     pod: &CachedPod,
@@ -317,14 +273,17 @@ async fn send_update(
         })
     };
     if let Some(unready) = &writes.unready_conditions {
-        let written = send_conditions(pod_api, pod, unready)
-            .await
-            .map_err(failed)?;
+        let written = pods_writer
+            .patch_pod_status(name, Some(pod), unready, &serde_json::Value::Null)
+            .await?;
         record_version(shared, written.as_ref());
     }
     // The resize before the patch, as in `send_refresh`.
     if let Some(resize) = &writes.resize_patch {
-        let written = resize_pod(pod_api, name, resize).await.map_err(failed)?;
+        let written = pods_writer
+            .patch_subresource_strategic("resize", name, resize)
+            .await
+            .map_err(failed)?;
         record_version(shared, Some(&written));
     }
     if let Some(patch) = &writes.patch {
@@ -334,10 +293,7 @@ async fn send_update(
                 .or_default()
                 .insert(name.to_string(), revision.to_string());
         }
-        match pod_api
-            .patch(name, &PatchParams::default(), &Patch::Strategic(patch))
-            .await
-        {
+        match pods_writer.patch_strategic(name, patch).await {
             Ok(written) => record_version(shared, Some(&written)),
             Err(e) => {
                 if let Ok(mut in_flight) = shared.in_flight.lock()
