@@ -15,9 +15,7 @@
 use k8s_openapi::api::apps::v1::ControllerRevision;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kruise_core::api::intstr::scaled_value_from_int_or_percent;
-use kruise_runtime::predownload::{
-    JobOwner, PreDownloadPlan, decided, jobs, settings_from_annotations,
-};
+use kruise_runtime::predownload::{JobOwner, PreDownloadPlan, decided, jobs};
 use kube::ResourceExt as _;
 
 use crate::api::KIND;
@@ -25,18 +23,14 @@ use crate::api::v1beta1::DaemonSet;
 
 /// The job owner `ds` is: parallelism and timeout from its annotations.
 pub fn job_owner<'a>(ds: &'a DaemonSet, namespace: &'a str, uid: &'a str) -> JobOwner<'a> {
-    let (parallelism, timeout_seconds) =
-        settings_from_annotations(ds.metadata.annotations.as_ref());
-    JobOwner {
-        kind: KIND,
-        name: ds.metadata.name.as_deref().unwrap_or(""),
+    JobOwner::annotated(
+        KIND,
+        &ds.metadata,
         namespace,
         uid,
-        selector: ds.spec.selector.as_ref(),
-        template: &ds.spec.template,
-        parallelism,
-        timeout_seconds,
-    }
+        ds.spec.selector.as_ref(),
+        &ds.spec.template,
+    )
 }
 
 /// Decides the pre-download step of a (defaulted) DaemonSet whose update revision is

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::apps::v1::ControllerRevision;
 use k8s_openapi::api::core::v1::PodTemplateSpec;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::api::{
     Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, Patch,
@@ -88,6 +88,31 @@ pub struct JobOwner<'a> {
     pub parallelism: IntOrString,
     /// The job's pull timeout.
     pub timeout_seconds: i32,
+}
+
+impl<'a> JobOwner<'a> {
+    /// An Advanced StatefulSet or DaemonSet: the job's parallelism and timeout from its
+    /// annotations ([`settings_from_annotations`]).
+    pub fn annotated(
+        kind: &'static str,
+        meta: &'a ObjectMeta,
+        namespace: &'a str,
+        uid: &'a str,
+        selector: Option<&'a LabelSelector>,
+        template: &'a PodTemplateSpec,
+    ) -> Self {
+        let (parallelism, timeout_seconds) = settings_from_annotations(meta.annotations.as_ref());
+        JobOwner {
+            kind,
+            name: meta.name.as_deref().unwrap_or(""),
+            namespace,
+            uid,
+            selector,
+            template,
+            parallelism,
+            timeout_seconds,
+        }
+    }
 }
 
 /// The parallelism and timeout an Advanced StatefulSet or DaemonSet sets in its annotations

@@ -12,7 +12,7 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kruise_core::inplace::InPlaceGates;
 use kruise_runtime::predownload::{
     JobOwner, PreDownloadPlan, decided, ignored_for_rollout, in_place_jobs,
-    min_updated_ready_from_annotation, settings_from_annotations,
+    min_updated_ready_from_annotation,
 };
 use kube::ResourceExt as _;
 
@@ -22,18 +22,14 @@ use crate::plan::PlanGates;
 
 /// The job owner `set` is: parallelism and timeout from its annotations.
 pub fn job_owner<'a>(set: &'a StatefulSet, namespace: &'a str, uid: &'a str) -> JobOwner<'a> {
-    let (parallelism, timeout_seconds) =
-        settings_from_annotations(set.metadata.annotations.as_ref());
-    JobOwner {
-        kind: KIND,
-        name: set.metadata.name.as_deref().unwrap_or(""),
+    JobOwner::annotated(
+        KIND,
+        &set.metadata,
         namespace,
         uid,
-        selector: set.spec.selector.as_ref(),
-        template: &set.spec.template,
-        parallelism,
-        timeout_seconds,
-    }
+        set.spec.selector.as_ref(),
+        &set.spec.template,
+    )
 }
 
 fn name_of(r: &ControllerRevision) -> &str {
