@@ -130,6 +130,12 @@ pub struct AdmissionAttributes {
     pub old_object: Option<Arc<Value>>,
     pub dry_run: bool,
     pub user_agent: String,
+    /// The requester (its bearer token's user); `None` for an unauthenticated client and
+    /// the simulator's own writers, which act as `system:admin`.
+    pub user: Option<authz::User>,
+    /// The operation's options as kube-apiserver passes them to admission: CreateOptions,
+    /// UpdateOptions (also for a patch) or the DeleteOptions the client sent.
+    pub options: Value,
 }
 
 /// Called before a write is persisted, in kube-apiserver's order: every hook's `admit`

@@ -301,7 +301,7 @@ fn verb_of(method: &Method, r: &ResourceRequest, q: &Query) -> String {
     v.to_string()
 }
 
-fn write_options(q: &Query, ua: &str) -> ApiResult<WriteOptions> {
+fn write_options(q: &Query, ua: &str, headers: &HeaderMap) -> ApiResult<WriteOptions> {
     let dry_run = match q.get("dryRun").map(String::as_str) {
         None | Some("") => false,
         Some("All") => true,
@@ -316,6 +316,8 @@ fn write_options(q: &Query, ua: &str) -> ApiResult<WriteOptions> {
         field_manager: q.get("fieldManager").cloned(),
         force: is_true(q, "force"),
         user_agent: ua.to_string(),
+        user: bearer_user(headers),
+        delete_options: None,
         internal: false,
         field_validation: Some(crate::fieldvalidation::FieldValidation::parse(
             q.get("fieldValidation").map(String::as_str),
@@ -637,7 +639,7 @@ async fn serve_resource(
             Ok(json_response(200, &sh.scale_of(&def, &version, &obj)?))
         }
         (Method::POST, None, None) => {
-            let opts = write_options(q, ua)?;
+            let opts = write_options(q, ua, headers)?;
             let obj = decode_body(headers, &body)?;
             if r.namespace.is_none() && def.namespaced {
                 return Err(ApiError::path_not_found());
@@ -650,7 +652,7 @@ async fn serve_resource(
             ))
         }
         (Method::POST, Some(name), Some("binding")) => {
-            let opts = write_options(q, ua)?;
+            let opts = write_options(q, ua, headers)?;
             let b = decode_body(headers, &body)?;
             sh.bind_pod(&ns, &name, &b, &opts).await?;
             Ok(json_response(
@@ -659,7 +661,7 @@ async fn serve_resource(
             ))
         }
         (Method::POST, Some(name), Some("eviction")) => {
-            let opts = write_options(q, ua)?;
+            let opts = write_options(q, ua, headers)?;
             let b = decode_body(headers, &body)?;
             if let Some(n) = b.pointer("/metadata/name").and_then(Value::as_str)
                 && n != name
@@ -675,7 +677,7 @@ async fn serve_resource(
             ))
         }
         (Method::PUT, Some(name), None | Some("status" | "resize" | "finalize")) => {
-            let opts = write_options(q, ua)?;
+            let opts = write_options(q, ua, headers)?;
             let obj = decode_body(headers, &body)?;
             let sr = subresource_of(sub.as_deref());
             let updated = sh
@@ -688,7 +690,7 @@ async fn serve_resource(
             ))
         }
         (Method::PUT, Some(name), Some("scale")) => {
-            let opts = write_options(q, ua)?;
+            let opts = write_options(q, ua, headers)?;
             let scale = decode_body(headers, &body)?;
             let out = sh
                 .update_scale(&def, &version, &ns, &name, &scale, &opts)
@@ -696,7 +698,7 @@ async fn serve_resource(
             Ok(json_response(200, &out))
         }
         (Method::PATCH, Some(name), None | Some("status" | "resize")) => {
-            let opts = write_options(q, ua)?;
+            let opts = write_options(q, ua, headers)?;
             let pt = patch_type(headers)?;
             let sr = subresource_of(sub.as_deref());
             let existed = sh.get(&def, &ns, &name).is_ok();
@@ -718,7 +720,7 @@ async fn serve_resource(
             ))
         }
         (Method::PATCH, Some(name), Some("scale")) => {
-            let opts = write_options(q, ua)?;
+            let opts = write_options(q, ua, headers)?;
             let pt = patch_type(headers)?;
             let obj = sh.get(&def, &ns, &name)?;
             let current = sh.scale_of(&def, &version, &obj)?;
@@ -740,7 +742,7 @@ async fn serve_resource(
             Ok(json_response(200, &out))
         }
         (Method::DELETE, Some(name), None) => {
-            let wopts = write_options(q, ua)?;
+            let wopts = write_options(q, ua, headers)?;
             let dopts = delete_options(q, headers, &body)?;
             let outcome = sh.delete(&def, &ns, &name, &dopts, &wopts).await?;
             let is_pod = def.group.is_empty() && def.plural == "pods";
@@ -755,7 +757,7 @@ async fn serve_resource(
             }
         }
         (Method::DELETE, None, None) => {
-            let wopts = write_options(q, ua)?;
+            let wopts = write_options(q, ua, headers)?;
             let dopts = delete_options(q, headers, &body)?;
             let lq = list_query(q)?;
             let deleted = sh

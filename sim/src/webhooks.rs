@@ -6,6 +6,7 @@
 //! applied; a denial or, under `failurePolicy: Fail`, a failure to call rejects the write
 //! with the status kube-apiserver returns.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -252,7 +253,103 @@ pub(crate) fn ca_bundle(client_config: &Value) -> Result<Vec<u8>, String> {
         .map(Option::unwrap_or_default)
 }
 
-/// POSTs JSON over HTTPS trusting only `ca_pem`; the decoded JSON response.
+/// One HTTP/1.1 connection to a webhook, ready for a request.
+type Connection = hyper::client::conn::http1::SendRequest<Full<bytes::Bytes>>;
+
+/// Where a webhook is and the CA it is trusted with: connections are kept per peer.
+#[derive(Clone, PartialEq, Eq, Hash)]
+struct Peer {
+    host: String,
+    port: u16,
+    ca_pem: Vec<u8>,
+}
+
+/// Idle connections kept per peer. kube-apiserver's webhook clients keep theirs alive
+/// through Go's transport, with Kubernetes' `SetTransportDefaults` of 25 idle connections
+/// per host; a peer gets one connection per request in flight, and this many stay open.
+const MAX_IDLE_PER_PEER: usize = 25;
+
+/// The kept-alive connections to webhooks, shared by every simulated API server of the
+/// process (a peer is its address and CA, so two servers never mix theirs up).
+static IDLE: std::sync::LazyLock<std::sync::Mutex<HashMap<Peer, Vec<Connection>>>> =
+    std::sync::LazyLock::new(Default::default);
+
+fn take_idle(peer: &Peer) -> Option<Connection> {
+    let mut idle = IDLE.lock().unwrap_or_else(|e| e.into_inner());
+    let kept = idle.get_mut(peer)?;
+    while let Some(connection) = kept.pop() {
+        if !connection.is_closed() {
+            return Some(connection);
+        }
+    }
+    None
+}
+
+fn put_back(peer: Peer, connection: Connection) {
+    if connection.is_closed() {
+        return;
+    }
+    let mut idle = IDLE.lock().unwrap_or_else(|e| e.into_inner());
+    let kept = idle.entry(peer).or_default();
+    if kept.len() < MAX_IDLE_PER_PEER {
+        kept.push(connection);
+    }
+}
+
+/// A new TLS connection to `peer`, verified against its CA only.
+async fn dial(peer: &Peer) -> Result<Connection, String> {
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in CertificateDer::pem_slice_iter(&peer.ca_pem) {
+        let cert = cert.map_err(|e| format!("invalid caBundle: {e}"))?;
+        roots
+            .add(cert)
+            .map_err(|e| format!("invalid caBundle: {e}"))?;
+    }
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let config = rustls::ClientConfig::builder()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    let (host, port) = (peer.host.as_str(), peer.port);
+    let tcp = tokio::net::TcpStream::connect((host, port))
+        .await
+        .map_err(|e| format!("dial tcp {host}:{port}: {e}"))?;
+    let name = ServerName::try_from(host.to_string()).map_err(|e| e.to_string())?;
+    let tls = tokio_rustls::TlsConnector::from(Arc::new(config))
+        .connect(name, tcp)
+        .await
+        .map_err(|e| format!("tls: {e}"))?;
+    let (sender, conn) = hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(tls))
+        .await
+        .map_err(|e| e.to_string())?;
+    tokio::spawn(async move {
+        let _ = conn.await;
+    });
+    Ok(sender)
+}
+
+/// Sends one POST on `connection` and reads the whole response.
+async fn exchange(
+    connection: &mut Connection,
+    request: http::Request<Full<bytes::Bytes>>,
+) -> Result<(http::StatusCode, bytes::Bytes), String> {
+    connection.ready().await.map_err(|e| e.to_string())?;
+    let response = connection
+        .send_request(request)
+        .await
+        .map_err(|e| e.to_string())?;
+    let status = response.status();
+    let body = response
+        .into_body()
+        .collect()
+        .await
+        .map_err(|e| e.to_string())?
+        .to_bytes();
+    Ok((status, body))
+}
+
+/// POSTs JSON over HTTPS trusting only `ca_pem`; the decoded JSON response. Connections
+/// are kept alive and reused, as kube-apiserver reuses its connections to webhooks; a
+/// kept connection the webhook closed meanwhile is replaced by a new one.
 pub(crate) async fn post_https(url: &str, ca_pem: &[u8], body: Vec<u8>) -> Result<Value, String> {
     let uri: http::Uri = url.parse().map_err(|e| format!("invalid url: {e}"))?;
     if uri.scheme_str() != Some("https") {
@@ -265,50 +362,37 @@ pub(crate) async fn post_https(url: &str, ca_pem: &[u8], body: Vec<u8>) -> Resul
         .trim_end_matches(']')
         .to_string();
     let port = uri.port_u16().unwrap_or(443);
-    let mut roots = rustls::RootCertStore::empty();
-    for cert in CertificateDer::pem_slice_iter(ca_pem) {
-        let cert = cert.map_err(|e| format!("invalid caBundle: {e}"))?;
-        roots
-            .add(cert)
-            .map_err(|e| format!("invalid caBundle: {e}"))?;
-    }
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let config = rustls::ClientConfig::builder()
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-    let tcp = tokio::net::TcpStream::connect((host.as_str(), port))
-        .await
-        .map_err(|e| format!("dial tcp {host}:{port}: {e}"))?;
-    let name = ServerName::try_from(host.clone()).map_err(|e| e.to_string())?;
-    let tls = tokio_rustls::TlsConnector::from(Arc::new(config))
-        .connect(name, tcp)
-        .await
-        .map_err(|e| format!("tls: {e}"))?;
-    let (mut sender, conn) =
-        hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(tls))
-            .await
-            .map_err(|e| e.to_string())?;
-    tokio::spawn(async move {
-        let _ = conn.await;
-    });
     let path = uri.path_and_query().map(|p| p.as_str()).unwrap_or("/");
-    let request = http::Request::post(path)
-        .header(http::header::HOST, format!("{host}:{port}"))
-        .header(http::header::CONTENT_TYPE, "application/json")
-        .header(http::header::ACCEPT, "application/json")
-        .body(Full::new(bytes::Bytes::from(body)))
-        .map_err(|e| e.to_string())?;
-    let response = sender
-        .send_request(request)
-        .await
-        .map_err(|e| e.to_string())?;
-    let status = response.status();
-    let bytes = response
-        .into_body()
-        .collect()
-        .await
-        .map_err(|e| e.to_string())?
-        .to_bytes();
+    let body = bytes::Bytes::from(body);
+    let request = || {
+        http::Request::post(path)
+            .header(http::header::HOST, format!("{host}:{port}"))
+            .header(http::header::CONTENT_TYPE, "application/json")
+            .header(http::header::ACCEPT, "application/json")
+            .body(Full::new(body.clone()))
+            .map_err(|e| e.to_string())
+    };
+    let peer = Peer {
+        host: host.clone(),
+        port,
+        ca_pem: ca_pem.to_vec(),
+    };
+    let mut answered = None;
+    if let Some(mut kept) = take_idle(&peer)
+        && let Ok(answer) = exchange(&mut kept, request()?).await
+    {
+        put_back(peer.clone(), kept);
+        answered = Some(answer);
+    }
+    let (status, bytes) = match answered {
+        Some(answer) => answer,
+        None => {
+            let mut fresh = dial(&peer).await?;
+            let answer = exchange(&mut fresh, request()?).await?;
+            put_back(peer, fresh);
+            answer
+        }
+    };
     if !status.is_success() {
         return Err(format!(
             "expected response code 200, got {}: {}",
@@ -337,7 +421,11 @@ fn review_for(attrs: &AdmissionAttributes, object: &Value, uid: &str) -> Value {
         "requestResource": resource,
         "name": attrs.name,
         "operation": attrs.operation,
-        "userInfo": {"username": "system:admin", "groups": ["system:masters", "system:authenticated"]},
+        "userInfo": match &attrs.user {
+            Some(user) => json!({"username": user.name, "groups": user.groups}),
+            None => json!({"username": "system:admin", "groups": ["system:masters", "system:authenticated"]}),
+        },
+        "options": attrs.options,
         "object": if is_delete { Value::Null } else { object.clone() },
         "oldObject": attrs.old_object.as_deref().cloned().unwrap_or(Value::Null),
         "dryRun": attrs.dry_run,

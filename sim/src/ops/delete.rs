@@ -71,6 +71,31 @@ impl DeleteOptions {
         }
         Ok(o)
     }
+
+    /// The options as the client set them, in DeleteOptions' JSON (admission's `options`).
+    pub fn to_json(&self) -> Value {
+        let mut v = serde_json::Map::new();
+        if let Some(g) = self.grace_period_seconds {
+            v.insert("gracePeriodSeconds".into(), g.into());
+        }
+        if let Some(p) = &self.propagation_policy {
+            v.insert("propagationPolicy".into(), p.as_str().into());
+        }
+        let mut preconditions = serde_json::Map::new();
+        if let Some(uid) = &self.precondition_uid {
+            preconditions.insert("uid".into(), uid.as_str().into());
+        }
+        if let Some(rv) = &self.precondition_rv {
+            preconditions.insert("resourceVersion".into(), rv.as_str().into());
+        }
+        if !preconditions.is_empty() {
+            v.insert("preconditions".into(), preconditions.into());
+        }
+        if self.dry_run {
+            v.insert("dryRun".into(), vec![Value::from("All")].into());
+        }
+        Value::Object(v)
+    }
 }
 
 /// Result of a delete: the object (final or terminating state) and whether it is gone.
@@ -95,6 +120,10 @@ impl SimShared {
             .get(&gr, &nsk, name)
             .ok_or_else(|| ApiError::not_found(&def.group, &def.plural, name))?;
         let mut old_for_admit = (*current).clone();
+        let wopts = &WriteOptions {
+            delete_options: Some(opts.to_json()),
+            ..wopts.clone()
+        };
         self.admit("DELETE", def, "", &mut old_for_admit, Some(&current), wopts)
             .await?;
         self.admit_validating("DELETE", def, "", &old_for_admit, Some(&current), wopts)

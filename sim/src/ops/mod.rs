@@ -14,7 +14,7 @@ mod update;
 
 use std::sync::Arc;
 
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use crate::SimShared;
 use crate::error::{ApiError, ApiResult};
@@ -75,6 +75,10 @@ pub struct WriteOptions {
     pub field_manager: Option<String>,
     pub force: bool,
     pub user_agent: String,
+    /// The requester, for admission's `userInfo` ([`crate::AdmissionAttributes::user`]).
+    pub user: Option<crate::authz::User>,
+    /// A delete's options as the client sent them, for admission's `options`.
+    pub delete_options: Option<Value>,
     /// Set by registry-internal writers (pods/binding) that may change fields a
     /// client update may not.
     pub internal: bool,
@@ -297,7 +301,34 @@ fn admission_attributes(
         old_object: old.cloned(),
         dry_run: opts.dry_run,
         user_agent: opts.user_agent.clone(),
+        user: opts.user.clone(),
+        options: admission_options(operation, opts),
     }
+}
+
+/// What kube-apiserver passes admission as the operation's options: CreateOptions or
+/// UpdateOptions (a patch is an update) with the request's dryRun and fieldManager, or the
+/// delete's DeleteOptions.
+fn admission_options(operation: &str, opts: &WriteOptions) -> Value {
+    if operation == "DELETE" {
+        let mut options = opts.delete_options.clone().unwrap_or_else(|| json!({}));
+        options["apiVersion"] = json!("meta.k8s.io/v1");
+        options["kind"] = json!("DeleteOptions");
+        return options;
+    }
+    let kind = if operation == "CREATE" {
+        "CreateOptions"
+    } else {
+        "UpdateOptions"
+    };
+    let mut options = json!({"apiVersion": "meta.k8s.io/v1", "kind": kind});
+    if opts.dry_run {
+        options["dryRun"] = json!(["All"]);
+    }
+    if let Some(manager) = &opts.field_manager {
+        options["fieldManager"] = json!(manager);
+    }
+    options
 }
 
 /// Object validation (the registry strategy's `Validate`/`ValidateUpdate`), run between

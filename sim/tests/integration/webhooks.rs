@@ -3,11 +3,13 @@
 //! code, selectors decide who is called, and a webhook that is down fails the write or is
 //! skipped according to its failurePolicy.
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use futures::future::BoxFuture;
 use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
-use k8s_openapi::api::core::v1::{Namespace, Pod};
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod};
 use kruise_admission::certs::{self, CertificateAuthority};
 use kruise_admission::publish::{self, Endpoint, Owned};
 use kruise_admission::{
@@ -15,7 +17,7 @@ use kruise_admission::{
     WebhookKind, WebhookSpec,
 };
 use kube::Api;
-use kube::api::{DeleteParams, PostParams};
+use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use kube::core::DynamicObject;
 use kube::core::admission::{AdmissionRequest, AdmissionResponse};
 use serde_json::json;
@@ -466,4 +468,173 @@ async fn what_a_mutating_webhook_adds_is_validated_before_validating_webhooks_ru
     assert_eq!(validations.load(std::sync::atomic::Ordering::SeqCst), 1);
     server.stop.cancel();
     sim.shutdown().await;
+}
+
+/// Answers every ConfigMap write with what kube-apiserver told it: the options' kind (and a
+/// delete's propagation policy) and the requester, as annotations or, for a delete, as
+/// the denial's message.
+struct EchoRequest;
+
+impl AdmissionHandler for EchoRequest {
+    fn path(&self) -> &str {
+        "/echo-configmap"
+    }
+    fn webhook(&self) -> WebhookSpec {
+        WebhookSpec {
+            name: "mconfigmap.test.kruise.io".into(),
+            kind: WebhookKind::Mutating,
+            rules: vec![Rule::new(
+                &["CREATE", "UPDATE", "DELETE"],
+                "",
+                &["v1"],
+                &["configmaps"],
+            )],
+            failure_policy: FailurePolicy::Fail,
+            namespace_selector: None,
+            object_selector: None,
+            timeout_seconds: 5,
+        }
+    }
+    fn handle<'a>(
+        &'a self,
+        req: &'a AdmissionRequest<DynamicObject>,
+    ) -> BoxFuture<'a, Result<AdmissionResponse, HandlerError>> {
+        Box::pin(async move {
+            let options = req
+                .options
+                .as_ref()
+                .map(|o| o.0.clone())
+                .unwrap_or_default();
+            let kind = options["kind"].as_str().unwrap_or("none").to_string();
+            let user = req.user_info.username.clone().unwrap_or_default();
+            if req.object.is_none() {
+                let policy = options["propagationPolicy"].as_str().unwrap_or("none");
+                return Ok(AdmissionResponse::from(req)
+                    .deny(format!("options {kind} {policy} from {user}")));
+            }
+            let annotations = json!({"options": kind, "user": user,
+                "groups": req.user_info.groups.clone().unwrap_or_default().join(",")});
+            let patch: json_patch::Patch = serde_json::from_value(json!([
+                {"op": "add", "path": "/metadata/annotations", "value": annotations}
+            ]))
+            .unwrap();
+            Ok(AdmissionResponse::from(req).with_patch(patch).unwrap())
+        })
+    }
+}
+
+/// A TCP relay to `target` that counts the connections made through it.
+async fn counting_relay(target: std::net::SocketAddr) -> (u16, Arc<AtomicUsize>) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let accepted = Arc::new(AtomicUsize::new(0));
+    let counter = accepted.clone();
+    tokio::spawn(async move {
+        while let Ok((mut inbound, _)) = listener.accept().await {
+            counter.fetch_add(1, Ordering::SeqCst);
+            tokio::spawn(async move {
+                if let Ok(mut outbound) = tokio::net::TcpStream::connect(target).await {
+                    let _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound).await;
+                }
+            });
+        }
+    });
+    (port, accepted)
+}
+
+#[tokio::test]
+async fn admission_reviews_carry_options_and_the_requester_over_kept_alive_connections() {
+    let sim = crate::common::sim().await;
+    let server = serve(AdmissionRoutes::new().handler(EchoRequest)).await;
+    let Endpoint::Url(url) = &server.endpoint else {
+        unreachable!("serve() listens on a URL")
+    };
+    let target: std::net::SocketAddr = url.trim_start_matches("https://").parse().unwrap();
+    let (relay_port, connections) = counting_relay(target).await;
+    let owned = Owned {
+        mutating: Some("test-echo".into()),
+        validating: None,
+        crds: vec![],
+    };
+    publish::publish(
+        &sim.client().unwrap(),
+        &server.routes,
+        &owned,
+        &Endpoint::Url(format!("https://127.0.0.1:{relay_port}")),
+        &server.ca.cert_pem,
+        true,
+    )
+    .await
+    .unwrap();
+    let mut config = sim.client_config().unwrap();
+    config.auth_info.token = Some("system:serviceaccount:default:deployer".to_string().into());
+    let client = kube::Client::try_from(config).unwrap();
+    let maps: Api<ConfigMap> = Api::namespaced(client, "default");
+    let map = |name: &str| -> ConfigMap {
+        serde_json::from_value(json!({"metadata": {"name": name}, "data": {"k": "v"}})).unwrap()
+    };
+
+    // CREATE carries CreateOptions (with the request's fieldManager), UPDATE and PATCH
+    // UpdateOptions, and userInfo is the token's user with its groups.
+    let created = maps
+        .create(
+            &PostParams {
+                field_manager: Some("tester".into()),
+                ..PostParams::default()
+            },
+            &map("echo"),
+        )
+        .await
+        .unwrap();
+    let annotations = created.metadata.annotations.unwrap();
+    assert_eq!(annotations["options"], "CreateOptions");
+    assert_eq!(
+        annotations["user"],
+        "system:serviceaccount:default:deployer"
+    );
+    assert!(
+        annotations["groups"].contains("system:serviceaccounts:default"),
+        "{annotations:?}"
+    );
+    let patched = maps
+        .patch(
+            "echo",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"data": {"k": "w"}})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        patched.metadata.annotations.unwrap()["options"],
+        "UpdateOptions"
+    );
+
+    // DELETE carries the DeleteOptions the client sent.
+    let denied = maps
+        .delete("echo", &DeleteParams::foreground())
+        .await
+        .unwrap_err();
+    let status = crate::common::api_err(denied);
+    assert!(
+        status.message.ends_with(
+            "options DeleteOptions Foreground from system:serviceaccount:default:deployer"
+        ),
+        "{}",
+        status.message
+    );
+
+    // Twenty more writes, one after another, reuse the connection already open.
+    let before = connections.load(Ordering::SeqCst);
+    assert!(before >= 1, "the calls so far went through the relay");
+    for i in 0..20 {
+        maps.create(&PostParams::default(), &map(&format!("echo-{i}")))
+            .await
+            .unwrap();
+    }
+    let opened = connections.load(Ordering::SeqCst) - before;
+    assert!(
+        opened <= 1,
+        "20 sequential admission calls opened {opened} new connections"
+    );
+    server.stop.cancel();
 }
