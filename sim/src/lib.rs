@@ -73,7 +73,9 @@ pub struct SimConfig {
     /// Server-side watch timeout when the client gives no timeoutSeconds.
     pub default_watch_timeout: Duration,
     /// Run the built-in garbage collector (ownerReference cascades, foreground and
-    /// orphan finalizers, namespace content deletion).
+    /// orphan finalizers, namespace content deletion) and the ServiceAccount controller (a
+    /// `default` ServiceAccount in every namespace): kube-controller-manager's parts that
+    /// need no node.
     pub garbage_collector: bool,
     /// Call the stored Mutating/ValidatingWebhookConfigurations over HTTPS on writes.
     pub admission_webhooks: bool,
@@ -224,6 +226,7 @@ impl Sim {
         background.push(tokio::spawn(expire_events(shared.clone())));
         if config.garbage_collector {
             background.push(tokio::spawn(cluster::gc::run(shared.clone())));
+            background.push(tokio::spawn(cluster::serviceaccounts::run(shared.clone())));
         }
         if config.nodes > 0 {
             cluster::nodes::register(&shared, config.nodes).await?;

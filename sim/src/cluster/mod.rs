@@ -1,6 +1,6 @@
-//! The rest of a cluster around the API server: the garbage collector, simulated nodes, a
-//! scheduler, a Job controller, a PVC binder, one kubelet loop for every simulated node and its fake CRI
-//! runtime. They all write through `SimShared`'s verbs (create, bind_pod, status updates,
+//! The rest of a cluster around the API server: the garbage collector, the ServiceAccount
+//! controller, simulated nodes, a scheduler, a Job controller, a PVC binder, one kubelet
+//! loop for every simulated node and its fake CRI runtime. They all write through `SimShared`'s verbs (create, bind_pod, status updates,
 //! delete) so clients see exactly the objects, resourceVersions and watch events a real
 //! cluster would produce.
 
@@ -14,6 +14,7 @@ pub mod nodes;
 pub mod pvc;
 pub mod quantity;
 pub mod scheduler;
+pub mod serviceaccounts;
 
 use std::collections::hash_map::DefaultHasher;
 use std::hash::{Hash, Hasher};

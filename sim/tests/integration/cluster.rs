@@ -1035,3 +1035,46 @@ async fn post_start_hook_holds_the_container_waiting_until_it_is_done() {
     assert_eq!(started_at("hooked"), started_at("plain"));
     sim.shutdown().await;
 }
+
+#[tokio::test]
+async fn every_namespace_has_a_default_service_account_made_again_when_deleted() {
+    use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
+    let sim = crate::common::sim().await;
+    let client = sim.client().unwrap();
+    // The namespaces a fresh cluster has, and one created later.
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    namespaces
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": "team"}})).unwrap(),
+        )
+        .await
+        .unwrap();
+    for ns in ["default", "kube-system", "team"] {
+        let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), ns);
+        eventually(5, &format!("{ns}/default ServiceAccount"), || {
+            let accounts = accounts.clone();
+            async move { accounts.get_opt("default").await.unwrap() }
+        })
+        .await;
+    }
+    // Deleted: made again, a new object.
+    let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), "team");
+    let first = accounts.get("default").await.unwrap().metadata.uid;
+    accounts
+        .delete("default", &DeleteParams::default())
+        .await
+        .unwrap();
+    eventually(5, "the default ServiceAccount made again", || {
+        let accounts = accounts.clone();
+        let first = first.clone();
+        async move {
+            accounts
+                .get_opt("default")
+                .await
+                .unwrap()
+                .filter(|a| a.metadata.uid != first)
+        }
+    })
+    .await;
+}

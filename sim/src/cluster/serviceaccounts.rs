@@ -1,0 +1,93 @@
+//! kube-controller-manager's ServiceAccount controller, the part clients rely on: every
+//! namespace has a `default` ServiceAccount, made when the namespace appears and made again
+//! when it is deleted, but not in a namespace being deleted. (Pods do not need it here:
+//! kruise-sim has no ServiceAccount admission; OpenKruise's e2e suite and `kubectl` users
+//! wait for it.)
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use serde_json::json;
+use tokio::sync::broadcast::error::RecvError;
+
+use crate::SimShared;
+use crate::meta;
+use crate::ops::WriteOptions;
+use crate::registry::GroupResource;
+
+/// The ServiceAccount every namespace gets.
+pub const DEFAULT_SERVICE_ACCOUNT: &str = "default";
+
+fn namespaces() -> GroupResource {
+    GroupResource::new("", "namespaces")
+}
+
+fn service_accounts() -> GroupResource {
+    GroupResource::new("", "serviceaccounts")
+}
+
+fn opts() -> WriteOptions {
+    WriteOptions {
+        user_agent:
+            "kube-controller-manager/v1.33.0 (linux/amd64) kubernetes/serviceaccount-controller"
+                .into(),
+        field_manager: Some("kube-controller-manager".into()),
+        ..Default::default()
+    }
+}
+
+/// Creates `namespace`'s `default` ServiceAccount unless it has one or is going away.
+async fn ensure_default(sh: &SimShared, namespace: &str) {
+    let Some(ns) = sh.store.get(&namespaces(), "", namespace) else {
+        return;
+    };
+    if meta::is_terminating(&ns)
+        || sh
+            .store
+            .get(&service_accounts(), namespace, DEFAULT_SERVICE_ACCOUNT)
+            .is_some()
+    {
+        return;
+    }
+    let Some(def) = sh.resolve("", "v1", "serviceaccounts") else {
+        return;
+    };
+    let account = json!({"apiVersion": "v1", "kind": "ServiceAccount",
+        "metadata": {"name": DEFAULT_SERVICE_ACCOUNT, "namespace": namespace}});
+    match sh.create(&def, "v1", namespace, account, &opts()).await {
+        // 409: a client made it meanwhile.
+        Ok(_) => {}
+        Err(e) if e.code == 409 => {}
+        Err(e) => tracing::debug!(error = %e, namespace, "creating the default ServiceAccount"),
+    }
+}
+
+/// Runs the controller until the store's change stream closes.
+pub(crate) async fn run(sh: Arc<SimShared>) {
+    let mut rx = sh.store.subscribe();
+    let all = |sh: &SimShared| -> HashSet<String> {
+        sh.store
+            .list(&namespaces(), None)
+            .0
+            .iter()
+            .map(|ns| meta::name_of(ns).to_string())
+            .collect()
+    };
+    let mut dirty = all(&sh);
+    loop {
+        for namespace in std::mem::take(&mut dirty) {
+            ensure_default(&sh, &namespace).await;
+        }
+        match rx.recv().await {
+            Ok(ev) if ev.gr == namespaces() => {
+                dirty.insert(ev.name.clone());
+            }
+            Ok(ev) if ev.gr == service_accounts() && ev.name == DEFAULT_SERVICE_ACCOUNT => {
+                dirty.insert(ev.namespace.clone());
+            }
+            Ok(_) => {}
+            Err(RecvError::Lagged(_)) => dirty = all(&sh),
+            Err(RecvError::Closed) => return,
+        }
+    }
+}
