@@ -27,6 +27,8 @@ struct Cli {
     command: Command,
 }
 
+// Parsed once at start: the variants' size difference costs nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Subcommand)]
 enum Command {
     /// Start the cluster and the families, write a kubeconfig and serve until Ctrl-C /
@@ -38,6 +40,10 @@ enum Command {
         /// comma-separated list of the names `kruise-playground families` prints.
         #[arg(long, default_value = "all")]
         controllers: String,
+        /// Feature gates every family runs with, as OpenKruise's `--feature-gates`
+        /// (`Name=true,Other=false`, also `AllAlpha=`/`AllBeta=`).
+        #[arg(long, env = "FEATURE_GATES", default_value = "")]
+        feature_gates: String,
     },
     /// Print the registered families, one a line: name, binary, CRDs, pod-chain steps
     /// (tab-separated; `-` for none). CI builds each binary and runs `<name>/tests/kubectl-*.sh`.
@@ -57,14 +63,23 @@ async fn main() -> anyhow::Result<()> {
         Command::Up {
             cluster,
             controllers,
+            feature_gates,
         } => {
             let families = start::choose(crate::registry::families()?, &controllers)?;
+            kruise_core::featuregate::FeatureGates::parse(&feature_gates)
+                .map_err(|e| anyhow::anyhow!("--feature-gates: {e}"))?;
             let running = cluster.start().await?;
             let names: Vec<&str> = families.iter().map(|f| f.name()).collect();
             let names = names.join(", ");
             let shutdown = tokio_util::sync::CancellationToken::new();
-            let tasks =
-                start::start(&running.sim, &running.kubeconfig, families, &shutdown).await?;
+            let tasks = start::start(
+                &running.sim,
+                &running.kubeconfig,
+                families,
+                &feature_gates,
+                &shutdown,
+            )
+            .await?;
             println!("{}", running.listening_line());
             if !names.is_empty() {
                 println!("controllers running in-process: {names}");

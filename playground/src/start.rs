@@ -88,10 +88,15 @@ impl Ports {
     }
 }
 
-/// The command line a family's binary gets: the simulator's kubeconfig, no leader
-/// election, webhooks served on loopback only and registered by a loopback URL, metrics and
-/// health on free loopback ports.
-fn argv(binary: &str, kubeconfig: &Path, ports: &mut Ports) -> anyhow::Result<Vec<String>> {
+/// The command line a family's binary gets: the simulator's kubeconfig, the playground's
+/// feature gates, no leader election, webhooks served on loopback only and registered by a
+/// loopback URL, metrics and health on free loopback ports.
+fn argv(
+    binary: &str,
+    kubeconfig: &Path,
+    feature_gates: &str,
+    ports: &mut Ports,
+) -> anyhow::Result<Vec<String>> {
     Ok(vec![
         binary.to_string(),
         "--kubeconfig".into(),
@@ -109,6 +114,7 @@ fn argv(binary: &str, kubeconfig: &Path, ports: &mut Ports) -> anyhow::Result<Ve
         format!("127.0.0.1:{}", ports.take()?),
         "--health-addr".into(),
         format!("127.0.0.1:{}", ports.take()?),
+        format!("--feature-gates={feature_gates}"),
     ])
 }
 
@@ -128,12 +134,13 @@ async fn install_crds(
     Ok(())
 }
 
-/// Installs each family's CRDs and starts it, then its node agents; the tasks end when
-/// `shutdown` fires.
+/// Installs each family's CRDs and starts it with `feature_gates`, then its node agents;
+/// the tasks end when `shutdown` fires.
 pub async fn start(
     sim: &kruise_sim::Sim,
     kubeconfig: &Path,
     families: Vec<Family>,
+    feature_gates: &str,
     shutdown: &CancellationToken,
 ) -> anyhow::Result<Vec<JoinHandle<()>>> {
     let client = sim.client()?;
@@ -144,7 +151,7 @@ pub async fn start(
     let mut ports = Ports::default();
     let mut argvs = Vec::new();
     for family in &families {
-        let mut argv = argv(family.binary_name(), kubeconfig, &mut ports)?;
+        let mut argv = argv(family.binary_name(), kubeconfig, feature_gates, &mut ports)?;
         if family.is_pod_chain_host() {
             argv.push(enable.clone());
         }
@@ -220,6 +227,32 @@ mod tests {
     }
 
     #[test]
+    fn every_family_gets_the_playgrounds_feature_gates() {
+        // Read as every binary reads its shared flags (the admission flags are left out).
+        #[derive(clap::Parser)]
+        struct Cli {
+            #[command(flatten)]
+            flags: kruise_runtime::Flags,
+        }
+        let argv = argv(
+            "kruise-cloneset",
+            Path::new("/tmp/kubeconfig"),
+            "CloneSetShortHash=true,AllAlpha=false",
+            &mut Ports::default(),
+        )
+        .unwrap();
+        let shared = argv.iter().enumerate().filter(|(i, a)| {
+            *i == 0 || a.starts_with("--feature-gates") || a.starts_with("--leader-elect")
+        });
+        let cli = <Cli as clap::Parser>::try_parse_from(shared.map(|(_, a)| a)).unwrap();
+        assert_eq!(
+            cli.flags.feature_gates,
+            "CloneSetShortHash=true,AllAlpha=false"
+        );
+        assert!(!cli.flags.leader_elect);
+    }
+
+    #[test]
     fn controllers_flag() {
         assert_eq!(
             names(&choose(registered(), "all").unwrap()),
@@ -279,7 +312,7 @@ mod tests {
         let family = Family::new("example", "kruise-example", binary).agent(agent);
         let shutdown = CancellationToken::new();
         let kubeconfig = sim.kubeconfig_path().unwrap();
-        let tasks = start(&sim, &kubeconfig, vec![family], &shutdown)
+        let tasks = start(&sim, &kubeconfig, vec![family], "", &shutdown)
             .await
             .unwrap();
         let mut nodes = Vec::new();

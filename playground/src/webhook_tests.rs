@@ -31,7 +31,7 @@ impl Cluster {
         let kubeconfig = sim.kubeconfig_path().unwrap();
         let families = start::choose(crate::registry::families().unwrap(), "cloneset").unwrap();
         let shutdown = CancellationToken::new();
-        let tasks = start::start(&sim, &kubeconfig, families, &shutdown)
+        let tasks = start::start(&sim, &kubeconfig, families, "", &shutdown)
             .await
             .unwrap();
         let mutating: Api<MutatingWebhookConfiguration> = Api::all(client.clone());
