@@ -16,7 +16,7 @@ use kruise_core::inplace::{
     CompletionCheck, InPlaceGates, RefreshAction, UpdateRequest, begin_update,
     calculate_update_spec_for_revisions, check_update_completed, refresh,
 };
-use kruise_core::pods::lifecycle::{Intent, PodHookView, decide, mark_state, state_patch};
+use kruise_core::pods::lifecycle::{Intent, PodHookView, decide, state_patch};
 use kruise_core::pods::{has_pod_scheduled_condition, lifecycle_state, order::update_order};
 use kruise_core::revision::{pod_revision_labels, short_hash};
 use serde_json::json;
@@ -373,12 +373,7 @@ fn update_pod(
                 revision_labels: pod_revision_labels(&target_name, input.gates.short_hash),
                 ..UpdateRequest::between(old, target)
             };
-            mark_state(
-                &mut request.extra_labels,
-                &mut request.extra_annotations,
-                LifecycleState::Updating,
-                input.now,
-            );
+            request.mark_updating(input.now);
             if let Ok(update) = begin_update(pod, &request, input.now) {
                 return Ok(Some(Action::UpdateInPlace {
                     name,

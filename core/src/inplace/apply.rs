@@ -427,6 +427,16 @@ impl UpdateRequest {
             ..UpdateRequest::default()
         }
     }
+
+    /// Moves the pod's lifecycle state to `Updating` (label and timestamp) in the same write.
+    pub fn mark_updating(&mut self, now: Timestamp) {
+        crate::pods::lifecycle::mark_state(
+            &mut self.extra_labels,
+            &mut self.extra_annotations,
+            crate::api::LifecycleState::Updating,
+            now,
+        );
+    }
 }
 
 /// Result of [`begin_update`]: the writes, in order.

@@ -11,9 +11,7 @@ use kruise_core::inplace::{
     CompletionCheck, RefreshAction, UpdateRequest, begin_update,
     calculate_update_spec_for_revisions, check_update_completed, refresh,
 };
-use kruise_core::pods::lifecycle::{
-    Intent, NotReadyChange, PodHookView, decide, mark_state, state_patch,
-};
+use kruise_core::pods::lifecycle::{Intent, NotReadyChange, PodHookView, decide, state_patch};
 use kruise_core::pods::{CachedPod, PodView};
 
 use super::{Action, DeleteReason, EventRecord, MAX_POD_WRITES_PER_PLAN, Planner, revision_name};
@@ -383,12 +381,7 @@ impl Planner<'_> {
                 };
                 // `Updating` only for a pod that has a lifecycle state (as OpenKruise).
                 if state.is_some() {
-                    mark_state(
-                        &mut request.extra_labels,
-                        &mut request.extra_annotations,
-                        LifecycleState::Updating,
-                        input.now,
-                    );
+                    request.mark_updating(input.now);
                 }
                 if let Ok(update) = begin_update(pod, &request, input.now) {
                     return Ok(Some(Action::UpdateInPlace {
