@@ -18,12 +18,19 @@ use crate::registry::GroupResource;
 /// The ServiceAccount every namespace gets.
 pub const DEFAULT_SERVICE_ACCOUNT: &str = "default";
 
-fn namespaces() -> GroupResource {
-    GroupResource::new("", "namespaces")
+/// The two resources the controller reads, built once (it sees every event of the store).
+struct Resources {
+    namespaces: GroupResource,
+    service_accounts: GroupResource,
 }
 
-fn service_accounts() -> GroupResource {
-    GroupResource::new("", "serviceaccounts")
+impl Resources {
+    fn new() -> Self {
+        Resources {
+            namespaces: GroupResource::new("", "namespaces"),
+            service_accounts: GroupResource::new("", "serviceaccounts"),
+        }
+    }
 }
 
 fn opts() -> WriteOptions {
@@ -37,14 +44,14 @@ fn opts() -> WriteOptions {
 }
 
 /// Creates `namespace`'s `default` ServiceAccount unless it has one or is going away.
-async fn ensure_default(sh: &SimShared, namespace: &str) {
-    let Some(ns) = sh.store.get(&namespaces(), "", namespace) else {
+async fn ensure_default(sh: &SimShared, gr: &Resources, namespace: &str) {
+    let Some(ns) = sh.store.get(&gr.namespaces, "", namespace) else {
         return;
     };
     if meta::is_terminating(&ns)
         || sh
             .store
-            .get(&service_accounts(), namespace, DEFAULT_SERVICE_ACCOUNT)
+            .get(&gr.service_accounts, namespace, DEFAULT_SERVICE_ACCOUNT)
             .is_some()
     {
         return;
@@ -65,9 +72,10 @@ async fn ensure_default(sh: &SimShared, namespace: &str) {
 /// Runs the controller until the store's change stream closes.
 pub(crate) async fn run(sh: Arc<SimShared>) {
     let mut rx = sh.store.subscribe();
+    let gr = Resources::new();
     let all = |sh: &SimShared| -> HashSet<String> {
         sh.store
-            .list(&namespaces(), None)
+            .list(&gr.namespaces, None)
             .0
             .iter()
             .map(|ns| meta::name_of(ns).to_string())
@@ -76,13 +84,13 @@ pub(crate) async fn run(sh: Arc<SimShared>) {
     let mut dirty = all(&sh);
     loop {
         for namespace in std::mem::take(&mut dirty) {
-            ensure_default(&sh, &namespace).await;
+            ensure_default(&sh, &gr, &namespace).await;
         }
         match rx.recv().await {
-            Ok(ev) if ev.gr == namespaces() => {
+            Ok(ev) if ev.gr == gr.namespaces => {
                 dirty.insert(ev.name.clone());
             }
-            Ok(ev) if ev.gr == service_accounts() && ev.name == DEFAULT_SERVICE_ACCOUNT => {
+            Ok(ev) if ev.gr == gr.service_accounts && ev.name == DEFAULT_SERVICE_ACCOUNT => {
                 dirty.insert(ev.namespace.clone());
             }
             Ok(_) => {}
