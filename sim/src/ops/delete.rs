@@ -121,7 +121,7 @@ impl SimShared {
             .ok_or_else(|| ApiError::not_found(&def.group, &def.plural, name))?;
         let mut old_for_admit = (*current).clone();
         let wopts = &WriteOptions {
-            delete_options: Some(opts.to_json()),
+            delete_options: Some(opts.clone()),
             ..wopts.clone()
         };
         self.admit("DELETE", def, "", &mut old_for_admit, Some(&current), wopts)

@@ -78,7 +78,7 @@ pub struct WriteOptions {
     /// The requester, for admission's `userInfo` ([`crate::AdmissionAttributes::user`]).
     pub user: Option<crate::authz::User>,
     /// A delete's options as the client sent them, for admission's `options`.
-    pub delete_options: Option<Value>,
+    pub delete_options: Option<DeleteOptions>,
     /// Set by registry-internal writers (pods/binding) that may change fields a
     /// client update may not.
     pub internal: bool,
@@ -311,7 +311,10 @@ fn admission_attributes(
 /// delete's DeleteOptions.
 fn admission_options(operation: &str, opts: &WriteOptions) -> Value {
     if operation == "DELETE" {
-        let mut options = opts.delete_options.clone().unwrap_or_else(|| json!({}));
+        let mut options = opts
+            .delete_options
+            .as_ref()
+            .map_or_else(|| json!({}), DeleteOptions::to_json);
         options["apiVersion"] = json!("meta.k8s.io/v1");
         options["kind"] = json!("DeleteOptions");
         return options;
