@@ -165,11 +165,16 @@ pass "CloneSet in-place update on real containers: same pods, IPs and node; only
 # rollout stops there; the other pod is not touched.
 before=$(snapshot app=clone)
 set_main_image cloneset/clone "$REGISTRY/e2e/missing:1"
-stuck_pod() {
+# main_waiting REASONS: the pods whose main container waits for one of REASONS (a regex).
+main_waiting() {
   "$KUBECTL" get pods -l app=clone -o jsonpath='{range .items[*]}{.metadata.name} {.status.containerStatuses[?(@.name=="main")].state.waiting.reason}{"\n"}{end}' |
-    grep -E ' (ErrImagePull|ImagePullBackOff)$'
+    grep -E " ($1)$"
 }
-wait_for 120 "a pod waiting on the missing image" stuck_pod
+# Once its first pull failed, the kubelet's waiting reason for main alternates between the pull's
+# errors and CrashLoopBackOff: the container it killed for the new image counts as a failed
+# start, so the restart back-off applies between pull attempts too.
+stuck_pod() { main_waiting 'ErrImagePull|ImagePullBackOff|CrashLoopBackOff'; }
+wait_for 120 "a pod waiting on the missing image" main_waiting 'ErrImagePull|ImagePullBackOff'
 sleep_until=$((SECONDS + 10)) # the rollout must stay where it is: watch it for a while
 while ((SECONDS < sleep_until)); do
   [[ $(stuck_pod | wc -l) == 1 ]] || fail "more than one pod on the missing image (maxUnavailable 1): $(stuck_pod)"
