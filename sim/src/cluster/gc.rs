@@ -128,6 +128,7 @@ pub async fn run(sh: Arc<SimShared>) {
 /// After losing events: re-examine every terminating object and orphaned dependent.
 async fn sweep(sh: &Arc<SimShared>, idx: &mut Index) {
     let grs: Vec<GroupResource> = sh.store.registry().by_gr.keys().cloned().collect();
+    let mut orphans = Vec::new();
     for gr in grs {
         let (items, _) = sh.store.list(&gr, None);
         for o in items {
@@ -136,16 +137,27 @@ async fn sweep(sh: &Arc<SimShared>, idx: &mut Index) {
             }
             let owners = owner_uids(&o);
             if !owners.is_empty() && owners.iter().all(|u| !idx.by_uid.contains_key(u)) {
-                delete_ref(
-                    sh,
-                    &(
-                        gr.clone(),
-                        meta::meta_str(&o, "namespace").to_string(),
-                        meta::name_of(&o).to_string(),
-                    ),
-                )
-                .await;
+                let r = (
+                    gr.clone(),
+                    meta::meta_str(&o, "namespace").to_string(),
+                    meta::name_of(&o).to_string(),
+                );
+                orphans.push((r, owners));
             }
+        }
+    }
+    if orphans.is_empty() {
+        return;
+    }
+    // The index predates the listing: an owner created meanwhile (a new CloneSet whose
+    // first pods the listing found) is missing from it, and its dependents are not garbage.
+    // Owners exist before anything can name their uid, so an index built now has every
+    // owner of the listed objects that still exists, as kube's collector looks each owner
+    // up before it deletes a dependent.
+    *idx = Index::rebuild(sh);
+    for (r, owners) in orphans {
+        if owners.iter().all(|u| !idx.by_uid.contains_key(u)) {
+            delete_ref(sh, &r).await;
         }
     }
 }
