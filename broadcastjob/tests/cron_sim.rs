@@ -327,7 +327,10 @@ fn pull_cron() -> AdvancedCronJob {
     advancedcronjob(
         "pull",
         json!({"schedule": "@hourly", "concurrencyPolicy": "Replace",
-        "template": {"imageListPullJobTemplate": {"spec": {"images": ["nginx:1.25"]}}}}),
+        // `completionPolicy` is required by the schema (OpenKruise's, as kube-apiserver
+        // checks it); empty, it still gets the controller's defaults.
+        "template": {"imageListPullJobTemplate": {"spec": {"images": ["nginx:1.25"],
+            "completionPolicy": {}}}}}),
     )
 }
 

@@ -149,9 +149,11 @@ pub async fn run(ctx: AgentContext, settings: AgentSettings) -> anyhow::Result<(
         if node_image.status.as_ref() == Some(&status) {
             continue;
         }
+        // `desired` as cached (the controller's count; 0 before its first write): the
+        // schema requires it, as OpenKruise's does, in every status.
         let patch = serde_json::json!({
             "metadata": {"resourceVersion": node_image.metadata.resource_version},
-            "status": {"imageStatuses": status.image_statuses},
+            "status": {"desired": status.desired, "imageStatuses": status.image_statuses},
         });
         match api
             .patch_status(&ctx.node, &PatchParams::default(), &Patch::Merge(patch))

@@ -4,6 +4,7 @@
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 pub use kruise_core::api::crd::CrdError;
 use kruise_core::api::crd::{AGE_COLUMN, CrdBuilder, PrinterColumn};
+use kruise_core::api::crd_fields;
 use kruise_core::api::version::V1BETA1;
 use kube::CustomResourceExt;
 
@@ -62,6 +63,7 @@ pub fn broadcastjob_crd() -> Result<CustomResourceDefinition, CrdError> {
         .schema_edit("/properties/spec", |spec| {
             spec.insert("required".into(), serde_json::json!(["template"]));
         })
+        .kubebuilder_shape()
         .build()
 }
 
@@ -78,6 +80,19 @@ pub fn advancedcronjob_crd() -> Result<CustomResourceDefinition, CrdError> {
                 serde_json::json!(["schedule", "template"]),
             );
         })
+        .schema_edit("/properties/spec/properties/concurrencyPolicy", |policy| {
+            crd_fields::one_of(policy, &["Allow", "Forbid", "Replace"]);
+        })
+        .schema_edit(
+            "/properties/spec/properties/template/properties/broadcastJobTemplate/properties/spec",
+            |spec| crd_fields::require(spec, &["template"]),
+        )
+        .version_schema_edit(
+            V1BETA1,
+            "/properties/spec/properties/template/properties/imageListPullJobTemplate/properties/spec",
+            |spec| crd_fields::require(spec, &["completionPolicy", "images"]),
+        )
+        .kubebuilder_shape()
         .build()
 }
 
@@ -85,6 +100,21 @@ pub fn advancedcronjob_crd() -> Result<CustomResourceDefinition, CrdError> {
 pub fn crds() -> Result<Vec<CustomResourceDefinition>, CrdError> {
     Ok(vec![broadcastjob_crd()?, advancedcronjob_crd()?])
 }
+
+/// Where the generated schema deliberately validates differently from OpenKruise's
+/// published CRD (`<version> <path>` of `kruise_core::api::crd_fields`).
+pub const BROADCASTJOB_DELIBERATE_SCHEMA_DIFFERENCES: &[&str] = &[];
+
+/// Where the generated schema deliberately validates differently from OpenKruise's
+/// published CRD (`<version> <path>` of `kruise_core::api::crd_fields`): a template's
+/// `metadata` keeps its fields. OpenKruise's schema types it as an object with no
+/// properties, so the API server prunes the labels and annotations a user gives the
+/// BroadcastJobs or ImageListPullJobs it creates (docs/broadcastjob.md, Differences).
+pub const ADVANCEDCRONJOB_DELIBERATE_SCHEMA_DIFFERENCES: &[&str] = &[
+    "v1alpha1 .spec.template.broadcastJobTemplate.metadata",
+    "v1beta1 .spec.template.broadcastJobTemplate.metadata",
+    "v1beta1 .spec.template.imageListPullJobTemplate.metadata",
+];
 
 #[cfg(test)]
 mod tests {
@@ -168,6 +198,38 @@ mod tests {
         assert_eq!(
             template("v1beta1")["jobTemplate"]["x-kubernetes-preserve-unknown-fields"],
             true
+        );
+    }
+
+    /// The generated schema validates as OpenKruise's published CRD does (types, required
+    /// fields, list types, enums, defaults), except where [`BROADCASTJOB_DELIBERATE_SCHEMA_DIFFERENCES`] says otherwise.
+    #[test]
+    fn broadcastjobs_schema_matches_openkruises_published_fields() {
+        let diffs = kruise_core::api::crd_fields::differences_from_published(
+            &serde_json::to_value(broadcastjob_crd().unwrap()).unwrap(),
+            include_str!("../../tests/fixtures/openkruise/broadcastjobs.fields"),
+            BROADCASTJOB_DELIBERATE_SCHEMA_DIFFERENCES,
+        );
+        assert!(
+            diffs.is_empty(),
+            "ours | OpenKruise's:\n{}",
+            diffs.join("\n")
+        );
+    }
+
+    /// The generated schema validates as OpenKruise's published CRD does (types, required
+    /// fields, list types, enums, defaults), except where [`ADVANCEDCRONJOB_DELIBERATE_SCHEMA_DIFFERENCES`] says otherwise.
+    #[test]
+    fn advancedcronjobs_schema_matches_openkruises_published_fields() {
+        let diffs = kruise_core::api::crd_fields::differences_from_published(
+            &serde_json::to_value(advancedcronjob_crd().unwrap()).unwrap(),
+            include_str!("../../tests/fixtures/openkruise/advancedcronjobs.fields"),
+            ADVANCEDCRONJOB_DELIBERATE_SCHEMA_DIFFERENCES,
+        );
+        assert!(
+            diffs.is_empty(),
+            "ours | OpenKruise's:\n{}",
+            diffs.join("\n")
         );
     }
 }

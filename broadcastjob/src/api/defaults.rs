@@ -4,6 +4,7 @@
 //! are in [`crate::admission`].
 
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use kruise_core::api::image_pull::{DEFAULT_BACKOFF_LIMIT, DEFAULT_TIMEOUT_SECONDS};
 use serde_json::{Map, Value, json};
 
 use super::v1beta1::{AdvancedCronJobSpec, BroadcastJobSpec};
@@ -27,11 +28,6 @@ pub fn default_broadcastjob(spec: &mut BroadcastJobSpec) {
         spec.failure_policy.type_ = Some(FailurePolicyType::FailFast);
     }
 }
-
-/// An ImageListPullJob template's pull timeout when unset (seconds).
-pub const IMAGE_PULL_TIMEOUT_SECONDS: i32 = 600;
-/// An ImageListPullJob template's pull retries when unset.
-pub const IMAGE_PULL_BACKOFF_LIMIT: i32 = 3;
 
 /// Defaults an AdvancedCronJob spec: an ImageListPullJob template's policies (see
 /// [`default_image_list_pull_job_template`]), concurrency `Allow` (`Replace` for an
@@ -77,10 +73,10 @@ pub fn default_image_list_pull_job_template(template: &mut Value) {
     completion.insert("type".into(), json!(CompletionPolicyType::Always.as_str()));
     if let Some(Value::Object(pull)) = object_entry(spec, "pullPolicy") {
         if pull.get("timeoutSeconds").is_none_or(Value::is_null) {
-            pull.insert("timeoutSeconds".into(), json!(IMAGE_PULL_TIMEOUT_SECONDS));
+            pull.insert("timeoutSeconds".into(), json!(DEFAULT_TIMEOUT_SECONDS));
         }
         if pull.get("backoffLimit").is_none_or(Value::is_null) {
-            pull.insert("backoffLimit".into(), json!(IMAGE_PULL_BACKOFF_LIMIT));
+            pull.insert("backoffLimit".into(), json!(DEFAULT_BACKOFF_LIMIT));
         }
     }
     if is_empty(spec.get("imagePullPolicy").and_then(Value::as_str)) {

@@ -16,11 +16,41 @@ pub struct CronJobTemplate {
     /// A BroadcastJob per run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub broadcast_job_template: Option<BroadcastJobTemplateSpec>,
-    /// An ImageListPullJob per run (v1beta1 only). Kept as sent: kruise-rs has no
-    /// ImageListPullJob yet.
+    /// An ImageListPullJob per run (v1beta1 only). Kept as JSON for the defaulting to
+    /// edit; its schema is the ImageListPullJob's ([`ImageListPullJobTemplateSchema`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(schema_with = "super::preserve_unknown_fields")]
+    #[schemars(schema_with = "image_list_pull_job_template_schema")]
     pub image_list_pull_job_template: Option<serde_json::Value>,
+}
+
+/// The schema of `imageListPullJobTemplate`: the metadata and spec of the ImageListPullJob
+/// each run creates, typed as the image family's CRD types that spec.
+#[derive(JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ImageListPullJobTemplateSchema {
+    /// Labels and annotations of the ImageListPullJobs.
+    #[serde(default)]
+    #[schemars(schema_with = "super::preserve_unknown_fields")]
+    pub metadata: Option<ObjectMeta>,
+    /// Their spec.
+    pub spec: Option<ImageListPullJobTemplateSpec>,
+}
+
+/// An ImageListPullJob's spec, in [`ImageListPullJobTemplateSchema`].
+#[derive(JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ImageListPullJobTemplateSpec {
+    /// The images, unique, at most 255.
+    pub images: Vec<String>,
+    /// Every child's template (inline).
+    #[serde(flatten)]
+    pub template: kruise_core::api::image_pull::ImagePullJobTemplate,
+}
+
+fn image_list_pull_job_template_schema(
+    generator: &mut schemars::SchemaGenerator,
+) -> schemars::Schema {
+    generator.subschema_for::<Option<ImageListPullJobTemplateSchema>>()
 }
 
 /// The BroadcastJob an AdvancedCronJob creates per run.

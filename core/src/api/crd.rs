@@ -139,7 +139,7 @@ pub struct CrdBuilder {
     columns: Vec<PrinterColumn>,
     version_columns: Vec<(&'static str, Vec<PrinterColumn>)>,
     edits: Vec<SchemaEdit>,
-    status_counts: &'static [&'static str],
+    required_status: &'static [&'static str],
 }
 
 impl CrdBuilder {
@@ -154,7 +154,7 @@ impl CrdBuilder {
             columns: Vec::new(),
             version_columns: Vec::new(),
             edits: Vec::new(),
-            status_counts: &[],
+            required_status: &[],
         }
     }
 
@@ -181,8 +181,7 @@ impl CrdBuilder {
     /// `.status.replicas` and `.status.labelSelector`; `spec` optional but `selector` and
     /// `template` required in it; label-selector lists atomic; and `status_counts` always
     /// present in the status.
-    pub fn replicated_workload(mut self, status_counts: &'static [&'static str]) -> Self {
-        self.status_counts = status_counts;
+    pub fn replicated_workload(self, status_counts: &'static [&'static str]) -> Self {
         self.scale_subresource(ScaleSubresource {
             spec_replicas_path: ".spec.replicas",
             status_replicas_path: ".status.replicas",
@@ -194,10 +193,24 @@ impl CrdBuilder {
                 serde_json::json!(["selector", "template"]),
             );
         })
-        .schema_edit("", |root| {
+        .kubebuilder_shape()
+        .status_required(status_counts)
+    }
+
+    /// What every OpenKruise CRD has from kubebuilder and kube's derive does not: `spec`
+    /// optional (a Go struct field `json:"spec,omitempty"`) and label-selector lists atomic.
+    pub fn kubebuilder_shape(self) -> Self {
+        self.schema_edit("", |root| {
             super::crd_fields::unrequire(root, "spec");
             super::crd_fields::atomic_label_selector_lists(root);
         })
+    }
+
+    /// `status` fields OpenKruise's CRD requires (Go fields without `omitempty`); the
+    /// family's status type must always serialize them.
+    pub fn status_required(mut self, names: &'static [&'static str]) -> Self {
+        self.required_status = names;
+        self
     }
 
     /// The printer columns of every version, in order.
@@ -295,9 +308,9 @@ impl CrdBuilder {
             if let Some(status) = value
                 .pointer_mut("/properties/status")
                 .and_then(Value::as_object_mut)
-                .filter(|_| !self.status_counts.is_empty())
+                .filter(|_| !self.required_status.is_empty())
             {
-                super::crd_fields::require(status, self.status_counts);
+                super::crd_fields::require(status, self.required_status);
             }
             *schema = serde_json::from_value(value).map_err(serialize)?;
         }

@@ -186,13 +186,13 @@ pub fn atomic_label_selector_lists(schema: &mut Map<String, Value>) {
         if is_selector(props)
             && let Some(Value::Object(expressions)) = props.get_mut("matchExpressions")
         {
-            expressions.insert("x-kubernetes-list-type".into(), "atomic".into());
+            atomic_list(expressions);
             if let Some(Value::Object(values)) = expressions
                 .get_mut("items")
                 .and_then(|i| i.get_mut("properties"))
                 .and_then(|p| p.get_mut("values"))
             {
-                values.insert("x-kubernetes-list-type".into(), "atomic".into());
+                atomic_list(values);
             }
         }
         for child in props.values_mut() {
@@ -206,6 +206,34 @@ pub fn atomic_label_selector_lists(schema: &mut Map<String, Value>) {
             atomic_label_selector_lists(child);
         }
     }
+}
+
+/// Runs `edit` on the schema object at `pointer` below `schema` (a JSON pointer such as
+/// `/properties/spec`); nothing when there is none.
+pub fn edit_at(
+    schema: &mut Map<String, Value>,
+    pointer: &str,
+    edit: impl FnOnce(&mut Map<String, Value>),
+) {
+    let pointer = pointer.trim_start_matches('/');
+    if pointer.is_empty() {
+        return edit(schema);
+    }
+    let (first, rest) = pointer.split_once('/').unwrap_or((pointer, ""));
+    if let Some(child) = schema.get_mut(first).and_then(Value::as_object_mut) {
+        edit_at(child, rest, edit);
+    }
+}
+
+/// Restricts the schema object to `values` (a kubebuilder `+kubebuilder:validation:Enum`).
+pub fn one_of(schema: &mut Map<String, Value>, values: &[&str]) {
+    schema.insert("enum".into(), Value::from(values));
+}
+
+/// Marks the schema array `x-kubernetes-list-type: atomic` (Kubernetes' own types mark
+/// some lists so; k8s-openapi's schemas do not).
+pub fn atomic_list(schema: &mut Map<String, Value>) {
+    schema.insert("x-kubernetes-list-type".into(), "atomic".into());
 }
 
 /// Adds `names` to the schema object's `required` list (once each).

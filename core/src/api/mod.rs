@@ -16,6 +16,7 @@
 pub mod condition;
 pub mod crd;
 pub mod crd_fields;
+pub mod image_pull;
 pub mod intstr;
 pub mod job;
 pub mod keys;

@@ -4,6 +4,7 @@
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 pub use kruise_core::api::crd::CrdError;
 use kruise_core::api::crd::{AGE_COLUMN, CrdBuilder, PrinterColumn};
+use kruise_core::api::crd_fields::{self, edit_at};
 use kruise_core::api::version::V1BETA1;
 use kube::CustomResourceExt;
 
@@ -29,6 +30,12 @@ const COLUMNS: [PrinterColumn; 4] = [
     AGE_COLUMN,
 ];
 
+/// The properties of a `spec.containers[]` item, in the schema.
+const CONTAINER_FIELDS: &str = "/properties/spec/properties/containers/items/properties";
+
+/// The phases of a request and of each container's recreation (`v1beta1` lists them).
+const PHASES: &[&str] = &["Pending", "Recreating", "Succeeded", "Failed", "Completed"];
+
 /// `containerrecreaterequests.apps.kruise.io`.
 pub fn crd() -> Result<CustomResourceDefinition, CrdError> {
     CrdBuilder::new(KIND, V1BETA1)
@@ -42,8 +49,60 @@ pub fn crd() -> Result<CustomResourceDefinition, CrdError> {
                 serde_json::json!(["containers", "podName"]),
             );
         })
+        .schema_edit(CONTAINER_FIELDS, |container| {
+            edit_at(container, "/ports/items/properties/protocol", |protocol| {
+                protocol.insert("default".into(), "TCP".into());
+            });
+            edit_at(
+                container,
+                "/preStop/properties/exec/properties/command",
+                crd_fields::atomic_list,
+            );
+            edit_at(
+                container,
+                "/preStop/properties/httpGet/properties/httpHeaders",
+                crd_fields::atomic_list,
+            );
+            edit_at(container, "/statusContext", |context| {
+                crd_fields::require(context, &["containerID", "restartCount"]);
+            });
+        })
+        .status_required(&["phase"])
+        .version_schema_edit(
+            V1BETA1,
+            "/properties/spec/properties/strategy/properties/failurePolicy",
+            |policy| {
+                crd_fields::one_of(policy, &["Fail", "Ignore"]);
+            },
+        )
+        .version_schema_edit(V1BETA1, "/properties/status/properties", |status| {
+            edit_at(status, "/phase", |phase| crd_fields::one_of(phase, PHASES));
+            edit_at(
+                status,
+                "/containerRecreateStates/items/properties/phase",
+                |phase| crd_fields::one_of(phase, PHASES),
+            );
+            edit_at(status, "/containerStatusSnapshot/items", |snapshot| {
+                crd_fields::require(snapshot, &["ready", "restartCount"]);
+            });
+            edit_at(status, "/conditions", |conditions| {
+                conditions.insert("x-kubernetes-list-type".into(), "map".into());
+                conditions.insert(
+                    "x-kubernetes-list-map-keys".into(),
+                    serde_json::json!(["type"]),
+                );
+            });
+            edit_at(status, "/conditions/items/properties/status", |status| {
+                crd_fields::one_of(status, &["True", "False", "Unknown"]);
+            });
+        })
+        .kubebuilder_shape()
         .build()
 }
+
+/// Where the generated schema deliberately validates differently from OpenKruise's
+/// published CRD (`<version> <path>` of `kruise_core::api::crd_fields`).
+pub const DELIBERATE_SCHEMA_DIFFERENCES: &[&str] = &[];
 
 #[cfg(test)]
 mod tests {
@@ -105,5 +164,21 @@ mod tests {
                 serde_json::json!(["containers", "podName"])
             );
         }
+    }
+
+    /// The generated schema validates as OpenKruise's published CRD does (types, required
+    /// fields, list types, enums, defaults), except where [`DELIBERATE_SCHEMA_DIFFERENCES`] says otherwise.
+    #[test]
+    fn containerrecreaterequests_schema_matches_openkruises_published_fields() {
+        let diffs = kruise_core::api::crd_fields::differences_from_published(
+            &serde_json::to_value(crd().unwrap()).unwrap(),
+            include_str!("../../tests/fixtures/openkruise/containerrecreaterequests.fields"),
+            DELIBERATE_SCHEMA_DIFFERENCES,
+        );
+        assert!(
+            diffs.is_empty(),
+            "ours | OpenKruise's:\n{}",
+            diffs.join("\n")
+        );
     }
 }

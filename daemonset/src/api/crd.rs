@@ -58,8 +58,20 @@ pub fn crd() -> Result<CustomResourceDefinition, CrdError> {
                 serde_json::json!(["selector", "template"]),
             );
         })
+        .status_required(&[
+            "currentNumberScheduled",
+            "desiredNumberScheduled",
+            "numberMisscheduled",
+            "numberReady",
+            "updatedNumberScheduled",
+        ])
+        .kubebuilder_shape()
         .build()
 }
+
+/// Where the generated schema deliberately validates differently from OpenKruise's
+/// published CRD (`<version> <path>` of `kruise_core::api::crd_fields`).
+pub const DELIBERATE_SCHEMA_DIFFERENCES: &[&str] = &[];
 
 #[cfg(test)]
 mod tests {
@@ -150,5 +162,21 @@ mod tests {
         assert!(props("v1beta1", "status")["updateRevision"].is_object());
         assert!(props("v1alpha1", "status")["daemonSetHash"].is_object());
         assert!(props("v1alpha1", "status")["updateRevision"].is_null());
+    }
+
+    /// The generated schema validates as OpenKruise's published CRD does (types, required
+    /// fields, list types, enums, defaults), except where [`DELIBERATE_SCHEMA_DIFFERENCES`] says otherwise.
+    #[test]
+    fn daemonsets_schema_matches_openkruises_published_fields() {
+        let diffs = kruise_core::api::crd_fields::differences_from_published(
+            &serde_json::to_value(crd().unwrap()).unwrap(),
+            include_str!("../../tests/fixtures/openkruise/daemonsets.fields"),
+            DELIBERATE_SCHEMA_DIFFERENCES,
+        );
+        assert!(
+            diffs.is_empty(),
+            "ours | OpenKruise's:\n{}",
+            diffs.join("\n")
+        );
     }
 }

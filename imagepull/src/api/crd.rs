@@ -4,6 +4,7 @@
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 pub use kruise_core::api::crd::CrdError;
 use kruise_core::api::crd::{AGE_COLUMN, CrdBuilder, PrinterColumn};
+use kruise_core::api::crd_fields::{self, edit_at};
 use kruise_core::api::version::V1BETA1;
 use kube::CustomResourceExt;
 
@@ -99,8 +100,13 @@ pub fn imagepulljob_crd() -> Result<CustomResourceDefinition, CrdError> {
         .printer_columns(&IMAGEPULLJOB_COLUMNS)
         .version_printer_columns("v1alpha1", &IMAGEPULLJOB_V1ALPHA1_COLUMNS)
         .schema_edit("/properties/spec", |spec| {
-            spec.insert("required".into(), serde_json::json!(["image"]));
+            spec.insert(
+                "required".into(),
+                serde_json::json!(["completionPolicy", "image"]),
+            );
         })
+        .status_required(&["desired"])
+        .kubebuilder_shape()
         .build()
 }
 
@@ -112,8 +118,13 @@ pub fn imagelistpulljob_crd() -> Result<CustomResourceDefinition, CrdError> {
         .status_subresource()
         .printer_columns(&IMAGELISTPULLJOB_COLUMNS)
         .schema_edit("/properties/spec", |spec| {
-            spec.insert("required".into(), serde_json::json!(["images"]));
+            spec.insert(
+                "required".into(),
+                serde_json::json!(["completionPolicy", "images"]),
+            );
         })
+        .status_required(&["desired"])
+        .kubebuilder_shape()
         .build()
 }
 
@@ -132,6 +143,23 @@ pub fn nodeimage_crd() -> Result<CustomResourceDefinition, CrdError> {
         .version_schema_edit("v1alpha1", NODEIMAGE_PULL_SECRET_FIELDS, |fields| {
             fields.remove("mode");
         })
+        .schema_edit(
+            "/properties/spec/properties/images/additionalProperties",
+            |image| {
+                crd_fields::require(image, &["tags"]);
+            },
+        )
+        .schema_edit(
+            "/properties/status/properties/imageStatuses/additionalProperties",
+            |image| {
+                crd_fields::require(image, &["tags"]);
+                edit_at(image, "/properties/tags/items", |tag| {
+                    crd_fields::require(tag, &["phase"]);
+                });
+            },
+        )
+        .status_required(&["desired"])
+        .kubebuilder_shape()
         .build()
 }
 
@@ -143,6 +171,18 @@ pub fn crds() -> Result<Vec<CustomResourceDefinition>, CrdError> {
         nodeimage_crd()?,
     ])
 }
+
+/// Where the generated schema deliberately validates differently from OpenKruise's
+/// published CRD (`<version> <path>` of `kruise_core::api::crd_fields`).
+pub const IMAGEPULLJOB_DELIBERATE_SCHEMA_DIFFERENCES: &[&str] = &[];
+
+/// Where the generated schema deliberately validates differently from OpenKruise's
+/// published CRD (`<version> <path>` of `kruise_core::api::crd_fields`).
+pub const IMAGELISTPULLJOB_DELIBERATE_SCHEMA_DIFFERENCES: &[&str] = &[];
+
+/// Where the generated schema deliberately validates differently from OpenKruise's
+/// published CRD (`<version> <path>` of `kruise_core::api::crd_fields`).
+pub const NODEIMAGE_DELIBERATE_SCHEMA_DIFFERENCES: &[&str] = &[];
 
 #[cfg(test)]
 mod tests {
@@ -264,7 +304,10 @@ mod tests {
         let crd = serde_json::to_value(imagepulljob_crd().unwrap()).unwrap();
         for version in crd["spec"]["versions"].as_array().unwrap() {
             let spec = &version["schema"]["openAPIV3Schema"]["properties"]["spec"];
-            assert_eq!(spec["required"], serde_json::json!(["image"]));
+            assert_eq!(
+                spec["required"],
+                serde_json::json!(["completionPolicy", "image"])
+            );
             let props = &spec["properties"];
             for field in [
                 "image",
@@ -282,5 +325,53 @@ mod tests {
             let selector = &props["selector"]["properties"];
             assert!(selector["names"].is_object() && selector["matchLabels"].is_object());
         }
+    }
+
+    /// The generated schema validates as OpenKruise's published CRD does (types, required
+    /// fields, list types, enums, defaults), except where [`IMAGEPULLJOB_DELIBERATE_SCHEMA_DIFFERENCES`] says otherwise.
+    #[test]
+    fn imagepulljobs_schema_matches_openkruises_published_fields() {
+        let diffs = kruise_core::api::crd_fields::differences_from_published(
+            &serde_json::to_value(imagepulljob_crd().unwrap()).unwrap(),
+            include_str!("../../tests/fixtures/openkruise/imagepulljobs.fields"),
+            IMAGEPULLJOB_DELIBERATE_SCHEMA_DIFFERENCES,
+        );
+        assert!(
+            diffs.is_empty(),
+            "ours | OpenKruise's:\n{}",
+            diffs.join("\n")
+        );
+    }
+
+    /// The generated schema validates as OpenKruise's published CRD does (types, required
+    /// fields, list types, enums, defaults), except where [`IMAGELISTPULLJOB_DELIBERATE_SCHEMA_DIFFERENCES`] says otherwise.
+    #[test]
+    fn imagelistpulljobs_schema_matches_openkruises_published_fields() {
+        let diffs = kruise_core::api::crd_fields::differences_from_published(
+            &serde_json::to_value(imagelistpulljob_crd().unwrap()).unwrap(),
+            include_str!("../../tests/fixtures/openkruise/imagelistpulljobs.fields"),
+            IMAGELISTPULLJOB_DELIBERATE_SCHEMA_DIFFERENCES,
+        );
+        assert!(
+            diffs.is_empty(),
+            "ours | OpenKruise's:\n{}",
+            diffs.join("\n")
+        );
+    }
+
+    /// The generated schema validates as OpenKruise's published CRD does (types, required
+    /// fields, list types, enums, defaults), except where [`NODEIMAGE_DELIBERATE_SCHEMA_DIFFERENCES`] says otherwise.
+    #[test]
+    fn nodeimages_schema_matches_openkruises_published_fields() {
+        let diffs = kruise_core::api::crd_fields::differences_from_published(
+            &serde_json::to_value(nodeimage_crd().unwrap()).unwrap(),
+            include_str!("../../tests/fixtures/openkruise/nodeimages.fields"),
+            NODEIMAGE_DELIBERATE_SCHEMA_DIFFERENCES,
+        );
+        assert!(
+            diffs.is_empty(),
+            "ours | OpenKruise's:\n{}",
+            diffs.join("\n")
+        );
     }
 }

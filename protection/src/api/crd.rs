@@ -40,6 +40,13 @@ pub fn crd() -> Result<CustomResourceDefinition, CrdError> {
         .version(super::v1beta1::PodUnavailableBudget::crd())
         .status_subresource()
         .printer_columns(&COLUMNS)
+        .status_required(&[
+            "currentAvailable",
+            "desiredAvailable",
+            "totalReplicas",
+            "unavailableAllowed",
+        ])
+        .kubebuilder_shape()
         .version_schema_edit(
             V1BETA1,
             "/properties/spec/properties/protectOperations",
@@ -52,6 +59,10 @@ pub fn crd() -> Result<CustomResourceDefinition, CrdError> {
         )
         .build()
 }
+
+/// Where the generated schema deliberately validates differently from OpenKruise's
+/// published CRD (`<version> <path>` of `kruise_core::api::crd_fields`).
+pub const DELIBERATE_SCHEMA_DIFFERENCES: &[&str] = &[];
 
 #[cfg(test)]
 mod tests {
@@ -108,6 +119,22 @@ mod tests {
         assert_eq!(
             spec(1)["protectTotalReplicas"]["minimum"].as_f64(),
             Some(1.0)
+        );
+    }
+
+    /// The generated schema validates as OpenKruise's published CRD does (types, required
+    /// fields, list types, enums, defaults), except where [`DELIBERATE_SCHEMA_DIFFERENCES`] says otherwise.
+    #[test]
+    fn podunavailablebudgets_schema_matches_openkruises_published_fields() {
+        let diffs = kruise_core::api::crd_fields::differences_from_published(
+            &serde_json::to_value(crd().unwrap()).unwrap(),
+            include_str!("../../tests/fixtures/openkruise/podunavailablebudgets.fields"),
+            DELIBERATE_SCHEMA_DIFFERENCES,
+        );
+        assert!(
+            diffs.is_empty(),
+            "ours | OpenKruise's:\n{}",
+            diffs.join("\n")
         );
     }
 }
