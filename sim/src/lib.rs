@@ -20,6 +20,7 @@ pub mod client_nodes;
 pub mod client_volumes;
 pub mod cluster;
 pub mod conversion;
+pub mod crd_validation;
 pub mod defaults;
 pub mod discovery;
 pub mod error;

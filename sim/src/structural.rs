@@ -2,7 +2,7 @@
 //! every write: unknown fields are pruned and `default`s are applied, both driven by
 //! the version's `openAPIV3Schema` (`properties`, `items`, `additionalProperties`,
 //! `x-kubernetes-preserve-unknown-fields`, `x-kubernetes-embedded-resource`).
-//! Value validation (types, patterns, CEL) is not performed.
+//! Value validation follows, in `crate::crd_validation`.
 
 use serde_json::{Map, Value};
 

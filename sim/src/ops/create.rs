@@ -6,7 +6,7 @@ use serde_json::{Value, json};
 
 use super::{
     WriteOptions, apply_schema, check_type_meta, kind_for, ns_key, set_request_namespace,
-    validate_object,
+    validate_object, validate_schema,
 };
 use crate::SimShared;
 use crate::error::{ApiError, ApiResult};
@@ -132,6 +132,7 @@ impl SimShared {
         }
         self.admit("CREATE", def, "", &mut obj, None, opts).await?;
         let crd_def = validate_object(def, None, &mut obj, opts)?;
+        validate_schema(def, version, None, &obj)?;
         self.admit_validating("CREATE", def, "", &obj, None, opts)
             .await?;
         let obj = self.to_storage(def, obj).await?;

@@ -367,6 +367,37 @@ fn validate_object(
     Ok(None)
 }
 
+/// Validates a custom resource's values against its version's schema, ratcheting on update
+/// (`crate::crd_validation`); 422 Invalid with one cause per error.
+fn validate_schema(
+    def: &ResourceDef,
+    version: &str,
+    old: Option<&Value>,
+    obj: &Value,
+) -> ApiResult<()> {
+    if def.builtin {
+        return Ok(());
+    }
+    let Some(schema) = def
+        .versions
+        .iter()
+        .find(|v| v.name == version)
+        .and_then(|v| v.schema.as_ref())
+    else {
+        return Ok(());
+    };
+    let causes = crate::crd_validation::validate(obj, old, schema);
+    if causes.is_empty() {
+        return Ok(());
+    }
+    Err(ApiError::invalid(
+        &def.group,
+        &def.kind,
+        meta::name_of(obj),
+        causes,
+    ))
+}
+
 /// Prunes unknown fields and applies schema defaults of custom resources.
 fn apply_schema(def: &ResourceDef, version: &str, obj: &mut Value) {
     if def.builtin {

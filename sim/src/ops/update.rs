@@ -7,7 +7,7 @@ use serde_json::{Map, Value, json};
 use super::delete::is_graceful_pending;
 use super::{
     Subresource, WriteOptions, apply_schema, check_type_meta, kind_for, ns_key, rv_of,
-    set_request_namespace, validate_object,
+    set_request_namespace, validate_object, validate_schema,
 };
 use crate::SimShared;
 use crate::error::{ApiError, ApiResult};
@@ -274,6 +274,7 @@ impl SimShared {
                 validate_object(def, Some(&*current), &mut obj, opts)?;
                 crate::cluster::pvc::admit_update(&self.store, def, &current, &obj, opts)?;
             }
+            validate_schema(def, version, Some(&current), &obj)?;
             self.admit_validating("UPDATE", def, sub.as_str(), &obj, Some(&current), opts)
                 .await?;
             if opts.dry_run {
