@@ -11,6 +11,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use serde_json::{Map, Value};
 
 /// The field list of `crd` (a `CustomResourceDefinition` as JSON), in the fixture's format.
@@ -47,6 +48,21 @@ pub fn field_list(crd: &Value) -> Vec<String> {
 pub fn differences_from_published(crd: &Value, published: &str, allowed: &[&str]) -> Vec<String> {
     let theirs: Vec<String> = published.lines().map(str::to_string).collect();
     differences(&field_list(crd), &theirs, allowed)
+}
+
+/// [`differences_from_published`] of a typed CRD as one report for a test to print:
+/// `Err` lists each difference as `path: ours | OpenKruise's`.
+pub fn compare_with_published(
+    crd: &CustomResourceDefinition,
+    published: &str,
+    allowed: &[&str],
+) -> Result<(), String> {
+    let ours = serde_json::to_value(crd).map_err(|e| format!("encoding the CRD: {e}"))?;
+    let diffs = differences_from_published(&ours, published, allowed);
+    if diffs.is_empty() {
+        return Ok(());
+    }
+    Err(format!("ours | OpenKruise's:\n{}", diffs.join("\n")))
 }
 
 /// Differences between `ours` and `theirs` (field lists), as `path: ours | theirs` lines
