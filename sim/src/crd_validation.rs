@@ -167,11 +167,7 @@ fn check_required(
             } else {
                 format!("{path}.{name}")
             };
-            out.push(StatusCause {
-                reason: "FieldValueRequired".into(),
-                message: "Required value".into(),
-                field,
-            });
+            out.push(crate::validate::required(&field));
         }
     }
 }

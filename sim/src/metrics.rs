@@ -49,6 +49,25 @@ impl Counters {
         self.sum(|k| k.verb == verb && k.resource == resource && k.subresource == subresource)
     }
 
+    /// Requests of the clients whose user agent starts with `agent`, with this verb on
+    /// resource/subresource (`""`: the object itself), answered with `code` when given.
+    pub fn of_agent(
+        &self,
+        agent: &str,
+        verb: &str,
+        resource: &str,
+        subresource: &str,
+        code: Option<u16>,
+    ) -> u64 {
+        self.sum(|k| {
+            k.user_agent.starts_with(agent)
+                && k.verb == verb
+                && k.resource == resource
+                && k.subresource == subresource
+                && code.is_none_or(|c| k.code == c)
+        })
+    }
+
     /// Requests with this verb on resource/subresource (`""`: the object itself) answered
     /// with `code`, e.g. the injected failures a client met.
     pub fn answered(&self, verb: &str, resource: &str, subresource: &str, code: u16) -> u64 {

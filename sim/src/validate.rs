@@ -139,7 +139,8 @@ pub fn object_meta(def: &ResourceDef, obj: &Value) -> ApiResult<()> {
     }
 }
 
-fn required(field: &str) -> StatusCause {
+/// `Required value` at `field`, as apimachinery's `field.Required` reads.
+pub(crate) fn required(field: &str) -> StatusCause {
     StatusCause {
         reason: "FieldValueRequired".into(),
         message: "Required value".into(),

@@ -14,6 +14,7 @@
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
+use kruise_core::pods::PodView as _;
 use kruise_testkit::bench::{env_or, scale, wait_status};
 use kruise_testkit::process::replica_args;
 use kruise_testkit::{Replica, free_port, spawn_replica};
@@ -38,17 +39,7 @@ fn requests(
 ) -> u64 {
     let (verb, resource, subresource) = what;
     sim.counters()
-        .snapshot()
-        .into_iter()
-        .filter(|(k, _)| {
-            k.user_agent.starts_with(agent)
-                && k.verb == verb
-                && k.resource == resource
-                && k.subresource == subresource
-                && code.is_none_or(|c| k.code == c)
-        })
-        .map(|(_, n)| n)
-        .sum()
+        .of_agent(agent, verb, resource, subresource, code)
 }
 
 const READINESS_WRITES: (&str, &str, &str) = ("patch", "pods", "status");
@@ -82,16 +73,7 @@ async fn scale_up(sim: &kruise_sim::Sim, api: &Api<DynamicObject>, name: &str, n
         )
         .await
         .unwrap();
-    let gates = listed.items[0]
-        .spec
-        .as_ref()
-        .unwrap()
-        .readiness_gates
-        .clone();
-    let gated = gates
-        .unwrap_or_default()
-        .iter()
-        .any(|g| g.condition_type == "KruisePodReady");
+    let gated = listed.items[0].has_readiness_gate("KruisePodReady");
     let per_pod = |now: u64, then: u64| (now - then) as f64 / n as f64;
     println!(
         "{what} (pods gated: {gated}): 0 -> {n} ready in {:.1} s; kruise-webhook pods/status writes {:.2} per pod; kruise-cloneset CloneSet status writes {} ({} conflicts)",

@@ -27,17 +27,11 @@ use tokio_util::sync::CancellationToken;
 
 /// Whether the pod has the `KruisePodReady` gate but not the condition (and is not terminating).
 pub fn needs_condition(pod: &Pod) -> bool {
-    let gated = pod
-        .spec
-        .as_ref()
-        .and_then(|s| s.readiness_gates.as_ref())
-        .is_some_and(|g| g.iter().any(|g| g.condition_type == KRUISE_POD_READY));
-    let has = pod
-        .status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .is_some_and(|c| c.iter().any(|c| c.type_ == KRUISE_POD_READY));
-    gated && !has && pod.metadata.deletion_timestamp.is_none()
+    // Scoped here: its `namespace()` would shadow kube's `ResourceExt` below.
+    use kruise_core::pods::PodView as _;
+    pod.has_readiness_gate(KRUISE_POD_READY)
+        && pod.condition(KRUISE_POD_READY).is_none()
+        && pod.metadata.deletion_timestamp.is_none()
 }
 
 /// The condition writes in flight or not yet seen in the watch, by pod uid.

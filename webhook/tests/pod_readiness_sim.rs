@@ -11,6 +11,7 @@ use kruise_testkit as support;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
+use kruise_core::pods::PodView as _;
 use kube::Api;
 use kube::api::{ListParams, PostParams};
 use serde_json::json;
@@ -23,16 +24,7 @@ const PODS: usize = 40;
 fn status_writes(cluster: &support::TestCluster) -> u64 {
     cluster
         .counters()
-        .snapshot()
-        .into_iter()
-        .filter(|(key, _)| {
-            key.user_agent.starts_with(AGENT)
-                && key.verb == "patch"
-                && key.resource == "pods"
-                && key.subresource == "status"
-        })
-        .map(|(_, n)| n)
-        .sum()
+        .of_agent(AGENT, "patch", "pods", "status", None)
 }
 
 fn gated_pod(namespace: &str, name: &str) -> Pod {
@@ -42,14 +34,9 @@ fn gated_pod(namespace: &str, name: &str) -> Pod {
     .unwrap()
 }
 
-fn condition(pod: &Pod, type_: &str) -> Option<String> {
-    pod.status
-        .as_ref()?
-        .conditions
-        .as_ref()?
-        .iter()
-        .find(|c| c.type_ == type_)
-        .map(|c| c.status.clone())
+/// Whether the pod's condition `type_` is `True`.
+fn is_true(pod: &Pod, type_: &str) -> bool {
+    pod.condition(type_).is_some_and(|c| c.status == "True")
 }
 
 /// Creates `name` and waits until it is Ready with `KruisePodReady=True`.
@@ -62,7 +49,7 @@ async fn create_and_wait(pods: &Api<Pod>, namespace: &str, name: &str) {
     assert_eq!(gates.len(), 1, "{name} has the gate");
     support::eventually("the pod Ready", Duration::from_secs(60), || async {
         let pod = pods.get(name).await.ok()?;
-        (condition(&pod, "Ready").as_deref() == Some("True")).then_some(())
+        is_true(&pod, "Ready").then_some(())
     })
     .await;
 }
@@ -106,7 +93,7 @@ async fn one_readiness_write_per_pod() {
                 .items
                 .iter()
                 .find(|p| p.spec.as_ref().is_some_and(|s| s.readiness_gates.is_some()))?;
-            (condition(gated, "Ready").as_deref() == Some("True")).then_some(())
+            is_true(gated, "Ready").then_some(())
         },
     )
     .await;
@@ -136,10 +123,10 @@ async fn one_readiness_write_per_pod() {
                 .list(&ListParams::default().labels("app=web"))
                 .await
                 .ok()?;
-            let ready = listed.items.iter().filter(|p| {
-                condition(p, "KruisePodReady").as_deref() == Some("True")
-                    && condition(p, "Ready").as_deref() == Some("True")
-            });
+            let ready = listed
+                .items
+                .iter()
+                .filter(|p| is_true(p, "KruisePodReady") && is_true(p, "Ready"));
             (ready.count() == PODS).then_some(())
         },
     )
