@@ -258,15 +258,20 @@ mod properties {
         })
     }
 
-    /// Every field's path, but those holding nothing (`null`, `[]`, `{}`), which Go's
-    /// `omitempty` may leave out when it writes the template back.
-    fn keys(v: &Value, at: &str, out: &mut Vec<String>) {
-        let holds_nothing = |c: &Value| match c {
+    /// Whether `v` holds nothing: `null`, `[]`, or an object whose every field holds
+    /// nothing (`{}`, `{"spec": null}`), which Go's `omitempty` may leave out when it
+    /// writes the template back.
+    fn holds_nothing(v: &Value) -> bool {
+        match v {
             Value::Null => true,
             Value::Array(a) => a.is_empty(),
-            Value::Object(m) => m.is_empty(),
+            Value::Object(m) => m.values().all(holds_nothing),
             _ => false,
-        };
+        }
+    }
+
+    /// Every field's path, but those holding nothing.
+    fn keys(v: &Value, at: &str, out: &mut Vec<String>) {
         match v {
             Value::Object(m) => m
                 .iter()
