@@ -43,8 +43,7 @@ async fn deployment_of_four_with_max_unavailable_25_percent() {
     );
 
     // Scaling the Deployment to 0 lowers the desired count to 0; the pods left (the
-    // ReplicaSet's to delete: kube's ReplicaSet controller deletes them, kruise-sim has
-    // none) are all allowed to go.
+    // ReplicaSet's to delete, which its controller does) are all allowed to go.
     Api::<Deployment>::default_namespaced(client.clone())
         .patch(
             "web",
@@ -53,9 +52,9 @@ async fn deployment_of_four_with_max_unavailable_25_percent() {
         )
         .await
         .unwrap();
-    // The Deployment's change wakes the budget itself, well before its 30 s resync (on
-    // kruise-sim no pod changes; on a real API server the ReplicaSet controller deletes
-    // pods too): the scale-down's and the garbage collector's deletions are not refused.
+    // The Deployment's change wakes the budget itself, well before its 30 s resync (the
+    // ReplicaSet controller deletes pods too): the scale-down's and the garbage
+    // collector's deletions are not refused.
     let api = Api::<PodUnavailableBudget>::default_namespaced(client.clone());
     eventually(
         "web: nothing desired, every pod left allowed",

@@ -37,8 +37,8 @@ fn related_pub(pod: &Pod) -> (Option<&str>, Option<&str>) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pods_created_under_a_budget_are_annotated_with_its_name() {
     let (cluster, client) = cluster(2).await;
-    // The Deployment and its ReplicaSet, no pod yet; no controller runs, so any annotation
-    // is the webhook's.
+    // The Deployment and its ReplicaSet, no pod yet; the ReplicaSet controller's pods are
+    // refused (see `deployment`), so any annotation is the webhook's.
     deployment(&client, "web", 2, 0).await;
     budget(
         &client,

@@ -233,6 +233,8 @@ impl Sim {
             cluster::nodes::register(&shared, config.nodes).await?;
             background.push(tokio::spawn(cluster::scheduler::run(shared.clone())));
             background.push(tokio::spawn(cluster::jobs::run(shared.clone())));
+            background.push(tokio::spawn(cluster::deployments::run(shared.clone())));
+            background.push(tokio::spawn(cluster::replicasets::run(shared.clone())));
             background.push(tokio::spawn(cluster::pvc::run(shared.clone())));
             let (cri_tx, cri_rx) = tokio::sync::mpsc::channel(64);
             background.push(tokio::spawn(cluster::kubelet::run(

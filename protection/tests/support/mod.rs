@@ -147,10 +147,10 @@ where
 pub const NO_SUCH_ACCOUNT: &str = "kruise-testkit-no-such-account";
 
 /// A Deployment of `replicas` (`app=<app>`), its ReplicaSet, and `pods` of the
-/// ReplicaSet's pods, as the Deployment controller would leave them (kruise-sim has none).
+/// ReplicaSet's pods, as the Deployment controller would leave them.
 ///
-/// On a real API server kube-controller-manager's Deployment and ReplicaSet controllers
-/// would act on them: the Deployment is paused (no new ReplicaSet), and the templates name
+/// kube-controller-manager's Deployment and ReplicaSet controllers (and kruise-sim's) act
+/// on them: the Deployment is paused (no new ReplicaSet), and the templates name
 /// a ServiceAccount that does not exist, so the ServiceAccount admission plugin refuses every
 /// pod the ReplicaSet controller would create (to reach `replicas`, or to replace a pod
 /// evicted or deleted); the pods here are the test's, with the `default` account. Scaling

@@ -15,7 +15,7 @@ use jiff::Timestamp;
 use serde_json::{Value, json};
 use tokio::sync::broadcast::error::RecvError;
 
-use super::{EventSource, record_event};
+use super::{EventSource, controller_of, record_event};
 use crate::SimShared;
 use crate::meta;
 use crate::ops::{DeleteOptions, Subresource, WriteOptions};
@@ -141,38 +141,12 @@ fn finished(job: &Value) -> bool {
     meta::condition_is(job, "Complete", "True") || meta::condition_is(job, "Failed", "True")
 }
 
-fn controller_uid(obj: &Value) -> Option<&str> {
-    meta::metadata(obj)?
-        .get("ownerReferences")?
-        .as_array()?
-        .iter()
-        .find(|r| r.get("controller").and_then(Value::as_bool) == Some(true))
-        .and_then(|r| r.get("uid"))
-        .and_then(Value::as_str)
-}
-
-fn owning_job(pod: &Value) -> Option<String> {
-    meta::metadata(pod)?
-        .get("ownerReferences")?
-        .as_array()?
-        .iter()
-        .find(|r| {
-            r.get("controller").and_then(Value::as_bool) == Some(true)
-                && r.get("kind").and_then(Value::as_str) == Some("Job")
-        })
-        .and_then(|r| r.get("name"))
-        .and_then(Value::as_str)
-        .map(str::to_string)
-}
-
 fn count_pods(sh: &SimShared, job: &Value) -> JobPods {
-    let uid = meta::meta_str(job, "uid");
-    let ns = meta::meta_str(job, "namespace");
-    let (pods, _) = sh.store.list(&GroupResource::new("", "pods"), Some(ns));
-    let mut owned: Vec<Arc<Value>> = pods
-        .into_iter()
-        .filter(|p| controller_uid(p) == Some(uid))
-        .collect();
+    let mut owned = super::owned_pods(
+        sh,
+        meta::meta_str(job, "namespace"),
+        meta::meta_str(job, "uid"),
+    );
     owned.sort_by(|a, b| {
         meta::meta_str(a, "creationTimestamp").cmp(meta::meta_str(b, "creationTimestamp"))
     });
@@ -437,8 +411,8 @@ pub(crate) async fn run(sh: Arc<SimShared>) {
             ev = rx.recv() => match ev {
                 Ok(ev) if ev.gr == jobs_gr => { dirty.insert((ev.namespace.clone(), ev.name.clone())); }
                 Ok(ev) if ev.gr == pods_gr => {
-                    if let Some(job) = owning_job(&ev.object) {
-                        dirty.insert((ev.namespace.clone(), job));
+                    if let Some(job) = controller_of(&ev.object).filter(|r| r.kind == "Job") {
+                        dirty.insert((ev.namespace.clone(), job.name.to_string()));
                     }
                 }
                 Ok(_) => {}

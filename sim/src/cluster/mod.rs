@@ -1,10 +1,12 @@
 //! The rest of a cluster around the API server: the garbage collector, the ServiceAccount
-//! controller, simulated nodes, a scheduler, a Job controller, a PVC binder, one kubelet
+//! controller (and admission), simulated nodes, a scheduler, the Job, Deployment and
+//! ReplicaSet controllers, a PVC binder, one kubelet
 //! loop for every simulated node and its fake CRI runtime. They all write through `SimShared`'s verbs (create, bind_pod, status updates,
 //! delete) so clients see exactly the objects, resourceVersions and watch events a real
 //! cluster would produce.
 
 pub mod cri;
+pub mod deployments;
 pub mod gc;
 pub mod images;
 pub mod jobs;
@@ -13,6 +15,7 @@ pub mod kubelet_api;
 pub mod nodes;
 pub mod pvc;
 pub mod quantity;
+pub mod replicasets;
 pub mod scheduler;
 pub mod serviceaccounts;
 
@@ -79,6 +82,42 @@ pub(crate) fn host_ports(pod: &serde_json::Value) -> Vec<(String, i64)> {
             let protocol = p.get("protocol").and_then(|v| v.as_str()).unwrap_or("TCP");
             Some((protocol.to_string(), port))
         })
+        .collect()
+}
+
+/// The owner reference of `obj` marked `controller: true`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct ControllerRef<'a> {
+    pub kind: &'a str,
+    pub name: &'a str,
+    pub uid: &'a str,
+}
+
+pub(crate) fn controller_of(obj: &serde_json::Value) -> Option<ControllerRef<'_>> {
+    let r = crate::meta::metadata(obj)?
+        .get("ownerReferences")?
+        .as_array()?
+        .iter()
+        .find(|r| r.get("controller").and_then(|c| c.as_bool()) == Some(true))?;
+    let text = |k: &str| r.get(k).and_then(|v| v.as_str()).unwrap_or("");
+    Some(ControllerRef {
+        kind: text("kind"),
+        name: text("name"),
+        uid: text("uid"),
+    })
+}
+
+/// The pods in `ns` whose controller is the object of `uid`.
+pub(crate) fn owned_pods(
+    sh: &crate::SimShared,
+    ns: &str,
+    uid: &str,
+) -> Vec<std::sync::Arc<serde_json::Value>> {
+    let (pods, _) = sh
+        .store
+        .list(&crate::registry::GroupResource::new("", "pods"), Some(ns));
+    pods.into_iter()
+        .filter(|p| controller_of(p).is_some_and(|r| r.uid == uid))
         .collect()
 }
 

@@ -1,19 +1,21 @@
 //! kube-controller-manager's ServiceAccount controller, the part clients rely on: every
 //! namespace has a `default` ServiceAccount, made when the namespace appears and made again
-//! when it is deleted, but not in a namespace being deleted. (Pods do not need it here:
-//! kruise-sim has no ServiceAccount admission; OpenKruise's e2e suite and `kubectl` users
-//! wait for it.)
+//! when it is deleted, but not in a namespace being deleted; and kube-apiserver's
+//! ServiceAccount admission plugin, the part that needs it: a pod gets `default` when it
+//! names no account, and a pod whose account does not exist is refused (the `default` one
+//! looked up for a second, as it is being made). No token volume is mounted.
 
 use std::collections::HashSet;
 use std::sync::Arc;
 
-use serde_json::json;
+use serde_json::{Value, json};
 use tokio::sync::broadcast::error::RecvError;
 
 use crate::SimShared;
+use crate::error::{ApiError, ApiResult};
 use crate::meta;
 use crate::ops::WriteOptions;
-use crate::registry::GroupResource;
+use crate::registry::{GroupResource, ResourceDef};
 
 /// The ServiceAccount every namespace gets.
 pub const DEFAULT_SERVICE_ACCOUNT: &str = "default";
@@ -67,6 +69,65 @@ async fn ensure_default(sh: &SimShared, gr: &Resources, namespace: &str) {
         Err(e) if e.code == 409 => {}
         Err(e) => tracing::debug!(error = %e, namespace, "creating the default ServiceAccount"),
     }
+}
+
+/// kube-apiserver's ServiceAccount admission on a pod create in `namespace` (only where this
+/// controller runs, so that accounts exist): defaults `serviceAccountName` (and the
+/// deprecated `serviceAccount` its v1 form mirrors) to `default`, and refuses the pod,
+/// 403 with upstream's message, when the account does not exist.
+pub(crate) async fn admit_pod(
+    sh: &SimShared,
+    def: &ResourceDef,
+    namespace: &str,
+    pod: &mut Value,
+    opts: &WriteOptions,
+) -> ApiResult<()> {
+    let gr = Resources::new();
+    if !(def.builtin && def.group.is_empty() && def.plural == "pods")
+        || opts.internal
+        || !sh.config.garbage_collector
+    {
+        return Ok(());
+    }
+    let Some(spec) = pod.get_mut("spec").and_then(Value::as_object_mut) else {
+        return Ok(());
+    };
+    let named = |k: &str| {
+        spec.get(k)
+            .and_then(Value::as_str)
+            .filter(|s| !s.is_empty())
+    };
+    let account = named("serviceAccountName")
+        .or_else(|| named("serviceAccount"))
+        .unwrap_or(DEFAULT_SERVICE_ACCOUNT)
+        .to_string();
+    spec.insert("serviceAccountName".into(), json!(account));
+    spec.insert("serviceAccount".into(), json!(account));
+    // The controller makes `default` right after the namespace: upstream retries it.
+    let attempts = if account == DEFAULT_SERVICE_ACCOUNT {
+        10
+    } else {
+        1
+    };
+    for attempt in 0..attempts {
+        if attempt > 0 {
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+        if sh
+            .store
+            .get(&gr.service_accounts, namespace, &account)
+            .is_some()
+        {
+            return Ok(());
+        }
+    }
+    let name = match meta::meta_str(pod, "generateName") {
+        "" => meta::name_of(pod),
+        generate => generate,
+    };
+    Err(ApiError::forbidden(format!(
+        "pods \"{name}\" is forbidden: error looking up service account {namespace}/{account}: serviceaccount \"{account}\" not found"
+    )))
 }
 
 /// Runs the controller until the store's change stream closes.

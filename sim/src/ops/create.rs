@@ -130,6 +130,7 @@ impl SimShared {
                 );
             }
         }
+        crate::cluster::serviceaccounts::admit_pod(self, def, &ns, &mut obj, opts).await?;
         self.admit("CREATE", def, "", &mut obj, None, opts).await?;
         let crd_def = validate_object(def, None, &mut obj, opts)?;
         validate_schema(def, version, None, &obj)?;

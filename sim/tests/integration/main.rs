@@ -12,6 +12,7 @@ mod conversion;
 mod crd;
 mod cri;
 mod crud;
+mod deployments;
 mod errors;
 mod events;
 mod faults;
