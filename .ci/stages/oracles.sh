@@ -23,6 +23,10 @@ mkdir -p "$oracles"
 (cd "$root/compat/tools/go-omitempty" && go run .) \
   | diff -u "$root/compat/src/pod_defaults/go_omitempty.rs" - \
   || { echo "compat/src/pod_defaults/go_omitempty.rs is stale: regenerate it (docs/e2e.md)"; exit 1; }
+# The same fields by protobuf message, which kruise-sim's protobuf decoding reads.
+(cd "$root/compat/tools/go-omitempty" && go run . -proto) \
+  | diff -u "$root/sim/proto/zero-omitted.txt" - \
+  || { echo "sim/proto/zero-omitted.txt is stale: regenerate it (sim/proto/README.md)"; exit 1; }
 # Each family's tests/openkruise_oracle.rs and core's tests/kubelet_oracle.rs, from the
 # workspace's test build.
 source "$root/testkit/test-executables.sh"

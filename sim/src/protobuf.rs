@@ -1,271 +1,287 @@
-//! Decoding of the Kubernetes protobuf envelope for the few kinds kubectl >= 1.32
-//! sends as protobuf from its typed clients (`kubectl create namespace|configmap|
-//! secret|serviceaccount`), and the DeleteOptions client-go's typed clients (helm's release
-//! storage) send with a delete. Other kinds get 415 UnsupportedMediaType.
-//!
-//! Field numbers follow `k8s.io/api/*/generated.proto` and
-//! `k8s.io/apimachinery/pkg/apis/meta/v1/generated.proto`.
+//! Decoding of the Kubernetes protobuf envelope (`application/vnd.kubernetes.protobuf`),
+//! which client-go's typed clients and kubectl's `create` commands send, for every built-in
+//! kind of the groups in `proto/` (see its README): the envelope's `runtime.Unknown` names
+//! the kind, the descriptors compiled from Kubernetes' `.proto` files give its message,
+//! and the message becomes the JSON object kube-apiserver would have decoded, with
+//! apimachinery's own JSON forms (Time, MicroTime, Duration, Quantity, IntOrString,
+//! RawExtension, FieldsV1) and the zero values Go's JSON leaves out left out.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::LazyLock;
 
 use base64::Engine;
+use prost_reflect::{
+    DescriptorPool, DynamicMessage, MapKey, MessageDescriptor, ReflectMessage, Value as Proto,
+};
 use serde_json::{Map, Value, json};
 
 use crate::error::{ApiError, ApiResult};
 
 const MAGIC: &[u8] = b"k8s\0";
+const DESCRIPTORS: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/k8s_descriptors.bin"));
+const ZERO_OMITTED: &str = include_str!("../proto/zero-omitted.txt");
 
-#[derive(Clone, Copy)]
-enum Kind {
-    Str,
-    Int,
-    Bool,
-    Msg(&'static [Field]),
-    RepeatedStr,
-    RepeatedMsg(&'static [Field]),
-    MapStr,
-    MapBytes,
+const META: &str = "k8s.io.apimachinery.pkg.apis.meta.v1";
+
+/// The descriptors, and what `zero-omitted.txt` adds to them.
+struct Schema {
+    pool: DescriptorPool,
+    /// `message.field` scalars whose zero value Go's JSON omits.
+    omit_zero: HashSet<String>,
+    /// `message.field` → its JSON name, where that differs.
+    renames: HashMap<String, String>,
 }
 
-type Field = (u64, &'static str, Kind);
-
-const OWNER_REFERENCE: &[Field] = &[
-    (1, "kind", Kind::Str),
-    (3, "name", Kind::Str),
-    (4, "uid", Kind::Str),
-    (5, "apiVersion", Kind::Str),
-    (6, "controller", Kind::Bool),
-    (7, "blockOwnerDeletion", Kind::Bool),
-];
-
-const OBJECT_META: &[Field] = &[
-    (1, "name", Kind::Str),
-    (2, "generateName", Kind::Str),
-    (3, "namespace", Kind::Str),
-    (5, "uid", Kind::Str),
-    (6, "resourceVersion", Kind::Str),
-    (7, "generation", Kind::Int),
-    (11, "labels", Kind::MapStr),
-    (12, "annotations", Kind::MapStr),
-    (13, "ownerReferences", Kind::RepeatedMsg(OWNER_REFERENCE)),
-    (14, "finalizers", Kind::RepeatedStr),
-];
-
-const CONFIG_MAP: &[Field] = &[
-    (1, "metadata", Kind::Msg(OBJECT_META)),
-    (2, "data", Kind::MapStr),
-    (3, "binaryData", Kind::MapBytes),
-    (4, "immutable", Kind::Bool),
-];
-
-const SECRET: &[Field] = &[
-    (1, "metadata", Kind::Msg(OBJECT_META)),
-    (2, "data", Kind::MapBytes),
-    (3, "type", Kind::Str),
-    (4, "stringData", Kind::MapStr),
-    (5, "immutable", Kind::Bool),
-];
-
-const NAMESPACE_SPEC: &[Field] = &[(1, "finalizers", Kind::RepeatedStr)];
-const NAMESPACE_STATUS: &[Field] = &[(1, "phase", Kind::Str)];
-const NAMESPACE: &[Field] = &[
-    (1, "metadata", Kind::Msg(OBJECT_META)),
-    (2, "spec", Kind::Msg(NAMESPACE_SPEC)),
-    (3, "status", Kind::Msg(NAMESPACE_STATUS)),
-];
-
-const LOCAL_OBJECT_REFERENCE: &[Field] = &[(1, "name", Kind::Str)];
-const SERVICE_ACCOUNT: &[Field] = &[
-    (1, "metadata", Kind::Msg(OBJECT_META)),
-    (
-        3,
-        "imagePullSecrets",
-        Kind::RepeatedMsg(LOCAL_OBJECT_REFERENCE),
-    ),
-    (4, "automountServiceAccountToken", Kind::Bool),
-];
-
-const PRECONDITIONS: &[Field] = &[(1, "uid", Kind::Str), (2, "resourceVersion", Kind::Str)];
-const DELETE_OPTIONS: &[Field] = &[
-    (1, "gracePeriodSeconds", Kind::Int),
-    (2, "preconditions", Kind::Msg(PRECONDITIONS)),
-    (3, "orphanDependents", Kind::Bool),
-    (4, "propagationPolicy", Kind::Str),
-    (5, "dryRun", Kind::RepeatedStr),
-];
-
-struct Reader<'a> {
-    buf: &'a [u8],
-    pos: usize,
-}
+static SCHEMA: LazyLock<Option<Schema>> = LazyLock::new(|| {
+    let pool = DescriptorPool::decode(DESCRIPTORS).ok()?;
+    let mut omit_zero = HashSet::new();
+    let mut renames = HashMap::new();
+    for line in ZERO_OMITTED.lines() {
+        match line.split_whitespace().collect::<Vec<_>>().as_slice() {
+            ["omit", field] => {
+                omit_zero.insert((*field).to_string());
+            }
+            ["rename", field, name] => {
+                renames.insert((*field).to_string(), (*name).to_string());
+            }
+            _ => {}
+        }
+    }
+    Some(Schema {
+        pool,
+        omit_zero,
+        renames,
+    })
+});
 
 fn malformed() -> ApiError {
     ApiError::bad_request("the protobuf body could not be decoded")
 }
 
-impl<'a> Reader<'a> {
-    fn varint(&mut self) -> ApiResult<u64> {
-        let mut out = 0u64;
-        for shift in (0..64).step_by(7) {
-            let b = *self.buf.get(self.pos).ok_or_else(malformed)?;
-            self.pos += 1;
-            out |= u64::from(b & 0x7f) << shift;
-            if b & 0x80 == 0 {
-                return Ok(out);
-            }
-        }
-        Err(malformed())
-    }
-
-    fn bytes(&mut self) -> ApiResult<&'a [u8]> {
-        let len = usize::try_from(self.varint()?).map_err(|_| malformed())?;
-        let end = self.pos.checked_add(len).ok_or_else(malformed)?;
-        let s = self.buf.get(self.pos..end).ok_or_else(malformed)?;
-        self.pos = end;
-        Ok(s)
-    }
-
-    /// Next (field number, wire type), or None at the end.
-    fn tag(&mut self) -> ApiResult<Option<(u64, u64)>> {
-        if self.pos >= self.buf.len() {
-            return Ok(None);
-        }
-        let t = self.varint()?;
-        Ok(Some((t >> 3, t & 7)))
-    }
-
-    fn skip(&mut self, wire: u64) -> ApiResult<()> {
-        match wire {
-            0 => self.varint().map(|_| ()),
-            1 => {
-                self.pos += 8;
-                Ok(())
-            }
-            2 => self.bytes().map(|_| ()),
-            5 => {
-                self.pos += 4;
-                Ok(())
-            }
-            _ => Err(malformed()),
-        }
-    }
+fn unknown_kind(api_version: &str, kind: &str) -> ApiError {
+    ApiError::unsupported_media_type(format!(
+        "the body of the request was in an unknown format - accepted media types include: application/json, application/yaml (protobuf is decoded for the built-in kinds only; got {api_version} {kind})"
+    ))
 }
 
-fn utf8(b: &[u8]) -> ApiResult<String> {
-    String::from_utf8(b.to_vec()).map_err(|_| malformed())
+/// The message of `kind` in `apiVersion`: `apps/v1` is package `k8s.io.api.apps.v1`
+/// (a group's first label), the core group `k8s.io.api.core.v1`, and meta's kinds
+/// (DeleteOptions, Status) apimachinery's.
+fn message_for(pool: &DescriptorPool, api_version: &str, kind: &str) -> Option<MessageDescriptor> {
+    let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
+    let package = match group {
+        "" => format!("k8s.io.api.core.{version}"),
+        "meta.k8s.io" => META.to_string(),
+        g => format!("k8s.io.api.{}.{version}", g.split('.').next().unwrap_or(g)),
+    };
+    pool.get_message_by_name(&format!("{package}.{kind}"))
+        .or_else(|| pool.get_message_by_name(&format!("{META}.{kind}")))
 }
 
-fn map_entry(b: &[u8], bytes_value: bool) -> ApiResult<(String, Value)> {
-    let mut r = Reader { buf: b, pos: 0 };
-    let mut key = String::new();
-    let mut value = Value::String(String::new());
-    while let Some((n, w)) = r.tag()? {
-        match (n, w) {
-            (1, 2) => key = utf8(r.bytes()?)?,
-            (2, 2) => {
-                let v = r.bytes()?;
-                value = if bytes_value {
-                    Value::String(base64::engine::general_purpose::STANDARD.encode(v))
-                } else {
-                    Value::String(utf8(v)?)
-                };
-            }
-            (_, w) => r.skip(w)?,
-        }
-    }
-    Ok((key, value))
-}
-
-fn decode_message(b: &[u8], schema: &[Field]) -> ApiResult<Value> {
-    let mut r = Reader { buf: b, pos: 0 };
-    let mut out = Map::new();
-    while let Some((n, w)) = r.tag()? {
-        let Some((_, name, kind)) = schema.iter().find(|(num, _, _)| *num == n) else {
-            r.skip(w)?;
-            continue;
-        };
-        let name = name.to_string();
-        match (*kind, w) {
-            (Kind::Str, 2) => {
-                out.insert(name, Value::String(utf8(r.bytes()?)?));
-            }
-            (Kind::Int, 0) => {
-                out.insert(name, json!(r.varint()? as i64));
-            }
-            (Kind::Bool, 0) => {
-                out.insert(name, Value::Bool(r.varint()? != 0));
-            }
-            (Kind::Msg(s), 2) => {
-                out.insert(name, decode_message(r.bytes()?, s)?);
-            }
-            (Kind::RepeatedStr, 2) => {
-                let v = Value::String(utf8(r.bytes()?)?);
-                push(&mut out, name, v);
-            }
-            (Kind::RepeatedMsg(s), 2) => {
-                let v = decode_message(r.bytes()?, s)?;
-                push(&mut out, name, v);
-            }
-            (Kind::MapStr, 2) | (Kind::MapBytes, 2) => {
-                let (k, v) = map_entry(r.bytes()?, matches!(kind, Kind::MapBytes))?;
-                let entry = out.entry(name).or_insert_with(|| Value::Object(Map::new()));
-                if let Some(m) = entry.as_object_mut() {
-                    m.insert(k, v);
-                }
-            }
-            (_, w) => r.skip(w)?,
-        }
-    }
-    Ok(Value::Object(out))
-}
-
-fn push(out: &mut Map<String, Value>, name: String, v: Value) {
-    let entry = out.entry(name).or_insert_with(|| Value::Array(Vec::new()));
-    if let Some(a) = entry.as_array_mut() {
-        a.push(v);
-    }
+/// The envelope: (apiVersion, kind, raw message).
+fn envelope(body: &[u8]) -> ApiResult<(String, String, Vec<u8>)> {
+    let schema = SCHEMA.as_ref().ok_or_else(malformed)?;
+    let inner = body.strip_prefix(MAGIC).ok_or_else(malformed)?;
+    let unknown = schema
+        .pool
+        .get_message_by_name("k8s.io.apimachinery.pkg.runtime.Unknown")
+        .ok_or_else(malformed)?;
+    let msg = DynamicMessage::decode(unknown, inner).map_err(|_| malformed())?;
+    let text = |m: &DynamicMessage, f: &str| {
+        m.get_field_by_name(f)
+            .and_then(|v| v.as_str().map(str::to_string))
+            .unwrap_or_default()
+    };
+    let type_meta = msg
+        .get_field_by_name("typeMeta")
+        .and_then(|v| v.as_message().cloned())
+        .ok_or_else(malformed)?;
+    let raw = msg
+        .get_field_by_name("raw")
+        .and_then(|v| v.as_bytes().map(|b| b.to_vec()))
+        .unwrap_or_default();
+    Ok((
+        text(&type_meta, "apiVersion"),
+        text(&type_meta, "kind"),
+        raw,
+    ))
 }
 
 /// Decodes a `application/vnd.kubernetes.protobuf` body into the JSON object.
 pub fn decode(body: &[u8]) -> ApiResult<Value> {
-    let inner = body.strip_prefix(MAGIC).ok_or_else(malformed)?;
-    let mut r = Reader { buf: inner, pos: 0 };
-    let mut api_version = String::new();
-    let mut kind = String::new();
-    let mut raw: &[u8] = &[];
-    while let Some((n, w)) = r.tag()? {
-        match (n, w) {
-            (1, 2) => {
-                let tm = r.bytes()?;
-                let mut t = Reader { buf: tm, pos: 0 };
-                while let Some((tn, tw)) = t.tag()? {
-                    match (tn, tw) {
-                        (1, 2) => api_version = utf8(t.bytes()?)?,
-                        (2, 2) => kind = utf8(t.bytes()?)?,
-                        (_, tw) => t.skip(tw)?,
-                    }
-                }
-            }
-            (2, 2) => raw = r.bytes()?,
-            (_, w) => r.skip(w)?,
-        }
-    }
-    let schema = match (api_version.as_str(), kind.as_str()) {
-        ("v1", "ConfigMap") => CONFIG_MAP,
-        ("v1", "Secret") => SECRET,
-        ("v1", "Namespace") => NAMESPACE,
-        ("v1", "ServiceAccount") => SERVICE_ACCOUNT,
-        ("v1" | "meta.k8s.io/v1", "DeleteOptions") => DELETE_OPTIONS,
-        _ => {
-            return Err(ApiError::unsupported_media_type(format!(
-                "the body of the request was in an unknown format - accepted media types include: application/json, application/yaml (protobuf is decoded only for v1 ConfigMap, Secret, Namespace, ServiceAccount and DeleteOptions; got {api_version} {kind})"
-            )));
-        }
-    };
-    let mut obj = decode_message(raw, schema)?;
+    let (api_version, kind, raw) = envelope(body)?;
+    let schema = SCHEMA.as_ref().ok_or_else(malformed)?;
+    let desc = message_for(&schema.pool, &api_version, &kind)
+        .ok_or_else(|| unknown_kind(&api_version, &kind))?;
+    let msg = DynamicMessage::decode(desc, raw.as_slice()).map_err(|_| malformed())?;
+    let mut obj = message_json(schema, &msg);
     if let Some(m) = obj.as_object_mut() {
         m.insert("apiVersion".into(), Value::String(api_version));
         m.insert("kind".into(), Value::String(kind));
     }
     Ok(obj)
+}
+
+fn go_time(seconds: i64, nanos: i64, micro: bool) -> Value {
+    if seconds == 0 && nanos == 0 {
+        return Value::Null;
+    }
+    let Ok(t) = jiff::Timestamp::new(seconds, if micro { nanos as i32 } else { 0 }) else {
+        return Value::Null;
+    };
+    let format = if micro {
+        "%Y-%m-%dT%H:%M:%S%.6fZ"
+    } else {
+        "%Y-%m-%dT%H:%M:%SZ"
+    };
+    json!(t.strftime(format).to_string())
+}
+
+/// Go's `time.Duration.String()`: `1h2m3.5s`, `150ms`, `0s`.
+fn go_duration(nanos: i64) -> String {
+    if nanos == 0 {
+        return "0s".into();
+    }
+    let sign = if nanos < 0 { "-" } else { "" };
+    let n = nanos.unsigned_abs();
+    let trim = |whole: u64, frac: u64, digits: usize, unit: &str| {
+        let f = format!("{frac:0digits$}");
+        let f = f.trim_end_matches('0');
+        if f.is_empty() {
+            format!("{whole}{unit}")
+        } else {
+            format!("{whole}.{f}{unit}")
+        }
+    };
+    if n < 1_000 {
+        return format!("{sign}{n}ns");
+    }
+    if n < 1_000_000 {
+        return format!("{sign}{}", trim(n / 1_000, n % 1_000, 3, "µs"));
+    }
+    if n < 1_000_000_000 {
+        return format!("{sign}{}", trim(n / 1_000_000, n % 1_000_000, 6, "ms"));
+    }
+    let secs = n / 1_000_000_000;
+    let (h, m, s) = (secs / 3600, secs / 60 % 60, secs % 60);
+    let seconds = trim(s, n % 1_000_000_000, 9, "s");
+    match (h, m) {
+        (0, 0) => format!("{sign}{seconds}"),
+        (0, m) => format!("{sign}{m}m{seconds}"),
+        (h, m) => format!("{sign}{h}h{m}m{seconds}"),
+    }
+}
+
+fn int_field(m: &DynamicMessage, name: &str) -> i64 {
+    match m.get_field_by_name(name).as_deref() {
+        Some(Proto::I64(n)) => *n,
+        Some(Proto::I32(n)) => i64::from(*n),
+        _ => 0,
+    }
+}
+
+/// Embedded JSON (RawExtension, FieldsV1): the object, or the bytes base64-encoded when
+/// they are not JSON.
+fn raw_json(m: &DynamicMessage, field: &str) -> Value {
+    let bytes = m
+        .get_field_by_name(field)
+        .and_then(|v| v.as_bytes().map(|b| b.to_vec()))
+        .unwrap_or_default();
+    if bytes.is_empty() {
+        return Value::Null;
+    }
+    serde_json::from_slice(&bytes)
+        .unwrap_or_else(|_| json!(base64::engine::general_purpose::STANDARD.encode(&bytes)))
+}
+
+fn message_json(schema: &Schema, msg: &DynamicMessage) -> Value {
+    let desc = msg.descriptor();
+    match desc.full_name() {
+        "k8s.io.apimachinery.pkg.apis.meta.v1.Time" => {
+            go_time(int_field(msg, "seconds"), int_field(msg, "nanos"), false)
+        }
+        "k8s.io.apimachinery.pkg.apis.meta.v1.MicroTime" => {
+            go_time(int_field(msg, "seconds"), int_field(msg, "nanos"), true)
+        }
+        "k8s.io.apimachinery.pkg.apis.meta.v1.Duration" => {
+            json!(go_duration(int_field(msg, "duration")))
+        }
+        "k8s.io.apimachinery.pkg.apis.meta.v1.FieldsV1" => raw_json(msg, "Raw"),
+        "k8s.io.apimachinery.pkg.runtime.RawExtension" => raw_json(msg, "raw"),
+        "k8s.io.apimachinery.pkg.api.resource.Quantity" => msg
+            .get_field_by_name("string")
+            .and_then(|v| v.as_str().map(|s| json!(s)))
+            .unwrap_or(Value::Null),
+        "k8s.io.apimachinery.pkg.util.intstr.IntOrString" => {
+            if int_field(msg, "type") == 1 {
+                msg.get_field_by_name("strVal")
+                    .and_then(|v| v.as_str().map(|s| json!(s)))
+                    .unwrap_or_else(|| json!(""))
+            } else {
+                json!(int_field(msg, "intVal"))
+            }
+        }
+        message => {
+            let mut out = Map::new();
+            for (field, value) in msg.fields() {
+                let key = format!("{message}.{}", field.name());
+                let v = value_json(schema, value);
+                let zero =
+                    matches!(&v, Value::Null) || (schema.omit_zero.contains(&key) && is_zero(&v));
+                if zero {
+                    continue;
+                }
+                let name = schema
+                    .renames
+                    .get(&key)
+                    .cloned()
+                    .unwrap_or_else(|| field.name().to_string());
+                out.insert(name, v);
+            }
+            Value::Object(out)
+        }
+    }
+}
+
+fn is_zero(v: &Value) -> bool {
+    match v {
+        Value::Bool(b) => !b,
+        Value::String(s) => s.is_empty(),
+        Value::Number(n) => n.as_f64() == Some(0.0),
+        _ => false,
+    }
+}
+
+fn value_json(schema: &Schema, v: &Proto) -> Value {
+    match v {
+        Proto::Bool(b) => json!(b),
+        Proto::I32(n) => json!(n),
+        Proto::I64(n) => json!(n),
+        Proto::U32(n) => json!(n),
+        Proto::U64(n) => json!(n),
+        Proto::F32(n) => json!(n),
+        Proto::F64(n) => json!(n),
+        Proto::String(s) => json!(s),
+        Proto::Bytes(b) => json!(base64::engine::general_purpose::STANDARD.encode(b)),
+        Proto::EnumNumber(n) => json!(n),
+        Proto::Message(m) => message_json(schema, m),
+        Proto::List(items) => Value::Array(items.iter().map(|i| value_json(schema, i)).collect()),
+        Proto::Map(entries) => {
+            let mut out = Map::new();
+            for (k, v) in entries {
+                let key = match k {
+                    MapKey::String(s) => s.clone(),
+                    MapKey::Bool(b) => b.to_string(),
+                    MapKey::I32(n) => n.to_string(),
+                    MapKey::I64(n) => n.to_string(),
+                    MapKey::U32(n) => n.to_string(),
+                    MapKey::U64(n) => n.to_string(),
+                };
+                out.insert(key, value_json(schema, v));
+            }
+            Value::Object(out)
+        }
+    }
 }
 
 #[cfg(test)]
@@ -281,50 +297,161 @@ mod tests {
             0x6f, 0x6f, 0x12, 0x00, 0x1a, 0x00, 0x22, 0x00, 0x2a, 0x00, 0x32, 0x00, 0x38, 0x00,
             0x42, 0x00, 0x12, 0x06, 0x0a, 0x01, 0x61, 0x12, 0x01, 0x62, 0x1a, 0x00, 0x22, 0x00,
         ];
-        let v = decode(body).ok();
+        let v = decode(body).unwrap();
+        // The zero values Go writes (generateName "", generation 0, an empty
+        // creationTimestamp) are gone, as kube-apiserver's JSON has them.
         assert_eq!(
-            v.as_ref().and_then(|v| v.pointer("/metadata/name")),
-            Some(&json!("foo"))
-        );
-        assert_eq!(
-            v.as_ref().and_then(|v| v.pointer("/data/a")),
-            Some(&json!("b"))
-        );
-        assert_eq!(
-            v.as_ref().and_then(|v| v.get("kind")),
-            Some(&json!("ConfigMap"))
+            v,
+            json!({"apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": "foo"}, "data": {"a": "b"}})
         );
     }
 
     /// A length-delimited field: tag, length, bytes.
     fn field(number: u8, bytes: &[u8]) -> Vec<u8> {
-        let mut out = vec![(number << 3) | 2, u8::try_from(bytes.len()).unwrap()];
+        let mut out = vec![(number << 3) | 2];
+        let mut len = bytes.len();
+        while len >= 0x80 {
+            out.push((len as u8 & 0x7f) | 0x80);
+            len >>= 7;
+        }
+        out.push(len as u8);
         out.extend_from_slice(bytes);
         out
+    }
+
+    fn varint(number: u8, value: u64) -> Vec<u8> {
+        let mut out = vec![number << 3];
+        let mut v = value;
+        while v >= 0x80 {
+            out.push((v as u8 & 0x7f) | 0x80);
+            v >>= 7;
+        }
+        out.push(v as u8);
+        out
+    }
+
+    fn envelope(api_version: &str, kind: &str, raw: &[u8]) -> Vec<u8> {
+        let type_meta = [field(1, api_version.as_bytes()), field(2, kind.as_bytes())].concat();
+        [b"k8s\0".to_vec(), field(1, &type_meta), field(2, raw)].concat()
     }
 
     #[test]
     fn decodes_client_go_delete_options() {
         // The shape client-go sends with a typed client's Delete (helm uninstall purging
         // its release Secret): grace period, a uid precondition, the propagation policy.
-        let type_meta = [field(1, b"v1"), field(2, b"DeleteOptions")].concat();
         let options = [
-            vec![0x08, 30],
+            varint(1, 30),
             field(2, &field(1, b"u1")),
             field(4, b"Background"),
         ]
         .concat();
-        let body = [b"k8s\0".to_vec(), field(1, &type_meta), field(2, &options)].concat();
-        let v = decode(&body).unwrap();
+        let v = decode(&envelope("v1", "DeleteOptions", &options)).unwrap();
         assert_eq!(v["gracePeriodSeconds"], json!(30));
         assert_eq!(v["preconditions"]["uid"], json!("u1"));
         assert_eq!(v["propagationPolicy"], json!("Background"));
     }
 
     #[test]
-    fn garbage_is_an_error_not_a_panic() {
+    fn decodes_a_deployment_with_apimachinery_forms() {
+        // A Deployment as client-go encodes it: replicas 0 kept (a pointer), a
+        // hostNetwork false left out (omitempty), maxSurge as IntOrString, a cpu request
+        // as Quantity, creationTimestamp as Time.
+        let int_or_string = |ty: u64, int: u64, s: &str| {
+            [varint(1, ty), varint(2, int), field(3, s.as_bytes())].concat()
+        };
+        let metadata = [
+            field(1, b"web"),
+            field(8, &[varint(1, 1_767_225_600), varint(2, 0)].concat()),
+            field(11, &[field(1, b"app"), field(2, b"web")].concat()),
+        ]
+        .concat();
+        let container = [
+            field(1, b"c"),
+            field(2, b"nginx:1.25"),
+            field(
+                8,
+                &field(
+                    2,
+                    &[field(1, b"cpu"), field(2, &field(1, b"100m"))].concat(),
+                ),
+            ),
+        ]
+        .concat();
+        let pod_spec = [field(2, &container), varint(11, 0)].concat();
+        let template = [
+            field(
+                1,
+                &field(11, &[field(1, b"app"), field(2, b"web")].concat()),
+            ),
+            field(2, &pod_spec),
+        ]
+        .concat();
+        let strategy = [
+            field(1, b"RollingUpdate"),
+            field(
+                2,
+                &[
+                    field(1, &int_or_string(1, 0, "25%")),
+                    field(2, &int_or_string(0, 1, "")),
+                ]
+                .concat(),
+            ),
+        ]
+        .concat();
+        let spec = [
+            varint(1, 0),
+            field(2, &field(1, &[field(1, b"app"), field(2, b"web")].concat())),
+            field(3, &template),
+            field(4, &strategy),
+        ]
+        .concat();
+        let body = envelope(
+            "apps/v1",
+            "Deployment",
+            &[field(1, &metadata), field(2, &spec)].concat(),
+        );
+        let v = decode(&body).unwrap();
+        assert_eq!(v["kind"], "Deployment");
+        assert_eq!(v["metadata"]["creationTimestamp"], "2026-01-01T00:00:00Z");
+        assert_eq!(v["spec"]["replicas"], 0);
+        assert_eq!(
+            v["spec"]["strategy"]["rollingUpdate"],
+            json!({"maxUnavailable": "25%", "maxSurge": 1})
+        );
+        let pod = &v["spec"]["template"]["spec"];
+        assert_eq!(pod["containers"][0]["resources"]["requests"]["cpu"], "100m");
+        assert!(pod.get("hostNetwork").is_none(), "{pod}");
+    }
+
+    #[test]
+    fn a_webhook_configuration_gets_its_json_names() {
+        let webhook = [field(1, b"pods.example.com")].concat();
+        let raw = [field(1, &field(1, b"hooks")), field(2, &webhook)].concat();
+        let v = decode(&envelope(
+            "admissionregistration.k8s.io/v1",
+            "MutatingWebhookConfiguration",
+            &raw,
+        ))
+        .unwrap();
+        assert_eq!(v["webhooks"][0]["name"], "pods.example.com");
+    }
+
+    #[test]
+    fn unknown_kinds_are_415_and_garbage_is_an_error_not_a_panic() {
+        let err = decode(&envelope("example.com/v1", "Widget", &[])).unwrap_err();
+        assert_eq!(err.code, 415);
         assert!(decode(b"k8s\0\xff\xff\xff").is_err());
         assert!(decode(b"nope").is_err());
         assert!(decode(b"k8s\0\x12\x7f").is_err());
+    }
+
+    #[test]
+    fn go_durations() {
+        assert_eq!(go_duration(0), "0s");
+        assert_eq!(go_duration(150_000_000), "150ms");
+        assert_eq!(go_duration(3_723_500_000_000), "1h2m3.5s");
+        assert_eq!(go_duration(60_000_000_000), "1m0s");
+        assert_eq!(go_duration(1_500), "1.5µs");
     }
 }

@@ -280,4 +280,24 @@ assert_eq "$("$KUBECTL" get pods -l job-name=e2e-drop -o name | wc -l | tr -d ' 
 assert_eq "$("$KUBECTL" get job e2e-drop --ignore-not-found -o name)" "" "the Job is gone after its pods"
 pass "delete --cascade=foreground removes the pods, then the Job"
 
+# Deployments run by the simulated Deployment and ReplicaSet controllers: the flows a user
+# runs with kubectl rollout.
+"$KUBECTL" create deployment e2e-app --image=nginx:1.25 --replicas=3 >/dev/null
+"$KUBECTL" rollout status deployment/e2e-app --timeout=60s >/dev/null || fail "rollout status of a new Deployment"
+assert_eq "$("$KUBECTL" get deployment e2e-app -o jsonpath='{.status.readyReplicas}/{.status.updatedReplicas}')" "3/3" "deployment ready and updated"
+"$KUBECTL" set image deployment/e2e-app nginx=nginx:1.26 >/dev/null
+"$KUBECTL" rollout status deployment/e2e-app --timeout=60s >/dev/null || fail "rollout status after set image"
+images="$("$KUBECTL" get pods -l app=e2e-app -o jsonpath='{range .items[*]}{.spec.containers[0].image} {end}')"
+assert_eq "$images" "nginx:1.26 nginx:1.26 nginx:1.26 " "every pod on the new image"
+history="$("$KUBECTL" rollout history deployment/e2e-app)"
+assert_contains "$history" "2 " "rollout history lists revision 2"
+"$KUBECTL" rollout undo deployment/e2e-app >/dev/null
+"$KUBECTL" rollout status deployment/e2e-app --timeout=60s >/dev/null || fail "rollout status after undo"
+assert_eq "$("$KUBECTL" get deployment e2e-app -o jsonpath='{.spec.template.spec.containers[0].image}')" "nginx:1.25" "undo restores the template"
+assert_eq "$("$KUBECTL" get deployment e2e-app -o jsonpath='{.metadata.annotations.deployment\.kubernetes\.io/revision}')" "3" "undo is revision 3"
+"$KUBECTL" scale deployment e2e-app --replicas=1 >/dev/null
+wait_for 30 "one pod left" bash -c "[[ \"\$('$KUBECTL' get pods -l app=e2e-app --field-selector=status.phase=Running -o name | wc -l | tr -d ' ')\" == 1 ]]"
+assert_eq "$("$KUBECTL" get rs -l app=e2e-app -o name | wc -l | tr -d ' ')" "2" "two ReplicaSets, one per template"
+pass "kubectl create deployment / rollout status / set image / rollout undo / scale"
+
 echo "kubectl e2e: all checks passed ($("$KUBECTL" version --client 2>/dev/null | sed -n 1p))"

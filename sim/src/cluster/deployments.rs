@@ -257,10 +257,23 @@ fn view(rs: &Value) -> RsView {
     }
 }
 
-/// The template without its `pod-template-hash` label (an empty label map counts as
-/// none), to compare a ReplicaSet's with the Deployment's (upstream's `EqualIgnoreHash`).
+/// The template without its `pod-template-hash` label, `null`s or an empty label map, to
+/// compare a ReplicaSet's with the Deployment's as upstream's `EqualIgnoreHash` compares
+/// Go objects (where `creationTimestamp: null`, which kubectl's rollback writes, is no
+/// field at all).
 fn template_without_hash(template: Option<&Value>) -> Value {
+    fn strip_nulls(v: &mut Value) {
+        match v {
+            Value::Object(m) => {
+                m.retain(|_, c| !c.is_null());
+                m.values_mut().for_each(strip_nulls);
+            }
+            Value::Array(a) => a.iter_mut().for_each(strip_nulls),
+            _ => {}
+        }
+    }
     let mut t = template.cloned().unwrap_or_else(|| json!({}));
+    strip_nulls(&mut t);
     if let Some(m) = t.get_mut("metadata").and_then(Value::as_object_mut) {
         if let Some(labels) = m.get_mut("labels").and_then(Value::as_object_mut) {
             labels.remove(POD_TEMPLATE_HASH);
@@ -1320,6 +1333,7 @@ mod tests {
         let t = json!({"metadata": {"labels": {"app": "web"}}, "spec": {"containers": [{"name": "c", "image": "nginx"}]}});
         let mut labelled = t.clone();
         labelled["metadata"]["labels"][POD_TEMPLATE_HASH] = json!("x");
+        labelled["metadata"]["creationTimestamp"] = Value::Null;
         let h = template_hash(&t, None);
         assert_eq!(h, template_hash(&labelled, None));
         assert_ne!(h, template_hash(&t, Some(1)));
