@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # OpenKruise's own e2e specs that pass on kruise-rs (docs/e2e.md), on the real control plane
 # with kruise-sim's nodes and the families in kruise-playground (e2e/openkruise/run.sh). The
-# suite's binary is built once (~8 min cold) and kept in ~/.cache/kruise-openkruise-e2e.
+# suite's binary is built once (~8 min cold) and kept in ~/.cache/kruise-openkruise-e2e,
+# as is OpenKruise's kruise-manager, which runs on `kruise-sim up` first.
 source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 need_kubectl
 build_workspace
@@ -17,6 +18,9 @@ focus+='|selector pods and scale down deployment ignore|selector pods and delete
 focus+='|Service deletion|Ingress deletion|ns should be protected'
 focus+='|recreate update when pod qos changed|Decreasing .start.ordinal|Should recreate evicted statefulset'
 focus+='|recreate_expand_vct_with_sc_can_expand'
+# OpenKruise's own kruise-manager on kruise-sim (built beside the suite, sharing its caches).
+step "kruise-manager v1.8.3 on kruise-sim up"
+bash "$root/e2e/openkruise/kruise-manager-on-sim.sh"
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 # The smoke checks are the realcluster stage's.

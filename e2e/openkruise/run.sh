@@ -12,12 +12,20 @@
 # run on its real node alone (kubelet, containerd, the public images they name served by
 # stand-ins through containerd's mirrors, claims on host-path volumes), with the node agents
 # on its containerd socket, and no simulated node.
+# OPENKRUISE_E2E_TARGET=playground: no real control plane; the specs run on `kruise-playground
+# up` (kruise-sim with its nodes and every family), as a user trying kruise-rs first would.
 # OPENKRUISE_E2E_SKIP: a regular expression of spec names to leave out of FOCUS.
 # OPENKRUISE_E2E_BIN: the test binary (default ~/.cache/kruise-openkruise-e2e/
 # openkruise-e2e.test, built when missing; the Go caches stay where `go env` puts them).
 set -euo pipefail
 
-: "${KUBECONFIG:?set KUBECONFIG, e.g. eval \"\$(e2e/realcluster/up.sh start DIR)\"}"
+target="${OPENKRUISE_E2E_TARGET:-realcluster}"
+if [[ $target == playground ]]; then
+	unset KRUISE_E2E_KUBECONFIG
+else
+	: "${KUBECONFIG:?set KUBECONFIG, e.g. eval \"\$(e2e/realcluster/up.sh start DIR)\", or OPENKRUISE_E2E_TARGET=playground}"
+	export KRUISE_E2E_KUBECONFIG="$KUBECONFIG"
+fi
 [[ $# -eq 1 ]] || {
 	echo "usage: $0 FOCUS (a regular expression over spec names)" >&2
 	exit 2
@@ -29,7 +37,6 @@ if [[ ! -x $bin ]]; then
 	(cd "$script_dir" && go test -c -o "$bin" github.com/openkruise/kruise/test/e2e)
 fi
 
-export KRUISE_E2E_KUBECONFIG="$KUBECONFIG"
 # The feature gates OpenKruise's e2e job starts kruise-manager with (its
 # config/manager/manager.yaml), which its specs assume (e.g. PreparingUpdateAsUpdate).
 export FEATURE_GATES="${FEATURE_GATES:-AllAlpha=true,AllBeta=true,EnableExternalCerts=false,TemplateNoDefaults=false}"
