@@ -1078,3 +1078,60 @@ async fn every_namespace_has_a_default_service_account_made_again_when_deleted()
     })
     .await;
 }
+
+#[tokio::test]
+async fn a_pod_marked_failed_by_another_writer_stays_failed() {
+    let sim = cluster().await;
+    let api: Api<Pod> = Api::namespaced(sim.client().unwrap(), "default");
+    api.create(
+        &PostParams::default(),
+        &pod(
+            "evicted",
+            json!({"containers": [{"name": "c", "image": "nginx:1.25"}]}),
+        ),
+    )
+    .await
+    .unwrap();
+    ready(&api, "evicted").await;
+    // What an eviction by a node-pressure manager or a test writes.
+    api.patch_status(
+        "evicted",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"status": {"phase": "Failed", "reason": "Evicted", "message": "The node was low on resource: memory."}})),
+    )
+    .await
+    .unwrap();
+    let stopped = eventually(5, "the container stopped", || async {
+        let p = api.get("evicted").await.ok()?;
+        let c = p
+            .status
+            .as_ref()?
+            .container_statuses
+            .as_ref()?
+            .first()?
+            .clone();
+        c.state.as_ref()?.terminated.as_ref().map(|_| p)
+    })
+    .await;
+    // The kubelet's render that stopped the container kept the phase and the writer's
+    // reason, and the pod is not Ready.
+    let status = stopped.status.unwrap();
+    assert_eq!(status.phase.as_deref(), Some("Failed"));
+    assert_eq!(status.reason.as_deref(), Some("Evicted"));
+    let ready = status
+        .conditions
+        .as_ref()
+        .unwrap()
+        .iter()
+        .find(|c| c.type_ == "Ready")
+        .unwrap();
+    assert_eq!(ready.status, "False");
+    let terminated = status.container_statuses.unwrap()[0]
+        .state
+        .clone()
+        .unwrap()
+        .terminated
+        .unwrap();
+    assert_eq!(terminated.exit_code, 137);
+    sim.shutdown().await;
+}

@@ -570,6 +570,19 @@ impl<A: KubeletApi> Kubelet<A> {
             let rt = self.new_runtime(&pod, &node, now);
             self.pods.insert(key.clone(), rt);
         }
+        // A pod someone else marked finished (an eviction writing `Failed`) stays finished:
+        // the kubelet stops its containers and never sets a running phase again.
+        let finished_with = match pod.pointer("/status/phase").and_then(Value::as_str) {
+            Some("Succeeded") => Some(0),
+            Some("Failed") => Some(137),
+            _ => None,
+        };
+        if let (Some(code), Some(rt)) = (finished_with, self.pods.get_mut(key))
+            && rt.exited_at(now).is_none()
+            && !rt.containers.iter().all(|c| c.terminated.is_some())
+        {
+            rt.exit = Some((now, code));
+        }
         if meta::is_terminating(&pod) {
             let grace = meta::metadata(&pod)
                 .and_then(|m| m.get("deletionGracePeriodSeconds"))
