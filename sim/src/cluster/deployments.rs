@@ -15,13 +15,18 @@ use std::time::Duration;
 
 use jiff::Timestamp;
 use serde_json::{Map, Value, json};
-use tokio::sync::broadcast::error::RecvError;
 
+use super::workloads::{Key, controller_manager, run_controller, typed, write_status};
+
+fn opts() -> WriteOptions {
+    controller_manager("deployment-controller")
+}
 use super::{EventSource, controller_of, record_event};
 use crate::SimShared;
 use crate::meta;
 use crate::ops::{DeleteOptions, Subresource, WriteOptions};
 use crate::registry::GroupResource;
+use crate::store::StoreEvent;
 
 const SOURCE: EventSource<'static> = EventSource {
     component: "deployment-controller",
@@ -312,24 +317,6 @@ pub fn template_hash(template: &Value, collision_count: Option<i64>) -> String {
         .collect()
 }
 
-fn opts() -> WriteOptions {
-    WriteOptions {
-        user_agent:
-            "kube-controller-manager/v1.33.0 (linux/amd64) kubernetes/deployment-controller".into(),
-        field_manager: Some("kube-controller-manager".into()),
-        ..Default::default()
-    }
-}
-
-fn typed(d: &Value) -> Value {
-    let mut d = d.clone();
-    if let Some(m) = d.as_object_mut() {
-        m.insert("apiVersion".into(), json!("apps/v1"));
-        m.insert("kind".into(), json!("Deployment"));
-    }
-    d
-}
-
 /// A Deployment condition as upstream's `NewDeploymentCondition` makes it.
 fn condition(ty: &str, status: &str, reason: &str, message: &str) -> Value {
     let now = meta::now_rfc3339();
@@ -490,7 +477,7 @@ impl<'a> Rollout<'a> {
         record_event(
             self.sh,
             SOURCE,
-            &typed(&self.d),
+            &typed(&self.d, "apps/v1", "Deployment"),
             "Normal",
             "ScalingReplicaSet",
             &msg,
@@ -659,7 +646,7 @@ impl<'a> Rollout<'a> {
             },
             "spec": spec,
         });
-        let involved = typed(&self.d);
+        let involved = typed(&self.d, "apps/v1", "Deployment");
         match self.sh.create(&rs_def, "v1", &self.ns, body, &opts()).await {
             Ok(rs) => {
                 if replicas > 0 {
@@ -1101,32 +1088,8 @@ impl<'a> Rollout<'a> {
     }
 
     async fn write_status(&self) {
-        if self.status == self.before {
-            return;
-        }
-        let Some(def) = self.sh.resolve("apps", "v1", "deployments") else {
-            return;
-        };
-        let status = self.status.clone();
-        let res = self
-            .sh
-            .update_with(
-                &def,
-                "v1",
-                &self.ns,
-                self.name(),
-                Subresource::Status,
-                &opts(),
-                |cur| {
-                    let mut next = cur.clone();
-                    next["status"] = status.clone();
-                    Ok(next)
-                },
-            )
-            .await;
-        if let Err(e) = res {
-            tracing::debug!(error = %e, deployment = %self.name(), "deployment status update failed");
-        }
+        let resource = ("apps", "deployments");
+        write_status(self.sh, resource, &self.d, &self.status, &opts()).await;
     }
 }
 
@@ -1165,72 +1128,32 @@ async fn sync(sh: &Arc<SimShared>, ns: &str, name: &str) -> Option<Duration> {
     (!settled && !paused).then_some(Duration::from_secs(1))
 }
 
-type Key = (String, String);
-
-/// The Deployment that owns the ReplicaSet `ns/rs`, if any.
-fn deployment_of_rs(sh: &SimShared, ns: &str, rs: &str) -> Option<String> {
-    let rs = sh
-        .store
-        .get(&GroupResource::new("apps", "replicasets"), ns, rs)?;
-    controller_of(&rs)
-        .filter(|r| r.kind == "Deployment")
-        .map(|r| r.name.to_string())
-}
-
-/// Runs the Deployment controller until the store's change stream closes.
+/// Runs the Deployment controller until the store's change stream closes: a Deployment
+/// syncs on its own changes and its ReplicaSets', and on its pods' while a rollout waits
+/// (Recreate waits for the old pods to go).
 pub(crate) async fn run(sh: Arc<SimShared>) {
-    let mut rx = sh.store.subscribe();
-    let deploy_gr = GroupResource::new("apps", "deployments");
-    let rs_gr = GroupResource::new("apps", "replicasets");
-    let pods_gr = GroupResource::new("", "pods");
-    let all = |sh: &SimShared| -> HashSet<Key> {
-        sh.store
-            .list(&deploy_gr, None)
-            .0
-            .iter()
-            .map(|d| {
-                (
-                    meta::meta_str(d, "namespace").to_string(),
-                    meta::name_of(d).to_string(),
-                )
-            })
-            .collect()
+    let sets = GroupResource::new("apps", "replicasets");
+    let pods = GroupResource::new("", "pods");
+    let owner_of = move |sh: &SimShared, ev: &StoreEvent| {
+        let owner = controller_of(&ev.object)?;
+        if ev.gr == sets && owner.kind == "Deployment" {
+            return Some((ev.namespace.clone(), owner.name.to_string()));
+        }
+        if ev.gr == pods && owner.kind == "ReplicaSet" {
+            let rs = sh.store.get(&sets, &ev.namespace, owner.name)?;
+            let d = controller_of(&rs).filter(|r| r.kind == "Deployment")?;
+            return Some((ev.namespace.clone(), d.name.to_string()));
+        }
+        None
     };
-    let mut dirty = all(&sh);
-    let mut waiting: HashSet<Key> = HashSet::new();
-    let mut tick = tokio::time::interval(Duration::from_secs(1));
-    loop {
-        for key in std::mem::take(&mut dirty) {
-            if sync(&sh, &key.0, &key.1).await.is_some() {
-                waiting.insert(key);
-            } else {
-                waiting.remove(&key);
-            }
-        }
-        tokio::select! {
-            ev = rx.recv() => match ev {
-                Ok(ev) if ev.gr == deploy_gr => { dirty.insert((ev.namespace.clone(), ev.name.clone())); }
-                Ok(ev) if ev.gr == rs_gr => {
-                    if let Some(owner) = controller_of(&ev.object).filter(|r| r.kind == "Deployment") {
-                        dirty.insert((ev.namespace.clone(), owner.name.to_string()));
-                    }
-                }
-                // Recreate waits for the old pods to go.
-                Ok(ev) if ev.gr == pods_gr => {
-                    if let Some(owner) = controller_of(&ev.object).filter(|r| r.kind == "ReplicaSet")
-                        && let Some(d) = deployment_of_rs(&sh, &ev.namespace, owner.name)
-                        && waiting.contains(&(ev.namespace.clone(), d.clone()))
-                    {
-                        dirty.insert((ev.namespace.clone(), d));
-                    }
-                }
-                Ok(_) => {}
-                Err(RecvError::Lagged(_)) => dirty = all(&sh),
-                Err(RecvError::Closed) => return,
-            },
-            _ = tick.tick() => dirty.extend(waiting.iter().cloned()),
-        }
-    }
+    let sync = |sh: Arc<SimShared>, (ns, name): Key| async move { sync(&sh, &ns, &name).await };
+    run_controller(
+        sh,
+        GroupResource::new("apps", "deployments"),
+        owner_of,
+        sync,
+    )
+    .await;
 }
 
 #[cfg(test)]

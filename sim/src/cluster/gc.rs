@@ -95,9 +95,8 @@ impl Index {
 
 fn gc_opts() -> WriteOptions {
     WriteOptions {
-        user_agent: "kube-controller-manager/v1.33.0 (linux/amd64) kubernetes/garbage-collector"
-            .into(),
-        ..Default::default()
+        field_manager: None,
+        ..super::workloads::controller_manager("garbage-collector")
     }
 }
 

@@ -7,19 +7,21 @@
 //! does) and the controller's events. Pods are counted from the store (no tracking
 //! finalizer), so a pod deleted while running is replaced but not counted as failed.
 
-use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
 use jiff::Timestamp;
 use serde_json::{Value, json};
-use tokio::sync::broadcast::error::RecvError;
 
+use super::workloads::{
+    Key, controller_manager, create_pods, delete_pods, pod_from_template, run_controller, typed,
+    write_status,
+};
 use super::{EventSource, controller_of, record_event};
 use crate::SimShared;
 use crate::meta;
-use crate::ops::{DeleteOptions, Subresource, WriteOptions};
 use crate::registry::GroupResource;
+use crate::store::StoreEvent;
 
 const SOURCE: EventSource<'static> = EventSource {
     component: "job-controller",
@@ -170,48 +172,6 @@ fn count_pods(sh: &SimShared, job: &Value) -> JobPods {
     out
 }
 
-fn job_ref(job: &Value) -> Value {
-    let mut j = job.clone();
-    if let Some(m) = j.as_object_mut() {
-        m.insert("apiVersion".into(), json!("batch/v1"));
-        m.insert("kind".into(), json!("Job"));
-    }
-    j
-}
-
-fn opts() -> WriteOptions {
-    WriteOptions {
-        user_agent: "kube-controller-manager/v1.33.0 (linux/amd64) kubernetes/job-controller"
-            .into(),
-        field_manager: Some("kube-controller-manager".into()),
-        ..Default::default()
-    }
-}
-
-fn new_pod(job: &Value) -> Value {
-    let name = meta::name_of(job);
-    let tpl = job.pointer("/spec/template").cloned().unwrap_or_default();
-    let mut metadata = tpl.get("metadata").cloned().unwrap_or_else(|| json!({}));
-    if let Some(m) = metadata.as_object_mut() {
-        m.remove("name");
-        m.insert("generateName".into(), json!(format!("{name}-")));
-        m.insert(
-            "ownerReferences".into(),
-            json!([{
-                "apiVersion": "batch/v1", "kind": "Job", "name": name,
-                "uid": meta::meta_str(job, "uid"),
-                "controller": true, "blockOwnerDeletion": true,
-            }]),
-        );
-    }
-    json!({
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": metadata,
-        "spec": tpl.get("spec").cloned().unwrap_or_default(),
-    })
-}
-
 fn condition(ty: &str, reason: &str, message: &str, now: &str) -> Value {
     json!({
         "type": ty, "status": "True", "reason": reason, "message": message,
@@ -300,82 +260,42 @@ async fn sync(sh: &Arc<SimShared>, ns: &str, name: &str) -> Option<Duration> {
     if meta::is_terminating(&job) || finished(&job) {
         return None;
     }
-    let pods_def = sh.resolve("", "v1", "pods")?;
-    let jobs_def = sh.resolve("batch", "v1", "jobs")?;
     let pods = count_pods(sh, &job);
     let step = plan(&spec_of(&job), &pods, Timestamp::now());
-    let involved = job_ref(&job);
+    let involved = typed(&job, "batch/v1", "Job");
+    let opts = controller_manager("job-controller");
     let mut created = 0;
     let delete = match &step {
         JobStep::Run { create, delete } => {
-            for _ in 0..*create {
-                match sh.create(&pods_def, "v1", ns, new_pod(&job), &opts()).await {
-                    Ok(p) => {
-                        created += 1;
-                        let msg = format!("Created pod: {}", meta::name_of(&p));
-                        record_event(sh, SOURCE, &involved, "Normal", "SuccessfulCreate", &msg)
-                            .await;
-                    }
-                    Err(e) => {
-                        let msg = format!("Error creating: {}", e.message);
-                        record_event(sh, SOURCE, &involved, "Warning", "FailedCreate", &msg).await;
-                        break;
-                    }
-                }
-            }
+            let pod = || pod_from_template(&job, "batch/v1", "Job");
+            let count = usize::try_from(*create).unwrap_or(0);
+            created = create_pods(sh, SOURCE, &involved, count, pod, &opts)
+                .await
+                .0 as i64;
             delete.clone()
         }
         JobStep::Complete => Vec::new(),
         JobStep::Fail { delete, .. } => delete.clone(),
     };
-    for pod in &delete {
-        if sh
-            .delete(&pods_def, ns, pod, &DeleteOptions::default(), &opts())
-            .await
-            .is_ok()
-        {
-            let msg = format!("Deleted pod: {pod}");
-            record_event(sh, SOURCE, &involved, "Normal", "SuccessfulDelete", &msg).await;
-        }
-    }
+    delete_pods(sh, SOURCE, &involved, &delete, &opts).await;
     let status = next_status(&job, &pods, &step, created);
-    if job.get("status") != Some(&status) {
-        let res = sh
-            .update_with(
-                &jobs_def,
-                "v1",
-                ns,
-                name,
-                Subresource::Status,
-                &opts(),
-                |cur| {
-                    let mut next = cur.clone();
-                    if let Some(m) = next.as_object_mut() {
-                        m.insert("status".into(), status.clone());
-                    }
-                    Ok(next)
-                },
-            )
-            .await;
-        match res {
-            Ok(_) => match &step {
-                JobStep::Complete => {
-                    record_event(
-                        sh,
-                        SOURCE,
-                        &involved,
-                        "Normal",
-                        "Completed",
-                        "Job completed",
-                    )
-                    .await
-                }
-                JobStep::Fail {
-                    reason, message, ..
-                } => record_event(sh, SOURCE, &involved, "Warning", reason, message).await,
-                JobStep::Run { .. } => {}
-            },
-            Err(e) => tracing::debug!(error = %e, job = %name, "job status update failed"),
+    if write_status(sh, ("batch", "jobs"), &job, &status, &opts).await {
+        match &step {
+            JobStep::Complete => {
+                record_event(
+                    sh,
+                    SOURCE,
+                    &involved,
+                    "Normal",
+                    "Completed",
+                    "Job completed",
+                )
+                .await
+            }
+            JobStep::Fail {
+                reason, message, ..
+            } => record_event(sh, SOURCE, &involved, "Warning", reason, message).await,
+            JobStep::Run { .. } => {}
         }
     }
     // Come back for the deadline.
@@ -385,44 +305,15 @@ async fn sync(sh: &Arc<SimShared>, ns: &str, name: &str) -> Option<Duration> {
 
 /// Runs the Job controller until the store's change stream closes.
 pub(crate) async fn run(sh: Arc<SimShared>) {
-    let mut rx = sh.store.subscribe();
-    let jobs_gr = GroupResource::new("batch", "jobs");
-    let pods_gr = GroupResource::new("", "pods");
-    let all_jobs = |sh: &SimShared| -> HashSet<(String, String)> {
-        sh.store
-            .list(&jobs_gr, None)
-            .0
-            .iter()
-            .map(|j| {
-                (
-                    meta::meta_str(j, "namespace").to_string(),
-                    meta::name_of(j).to_string(),
-                )
-            })
-            .collect()
+    let pods = GroupResource::new("", "pods");
+    let owner_of = move |_: &SimShared, ev: &StoreEvent| {
+        (ev.gr == pods)
+            .then(|| controller_of(&ev.object).filter(|r| r.kind == "Job"))
+            .flatten()
+            .map(|job| (ev.namespace.clone(), job.name.to_string()))
     };
-    let mut dirty = all_jobs(&sh);
-    let mut resync = tokio::time::interval(Duration::from_secs(1));
-    loop {
-        for (ns, name) in std::mem::take(&mut dirty) {
-            sync(&sh, &ns, &name).await;
-        }
-        tokio::select! {
-            ev = rx.recv() => match ev {
-                Ok(ev) if ev.gr == jobs_gr => { dirty.insert((ev.namespace.clone(), ev.name.clone())); }
-                Ok(ev) if ev.gr == pods_gr => {
-                    if let Some(job) = controller_of(&ev.object).filter(|r| r.kind == "Job") {
-                        dirty.insert((ev.namespace.clone(), job.name.to_string()));
-                    }
-                }
-                Ok(_) => {}
-                Err(RecvError::Lagged(_)) => dirty = all_jobs(&sh),
-                Err(RecvError::Closed) => return,
-            },
-            // Deadlines and anything missed are caught up once a second.
-            _ = resync.tick() => dirty = all_jobs(&sh),
-        }
-    }
+    let sync = |sh: Arc<SimShared>, (ns, name): Key| async move { sync(&sh, &ns, &name).await };
+    run_controller(sh, GroupResource::new("batch", "jobs"), owner_of, sync).await;
 }
 
 #[cfg(test)]

@@ -18,6 +18,7 @@ pub mod quantity;
 pub mod replicasets;
 pub mod scheduler;
 pub mod serviceaccounts;
+pub(crate) mod workloads;
 
 use std::collections::hash_map::DefaultHasher;
 use std::hash::{Hash, Hasher};

@@ -8,19 +8,21 @@
 //! (`deployments.rs`) scales ReplicaSets; this one makes their pods.
 
 use std::cmp::Ordering;
-use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
 use jiff::Timestamp;
 use serde_json::{Map, Value, json};
-use tokio::sync::broadcast::error::RecvError;
 
-use super::{EventSource, controller_of, owned_pods, record_event};
+use super::workloads::{
+    Key, controller_manager, create_pods, delete_pods, pod_from_template, run_controller, typed,
+    write_status,
+};
+use super::{EventSource, controller_of, owned_pods};
 use crate::SimShared;
 use crate::meta;
-use crate::ops::{DeleteOptions, Subresource, WriteOptions};
 use crate::registry::GroupResource;
+use crate::store::StoreEvent;
 
 const SOURCE: EventSource<'static> = EventSource {
     component: "replicaset-controller",
@@ -151,51 +153,6 @@ pub(crate) fn is_active(pod: &Value) -> bool {
         )
 }
 
-fn opts() -> WriteOptions {
-    WriteOptions {
-        user_agent:
-            "kube-controller-manager/v1.33.0 (linux/amd64) kubernetes/replicaset-controller".into(),
-        field_manager: Some("kube-controller-manager".into()),
-        ..Default::default()
-    }
-}
-
-fn typed(rs: &Value) -> Value {
-    let mut r = rs.clone();
-    if let Some(m) = r.as_object_mut() {
-        m.insert("apiVersion".into(), json!("apps/v1"));
-        m.insert("kind".into(), json!("ReplicaSet"));
-    }
-    r
-}
-
-/// A pod from the ReplicaSet's template, as upstream's `GetPodFromTemplate` makes it.
-fn new_pod(rs: &Value) -> Value {
-    let name = meta::name_of(rs);
-    let template = rs.pointer("/spec/template").cloned().unwrap_or_default();
-    let mut metadata = Map::new();
-    for field in ["labels", "annotations", "finalizers"] {
-        if let Some(v) = template.pointer(&format!("/metadata/{field}")) {
-            metadata.insert(field.into(), v.clone());
-        }
-    }
-    metadata.insert("generateName".into(), json!(format!("{name}-")));
-    metadata.insert(
-        "ownerReferences".into(),
-        json!([{
-            "apiVersion": "apps/v1", "kind": "ReplicaSet", "name": name,
-            "uid": meta::meta_str(rs, "uid"),
-            "controller": true, "blockOwnerDeletion": true,
-        }]),
-    );
-    json!({
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": metadata,
-        "spec": template.get("spec").cloned().unwrap_or_default(),
-    })
-}
-
 fn int(v: &Value, ptr: &str) -> i64 {
     v.pointer(ptr).and_then(Value::as_i64).unwrap_or(0)
 }
@@ -256,9 +213,8 @@ fn failure_condition(message: &str) -> Value {
 async fn sync(sh: &Arc<SimShared>, ns: &str, name: &str) -> Option<Duration> {
     let gr = GroupResource::new("apps", "replicasets");
     let rs = sh.store.get(&gr, ns, name)?;
-    let pods_def = sh.resolve("", "v1", "pods")?;
-    let rs_def = sh.resolve("apps", "v1", "replicasets")?;
-    let involved = typed(&rs);
+    let involved = typed(&rs, "apps/v1", "ReplicaSet");
+    let opts = controller_manager("replicaset-controller");
     let uid = meta::meta_str(&rs, "uid");
     let active: Vec<Arc<Value>> = owned_pods(sh, ns, uid)
         .into_iter()
@@ -268,30 +224,11 @@ async fn sync(sh: &Arc<SimShared>, ns: &str, name: &str) -> Option<Duration> {
     if !meta::is_terminating(&rs) {
         let ranked: Vec<ActivePod> = active.iter().map(|p| active_pod(p)).collect();
         let (create, delete) = plan(int(&rs, "/spec/replicas"), &ranked);
-        for _ in 0..create {
-            match sh.create(&pods_def, "v1", ns, new_pod(&rs), &opts()).await {
-                Ok(p) => {
-                    let msg = format!("Created pod: {}", meta::name_of(&p));
-                    record_event(sh, SOURCE, &involved, "Normal", "SuccessfulCreate", &msg).await;
-                }
-                Err(e) => {
-                    let msg = format!("Error creating: {}", e.message);
-                    record_event(sh, SOURCE, &involved, "Warning", "FailedCreate", &msg).await;
-                    failure = Some(msg);
-                    break;
-                }
-            }
-        }
-        for pod in &delete {
-            if sh
-                .delete(&pods_def, ns, pod, &DeleteOptions::default(), &opts())
-                .await
-                .is_ok()
-            {
-                let msg = format!("Deleted pod: {pod}");
-                record_event(sh, SOURCE, &involved, "Normal", "SuccessfulDelete", &msg).await;
-            }
-        }
+        let pod = || pod_from_template(&rs, "apps/v1", "ReplicaSet");
+        failure = create_pods(sh, SOURCE, &involved, create, pod, &opts)
+            .await
+            .1;
+        delete_pods(sh, SOURCE, &involved, &delete, &opts).await;
     }
     let now = Timestamp::now();
     let pods: Vec<Arc<Value>> = owned_pods(sh, ns, uid)
@@ -314,26 +251,7 @@ async fn sync(sh: &Arc<SimShared>, ns: &str, name: &str) -> Option<Duration> {
         }
         None => {}
     }
-    if rs.get("status") != Some(&status) {
-        let res = sh
-            .update_with(
-                &rs_def,
-                "v1",
-                ns,
-                name,
-                Subresource::Status,
-                &opts(),
-                |cur| {
-                    let mut next = cur.clone();
-                    next["status"] = status.clone();
-                    Ok(next)
-                },
-            )
-            .await;
-        if let Err(e) = res {
-            tracing::debug!(error = %e, replicaset = %name, "replicaset status update failed");
-        }
-    }
+    write_status(sh, ("apps", "replicasets"), &rs, &status, &opts).await;
     // Pods ready but not yet available: look again once a second until they are.
     let min_ready = int(&rs, "/spec/minReadySeconds");
     let waiting = pods
@@ -342,52 +260,23 @@ async fn sync(sh: &Arc<SimShared>, ns: &str, name: &str) -> Option<Duration> {
     waiting.then_some(Duration::from_secs(1))
 }
 
-type Key = (String, String);
-
 /// Runs the ReplicaSet controller until the store's change stream closes.
 pub(crate) async fn run(sh: Arc<SimShared>) {
-    let mut rx = sh.store.subscribe();
-    let rs_gr = GroupResource::new("apps", "replicasets");
-    let pods_gr = GroupResource::new("", "pods");
-    let all = |sh: &SimShared| -> HashSet<Key> {
-        sh.store
-            .list(&rs_gr, None)
-            .0
-            .iter()
-            .map(|r| {
-                (
-                    meta::meta_str(r, "namespace").to_string(),
-                    meta::name_of(r).to_string(),
-                )
-            })
-            .collect()
+    let pods = GroupResource::new("", "pods");
+    let owner_of = move |_: &SimShared, ev: &StoreEvent| {
+        (ev.gr == pods)
+            .then(|| controller_of(&ev.object).filter(|r| r.kind == "ReplicaSet"))
+            .flatten()
+            .map(|owner| (ev.namespace.clone(), owner.name.to_string()))
     };
-    let mut dirty = all(&sh);
-    let mut waiting: HashSet<Key> = HashSet::new();
-    let mut tick = tokio::time::interval(Duration::from_secs(1));
-    loop {
-        for key in std::mem::take(&mut dirty) {
-            if sync(&sh, &key.0, &key.1).await.is_some() {
-                waiting.insert(key);
-            } else {
-                waiting.remove(&key);
-            }
-        }
-        tokio::select! {
-            ev = rx.recv() => match ev {
-                Ok(ev) if ev.gr == rs_gr => { dirty.insert((ev.namespace.clone(), ev.name.clone())); }
-                Ok(ev) if ev.gr == pods_gr => {
-                    if let Some(owner) = controller_of(&ev.object).filter(|r| r.kind == "ReplicaSet") {
-                        dirty.insert((ev.namespace.clone(), owner.name.to_string()));
-                    }
-                }
-                Ok(_) => {}
-                Err(RecvError::Lagged(_)) => dirty = all(&sh),
-                Err(RecvError::Closed) => return,
-            },
-            _ = tick.tick() => dirty.extend(waiting.iter().cloned()),
-        }
-    }
+    let sync = |sh: Arc<SimShared>, (ns, name): Key| async move { sync(&sh, &ns, &name).await };
+    run_controller(
+        sh,
+        GroupResource::new("apps", "replicasets"),
+        owner_of,
+        sync,
+    )
+    .await;
 }
 
 #[cfg(test)]

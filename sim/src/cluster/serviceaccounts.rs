@@ -35,16 +35,6 @@ impl Resources {
     }
 }
 
-fn opts() -> WriteOptions {
-    WriteOptions {
-        user_agent:
-            "kube-controller-manager/v1.33.0 (linux/amd64) kubernetes/serviceaccount-controller"
-                .into(),
-        field_manager: Some("kube-controller-manager".into()),
-        ..Default::default()
-    }
-}
-
 /// Creates `namespace`'s `default` ServiceAccount unless it has one or is going away.
 async fn ensure_default(sh: &SimShared, gr: &Resources, namespace: &str) {
     let Some(ns) = sh.store.get(&gr.namespaces, "", namespace) else {
@@ -63,7 +53,16 @@ async fn ensure_default(sh: &SimShared, gr: &Resources, namespace: &str) {
     };
     let account = json!({"apiVersion": "v1", "kind": "ServiceAccount",
         "metadata": {"name": DEFAULT_SERVICE_ACCOUNT, "namespace": namespace}});
-    match sh.create(&def, "v1", namespace, account, &opts()).await {
+    match sh
+        .create(
+            &def,
+            "v1",
+            namespace,
+            account,
+            &super::workloads::controller_manager("serviceaccount-controller"),
+        )
+        .await
+    {
         // 409: a client made it meanwhile.
         Ok(_) => {}
         Err(e) if e.code == 409 => {}
