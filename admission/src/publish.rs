@@ -414,13 +414,32 @@ pub async fn publish(
     ca_bundle: &str,
     create_missing: bool,
 ) -> Result<(), PublishError> {
+    publish_creating(client, routes, owned, endpoint, ca_bundle, |_| {
+        create_missing
+    })
+    .await
+    .map(|_| ())
+}
+
+/// [`publish`], deciding per configuration whether a missing one is created
+/// (`create_missing(name)`), so a process can create a configuration the first time it has
+/// entries for it, however late that comes, and still leave one it published and that was
+/// deleted since. Returns the names of the configurations it published.
+pub async fn publish_creating(
+    client: &kube::Client,
+    routes: &AdmissionRoutes,
+    owned: &Owned,
+    endpoint: &Endpoint,
+    ca_bundle: &str,
+    create_missing: impl Fn(&str) -> bool,
+) -> Result<Vec<String>, PublishError> {
     let (m, v) = configurations(routes, owned, endpoint, ca_bundle);
+    let mut published = Vec::new();
     if let Some(m) = m {
-        let what = format!(
-            "MutatingWebhookConfiguration {}",
-            m.metadata.name.clone().unwrap_or_default()
-        );
-        let written = upsert(&Api::all(client.clone()), m, create_missing, |cur, want| {
+        let name = m.metadata.name.clone().unwrap_or_default();
+        let what = format!("MutatingWebhookConfiguration {name}");
+        let create = create_missing(&name);
+        let written = upsert(&Api::all(client.clone()), m, create, |cur, want| {
             let mut entries = cur.webhooks.take().unwrap_or_default();
             let changed = merge_entries(
                 &mut entries,
@@ -435,14 +454,16 @@ pub async fn publish(
             what: what.clone(),
             source,
         })?;
+        if written != Written::LeftMissing {
+            published.push(name);
+        }
         log_written(&what, written);
     }
     if let Some(v) = v {
-        let what = format!(
-            "ValidatingWebhookConfiguration {}",
-            v.metadata.name.clone().unwrap_or_default()
-        );
-        let written = upsert(&Api::all(client.clone()), v, create_missing, |cur, want| {
+        let name = v.metadata.name.clone().unwrap_or_default();
+        let what = format!("ValidatingWebhookConfiguration {name}");
+        let create = create_missing(&name);
+        let written = upsert(&Api::all(client.clone()), v, create, |cur, want| {
             let mut entries = cur.webhooks.take().unwrap_or_default();
             let changed = merge_entries(
                 &mut entries,
@@ -457,6 +478,9 @@ pub async fn publish(
             what: what.clone(),
             source,
         })?;
+        if written != Written::LeftMissing {
+            published.push(name);
+        }
         log_written(&what, written);
     }
     let crds: Api<apiext::CustomResourceDefinition> = Api::all(client.clone());
@@ -495,7 +519,7 @@ pub async fn publish(
             }
         }
     }
-    Ok(())
+    Ok(published)
 }
 
 fn to_crd_client_config(c: WebhookClientConfig) -> apiext::WebhookClientConfig {

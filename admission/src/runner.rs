@@ -2,6 +2,7 @@
 //! files or a self-managed Secret, caBundle publishing, and rotation checks — as one task
 //! for [`kruise_runtime::Binary::every_replica`].
 
+use std::collections::HashSet;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
 use std::time::Duration;
@@ -122,9 +123,19 @@ pub async fn run(
         .await
         .with_context(|| format!("binding the admission server on {addr}"))?;
     tracing::info!(addr = %server.addr, "admission server listening");
-    let mut published = publish_logged(&client, &routes, &owned, &endpoint, &current, true).await;
-    // Missing configurations are created until the first publish succeeds, never after.
-    let mut created = published;
+    // A missing configuration is created until this process has published it once (its
+    // first publish, or the first with an entry for it), never after: one deleted since
+    // is being uninstalled.
+    let mut ever_published: HashSet<String> = HashSet::new();
+    let mut published = publish_logged(
+        &client,
+        &routes,
+        &owned,
+        &endpoint,
+        &current,
+        &mut ever_published,
+    )
+    .await;
     readiness.set("admission", published);
     loop {
         let interval = if published {
@@ -166,9 +177,15 @@ pub async fn run(
             Err(e) => tracing::warn!(error = %e, "checking webhook certificates failed"),
         }
         if !published {
-            published =
-                publish_logged(&client, &routes, &owned, &endpoint, &current, !created).await;
-            created |= published;
+            published = publish_logged(
+                &client,
+                &routes,
+                &owned,
+                &endpoint,
+                &current,
+                &mut ever_published,
+            )
+            .await;
             readiness.set("admission", published);
         }
     }
@@ -182,7 +199,7 @@ async fn publish_logged(
     owned: &Owned,
     endpoint: &Endpoint,
     cert: &ServingCert,
-    create_missing: bool,
+    ever_published: &mut HashSet<String>,
 ) -> bool {
     if !routes.webhooks_known() {
         // Published once the handlers have loaded what their entries follow (they notify
@@ -190,7 +207,8 @@ async fn publish_logged(
         tracing::info!("webhook entries not known yet (caches loading); publishing later");
         return false;
     }
-    match publish::publish(
+    let create_missing = |name: &str| !ever_published.contains(name);
+    let result = publish::publish_creating(
         client,
         routes,
         owned,
@@ -198,9 +216,12 @@ async fn publish_logged(
         &cert.ca_bundle,
         create_missing,
     )
-    .await
-    {
-        Ok(()) => true,
+    .await;
+    match result {
+        Ok(names) => {
+            ever_published.extend(names);
+            true
+        }
         Err(e) => {
             tracing::warn!(error = %e, "could not publish webhook configuration; will retry");
             false

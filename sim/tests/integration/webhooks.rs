@@ -638,3 +638,131 @@ async fn admission_reviews_carry_options_and_the_requester_over_kept_alive_conne
     );
     server.stop.cancel();
 }
+
+/// A validating handler with no entry until `wanted` (a pod chain whose scope is listed
+/// after the process first publishes).
+struct LateValidator {
+    wanted: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl AdmissionHandler for LateValidator {
+    fn path(&self) -> &str {
+        "/validate-late"
+    }
+    fn webhook(&self) -> WebhookSpec {
+        WebhookSpec {
+            name: "vlate.test.kruise.io".into(),
+            ..DenyForbidden.webhook()
+        }
+    }
+    fn webhooks(&self) -> Vec<WebhookSpec> {
+        if self.wanted.load(Ordering::SeqCst) {
+            vec![self.webhook()]
+        } else {
+            Vec::new()
+        }
+    }
+    fn handle<'a>(
+        &'a self,
+        req: &'a AdmissionRequest<DynamicObject>,
+    ) -> BoxFuture<'a, Result<AdmissionResponse, HandlerError>> {
+        DenyForbidden.handle(req)
+    }
+}
+
+#[tokio::test]
+async fn a_configuration_first_wanted_after_the_first_publish_is_created_then_but_not_after_a_delete()
+ {
+    use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
+    use std::collections::HashSet;
+    let sim = crate::common::sim().await;
+    let client = sim.client().unwrap();
+    let wanted = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let server = serve(
+        AdmissionRoutes::new()
+            .handler(LabelPods {
+                policy: FailurePolicy::Fail,
+            })
+            .handler(LateValidator {
+                wanted: wanted.clone(),
+            }),
+    )
+    .await;
+    let owned = Owned {
+        mutating: Some("late-mutating".into()),
+        validating: Some("late-validating".into()),
+        crds: vec![],
+    };
+    // The runner's rule: create what this process has not published yet.
+    let mut ever: HashSet<String> = HashSet::new();
+    let validating: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
+    for _ in 0..2 {
+        let names = publish::publish_creating(
+            &client,
+            &server.routes,
+            &owned,
+            &server.endpoint,
+            &server.ca.cert_pem,
+            |name| !ever.contains(name),
+        )
+        .await
+        .unwrap();
+        ever.extend(names);
+    }
+    assert!(
+        validating
+            .get_opt("late-validating")
+            .await
+            .unwrap()
+            .is_none()
+    );
+    // Its entry comes later: the configuration is created then.
+    wanted.store(true, Ordering::SeqCst);
+    let names = publish::publish_creating(
+        &client,
+        &server.routes,
+        &owned,
+        &server.endpoint,
+        &server.ca.cert_pem,
+        |name| !ever.contains(name),
+    )
+    .await
+    .unwrap();
+    ever.extend(names);
+    assert!(
+        validating
+            .get_opt("late-validating")
+            .await
+            .unwrap()
+            .is_some()
+    );
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let err = pods
+        .create(&PostParams::default(), &pod("forbidden", "web"))
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("this pod is not allowed"), "{err}");
+    // Deleted after it was published (an uninstall begins so): left deleted.
+    validating
+        .delete("late-validating", &DeleteParams::default())
+        .await
+        .unwrap();
+    publish::publish_creating(
+        &client,
+        &server.routes,
+        &owned,
+        &server.endpoint,
+        &server.ca.cert_pem,
+        |name| !ever.contains(name),
+    )
+    .await
+    .unwrap();
+    assert!(
+        validating
+            .get_opt("late-validating")
+            .await
+            .unwrap()
+            .is_none()
+    );
+    server.stop.cancel();
+}
