@@ -670,6 +670,27 @@ impl AdmissionHandler for LateValidator {
     }
 }
 
+/// Publishes as kruise-admission's runner does: a missing configuration is created only
+/// if this process has not published it before (`ever`, updated).
+async fn publish_as_the_runner(
+    client: &kube::Client,
+    server: &Server,
+    owned: &Owned,
+    ever: &mut std::collections::HashSet<String>,
+) {
+    let names = publish::publish_creating(
+        client,
+        &server.routes,
+        owned,
+        &server.endpoint,
+        &server.ca.cert_pem,
+        |name| !ever.contains(name),
+    )
+    .await
+    .unwrap();
+    ever.extend(names);
+}
+
 #[tokio::test]
 async fn a_configuration_first_wanted_after_the_first_publish_is_created_then_but_not_after_a_delete()
  {
@@ -697,17 +718,7 @@ async fn a_configuration_first_wanted_after_the_first_publish_is_created_then_bu
     let mut ever: HashSet<String> = HashSet::new();
     let validating: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
     for _ in 0..2 {
-        let names = publish::publish_creating(
-            &client,
-            &server.routes,
-            &owned,
-            &server.endpoint,
-            &server.ca.cert_pem,
-            |name| !ever.contains(name),
-        )
-        .await
-        .unwrap();
-        ever.extend(names);
+        publish_as_the_runner(&client, &server, &owned, &mut ever).await;
     }
     assert!(
         validating
@@ -718,17 +729,7 @@ async fn a_configuration_first_wanted_after_the_first_publish_is_created_then_bu
     );
     // Its entry comes later: the configuration is created then.
     wanted.store(true, Ordering::SeqCst);
-    let names = publish::publish_creating(
-        &client,
-        &server.routes,
-        &owned,
-        &server.endpoint,
-        &server.ca.cert_pem,
-        |name| !ever.contains(name),
-    )
-    .await
-    .unwrap();
-    ever.extend(names);
+    publish_as_the_runner(&client, &server, &owned, &mut ever).await;
     assert!(
         validating
             .get_opt("late-validating")
@@ -747,16 +748,7 @@ async fn a_configuration_first_wanted_after_the_first_publish_is_created_then_bu
         .delete("late-validating", &DeleteParams::default())
         .await
         .unwrap();
-    publish::publish_creating(
-        &client,
-        &server.routes,
-        &owned,
-        &server.endpoint,
-        &server.ca.cert_pem,
-        |name| !ever.contains(name),
-    )
-    .await
-    .unwrap();
+    publish_as_the_runner(&client, &server, &owned, &mut ever).await;
     assert!(
         validating
             .get_opt("late-validating")
