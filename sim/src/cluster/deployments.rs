@@ -26,7 +26,7 @@ use crate::SimShared;
 use crate::meta;
 use crate::ops::{DeleteOptions, Subresource, WriteOptions};
 use crate::registry::GroupResource;
-use crate::store::StoreEvent;
+use crate::store::{EventType, StoreEvent};
 
 const SOURCE: EventSource<'static> = EventSource {
     component: "deployment-controller",
@@ -1129,8 +1129,9 @@ async fn sync(sh: &Arc<SimShared>, ns: &str, name: &str) -> Option<Duration> {
 }
 
 /// Runs the Deployment controller until the store's change stream closes: a Deployment
-/// syncs on its own changes and its ReplicaSets', and on its pods' while a rollout waits
-/// (Recreate waits for the old pods to go).
+/// syncs on its own changes, its ReplicaSets', and its pods' deletions (Recreate waits for
+/// the old pods to go; upstream watches pod deletions alone too), and once a second while a
+/// rollout is under way.
 pub(crate) async fn run(sh: Arc<SimShared>) {
     let sets = GroupResource::new("apps", "replicasets");
     let pods = GroupResource::new("", "pods");
@@ -1139,7 +1140,7 @@ pub(crate) async fn run(sh: Arc<SimShared>) {
         if ev.gr == sets && owner.kind == "Deployment" {
             return Some((ev.namespace.clone(), owner.name.to_string()));
         }
-        if ev.gr == pods && owner.kind == "ReplicaSet" {
+        if ev.gr == pods && ev.event_type == EventType::Deleted && owner.kind == "ReplicaSet" {
             let rs = sh.store.get(&sets, &ev.namespace, owner.name)?;
             let d = controller_of(&rs).filter(|r| r.kind == "Deployment")?;
             return Some((ev.namespace.clone(), d.name.to_string()));
