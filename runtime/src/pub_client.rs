@@ -140,8 +140,9 @@ struct Asked<'a> {
 struct Outcome {
     /// The answer to each operation asked, in order.
     verdicts: Vec<Verdict>,
-    /// The budget the grants' status write returned.
-    written: Option<PodUnavailableBudget>,
+    /// The budget the grants' status write returned, and the version that write was
+    /// conditioned on.
+    written: Option<(PodUnavailableBudget, String)>,
 }
 
 /// Decides on each of `asked` in turn against `budget` (each grant spends one disruption of
@@ -189,6 +190,7 @@ async fn decide_and_write(
             });
         };
         let name = to_write.name_any();
+        let conditioned_on = to_write.resource_version().unwrap_or_default();
         match api
             .replace_status(&name, &PostParams::default(), &to_write)
             .await
@@ -196,7 +198,7 @@ async fn decide_and_write(
             Ok(written) => {
                 return Ok(Outcome {
                     verdicts,
-                    written: Some(written),
+                    written: Some((written, conditioned_on)),
                 });
             }
             // A budget deleted meanwhile lets every operation through (K#1567).
@@ -276,9 +278,9 @@ fn selects(budget: &PodUnavailableBudget, pod: &Pod) -> bool {
 /// the version before the grant, conflict, and need the API after all.
 pub struct BudgetCache {
     store: Store<PodUnavailableBudget>,
-    /// Per budget, the version the watch held when this process last granted on it, and
-    /// the budget that grant wrote.
-    written: Mutex<HashMap<ObjectRef<PodUnavailableBudget>, (String, PodUnavailableBudget)>>,
+    /// Per budget, the last grant this process wrote on it, kept while the watch shows a
+    /// version older than it.
+    written: Mutex<HashMap<ObjectRef<PodUnavailableBudget>, WrittenGrant>>,
     /// Per budget, the grants waiting to be written (one queue per budget this process has
     /// granted on): concurrent writes on one budget would all be conditioned on the same
     /// version and all but one conflict, so the grants are written one write at a time, each
@@ -289,6 +291,27 @@ pub struct BudgetCache {
     /// review that finds the rest spoken for is refused at once instead of queueing behind
     /// them only to be refused after their writes.
     reserved: Mutex<HashMap<ObjectRef<PodUnavailableBudget>, i32>>,
+}
+
+/// A budget as this process's last grant wrote it, and the versions before it the watch
+/// may still show: the version it held at the first of a run of grants and each one the
+/// run wrote since. A watch delivers the run's writes one by one, so until it shows the
+/// newest, the grant written is the budget to decide on.
+struct WrittenGrant {
+    budget: PodUnavailableBudget,
+    older: Vec<String>,
+}
+
+/// How many older versions a [`WrittenGrant`] keeps: a watch further behind than this
+/// many of this process's own writes makes the next grant conflict and read the API, which
+/// is still correct.
+const OLDER_VERSIONS_KEPT: usize = 32;
+
+/// Adds `version` to `versions` unless it is there already.
+fn push_new(versions: &mut Vec<String>, version: String) {
+    if !versions.contains(&version) {
+        versions.push(version);
+    }
 }
 
 /// The grants decided on one cached budget and waiting for its status write.
@@ -449,12 +472,13 @@ impl BudgetCache {
         if batch.is_empty() {
             return;
         }
-        let (budget, watched_version) = match self.store.get(key) {
-            Some(cached) => (
-                Some(self.newest(&cached)),
-                cached.resource_version().unwrap_or_default(),
-            ),
-            None => (None, String::new()),
+        let (budget, mut older) = match self.store.get(key) {
+            Some(cached) => {
+                let (budget, mut older) = self.newest_and_older(&cached);
+                push_new(&mut older, cached.resource_version().unwrap_or_default());
+                (Some(budget), older)
+            }
+            None => (None, Vec::new()),
         };
         let asked: Vec<Asked<'_>> = batch
             .iter()
@@ -467,10 +491,13 @@ impl BudgetCache {
         let outcome = decide_and_write(api, budget, &asked, gates).await;
         let verdicts: Vec<Answer> = match outcome {
             Ok(outcome) => {
-                if let Some(written) = outcome.written
+                if let Some((budget, conditioned_on)) = outcome.written
                     && let Ok(mut grants) = self.written.lock()
                 {
-                    grants.insert(key.clone(), (watched_version, written));
+                    push_new(&mut older, conditioned_on);
+                    let surplus = older.len().saturating_sub(OLDER_VERSIONS_KEPT);
+                    older.drain(..surplus);
+                    grants.insert(key.clone(), WrittenGrant { budget, older });
                 }
                 outcome.verdicts.into_iter().map(Ok).collect()
             }
@@ -537,25 +564,33 @@ impl BudgetCache {
     }
 
     /// The cached budget, or the last grant this process wrote on it while the watch still
-    /// holds the version it held then (a run of grants on one replica builds on the last
-    /// one written, however far the watch lags). Once the watch moved on, the record is
-    /// dropped.
+    /// shows a version before it (a run of grants on one replica builds on the last one
+    /// written, however far the watch lags).
     fn newest(&self, cached: &PodUnavailableBudget) -> PodUnavailableBudget {
+        self.newest_and_older(cached).0
+    }
+
+    /// [`BudgetCache::newest`], with the versions older than it the watch may still show.
+    /// Once the watch shows any other version (the grant itself, or someone else's write),
+    /// the record is dropped.
+    fn newest_and_older(
+        &self,
+        cached: &PodUnavailableBudget,
+    ) -> (PodUnavailableBudget, Vec<String>) {
         let key = ObjectRef::from_obj(cached);
         let Ok(mut grants) = self.written.lock() else {
-            return cached.clone();
+            return (cached.clone(), Vec::new());
         };
+        let cached_version = cached.resource_version().unwrap_or_default();
         match grants.get(&key) {
-            Some((watched_version, written))
-                if cached.resource_version().as_deref() == Some(watched_version.as_str()) =>
-            {
-                written.clone()
+            Some(grant) if grant.older.contains(&cached_version) => {
+                (grant.budget.clone(), grant.older.clone())
             }
             Some(_) => {
                 grants.remove(&key);
-                cached.clone()
+                (cached.clone(), Vec::new())
             }
-            None => cached.clone(),
+            None => (cached.clone(), Vec::new()),
         }
     }
 }
@@ -602,5 +637,51 @@ mod tests {
         drop(second);
         assert_eq!(allowed(&cache.less_reserved(budget(2))), 2);
         assert!(cache.reserved.lock().unwrap().is_empty());
+    }
+
+    fn at_version(allowed: i32, version: &str) -> PodUnavailableBudget {
+        let mut budget = budget(allowed);
+        budget.metadata.resource_version = Some(version.into());
+        budget
+    }
+
+    #[test]
+    fn the_last_grant_written_is_decided_on_until_the_watch_shows_it_or_another_write() {
+        let (store, _writer) = reflector::store::<PodUnavailableBudget>();
+        let cache = BudgetCache::new(store);
+        // Two grants written from version 7: 8 then 9.
+        cache.written.lock().unwrap().insert(
+            ObjectRef::from_obj(&budget(2)),
+            WrittenGrant {
+                budget: at_version(0, "9"),
+                older: vec!["7".into(), "8".into()],
+            },
+        );
+        // The watch delivers the writes one by one: the first of them is not the newest.
+        for behind in ["7", "8"] {
+            let (newest, older) = cache.newest_and_older(&at_version(1, behind));
+            assert_eq!(allowed(&newest), 0, "watch at {behind}");
+            assert_eq!(older, ["7", "8"]);
+        }
+        // The watch shows the last grant: the record has served.
+        let (newest, older) = cache.newest_and_older(&at_version(0, "9"));
+        assert_eq!((allowed(&newest), older.len()), (0, 0));
+        assert!(cache.written.lock().unwrap().is_empty());
+    }
+
+    #[test]
+    fn a_write_by_someone_else_in_the_watch_drops_the_last_grant() {
+        let (store, _writer) = reflector::store::<PodUnavailableBudget>();
+        let cache = BudgetCache::new(store);
+        cache.written.lock().unwrap().insert(
+            ObjectRef::from_obj(&budget(2)),
+            WrittenGrant {
+                budget: at_version(1, "8"),
+                older: vec!["7".into()],
+            },
+        );
+        let (newest, _) = cache.newest_and_older(&at_version(2, "10"));
+        assert_eq!(newest.resource_version().as_deref(), Some("10"));
+        assert!(cache.written.lock().unwrap().is_empty());
     }
 }

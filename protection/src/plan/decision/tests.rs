@@ -397,8 +397,8 @@ fn a_dry_run_is_answered_without_spending_the_budget() {
 struct InFlight {
     pod: usize,
     operation: PubOperation,
-    /// The version the replica's watch held when it decided.
-    watched_version: u64,
+    /// The versions before the one decided on that the replica's watch may show.
+    older: Vec<u64>,
     read_version: u64,
     status: PodUnavailableBudgetStatus,
     attempts: usize,
@@ -415,8 +415,9 @@ enum Step {
     },
     /// A replica's conditioned status write reaches the API server.
     Commit { replica: usize },
-    /// A replica's watches deliver what changed since they last did.
-    Sync { replica: usize },
+    /// A replica's watches deliver what changed since they last did: the budget either all
+    /// at once or only its next version (a watch delivers writes one by one).
+    Sync { replica: usize, all: bool },
     /// A pod's readiness flips on its own (not for pods already disrupted).
     Churn { pod: usize },
     /// The PUB controller recomputes the status from the pods.
@@ -432,7 +433,7 @@ fn step() -> impl Strategy<Value = Step> {
     prop_oneof![
         4 => (0usize..2, 0usize..8, op).prop_map(|(replica, pod, operation)| Step::Begin { replica, pod, operation }),
         4 => (0usize..2).prop_map(|replica| Step::Commit { replica }),
-        2 => (0usize..2).prop_map(|replica| Step::Sync { replica }),
+        2 => (0usize..2, any::<bool>()).prop_map(|(replica, all)| Step::Sync { replica, all }),
         1 => (0usize..8).prop_map(|pod| Step::Churn { pod }),
         1 => Just(Step::Reconcile),
     ]
@@ -445,22 +446,26 @@ struct Store {
     version: u64,
 }
 
-/// What one webhook replica's watches hold, and the grant it last wrote (the version its
-/// watch held then, and the budget written), as `kruise_runtime::pub_client::BudgetCache`.
+/// What one webhook replica's watches hold, and the grant it last wrote (the versions
+/// before it its watch may still show, and the budget written), as
+/// `kruise_runtime::pub_client::BudgetCache`.
 #[derive(Clone)]
 struct Replica {
     budget: Store,
     ready: [bool; 8],
-    written: Option<(u64, Store)>,
+    written: Option<(Vec<u64>, Store)>,
 }
 
 impl Replica {
-    /// The budget a decision starts from: the replica's own last grant while the watch still
-    /// holds the version it held then, else the watch's copy.
-    fn budget(&self) -> &Store {
+    /// The budget a decision starts from, and the versions before it the watch may show:
+    /// the replica's own last grant while the watch shows a version before it, else the
+    /// watch's copy.
+    fn budget(&self) -> (&Store, Vec<u64>) {
         match &self.written {
-            Some((watched_version, written)) if *watched_version == self.budget.version => written,
-            _ => &self.budget,
+            Some((older, written)) if older.contains(&self.budget.version) => {
+                (written, older.clone())
+            }
+            _ => (&self.budget, vec![self.budget.version]),
         }
     }
 }
@@ -496,6 +501,8 @@ proptest! {
         };
         let mut store = Store { budget: budget(spec, json!({}), json!({})), version: 1 };
         store.budget.status = Some(recompute(&store.budget, &ready));
+        // Every version of the budget, in order: version v is history[v - 1].
+        let mut history = vec![store.clone()];
         let synced = Replica { budget: store.clone(), ready, written: None };
         let mut replicas = [synced.clone(), synced];
         let mut in_flight: [Option<InFlight>; 2] = [None, None];
@@ -507,7 +514,11 @@ proptest! {
                         continue;
                     }
                     let cache = &replicas[replica];
-                    let from = cache.budget().clone();
+                    let (from, mut older) = cache.budget();
+                    let from = from.clone();
+                    if !older.contains(&cache.budget.version) {
+                        older.push(cache.budget.version);
+                    }
                     // A DELETE or UPDATE carries the pod; an eviction takes the watch's.
                     let seen_ready = if operation == PubOperation::Evict { cache.ready[pod] } else { ready[pod] };
                     let mut decision = run(Some(&from.budget), &pod_in(pod, seen_ready), operation.clone(), false, ALL_GATES);
@@ -516,7 +527,7 @@ proptest! {
                     }
                     match decision {
                         Decision::Consume(status) => {
-                            in_flight[replica] = Some(InFlight { pod, operation, watched_version: cache.budget.version, read_version: from.version, status, attempts: 1 });
+                            in_flight[replica] = Some(InFlight { pod, operation, older, read_version: from.version, status, attempts: 1 });
                         }
                         Decision::Allow(_) if ready[pod] && !disrupted.contains(&pod) => {
                             // Let through unrecorded, yet it was available.
@@ -531,7 +542,12 @@ proptest! {
                     if flight.read_version == store.version {
                         store.budget.status = Some(flight.status);
                         store.version += 1;
-                        replicas[replica].written = Some((flight.watched_version, store.clone()));
+                        let mut older = flight.older;
+                        if !older.contains(&flight.read_version) {
+                            older.push(flight.read_version);
+                        }
+                        replicas[replica].written = Some((older, store.clone()));
+                        history.push(store.clone());
                         disrupted.insert(flight.pod);
                         ready[flight.pod] = false;
                     } else if flight.attempts < MAX_ATTEMPTS {
@@ -545,8 +561,9 @@ proptest! {
                         }
                     }
                 }
-                Step::Sync { replica } => {
-                    replicas[replica].budget = store.clone();
+                Step::Sync { replica, all } => {
+                    let next = usize::try_from(replicas[replica].budget.version).unwrap();
+                    replicas[replica].budget = if all { store.clone() } else { history[next.min(history.len() - 1)].clone() };
                     replicas[replica].ready = ready;
                 }
                 Step::Churn { pod } => {
@@ -557,6 +574,7 @@ proptest! {
                 Step::Reconcile => {
                     store.budget.status = Some(recompute(&store.budget, &ready));
                     store.version += 1;
+                    history.push(store.clone());
                 }
             }
             let granted = i32::try_from(disrupted.len()).unwrap();
