@@ -352,6 +352,21 @@ fn is_dns1123_label_part(label: &str) -> bool {
 pub const DNS1123_SUBDOMAIN_MESSAGE: &str = "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character";
 /// Kubernetes' message for a name that is not a DNS-1123 label.
 pub const DNS1123_LABEL_MESSAGE: &str = "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character";
+/// The example and pattern Kubernetes appends to [`DNS1123_LABEL_MESSAGE`].
+pub const DNS1123_LABEL_EXAMPLE: &str = " (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')";
+
+/// Kubernetes' `IsDNS1123Label`: its messages about `name`, none when it is one (a namespace
+/// name's check, `ValidateNamespaceName`).
+pub fn dns1123_label_errors(name: &str) -> Vec<String> {
+    let mut errors = Vec::new();
+    if name.len() > 63 {
+        errors.push("must be no more than 63 characters".to_string());
+    }
+    if !is_dns1123_label_part(name) {
+        errors.push(format!("{DNS1123_LABEL_MESSAGE}{DNS1123_LABEL_EXAMPLE}"));
+    }
+    errors
+}
 
 #[cfg(test)]
 mod tests {

@@ -20,7 +20,9 @@
 use k8s_openapi::api::core::v1::PodSpec;
 use k8s_openapi::api::storage::v1::StorageClass;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
-use kruise_compat::field::{BadValue, DNS1123_LABEL_MESSAGE, Path, is_dns1123_label};
+use kruise_compat::field::{
+    BadValue, DNS1123_LABEL_EXAMPLE, DNS1123_LABEL_MESSAGE, Path, is_dns1123_label,
+};
 pub use kruise_compat::field::{ErrorList, FieldError, bracketed as to_message};
 use kruise_compat::podtemplate::{validate_long_running_pod, validate_template_metadata};
 use kruise_core::api::intstr::value_from_int_or_percent;
@@ -37,9 +39,6 @@ use super::v1beta1::{
 
 /// OpenKruise's message for a change to an immutable field.
 pub const IMMUTABLE_FIELDS_MESSAGE: &str = "updates to statefulset spec for fields other than 'replicas', 'ordinals', 'template', 'reserveOrdinals', 'lifecycle', 'revisionHistoryLimit', 'persistentVolumeClaimRetentionPolicy', `volumeClaimTemplates`, `VolumeClaimUpdateStrategy` and 'updateStrategy' are forbidden";
-
-/// The example and pattern Kubernetes appends to [`DNS1123_LABEL_MESSAGE`].
-const DNS1123_LABEL_EXAMPLE: &str = " (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')";
 
 /// Validates `set` (and, on UPDATE, its change from `old`).
 pub fn validate(set: &StatefulSet, old: Option<&StatefulSet>) -> ErrorList {
