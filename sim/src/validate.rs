@@ -238,12 +238,16 @@ pub fn pod_spec(spec: &Value, prefix: &str, causes: &mut Vec<StatusCause>) {
     }
 }
 
-/// Kind-specific checks of built-ins: pod specs (and the pod templates of workloads).
-pub fn builtin_spec(def: &ResourceDef, obj: &Value) -> ApiResult<()> {
+/// Kind-specific checks of built-ins: pod specs (and the pod templates of workloads),
+/// ConfigMap and Secret contents (and, on update from `old`, what may not change).
+pub fn builtin_spec(def: &ResourceDef, old: Option<&Value>, obj: &Value) -> ApiResult<()> {
     if !def.builtin {
         return Ok(());
     }
-    let mut causes = Vec::new();
+    let mut causes = match old {
+        Some(old) => config_update(def, old, obj),
+        None => Vec::new(),
+    };
     match (def.group.as_str(), def.plural.as_str()) {
         ("", "pods") => {
             if let Some(spec) = obj.get("spec") {
@@ -258,6 +262,8 @@ pub fn builtin_spec(def: &ResourceDef, obj: &Value) -> ApiResult<()> {
                 pod_spec(spec, "spec.template.spec", &mut causes);
             }
         }
+        ("", "configmaps") => config_map(obj, &mut causes),
+        ("", "secrets") => secret(obj, &mut causes),
         _ => {}
     }
     if causes.is_empty() {
@@ -270,6 +276,197 @@ pub fn builtin_spec(def: &ResourceDef, obj: &Value) -> ApiResult<()> {
             causes,
         ))
     }
+}
+
+/// Kubernetes' message for a key that is not a valid ConfigMap or Secret key.
+const CONFIG_KEY_MSG: &str = "a valid config key must consist of alphanumeric characters, '-', '_' or '.' (e.g. 'key.name',  or 'KEY_NAME',  or 'key-name', regex used for validation is '[-._a-zA-Z0-9]+')";
+/// The most data a ConfigMap or Secret may hold (`core.MaxSecretSize`).
+const MAX_CONFIG_BYTES: usize = 1024 * 1024;
+
+/// `IsConfigMapKey`: the problems with `key` as a ConfigMap or Secret key.
+fn config_key_errors(key: &str) -> Vec<String> {
+    let mut errors = Vec::new();
+    if key.len() > 253 {
+        errors.push("must be no more than 253 characters".to_string());
+    }
+    let valid = !key.is_empty()
+        && key
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'));
+    if !valid {
+        errors.push(CONFIG_KEY_MSG.to_string());
+    }
+    match key {
+        "." => errors.push("must not be '.'".into()),
+        ".." => errors.push("must not be '..'".into()),
+        k if k.starts_with("..") => errors.push("must not start with '..'".into()),
+        _ => {}
+    }
+    errors
+}
+
+/// The keys of the map at `key` of `obj`, with the length of each value (decoded base64 for
+/// `data` of a Secret and `binaryData`).
+fn data_entries(obj: &Value, key: &str, base64: bool) -> Vec<(String, usize)> {
+    use base64::Engine as _;
+    obj.get(key)
+        .and_then(Value::as_object)
+        .map(|m| {
+            m.iter()
+                .map(|(k, v)| {
+                    let text = v.as_str().unwrap_or_default();
+                    let len = if base64 {
+                        base64::engine::general_purpose::STANDARD
+                            .decode(text)
+                            .map_or(text.len(), |d| d.len())
+                    } else {
+                        text.len()
+                    };
+                    (k.clone(), len)
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn too_long(field: &str, max: usize) -> StatusCause {
+    StatusCause {
+        reason: "FieldValueTooLong".into(),
+        message: format!("Too long: may not be more than {max} bytes"),
+        field: field.into(),
+    }
+}
+
+/// `ValidateConfigMap`: valid keys, none in both `data` and `binaryData`, 1 MiB at most.
+fn config_map(obj: &Value, causes: &mut Vec<StatusCause>) {
+    let data = data_entries(obj, "data", false);
+    let binary = data_entries(obj, "binaryData", true);
+    let mut total = 0;
+    for (key, len) in &data {
+        for e in config_key_errors(key) {
+            causes.push(invalid(&format!("data[{key}]"), key, &e));
+        }
+        if binary.iter().any(|(b, _)| b == key) {
+            causes.push(invalid(
+                &format!("data[{key}]"),
+                key,
+                "duplicate of key present in binaryData",
+            ));
+        }
+        total += len;
+    }
+    for (key, len) in &binary {
+        for e in config_key_errors(key) {
+            causes.push(invalid(&format!("binaryData[{key}]"), key, &e));
+        }
+        total += len;
+    }
+    if total > MAX_CONFIG_BYTES {
+        causes.push(too_long("", MAX_CONFIG_BYTES));
+    }
+}
+
+/// `ValidateSecret`: valid keys, 1 MiB at most, and what its `type` requires.
+fn secret(obj: &Value, causes: &mut Vec<StatusCause>) {
+    use base64::Engine as _;
+    let data = data_entries(obj, "data", true);
+    let mut total = 0;
+    for (key, len) in &data {
+        for e in config_key_errors(key) {
+            causes.push(invalid(&format!("data[{key}]"), key, &e));
+        }
+        total += len;
+    }
+    if total > MAX_CONFIG_BYTES {
+        causes.push(too_long("data", MAX_CONFIG_BYTES));
+    }
+    let has = |key: &str| data.iter().any(|(k, _)| k == key);
+    let decoded = |key: &str| {
+        obj.pointer(&format!(
+            "/data/{}",
+            key.replace('~', "~0").replace('/', "~1")
+        ))
+        .and_then(Value::as_str)
+        .and_then(|v| base64::engine::general_purpose::STANDARD.decode(v).ok())
+    };
+    let require = |causes: &mut Vec<StatusCause>, key: &str| {
+        if !has(key) {
+            causes.push(required(&format!("data[{key}]")));
+        }
+    };
+    let json_object = |causes: &mut Vec<StatusCause>, key: &str| {
+        if !has(key) {
+            causes.push(required(&format!("data[{key}]")));
+        } else if decoded(key)
+            .and_then(|d| serde_json::from_slice::<serde_json::Map<String, Value>>(&d).ok())
+            .is_none()
+        {
+            causes.push(invalid(
+                &format!("data[{key}]"),
+                "<secret contents redacted>",
+                "invalid JSON",
+            ));
+        }
+    };
+    match obj.get("type").and_then(Value::as_str).unwrap_or_default() {
+        "kubernetes.io/service-account-token" => {
+            let named = obj
+                .pointer("/metadata/annotations/kubernetes.io~1service-account.name")
+                .and_then(Value::as_str)
+                .is_some_and(|n| !n.is_empty());
+            if !named {
+                causes.push(required(
+                    "metadata.annotations[kubernetes.io/service-account.name]",
+                ));
+            }
+        }
+        "kubernetes.io/dockercfg" => json_object(causes, ".dockercfg"),
+        "kubernetes.io/dockerconfigjson" => json_object(causes, ".dockerconfigjson"),
+        "kubernetes.io/basic-auth" if !has("username") && !has("password") => {
+            require(causes, "username");
+            require(causes, "password");
+        }
+        "kubernetes.io/ssh-auth" if decoded("ssh-privatekey").is_none_or(|d| d.is_empty()) => {
+            causes.push(required("data[ssh-privatekey]"));
+        }
+        "kubernetes.io/tls" => {
+            require(causes, "tls.crt");
+            require(causes, "tls.key");
+        }
+        _ => {}
+    }
+}
+
+/// `ValidateSecretUpdate` and `ValidateConfigMapUpdate`'s own checks (before those of the
+/// object itself): a Secret's `type` is immutable, and once `immutable` is true neither it
+/// nor the data may change.
+fn config_update(def: &ResourceDef, old: &Value, new: &Value) -> Vec<StatusCause> {
+    let fields: &[&str] = match (def.group.as_str(), def.plural.as_str()) {
+        ("", "secrets") => &["data"],
+        ("", "configmaps") => &["data", "binaryData"],
+        _ => return Vec::new(),
+    };
+    let mut causes = Vec::new();
+    if def.plural == "secrets" && old.get("type") != new.get("type") {
+        let value = new.get("type").and_then(Value::as_str).unwrap_or_default();
+        causes.push(invalid("type", value, "field is immutable"));
+    }
+    if old.get("immutable") == Some(&Value::Bool(true)) {
+        let forbidden = |field: &str| StatusCause {
+            reason: "FieldValueForbidden".into(),
+            message: "Forbidden: field is immutable when `immutable` is set".into(),
+            field: field.into(),
+        };
+        if new.get("immutable") != Some(&Value::Bool(true)) {
+            causes.push(forbidden("immutable"));
+        }
+        for field in fields {
+            if old.get(*field) != new.get(*field) {
+                causes.push(forbidden(field));
+            }
+        }
+    }
+    causes
 }
 
 /// A custom resource's replicas at its scale subresource's `specReplicasPath`

@@ -345,7 +345,7 @@ fn validate_object(
     opts: &WriteOptions,
 ) -> ApiResult<Option<crate::registry::ResourceDef>> {
     crate::validate::object_meta(def, obj)?;
-    crate::validate::builtin_spec(def, obj)?;
+    crate::validate::builtin_spec(def, old, obj)?;
     crate::validate::custom_resource_scale(def, obj)?;
     if let Some(old) = old
         && def.builtin

@@ -946,3 +946,112 @@ async fn metadata_is_validated() {
         ok.metadata.resource_version
     );
 }
+
+/// A Secret's `stringData` is written into `data` (base64) and never stored, on create and
+/// on update, as kube-apiserver's v1 conversion does; `type` defaults to `Opaque`.
+#[tokio::test]
+async fn secret_string_data_is_merged_into_data() {
+    use k8s_openapi::api::core::v1::Secret;
+    let sim = sim().await;
+    let api: Api<Secret> = Api::namespaced(sim.client().unwrap(), "default");
+    let secret: Secret = serde_json::from_value(json!({
+        "metadata": {"name": "creds"},
+        "data": {"user": "YWRtaW4=", "token": "b2xk"},
+        "stringData": {"token": "new"},
+    }))
+    .unwrap();
+    let created = api.create(&PostParams::default(), &secret).await.unwrap();
+    assert!(created.string_data.is_none());
+    assert_eq!(created.type_.as_deref(), Some("Opaque"));
+    let data = created.data.clone().unwrap();
+    assert_eq!(data["user"].0, b"admin");
+    assert_eq!(data["token"].0, b"new");
+    let mut changed = created.clone();
+    changed.string_data = Some(BTreeMap::from([("extra".to_string(), "x".to_string())]));
+    let updated = api
+        .replace("creds", &PostParams::default(), &changed)
+        .await
+        .unwrap();
+    let got = api.get("creds").await.unwrap();
+    assert_eq!(got.data, updated.data);
+    assert_eq!(got.data.unwrap()["extra"].0, b"x");
+    assert!(got.string_data.is_none());
+}
+
+/// ConfigMap and Secret keys, sizes and types are validated as kube-apiserver validates
+/// them, and an immutable one keeps its data.
+#[tokio::test]
+async fn configmap_and_secret_contents_are_validated() {
+    use k8s_openapi::api::core::v1::Secret;
+    let sim = sim().await;
+    let client = sim.client().unwrap();
+    let configmaps: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    let bad: ConfigMap = serde_json::from_value(json!({
+        "metadata": {"name": "bad"}, "data": {"not a key": "x", "..dots": "y", "both": "z"},
+        "binaryData": {"both": "eg=="},
+    }))
+    .unwrap();
+    let err = api_err(
+        configmaps
+            .create(&PostParams::default(), &bad)
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(err.code, 422);
+    assert_eq!(
+        err.message,
+        "ConfigMap \"bad\" is invalid: [data[..dots]: Invalid value: \"..dots\": must not start with '..', data[both]: Invalid value: \"both\": duplicate of key present in binaryData, data[not a key]: Invalid value: \"not a key\": a valid config key must consist of alphanumeric characters, '-', '_' or '.' (e.g. 'key.name',  or 'KEY_NAME',  or 'key-name', regex used for validation is '[-._a-zA-Z0-9]+')]"
+    );
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), "default");
+    let tls: Secret = serde_json::from_value(json!({
+        "metadata": {"name": "tls"}, "type": "kubernetes.io/tls", "data": {"tls.crt": "eA=="},
+    }))
+    .unwrap();
+    let err = api_err(
+        secrets
+            .create(&PostParams::default(), &tls)
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(
+        err.message,
+        "Secret \"tls\" is invalid: data[tls.key]: Required value"
+    );
+    let frozen: ConfigMap = serde_json::from_value(json!({
+        "metadata": {"name": "frozen"}, "immutable": true, "data": {"k": "v"},
+    }))
+    .unwrap();
+    let mut frozen = configmaps
+        .create(&PostParams::default(), &frozen)
+        .await
+        .unwrap();
+    frozen.data = Some(BTreeMap::from([("k".to_string(), "w".to_string())]));
+    let err = api_err(
+        configmaps
+            .replace("frozen", &PostParams::default(), &frozen)
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(
+        err.message,
+        "ConfigMap \"frozen\" is invalid: data: Forbidden: field is immutable when `immutable` is set"
+    );
+    let opaque: Secret =
+        serde_json::from_value(json!({"metadata": {"name": "o"}, "data": {"k": "dg=="}})).unwrap();
+    let mut opaque = secrets
+        .create(&PostParams::default(), &opaque)
+        .await
+        .unwrap();
+    opaque.type_ = Some("kubernetes.io/basic-auth".into());
+    let err = api_err(
+        secrets
+            .replace("o", &PostParams::default(), &opaque)
+            .await
+            .unwrap_err(),
+    );
+    assert!(
+        err.message.starts_with("Secret \"o\" is invalid: [type: Invalid value: \"kubernetes.io/basic-auth\": field is immutable"),
+        "{}",
+        err.message
+    );
+}
