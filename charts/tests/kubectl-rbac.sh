@@ -7,8 +7,9 @@
 # down, an Advanced StatefulSet with a claim template likewise, a BroadcastJob runs on
 # every node, a SidecarSet injects into new pods, an Advanced DaemonSet rolls out, and the
 # node agents (as their own ServiceAccounts, on the simulated nodes' CRI sockets) pull an
-# ImagePullJob's image and recreate a container for a ContainerRecreateRequest; no request
-# of any family or agent may be forbidden.
+# ImagePullJob's image and recreate a container for a ContainerRecreateRequest, and a
+# ResourceDistribution copies a Secret into two namespaces; no request of any family or
+# agent may be forbidden. ResourceDistribution, off by default, is enabled for it.
 set -euo pipefail
 # shellcheck source=testkit/scenario-lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/../../testkit/scenario-lib.sh"
@@ -19,7 +20,7 @@ NS=kruise-rs
 
 start_cluster kruise-sim --nodes 2 --authorize --cri-dir "$WORK/cri"
 "$KUBECTL" create namespace "$NS" >/dev/null
-"$HELM" install kr "$ROOT/charts/kruise-rs" -n "$NS" >"$WORK/install.log" 2>&1 || { cat "$WORK/install.log" >&2; fail "helm install"; }
+"$HELM" install kr "$ROOT/charts/kruise-rs" -n "$NS" --set resourcedistribution.enabled=true >"$WORK/install.log" 2>&1 || { cat "$WORK/install.log" >&2; fail "helm install"; }
 
 # start_as FAMILY: kruise-FAMILY as its ServiceAccount (a kubeconfig whose token names it),
 # with the chart's arguments; webhooks reached on 127.0.0.1 (no cluster network here).
@@ -39,7 +40,7 @@ start_as() {
   PIDS+=($!)
   wait_for 60 "kruise-$family ready as its ServiceAccount" curl -sf "http://127.0.0.1:$health/readyz"
 }
-families=(cloneset statefulset broadcastjob daemonset imagepull crr protection sidecarset webhook)
+families=(cloneset statefulset broadcastjob daemonset imagepull crr protection resourcedistribution sidecarset webhook)
 for family in "${families[@]}"; do start_as "$family"; done
 lease_holder() { "$KUBECTL" get lease "kruise-$1" -n "$NS" -o jsonpath='{.spec.holderIdentity}' 2>/dev/null; }
 for family in "${families[@]}"; do
@@ -189,7 +190,25 @@ spec:
 YAML
 crr_done() { [[ "$("$KUBECTL" get crr restart-main -o jsonpath='{.status.phase}')" == Completed ]]; }
 wait_for 60 "the ContainerRecreateRequest completed by the node's agent" crr_done
-pass "CloneSet and Advanced StatefulSet create, in-place update and scale-down, a BroadcastJob on every node, SidecarSet injection, an Advanced DaemonSet rollout, an ImagePullJob and a ContainerRecreateRequest through the node agents, all as the ServiceAccounts"
+"$KUBECTL" create namespace team-a >/dev/null
+"$KUBECTL" create namespace team-b >/dev/null
+"$KUBECTL" apply -f - >/dev/null <<'YAML'
+apiVersion: apps.kruise.io/v1alpha1
+kind: ResourceDistribution
+metadata: {name: shared-token}
+spec:
+  resource:
+    apiVersion: v1
+    kind: Secret
+    metadata: {name: shared-token}
+    stringData: {token: abc}
+  targets:
+    includedNamespaces: {list: [{name: team-a}, {name: team-b}]}
+YAML
+rd_done() { [[ "$("$KUBECTL" get resourcedistribution shared-token -o jsonpath='{.status.succeeded}')" == 2 ]]; }
+wait_for 60 "the ResourceDistribution's Secret in both namespaces" rd_done
+"$KUBECTL" get secret shared-token -n team-b -o name >/dev/null || fail "the distributed Secret in team-b"
+pass "CloneSet and Advanced StatefulSet create, in-place update and scale-down, a BroadcastJob on every node, SidecarSet injection, an Advanced DaemonSet rollout, an ImagePullJob and a ContainerRecreateRequest through the node agents, a ResourceDistribution's copies, all as the ServiceAccounts"
 
 forbidden=$(grep -h "forbidden by RBAC" "$CLUSTER_LOG" || true)
 [[ -z "$forbidden" ]] || fail "requests the chart's roles do not allow:

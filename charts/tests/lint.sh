@@ -44,7 +44,10 @@ for family in "${families[@]}"; do
   validate "$work/$family.yaml"
   pass "$family alone: renders only its objects, valid for Kubernetes 1.29 .. 1.35"
 done
-"$HELM" template kr "$chart" -n kr-ns >"$work/all.yaml"
+# Every family on, those off by default (resourcedistribution) included.
+all=()
+for family in "${families[@]}"; do all+=(--set "$family.enabled=true"); done
+"$HELM" template kr "$chart" -n kr-ns "${all[@]}" >"$work/all.yaml"
 validate "$work/all.yaml"
 pass "all families: valid for Kubernetes 1.29 .. 1.35"
 

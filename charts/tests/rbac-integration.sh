@@ -23,6 +23,7 @@ declare -A tests=(
   [imagepull]="imagepull_sim"
   [crr]="crr_sim"
   [protection]="budget_sim eviction_sim"
+  [resourcedistribution]="distribution_sim"
   [testkit]="rbac_enforced"
 )
 # The workspace's test build (testkit/test-executables.sh): `cargo test -p` alone would
@@ -31,7 +32,7 @@ source testkit/test-executables.sh
 load_test_executables
 families=("$@")
 failed=()
-[[ ${#families[@]} -gt 0 ]] || families=(testkit cloneset statefulset daemonset broadcastjob imagepull crr protection)
+[[ ${#families[@]} -gt 0 ]] || families=(testkit cloneset statefulset daemonset broadcastjob imagepull crr protection resourcedistribution)
 for family in "${families[@]}"; do
   [[ -n "${tests[$family]:-}" ]] || { echo "rbac-integration.sh: no tests listed for $family" >&2; exit 1; }
   echo "=== $family as kruise-$family: ${tests[$family]}"

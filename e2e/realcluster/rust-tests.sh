@@ -66,6 +66,7 @@ if [[ ${#suites[@]} -eq 0 ]]; then
 		kruise-protection:related_pub_sim
 		kruise-protection:pod_admission_sim
 		kruise-protection:deletion_sim
+		kruise-resourcedistribution:distribution_sim
 		kruise-crossfamily:sidecarset_budget_sim
 	)
 fi

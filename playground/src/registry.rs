@@ -27,6 +27,8 @@ pub const FAMILIES: &[fn() -> anyhow::Result<Family>] = &[
     kruise_crr::binary::family,
     #[cfg(feature = "protection")]
     kruise_protection::binary::family,
+    #[cfg(feature = "resourcedistribution")]
+    kruise_resourcedistribution::binary::family,
     kruise_webhook::family,
 ];
 
@@ -92,7 +94,8 @@ mod tests {
         feature = "imagepull",
         feature = "daemonset",
         feature = "crr",
-        feature = "protection"
+        feature = "protection",
+        feature = "resourcedistribution"
     ))]
     #[test]
     fn the_default_build_registers_every_family() {
@@ -108,6 +111,7 @@ mod tests {
                 "daemonset",
                 "crr",
                 "protection",
+                "resourcedistribution",
                 "webhook"
             ]
         );

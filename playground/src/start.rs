@@ -265,6 +265,7 @@ mod tests {
                 "daemonset",
                 "crr",
                 "protection",
+                "resourcedistribution",
                 "webhook"
             ]
         );

@@ -163,6 +163,27 @@ pub fn spec_defaults_patch<T: Serialize + DeserializeOwned>(
     })
 }
 
+/// The object a CREATE or UPDATE writes, decoded as `K` (`kind` names it in decode errors),
+/// and on UPDATE the old one; `None` for other operations and a request without an object
+/// (what a validating webhook lets through unread).
+pub fn decode_written<K: DeserializeOwned>(
+    request: &AdmissionRequest<DynamicObject>,
+    kind: &str,
+) -> Result<Option<(K, Option<K>)>, HandlerError> {
+    let (Operation::Create | Operation::Update) = request.operation else {
+        return Ok(None);
+    };
+    let Some(object) = &request.object else {
+        return Ok(None);
+    };
+    let new: K = decode(&object_json(object)?, kind)?;
+    let old: Option<K> = match (&request.operation, &request.old_object) {
+        (Operation::Update, Some(old)) => Some(decode(&object_json(old)?, kind)?),
+        _ => None,
+    };
+    Ok(Some((new, old)))
+}
+
 /// A family's validating webhook for one kind whose check needs nothing but the object
 /// (read as the storage version's type `K`; both versions carry the same fields) and, on
 /// UPDATE, the old one: CREATE and UPDATE are checked, denied as [`deny_invalid`] says.
@@ -186,19 +207,15 @@ impl<K: DeserializeOwned> ValidateKind<K> {
         &self,
         request: &AdmissionRequest<DynamicObject>,
     ) -> Result<AdmissionResponse, HandlerError> {
-        let (Operation::Create | Operation::Update) = request.operation else {
-            return Ok(AdmissionResponse::from(request));
-        };
-        let Some(object) = &request.object else {
-            return Ok(AdmissionResponse::from(request));
-        };
-        served_version(&request.kind.version, self.kind)?;
-        let new: K = decode(&object_json(object)?, self.kind)?;
-        let old: Option<K> = match (&request.operation, &request.old_object) {
-            (Operation::Update, Some(old)) => Some(decode(&object_json(old)?, self.kind)?),
-            _ => None,
-        };
-        Ok(deny_invalid(request, &(self.check)(&new, old.as_ref())))
+        if matches!(request.operation, Operation::Create | Operation::Update)
+            && request.object.is_some()
+        {
+            served_version(&request.kind.version, self.kind)?;
+        }
+        Ok(match decode_written::<K>(request, self.kind)? {
+            Some((new, old)) => deny_invalid(request, &(self.check)(&new, old.as_ref())),
+            None => AdmissionResponse::from(request),
+        })
     }
 }
 
