@@ -350,6 +350,7 @@ mod tests {
                 "daemonset\tkruise-daemonset\tdaemonsets.apps.kruise.io\t-\t-",
                 "crr\tkruise-crr\tcontainerrecreaterequests.apps.kruise.io\tcrr\tagent",
                 "protection\tkruise-protection\tpodunavailablebudgets.policy.kruise.io\tprotection\t-",
+                "resourcedistribution\tkruise-resourcedistribution\tresourcedistributions.apps.kruise.io\t-\t-",
                 "webhook\tkruise-webhook\t-\tworkloads\t-",
             ]
         );
