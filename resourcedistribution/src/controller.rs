@@ -17,6 +17,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use futures::StreamExt as _;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret};
@@ -93,9 +94,35 @@ struct Shared {
     /// current: its resourceVersion and the resource hash it holds. A copy whose cached
     /// version is still that one is current without a read.
     verified: Mutex<HashMap<(String, String), (String, String)>>,
+    /// Per distribution and namespace, when this process created the copy the cache has
+    /// not shown yet: until it does (or [`CREATE_EXPECTATION`] passes) the copy counts as
+    /// made, so a reconcile in between does not create it again.
+    created: Mutex<HashMap<(String, String), std::time::Instant>>,
 }
 
+/// How long a copy this process created counts as made without the cache showing it.
+const CREATE_EXPECTATION: Duration = Duration::from_secs(30);
+
+/// How long a reconcile waits for the caches to list the cluster once before it is
+/// requeued.
+const CACHE_SYNC_WAIT: Duration = Duration::from_secs(10);
+/// When a reconcile that found the caches unsynced runs again.
+const CACHE_SYNC_RETRY: Duration = Duration::from_secs(1);
+
 impl Shared {
+    /// Whether the namespace, Secret and ConfigMap caches have listed the cluster (waiting
+    /// for them at most [`CACHE_SYNC_WAIT`]).
+    async fn caches_synced(&self) -> bool {
+        let all = async {
+            self.namespaces.wait_until_ready().await.is_ok()
+                && self.secrets.wait_until_ready().await.is_ok()
+                && self.configmaps.wait_until_ready().await.is_ok()
+        };
+        tokio::time::timeout(CACHE_SYNC_WAIT, all)
+            .await
+            .unwrap_or(false)
+    }
+
     fn verified(&self, distribution: &str, namespace: &str, version: &str, hash: &str) -> bool {
         self.verified
             .lock()
@@ -120,6 +147,31 @@ impl Shared {
                 None => verified.remove(&key),
             };
         }
+    }
+
+    /// Records the copy of `distribution` in `namespace` created, or (`false`) seen.
+    fn expect_created(&self, distribution: &str, namespace: &str, created: bool) {
+        if let Ok(mut pending) = self.created.lock() {
+            let key = (distribution.to_string(), namespace.to_string());
+            if created {
+                pending.insert(key, std::time::Instant::now());
+            } else {
+                pending.remove(&key);
+            }
+        }
+    }
+
+    /// Whether this process created the copy of `distribution` in `namespace` recently
+    /// enough that the cache may not show it yet.
+    fn awaits_created(&self, distribution: &str, namespace: &str) -> bool {
+        self.created
+            .lock()
+            .map(|pending| {
+                pending
+                    .get(&(distribution.to_string(), namespace.to_string()))
+                    .is_some_and(|at| at.elapsed() < CREATE_EXPECTATION)
+            })
+            .unwrap_or(false)
     }
 
     /// The cached metadata of the object `name` of the resource's kind in `namespace`.
@@ -198,6 +250,7 @@ pub async fn run(client: Client, opts: RunOptions) {
         configmaps,
         events,
         verified: Mutex::new(HashMap::new()),
+        created: Mutex::new(HashMap::new()),
     });
     let by_namespace = {
         let (all, shared) = (distributions.clone(), shared.clone());
@@ -320,6 +373,12 @@ async fn reconcile(
     shared: Arc<Shared>,
 ) -> Result<Requeue, Error> {
     let name = distribution.name_any();
+    // The namespaces and the copies must be listed once before anything is decided from
+    // them: an empty cache would count no target (a status of 0) and create every copy
+    // again.
+    if !shared.caches_synced().await {
+        return Ok(Requeue::requeue(CACHE_SYNC_RETRY));
+    }
     let resource = match validate_resource(&distribution.spec, None) {
         Ok(resource) => resource,
         Err(errors) => {
@@ -347,8 +406,12 @@ async fn reconcile(
     let mut to_read = Vec::new();
     for namespace in &namespaces {
         let Some(copy) = shared.copy_meta(&resource, &namespace.name) else {
+            if shared.awaits_created(&name, &namespace.name) {
+                copies.insert(namespace.name.clone(), CopyState::Owned { current: true });
+            }
             continue;
         };
+        shared.expect_created(&name, &namespace.name, false);
         let state = if !is_controlled_by(&copy.owners, &name) {
             CopyState::Foreign
         } else if !targets.contains(&namespace.name) || copy.hash.as_deref() != Some(&hash) {
@@ -520,6 +583,8 @@ impl Write<'_> {
         {
             Ok(created) => {
                 self.written(namespace, &created);
+                self.shared
+                    .expect_created(self.source.name, namespace, true);
                 Ok(())
             }
             // The cache had not shown it yet: look at what is there.
