@@ -18,7 +18,7 @@ focus+='|selector pods and scale down deployment ignore|selector pods and delete
 focus+='|Service deletion|Ingress deletion|ns should be protected'
 focus+='|recreate update when pod qos changed|Decreasing .start.ordinal|Should recreate evicted statefulset'
 focus+='|recreate_expand_vct_with_sc_can_expand'
-focus+='|ResourceDistribution.*(namespace event checker|resource event checker)'
+focus+='|ResourceDistribution.*namespace event checker'
 # OpenKruise's own kruise-manager on kruise-sim (built beside the suite, sharing its caches).
 step "kruise-manager v1.8.3 on kruise-sim up"
 bash "$root/e2e/openkruise/kruise-manager-on-sim.sh"
