@@ -11,3 +11,4 @@ pub mod gojson;
 pub mod pod_defaults;
 pub mod podtemplate;
 pub mod quantity;
+pub mod secret;

@@ -19,6 +19,7 @@ use serde_json::Value;
 
 use crate::api::validation::{Resource, validate_resource, validate_targets};
 use crate::api::{KIND, RESOURCE, ResourceDistribution};
+use crate::controller::message_of;
 
 /// URL path of the webhook (OpenKruise's).
 pub const VALIDATE_PATH: &str = "/validate-apps-kruise-io-v1alpha1-resourcedistribution";
@@ -76,7 +77,7 @@ impl ValidateResourceDistribution {
             dry_run: true,
             ..PostParams::default()
         };
-        let mut result = Err(None);
+        let mut outcome = Ok(());
         for namespace in [self.namespace.as_str(), FALLBACK_NAMESPACE] {
             let mut object = resource.object.clone();
             if let Some(metadata) = object.get_mut("metadata").and_then(Value::as_object_mut) {
@@ -87,20 +88,17 @@ impl ValidateResourceDistribution {
                 Err(e) => return Some(dry_run_error(e.to_string())),
             };
             let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), namespace, &kind);
-            result = api.create(&params, &object).await.map(|_| ()).map_err(Some);
-            match &result {
-                // The webhook's namespace is missing: the API server refused the namespace,
-                // not the resource.
-                Err(Some(e)) if is_not_found(e) => continue,
-                _ => break,
+            outcome = api.create(&params, &object).await.map(|_| ());
+            // Not found: the webhook's namespace is missing (the API server refused the
+            // namespace, not the resource).
+            if !matches!(&outcome, Err(e) if is_not_found(e)) {
+                break;
             }
         }
-        match result {
+        match outcome {
             Ok(()) => None,
-            Err(Some(e)) if is_already_exists(&e) => None,
-            Err(Some(kube::Error::Api(status))) => Some(dry_run_error(status.message)),
-            Err(Some(e)) => Some(dry_run_error(e.to_string())),
-            Err(None) => None,
+            Err(e) if is_already_exists(&e) => None,
+            Err(e) => Some(dry_run_error(message_of(&e))),
         }
     }
 }

@@ -338,12 +338,8 @@ fn copy_owners(
             .iter()
             .filter(|d| {
                 is_controlled_by(owners, &d.name_any())
-                    || (d.spec.resource.get("kind").and_then(Value::as_str) == Some(kind)
-                        && d.spec
-                            .resource
-                            .pointer("/metadata/name")
-                            .and_then(Value::as_str)
-                            == Some(name))
+                    || Resource::decode(&d.spec.resource)
+                        .is_ok_and(|r| r.kind == kind && r.name == name)
             })
             .map(|d| ObjectRef::from(d.as_ref()))
             .collect()
@@ -361,7 +357,7 @@ fn copies_api(client: &Client, resource: &Resource, namespace: &str) -> Api<Dyna
 }
 
 /// An API error as OpenKruise reports it in a condition (the API server's message).
-fn message_of(e: &kube::Error) -> String {
+pub(crate) fn message_of(e: &kube::Error) -> String {
     match e {
         kube::Error::Api(status) if !status.message.is_empty() => status.message.clone(),
         other => other.to_string(),

@@ -5,7 +5,6 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use base64::Engine as _;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{OwnerReference, Time};
 use kruise_compat::gojson::to_go_json;
 use kruise_core::pods::selector::{is_empty, selector_matches};
@@ -290,17 +289,7 @@ pub fn stored_content(object: &Value, is_secret: bool) -> Map<String, Value> {
     content.remove("metadata");
     content.remove("status");
     if is_secret {
-        if let Some(Value::Object(strings)) = content.remove("stringData") {
-            edit_object_at(&mut content, "data", |data| {
-                for (key, value) in strings {
-                    let text = value.as_str().unwrap_or_default();
-                    data.insert(
-                        key,
-                        Value::String(base64::engine::general_purpose::STANDARD.encode(text)),
-                    );
-                }
-            });
-        }
+        kruise_compat::secret::merge_string_data(&mut content);
         content
             .entry("type")
             .or_insert_with(|| Value::String("Opaque".into()));

@@ -338,34 +338,11 @@ pub fn on_update(def: &ResourceDef, obj: &mut Value) {
     }
 }
 
-/// A Secret's `stringData` written into `data` (base64), overwriting keys there, and
-/// dropped: the v1 conversion kube-apiserver applies to every Secret it receives, so
-/// `stringData` is never stored nor returned.
+/// A Secret's `stringData` written into `data` (base64) and dropped
+/// (`kruise_compat::secret::merge_string_data`), as kube-apiserver does to every Secret.
 fn merge_string_data(obj: &mut Value) {
-    use base64::Engine as _;
-    let Some(map) = obj.as_object_mut() else {
-        return;
-    };
-    let Some(Value::Object(strings)) = map.remove("stringData") else {
-        return;
-    };
-    if strings.is_empty() {
-        return;
-    }
-    let data = map
-        .entry("data")
-        .or_insert_with(|| Value::Object(Map::new()));
-    if !data.is_object() {
-        *data = Value::Object(Map::new());
-    }
-    if let Some(data) = data.as_object_mut() {
-        for (key, value) in strings {
-            let text = value.as_str().unwrap_or_default();
-            data.insert(
-                key,
-                json!(base64::engine::general_purpose::STANDARD.encode(text)),
-            );
-        }
+    if let Some(secret) = obj.as_object_mut() {
+        kruise_compat::secret::merge_string_data(secret);
     }
 }
 
